@@ -1,0 +1,1 @@
+"""An example out-of-tree tinygrad backend (device EXAMPLE)."""

@@ -1,0 +1,228 @@
+"""The CLANG renderer for the CPU device: C source -> relocatable ELF object, loaded in-process by runtime.CPUProgram.
+
+The object must need nothing beyond libm (MCJIT links it into this process; there is no libgcc/compiler-rt), so
+half/bf16 conversions the compiler would call out for are defined in the kernel source itself (weak, see _SOFTFLOAT).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.util
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from tinygrad.device.devstring import Target
+from tinygrad.dtype import DType, dtypes
+from tinygrad.renderer import CompileError, Compiler, UnsupportedDTypeError
+from tinygrad.renderer.cstyle import CStyleRenderer
+
+_CLANG_NAMES = ("clang", *(f"clang-{v}" for v in range(22, 13, -1)))
+_FEATURE_RE = re.compile(r"[+-]?[A-Za-z0-9_.-]+")
+_INSTALL_HINT = "apt-get install clang-19, or pip install ziglang (it bundles clang), or set CC"
+# flags so the object is self-contained and its floating point matches alu.py: no FMA contraction, no errno
+# (so sqrt is an instruction), signed overflow wraps (-fwrapv), no stack protector/builtin libcalls/sanitizers
+BASE_FLAGS = ("-c", "-x", "c", "-O2", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-fwrapv", "-fno-stack-protector",
+              "-fno-builtin", "-fno-sanitize=all")
+
+
+def find_c_compiler() -> list[str] | None:
+  """The C compiler command: $CC, clang, clang-22 .. clang-14 on PATH, then the ziglang package's `zig cc`."""
+  if (cc := os.environ.get("CC", "").strip()):
+    argv = shlex.split(cc)
+    if (path := shutil.which(argv[0])) is not None: return [path, *argv[1:]]
+  for name in _CLANG_NAMES:
+    if (path := shutil.which(name)) is not None: return [path]
+  if importlib.util.find_spec("ziglang") is not None: return [sys.executable, "-m", "ziglang", "cc"]
+  return None
+
+
+@functools.cache
+def compiler_version(cc: tuple[str, ...]) -> str:
+  """First line of `cc --version`; raises RuntimeError when the compiler doesn't run."""
+  try: out = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=120)
+  except (OSError, subprocess.TimeoutExpired) as e: raise RuntimeError(f"C compiler {' '.join(cc)} failed to run: {e}") from e
+  if out.returncode != 0: raise RuntimeError(f"C compiler {' '.join(cc)} --version failed: {out.stderr.strip()}")
+  return (out.stdout.strip().splitlines() or ["unknown version"])[0]
+
+
+def clang_available() -> str | None:
+  """None when a usable C compiler is found, else a sentence saying why not and how to fix it."""
+  if (cc := find_c_compiler()) is None:
+    bad_cc = f" ($CC={os.environ['CC']!r} is not on PATH)" if os.environ.get("CC", "").strip() else ""
+    return f"no C compiler found{bad_cc}: {_INSTALL_HINT}"
+  try: compiler_version(tuple(cc))
+  except RuntimeError as e: return f"{e}: {_INSTALL_HINT}"
+  return None
+
+
+def feature_flags(opts: tuple[str, ...]) -> list[str]:
+  """DEV arch options to clang flags: '+avx2' or 'avx2' -> -mavx2, '-avx512f' -> -mno-avx512f."""
+  flags = []
+  for o in opts:
+    if not _FEATURE_RE.fullmatch(o): raise ValueError(f"bad CPU feature option {o!r}: expected +name or -name, e.g. +avx2")
+    flags.append(f"-mno-{o[1:]}" if o.startswith("-") else f"-m{o.lstrip('+')}")
+  return flags
+
+
+def _host_cpu() -> str:
+  # -march=native depends on the machine, so a binary cached on one CPU must not be reused on another
+  try:
+    import llvmlite.binding as llvm
+    return f"{llvm.get_host_cpu_name()}:{hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:16]}"
+  except Exception:  # noqa: BLE001  llvmlite missing or too old: fall back to coarser info
+    import platform
+    return f"{platform.machine()}:{platform.processor()}"
+
+
+class ClangCompiler(Compiler):
+  """C source (stdin) -> relocatable ELF object bytes, with clang (or zig cc)."""
+
+  def __init__(self, arch: str = "native", opts: tuple[str, ...] = (), cc: list[str] | None = None):
+    self.arch, self.opts = arch or "native", tuple(opts)
+    self._features = feature_flags(self.opts)  # validates the options now
+    self._cc = cc
+
+  @functools.cached_property
+  def flags(self) -> list[str]:
+    # the DEV options come last so that e.g. '+avx512bf16' turns an instruction set that exact_bf16_flags removed back on
+    return [*BASE_FLAGS, f"-march={self.arch}", *exact_bf16_flags(tuple(self.cc)), *self._features]
+
+  @property
+  def cc(self) -> list[str]:
+    if self._cc is None:
+      if (found := find_c_compiler()) is None: raise RuntimeError(f"no C compiler found: {_INSTALL_HINT}")
+      self._cc = found
+    return self._cc
+
+  @property
+  def cachekey(self) -> str:  # type: ignore[override]
+    native = f":{_host_cpu()}" if self.arch == "native" else ""
+    return f"compile_clang:{' '.join(self.cc)}:{compiler_version(tuple(self.cc))}:{' '.join(self.flags)}{native}"
+
+  def describe(self) -> str: return f"{' '.join(self.cc)} ({compiler_version(tuple(self.cc))})"
+
+  def compile(self, src: str) -> bytes:
+    fd, out_path = tempfile.mkstemp(suffix=".o", prefix="tinygrad_clang_")
+    os.close(fd)
+    try:
+      try: res = subprocess.run([*self.cc, *self.flags, "-o", out_path, "-"], input=src.encode(), capture_output=True, timeout=600)
+      except (OSError, subprocess.TimeoutExpired) as e: raise CompileError(" ".join(self.cc), src, str(e)) from e
+      if res.returncode != 0: raise CompileError(self.describe(), src, res.stderr.decode(errors="replace"))
+      with open(out_path, "rb") as f: return f.read()
+    finally:
+      with contextlib.suppress(FileNotFoundError): os.unlink(out_path)  # clang removes it itself on failure
+
+  def supports(self, probe: str) -> bool:
+    """Whether this compiler (with these flags) compiles the C snippet `probe`; cached per compiler and flags."""
+    return _probe(tuple(self.cc), tuple(self.flags), probe)
+
+  def disassemble(self, lib: bytes) -> str:
+    tool = next((p for n in ("llvm-objdump", *(f"llvm-objdump-{v}" for v in range(22, 13, -1)), "objdump") if (p := shutil.which(n))), None)
+    if tool is None: return super().disassemble(lib)
+    with tempfile.NamedTemporaryFile(suffix=".o") as f:
+      f.write(lib)
+      f.flush()
+      return subprocess.run([tool, "-d", f.name], capture_output=True, text=True).stdout
+
+
+@functools.cache
+def exact_bf16_flags(cc: tuple[str, ...]) -> tuple[str, ...]:
+  """x86's float->bf16 instructions (AVX512-BF16, AVX-NE-CONVERT) flush subnormals to zero, alu.truncate keeps them:
+  turn them off (clang then converts in software), as far as this compiler knows the flags."""
+  if platform.machine().lower() not in ("x86_64", "amd64"): return ()
+  return tuple(f for f in ("-mno-avx512bf16", "-mno-avxneconvert") if _probe(cc, (*BASE_FLAGS, f), "int tg_probe;"))
+
+
+@functools.cache
+def _probe(cc: tuple[str, ...], flags: tuple[str, ...], src: str) -> bool:
+  comp = ClangCompiler(cc=list(cc))
+  comp.flags = list(flags)
+  try: comp.compile(src)
+  except (CompileError, RuntimeError): return False
+  return True
+
+
+# Conversions clang calls out for (to compiler-rt/libgcc) when the CPU lacks native half/bf16 converts, or always for
+# double->half. MCJIT can't resolve them, so each object carries its own: weak, so loading many objects is fine.
+# double->bf16 rounds through float, as alu.truncate does.
+_SOFTFLOAT_HALF = """\
+#define TG_WEAK __attribute__((weak, visibility("hidden")))
+#define TG_BITS(t, x) __builtin_bit_cast(t, x)
+TG_WEAK float __extendhfsf2(_Float16 x) {
+  unsigned short h = TG_BITS(unsigned short, x);
+  unsigned int s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return TG_BITS(float, s | 0x7f800000u | (m << 13));
+  if (e != 0) return TG_BITS(float, s | ((e + 112u) << 23) | (m << 13));
+  float f = (float)m * 0x1p-24f;
+  return s ? -f : f;
+}
+TG_WEAK _Float16 __truncdfhf2(double x) {
+  unsigned long long b = TG_BITS(unsigned long long, x), a = b & 0x7fffffffffffffffull;
+  unsigned short s = (unsigned short)((b >> 48) & 0x8000u);
+  if (a >= 0x7ff0000000000000ull) return TG_BITS(_Float16, (unsigned short)(s | (a > 0x7ff0000000000000ull ? 0x7e00u : 0x7c00u)));
+  int e = (int)(a >> 52) - 1023;
+  if (e > 15) return TG_BITS(_Float16, (unsigned short)(s | 0x7c00u));
+  if (e < -25) return TG_BITS(_Float16, s);
+  unsigned long long m = (a & 0xfffffffffffffull) | 0x10000000000000ull;
+  int shift = e >= -14 ? 42 : 28 - e;
+  unsigned long long q = m >> shift, rem = m & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) q++;
+  return TG_BITS(_Float16, (unsigned short)(s | ((e >= -14 ? (unsigned long long)(e + 14) << 10 : 0) + q)));
+}
+TG_WEAK _Float16 __truncsfhf2(float x) { return __truncdfhf2((double)x); }"""
+
+_SOFTFLOAT_BF16 = """\
+#define TG_WEAK_BF __attribute__((weak, visibility("hidden")))
+TG_WEAK_BF __bf16 __truncsfbf2(float x) {
+  unsigned int u = __builtin_bit_cast(unsigned int, x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __builtin_bit_cast(__bf16, (unsigned short)((u >> 16) | 0x40u));
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __builtin_bit_cast(__bf16, (unsigned short)(u >> 16));
+}
+TG_WEAK_BF __bf16 __truncdfbf2(double x) { return __truncsfbf2((float)x); }"""
+
+_PROBES = {
+  dtypes.float16: "_Float16 tg_probe(_Float16 a, _Float16 b, double d) { return a * b + (_Float16)d; }",
+  dtypes.bfloat16: "__bf16 tg_probe(__bf16 a, __bf16 b, double d) { return a * b + (__bf16)d; }",
+}
+
+
+class ClangRenderer(CStyleRenderer):
+  """C for the CPU: `void name(T0* restrict data0, ..., int var0, ...)`, compiled by ClangCompiler."""
+  device = "CPU"
+  name = "CLANG"
+  type_map = {**CStyleRenderer.type_map, dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
+  compiler: ClangCompiler
+
+  def __init__(self, target: Target | None = None):
+    target = target or Target("CPU", "CLANG")
+    self.arch, self.opts = target.arch or "native", tuple(target.opts)
+    self.compiler = ClangCompiler(self.arch, self.opts)
+
+  @property
+  def supported_dtypes(self) -> frozenset[DType]:  # type: ignore[override]
+    return frozenset(dt for dt in dtypes.fields().values() if dt in self.type_map and self._compiler_handles(dt))
+
+  def _compiler_handles(self, dt: DType) -> bool:
+    if dt not in _PROBES: return True
+    try: return self.compiler.supports(_PROBES[dt])
+    except RuntimeError: return True  # no compiler here: rendering alone still works, compiling will say why not
+
+  def render_dtype(self, dt: DType) -> str:
+    if dt in _PROBES and not self._compiler_handles(dt):
+      raise UnsupportedDTypeError(self.name, dt, f"{self.compiler.describe()} has no arithmetic on {self.type_map[dt]}; "
+                                  "use clang >= 17 (or pip install ziglang)")
+    return super().render_dtype(dt)
+
+  def helpers(self) -> list[tuple[str, str]]:
+    return [("_Float16", _SOFTFLOAT_HALF), ("__bf16", _SOFTFLOAT_BF16), *super().helpers()]
+
+  def params(self) -> dict:
+    return {**super().params(), "opts": self.opts}

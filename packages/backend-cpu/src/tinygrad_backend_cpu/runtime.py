@@ -1,0 +1,75 @@
+"""The CPU device at run time: page-aligned host memory, and kernels loaded in-process from ELF objects.
+
+Both renderers (CLANG and LLVM) compile to a relocatable object; LLVM's MCJIT (through llvmlite) links it
+into this process, resolving calls to libm, so no system linker is needed.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import time
+from typing import Any
+
+import llvmlite.binding as llvm
+from tinygrad.device.plugin import Allocator, Compiled, Target
+
+
+class CPUBuffer:
+  """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start)."""
+  __slots__ = ("mem", "addr", "size")
+
+  def __init__(self, size: int):
+    self.size = size
+    self.mem = mmap.mmap(-1, max(size, 1))
+    self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
+
+
+class CPUAllocator(Allocator):
+  def _alloc(self, size: int, options: Any) -> CPUBuffer: return CPUBuffer(size)
+  def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mem[:src.nbytes] = src
+  def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mem[:dest.nbytes]
+
+  def as_memoryview(self, buf: CPUBuffer) -> memoryview: return memoryview(buf.mem)[:buf.size]
+
+
+_engine: llvm.ExecutionEngine | None = None
+
+
+def _mcjit() -> llvm.ExecutionEngine:
+  global _engine
+  if _engine is None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_default_triple().create_target_machine(opt=2, reloc="pic")
+    _engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+  return _engine
+
+
+class CPUProgram:
+  """A kernel loaded from an ELF object. Arguments: buffers (as pointers), then int values of symbolic vars."""
+
+  def __init__(self, name: str, lib: bytes):
+    engine = _mcjit()
+    self.name = name
+    self._obj = llvm.ObjectFileRef.from_data(lib)
+    engine.add_object_file(self._obj)
+    engine.finalize_object()
+    addr = engine.get_function_address(name)
+    if not addr: raise RuntimeError(f"kernel {name} not found in its compiled object")
+    self.fxn = ctypes.CFUNCTYPE(None)(addr)
+
+  def __call__(self, *bufs: CPUBuffer, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    start = time.perf_counter()
+    self.fxn(*args)
+    return time.perf_counter() - start if wait else None
+
+
+class CPUDevice(Compiled):
+  def __init__(self, device: str):
+    super().__init__(device, CPUAllocator(), CPUProgram)
+
+
+def open_cpu(index: int, target: Target) -> CPUDevice:
+  return CPUDevice("CPU" if index == 0 else f"CPU:{index}")

@@ -1,0 +1,12 @@
+"""tinygrad: a plugin-based rebuild of tinygrad's API and compiler design."""
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)  # tinygrad.llm and other add-ons live in their own distributions
+
+from tinygrad.device.registry import Device  # noqa: E402
+from tinygrad.dtype import dtypes  # noqa: E402
+from tinygrad.helpers import Context, GlobalCounters, getenv  # noqa: E402
+from tinygrad.tensor import Tensor  # noqa: E402
+from tinygrad.uop.ops import UOp  # noqa: E402
+
+__all__ = ["Tensor", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp"]

@@ -1,0 +1,88 @@
+"""Per kernel: AST -> (optimize) -> lower -> linearize -> render. The result is a `ProgramSpec`."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from tinygrad.codegen.linearize import linearize
+from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
+from tinygrad.helpers import DEBUG, VERIFY, prod
+from tinygrad.renderer import Renderer
+from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.rewrite import graph_rewrite
+from tinygrad.uop.verify import verify_kernel, verify_linear
+
+
+@dataclass
+class ProgramSpec:
+  """A rendered kernel and what it takes to launch it."""
+  name: str
+  src: str
+  device: str
+  uops: list[UOp]
+  globals: list[int] = field(default_factory=list)       # DEFINE_GLOBAL numbers in parameter order
+  outs: list[int] = field(default_factory=list)          # which globals are written
+  vars: list[UOp] = field(default_factory=list)          # DEFINE_VARs in parameter order
+  global_size: tuple[int, ...] = (1, 1, 1)
+  local_size: tuple[int, ...] = (1, 1, 1)
+  estimated_ops: int = 0
+  estimated_mem: int = 0
+
+
+def kernel_name(ast: UOp) -> str:
+  """r_ for kernels with a reduction, E_ for elementwise, then loop sizes, then a hash of the AST so that
+  different kernels never share a symbol name."""
+  nodes = ast.toposort()
+  ranges = sorted((n for n in nodes if n.op is Ops.RANGE), key=lambda r: r.arg[0])
+  prefix = "r" if any(n.op is Ops.REDUCE for n in nodes) else "E"
+  sizes = "_".join(str(r.src[0].arg) if r.src[0].op is Ops.CONST else "n" for r in ranges) or "1"
+  digest = hashlib.sha256(_stable_key(nodes).encode()).hexdigest()[:6]
+  return f"{prefix}_{sizes}_{digest}"
+
+
+def _stable_key(nodes: list[UOp]) -> str:
+  ids = {n: i for i, n in enumerate(nodes)}
+  return ";".join(f"{n.op.name},{n.dtype!r},{[ids[s] for s in n.src]},{n.arg!r}" for n in nodes)
+
+
+def lower_kernel(ast: UOp, renderer: Renderer) -> list[UOp]:
+  """The kernel AST as a linearized program for `renderer`."""
+  if VERIFY: verify_kernel(ast, "kernel AST")
+  sink = lower_reduces(ast)
+  sink = close_loops(sink)
+  sink = cleanup(sink)
+  if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
+  uops = linearize(sink)
+  if VERIFY: verify_linear(uops)
+  return uops
+
+
+def estimate(uops: list[UOp]) -> tuple[int, int]:
+  """(arithmetic ops, bytes moved) from the loop trip counts of the linearized program."""
+  ops = mem = 0
+  mult, stack = 1, []
+  for u in uops:
+    if u.op is Ops.RANGE:
+      size = u.src[0].arg if u.src[0].op is Ops.CONST else 1
+      stack.append(size)
+      mult *= size
+    elif u.op is Ops.END and stack: mult //= max(stack.pop(), 1)
+    elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[0].src[0].dtype.base.itemsize
+    elif u.op not in (Ops.CONST, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_REG, Ops.DEFINE_VAR, Ops.AFTER, Ops.SINK, Ops.LOAD,
+                      Ops.STORE, Ops.RANGE, Ops.END): ops += mult
+  return ops, mem
+
+
+def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
+  name = kernel_name(ast)
+  uops = lower_kernel(ast, renderer)
+  src = renderer.render(name, uops)
+  if DEBUG >= 4: print(src)
+  globals_ = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
+  outs = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
+  vars_ = [u for u in uops if u.op is Ops.DEFINE_VAR]
+  ops, mem = estimate(uops)
+  return ProgramSpec(name, src, renderer.device, uops, globals_, outs, vars_, estimated_ops=ops, estimated_mem=mem)
+
+
+def prod_shape(shape: tuple[int, ...]) -> int: return prod(shape)

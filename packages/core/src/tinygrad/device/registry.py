@@ -1,0 +1,205 @@
+"""Finds backends (pluggy entry points in group `tinygrad.backends`), resolves DEV targets against what they
+registered, and opens device instances: `Device["CPU"]`, `Device["CUDA:1"]`, `Device.DEFAULT`."""
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from tinygrad.device import hookspecs
+from tinygrad.device.devstring import Target, closest, instance_name, parse_dev, parse_instance, unknown_name_error
+from tinygrad.device.plugin import DeviceSpec, RendererSpec, TensorCore
+from tinygrad.device.runtime import Compiled
+from tinygrad.helpers import DEBUG, DEV
+from tinygrad.renderer import Renderer
+
+ENTRY_POINT_GROUP = "tinygrad.backends"
+BUILTIN_PLUGIN = "tinygrad.runtime.builtin"
+# where a known backend comes from, for "not installed" errors
+KNOWN_PACKAGES = {"CPU": "tinygrad-backend-cpu", "CUDA": "tinygrad-backend-nv", "NV": "tinygrad-backend-nv",
+                  "AMD": "tinygrad-backend-amd", "QCOM": "tinygrad-backend-qcom"}
+# the device used when DEV is not set: the first of these that is installed and available
+DEFAULT_ORDER = ("CUDA", "NV", "AMD", "QCOM", "CPU", "PYTHON")
+# devices that compile with any installed renderer instead of their own
+FOREIGN_RENDERER_DEVICES = ("NULL",)
+
+
+class DeviceNotFound(KeyError):
+  def __str__(self) -> str: return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Resolved:
+  """A DEV target matched to what is installed."""
+  target: Target
+  device: DeviceSpec
+  renderer: RendererSpec
+  arch: str
+
+
+class Registry:
+  """All registered devices, renderers and tensor cores. Plugins are loaded on first use."""
+
+  def __init__(self) -> None:
+    self.devices: dict[str, DeviceSpec] = {}
+    self.renderers: list[RendererSpec] = []
+    self.tensor_core_specs: list[tuple[str, list[TensorCore]]] = []
+    self.plugin_errors: dict[str, str] = {}
+    self.plugin_names: list[str] = []
+    self._loaded = False
+
+  # ---- loading
+  def load(self) -> Registry:
+    if self._loaded: return self
+    self._loaded = True
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    import importlib
+    pm.register(importlib.import_module(BUILTIN_PLUGIN), name="core")
+    self.plugin_names.append("core")
+    allowed = os.environ.get("TINYGRAD_PLUGINS")
+    allow = None if allowed is None else {x.strip() for x in allowed.split(",") if x.strip()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+      if ep.name == "core" or (allow is not None and ep.name not in allow): continue
+      try:
+        pm.register(ep.load(), name=ep.name)
+        self.plugin_names.append(ep.name)
+      except Exception as e:  # noqa: BLE001  a broken plugin must not break the others; it is reported
+        self.plugin_errors[ep.name] = f"{type(e).__name__}: {e}"
+        if DEBUG >= 1: print(f"tinygrad: plugin {ep.name!r} failed to load: {e}")
+    pm.hook.register_devices(register=self._add_device)
+    pm.hook.register_renderers(register=self.renderers.append)
+    pm.hook.register_tensor_cores(register=lambda pattern, tcs: self.tensor_core_specs.append((pattern, list(tcs))))
+    return self
+
+  def _add_device(self, spec: DeviceSpec) -> None:
+    name = spec.name.upper()
+    if name in self.devices: raise ValueError(f"device {name} registered twice (by {self.devices[name].package!r} and {spec.package!r})")
+    self.devices[name] = spec
+
+  # ---- lookups
+  def device_spec(self, name: str) -> DeviceSpec:
+    self.load()
+    name = name.upper()
+    if name in self.devices: return self.devices[name]
+    hint = f"install {KNOWN_PACKAGES[name]} to get it" if name in KNOWN_PACKAGES else ""
+    raise DeviceNotFound(unknown_name_error("device", name, self.devices, hint))
+
+  def renderers_for(self, device: str) -> list[RendererSpec]:
+    self.load()
+    if device.upper() in FOREIGN_RENDERER_DEVICES: return [r for r in self.renderers if r.device not in ("PYTHON",)]
+    return [r for r in self.renderers if r.device == device.upper()]
+
+  def tensor_cores(self, arch: str) -> list[TensorCore]:
+    self.load()
+    return [tc for pattern, tcs in self.tensor_core_specs if fnmatch.fnmatchcase(arch, pattern) for tc in tcs]
+
+  def resolve(self, target: Target) -> Resolved:
+    """Match a parsed DEV target to an installed device, renderer and arch; clear errors otherwise."""
+    dev = self.device_spec(target.device)
+    candidates = self.renderers_for(dev.name)
+    if not candidates: raise DeviceNotFound(f"device {dev.name} has no renderer installed")
+    if target.renderer:
+      named = [r for r in candidates if r.name.upper() == target.renderer]
+      if not named:
+        names = sorted({r.name for r in candidates})
+        hint = ""
+        other = [r for r in self.renderers if r.name.upper() == target.renderer]
+        if other: hint = f"({target.renderer} renders for {other[0].device}; use DEV={other[0].device}:{target.renderer} or NULL:{target.renderer})"
+        raise DeviceNotFound(unknown_name_error(f"renderer for {dev.name}", target.renderer, names, hint))
+      candidates = named
+    else:
+      candidates = sorted(candidates, key=lambda r: (not r.default, self._device_rank(r.device)))
+    if target.arch:
+      accepting = [r for r in candidates if r.accepts(target.arch)]
+      if not accepting:
+        archs = sorted({a for r in candidates if not callable(r.archs) for a in r.archs})
+        near = closest(target.arch, archs)
+        raise DeviceNotFound(f"unknown arch {target.arch!r} for {dev.name}:{candidates[0].name}" +
+                             (f"; did you mean {near!r}?" if near else "") + f" accepted: {', '.join(archs) or 'see the backend docs'}")
+      renderer = accepting[0]
+    else:
+      renderer = candidates[0]
+    return Resolved(target, dev, renderer, target.arch or renderer.default_arch())
+
+  def _device_rank(self, device: str) -> int:
+    return DEFAULT_ORDER.index(device) if device in DEFAULT_ORDER else len(DEFAULT_ORDER)
+
+
+registry = Registry()
+
+
+class _Device:
+  """`Device[name]` opens (once) and returns the device instance; `Device.DEFAULT` is the instance that
+  tensors go to when no device is given: the first target of DEV, else the best available device."""
+
+  def __init__(self) -> None:
+    self._opened: dict[str, Compiled] = {}
+    self._renderers: dict[tuple, Renderer] = {}
+
+  @property
+  def registry(self) -> Registry: return registry.load()
+
+  def canonicalize(self, name: str | None) -> str:
+    if name is None: return self.DEFAULT
+    dev, idx = parse_instance(name)
+    return instance_name(dev, idx)
+
+  def targets(self) -> tuple[Target, ...]:
+    return parse_dev(DEV.value) if DEV.value else ()
+
+  @property
+  def DEFAULT(self) -> str:
+    if (targets := self.targets()): return instance_name(targets[0].device, targets[0].index or 0)
+    reg = self.registry
+    for name in DEFAULT_ORDER:
+      if name in reg.devices and reg.devices[name].available() is None: return name
+    return "PYTHON"
+
+  def target_for(self, device_kind: str) -> Target:
+    """The DEV target that configures `device_kind` (its renderer and arch), or a bare one."""
+    for t in self.targets():
+      if t.device == device_kind: return t
+    return Target(device_kind)
+
+  def __getitem__(self, name: str) -> Compiled:
+    key = self.canonicalize(name)
+    if key in self._opened: return self._opened[key]
+    kind, index = parse_instance(key)
+    spec = self.registry.device_spec(kind)
+    if (why := spec.available()) is not None: raise RuntimeError(f"device {key} is not available here: {why}")
+    target = self.target_for(kind)
+    iface_names = [target.interface] if target.interface else list(spec.interfaces)
+    errors = []
+    for iface in iface_names:
+      if iface not in spec.interfaces:
+        raise DeviceNotFound(unknown_name_error(f"interface for {kind}", iface, [i for i in spec.interfaces if i]))
+      try:
+        self._opened[key] = spec.interfaces[iface](index, target)
+        return self._opened[key]
+      except Exception as e:  # noqa: BLE001  try the next interface, report all if none opens
+        errors.append(f"{iface or 'default'}: {type(e).__name__}: {e}")
+    raise RuntimeError(f"could not open device {key}: " + "; ".join(errors))
+
+  def renderer(self, device: str) -> Renderer:
+    """The renderer that compiles for a device instance under the current DEV."""
+    kind, _ = parse_instance(self.canonicalize(device))
+    target = self.target_for(kind)
+    key = (kind, target.renderer, target.arch, target.opts)
+    if key not in self._renderers:
+      resolved = self.registry.resolve(target)
+      self._renderers[key] = resolved.renderer.make(Target(kind, resolved.renderer.name, resolved.arch, target.opts))
+    return self._renderers[key]
+
+  def tensor_cores(self, arch: str) -> list[TensorCore]: return self.registry.tensor_cores(arch)
+
+  @cached_property
+  def _unused(self) -> Any: return None
+
+
+Device = _Device()

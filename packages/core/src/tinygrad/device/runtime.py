@@ -1,0 +1,128 @@
+"""What a device instance is at run time: an allocator, a program loader and synchronize."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from tinygrad.dtype import DType, dtypes
+from tinygrad.helpers import GlobalCounters
+
+
+class Program(Protocol):
+  """A loaded kernel. Called with device buffers (opaque), launch sizes and int values of symbolic vars.
+  With wait=True it synchronizes and returns the run time in seconds."""
+
+  def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None: ...
+
+
+class Allocator:
+  """Device memory. Subclasses implement `_alloc`, `_free`, `_copyin`, `_copyout`; freed blocks are kept by size
+  and reused (an LRU-style cache) so repeated kernels don't pay for allocation."""
+
+  def __init__(self) -> None:
+    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+
+  def alloc(self, size: int, options: Any = None) -> Any:
+    if (cached := self.cache.get((size, options))): return cached.pop()
+    try: return self._alloc(size, options)
+    except MemoryError:
+      self.free_cache()
+      return self._alloc(size, options)
+
+  def free(self, opaque: Any, size: int, options: Any = None) -> None: self.cache[(size, options)].append(opaque)
+
+  def free_cache(self) -> None:
+    for (size, options), blocks in self.cache.items():
+      for b in blocks: self._free(b, size, options)
+    self.cache.clear()
+
+  def copyin(self, dest: Any, src: memoryview) -> None: self._copyin(dest, src)
+  def copyout(self, dest: memoryview, src: Any) -> None: self._copyout(dest, src)
+
+  def _alloc(self, size: int, options: Any) -> Any: raise NotImplementedError
+  def _free(self, opaque: Any, size: int, options: Any) -> None: pass
+  def _copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
+  def _copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
+
+
+class Compiled:
+  """A device instance (e.g. "CPU", "CUDA:1"): memory, a loader for compiled kernels, synchronize.
+  The renderer/compiler is chosen per DEV target and looked up through the registry."""
+
+  def __init__(self, device: str, allocator: Allocator, runtime: Callable[[str, bytes], Program] | None,
+               graph: Any = None, runs_kernels: bool = True):
+    self.device, self.allocator, self.runtime, self.graph = device, allocator, runtime, graph
+    self.runs_kernels = runs_kernels
+
+  def synchronize(self) -> None: pass
+
+  def __repr__(self) -> str: return f"<{type(self).__name__} {self.device}>"
+
+
+class Buffer:
+  """`size` elements of `dtype` on `device`, allocated lazily. May be a view (`base`, `offset`) of another."""
+
+  def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None, base: Buffer | None = None, offset: int = 0):
+    if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
+    self.device, self.size, self.dtype = device, size, dtype
+    self.base, self.offset = base, offset
+    self._opaque = opaque
+    if opaque is not None: self._account(+1)
+
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+
+  def is_allocated(self) -> bool: return self._opaque is not None
+
+  def _allocator(self) -> Allocator:
+    from tinygrad.device.registry import Device
+    return Device[self.device].allocator
+
+  def ensure_allocated(self) -> Buffer:
+    if self._opaque is None:
+      if self.base is not None:
+        self.base.ensure_allocated()
+        self._opaque = self._allocator().view(self.base._opaque, self.offset * self.dtype.itemsize, self.nbytes)  # type: ignore[attr-defined]
+      else:
+        self._opaque = self._allocator().alloc(max(self.nbytes, 1))
+        self._account(+1)
+    return self
+
+  @property
+  def opaque(self) -> Any: return self.ensure_allocated()._opaque
+
+  def _account(self, sign: int) -> None:
+    if self.base is None: GlobalCounters.mem_used += sign * self.nbytes
+
+  def copyin(self, data: memoryview | bytes) -> Buffer:
+    mv = memoryview(data).cast("B")
+    if mv.nbytes != self.nbytes: raise ValueError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes} bytes ({self.size} x {self.dtype})")
+    self._allocator().copyin(self.opaque, mv)
+    return self
+
+  def copyout(self, dest: memoryview) -> memoryview:
+    from tinygrad.device.registry import Device
+    Device[self.device].synchronize()
+    self._allocator().copyout(dest.cast("B"), self.opaque)
+    return dest
+
+  def as_bytes(self) -> bytes:
+    out = memoryview(bytearray(self.nbytes))
+    self.copyout(out)
+    return out.tobytes()
+
+  def __del__(self) -> None:
+    if getattr(self, "_opaque", None) is None or self.base is not None: return
+    try:
+      self._allocator().free(self._opaque, max(self.nbytes, 1))
+      self._account(-1)
+    except Exception:  # noqa: BLE001  interpreter shutdown: the registry may be gone already
+      return
+
+  def __repr__(self) -> str:
+    return f"<Buffer {self.device} {self.size} {self.dtype}{' allocated' if self.is_allocated() else ''}>"
+
+
+def default_dtype_for_bytes() -> DType: return dtypes.uint8

@@ -1,0 +1,217 @@
+"""Data types: scalars, vectors and pointers, and the promotion lattice shared with tinygrad/JAX/torch."""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+ConstType = float | int | bool
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+  """A scalar type (count == 1) or a vector of `count` scalars."""
+  priority: int  # orders types inside one kind; promotion picks the lowest common upper bound
+  itemsize: int  # bytes per scalar
+  name: str
+  fmt: str | None  # struct/memoryview format char, None when Python has none (bf16, fp8)
+  count: int = 1
+
+  @property
+  def nbytes(self) -> int: return self.itemsize * self.count
+
+  def vec(self, count: int) -> DType:
+    """The vector of `count` elements of this scalar type."""
+    assert self.count == 1, f"can't make a vector of the vector type {self}"
+    return self if count == 1 else DType(self.priority, self.itemsize, self.name, None, count)
+
+  def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType:
+    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, addrspace)
+
+  def scalar(self) -> DType:
+    return self if self.count == 1 else getattr(dtypes, self.name)
+
+  def __repr__(self) -> str: return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
+
+  def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name, self.count) < (other.priority, other.itemsize, other.name, other.count)
+
+
+@dataclass(frozen=True, eq=True)
+class PtrDType(DType):
+  """A pointer to `base` elements in an address space; size -1 means unknown."""
+  base: DType = None  # type: ignore[assignment]
+  size: int = -1
+  addrspace: str = "global"
+
+  def __repr__(self) -> str: return f"{self.base!r}.ptr({self.size}{'' if self.addrspace == 'global' else ', ' + repr(self.addrspace)})"
+
+  def scalar(self) -> DType: return self
+
+
+class dtypes:
+  """All dtypes by name, and predicates over them (tinygrad's `dtypes` namespace)."""
+  void: Final = DType(-1, 0, "void", None)
+  bool: Final = DType(0, 1, "bool", "?")
+  int8: Final = DType(1, 1, "char", "b")
+  uint8: Final = DType(2, 1, "uchar", "B")
+  int16: Final = DType(3, 2, "short", "h")
+  uint16: Final = DType(4, 2, "ushort", "H")
+  int32: Final = DType(5, 4, "int", "i")
+  uint32: Final = DType(6, 4, "uint", "I")
+  int64: Final = DType(7, 8, "long", "q")
+  uint64: Final = DType(8, 8, "ulong", "Q")
+  fp8e4m3: Final = DType(9, 1, "fp8e4m3", None)
+  fp8e5m2: Final = DType(10, 1, "fp8e5m2", None)
+  float16: Final = DType(11, 2, "half", "e")
+  bfloat16: Final = DType(12, 2, "bfloat16", None)
+  float32: Final = DType(13, 4, "float", "f")
+  float64: Final = DType(14, 8, "double", "d")
+
+  # aliases, as in tinygrad and torch
+  char, uchar, short, ushort, long, ulong = int8, uint8, int16, uint16, int64, uint64
+  half, float, double = float16, float32, float64
+  default_float: DType = float32
+  default_int: DType = int32
+
+  @staticmethod
+  def is_float(x: DType) -> bool: return x.scalar() in FLOATS
+  @staticmethod
+  def is_int(x: DType) -> bool: return x.scalar() in INTS
+  @staticmethod
+  def is_unsigned(x: DType) -> bool: return x.scalar() in UNSIGNED
+  @staticmethod
+  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+
+  @staticmethod
+  def from_py(x) -> DType:
+    """The dtype a Python value gets: bool, default_int, default_float; lists use their widest element."""
+    if isinstance(x, bool): return dtypes.bool
+    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, float): return dtypes.default_float
+    if isinstance(x, (list, tuple)):
+      return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+    raise TypeError(f"can't infer a dtype from a {type(x).__name__}: pass dtype= explicitly")
+
+  @staticmethod
+  def min(dt: DType) -> ConstType:
+    if dtypes.is_int(dt): return 0 if dtypes.is_unsigned(dt) else -(2 ** (dt.itemsize * 8 - 1))
+    return False if dt == dtypes.bool else -math.inf
+
+  @staticmethod
+  def max(dt: DType) -> ConstType:
+    if dtypes.is_int(dt): return 2 ** (dt.itemsize * 8) - 1 if dtypes.is_unsigned(dt) else 2 ** (dt.itemsize * 8 - 1) - 1
+    return True if dt == dtypes.bool else math.inf
+
+  @staticmethod
+  def finfo(dt: DType) -> tuple[int, int]:
+    """(exponent bits, mantissa bits) of a float dtype."""
+    return FLOAT_BITS[dt.scalar()]
+
+  @staticmethod
+  def fields() -> dict[str, DType]: return DTYPES_BY_NAME
+
+
+SIGNED: Final = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+UNSIGNED: Final = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+INTS: Final = SIGNED + UNSIGNED
+FLOATS: Final = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+FLOAT_BITS: Final = {dtypes.fp8e4m3: (4, 3), dtypes.fp8e5m2: (5, 2), dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7),
+                     dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
+DTYPES_BY_NAME: Final[dict[str, DType]] = {
+  name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType) and not name.startswith("default") and name != "void"}
+
+# The promotion lattice: each type lists the types it promotes to directly. The common type of a
+# set is the lowest-priority type that every member can reach (as in JAX's and tinygrad's design).
+PROMOTES_TO: Final[dict[DType, tuple[DType, ...]]] = {
+  dtypes.bool: (dtypes.int8, dtypes.uint8),
+  dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,), dtypes.int32: (dtypes.int64,),
+  dtypes.int64: (dtypes.fp8e4m3, dtypes.fp8e5m2),
+  dtypes.uint8: (dtypes.int16, dtypes.uint16), dtypes.uint16: (dtypes.int32, dtypes.uint32),
+  dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.uint64: (dtypes.fp8e4m3, dtypes.fp8e5m2),
+  dtypes.fp8e4m3: (dtypes.float16, dtypes.bfloat16), dtypes.fp8e5m2: (dtypes.float16, dtypes.bfloat16),
+  dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,),
+  dtypes.float32: (dtypes.float64,), dtypes.float64: (),
+}
+
+
+@cache
+def _upper_bounds(dt: DType) -> frozenset[DType]:
+  return frozenset({dt}).union(*(_upper_bounds(up) for up in PROMOTES_TO[dt]))
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+  """The smallest dtype that every one of `ds` promotes to."""
+  common = frozenset.intersection(*(_upper_bounds(d.scalar()) for d in ds))
+  return min(common) if common else dtypes.float64
+
+
+def least_upper_float(dt: DType) -> DType:
+  """`dt` when it is a float, else the default float (what mean/exp/sqrt of ints give)."""
+  return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+
+
+def to_dtype(x: DType | str) -> DType:
+  """Accept a DType or its name ("float32", "half", ...)."""
+  if isinstance(x, DType): return x
+  if x in DTYPES_BY_NAME: return DTYPES_BY_NAME[x]
+  import difflib
+  close = difflib.get_close_matches(x, list(DTYPES_BY_NAME), n=1)
+  raise ValueError(f"unknown dtype {x!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(DTYPES_BY_NAME)}"))
+
+
+# ---- converting Python values into a dtype's range (used by constant folding and the interpreter)
+
+def _float_to_bits(x: float, exp_bits: int, man_bits: int) -> float:
+  """Round a float to a narrower float format (round-to-nearest-even, saturating like OCP fp8 for e4m3)."""
+  if math.isnan(x) or math.isinf(x) or x == 0: return x
+  bias = (1 << (exp_bits - 1)) - 1
+  m, e = math.frexp(abs(x))  # abs(x) = m * 2**e, 0.5 <= m < 1
+  e -= 1  # normalize to 1.xxx
+  min_e = 1 - bias
+  shift = man_bits - max(e, min_e) + (0 if e >= min_e else 0)
+  scaled = abs(x) * 2.0 ** shift
+  rounded = round(scaled)  # Python rounds half to even
+  return math.copysign(rounded * 2.0 ** -shift, x)
+
+
+def truncate_fp16(x: float) -> float:
+  try: return struct.unpack("e", struct.pack("e", float(x)))[0]
+  except OverflowError: return math.copysign(math.inf, x)
+
+
+def truncate_bf16(x: float) -> float:
+  if math.isnan(x) or math.isinf(x): return x
+  bits = struct.unpack("I", struct.pack("f", x))[0] if abs(x) < 3.5e38 else None
+  if bits is None: return math.copysign(math.inf, x)
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+  return struct.unpack("f", struct.pack("I", bits))[0]
+
+
+def truncate_fp8(x: float, dt: DType) -> float:
+  if math.isnan(x): return x
+  if dt == dtypes.fp8e4m3:
+    if math.isinf(x): return math.nan
+    y = _float_to_bits(x, 4, 3)
+    return math.copysign(448.0, y) if abs(y) > 448.0 else y  # e4m3fn saturates in conversions
+  y = _float_to_bits(x, 5, 2)
+  return math.copysign(math.inf, y) if abs(y) > 57344.0 else y
+
+
+def truncate(dt: DType, x: ConstType) -> ConstType:
+  """`x` represented exactly as `dt` stores it: ints wrap around, floats round to the format."""
+  dt = dt.scalar()
+  if dt == dtypes.bool: return bool(x)
+  if dtypes.is_int(dt):
+    bits = dt.itemsize * 8
+    v = int(x) & ((1 << bits) - 1)
+    return v - (1 << bits) if (not dtypes.is_unsigned(dt) and v >= 1 << (bits - 1)) else v
+  x = float(x)
+  if dt == dtypes.float32:
+    try: return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError: return math.copysign(math.inf, x)
+  if dt == dtypes.float16: return truncate_fp16(x)
+  if dt == dtypes.bfloat16: return truncate_bf16(x)
+  if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return truncate_fp8(x, dt)
+  return x

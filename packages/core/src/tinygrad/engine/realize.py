@@ -1,0 +1,106 @@
+"""Running a schedule: compile each kernel (cached), bind buffers, launch; copies between devices."""
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from tinygrad.codegen.program import ProgramSpec, get_program
+from tinygrad.device.registry import Device
+from tinygrad.device.runtime import Buffer, Compiled, Program
+from tinygrad.helpers import DEBUG, GlobalCounters, colored
+from tinygrad.renderer import Renderer
+from tinygrad.schedule.kernelize import ScheduleItem
+from tinygrad.uop.ops import Ops, UOp
+
+# the runtime Buffer behind each BUFFER node (weak: a buffer lives as long as some graph refers to its node)
+buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+
+def buffer_of(u: UOp) -> Buffer:
+  """The Buffer for a BUFFER node, created (not yet allocated) on first use."""
+  if (b := buffers.get(u)) is None:
+    b = buffers[u] = Buffer(u.device, u.arg[1], u.dtype)
+  return b
+
+
+class CompiledRunner:
+  """A kernel compiled and loaded for one device instance."""
+
+  def __init__(self, spec: ProgramSpec, device: Compiled, renderer: Renderer):
+    self.spec, self.device = spec, device
+    self.lib = renderer.compiler.compile_cached(spec.src)
+    self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
+
+  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
+    vals = tuple((var_vals or {})[v.arg[0]] for v in self.spec.vars)
+    return self.program(*[b.opaque for b in bufs], global_size=self.spec.global_size, local_size=self.spec.local_size,
+                        vals=vals, wait=wait)
+
+
+def _noop(*args: Any, **kwargs: Any) -> float: return 0.0
+
+
+_runner_cache: dict[tuple, CompiledRunner] = {}
+
+
+def get_runner(device: str, ast: UOp) -> CompiledRunner:
+  renderer = Device.renderer(device)
+  key = (ast, device, renderer.device, renderer.name, renderer.arch)
+  if (runner := _runner_cache.get(key)) is None:
+    runner = _runner_cache[key] = CompiledRunner(get_program(ast, renderer), Device[device], renderer)
+  return runner
+
+
+@dataclass
+class ExecItem:
+  """A kernel or copy with its buffers, ready to run."""
+  kind: str  # "kernel" or "copy"
+  bufs: list[Buffer]
+  runner: CompiledRunner | None = None
+
+  def run(self, var_vals: dict[str, int] | None = None) -> None:
+    for b in self.bufs: b.ensure_allocated()
+    if self.kind == "copy": return copy_buffer(self.bufs[0], self.bufs[1])
+    assert self.runner is not None
+    timing = DEBUG >= 2
+    elapsed = self.runner(self.bufs, var_vals, wait=timing)
+    GlobalCounters.kernel_count += 1
+    GlobalCounters.global_ops += self.runner.spec.estimated_ops
+    GlobalCounters.global_mem += self.runner.spec.estimated_mem
+    if elapsed is not None: GlobalCounters.time_sum_s += elapsed
+    if timing: _print_kernel(self.runner.spec, elapsed or 0.0)
+
+
+def _print_kernel(spec: ProgramSpec, elapsed: float) -> None:
+  gflops = spec.estimated_ops / max(elapsed, 1e-9) * 1e-9
+  gbs = spec.estimated_mem / max(elapsed, 1e-9) * 1e-9
+  print(f"*** {spec.device:7s} {GlobalCounters.kernel_count:4d} {colored(f'{spec.name:30s}', 'cyan')} "
+        f"{elapsed * 1e6:9.2f} us  {gflops:8.2f} GFLOPS {gbs:8.2f} GB/s")
+
+
+def copy_buffer(dest: Buffer, src: Buffer) -> None:
+  """Copy between any two devices through host memory (devices with a faster path can override later)."""
+  if dest.nbytes != src.nbytes: raise ValueError(f"copy size mismatch: {src} -> {dest}")
+  staging = memoryview(bytearray(src.nbytes))
+  src.copyout(staging)
+  dest.copyin(staging)
+  if DEBUG >= 2: print(f"*** copy {src.device} -> {dest.device} {src.nbytes} bytes")
+
+
+def lower_schedule(items: list[ScheduleItem]) -> list[ExecItem]:
+  out = []
+  for si in items:
+    bufs = [buffer_of(b) for b in si.bufs]
+    if si.ast.op is Ops.COPY: out.append(ExecItem("copy", bufs))
+    else: out.append(ExecItem("kernel", bufs, get_runner(bufs[0].device, si.ast)))
+  return out
+
+
+def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> list[ExecItem]:
+  st = time.perf_counter()
+  exec_items = lower_schedule(items)
+  for ei in exec_items: ei.run(var_vals)
+  if DEBUG >= 3: print(f"ran {len(exec_items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")
+  return exec_items

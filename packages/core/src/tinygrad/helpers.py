@@ -1,0 +1,172 @@
+"""Small utilities shared by every layer: env/context variables, counters, a disk cache."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import math
+import operator
+import os
+import pickle
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def prod(xs: Iterable[Any], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
+def all_same(xs: Sequence[Any]) -> bool: return all(x == xs[0] for x in xs)
+def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)
+def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
+def argsort(xs: Sequence[Any]) -> list[int]: return sorted(range(len(xs)), key=xs.__getitem__)
+def argfix(*x: Any) -> tuple[Any, ...]:
+  """Accept f(1, 2) and f((1, 2)) alike."""
+  if x and isinstance(x[0], (tuple, list)):
+    if len(x) != 1: raise ValueError(f"pass either a sequence or separate ints, not both: {x}")
+    return tuple(x[0])
+  return x
+def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]: return (x,) * cnt if isinstance(x, int) else tuple(x)
+def round_up(x: int, multiple: int) -> int: return (x + multiple - 1) // multiple * multiple
+def ceildiv(a: Any, b: Any) -> Any: return -(-a // b)
+def strip_parens(s: str) -> str: return s[1:-1] if s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]) else s
+def _balanced(s: str) -> bool:
+  depth = 0
+  for c in s:
+    depth += {"(": 1, ")": -1}.get(c, 0)
+    if depth < 0: return False
+  return depth == 0
+def colored(s: str, color: str | None) -> str:
+  codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
+  return s if color is None or not sys.stdout.isatty() else f"\u001b[{codes[color]}m{s}\u001b[0m"
+def is_nan(x: Any) -> bool: return isinstance(x, float) and math.isnan(x)
+
+
+@functools.cache
+def getenv(key: str, default: Any = 0) -> Any:
+  """Read an environment variable, converted to the type of `default` (cached: read once)."""
+  return type(default)(os.environ.get(key, default))
+
+
+class ContextVar:
+  """A named setting read from the environment once and overridable with `Context(NAME=value)`."""
+  _registry: dict[str, ContextVar] = {}
+
+  def __init__(self, key: str, default: Any):
+    self.key, self.value = key, getenv(key, default)
+    ContextVar._registry[key] = self
+
+  def __bool__(self) -> bool: return bool(self.value)
+  def __ge__(self, x: Any) -> bool: return self.value >= x
+  def __gt__(self, x: Any) -> bool: return self.value > x
+  def __lt__(self, x: Any) -> bool: return self.value < x
+  def __le__(self, x: Any) -> bool: return self.value <= x
+  def __eq__(self, x: object) -> bool: return self.value == x
+  def __hash__(self) -> int: return hash(self.key)
+  def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+
+
+class Context(contextlib.ContextDecorator):
+  """Temporarily override ContextVars: `with Context(DEBUG=2, DEV="CPU:LLVM"): ...`."""
+
+  def __init__(self, **kwargs: Any): self.kwargs = kwargs
+
+  def __enter__(self) -> None:
+    unknown = [k for k in self.kwargs if k not in ContextVar._registry]
+    if unknown: raise KeyError(f"unknown Context variable(s) {unknown}; known: {sorted(ContextVar._registry)}")
+    self.old = {k: ContextVar._registry[k].value for k in self.kwargs}
+    for k, v in self.kwargs.items(): ContextVar._registry[k].value = v
+
+  def __exit__(self, *exc: object) -> None:
+    for k, v in self.old.items(): ContextVar._registry[k].value = v
+
+
+DEBUG = ContextVar("DEBUG", 0)
+DEV = ContextVar("DEV", "")                  # the DEV string: which device, renderer and arch run tensors
+VERIFY = ContextVar("VERIFY", 0)             # check UOp graphs after every pipeline stage
+CACHELEVEL = ContextVar("CACHELEVEL", 2)     # 0 disables the on-disk compile cache
+NOOPT = ContextVar("NOOPT", 0)               # skip kernel optimizations
+TRACK_MATCH_STATS = ContextVar("TRACK_MATCH_STATS", 0)
+
+
+class GlobalCounters:
+  """Totals since the last reset: kernels run, ops, memory traffic and time."""
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  kernel_count: int = 0
+  mem_used: int = 0
+
+  @staticmethod
+  def reset() -> None:
+    GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+
+
+class Timing(contextlib.ContextDecorator):
+  def __init__(self, prefix: str = "", enabled: bool = True): self.prefix, self.enabled = prefix, enabled
+  def __enter__(self) -> Timing:
+    self.st = time.perf_counter_ns()
+    return self
+  def __exit__(self, *exc: object) -> None:
+    self.et = time.perf_counter_ns() - self.st
+    if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms")
+
+
+# ---- on-disk cache (compiled binaries, BEAM choices): one sqlite file, keyed by table and key
+
+def cache_dir() -> str:
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "tinygrad")
+
+
+CACHEDB: str = os.environ.get("CACHEDB", os.path.join(cache_dir(), "cache.db"))
+_db_conn: sqlite3.Connection | None = None
+
+
+def _db() -> sqlite3.Connection:
+  global _db_conn
+  if _db_conn is None:
+    os.makedirs(os.path.dirname(CACHEDB), exist_ok=True)
+    _db_conn = sqlite3.connect(CACHEDB, timeout=30, isolation_level=None, check_same_thread=False)
+  return _db_conn
+
+
+def _table(table: str) -> str: return "cache_" + hashlib.sha256(table.encode()).hexdigest()[:16]
+
+
+def diskcache_get(table: str, key: str) -> Any:
+  if CACHELEVEL.value == 0: return None
+  try:
+    row = _db().execute(f"SELECT val FROM {_table(table)} WHERE key=?", (key,)).fetchone()
+  except sqlite3.OperationalError: return None  # table not created yet
+  return pickle.loads(row[0]) if row else None
+
+
+def diskcache_put(table: str, key: str, value: Any) -> Any:
+  if CACHELEVEL.value == 0: return value
+  db = _db()
+  db.execute(f"CREATE TABLE IF NOT EXISTS {_table(table)} (key TEXT PRIMARY KEY, val BLOB)")
+  db.execute(f"INSERT OR REPLACE INTO {_table(table)} (key, val) VALUES (?, ?)", (key, pickle.dumps(value)))
+  return value
+
+
+def temp_path(name: str) -> str: return os.path.join(tempfile.gettempdir(), name)
+
+
+def unwrap(x: T | None) -> T:
+  assert x is not None
+  return x
+
+
+def partition(xs: Iterable[T], pred: Any) -> tuple[list[T], list[T]]:
+  yes: list[T] = []
+  no: list[T] = []
+  for x in xs: (yes if pred(x) else no).append(x)
+  return yes, no
+
+
+def pairwise(xs: Sequence[T]) -> Iterator[tuple[T, T]]: return zip(xs, xs[1:])

@@ -1,0 +1,20 @@
+"""Core's own backends (PYTHON and NULL), registered through the same pluggy hooks as third-party plugins."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tinygrad.device.plugin import DeviceSpec, RendererSpec, hookimpl
+from tinygrad.runtime.null import open_null
+from tinygrad.runtime.python import PythonRenderer, open_python
+
+
+@hookimpl
+def register_devices(register: Callable[..., None]) -> None:
+  register(DeviceSpec("PYTHON", {"": open_python}, package="tinygrad"))
+  # NULL has no renderer of its own: the registry lets it compile with every installed one
+  register(DeviceSpec("NULL", {"": open_null}, runs_kernels=False, package="tinygrad"))
+
+
+@hookimpl
+def register_renderers(register: Callable[..., None]) -> None:
+  register(RendererSpec(device="PYTHON", name="PYTHON", make=PythonRenderer, default=True, archs=("*",), package="tinygrad"))

@@ -1,0 +1,152 @@
+"""Views become index math: rules that push `INDEX_AT(tensor, gate, *idx)` ("tensor's element at idx") down
+through the tensor graph until only loads, constants and arithmetic on loop indices remain.
+
+  INDEX_AT(a + b, g, i)       -> INDEX_AT(a, g, i) + INDEX_AT(b, g, i)
+  INDEX_AT(PERMUTE(x), g, i)  -> INDEX_AT(x, g, permuted i)
+  INDEX_AT(PAD(x), g, i)      -> valid ? INDEX_AT(x, g & valid, i - before) : 0
+  INDEX_AT(REDUCE_AXIS(x), g, i) -> REDUCE(INDEX_AT(x, g, i with new loop ranges), ranges)
+  INDEX_AT(BUFFER, g, i)      -> LOAD(INDEX(DEFINE_GLOBAL(n), i), gate g)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tinygrad.dtype import dtypes
+from tinygrad.helpers import prod
+from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.rewrite import PatternMatcher, UPat
+
+TRUE = UOp.const(dtypes.bool, True)
+
+
+@dataclass
+class IndexingContext:
+  """Per kernel: which buffer is which parameter, and a counter for new loop ranges."""
+  buffers: dict[UOp, int] = field(default_factory=dict)
+  next_range: int = 0
+
+  def new_range(self, size: int, kind: str) -> UOp:
+    r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (self.next_range, kind))
+    self.next_range += 1
+    return r
+
+  def param(self, buf: UOp) -> int:
+    if buf not in self.buffers: self.buffers[buf] = len(self.buffers)
+    return self.buffers[buf]
+
+
+def index_at(x: UOp, gate: UOp, idx: tuple[UOp, ...]) -> UOp:
+  return UOp(Ops.INDEX_AT, x.dtype, (x, gate, *idx))
+
+
+def strides_for(shape: tuple[int, ...]) -> tuple[int, ...]:
+  """Row-major strides of a contiguous shape."""
+  out, acc = [], 1
+  for s in reversed(shape):
+    out.append(acc)
+    acc *= s
+  return tuple(reversed(out))
+
+
+def flat_index(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
+  total = UOp.const(dtypes.int32, 0)
+  for i, st, s in zip(idx, strides_for(shape), shape):
+    if s != 1: total = total + i * st
+  return total
+
+
+def unflatten_index(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  out = []
+  for j, (st, s) in enumerate(zip(strides_for(shape), shape)):
+    if s == 1: out.append(UOp.const(dtypes.int32, 0))
+      # a size-1 axis is always index 0
+    else:
+      v = flat // st if st != 1 else flat
+      out.append(v % s if j != 0 else v)
+  return tuple(out)
+
+
+# ---- one rule per view op
+
+def _reshape(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...]) -> UOp:
+  if x.shape == arg: return index_at(x, g, idx)
+  return index_at(x, g, unflatten_index(flat_index(idx, arg), x.shape))
+
+
+def _permute(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...]) -> UOp:
+  new = [UOp.const(dtypes.int32, 0)] * len(arg)
+  for out_axis, in_axis in enumerate(arg): new[in_axis] = idx[out_axis]
+  return index_at(x, g, tuple(new))
+
+
+def _expand(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...]) -> UOp:
+  return index_at(x, g, tuple(UOp.const(dtypes.int32, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, x.shape, arg)))
+
+
+def _shrink(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[tuple[int, int], ...]) -> UOp:
+  return index_at(x, g, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, arg)))
+
+
+def _flip(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[bool, ...]) -> UOp:
+  return index_at(x, g, tuple((s - 1) - i if f else i for i, s, f in zip(idx, x.shape, arg)))
+
+
+def _pad(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[tuple[int, int], ...], dtype) -> UOp:
+  valid = TRUE
+  new_idx = []
+  for i, s, (before, after) in zip(idx, x.shape, arg):
+    j = i - before if before else i
+    new_idx.append(j)
+    if before: valid = valid & (j >= 0) if valid is not TRUE else (j >= 0)
+    if after: valid = valid & (j < s) if valid is not TRUE else (j < s)
+  valid = valid.simplify()
+  inner_gate = valid if g is TRUE else (g & valid)
+  return valid.where(index_at(x, inner_gate, tuple(new_idx)), UOp.const(dtype, 0))
+
+
+_MOVEMENT = {Ops.RESHAPE: _reshape, Ops.PERMUTE: _permute, Ops.EXPAND: _expand, Ops.SHRINK: _shrink, Ops.FLIP: _flip}
+
+
+def push_index(ctx: IndexingContext, node: UOp) -> UOp | None:
+  x, g, idx = node.src[0], node.src[1], node.src[2:]
+  if x.op in _MOVEMENT: return _MOVEMENT[x.op](x.src[0], g, idx, x.arg)
+  if x.op is Ops.PAD: return _pad(x.src[0], g, idx, x.arg, x.dtype)
+  if x.op is Ops.CONST: return UOp.const(x.dtype, x.arg)
+  if x.op is Ops.IOTA: return idx[0]
+  if x.op is Ops.BUFFER:
+    ptr = UOp(Ops.DEFINE_GLOBAL, x.dtype.ptr(x.arg[1]), (), ctx.param(x)).index(idx[0])
+    return ptr.load() if g is TRUE else ptr.load(g, UOp.const(x.dtype, 0))
+  if x.op in GroupOp.Elementwise:
+    return UOp(x.op, x.dtype, tuple(index_at(s, g, idx) for s in x.src), x.arg)
+  if x.op in (Ops.DETACH, Ops.CONTIGUOUS): return index_at(x.src[0], g, idx)
+  if x.op is Ops.REDUCE_AXIS:
+    op, axes = x.arg
+    src_shape = x.src[0].shape
+    new_idx, ranges = list(idx), []
+    for a in axes:
+      if src_shape[a] == 1: new_idx[a] = UOp.const(dtypes.int32, 0)
+      else:
+        ranges.append(ctx.new_range(src_shape[a], "reduce"))
+        new_idx[a] = ranges[-1]
+    inner = index_at(x.src[0], g, tuple(new_idx))
+    return UOp(Ops.REDUCE, x.dtype, (inner, *ranges), op) if ranges else inner
+  raise NotImplementedError(f"can't index into {x.op} inside a kernel (it should have been realized)")
+
+
+pm_indexing = PatternMatcher([(UPat(Ops.INDEX_AT, name="node"), push_index)])
+
+
+def output_ranges(ctx: IndexingContext, shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  """One loop per output axis (size-1 axes are index 0)."""
+  return tuple(ctx.new_range(s, "global") if s != 1 else UOp.const(dtypes.int32, 0) for s in shape)
+
+
+def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext) -> UOp:
+  """SINK(STORE(out[flat(ranges)], expr at ranges)), with every view turned into index math."""
+  from tinygrad.uop.rewrite import graph_rewrite
+  from tinygrad.uop.symbolic import symbolic
+  ctx.param(out_buffer)
+  idx = output_ranges(ctx, expr.shape)
+  value = graph_rewrite(index_at(expr, TRUE, idx), pm_indexing, ctx)
+  out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(prod(expr.shape)), (), 0).index(flat_index(idx, expr.shape))
+  return graph_rewrite(out_ptr.store(value).sink(), symbolic)

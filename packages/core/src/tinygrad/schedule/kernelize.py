@@ -1,0 +1,132 @@
+"""The scheduler: which nodes of a tensor graph get their own buffer, and the ordered kernels and copies
+that compute them.
+
+Fusion rules: elementwise ops and views fuse into whatever consumes them. A reduction fuses with its
+elementwise inputs and with the elementwise chain after it, as long as that chain neither broadcasts
+the reduced value (which would recompute the reduction per element) nor feeds another reduction.
+Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tinygrad.helpers import prod
+from tinygrad.schedule.indexing import IndexingContext, kernel_ast
+from tinygrad.uop.ops import GroupOp, Ops, UOp
+
+_buffer_ids = itertools.count()
+
+
+def new_buffer(device: str, size: int, dtype) -> UOp:
+  """A fresh BUFFER node: unique, so two buffers never merge by hash-consing."""
+  return UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device),), (next(_buffer_ids), size))
+
+
+def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp:
+  return buf if buf.shape == shape else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
+
+
+@dataclass
+class ScheduleItem:
+  """One kernel (ast is a SINK) or one copy (ast is a COPY); bufs[0] is the output."""
+  ast: UOp
+  bufs: list[UOp]
+  outputs: list[UOp] = field(default_factory=list)
+
+
+def is_buffer_view(u: UOp) -> bool:
+  """A realized tensor: movement ops over a BUFFER, nothing to compute."""
+  return u.base.op is Ops.BUFFER
+
+
+def is_contiguous_buffer(u: UOp) -> bool:
+  """A BUFFER, possibly reshaped: its elements are already in row-major order."""
+  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+
+
+def find_realizes(sink: UOp) -> set[UOp]:
+  """The nodes that get a buffer."""
+  nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  consumers: dict[UOp, list[UOp]] = defaultdict(list)
+  for n in nodes:
+    for s in n.src: consumers[s].append(n)
+  realize: set[UOp] = {r for r in sink.src if not is_buffer_view(r)}
+  for n in nodes:
+    if n.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(n)
+    if n.op is Ops.COPY:
+      realize.add(n)
+      if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
+  # a reduction stays inline only along a single-consumer chain of elementwise ops and non-broadcasting views
+  for n in nodes:
+    if n.op is not Ops.REDUCE_AXIS or n in realize: continue
+    cur = n
+    while cur not in realize:
+      users = consumers[cur]
+      if len(users) != 1:
+        realize.add(n)
+        break
+      user = users[0]
+      broadcasts = user.op is Ops.EXPAND and prod(user.shape) != prod(cur.shape)
+      if broadcasts or user.op is Ops.REDUCE_AXIS or user.op is Ops.SINK:
+        if user.op is not Ops.SINK: realize.add(n)
+        break
+      cur = user
+  return realize
+
+
+def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp]:
+  """Realized nodes in dependency order, with every ASSIGN as late as possible: kernels that read a buffer's
+  old value must run before the assign that overwrites it (an optimizer step computes all updates first)."""
+  deps: dict[UOp, set[UOp]] = {}
+  for n in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER):
+    if n not in realize: continue
+    found, stack, seen = set(), list(n.src), set()
+    while stack:
+      s = stack.pop()
+      if s in seen: continue
+      seen.add(s)
+      if s in realize: found.add(s)
+      elif s.op is not Ops.BUFFER: stack.extend(s.src)
+    deps[n] = found
+  order: list[UOp] = []
+  done: set[UOp] = set()
+  pending = list(deps)
+  while pending:
+    ready = [n for n in pending if deps[n] <= done]
+    pick = next((n for n in ready if n.op is not Ops.ASSIGN), ready[0])
+    order.append(pick)
+    done.add(pick)
+    pending.remove(pick)
+  return order
+
+
+def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Kernels and copies, in execution order, that realize `roots`; and what each realized node became
+  (a view of its new buffer)."""
+  sink = UOp(Ops.SINK, src=tuple(roots))
+  realize = find_realizes(sink)
+  order = _kernel_order(sink, realize)
+  becomes: dict[UOp, UOp] = {}
+  items: list[ScheduleItem] = []
+  for node in order:
+    if node.op is Ops.ASSIGN:
+      target = node.src[0].substitute(becomes)
+      if not is_contiguous_buffer(target): raise ValueError(f"assign target must be a contiguous realized tensor, got a {target.op}")
+      out = target.base
+      value = node.src[1].substitute(becomes)
+    else:
+      out = new_buffer(node.device, prod(node.shape), node.dtype)
+      value = node.src[0].substitute(becomes) if node.op in (Ops.CONTIGUOUS, Ops.COPY) else node.substitute(becomes)
+    if node.op is Ops.COPY:
+      items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
+    else:
+      ctx = IndexingContext()
+      ast = kernel_ast(value, out, ctx)
+      items.append(ScheduleItem(ast, list(ctx.buffers)))
+    becomes[node] = buffer_view(out, node.shape)
+  return items, becomes
+
+
+def is_elementwise_root(u: UOp) -> bool: return u.op in GroupOp.Elementwise

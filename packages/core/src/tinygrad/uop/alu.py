@@ -1,0 +1,158 @@
+"""The meaning of every elementwise op on Python scalars. Constant folding and the PYTHON device
+both use this, so it is the executable definition that every renderer must agree with."""
+from __future__ import annotations
+
+import functools
+import math
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from tinygrad.dtype import DType, dtypes, truncate
+from tinygrad.uop.ops import Ops
+
+
+def _fdiv(a: float, b: float) -> float:
+  if b == 0:
+    if a == 0 or math.isnan(a): return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+  return a / b
+
+
+def _idiv(a: int, b: int) -> int:
+  """C integer division: truncates toward zero. Division by zero gives 0 (C leaves it undefined)."""
+  if b == 0: return 0
+  q = abs(a) // abs(b)
+  return q if (a < 0) == (b < 0) else -q
+
+
+def _mod(a: int, b: int) -> int:
+  """C remainder: has the sign of the dividend."""
+  return a - b * _idiv(a, b) if b != 0 else 0
+
+
+def _exp2(x: float) -> float:
+  try: return 2.0 ** x
+  except OverflowError: return math.inf
+
+
+def _log2(x: float) -> float:
+  if math.isnan(x) or x < 0: return math.nan
+  if x == 0: return -math.inf
+  return math.log2(x) if not math.isinf(x) else math.inf
+
+
+def _sin(x: float) -> float: return math.nan if math.isinf(x) else math.sin(x)
+def _sqrt(x: float) -> float: return math.nan if x < 0 else math.sqrt(x)
+def _recip(x: float) -> float: return _fdiv(1.0, x)
+def _trunc(x: float) -> float: return x if math.isinf(x) or math.isnan(x) else float(math.trunc(x))
+
+
+def _max(a: Any, b: Any) -> Any:
+  if isinstance(a, float) and math.isnan(a): return a
+  if isinstance(b, float) and math.isnan(b): return b
+  return a if a >= b else b
+
+
+def _pow(a: float, b: float) -> float:
+  try: return float(a ** b) if not (a < 0 and b != int(b)) else math.nan
+  except (OverflowError, ZeroDivisionError): return math.inf
+
+
+def exec_alu(op: Ops, dtype: DType, src: tuple[Any, ...]) -> Any:
+  """Apply `op` to Python scalars and represent the result exactly as `dtype` would."""
+  return alu_fn(op, dtype)(*src)
+
+
+def _truncator(dt: DType) -> Callable[[Any], Any]:
+  """A fast function that represents a Python value as dt stores it (see dtype.truncate)."""
+  if dt == dtypes.bool: return bool
+  if dtypes.is_int(dt):
+    bits = dt.itemsize * 8
+    mask, sign = (1 << bits) - 1, 1 << (bits - 1)
+    if dtypes.is_unsigned(dt): return lambda x: int(x) & mask
+    return lambda x: ((int(x) & mask) ^ sign) - sign
+  if dt == dtypes.float64: return float
+  return lambda x: truncate(dt, x)
+
+
+@functools.cache
+def alu_fn(op: Ops, dtype: DType) -> Callable[..., Any]:
+  """`op` on Python scalars for results of `dtype`, with the dispatch decided once (the interpreter's hot path)."""
+  fn, trunc = _ALU[op], _truncator(dtype.scalar())
+  if dtypes.is_int(dtype) or dtype == dtypes.bool or op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE):
+    return lambda *src: trunc(fn(*src))
+  return lambda *src: trunc(fn(*(float(s) for s in src)))
+
+
+_ALU = {
+  Ops.NEG: lambda x: (not x) if isinstance(x, bool) else -x, Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt,
+  Ops.RECIPROCAL: _recip, Ops.TRUNC: _trunc,
+  Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b,
+  Ops.FDIV: _fdiv, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max, Ops.POW: _pow,
+  Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b, Ops.CMPEQ: lambda a, b: a == b,
+  Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b,
+  Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b,
+  Ops.WHERE: lambda c, a, b: a if c else b, Ops.MULACC: lambda a, b, c: a * b + c,
+}
+
+
+# ---- casts and bitcasts between Python scalars
+
+_BITS_FMT = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def to_bits(x: Any, dt: DType) -> int:
+  """The raw bits of scalar x stored as dt."""
+  dt = dt.scalar()
+  if dtypes.is_int(dt) or dt == dtypes.bool: return int(x) & ((1 << (8 * dt.itemsize)) - 1)
+  if dt == dtypes.bfloat16: return struct.unpack("I", struct.pack("f", truncate(dtypes.bfloat16, x)))[0] >> 16
+  if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return fp8_to_bits(float(x), dt)
+  return struct.unpack(_BITS_FMT[dt.itemsize], struct.pack(dt.fmt or "f", x))[0]
+
+
+def from_bits(bits: int, dt: DType) -> Any:
+  dt = dt.scalar()
+  if dt == dtypes.bool: return bits != 0
+  if dtypes.is_int(dt): return truncate(dt, bits)
+  if dt == dtypes.bfloat16: return struct.unpack("f", struct.pack("I", (bits & 0xFFFF) << 16))[0]
+  if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return fp8_from_bits(bits, dt)
+  return struct.unpack(dt.fmt or "f", struct.pack(_BITS_FMT[dt.itemsize], bits))[0]
+
+
+def fp8_from_bits(bits: int, dt: DType) -> float:
+  exp_bits, man_bits = dtypes.finfo(dt)
+  bias = (1 << (exp_bits - 1)) - 1
+  sign = -1.0 if bits & 0x80 else 1.0
+  e, m = (bits >> man_bits) & ((1 << exp_bits) - 1), bits & ((1 << man_bits) - 1)
+  if dt == dtypes.fp8e4m3 and e == 0xF and m == 0x7: return math.nan
+  if dt == dtypes.fp8e5m2 and e == 0x1F: return sign * math.inf if m == 0 else math.nan
+  if e == 0: return sign * m * 2.0 ** (1 - bias - man_bits)
+  return sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+
+
+def fp8_to_bits(x: float, dt: DType) -> int:
+  x = truncate(dt, x)
+  if math.isnan(x): return 0x7F
+  sign = 0x80 if math.copysign(1.0, x) < 0 else 0
+  x = abs(x)
+  if math.isinf(x): return sign | 0x7C  # only e5m2 keeps inf
+  exp_bits, man_bits = dtypes.finfo(dt)
+  bias = (1 << (exp_bits - 1)) - 1
+  if x == 0: return sign
+  m, e = math.frexp(x)
+  e -= 1
+  if e < 1 - bias: return sign | round(x / 2.0 ** (1 - bias - man_bits))  # subnormal
+  return sign | ((e + bias) << man_bits) | round((x / 2.0 ** e - 1) * (1 << man_bits))
+
+
+def cast_scalar(x: Any, dt: DType) -> Any:
+  """C-style conversion of a scalar to dt: floats to ints truncate toward zero, ints wrap."""
+  dt = dt.scalar()
+  if dt == dtypes.bool: return bool(x)
+  if dtypes.is_int(dt):
+    if isinstance(x, float):
+      if math.isnan(x) or math.isinf(x): return 0 if not dtypes.is_unsigned(dt) else 0
+      x = math.trunc(x)
+    return truncate(dt, int(x))
+  return truncate(dt, float(x))

@@ -1,0 +1,305 @@
+"""The one IR: `Ops` and the immutable, hash-consed `UOp` node `(op, dtype, src, arg)`.
+
+The same node type describes tensor graphs, kernel ASTs, linearized programs and schedules. Which ops
+appear where is documented next to each op below; `uop/verify.py` checks it.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from collections.abc import Callable, Iterator
+from enum import Enum, auto
+from typing import Any
+
+from tinygrad.dtype import ConstType, DType, PtrDType, dtypes, truncate
+from tinygrad.helpers import prod
+
+
+class Ops(Enum):
+  # --- tensor graph (lazy Tensor) ---
+  DEVICE = auto()       # arg: device name; the source of BUFFER/CONST that says where they live
+  BUFFER = auto()       # arg: (unique id, size); src: (DEVICE,); shape (size,)
+  CONST = auto()        # arg: value; tensor graph: src (DEVICE,) shape (); kernels: no src
+  RESHAPE = auto()      # arg: new shape
+  PERMUTE = auto()      # arg: axis order
+  EXPAND = auto()       # arg: new shape (size-1 axes grow)
+  PAD = auto()          # arg: ((before, after), ...) zero padding
+  SHRINK = auto()       # arg: ((start, end), ...)
+  FLIP = auto()         # arg: tuple of bools, one per axis
+  REDUCE_AXIS = auto()  # arg: (reduce op ADD|MUL|MAX, axes); keeps reduced axes as size 1
+  COPY = auto()         # src: (x, DEVICE) copies x to another device
+  CONTIGUOUS = auto()   # forces x into its own buffer
+  DETACH = auto()       # x without gradient
+  ASSIGN = auto()       # src: (target, value) writes value into target's buffer
+  IOTA = auto()         # arg: n; src: (DEVICE,); shape (n,): element i is i (int32)
+  INDEX_AT = auto()     # src: (tensor, gate, *idx): the tensor's element at idx where gate holds (scheduler only)
+  # --- kernels and programs ---
+  SINK = auto()         # groups outputs / side effects; a kernel AST is SINK(STORE...)
+  DEFINE_GLOBAL = auto()  # arg: parameter number; dtype: PtrDType of a buffer
+  DEFINE_VAR = auto()   # arg: (name, min, max); an int parameter (symbolic size)
+  DEFINE_REG = auto()   # arg: id; dtype: PtrDType(addrspace="reg"), a small private array (accumulators)
+  RANGE = auto()        # src: (end, *order_after); arg: (id, kind); a loop variable 0..end-1
+  END = auto()          # src: (range, *side_effects); closes the loop of `range` after side effects
+  REDUCE = auto()       # src: (value, *ranges); arg: reduce op; value reduced over the ranges
+  SPECIAL = auto()      # arg: (name, size); a GPU thread/group index
+  INDEX = auto()        # src: (buf, idx); pointer to buf[idx]
+  LOAD = auto()         # src: (ptr,) or (ptr, gate, alt): *ptr, or alt when gate is false
+  STORE = auto()        # src: (ptr, value) or (ptr, value, gate)
+  AFTER = auto()        # src: (x, *deps): x, ordered after deps
+  VECTORIZE = auto()    # src: scalars -> one vector value
+  GEP = auto()          # arg: (lane,); one lane of a vector
+  BIND = auto()         # src: (DEFINE_VAR, CONST) a symbolic variable with its value
+  NOOP = auto()
+  # --- elementwise: unary ---
+  EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
+  CAST = auto(); BITCAST = auto()  # noqa: E702
+  # --- elementwise: binary ---
+  ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); POW = auto()  # noqa: E702
+  CMPLT = auto(); CMPNE = auto(); CMPEQ = auto()  # noqa: E702
+  AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+  # --- elementwise: ternary ---
+  WHERE = auto(); MULACC = auto()  # noqa: E702
+
+  def __repr__(self) -> str: return f"Ops.{self.name}"
+
+
+class GroupOp:
+  Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
+  Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE,
+                      Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+  Ternary = frozenset({Ops.WHERE, Ops.MULACC})
+  ALU = Unary | Binary | Ternary
+  Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+  Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+  Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+  Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+  Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.MAX})
+  Reduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})
+
+
+def identity_element(op: Ops, dt: DType) -> ConstType:
+  """The value a reduction starts from."""
+  if op is Ops.ADD: return 0 if not dtypes.is_float(dt) else 0.0
+  if op is Ops.MUL: return 1 if not dtypes.is_float(dt) else 1.0
+  if op is Ops.MAX: return dtypes.min(dt)
+  raise ValueError(f"{op} is not a reduce op")
+
+
+class UOp:
+  """An immutable IR node. Equal (op, dtype, src, arg) give the same object, so `is` is equality."""
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+  _interned: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+
+  op: Ops
+  dtype: DType
+  src: tuple[UOp, ...]
+  arg: Any
+
+  def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+    key = (op, dtype, src, arg)
+    try:
+      if (hit := UOp._interned.get(key)) is not None: return hit
+    except TypeError as e:  # an unhashable arg is a bug in the caller, name it
+      raise TypeError(f"UOp arg must be hashable, got {type(arg).__name__} for {op}") from e
+    self = object.__new__(cls)
+    object.__setattr__(self, "op", op)
+    object.__setattr__(self, "dtype", dtype)
+    object.__setattr__(self, "src", src)
+    object.__setattr__(self, "arg", arg)
+    UOp._interned[key] = self
+    return self
+
+  def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
+  def __setattr__(self, name: str, value: Any) -> None: raise AttributeError("UOp is immutable")
+  def __hash__(self) -> int: return id(self)
+  def __eq__(self, other: object) -> bool: return self is other
+  def __bool__(self) -> bool: raise TypeError("a UOp has no truth value; compare with .op / .arg, or use .simplify()")
+
+  def replace(self, **kwargs: Any) -> UOp:
+    new = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg} | kwargs
+    return UOp(new["op"], new["dtype"], tuple(new["src"]), new["arg"])
+
+  def __repr__(self) -> str: return pretty(self)
+
+  # ---- graph traversal (iterative: graphs can be deep)
+  def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
+    """Nodes reachable from self, children before parents. `gate(node)` False stops the walk below node."""
+    order: list[UOp] = []
+    seen: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      node, children_done = stack.pop()
+      if node in seen: continue
+      if children_done:
+        seen.add(node)
+        order.append(node)
+        continue
+      stack.append((node, True))
+      if gate is None or gate(node):
+        stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+    return order
+
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    """Replace nodes by identity throughout the graph."""
+    new: dict[UOp, UOp] = {}
+    for node in self.toposort():
+      if node in mapping: new[node] = mapping[node]
+      else:
+        src = tuple(new[s] for s in node.src)
+        new[node] = node if src == node.src else node.replace(src=src)
+    return new[self]
+
+  # ---- constructors
+  @staticmethod
+  def const(dtype: DType, value: ConstType, src: tuple[UOp, ...] = ()) -> UOp:
+    if isinstance(value, UOp): return value
+    v = truncate(dtype, value) if not (isinstance(value, float) and math.isnan(value)) else value
+    return UOp(Ops.CONST, dtype, src, v)
+
+  def const_like(self, value: ConstType) -> UOp: return UOp.const(self.dtype, value)
+
+  def alu(self, op: Ops, *src: UOp) -> UOp:
+    out_dtype = dtypes.bool if op in GroupOp.Comparison else self.dtype
+    return UOp(op, out_dtype, (self, *src))
+
+  def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+  def bitcast(self, dtype: DType) -> UOp: return UOp(Ops.BITCAST, dtype, (self,))
+  def sink(self, *more: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self, *more))
+  def index(self, idx: UOp) -> UOp: return UOp(Ops.INDEX, self.dtype, (self, idx))
+  def load(self, *gate_alt: UOp, dtype: DType | None = None) -> UOp:
+    return UOp(Ops.LOAD, dtype or self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype, (self, *gate_alt))
+  def store(self, value: UOp, *gate: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void, (self, value, *gate))
+  def where(self, a: UOp | ConstType, b: UOp | ConstType) -> UOp:
+    a_, b_ = _as_uop(a, b), _as_uop(b, a)
+    return UOp(Ops.WHERE, a_.dtype, (self, a_, b_))
+
+  # ---- python operators build ALU nodes (index math and tests read naturally)
+  def _binop(self, op: Ops, other: Any, reverse: bool = False) -> UOp:
+    other_uop = other if isinstance(other, UOp) else UOp.const(self.dtype, other)
+    return other_uop.alu(op, self) if reverse else self.alu(op, other_uop)
+  def __add__(self, x: Any) -> UOp: return self._binop(Ops.ADD, x)
+  def __radd__(self, x: Any) -> UOp: return self._binop(Ops.ADD, x, True)
+  def __sub__(self, x: Any) -> UOp: return self._binop(Ops.ADD, -x if not isinstance(x, UOp) else x.neg())
+  def __rsub__(self, x: Any) -> UOp: return self.neg()._binop(Ops.ADD, x, True)
+  def __mul__(self, x: Any) -> UOp: return self._binop(Ops.MUL, x)
+  def __rmul__(self, x: Any) -> UOp: return self._binop(Ops.MUL, x, True)
+  def __floordiv__(self, x: Any) -> UOp: return self._binop(Ops.IDIV, x)
+  def __mod__(self, x: Any) -> UOp: return self._binop(Ops.MOD, x)
+  def __truediv__(self, x: Any) -> UOp: return self._binop(Ops.FDIV, x)
+  def __neg__(self) -> UOp: return self.neg()
+  def __lt__(self, x: Any) -> UOp: return self._binop(Ops.CMPLT, x)
+  def __gt__(self, x: Any) -> UOp: return self._binop(Ops.CMPLT, x, True)
+  def __ge__(self, x: Any) -> UOp: return (self < x).logical_not()
+  def __le__(self, x: Any) -> UOp: return (self > x).logical_not()
+  def __and__(self, x: Any) -> UOp: return self._binop(Ops.AND, x)
+  def __or__(self, x: Any) -> UOp: return self._binop(Ops.OR, x)
+  def __xor__(self, x: Any) -> UOp: return self._binop(Ops.XOR, x)
+  def ne(self, x: Any) -> UOp: return self._binop(Ops.CMPNE, x)
+  def eq(self, x: Any) -> UOp: return self._binop(Ops.CMPEQ, x)
+  def neg(self) -> UOp:
+    return self.logical_not() if self.dtype == dtypes.bool else UOp(Ops.NEG, self.dtype, (self,))
+  def logical_not(self) -> UOp: return self.ne(True)
+  def maximum(self, x: Any) -> UOp: return self._binop(Ops.MAX, x)
+  def minimum(self, x: Any) -> UOp: return -((-self).maximum(-x))
+
+  # ---- properties
+  @functools.cached_property
+  def shape(self) -> tuple[int, ...]:
+    """The shape of a tensor-graph node (kernel nodes have none)."""
+    return _shape(self)
+
+  @property
+  def size(self) -> int: return prod(self.shape)
+
+  @functools.cached_property
+  def device(self) -> str | tuple[str, ...]:
+    if self.op is Ops.DEVICE: return self.arg
+    if self.op is Ops.COPY: return self.src[1].arg
+    for s in self.src:
+      if (d := s.device) is not None: return d
+    return None  # type: ignore[return-value]
+
+  @functools.cached_property
+  def vmin_vmax(self) -> tuple[ConstType, ConstType]:
+    from tinygrad.uop.symbolic import value_range
+    return value_range(self)
+
+  @property
+  def vmin(self) -> ConstType: return self.vmin_vmax[0]
+  @property
+  def vmax(self) -> ConstType: return self.vmin_vmax[1]
+
+  @property
+  def base(self) -> UOp:
+    """The node under any movement ops."""
+    node = self
+    while node.op in GroupOp.Movement: node = node.src[0]
+    return node
+
+  def simplify(self) -> UOp:
+    from tinygrad.uop.rewrite import graph_rewrite
+    from tinygrad.uop.symbolic import symbolic
+    return graph_rewrite(self, symbolic)
+
+  def render(self) -> str:
+    """Index math as readable text (for errors and debugging)."""
+    return render_expr(self)
+
+  def __iter__(self) -> Iterator[UOp]: raise TypeError("a UOp is not iterable")
+
+
+def _as_uop(x: Any, like: Any) -> UOp:
+  if isinstance(x, UOp): return x
+  dt = like.dtype if isinstance(like, UOp) else dtypes.from_py(x)
+  return UOp.const(dt, x)
+
+
+def _shape(u: UOp) -> tuple[int, ...]:
+  op, arg = u.op, u.arg
+  if op is Ops.BUFFER: return (arg[1],)
+  if op is Ops.IOTA: return (arg,)
+  if op in (Ops.CONST, Ops.DEVICE, Ops.BIND, Ops.DEFINE_VAR): return ()
+  if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
+  src_shape = u.src[0].shape
+  if op is Ops.PERMUTE: return tuple(src_shape[i] for i in arg)
+  if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(src_shape, arg))
+  if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
+  if op is Ops.ASSIGN: return u.src[0].shape
+  if op is Ops.SINK: return ()
+  # elementwise, cast, copy, contiguous, detach, flip: the shape of the first source that has one
+  return src_shape
+
+
+# ---- printing
+
+def render_expr(u: UOp) -> str:
+  """A short infix rendering of scalar index math; other nodes show their op."""
+  names = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
+           Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SUB: "-", Ops.FDIV: "/", Ops.SHL: "<<", Ops.SHR: ">>"}
+  out: dict[UOp, str] = {}
+  for n in u.toposort():
+    if n.op is Ops.CONST: out[n] = repr(n.arg)
+    elif n.op is Ops.RANGE: out[n] = f"r{n.arg[0]}"
+    elif n.op is Ops.DEFINE_VAR: out[n] = n.arg[0]
+    elif n.op is Ops.SPECIAL: out[n] = n.arg[0]
+    elif n.op in names and len(n.src) == 2: out[n] = f"({out[n.src[0]]}{names[n.op]}{out[n.src[1]]})"
+    elif n.op is Ops.NEG: out[n] = f"(-{out[n.src[0]]})"
+    elif n.op is Ops.MAX: out[n] = f"max({out[n.src[0]]}, {out[n.src[1]]})"
+    elif n.op is Ops.WHERE: out[n] = f"({out[n.src[0]]} ? {out[n.src[1]]} : {out[n.src[2]]})"
+    else: out[n] = f"{n.op.name}({', '.join(out[s] for s in n.src)})"
+  return out[u]
+
+
+def pretty(u: UOp, max_nodes: int = 200) -> str:
+  """The graph as numbered lines, shared nodes printed once."""
+  nodes = u.toposort()
+  if len(nodes) > max_nodes: return f"UOp({u.op}, {u.dtype}, <{len(nodes)} nodes>, arg={u.arg!r})"
+  ids = {n: i for i, n in enumerate(nodes)}
+  lines = [f"  %{ids[n]} = {n.op.name} {n.dtype!r} [{', '.join(f'%{ids[s]}' for s in n.src)}] {n.arg!r}" for n in nodes]
+  return "UOp(\n" + "\n".join(lines) + "\n)"
+
+
+def sint_to_uop(x: int | UOp, dtype: DType = dtypes.int32) -> UOp:
+  return x if isinstance(x, UOp) else UOp.const(dtype, x)
