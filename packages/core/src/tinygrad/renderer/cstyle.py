@@ -8,7 +8,9 @@ Extension points, in short:
   kernel_prefix / buffer_prefix / buffer_suffix / var_prefix   the kernel signature (render_kernel)
   helper_prefix                       how prelude helper functions are declared ("static inline ")
   special_index                       SPECIAL name prefix -> thread-index expression (render_special)
-  code_for_op                         op -> fn(renderer, dtype, *operands) -> expression string
+  code_for_op                         op -> fn(renderer, dtype, *operands) -> expression string (native_ops follows it)
+  render_div_guard                    IDIV/MOD whose divisor may be 0 or -1 (alu: x/0 == 0, INT_MIN/-1 wraps)
+  name_prefix                         variable-name prefix per op (val, alu, cast, ridx, acc)
   render_math / math_fn_name          transcendental function names per dtype (half/bf16 go through float)
   render_inf / render_nan / render_float_literal   float constants
   render_cast / render_float_to_int / render_bitcast   conversions

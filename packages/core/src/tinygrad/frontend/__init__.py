@@ -1,0 +1,1 @@
+"""The Tensor API, one mixin per family of ops; `tinygrad.tensor.Tensor` combines them."""
