@@ -31,7 +31,7 @@ class DType:
     return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, addrspace)
 
   def scalar(self) -> DType:
-    return self if self.count == 1 else getattr(dtypes, self.name)
+    return self if self.count == 1 else SCALAR_BY_NAME[self.name]
 
   def __repr__(self) -> str: return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
 
@@ -121,6 +121,9 @@ FLOAT_BITS: Final = {dtypes.fp8e4m3: (4, 3), dtypes.fp8e5m2: (5, 2), dtypes.floa
                      dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
 DTYPES_BY_NAME: Final[dict[str, DType]] = {
   name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType) and not name.startswith("default") and name != "void"}
+# each dtype's own short name ("int", "uint", "half", ...) finds it too
+SCALAR_BY_NAME: Final[dict[str, DType]] = {dt.name: dt for dt in DTYPES_BY_NAME.values()}
+DTYPES_BY_NAME.update({name: dt for name, dt in SCALAR_BY_NAME.items() if name not in DTYPES_BY_NAME})
 
 # The promotion lattice: each type lists the types it promotes to directly. The common type of a
 # set is the lowest-priority type that every member can reach (as in JAX's and tinygrad's design).
@@ -170,7 +173,7 @@ def _float_to_bits(x: float, exp_bits: int, man_bits: int) -> float:
   m, e = math.frexp(abs(x))  # abs(x) = m * 2**e, 0.5 <= m < 1
   e -= 1  # normalize to 1.xxx
   min_e = 1 - bias
-  shift = man_bits - max(e, min_e) + (0 if e >= min_e else 0)
+  shift = man_bits - max(e, min_e)
   scaled = abs(x) * 2.0 ** shift
   rounded = round(scaled)  # Python rounds half to even
   return math.copysign(rounded * 2.0 ** -shift, x)

@@ -83,7 +83,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     device = Device.canonicalize(device)
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
-    if isinstance(data, UOp): self._uop = data
+    if isinstance(data, UOp) and data.device is None and dtypes.is_int(data.dtype):
+      # a symbolic int (a bound Variable or an expression of them) used as a scalar
+      self._uop = UOp(Ops.CONST, dtype or data.dtype, (UOp(Ops.DEVICE, arg=device),), data)
+    elif isinstance(data, UOp): self._uop = data
     elif isinstance(data, Tensor): self._uop = data.uop
     elif isinstance(data, (bool, int, float)):
       self._uop = UOp.const(dtype or dtypes.from_py(data), data, (UOp(Ops.DEVICE, arg=device),))
@@ -155,7 +158,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     buf = self._contiguous_buffer()
     mv = memoryview(bytearray(buf.nbytes))
     buf.copyout(mv)
-    return mv.cast(self.dtype.fmt) if self.dtype.fmt is not None and self.numel() > 0 else mv
+    # memoryview can't cast to 'e' (half) before Python 3.12: half stays raw bytes here, tolist decodes it
+    castable = self.dtype.fmt is not None and self.dtype.fmt != "e" and self.numel() > 0
+    return mv.cast(self.dtype.fmt) if castable else mv
 
   def numpy(self) -> Any:
     import numpy as np
@@ -170,7 +175,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
   def tolist(self) -> Any:
     from tinygrad.uop.alu import from_bits
     mv = self.data()
-    if self.dtype.fmt is not None: flat = list(mv) if self.numel() > 0 else []
+    if self.dtype.fmt == "e": flat = list(struct.unpack(f"{self.numel()}e", bytes(mv)))
+    elif self.dtype.fmt is not None: flat = list(mv) if self.numel() > 0 else []
     else:
       raw = bytes(mv.cast("B"))
       flat = [from_bits(int.from_bytes(raw[i:i + self.dtype.itemsize], "little"), self.dtype) for i in range(0, len(raw), self.dtype.itemsize)]

@@ -89,18 +89,22 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
   if DEBUG >= 2: print(f"*** copy {src.device} -> {dest.device} {src.nbytes} bytes")
 
 
-def lower_schedule(items: list[ScheduleItem]) -> list[ExecItem]:
+def lower_schedule(items: list[ScheduleItem]) -> list[tuple[ExecItem, dict[str, int]]]:
   out = []
   for si in items:
     bufs = [buffer_of(b) for b in si.bufs]
-    if si.ast.op is Ops.COPY: out.append(ExecItem("copy", bufs))
-    else: out.append(ExecItem("kernel", bufs, get_runner(bufs[0].device, si.ast)))
+    if si.ast.op is Ops.COPY: out.append((ExecItem("copy", bufs), si.var_vals))
+    else: out.append((ExecItem("kernel", bufs, get_runner(bufs[0].device, si.ast)), si.var_vals))
   return out
 
 
-def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> list[ExecItem]:
+# while TinyJit captures, every item that runs is recorded here
+capturing: list[list[tuple[ExecItem, dict[str, int]]]] = []
+
+
+def run_schedule(items: list[ScheduleItem]) -> None:
   st = time.perf_counter()
   exec_items = lower_schedule(items)
-  for ei in exec_items: ei.run(var_vals)
+  for ei, var_vals in exec_items: ei.run(var_vals)
+  if capturing: capturing[-1].extend(exec_items)
   if DEBUG >= 3: print(f"ran {len(exec_items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")
-  return exec_items

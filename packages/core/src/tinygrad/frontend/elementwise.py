@@ -37,6 +37,12 @@ class ElementwiseMixin:
         dt = least_upper_dtype(x.dtype, y.dtype)
         x, y = x.cast(dt), y.cast(dt)
     else:
+      if isinstance(other, UOp):  # a symbolic int (bound Variable)
+        y = type(self)(other, device=x.device, dtype=x.dtype if dtypes.is_int(x.dtype) or dtypes.is_float(x.dtype) else None)
+        x = x.cast(y.dtype)
+        if reverse: x, y = y, x
+        shape = _broadcast_shape(x.shape, y.shape)
+        return x.expand(shape), y.expand(shape)
       if not isinstance(other, (int, float, bool)): raise TypeError(f"can't combine a Tensor with {type(other).__name__}")
       dt = x.dtype
       if isinstance(other, float) and not dtypes.is_float(dt): dt = dtypes.default_float
@@ -49,7 +55,8 @@ class ElementwiseMixin:
 
   def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[0].dtype if op is Ops.WHERE else self.dtype
-    rg = any(t.requires_grad for t in (self, *srcs)) or None
+    rgs = [t.requires_grad for t in (self, *srcs)]
+    rg = True if any(rgs) else None if None in rgs else False
     return type(self)(UOp(op, out_dtype, (self.uop, *(s.uop for s in srcs))), requires_grad=rg)
 
   def _binary(self, op: Ops, other: Tensor | ConstType, reverse: bool = False) -> Tensor:

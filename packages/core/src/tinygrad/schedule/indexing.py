@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tinygrad.dtype import dtypes
-from tinygrad.helpers import prod
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
 
@@ -111,7 +110,7 @@ def push_index(ctx: IndexingContext, node: UOp) -> UOp | None:
   x, g, idx = node.src[0], node.src[1], node.src[2:]
   if x.op in _MOVEMENT: return _MOVEMENT[x.op](x.src[0], g, idx, x.arg)
   if x.op is Ops.PAD: return _pad(x.src[0], g, idx, x.arg, x.dtype)
-  if x.op is Ops.CONST: return UOp.const(x.dtype, x.arg)
+  if x.op is Ops.CONST: return x.arg.cast(x.dtype) if isinstance(x.arg, UOp) else UOp.const(x.dtype, x.arg)
   if x.op is Ops.IOTA: return idx[0]
   if x.op is Ops.BUFFER:
     ptr = UOp(Ops.DEFINE_GLOBAL, x.dtype.ptr(x.arg[1]), (), ctx.param(x)).index(idx[0])
@@ -148,5 +147,5 @@ def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext) -> UOp:
   ctx.param(out_buffer)
   idx = output_ranges(ctx, expr.shape)
   value = graph_rewrite(index_at(expr, TRUE, idx), pm_indexing, ctx)
-  out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(prod(expr.shape)), (), 0).index(flat_index(idx, expr.shape))
+  out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape))
   return graph_rewrite(out_ptr.store(value).sink(), symbolic)

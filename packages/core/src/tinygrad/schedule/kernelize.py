@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tinygrad.helpers import prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
-from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.ops import Ops, UOp
 
 _buffer_ids = itertools.count()
 
@@ -33,7 +33,7 @@ class ScheduleItem:
   """One kernel (ast is a SINK) or one copy (ast is a COPY); bufs[0] is the output."""
   ast: UOp
   bufs: list[UOp]
-  outputs: list[UOp] = field(default_factory=list)
+  var_vals: dict[str, int] = field(default_factory=dict)  # values of the symbolic Variables the kernel takes
 
 
 def is_buffer_view(u: UOp) -> bool:
@@ -117,16 +117,31 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
       out = target.base
       value = node.src[1].substitute(becomes)
     else:
-      out = new_buffer(node.device, prod(node.shape), node.dtype)
+      out = new_buffer(node.device, max_size(node.shape), node.dtype)
       value = node.src[0].substitute(becomes) if node.op in (Ops.CONTIGUOUS, Ops.COPY) else node.substitute(becomes)
     if node.op is Ops.COPY:
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
     else:
       ctx = IndexingContext()
-      ast = kernel_ast(value, out, ctx)
-      items.append(ScheduleItem(ast, list(ctx.buffers)))
+      ast, var_vals = strip_binds(kernel_ast(value, out, ctx))
+      items.append(ScheduleItem(ast, list(ctx.buffers), var_vals))
     becomes[node] = buffer_view(out, node.shape)
   return items, becomes
 
 
-def is_elementwise_root(u: UOp) -> bool: return u.op in GroupOp.Elementwise
+def max_size(shape: tuple) -> int:
+  """Elements a buffer needs for a shape; a symbolic shape gets room for its largest value."""
+  size = prod(shape)
+  return size if isinstance(size, int) else int(size.vmax)
+
+
+def strip_binds(ast: UOp) -> tuple[UOp, dict[str, int]]:
+  """BIND(var, value) -> var, so the kernel takes the value as a parameter (one kernel serves every value)."""
+  binds = [n for n in ast.toposort() if n.op is Ops.BIND]
+  if not binds: return ast, {}
+  var_vals: dict[str, int] = {}
+  for b in binds:
+    name, value = b.src[0].arg[0], b.src[1].arg
+    if var_vals.get(name, value) != value: raise ValueError(f"Variable {name!r} is bound to both {var_vals[name]} and {value} in one kernel")
+    var_vals[name] = value
+  return ast.substitute({b: b.src[0] for b in binds}), var_vals

@@ -5,7 +5,6 @@ appear where is documented next to each op below; `uop/verify.py` checks it.
 """
 from __future__ import annotations
 
-import functools
 import math
 import weakref
 from collections.abc import Callable, Iterator
@@ -97,7 +96,8 @@ class UOp:
   arg: Any
 
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-    key = (op, dtype, src, arg)
+    # -0.0 == 0.0 in Python, but they are different constants: the sign goes into the key
+    key = (op, dtype, src, arg) if not (type(arg) is float and arg == 0.0) else (op, dtype, src, arg, math.copysign(1.0, arg))
     try:
       if (hit := UOp._interned.get(key)) is not None: return hit
     except TypeError as e:  # an unhashable arg is a bug in the caller, name it
@@ -112,6 +112,7 @@ class UOp:
 
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def __setattr__(self, name: str, value: Any) -> None: raise AttributeError("UOp is immutable")
+  def __delattr__(self, name: str) -> None: raise AttributeError("UOp is immutable")
   def __hash__(self) -> int: return id(self)
   def __eq__(self, other: object) -> bool: return self is other
   def __bool__(self) -> bool: raise TypeError("a UOp has no truth value; compare with .op / .arg, or use .simplify()")
@@ -204,26 +205,29 @@ class UOp:
   def minimum(self, x: Any) -> UOp: return -((-self).maximum(-x))
 
   # ---- properties
-  @functools.cached_property
+  def _derived(self, name: str, compute: Callable[[UOp], Any]) -> Any:
+    """A property computed from the sources' values of the same property, bottom-up without recursion
+    (graphs can be deeper than Python's recursion limit); cached on each node."""
+    if name in self.__dict__: return self.__dict__[name]
+    for node in self.toposort(gate=lambda n: name not in n.__dict__):
+      if name not in node.__dict__: node.__dict__[name] = compute(node)
+    return self.__dict__[name]
+
+  @property
   def shape(self) -> tuple[int, ...]:
     """The shape of a tensor-graph node (kernel nodes have none)."""
-    return _shape(self)
+    return self._derived("shape", _shape)
 
   @property
   def size(self) -> int: return prod(self.shape)
 
-  @functools.cached_property
-  def device(self) -> str | tuple[str, ...]:
-    if self.op is Ops.DEVICE: return self.arg
-    if self.op is Ops.COPY: return self.src[1].arg
-    for s in self.src:
-      if (d := s.device) is not None: return d
-    return None  # type: ignore[return-value]
+  @property
+  def device(self) -> str | tuple[str, ...]: return self._derived("device", _device)
 
-  @functools.cached_property
+  @property
   def vmin_vmax(self) -> tuple[ConstType, ConstType]:
     from tinygrad.uop.symbolic import value_range
-    return value_range(self)
+    return self._derived("vmin_vmax", value_range)
 
   @property
   def vmin(self) -> ConstType: return self.vmin_vmax[0]
@@ -248,11 +252,38 @@ class UOp:
 
   def __iter__(self) -> Iterator[UOp]: raise TypeError("a UOp is not iterable")
 
+  # ---- symbolic variables
+  def bind(self, value: int) -> UOp:
+    """This Variable with a value: BIND(var, value)."""
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not a {self.op}")
+    name, lo, hi = self.arg
+    if not isinstance(value, int) or not lo <= value <= hi: raise ValueError(f"Variable {name!r} bound to {value!r}, outside [{lo}, {hi}]")
+    return UOp(Ops.BIND, dtypes.int32, (self, UOp.const(dtypes.int32, value)))
+
+  def unbind(self) -> tuple[UOp, int]:
+    if self.op is not Ops.BIND: raise TypeError(f"unbind needs a bound Variable, not a {self.op}")
+    return self.src[0], self.src[1].arg
+
+  @property
+  def val(self) -> int:
+    """The value of a symbolic expression whose Variables are all bound."""
+    from tinygrad.uop.symbolic import sym_infer
+    binds = {n.src[0].arg[0]: n.src[1].arg for n in self.toposort() if n.op is Ops.BIND}
+    return sym_infer(self, binds)
+
 
 def _as_uop(x: Any, like: Any) -> UOp:
   if isinstance(x, UOp): return x
   dt = like.dtype if isinstance(like, UOp) else dtypes.from_py(x)
   return UOp.const(dt, x)
+
+
+def _device(u: UOp) -> Any:
+  if u.op is Ops.DEVICE: return u.arg
+  if u.op is Ops.COPY: return u.src[1].arg
+  for s in u.src:
+    if (d := s.__dict__["device"]) is not None: return d
+  return None
 
 
 def _shape(u: UOp) -> tuple[int, ...]:
@@ -303,3 +334,13 @@ def pretty(u: UOp, max_nodes: int = 200) -> str:
 
 def sint_to_uop(x: int | UOp, dtype: DType = dtypes.int32) -> UOp:
   return x if isinstance(x, UOp) else UOp.const(dtype, x)
+
+
+def Variable(name: str, min_val: int, max_val: int) -> UOp:
+  """A symbolic int in [min_val, max_val]: `v = Variable("start_pos", 0, 1023).bind(5)` gives a bound value
+  that shapes and tensor math can use; kernels take it as a parameter, so one compiled kernel (and one
+  TinyJit capture) serves every value."""
+  if not isinstance(name, str) or not name.isidentifier(): raise ValueError(f"a Variable name must be an identifier, got {name!r}")
+  if not (isinstance(min_val, int) and isinstance(max_val, int)) or min_val > max_val:
+    raise ValueError(f"Variable {name!r} needs int bounds with min <= max, got [{min_val}, {max_val}]")
+  return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))

@@ -1,0 +1,117 @@
+"""TinyJit: run a function once, capture the kernels it runs on the second call, replay them after.
+
+Replaying skips everything Python does to build, schedule and compile the graph: the captured kernels run
+on the new input buffers, with the values of bound symbolic Variables passed as kernel parameters.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from tinygrad.device.runtime import Buffer
+from tinygrad.engine import realize
+from tinygrad.engine.realize import ExecItem, buffer_of
+from tinygrad.helpers import DEBUG, ContextVar
+from tinygrad.schedule.kernelize import is_contiguous_buffer
+from tinygrad.tensor import Tensor
+from tinygrad.uop.ops import Ops, UOp
+
+JIT = ContextVar("JIT", 1)  # JIT=0 runs jitted functions eagerly every time
+ReturnType = TypeVar("ReturnType")
+
+
+class JitError(RuntimeError): pass
+
+
+@dataclass(frozen=True)
+class InputSpec:
+  shape: tuple
+  dtype: Any
+  device: str
+
+
+def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], dict[str, int]]:
+  """(name, Tensor) for every tensor argument, and the values of bound Variables among the arguments."""
+  tensors: list[tuple[str, Any]] = []
+  var_vals: dict[str, int] = {}
+  items = [(f"arg {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in sorted(kwargs.items())]
+  for name, value in items:
+    if isinstance(value, Tensor): tensors.append((name, value))
+    elif isinstance(value, UOp) and value.op is Ops.BIND: var_vals[value.src[0].arg[0]] = value.src[1].arg
+    elif isinstance(value, (list, tuple)):
+      for j, v in enumerate(value):
+        if isinstance(v, Tensor): tensors.append((f"{name}[{j}]", v))
+  return tensors, var_vals
+
+
+class TinyJit(Generic[ReturnType]):
+  """Decorate a function whose tensor work should be captured: `@TinyJit def step(x): ...`.
+
+  Call 1 runs normally, call 2 runs and captures its kernels, later calls replay them. Inputs must keep
+  their shapes, dtypes and devices (a change is an error: use a symbolic Variable for sizes that vary);
+  the returned tensors are the same objects every call, refilled by each replay."""
+
+  def __init__(self, fxn: Callable[..., ReturnType]):
+    self.fxn = fxn
+    self.cnt = 0
+    self.captured: list[tuple[ExecItem, dict[str, int]]] = []
+    self.input_specs: list[InputSpec] = []
+    self.input_slots: list[list[tuple[int, int]]] = []  # per input: (item index, buffer index) where it is used
+    self.ret: Any = None
+    functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj)  # methods
+
+  def reset(self) -> None:
+    self.cnt, self.captured, self.input_specs, self.input_slots, self.ret = 0, [], [], [], None
+
+  def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+    tensors, var_vals = _flatten_args(args, kwargs)
+      # inputs become plain buffers, so the captured kernels can be pointed at them
+    needs = [t for _, t in tensors if not is_contiguous_buffer(t.uop)]
+    for t in needs: t.replace(t.contiguous())
+    Tensor.realize_all(*(t for _, t in tensors))
+    if not JIT.value or self.cnt == 0:
+      self.cnt += 1
+      return self._run_and_realize(args, kwargs)
+    if self.cnt == 1: return self._capture(args, kwargs, tensors)
+    self._check_inputs(tensors)
+    self._replay([buffer_of(t.uop.base) for _, t in tensors], var_vals)
+    return self.ret
+
+  def _run_and_realize(self, args: tuple, kwargs: dict) -> Any:
+    ret = self.fxn(*args, **kwargs)
+    outs = [r for r in (ret if isinstance(ret, (list, tuple)) else [ret]) if isinstance(r, Tensor)]
+    Tensor.realize_all(*outs)
+    return ret
+
+  def _capture(self, args: tuple, kwargs: dict, tensors: list[tuple[str, Any]]) -> Any:
+    realize.capturing.append([])
+    try: ret = self._run_and_realize(args, kwargs)
+    finally: captured = realize.capturing.pop()
+    self.cnt += 1
+    self.captured = captured
+    self.input_specs = [InputSpec(t.shape, t.dtype, t.device) for _, t in tensors]
+    inputs = [buffer_of(t.uop.base) for _, t in tensors]
+    self.input_slots = [[(i, j) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if b is buf] for buf in inputs]
+    self.ret = ret
+    if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")
+    return ret
+
+  def _check_inputs(self, tensors: list[tuple[str, Any]]) -> None:
+    if len(tensors) != len(self.input_specs):
+      raise JitError(f"jitted function was captured with {len(self.input_specs)} tensor inputs, now called with {len(tensors)}")
+    for (name, t), spec in zip(tensors, self.input_specs):
+      now = InputSpec(t.shape, t.dtype, t.device)
+      if now != spec:
+        raise JitError(f"{name} of the jitted function changed from shape {spec.shape} {spec.dtype!r} on {spec.device} to "
+                       f"shape {now.shape} {now.dtype!r} on {now.device}; a TinyJit replays fixed kernels: keep inputs the same, "
+                       "use a symbolic Variable for a size that varies, or call .reset()")
+
+  def _replay(self, inputs: list[Buffer], var_vals: dict[str, int]) -> None:
+    for buf, slots in zip(inputs, self.input_slots):
+      for i, j in slots: self.captured[i][0].bufs[j] = buf
+    for ei, captured_vals in self.captured:
+      ei.run({**captured_vals, **var_vals} if captured_vals else var_vals)

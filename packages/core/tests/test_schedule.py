@@ -1,0 +1,223 @@
+"""Kernel counts: what the fusion rules in schedule/kernelize.py promise.
+
+  - elementwise ops and views fuse into whatever consumes them;
+  - a reduction fuses with its elementwise inputs and the elementwise chain after it, unless that chain broadcasts
+    the reduced value or feeds another reduction, or the reduction has more than one consumer;
+  - CONTIGUOUS, COPY and ASSIGN always get a buffer; a realized tensor needs no kernel.
+
+`schedule()` runs nothing, so all of this holds on every device, NULL included.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from tinygrad import GlobalCounters, Tensor
+
+pytestmark = pytest.mark.compile_only
+
+
+def n_kernels(t: Tensor, *others: Tensor) -> int: return len(t.schedule(*others))
+
+
+def inputs(*shapes: tuple[int, ...]) -> list[Tensor]:
+  """Realized float32 inputs (buffers with data): their schedules are empty."""
+  return [Tensor(np.random.uniform(-1, 1, size=s).astype(np.float32)) for s in shapes]
+
+
+def test_realized_input_needs_no_kernel():
+  (a,) = inputs((4, 4))
+  assert a.schedule() == []
+  assert n_kernels(Tensor.empty(3, 3)) == 0
+
+
+@pytest.mark.parametrize("view", [
+  lambda a: a.reshape(16), lambda a: a.reshape(2, 8).permute(1, 0), lambda a: a[1:3], lambda a: a.T,
+], ids=["reshape", "reshape_permute", "shrink", "T"])
+def test_views_of_realized_input_need_no_kernel(view):
+  (a,) = inputs((4, 4))
+  # movement ops over a realized buffer are a realized tensor: nothing to compute until something consumes them
+  assert n_kernels(view(a)) == 0
+
+
+def test_add_mul_sum_is_one_kernel():
+  a, b, c = inputs((4, 4), (4, 4), (4, 4))
+  assert n_kernels(((a + b) * c).sum()) == 1
+  assert n_kernels(((a + b) * c).sum(1)) == 1
+  assert n_kernels(((a + b) * c).sum() * 2 + 1) == 1  # the elementwise chain after a reduction fuses too
+
+
+def test_linear_relu_is_one_kernel():
+  x, w, b = inputs((4, 8), (8, 3), (3,))
+  assert n_kernels((x @ w + b).relu()) == 1
+  assert n_kernels(x.linear(w, b).relu()) == 1
+
+
+def test_elementwise_chain_of_10_is_one_kernel():
+  (a,) = inputs((16,))
+  t = a
+  for i in range(10): t = t * 1.01 + 0.5 if i % 3 == 0 else t.exp2() if i % 3 == 1 else t.maximum(0.1).sqrt()
+  assert n_kernels(t) == 1
+
+
+def test_elementwise_with_many_inputs_and_broadcasts_is_one_kernel():
+  a, b, c, d = inputs((4, 5), (5,), (4, 1), ())
+  assert n_kernels((a + b) * c - d + a.T.T + 1) == 1
+
+
+def test_views_fuse_into_consumer():
+  a, b = inputs((4, 6), (6, 5))
+  t = a.T.flip(0).pad(((1, 0), (0, 1))).shrink(((0, 6), (0, 5))) + b
+  assert n_kernels(t) == 1
+  assert n_kernels(a[::2, 1::-1].reshape(-1).sum()) == 1
+
+
+def test_shared_elementwise_is_recomputed_not_realized():
+  (a,) = inputs((4, 4))
+  e = a.exp()
+  assert n_kernels(e + 1, e * 2) == 2
+
+
+def test_softmax_kernels():
+  (a,) = inputs((4, 7))
+  assert n_kernels(a.softmax()) <= 3  # max, sum of exp, the elementwise division
+  assert n_kernels(a.log_softmax()) <= 3
+
+
+def test_view_then_contiguous_is_one_kernel():
+  (a,) = inputs((4, 6))
+  assert n_kernels(a.T.contiguous()) == 1
+  assert n_kernels(a[1:3, ::2].contiguous()) == 1
+  assert n_kernels(a.reshape(2, 12).permute(1, 0).contiguous()) == 1
+
+
+def test_contiguous_gets_its_own_kernel():
+  (a,) = inputs((4, 4))
+  assert n_kernels((a + 1).contiguous()) == 1
+  assert n_kernels((a + 1).contiguous() * 2) == 2
+
+
+def test_reduce_feeding_reduce_is_two_kernels():
+  (a,) = inputs((2, 3, 4))
+  assert n_kernels(a.sum(0).sum(0)) == 2
+  assert n_kernels(a.sum(2).max()) == 2
+  assert n_kernels(a.sum((0, 1))) == 1  # one reduction over two axes
+
+
+def test_reduce_broadcast_back_is_two_kernels():
+  (a,) = inputs((4, 5))
+  assert n_kernels(a - a.max(1, keepdim=True)) == 2
+  assert n_kernels((a - a.max()).sum()) == 2
+
+
+def test_reduce_reshaped_without_broadcast_fuses():
+  a, b = inputs((4, 5), (2, 2))
+  assert n_kernels(a.sum(1).reshape(2, 2) + b) == 1
+  assert n_kernels(a.sum(1, keepdim=True).reshape(-1) * 3) == 1
+
+
+def test_reduce_with_two_consumers_is_realized():
+  (a,) = inputs((4, 4))
+  s = a.sum()
+  assert n_kernels(s + 1, s * 2) == 3
+
+
+def test_mean_var():
+  (a,) = inputs((4, 6))
+  assert n_kernels(a.mean()) == 1
+  assert n_kernels(a.mean(1)) == 1
+  assert n_kernels(a.var()) == 2  # the mean is broadcast back over a
+
+
+def test_matmul_chain():
+  x, w1, w2 = inputs((4, 8), (8, 6), (6, 3))
+  assert n_kernels(x @ w1) == 1
+  assert n_kernels((x @ w1).relu() @ w2) == 2
+
+
+def test_two_outputs_one_schedule():
+  a, b = inputs((4,), (4,))
+  assert n_kernels(a + 1, b + 2) == 2
+
+
+def test_creation_ops():
+  assert n_kernels(Tensor.arange(10)) == 1
+  assert n_kernels(Tensor.eye(4)) == 1
+  assert n_kernels(Tensor.rand(8)) == 1
+  assert n_kernels(Tensor.full((3, 3), 2.0)) == 1
+
+
+def test_schedule_runs_nothing():
+  (a,) = inputs((4, 4))
+  t = ((a + 1) * 2).sum()
+  GlobalCounters.reset()
+  n = n_kernels(t)
+  assert GlobalCounters.kernel_count == 0
+  assert n_kernels(t) == n  # and it doesn't realize: asking twice gives the same schedule
+
+
+def test_realize_runs_the_schedule_once():
+  a, b = inputs((4, 4), (4, 4))
+  t = (a @ b).relu().sum(0)
+  expected = n_kernels(t)
+  GlobalCounters.reset()
+  t.realize()
+  assert GlobalCounters.kernel_count == expected == 2
+  GlobalCounters.reset()
+  t.realize()
+  assert GlobalCounters.kernel_count == 0
+  assert t.schedule() == []
+
+
+def test_realized_intermediate_is_reused():
+  (a,) = inputs((4, 4))
+  b = (a + 1).exp()
+  c = b.sum()
+  b.realize()
+  GlobalCounters.reset()
+  c.realize()
+  assert GlobalCounters.kernel_count == 1
+  assert n_kernels(b * 2) == 1
+
+
+def test_realize_all_many_tensors():
+  (a,) = inputs((4, 4))
+  ts = [a + i for i in range(4)]
+  GlobalCounters.reset()
+  Tensor.realize_all(*ts)
+  assert GlobalCounters.kernel_count == 4
+  GlobalCounters.reset()
+  Tensor.realize_all(*ts)
+  assert GlobalCounters.kernel_count == 0
+
+
+def test_assign_is_one_kernel():
+  (w,) = inputs((4, 4))
+  g = Tensor(np.ones((4, 4), np.float32))
+  w.assign(w - 0.1 * g)
+  assert n_kernels(w) == 1
+  GlobalCounters.reset()
+  w.realize()
+  assert GlobalCounters.kernel_count == 1
+  GlobalCounters.reset()
+  w.realize()
+  assert GlobalCounters.kernel_count == 0
+
+
+def test_kernel_count_matches_work_on_training_step_graph():
+  x, w = inputs((4, 3), (3, 2))
+  w.requires_grad_()
+  loss = (x @ w).relu().sum()
+  (gw,) = loss.gradient(w)
+  n = n_kernels(gw)
+  assert 1 <= n <= 3
+  GlobalCounters.reset()
+  gw.realize()
+  assert GlobalCounters.kernel_count == n
+
+
+def test_layernorm_kernels():
+  (a,) = inputs((4, 8))
+  ln = (a - a.mean(-1, keepdim=True)) / (a.var(-1, keepdim=True) + 1e-5).sqrt()
+  assert n_kernels(ln) <= 3
+  assert n_kernels((a * math.pi).sin().sum(-1).sqrt()) == 1
