@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.helpers import DEBUG, VERIFY, prod
@@ -23,8 +24,13 @@ class ProgramSpec:
   globals: list[int] = field(default_factory=list)       # DEFINE_GLOBAL numbers in parameter order
   outs: list[int] = field(default_factory=list)          # which globals are written
   vars: list[UOp] = field(default_factory=list)          # DEFINE_VARs in parameter order
-  global_size: tuple[int, ...] = (1, 1, 1)
-  local_size: tuple[int, ...] = (1, 1, 1)
+  global_size: tuple = (1, 1, 1)   # entries may be symbolic (UOps of DEFINE_VARs): see launch_dims
+  local_size: tuple = (1, 1, 1)
+
+  def launch_dims(self, var_vals: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    from tinygrad.uop.symbolic import sym_infer
+    def ev(xs: tuple) -> tuple[int, ...]: return tuple(x if isinstance(x, int) else sym_infer(x, var_vals) for x in xs)
+    return ev(self.global_size), ev(self.local_size)
   estimated_ops: int = 0
   estimated_mem: int = 0
 
@@ -47,14 +53,21 @@ def _stable_key(nodes: list[UOp]) -> str:
 
 def lower_kernel(ast: UOp, renderer: Renderer) -> list[UOp]:
   """The kernel AST as a linearized program for `renderer`."""
+  return lower_kernel_with_dims(ast, renderer)[0]
+
+
+def lower_kernel_with_dims(ast: UOp, renderer: Renderer) -> tuple[list[UOp], tuple, tuple]:
+  """The linearized program and its launch dims (global_size, local_size; entries may be symbolic)."""
   if VERIFY: verify_kernel(ast, "kernel AST")
+  global_size, local_size = (1, 1, 1), (1, 1, 1)
+  if renderer.has_local: ast, global_size, local_size = to_thread_indices(ast, (renderer.local_max or (DEFAULT_LOCAL,))[0])
   sink = lower_reduces(ast)
   sink = close_loops(sink)
   sink = cleanup(sink)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)
-  return uops
+  return uops, global_size, local_size
 
 
 def estimate(uops: list[UOp]) -> tuple[int, int]:
@@ -75,14 +88,14 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
 
 def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
   name = kernel_name(ast)
-  uops = lower_kernel(ast, renderer)
+  uops, global_size, local_size = lower_kernel_with_dims(ast, renderer)
   src = renderer.render(name, uops)
   if DEBUG >= 4: print(src)
   globals_ = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
   outs = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
   vars_ = [u for u in uops if u.op is Ops.DEFINE_VAR]
   ops, mem = estimate(uops)
-  return ProgramSpec(name, src, renderer.device, uops, globals_, outs, vars_, estimated_ops=ops, estimated_mem=mem)
+  return ProgramSpec(name, src, renderer.device, uops, globals_, outs, vars_, global_size, local_size, ops, mem)
 
 
 def prod_shape(shape: tuple[int, ...]) -> int: return prod(shape)

@@ -27,6 +27,16 @@ KNOWN_PACKAGES = {"CPU": "tinygrad-backend-cpu", "CUDA": "tinygrad-backend-nv", 
 DEFAULT_ORDER = ("CUDA", "NV", "AMD", "QCOM", "CPU", "PYTHON")
 # devices that compile with any installed renderer instead of their own
 FOREIGN_RENDERER_DEVICES = ("NULL",)
+# devices whose instance name carries a file path, "DISK:/tmp/w.safetensors": such a name doesn't fit the
+# DEVICE[:N] grammar of parse_instance, so it passes through unchanged (only the device part is upper-cased),
+# its opener gets the path as Target.arch (index 0), and asking it for a renderer is a clear "runs no kernels" error
+PATH_DEVICES = ("DISK",)
+
+
+def split_path_instance(name: str) -> tuple[str, str] | None:
+  """'disk:/tmp/x.bin' -> ('DISK', '/tmp/x.bin'); None when `name` is not PATHDEVICE:path."""
+  kind, sep, path = name.partition(":")
+  return (kind.strip().upper(), path) if sep and path and kind.strip().upper() in PATH_DEVICES else None
 
 
 class DeviceNotFound(KeyError):
@@ -64,7 +74,16 @@ class Registry:
     self.plugin_names.append("core")
     allowed = os.environ.get("TINYGRAD_PLUGINS")
     allow = None if allowed is None else {x.strip() for x in allowed.split(",") if x.strip()}
+    # TINYGRAD_PLUGIN_MODULES=pkg.plugin,...: plugin modules to load without installing a distribution (a source
+    # checkout on a machine that can't build wheels); they register exactly like entry points
+    for mod in filter(None, (m.strip() for m in os.environ.get("TINYGRAD_PLUGIN_MODULES", "").split(","))):
+      try:
+        pm.register(importlib.import_module(mod), name=mod)
+        self.plugin_names.append(mod)
+      except Exception as e:  # noqa: BLE001  reported like a broken entry point
+        self.plugin_errors[mod] = f"{type(e).__name__}: {e}"
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+      if ep.value.split(":")[0] in self.plugin_names: continue
       if ep.name == "core" or (allow is not None and ep.name not in allow): continue
       try:
         pm.register(ep.load(), name=ep.name)
@@ -147,6 +166,7 @@ class _Device:
 
   def canonicalize(self, name: str | None) -> str:
     if name is None: return self.DEFAULT
+    if (pathdev := split_path_instance(name)) is not None: return f"{pathdev[0]}:{pathdev[1]}"
     dev, idx = parse_instance(name)
     return instance_name(dev, idx)
 
@@ -170,6 +190,9 @@ class _Device:
   def __getitem__(self, name: str) -> Compiled:
     key = self.canonicalize(name)
     if key in self._opened: return self._opened[key]
+    if (pathdev := split_path_instance(key)) is not None:  # DISK:path, see PATH_DEVICES
+      self._opened[key] = self.registry.device_spec(pathdev[0]).interfaces[""](0, Target(pathdev[0], arch=pathdev[1]))
+      return self._opened[key]
     kind, index = parse_instance(key)
     spec = self.registry.device_spec(kind)
     if (why := spec.available()) is not None: raise RuntimeError(f"device {key} is not available here: {why}")
@@ -188,6 +211,9 @@ class _Device:
 
   def renderer(self, device: str) -> Renderer:
     """The renderer that compiles for a device instance under the current DEV."""
+    if split_path_instance(device) is not None:  # DISK:path, see PATH_DEVICES
+      raise RuntimeError(f"{device} only stores bytes and runs no kernels, but this computation needs a kernel there. "
+                         "Move the tensor to a compute device first (t.to('CPU'), or t.to(None) for the default one), then compute on it")
     kind, _ = parse_instance(self.canonicalize(device))
     target = self.target_for(kind)
     key = (kind, target.renderer, target.arch, target.opts)

@@ -34,9 +34,10 @@ class CompiledRunner:
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
 
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
-    vals = tuple((var_vals or {})[v.arg[0]] for v in self.spec.vars)
-    return self.program(*[b.opaque for b in bufs], global_size=self.spec.global_size, local_size=self.spec.local_size,
-                        vals=vals, wait=wait)
+    var_vals = var_vals or {}
+    vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars)
+    global_size, local_size = self.spec.launch_dims(var_vals)
+    return self.program(*[b.opaque for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=wait)
 
 
 def _noop(*args: Any, **kwargs: Any) -> float: return 0.0

@@ -1,0 +1,54 @@
+"""For GPU-style renderers (`Renderer.has_local`): the kernel's output loops become thread indices.
+
+All output loops are flattened into one index `gidx0 * L + lidx0` over `ceil(total / L)` blocks of L threads;
+each loop variable is recovered with div/mod (the symbolic rules fold them). When L does not divide the
+total, the last block's extra threads compute a clamped (in-bounds) element and skip their stores.
+"""
+from __future__ import annotations
+
+from tinygrad.dtype import dtypes
+from tinygrad.helpers import prod
+from tinygrad.uop.ops import Ops, UOp
+
+DEFAULT_LOCAL = 256
+
+
+def launch_dims(total: int | UOp, max_local: int = DEFAULT_LOCAL) -> tuple[int, int | UOp]:
+  """(threads per block, blocks) for `total` threads."""
+  local = min(max_local, total) if isinstance(total, int) else max_local
+  local = max(local, 1)
+  blocks = -(-total // local) if isinstance(total, int) else (total + (local - 1)) // local
+  return local, blocks
+
+
+def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL) -> tuple[UOp, tuple, tuple]:
+  """Replace the output RANGEs with SPECIAL thread indices. Returns (sink, global_size, local_size)."""
+  nodes = sink.toposort()
+  loops = sorted((n for n in nodes if n.op is Ops.RANGE and n.arg[1] == "global"), key=lambda r: r.arg[0])
+  if not loops: return sink, (1, 1, 1), (1, 1, 1)
+  sizes = [r.src[0] if r.src[0].op is not Ops.CONST else r.src[0].arg for r in loops]
+  total = prod(sizes)
+  local, blocks = launch_dims(total, max_local)
+  blocks_max = blocks if isinstance(blocks, int) else int(blocks.vmax)
+  gidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", blocks_max))
+  lidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", local))
+  flat = gidx * local + lidx
+  exact = isinstance(total, int) and total % local == 0
+  in_bounds = None if exact else flat < (total if isinstance(total, int) else total)
+  replace: dict[UOp, UOp] = {}
+  inner = 1
+  for r, size in reversed(list(zip(loops, sizes))):
+    idx = flat // inner if not (isinstance(inner, int) and inner == 1) else flat
+    replace[r] = idx % size if r is not loops[0] else idx
+    inner = inner * size
+  if in_bounds is not None: replace[loops[0]] = in_bounds.where(replace[loops[0]], UOp.const(dtypes.int32, 0))
+  new_sink = sink.substitute(replace)
+  if in_bounds is not None:
+    gated = {s: s.replace(src=(*s.src[:2], in_bounds)) for s in new_sink.toposort() if s.op is Ops.STORE and _stores_global(s)}
+    new_sink = new_sink.substitute(gated)
+  return new_sink, (blocks, 1, 1), (local, 1, 1)
+
+
+def _stores_global(store: UOp) -> bool:
+  ptr = store.src[0]
+  return ptr.op is Ops.INDEX and ptr.src[0].op is Ops.DEFINE_GLOBAL and len(store.src) == 2
