@@ -322,7 +322,7 @@ def test_builtin_plugin_registers():
   renderers: list[Any] = []
   builtin.register_devices(devices.append)
   builtin.register_renderers(renderers.append)
-  assert {d.name: d.runs_kernels for d in devices} == {"PYTHON": True, "NULL": False}
+  assert {d.name: d.runs_kernels for d in devices} == {"PYTHON": True, "NULL": False, "DISK": False}
   (spec,) = renderers
   assert (spec.device, spec.name, spec.default) == ("PYTHON", "PYTHON", True) and spec.accepts("sm_80")
   assert isinstance(spec.make(Target("PYTHON", "PYTHON", "sm_80")), PythonRenderer)

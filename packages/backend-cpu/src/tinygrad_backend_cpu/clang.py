@@ -23,6 +23,8 @@ from tinygrad.dtype import DType, dtypes
 from tinygrad.renderer import CompileError, Compiler, UnsupportedDTypeError
 from tinygrad.renderer.cstyle import CStyleRenderer
 
+from tinygrad_backend_cpu.threadpool import cpu_threads
+
 _CLANG_NAMES = ("clang", *(f"clang-{v}" for v in range(22, 13, -1)))
 _FEATURE_RE = re.compile(r"[+-]?[A-Za-z0-9_.-]+")
 _INSTALL_HINT = "apt-get install clang-19, or pip install ziglang (it bundles clang), or set CC"
@@ -77,7 +79,6 @@ def _host_cpu() -> str:
     import llvmlite.binding as llvm
     return f"{llvm.get_host_cpu_name()}:{hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:16]}"
   except Exception:  # noqa: BLE001  llvmlite missing or too old: fall back to coarser info
-    import platform
     return f"{platform.machine()}:{platform.processor()}"
 
 
@@ -196,6 +197,7 @@ _PROBES = {
 
 class ClangRenderer(CStyleRenderer):
   """C for the CPU: `void name(T0* restrict data0, ..., int var0, ...)`, compiled by ClangCompiler."""
+  threads = cpu_threads()
   device = "CPU"
   name = "CLANG"
   type_map = {**CStyleRenderer.type_map, dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}

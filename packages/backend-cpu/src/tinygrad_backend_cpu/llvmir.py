@@ -24,6 +24,8 @@ from tinygrad.dtype import DType, PtrDType, dtypes, truncate
 from tinygrad.renderer import CompileError, Compiler, Renderer, UnsupportedDTypeError
 from tinygrad.uop.ops import Ops, UOp
 
+from tinygrad_backend_cpu.threadpool import cpu_threads
+
 try:
   import llvmlite.binding as llvm
 except ImportError:  # llvm_available() explains; nothing else here runs without it
@@ -199,6 +201,7 @@ _NAME_RE = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")
 
 class LLVMRenderer(Renderer):
   """Renders a linearized program for the CPU as LLVM IR: `define void @name(ptr noalias %data0, ..., i32 %var0, ...)`."""
+  threads = cpu_threads()
   device = "CPU"
   name = "LLVM"
   native_ops = NATIVE_OPS

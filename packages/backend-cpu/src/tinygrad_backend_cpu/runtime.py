@@ -13,6 +13,8 @@ from typing import Any
 import llvmlite.binding as llvm
 from tinygrad.device.plugin import Allocator, Compiled, Target
 
+from tinygrad_backend_cpu.threadpool import run_parallel
+
 
 class CPUBuffer:
   """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start)."""
@@ -62,7 +64,8 @@ class CPUProgram:
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int32(v) for v in vals]
     start = time.perf_counter()
-    self.fxn(*args)
+    if (threads := global_size[0]) > 1: run_parallel(lambda core_id: self.fxn(*args, ctypes.c_int32(core_id)), threads)
+    else: self.fxn(*args)
     return time.perf_counter() - start if wait else None
 
 

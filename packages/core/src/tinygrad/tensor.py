@@ -17,7 +17,7 @@ from tinygrad.frontend.movement import MovementMixin
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import all_int, argfix, argsort, make_tuple, prod
-from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, new_buffer
+from tinygrad.schedule.kernelize import buffer_view, create_schedule, mark_applied, is_buffer_view, is_contiguous_buffer, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -134,6 +134,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     if not roots: return
     items, becomes = create_schedule(roots)
     run_schedule(items)
+    mark_applied(becomes)
     # every live tensor that was one of the realized nodes now is a view of its buffer. (Nodes are not
     # remembered beyond this: after an assign the same graph would read new values.)
     for t in list(_all_tensors):

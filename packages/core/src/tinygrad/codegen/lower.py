@@ -27,49 +27,58 @@ def range_id(r: UOp) -> int: return r.arg[0]
 
 
 def lower_reduces(sink: UOp) -> UOp:
-  """REDUCE(value, *ranges) -> an accumulator. Innermost reduces are lowered first."""
+  """REDUCE(value, *ranges) -> accumulators. Innermost reduces are lowered first; reduces over the same loops
+  (e.g. the copies an UPCAST makes) share one loop with one accumulator each."""
   reg_ids = itertools.count()
   output_loops = {n for n in sink.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
   while True:
     reduces = [n for n in sink.toposort() if n.op is Ops.REDUCE]
     # a reduce whose value holds no other REDUCE can be lowered now
-    ready = next((r for r in reduces if not any(n.op is Ops.REDUCE for n in r.src[0].toposort())), None)
-    if ready is None: return sink
-    sink = sink.substitute({ready: _lower_one(ready, next(reg_ids), output_loops)})
+    ready = [r for r in reduces if not any(n.op is Ops.REDUCE for n in r.src[0].toposort())]
+    if not ready: return sink
+    first = ready[0]
+    group = [r for r in ready if r.src[1:] == first.src[1:]]
+    sink = sink.substitute(_lower_group(group, reg_ids, output_loops))
 
 
-def _lower_one(red: UOp, reg_id: int, output_loops: set[UOp]) -> UOp:
-  value, ranges, op = red.src[0], red.src[1:], red.arg
-  dt = red.dtype
-  acc = UOp(Ops.DEFINE_REG, dt.ptr(1, "reg"), (), reg_id).index(UOp.const(dtypes.int32, 0))
-  # the init runs once per iteration of the loops outside this reduce (every output loop: the kernel
+def _lower_group(group: list[UOp], reg_ids: itertools.count, output_loops: set[UOp]) -> dict[UOp, UOp]:
+  ranges = sorted(group[0].src[1:], key=range_id)
+  # the inits run once per iteration of the loops outside these reduces (every output loop: the kernel
   # computes one reduction per output element)
-  outer = sorted((live_ranges(value) | output_loops) - set(ranges), key=range_id)
-  init_ptr = UOp(Ops.AFTER, acc.dtype, (acc, *outer)) if outer else acc
-  init = init_ptr.store(UOp.const(dt, identity_element(op, dt)))
-  # loop ranges of the reduce, re-made so they start after the init
-  # (the first after the init, each next one inside the previous: the loops nest)
+  outer = sorted((set().union(*(live_ranges(r.src[0]) for r in group)) | output_loops) - set(ranges), key=range_id)
+  accs = [UOp(Ops.DEFINE_REG, r.dtype.ptr(1, "reg"), (), next(reg_ids)).index(UOp.const(dtypes.int32, 0)) for r in group]
+  inits = [(UOp(Ops.AFTER, acc.dtype, (acc, *outer)) if outer else acc).store(UOp.const(r.dtype, identity_element(r.arg, r.dtype)))
+           for acc, r in zip(accs, group)]
+  # loop ranges re-made so they start after the inits (the first), each next one inside the previous: they nest
   new_ranges: list[UOp] = []
-  for r in sorted(ranges, key=range_id): new_ranges.append(r.replace(src=(r.src[0], new_ranges[-1] if new_ranges else init)))
-  value = value.substitute(dict(zip(sorted(ranges, key=range_id), new_ranges)))
-  inner_ptr = UOp(Ops.AFTER, acc.dtype, (acc, *new_ranges))
-  update = inner_ptr.store(UOp(op, dt, (inner_ptr.load(), value)))
-  end: UOp = update
-  for r in reversed(new_ranges): end = UOp(Ops.END, dtypes.void, (r, end))
-  return UOp(Ops.AFTER, acc.dtype, (acc, end)).load()
+  for r in ranges: new_ranges.append(r.replace(src=(r.src[0], *(new_ranges[-1:] or inits))))
+  remap = dict(zip(ranges, new_ranges))
+  updates = []
+  for acc, red in zip(accs, group):
+    ptr = UOp(Ops.AFTER, acc.dtype, (acc, *new_ranges))
+    updates.append(ptr.store(_accumulate(red.arg, ptr.load(), red.src[0].substitute(remap))))
+  end: UOp = UOp(Ops.END, dtypes.void, (new_ranges[-1], *updates))
+  for r in reversed(new_ranges[:-1]): end = UOp(Ops.END, dtypes.void, (r, end))
+  return {red: UOp(Ops.AFTER, acc.dtype, (acc, end)).load() for acc, red in zip(accs, group)}
+
+
+def _accumulate(op: Ops, acc: UOp, value: UOp) -> UOp:
+  """acc op value; a float sum of products becomes one fused multiply-add."""
+  if op is Ops.ADD and value.op is Ops.MUL and dtypes.is_float(value.dtype): return UOp(Ops.MULACC, value.dtype, (*value.src, acc))
+  return UOp(op, acc.dtype, (acc, value))
 
 
 def close_loops(sink: UOp) -> UOp:
-  """Wrap each STORE in the ENDs of the loops it sits in, innermost first."""
-  new_src = []
-  for s in sink.src:
-    if s.op is not Ops.STORE:
-      new_src.append(s)
-      continue
-    end = s
-    for r in sorted(live_ranges(s), key=range_id, reverse=True): end = UOp(Ops.END, dtypes.void, (r, end))
-    new_src.append(end)
-  return sink.replace(src=tuple(new_src))
+  """Close every loop the STOREs sit in with one END per loop, innermost first: stores in the same loops
+  (the copies an UPCAST makes) share their ENDs."""
+  items: list[tuple[UOp, set[UOp]]] = [(s, live_ranges(s)) for s in sink.src]
+  while any(live for _, live in items):
+    innermost = max((r for _, live in items for r in live), key=range_id)
+    inside = [(u, live) for u, live in items if innermost in live]
+    items = [(u, live) for u, live in items if innermost not in live]
+    end = UOp(Ops.END, dtypes.void, (innermost, *(u for u, _ in inside)))
+    items.append((end, set().union(*(live for _, live in inside)) - {innermost}))
+  return sink.replace(src=tuple(u for u, _ in items))
 
 
 def _fold_gated_where(c: UOp, load: UOp, zero: UOp) -> UOp | None:

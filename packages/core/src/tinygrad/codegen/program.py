@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
-from tinygrad.helpers import DEBUG, VERIFY, prod
+from tinygrad.codegen.opt import OptOps, apply_opts, hand_coded_opts
+from tinygrad.codegen.threads import split_for_threads
+from tinygrad.helpers import DEBUG, NOOPT, VERIFY, prod
 from tinygrad.renderer import Renderer
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.rewrite import graph_rewrite
@@ -60,7 +62,13 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer) -> tuple[list[UOp], tup
   """The linearized program and its launch dims (global_size, local_size; entries may be symbolic)."""
   if VERIFY: verify_kernel(ast, "kernel AST")
   global_size, local_size = (1, 1, 1), (1, 1, 1)
+  opts = [] if NOOPT else hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1)
+  ast = apply_opts(ast, opts)
+  if VERIFY: verify_kernel(ast, "optimizations")
   if renderer.has_local: ast, global_size, local_size = to_thread_indices(ast, (renderer.local_max or (DEFAULT_LOCAL,))[0])
+  elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
+    ast, used = split_for_threads(ast, n)
+    global_size = (used, 1, 1)
   sink = lower_reduces(ast)
   sink = close_loops(sink)
   sink = cleanup(sink)
@@ -68,6 +76,13 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer) -> tuple[list[UOp], tup
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)
   return uops, global_size, local_size
+
+
+def worth_threading(ast: UOp, min_work: int = 1 << 16) -> bool:
+  """Threads cost tens of microseconds to start: only kernels with enough loop iterations get them."""
+  work = 1
+  for r in (n for n in ast.toposort() if n.op is Ops.RANGE): work *= r.src[0].arg if r.src[0].op is Ops.CONST else 1024
+  return work >= min_work
 
 
 def estimate(uops: list[UOp]) -> tuple[int, int]:

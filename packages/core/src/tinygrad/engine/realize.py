@@ -35,7 +35,8 @@ class CompiledRunner:
 
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
     var_vals = var_vals or {}
-    vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars)
+    # the thread index (codegen/threads.py) is not a value of ours: the device passes it to each thread
+    vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars if v.arg[0] != "core_id")
     global_size, local_size = self.spec.launch_dims(var_vals)
     return self.program(*[b.opaque for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=wait)
 

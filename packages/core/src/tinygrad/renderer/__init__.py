@@ -57,6 +57,7 @@ class Renderer:
   global_max: tuple[int, ...] | None = None
   local_max: tuple[int, ...] | None = None
   supports_float4: bool = False
+  threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   tensor_cores: tuple[TensorCore, ...] = ()
   # rules this target needs before rendering (decompositions, dtype emulation); see codegen
   extra_matcher: PatternMatcher | None = None

@@ -1,9 +1,10 @@
-"""Core's own backends (PYTHON and NULL), registered through the same pluggy hooks as third-party plugins."""
+"""Core's own backends (PYTHON, NULL and DISK), registered through the same pluggy hooks as third-party plugins."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from tinygrad.device.plugin import DeviceSpec, RendererSpec, hookimpl
+from tinygrad.runtime.disk import open_disk
 from tinygrad.runtime.null import open_null
 from tinygrad.runtime.python import PythonRenderer, open_python
 
@@ -13,6 +14,8 @@ def register_devices(register: Callable[..., None]) -> None:
   register(DeviceSpec("PYTHON", {"": open_python}, package="tinygrad"))
   # NULL has no renderer of its own: the registry lets it compile with every installed one
   register(DeviceSpec("NULL", {"": open_null}, runs_kernels=False, package="tinygrad"))
+  # DISK:path, a memory-mapped file: storage only (the registry routes DISK:path names to it, see PATH_DEVICES)
+  register(DeviceSpec("DISK", {"": open_disk}, runs_kernels=False, package="tinygrad"))
 
 
 @hookimpl

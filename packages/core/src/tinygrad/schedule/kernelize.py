@@ -9,12 +9,13 @@ Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a b
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tinygrad.helpers import prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
 
@@ -55,6 +56,7 @@ def find_realizes(sink: UOp) -> set[UOp]:
   realize: set[UOp] = {r for r in sink.src if not is_buffer_view(r)}
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(n)
+    if n.op is Ops.ASSIGN and reads_target_elsewhere(n) and not is_buffer_view(n.src[1]): realize.add(n.src[1])
     if n.op is Ops.COPY:
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
@@ -102,10 +104,36 @@ def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp]:
   return order
 
 
+def reads_target_elsewhere(assign: UOp) -> bool:
+  """Does the assigned value read the target buffer at other positions than the one it writes? Then computing
+  it in place would read elements that are already overwritten, so it gets a buffer of its own first."""
+  target, buf = assign.src[0], assign.src[0].base
+  stack: list[tuple[UOp, bool]] = [(assign.src[1], False)]
+  seen: set[tuple[UOp, bool]] = set()
+  while stack:
+    u, moved = stack.pop()
+    if (u, moved) in seen: continue
+    seen.add((u, moved))
+    if u is target:
+      if moved: return True
+      continue
+    if u is buf: return True
+    stack.extend((x, moved or u.op in GroupOp.Movement or u.op is Ops.REDUCE_AXIS) for x in u.src)
+  return False
+
+
+# ASSIGNs that already ran -> the view of the buffer they wrote: a graph built before an assign ran may still
+# hold the ASSIGN node, and it must read the result, not run the assignment again
+applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
 def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels and copies, in execution order, that realize `roots`; and what each realized node became
   (a view of its new buffer)."""
   sink = UOp(Ops.SINK, src=tuple(roots))
+  done = {n: applied_assigns[n] for n in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER) if n.op is Ops.ASSIGN and n in applied_assigns}
+  renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
+  if done: sink, renamed = _substitute_tracking(sink, done)
   realize = find_realizes(sink)
   order = _kernel_order(sink, realize)
   becomes: dict[UOp, UOp] = {}
@@ -126,7 +154,28 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
       ast, var_vals = strip_binds(kernel_ast(value, out, ctx))
       items.append(ScheduleItem(ast, list(ctx.buffers), var_vals))
     becomes[node] = buffer_view(out, node.shape)
+  becomes.update(done)
+  # the caller's tensors hold nodes as they were before the applied assigns were substituted
+  for orig, new in renamed.items():
+    if new in becomes: becomes[orig] = becomes[new]
   return items, becomes
+
+
+def mark_applied(becomes: dict[UOp, UOp]) -> None:
+  """Call after running a schedule: its ASSIGNs have happened."""
+  for node, view in becomes.items():
+    if node.op is Ops.ASSIGN: applied_assigns[node] = view
+
+
+def _substitute_tracking(sink: UOp, mapping: dict[UOp, UOp]) -> tuple[UOp, dict[UOp, UOp]]:
+  """sink.substitute(mapping), also returning old -> new for every node that changed."""
+  new: dict[UOp, UOp] = {}
+  for node in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER):
+    if node in mapping: new[node] = mapping[node]
+    else:
+      src = tuple(new.get(s, s) for s in node.src)
+      new[node] = node if src == node.src else node.replace(src=src)
+  return new[sink], {k: v for k, v in new.items() if k is not v}
 
 
 def max_size(shape: tuple) -> int:

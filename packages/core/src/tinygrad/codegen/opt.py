@@ -1,0 +1,132 @@
+"""Kernel optimizations as explicit, replayable actions on a kernel AST.
+
+  UPCAST(axis, k)  an output loop runs k times fewer iterations and each computes k outputs: the body is
+                   copied k times with the loop index r -> r*k + c, so the copies share loads of everything
+                   that doesn't depend on r (register blocking) and sit side by side for the vectorizer.
+  UNROLL(axis, k)  a reduce loop runs k times fewer iterations with k independent accumulators, combined
+                   after the loop: k-wide vector accumulation instead of one serial dependency chain.
+  THREAD(0, n)     the outermost output loop is split across n CPU threads (applied at lowering, see threads.py).
+
+`axis` is a RANGE's id. Actions compose: a list of Opts applied in order is how heuristics and BEAM
+describe a kernel, and what the on-disk BEAM cache stores.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+
+from tinygrad.dtype import dtypes
+from tinygrad.uop.ops import Ops, UOp
+
+
+class OptOps(Enum):
+  UPCAST = auto(); UNROLL = auto(); THREAD = auto()  # noqa: E702
+
+  def __repr__(self) -> str: return f"OptOps.{self.name}"
+
+
+@dataclass(frozen=True, order=True)
+class Opt:
+  op: OptOps
+  axis: int
+  amount: int
+
+  def __repr__(self) -> str: return f"Opt({self.op.name}, {self.axis}, {self.amount})"
+
+
+class KernelOptError(ValueError): pass
+
+
+def ranges_of(ast: UOp) -> dict[int, UOp]:
+  """Loop ranges by id."""
+  return {n.arg[0]: n for n in ast.toposort() if n.op is Ops.RANGE}
+
+
+def range_size(r: UOp) -> int | None:
+  return r.src[0].arg if r.src[0].op is Ops.CONST else None
+
+
+def _split(r: UOp, k: int) -> UOp:
+  size = range_size(r)
+  if size is None: raise KernelOptError(f"can't split loop {r.arg[0]}: its size is symbolic")
+  if k < 2 or size % k: raise KernelOptError(f"can't split loop {r.arg[0]} of size {size} by {k}")
+  return r.replace(src=(UOp.const(dtypes.int32, size // k), *r.src[1:]))
+
+
+def _at(r_outer: UOp, k: int, c: int) -> UOp: return r_outer * k + c if c else r_outer * k
+
+
+def upcast(ast: UOp, axis: int, k: int) -> UOp:
+  r = ranges_of(ast).get(axis)
+  if r is None or r.arg[1] != "global": raise KernelOptError(f"UPCAST needs an output loop, {axis} is {'missing' if r is None else r.arg[1]}")
+  outer = _split(r, k)
+  new_src: list[UOp] = []
+  for s in ast.src:
+    if r in s.toposort(): new_src.extend(s.substitute({r: _at(outer, k, c)}) for c in range(k))
+    else: new_src.append(s)
+  return ast.replace(src=tuple(new_src))
+
+
+def unroll(ast: UOp, axis: int, k: int) -> UOp:
+  r = ranges_of(ast).get(axis)
+  if r is None or r.arg[1] != "reduce": raise KernelOptError(f"UNROLL needs a reduce loop, {axis} is {'missing' if r is None else r.arg[1]}")
+  outer = _split(r, k)
+  replace: dict[UOp, UOp] = {}
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE and r in n.src[1:]):
+    others = tuple(x for x in red.src[1:] if x is not r)
+    parts = [UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({r: _at(outer, k, c)}), outer, *others), red.arg) for c in range(k)]
+    combined = parts[0]
+    for p in parts[1:]: combined = UOp(red.arg, red.dtype, (combined, p))
+    replace[red] = combined
+  return ast.substitute(replace)
+
+
+def apply_opt(ast: UOp, opt: Opt) -> UOp:
+  if opt.op is OptOps.UPCAST: return upcast(ast, opt.axis, opt.amount)
+  if opt.op is OptOps.UNROLL: return unroll(ast, opt.axis, opt.amount)
+  if opt.op is OptOps.THREAD: return ast  # applied when lowering for the device (threads.py)
+  raise KernelOptError(f"unknown opt {opt}")
+
+
+def apply_opts(ast: UOp, opts: list[Opt]) -> UOp:
+  for o in opts: ast = apply_opt(ast, o)
+  return ast
+
+
+# ---- hand-coded heuristics
+
+def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
+  if size is None: return 1
+  return next((c for c in choices if size % c == 0 and size >= c), 1)
+
+
+def hand_coded_opts(ast: UOp, threads: int = 1) -> list[Opt]:
+  """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
+  split long reductions into independent accumulators, and use every core on big kernels."""
+  rngs = ranges_of(ast)
+  outs = sorted((r for r in rngs.values() if r.arg[1] == "global"), key=lambda r: r.arg[0])
+  reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
+  opts: list[Opt] = []
+  n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
+  if reds and n_reduces <= 2:
+    if outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
+      last = outs[-1]
+      k = _largest_divisor(range_size(last), (16, 8, 4))
+      if k > 1: opts.append(Opt(OptOps.UPCAST, last.arg[0], k))
+      if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), (4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
+    else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
+      inner = reds[-1]
+      if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
+        opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
+  if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
+  return opts
+
+
+def _is_reused_reduce(ast: UOp) -> bool:
+  """True when some load inside a reduce doesn't depend on every output loop (matmul: A ignores j, B ignores i)."""
+  outs = {n for n in ast.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    for ld in (n for n in red.src[0].toposort() if n.op is Ops.LOAD):
+      used = {n for n in ld.toposort() if n.op is Ops.RANGE}
+      if outs - used: return True
+  return False
