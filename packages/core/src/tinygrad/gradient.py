@@ -42,7 +42,15 @@ def _reduce_grad(g: UOp, ret: UOp, x: UOp) -> Grads:
     hit = x.alu(Ops.CMPEQ, expand_to(ret, x.shape)).where(const_like(x, 1.0), const_like(x, 0.0))
     count = UOp(Ops.REDUCE_AXIS, x.dtype, (hit,), (Ops.ADD, ret.arg[1]))
     return (hit * expand_to(g * count.alu(Ops.RECIPROCAL), x.shape),)
-  if op is Ops.MUL: return (expand_to(g * ret, x.shape) * x.alu(Ops.RECIPROCAL),)
+  if op is Ops.MUL:  # d(prod)/dx_i = product of the others: exact with zeros (not ret / x)
+    axes = ret.arg[1]
+    is_zero = x.alu(Ops.CMPEQ, const_like(x, 0.0))
+    nonzero = is_zero.where(const_like(x, 1.0), x)
+    prod_nonzero = expand_to(UOp(Ops.REDUCE_AXIS, x.dtype, (nonzero,), (Ops.MUL, axes)), x.shape)
+    zeros = expand_to(UOp(Ops.REDUCE_AXIS, x.dtype, (is_zero.where(const_like(x, 1.0), const_like(x, 0.0)),), (Ops.ADD, axes)), x.shape)
+    others = zeros.alu(Ops.CMPEQ, const_like(x, 0.0)).where(prod_nonzero / nonzero,
+                                                           is_zero.alu(Ops.AND, zeros.alu(Ops.CMPEQ, const_like(x, 1.0))).where(prod_nonzero, const_like(x, 0.0)))
+    return (expand_to(g, x.shape) * others,)
   raise NotImplementedError(f"no gradient for reduce {op}")
 
 

@@ -60,21 +60,11 @@ def find_realizes(sink: UOp) -> set[UOp]:
     if n.op is Ops.COPY:
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
-  # a reduction stays inline only along a single-consumer chain of elementwise ops and non-broadcasting views
+  # a reduction stays inline when everything that uses it, up to the next buffer, is elementwise ops and
+  # non-broadcasting views that all end in one kernel
   for n in nodes:
     if n.op is not Ops.REDUCE_AXIS or n in realize: continue
-    cur = n
-    while cur not in realize:
-      users = consumers[cur]
-      if len(users) != 1:
-        realize.add(n)
-        break
-      user = users[0]
-      broadcasts = user.op is Ops.EXPAND and prod(user.shape) != prod(cur.shape)
-      if broadcasts or user.op is Ops.REDUCE_AXIS or user.op is Ops.SINK:
-        if user.op is not Ops.SINK: realize.add(n)
-        break
-      cur = user
+    if not _fuses_into_one_kernel(n, consumers, realize): realize.add(n)
   return realize
 
 
@@ -127,6 +117,23 @@ def reads_target_elsewhere(assign: UOp) -> bool:
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
+def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> bool:
+  ends: set[UOp] = set()
+  frontier, seen = [red], {red}
+  while frontier:
+    node = frontier.pop()
+    for user in consumers[node]:
+      if user.op is Ops.SINK:
+        ends.add(node)
+        continue
+      if user.op is Ops.REDUCE_AXIS or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
+      if user in realize: ends.add(user)
+      elif user not in seen:
+        seen.add(user)
+        frontier.append(user)
+  return len(ends) <= 1
+
+
 def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels and copies, in execution order, that realize `roots`; and what each realized node became
   (a view of its new buffer)."""
@@ -147,7 +154,8 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
     else:
       out = new_buffer(node.device, max_size(node.shape), node.dtype)
       value = node.src[0].substitute(becomes) if node.op in (Ops.CONTIGUOUS, Ops.COPY) else node.substitute(becomes)
-    if node.op is Ops.COPY:
+    if isinstance(out.arg[1], int) and out.arg[1] == 0: pass  # nothing to compute for an empty tensor
+    elif node.op is Ops.COPY:
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
     else:
       ctx = IndexingContext()
