@@ -13,7 +13,6 @@ import pickle
 import struct
 
 import pytest
-
 from tinygrad.dtype import DTYPES_BY_NAME, FLOATS, INTS, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float, to_dtype, truncate
 
 pytestmark = pytest.mark.compile_only  # pure IR: no device involved

@@ -106,7 +106,7 @@ class Registry:
     self.load()
     name = name.upper()
     if name in self.devices: return self.devices[name]
-    hint = f"install {KNOWN_PACKAGES[name]} to get it" if name in KNOWN_PACKAGES else ""
+    hint = f"(install {KNOWN_PACKAGES[name]} to get it)" if name in KNOWN_PACKAGES else ""
     raise DeviceNotFound(unknown_name_error("device", name, self.devices, hint))
 
   def renderers_for(self, device: str) -> list[RendererSpec]:
@@ -129,11 +129,14 @@ class Registry:
         names = sorted({r.name for r in candidates})
         hint = ""
         other = [r for r in self.renderers if r.name.upper() == target.renderer]
-        if other: hint = f"({target.renderer} renders for {other[0].device}; use DEV={other[0].device}:{target.renderer} or NULL:{target.renderer})"
+        if other:
+          compile_only = f" or NULL:{target.renderer}" if other[0].device not in ("PYTHON",) and dev.name != "NULL" else ""
+          hint = f"({target.renderer} renders for {other[0].device}; use DEV={other[0].device}:{target.renderer}{compile_only})"
         raise DeviceNotFound(unknown_name_error(f"renderer for {dev.name}", target.renderer, names, hint))
       candidates = named
     else:
-      candidates = sorted(candidates, key=lambda r: (not r.default, self._device_rank(r.device)))
+      # NULL with no renderer named compiles like the device that runs by default (the CPU here, not a GPU it lacks)
+      candidates = sorted(candidates, key=lambda r: (not r.default, not self._device_usable(r.device), self._device_rank(r.device)))
     if target.arch:
       accepting = [r for r in candidates if r.accepts(target.arch)]
       if not accepting:
@@ -145,6 +148,12 @@ class Registry:
     else:
       renderer = candidates[0]
     return Resolved(target, dev, renderer, target.arch or renderer.default_arch())
+
+  def _device_usable(self, device: str) -> bool:
+    spec = self.devices.get(device)
+    try: return spec is not None and spec.available() is None
+    except Exception:  # noqa: BLE001  a failing availability check means "not usable here"
+      return False
 
   def _device_rank(self, device: str) -> int:
     return DEFAULT_ORDER.index(device) if device in DEFAULT_ORDER else len(DEFAULT_ORDER)
