@@ -134,13 +134,48 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
   return len(ends) <= 1
 
 
+SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
+
+
+def split_reduce(r: UOp) -> UOp | None:
+  """A big reduction into a few outputs (a full sum) runs as two kernels: k partial results per output, reading
+  the input coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
+  x, (op, axes) = r.src[0], r.arg
+  if not all(isinstance(s, int) for s in x.shape): return None
+  n, out = prod(x.shape[a] for a in axes), prod(r.shape)
+  if n < SPLIT_MIN_REDUCE or out > SPLIT_MAX_OUTPUT: return None
+  k = 1
+  while n % (k * 2) == 0 and (k * 2) ** 2 <= n: k *= 2
+  if k < 256: return None
+  keep = [i for i in range(len(x.shape)) if i not in axes]
+  order = tuple(keep + list(axes))
+  xp = x if order == tuple(range(len(order))) else UOp(Ops.PERMUTE, x.dtype, (x,), order)
+  # GPUs want neighbouring threads reading neighbouring elements (partial j sums elements j, j+k, ...);
+  # CPU threads want each partial to read one contiguous chunk
+  strided = _renders_for_gpu(r.device)
+  xr = UOp(Ops.RESHAPE, x.dtype, (xp,), tuple(x.shape[i] for i in keep) + ((n // k, k) if strided else (k, n // k)))
+  first, second = (len(keep), len(keep) + 1) if strided else (len(keep) + 1, len(keep))
+  partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (first,))),))
+  total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (second,)))
+  return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
+
+
+def _renders_for_gpu(device: str | tuple) -> bool:
+  from tinygrad.device.registry import Device  # the scheduler asks the registry only for this capability
+  try: return Device.renderer(device if isinstance(device, str) else device[0]).has_local
+  except Exception:  # noqa: BLE001  no renderer for this device (DISK...): nothing to tune for
+    return False
+
+
 def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels and copies, in execution order, that realize `roots`; and what each realized node became
   (a view of its new buffer)."""
   sink = UOp(Ops.SINK, src=tuple(roots))
-  done = {n: applied_assigns[n] for n in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER) if n.op is Ops.ASSIGN and n in applied_assigns}
+  nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  done = {n: applied_assigns[n] for n in nodes if n.op is Ops.ASSIGN and n in applied_assigns}
+  splits = {n: split for n in nodes if n.op is Ops.REDUCE_AXIS and (split := split_reduce(n)) is not None}
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
-  if done: sink, renamed = _substitute_tracking(sink, done)
+  if done or splits: sink, renamed = _substitute_tracking(sink, {**done, **splits})
   realize = find_realizes(sink)
   order = _kernel_order(sink, realize)
   becomes: dict[UOp, UOp] = {}
