@@ -1,25 +1,83 @@
-"""Movement ops: reshape, permute, expand, pad, shrink, flip and what is built from them. All are views (no copies)."""
+"""Movement ops: reshape, permute, expand, pad, shrink, flip and what is built from them (cat, stack, split, repeat, roll,
+meshgrid, tril/triu). The six primitives are views (no copies); the rest are compositions of them and elementwise ops."""
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.dtype import dtypes
-from tinygrad.helpers import argfix, prod
+from tinygrad.dtype import dtypes, least_upper_dtype
+from tinygrad.frontend.indexing import IndexingMixin
+from tinygrad.helpers import argfix, ceildiv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
 
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
-class MovementMixin:
+
+def _flat_pads_to_pairs(flat: Sequence[int], ndim: int) -> list[tuple[int, int]]:
+  """torch-style flat padding (last axis first: (left, right, top, bottom, ...)) -> one (before, after) pair per axis."""
+  if len(flat) % 2: raise ValueError(f"flat padding needs an even number of ints (before, after per axis), got {len(flat)}: {tuple(flat)}")
+  if len(flat) // 2 > ndim: raise ValueError(f"flat padding {tuple(flat)} covers {len(flat) // 2} axes, the tensor has only {ndim}")
+  return [(0, 0)] * (ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
+
+
+def _pad_edge(x: Tensor, d: int, n: int, mode: str, before: bool) -> Tensor | None:
+  """The n elements that reflect/replicate/circular padding puts before (or after) axis d of x; None when n is 0."""
+  if n == 0: return None
+  s = x.shape[d]
+  def part(lo: int, hi: int) -> Tensor: return x.shrink(tuple((lo, hi) if i == d else None for i in range(x.ndim)))
+  if mode == "reflect": return part(1, n + 1).flip(d) if before else part(s - 1 - n, s - 1).flip(d)
+  if mode == "circular": return part(s - n, s) if before else part(0, n)
+  return (part(0, 1) if before else part(s - 1, s)).expand(tuple(n if i == d else None for i in range(x.ndim)))
+
+
+def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool]]:
+  """'b (h w) 1 ...' -> [(['b'], False), (['h', 'w'], True), ([], True), (['...'], False)]: names per axis, and whether in parentheses."""
+  groups: list[tuple[list[str], bool]] = []
+  current: list[str] | None = None
+  for tok in side.replace("(", " ( ").replace(")", " ) ").replace("…", "...").split():
+    if tok == "(":
+      if current is not None: raise ValueError(f"rearrange can't nest parentheses in {formula!r}")
+      current = []
+    elif tok == ")":
+      if current is None: raise ValueError(f"unbalanced ')' in rearrange formula {formula!r}")
+      groups.append((current, True))
+      current = None
+    elif tok == "1":
+      if current is None: groups.append(([], True))
+    elif tok == "..." or tok.isidentifier():
+      if current is None: groups.append(([tok], False))
+      else: current.append(tok)
+    else: raise ValueError(f"invalid axis name {tok!r} in rearrange formula {formula!r}")
+  if current is not None: raise ValueError(f"unbalanced '(' in rearrange formula {formula!r}")
+  return groups
+
+
+class MovementMixin(IndexingMixin):
+  """Views and their compositions; indexing (getitem/setitem, gather, scatter, ...) comes from IndexingMixin."""
   __slots__ = ()
 
-  # ---- movement (views: never copy)
+  # ---- the view primitives
   def _view(self, op: Ops, arg: Any) -> Tensor: return type(self)(UOp(op, self.dtype, (self.uop,), arg), requires_grad=self.requires_grad)
 
+  def _axis(self, axis: int) -> int:
+    n = max(self.ndim, 1)
+    if not -n <= axis < n: raise IndexError(f"axis {axis} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
+    return axis % n
+
+  def _resolve_dim(self, dim: int, *, extra: bool = False) -> int:
+    """A dim in [-n, n) as a non-negative int; `extra` allows one more (where a new axis is inserted)."""
+    if isinstance(dim, bool) or not isinstance(dim, int): raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
+    n = max(1, self.ndim + int(extra))
+    if not -n <= dim < n: raise IndexError(f"dim {dim} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
+    return dim + self.ndim + int(extra) if dim < 0 else dim
+
   def reshape(self, shape: int | Sequence[int], *args: int) -> Tensor:
-    new = list(argfix(shape, *args))
+    new = [s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args))]
     if new.count(-1) > 1: raise ValueError(f"only one -1 allowed in reshape, got {tuple(new)}")
     if -1 in new:
       known = prod(s for s in new if s != -1)
@@ -29,7 +87,7 @@ class MovementMixin:
     if prod(new) != self.numel(): raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)} ({prod(new)} elements)")
     return self if tuple(new) == self.shape else self._view(Ops.RESHAPE, tuple(new))
 
-  def view(self, *shape: int) -> Tensor: return self.reshape(argfix(*shape))
+  def view(self, shape: int | Sequence[int], *args: int) -> Tensor: return self.reshape(shape, *args)
 
   def permute(self, order: int | Sequence[int], *args: int) -> Tensor:
     axes = tuple(self._axis(a) for a in argfix(order, *args))
@@ -40,45 +98,72 @@ class MovementMixin:
     new = argfix(shape, *args)
     if len(new) < self.ndim: raise ValueError(f"can't expand {self.shape} to fewer dims {new}")
     base = (1,) * (len(new) - self.ndim) + self.shape
-    target = tuple(b if n == -1 else n for b, n in zip(base, new))
+    target = tuple(b if n is None or n == -1 else n for b, n in zip(base, new))
     for b, n in zip(base, target):
       if b != n and b != 1: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: only size-1 axes can grow")
+      if n < 0: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: negative size")
     t = self.reshape(base) if base != self.shape else self
     return t if target == t.shape else t._view(Ops.EXPAND, target)
 
-  def pad(self, padding: Sequence[tuple[int, int] | None] | Sequence[int], value: float = 0.0) -> Tensor:
-    """Pad with a constant. `padding` per axis as (before, after) pairs, or torch-style flat ints from the last axis."""
-    if padding and isinstance(padding[0], int):
-      flat = list(padding)
-      if len(flat) % 2: raise ValueError("flat padding needs pairs of ints")
-      pairs = [(0, 0)] * (self.ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
-    else: pairs = [p if p is not None else (0, 0) for p in padding]  # type: ignore[misc]
-    if len(pairs) != self.ndim: raise ValueError(f"padding has {len(pairs)} axes, tensor has {self.ndim}")
+  def pad(self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad with `mode` "constant" (with `value`), "reflect", "replicate" or "circular". `padding` is one (before, after) pair
+    (or None) per axis, or torch-style flat ints starting from the last axis. Negative pads remove elements."""
+    if mode not in PAD_MODES: raise NotImplementedError(f"pad mode {mode!r} is not supported, use one of {PAD_MODES}")
+    if len(padding) and all(p is not None and not isinstance(p, (tuple, list)) for p in padding):
+      pairs = _flat_pads_to_pairs([int(p) for p in padding], self.ndim)  # type: ignore[arg-type]
+    else: pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]  # type: ignore[index]
+    if len(pairs) != self.ndim: raise ValueError(f"padding has {len(pairs)} axes, tensor has {self.ndim} (padding={tuple(padding)})")
     if all(p == (0, 0) for p in pairs): return self
-    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding shrinks
-      t = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape)))
-      return t.pad(tuple((max(0, b), max(0, a)) for b, a in pairs), value)
-    out = self._view(Ops.PAD, tuple((int(b), int(a)) for b, a in pairs))
-    if value == 0: return out
-    mask = type(self).ones(*self.shape, dtype=dtypes.bool, device=self.device)._view(Ops.PAD, tuple(pairs))
-    return mask.where(out, value)
+    if mode == "constant":
+      if any(b < 0 or a < 0 for b, a in pairs):  # negative padding shrinks
+        for (b, a), s in zip(pairs, self.shape):
+          if max(0, -b) + max(0, -a) > s: raise ValueError(f"negative padding {tuple(pairs)} removes more than the {self.shape} tensor has")
+        t = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape)))
+        return t.pad(tuple((max(0, b), max(0, a)) for b, a in pairs), value=value)
+      out = self._view(Ops.PAD, tuple(pairs))
+      if value == 0: return out
+      mask = type(self).ones(*self.shape, dtype=dtypes.bool, device=self.device)._view(Ops.PAD, tuple(pairs))
+      return mask.where(out, value)
+    if mode == "circular" and any(b < 0 or a < 0 for b, a in pairs): raise NotImplementedError("negative pads with mode='circular' are not supported")
+    x: Tensor = self  # type: ignore[assignment]
+    for d, (b, a) in enumerate(pairs):
+      b, a, s = max(b, 0), max(a, 0), x.shape[d]
+      if b == 0 and a == 0: continue
+      if mode == "reflect" and (b >= s or a >= s):
+        raise ValueError(f"reflect padding ({b}, {a}) must be less than the size {s} of dim {d}")
+      if mode == "replicate" and s == 0: raise ValueError(f"replicate padding of dim {d} needs a non-empty axis")
+      if mode == "circular" and (b > s or a > s):
+        raise ValueError(f"circular padding ({b}, {a}) of dim {d} (size {s}) would wrap around more than once")
+      pieces = [p for p in (_pad_edge(x, d, b, mode, True), x, _pad_edge(x, d, a, mode, False)) if p is not None]
+      x = pieces[0].cat(*pieces[1:], dim=d)
+    # negative pads (reflect/replicate) shrink at the end
+    return x.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape)))
 
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+    if len(arg) != self.ndim: raise ValueError(f"shrink has {len(arg)} axes, tensor has {self.ndim}")
     bounds = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
-    if len(bounds) != self.ndim: raise ValueError(f"shrink has {len(bounds)} axes, tensor has {self.ndim}")
     for (b, e), s in zip(bounds, self.shape):
       if not 0 <= b <= e <= s: raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
     return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else self._view(Ops.SHRINK, bounds)
 
+  def pad_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
+    """Pad with zeros at the end of each axis up to `shape` (None keeps an axis)."""
+    new = argfix(shape, *args)
+    if len(new) != self.ndim: raise ValueError(f"pad_to shape {tuple(new)} needs {self.ndim} dims")
+    return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)))
+
+  def shrink_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
+    """Keep the first `shape[i]` elements of each axis (None keeps an axis)."""
+    new = argfix(shape, *args)
+    if len(new) != self.ndim: raise ValueError(f"shrink_to shape {tuple(new)} needs {self.ndim} dims")
+    return self.shrink(tuple(None if n is None else (0, n) for n in new))
+
   def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
-    axes = {self._axis(a) for a in argfix(axis, *args)}
-    return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes else self
+    axes = [self._axis(a) for a in argfix(axis, *args)]
+    if len(set(axes)) != len(axes): raise ValueError(f"flip got a dim twice: {tuple(argfix(axis, *args))}")
+    return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes and self.ndim else self
 
-  def _axis(self, axis: int) -> int:
-    n = max(self.ndim, 1)
-    if not -n <= axis < n: raise IndexError(f"axis {axis} is out of range for a tensor with {self.ndim} dims")
-    return axis % n
-
+  # ---- axes
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
     a, b = self._axis(dim0), self._axis(dim1)
@@ -89,75 +174,168 @@ class MovementMixin:
   def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))
 
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if self.ndim == 0: return self.reshape(1)
-    s, e = self._axis(start_dim), self._axis(end_dim)
+    s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
+  def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+    d = self._resolve_dim(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
   def unsqueeze(self, dim: int) -> Tensor:
-    dim = dim % (self.ndim + 1)
-    return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+    d = self._resolve_dim(dim, extra=True)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-  def squeeze(self, dim: int | None = None) -> Tensor:
+  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dim = self._axis(dim)
-    return self if self.shape[dim] != 1 else self.reshape(self.shape[:dim] + self.shape[dim + 1:])
+    dims = {self._resolve_dim(d) for d in make_tuple(dim, 1)}
+    if self.ndim == 0: return self
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
 
-  def __getitem__(self, index: Any) -> Tensor:
-    """Basic indexing: ints, slices (with steps), None and Ellipsis."""
-    idx = list(index) if isinstance(index, tuple) else [index]
-    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have one Ellipsis")
-    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if n_real > self.ndim: raise IndexError(f"too many indices ({n_real}) for a tensor with {self.ndim} dims")
-    if Ellipsis in idx:
-      at = idx.index(Ellipsis)
-      idx = idx[:at] + [slice(None)] * (self.ndim - n_real) + idx[at + 1:]
-    idx += [slice(None)] * (self.ndim - sum(1 for i in idx if i is not None))
-    t, axis, new_shape_ops = self, 0, []
-    shrink, flips, steps, squeeze_axes = [], [], [], []
-    for i in idx:
-      if i is None:
-        new_shape_ops.append(("new", len(shrink)))
-        continue
-      size = self.shape[axis]
-      if isinstance(i, bool) or not isinstance(i, (int, slice)): raise TypeError(f"unsupported index {i!r}: use ints, slices, None or ...")
-      if isinstance(i, int):
-        if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-        i %= size
-        shrink.append((i, i + 1))
-        flips.append(False)
-        steps.append(1)
-        squeeze_axes.append(len(shrink) - 1)
-      else:
-        start, stop, step = i.indices(size)
-        if step > 0: lo, hi = start, max(start, stop)
-        else: lo, hi = max(stop + 1, 0) if stop < start else start + 1, start + 1
-        if step < 0 and stop >= start: lo = hi = 0
-        shrink.append((lo, hi))
-        flips.append(step < 0)
-        steps.append(abs(step))
-      axis += 1
-    t = t.shrink(tuple(shrink))
-    if any(flips): t = t.flip(tuple(a for a, f in enumerate(flips) if f))
-    if any(s != 1 for s in steps): t = t._strided(steps)
-    # drop int-indexed axes and insert None axes
-    shape, out = list(t.shape), []
-    none_positions = [p for kind, p in new_shape_ops]
-    for a in range(len(shape) + 1):
-      out.extend([1] * none_positions.count(a))
-      if a < len(shape) and a not in squeeze_axes: out.append(shape[a])
-    return t.reshape(tuple(out))
+  # ---- compositions
+  def repeat(self, repeats: int | Sequence[int], *args: int) -> Tensor:
+    reps = argfix(repeats, *args)
+    if len(reps) < self.ndim: raise ValueError(f"repeat needs at least one count per dim: {len(reps)} counts {reps} for shape {self.shape}")
+    if any(r < 0 for r in reps): raise ValueError(f"repeat counts must be >= 0, got {reps}")
+    base = (1,) * (len(reps) - self.ndim) + self.shape
+    unsqueezed = tuple(itertools.chain.from_iterable((1, s) for s in base))
+    expanded = tuple(itertools.chain.from_iterable((r, s) for r, s in zip(reps, base)))
+    return self.reshape(unsqueezed).expand(expanded).reshape(tuple(r * s for r, s in zip(reps, base)))
 
-  def _strided(self, steps: list[int]) -> Tensor:
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+    if isinstance(repeats, bool) or not isinstance(repeats, int): raise TypeError(f"repeat_interleave takes an int count, got {type(repeats).__name__}")
+    if repeats < 0: raise ValueError(f"repeat_interleave count must be >= 0, got {repeats}")
+    x, d = (self.flatten(), 0) if dim is None else (self, self._resolve_dim(dim))
+    shp = x.shape
+    return x.reshape(shp[:d + 1] + (1,) + shp[d + 1:]).expand(shp[:d + 1] + (repeats,) + shp[d + 1:]).reshape(
+      shp[:d] + (shp[d] * repeats,) + shp[d + 1:])
+
+  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    if dims is None:
+      if not isinstance(shifts, int): raise ValueError(f"roll without dims takes one int shift, got {shifts}")
+      return self.flatten().roll(shifts, 0).reshape(self.shape)
+    dims_t, shifts_t = tuple(self._resolve_dim(d) for d in make_tuple(dims, 1)), make_tuple(shifts, 1)
+    if len(dims_t) != len(shifts_t): raise ValueError(f"roll needs one shift per dim, got shifts={shifts_t} dims={dims_t}")
+    x: Tensor = self  # type: ignore[assignment]
+    for d, shift in zip(dims_t, shifts_t):
+      n = x.shape[d]
+      if n == 0 or shift % n == 0: continue
+      k = n - shift % n
+      x = x.shrink(tuple((k, n) if i == d else None for i in range(x.ndim))).cat(
+        x.shrink(tuple((0, k) if i == d else None for i in range(x.ndim))), dim=d)
+    return x
+
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    tensors = [self, *args]
+    if any(t.ndim == 0 for t in tensors): raise ValueError("cat can't join 0-d tensors: unsqueeze them first (or use stack)")
+    d = self._resolve_dim(dim)
+    for i, t in enumerate(args, 1):
+      if t.ndim != self.ndim: raise ValueError(f"cat needs tensors with the same number of dims: tensor 0 has shape {self.shape}, tensor {i} has {t.shape}")
+      if any(a != b for j, (a, b) in enumerate(zip(self.shape, t.shape)) if j != d):
+        raise ValueError(f"cat along dim {d}: shapes must match except in that dim, tensor 0 has {self.shape}, tensor {i} has {t.shape}")
+    dt = least_upper_dtype(*(t.dtype for t in tensors))
+    # tensors empty along dim add nothing (and padding an empty buffer gives a kernel with a stray buffer argument)
+    if len(tensors := [t for t in tensors if t.shape[d] != 0] or tensors[:1]) == 1: return tensors[0].cast(dt)
+    offsets = list(itertools.accumulate((t.shape[d] for t in tensors), initial=0))
+    parts = [t.cast(dt).pad(tuple((offsets[i], offsets[-1] - offsets[i + 1]) if j == d else None for j in range(t.ndim)))
+             for i, t in enumerate(tensors)]
+    return functools.reduce(lambda a, b: a.logical_or(b) if dt == dtypes.bool else a + b, parts)
+
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    for i, t in enumerate(args, 1):
+      if t.shape != self.shape: raise ValueError(f"stack needs tensors of one shape: tensor 0 has {self.shape}, tensor {i} has {t.shape}")
+    d = self._resolve_dim(dim, extra=True)
+    return self.unsqueeze(d).cat(*[t.unsqueeze(d) for t in args], dim=d)
+
+  def split(self, sizes: int | Sequence[int], dim: int = -1) -> tuple[Tensor, ...]:
+    d = self._resolve_dim(dim)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ValueError(f"split size must be > 0, got {sizes}")
+      sizes = [min(sizes, n - i) for i in range(0, max(1, n), sizes)]
+    if any(s < 0 for s in sizes): raise ValueError(f"split sizes must be >= 0, got {tuple(sizes)}")
+    if sum(sizes) != n: raise ValueError(f"split sizes {tuple(sizes)} must sum to the size {n} of dim {d}, they sum to {sum(sizes)}")
+    offsets = list(itertools.accumulate(sizes, initial=0))
+    return tuple(self.shrink(tuple((offsets[i], offsets[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes)))
+
+  def chunk(self, chunks: int, dim: int = -1) -> list[Tensor]:
+    if chunks <= 0: raise ValueError(f"chunk needs chunks > 0, got {chunks}")
+    d = self._resolve_dim(dim)
+    return list(self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else [0] * chunks, dim=d))
+
+  def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+    tensors = (self, *args)
+    if len(tensors) == 1: return tensors  # type: ignore[return-value]
+    order = list(range(len(tensors)))
+    if indexing == "xy": order[0], order[1] = 1, 0
+    shape = [0] * len(tensors)
+    for pos, t in zip(order, tensors): shape[pos] = t.numel()
+    return tuple(t.reshape(tuple(-1 if i == pos else 1 for i in range(len(tensors)))).expand(tuple(shape)) for pos, t in zip(order, tensors))
+
+  def rearrange(self, formula: str, **sizes: int) -> Tensor:
+    """einops-style axis rearrangement: `x.rearrange("b (h w) c -> b c h w", h=2)`. Names group with parentheses, `...`
+    stands for the axes not named, `1` or `()` is an axis of size 1."""
+    if formula.count("->") != 1: raise ValueError(f"rearrange formula needs exactly one '->', got {formula!r}")
+    lhs_p, rhs_p = (_parse_rearrange_side(side, formula) for side in formula.split("->"))
+    names_l, names_r = [n for g, _ in lhs_p for n in g], [n for g, _ in rhs_p for n in g]
+    if sorted(names_l) != sorted(names_r) or len(set(names_l)) != len(names_l):
+      raise ValueError(f"rearrange needs the same axis names once on each side of {formula!r}: {names_l} vs {names_r}")
+    for name in sizes:
+      if name not in names_l: raise ValueError(f"rearrange size given for axis {name!r}, which {formula!r} does not use")
+    if any("..." in g and paren for g, paren in lhs_p): raise ValueError(f"rearrange can't have '...' inside parentheses on the left of {formula!r}")
+    n_ell = self.ndim - len(lhs_p) + 1 if "..." in names_l else 0
+    ell = [f"...{i}" for i in range(max(n_ell, 0))]
+    # a bare ... is one axis per unnamed axis; inside parentheses (right side only) they merge into one
+    lhs = [new for g, _ in lhs_p for new in ([[e] for e in ell] if g == ["..."] else [g])]
+    rhs = [new for g, paren in rhs_p for new in ([[e] for e in ell] if g == ["..."] and not paren else [[e for n in g for e in (ell if n == "..." else [n])]])]
+    if n_ell < 0 or len(lhs) != self.ndim: raise ValueError(f"rearrange: the left of {formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
+    known: dict[str, int] = {}
+    for g, dim in zip(lhs, self.shape):
+      unknown = [n for n in g if n not in sizes]
+      fixed = prod(sizes[n] for n in g if n in sizes)
+      if len(unknown) > 1: raise ValueError(f"rearrange can't infer the sizes of {unknown} in {formula!r}: give all but one as keyword args")
+      if (unknown and (fixed == 0 or dim % fixed)) or (not unknown and fixed != dim):
+        raise ValueError(f"rearrange: an axis of size {dim} can't be split into {g or '()'} with sizes {[sizes.get(n) for n in g]}")
+      known.update({n: sizes[n] if n in sizes else dim // fixed for n in g})
+    names = [n for g in lhs for n in g]
+    t = self.reshape(tuple(known[n] for n in names)).permute([names.index(n) for g in rhs for n in g])
+    return t.reshape(tuple(prod(known[n] for n in g) for g in rhs))
+
+  @staticmethod
+  def _tri(r: int, c: int, diagonal: int = 0, device: str | None = None) -> Tensor:
+    """Boolean (r, c) mask of the elements on or above `diagonal` (col - row >= diagonal)."""
+    from tinygrad.tensor import Tensor
+    return (Tensor.arange(r, dtype=dtypes.int32, device=device).reshape(r, 1) + diagonal) <= Tensor.arange(c, dtype=dtypes.int32, device=device)
+
+  def triu(self, diagonal: int = 0) -> Tensor:
+    if self.ndim < 2: raise ValueError(f"triu needs a tensor with at least 2 dims, got shape {self.shape}")
+    return self._tri(self.shape[-2], self.shape[-1], diagonal, self.device).where(self, self.zeros_like())
+
+  def tril(self, diagonal: int = 0) -> Tensor:
+    if self.ndim < 2: raise ValueError(f"tril needs a tensor with at least 2 dims, got shape {self.shape}")
+    return self._tri(self.shape[-2], self.shape[-1], diagonal + 1, self.device).where(self.zeros_like(), self)
+
+  def _strided(self, steps: Sequence[int]) -> Tensor:
     """Every steps[i]-th element along each axis: pad up to a multiple, reshape, take index 0."""
-    t = self
+    t: Tensor = self  # type: ignore[assignment]
     for axis, step in enumerate(steps):
       if step == 1: continue
       size = t.shape[axis]
-      n = -(-size // step)
-      pads = [(0, 0)] * t.ndim
-      pads[axis] = (0, n * step - size)
-      t = t.pad(pads)
+      n = ceildiv(size, step)
+      t = t.pad(tuple((0, n * step - size) if a == axis else None for a in range(t.ndim)))
       t = t.reshape(t.shape[:axis] + (n, step) + t.shape[axis + 1:])
-      t = t.shrink(tuple((0, 1) if a == axis + 1 else None for a in range(t.ndim)))  # type: ignore[misc]
+      t = t.shrink(tuple((0, 1) if a == axis + 1 else None for a in range(t.ndim)))
       t = t.reshape(t.shape[:axis + 1] + t.shape[axis + 2:])
+    return t
+
+  def _unstrided(self, steps: Sequence[int], sizes: Sequence[int]) -> Tensor:
+    """The inverse of _strided: element i of each axis goes to i*steps[axis], zeros between; axis length becomes sizes[axis]."""
+    t: Tensor = self  # type: ignore[assignment]
+    for axis, (step, size) in enumerate(zip(steps, sizes)):
+      if step == 1: continue
+      n = t.shape[axis]
+      t = t.reshape(t.shape[:axis + 1] + (1,) + t.shape[axis + 1:])
+      t = t.pad(tuple((0, step - 1) if a == axis + 1 else None for a in range(t.ndim)))
+      t = t.reshape(t.shape[:axis] + (n * step,) + t.shape[axis + 2:])
+      t = t.shrink(tuple((0, size) if a == axis else None for a in range(t.ndim)))
     return t

@@ -1,0 +1,286 @@
+"""Indexing: __getitem__ / __setitem__ (ints, slices with steps, None, Ellipsis, and Tensor/list indices), gather, scatter,
+scatter_reduce, masked_fill, masked_select and one_hot.
+
+Basic indices are views (shrink, flip, a strided reshape, reshape). Tensor indices have no gather primitive behind them:
+each one is compared against an arange of its axis (a one-hot mask), and a masked sum over the axis picks the element.
+Only one element of each sum is non-zero, so the result is exact for every dtype, and gradients flow through `where`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tinygrad.dtype import ConstType, dtypes
+from tinygrad.frontend.elementwise import _broadcast_shape
+from tinygrad.helpers import prod
+from tinygrad.uop.ops import Ops
+
+if TYPE_CHECKING:
+  from tinygrad.tensor import Tensor
+
+
+@dataclass
+class _IndexPlan:
+  """What an index does: shrink to `bounds`, flip `flips`, take every `steps`-th element (giving `strided` shape), reshape
+  to `shape` (dropping int-indexed axes, adding None axes). `adv` lists (axis of `shape`, index tensor) for tensor indices."""
+  bounds: tuple[tuple[int, int], ...]
+  flips: tuple[int, ...]
+  steps: tuple[int, ...]
+  strided: tuple[int, ...]
+  shape: tuple[int, ...]
+  adv: list[tuple[int, Tensor]]
+
+
+def _is_int(x: Any) -> bool:
+  if isinstance(x, bool): return False
+  if isinstance(x, int): return True
+  # numpy integer scalars and other objects that are ints by __index__ (but not arrays)
+  return hasattr(x, "__index__") and not hasattr(x, "shape") and type(x).__name__ != "Tensor"
+
+
+def _select(mask: Tensor, x: Tensor, axis: int | tuple[int, ...]) -> Tensor:
+  """Reduce `axis` of mask.where(x, 0) where mask has at most one True along it: that element, or 0. Exact for every dtype."""
+  if x.dtype == dtypes.bool: return mask.logical_and(x).max(axis)
+  return mask.where(x, 0).sum(axis, dtype=x.dtype)
+
+
+class IndexingMixin:
+  __slots__ = ()
+
+  # ---- index parsing
+  def _index_plan(self, index: Any) -> _IndexPlan:
+    from tinygrad.tensor import Tensor
+    if (isinstance(index, list) and all(_is_int(i) for i in index)) or not isinstance(index, (tuple, list)): idx = [index]
+    else: idx = list(index)
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if n_real > self.ndim: raise IndexError(f"too many indices for a tensor with {self.ndim} dims: {n_real} were given")
+    at = next((k for k, i in enumerate(idx) if i is Ellipsis), len(idx))
+    idx[at:at + 1] = [slice(None)] * (self.ndim - n_real)
+    bounds: list[tuple[int, int]] = []
+    flips: list[int] = []
+    steps: list[int] = []
+    plan: list[int | None] = []  # per output axis: the input axis it comes from, or None for a new axis
+    adv: list[tuple[int, Tensor]] = []
+    dim = 0
+    for i in idx:
+      if i is None:
+        plan.append(None)
+        continue
+      size = self.shape[dim]
+      if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "shape")):
+        i = Tensor(i, device=self.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and len(i) == 0 else None)
+      if isinstance(i, Tensor):
+        if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must have an integer dtype, got {i.dtype!r}")
+        i = i.to(self.device)
+        if not dtypes.is_unsigned(i.dtype): i = (i < 0).where(i + size, i)  # negative indices count from the end
+        bounds.append((0, size))
+        steps.append(1)
+        plan.append(dim)
+        adv.append((len(plan) - 1, i))
+      elif _is_int(i):
+        i = int(i.__index__())
+        if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dim {dim} with size {size}")
+        i %= size
+        bounds.append((i, i + 1))
+        steps.append(1)
+      elif isinstance(i, slice):
+        if i.step == 0: raise ValueError("slice step cannot be zero")
+        start, stop, step = i.indices(size)
+        if step > 0: lo, hi = start, max(start, stop)
+        else: lo, hi = (stop + 1, start + 1) if start > stop else (0, 0)
+        if step < 0: flips.append(dim)
+        bounds.append((lo, hi))
+        steps.append(abs(step))
+        plan.append(dim)
+      else: raise IndexError(f"unsupported index {i!r} of type {type(i).__name__}: use ints, slices, None, ..., lists or integer Tensors")
+      dim += 1
+    strided = tuple(-(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
+    shape = tuple(1 if p is None else strided[p] for p in plan)
+    return _IndexPlan(tuple(bounds), tuple(flips), tuple(steps), strided, shape, adv)
+
+  def _basic_view(self, p: _IndexPlan) -> Tensor:
+    x = self.shrink(p.bounds)
+    if p.flips: x = x.flip(p.flips)
+    return x._strided(p.steps).reshape(p.shape)
+
+  def _basic_unview(self, p: _IndexPlan, full: tuple[int, ...]) -> Tensor:
+    """The inverse of _basic_view: a tensor of the view's shape placed where the view reads from, zeros elsewhere."""
+    x = self.reshape(p.strided)._unstrided(p.steps, tuple(hi - lo for lo, hi in p.bounds))
+    if p.flips: x = x.flip(p.flips)
+    return x.pad(tuple((lo, s - hi) for (lo, hi), s in zip(p.bounds, full)))
+
+  @staticmethod
+  def _adv_masks(x: Tensor, adv: list[tuple[int, Tensor]]) -> tuple[Tensor, tuple[int, ...], list[int]]:
+    """The one-hot mask for tensor indices `adv` on x, of shape x.shape[:d0] + big + x.shape[d0:] (d0: the first indexed
+    axis, big: the broadcast shape of the index tensors): True where the index tensors pick that element."""
+    from tinygrad.tensor import Tensor
+    dims, tensors = [d for d, _ in adv], [t for _, t in adv]
+    try: big = _broadcast_shape(*(t.shape for t in tensors))
+    except ValueError as e: raise IndexError(f"index tensors of shapes {[t.shape for t in tensors]} can't be broadcast together") from e
+    d0, nb = dims[0], len(big)
+    mask: Tensor | None = None
+    for d, t in zip(dims, tensors):
+      t = t.reshape((1,) * (nb - t.ndim) + t.shape + (1,) * (x.ndim - d0))
+      classes = Tensor.arange(x.shape[d], dtype=dtypes.int32, device=x.device).reshape((x.shape[d],) + (1,) * (x.ndim - d - 1))
+      hit = t.eq(classes)
+      mask = hit if mask is None else mask.logical_and(hit)
+    assert mask is not None
+    return mask.expand(x.shape[:d0] + big + x.shape[d0:]), big, dims
+
+  @staticmethod
+  def _adv_permuted(dims: list[int]) -> bool:
+    """torch/numpy rule: tensor indices separated by other indices put their axes first."""
+    return dims[0] != 0 and dims != list(range(dims[0], dims[0] + len(dims)))
+
+  # ---- __getitem__ / __setitem__
+  def __getitem__(self, index: Any) -> Tensor:
+    """x[ints, slices (any step), None, ..., lists / integer Tensors (negative values count from the end)]."""
+    p = self._index_plan(index)
+    x = self._basic_view(p)
+    if not p.adv: return x
+    mask, big, dims = self._adv_masks(x, p.adv)
+    d0, nb = dims[0], len(big)
+    out = _select(mask, x.reshape(x.shape[:d0] + (1,) * nb + x.shape[d0:]), tuple(d + nb for d in dims))
+    if self._adv_permuted(dims): out = out.permute(*range(d0, d0 + nb), *range(d0), *range(d0 + nb, out.ndim))
+    return out
+
+  def __setitem__(self, index: Any, v: Tensor | ConstType) -> None:
+    """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
+    from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer
+    from tinygrad.tensor import Tensor
+    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
+    if not is_contiguous_buffer(self.uop) and is_buffer_view(self.uop):
+      raise RuntimeError(f"setitem needs a tensor with its own contiguous buffer; this {self.shape} tensor is a view of another one's buffer, "
+                         "which the write would not reach: index the base tensor, or make a copy with .contiguous() first")
+    parts = list(index) if isinstance(index, (tuple, list)) else [index]
+    inputs = [t for t in (v, *parts) if isinstance(t, Tensor)]
+    # realize self together with what the value and the index read: a pending assign on self then runs once, before them
+    if not is_contiguous_buffer(self.uop): Tensor.realize_all(self, *inputs)
+    # the write kernel must not read self's buffer except at the element it writes: copy inputs that read it elsewhere
+    copies = {id(t): t.contiguous().realize() for t in inputs if self.uop.base in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER)}
+    if copies:
+      v = copies.get(id(v), v)  # type: ignore[arg-type]
+      parts = [copies.get(id(i), i) for i in parts]
+      index = type(index)(parts) if isinstance(index, (tuple, list)) else parts[0]
+    if (new := self._setitem_result(index, v)) is not None: self.assign(new)
+
+  def _setitem_result(self, index: Any, v: Tensor | ConstType) -> Tensor | None:
+    """The whole tensor with self[index] replaced by v (None when the index selects nothing)."""
+    from tinygrad.tensor import Tensor
+    v = (v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).cast(self.dtype).to(self.device)
+    p = self._index_plan(index)
+    x = self._basic_view(p)
+    target = x.shape
+    if p.adv:
+      _, big, dims = self._adv_masks(x, p.adv)
+      rest = tuple(s for i, s in enumerate(x.shape) if i not in dims)
+      d0 = dims[0]
+      target = big + x.shape[:d0] + rest[d0:] if self._adv_permuted(dims) else x.shape[:d0] + big + rest[d0:]
+    while v.ndim > len(target) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
+    try: v = v.expand(target)
+    except ValueError as e: raise ValueError(f"setitem value of shape {v.shape} can't be broadcast to the indexed shape {target}") from e
+    if 0 in target: return None  # an empty selection writes nothing
+    if p.adv:
+      mask, big, dims = self._adv_masks(x, p.adv)
+      d0, nb = dims[0], len(big)
+      if self._adv_permuted(dims): v = v.permute(*range(nb, nb + d0), *range(nb), *range(nb + d0, v.ndim))
+      # back to the mask's frame x.shape[:d0] + big + x.shape[d0:], with size 1 on the indexed axes
+      pre_shape = list(v.shape)
+      for d in dims: pre_shape.insert(d + nb, 1)
+      v = v.reshape(tuple(pre_shape))
+      big_axes = tuple(range(d0, d0 + nb))
+      # when index tensors repeat an element, the last write (in row-major order over `big`) wins
+      order = Tensor.arange(max(prod(big), 1), dtype=dtypes.int32, device=self.device).reshape(big + (1,) * (x.ndim - d0))
+      last = mask.where(order, -1).max(big_axes, keepdim=True)
+      hit = mask.logical_and(order.eq(last))
+      vals, written = _select(hit, v, big_axes), (last >= 0).reshape(x.shape)
+    else: vals, written = v, Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
+    return written._basic_unview(p, self.shape).where(vals._basic_unview(p, self.shape), self)
+
+  # ---- gather / scatter
+  def _one_hot_along_dim(self, num_classes: int, dim: int = -1) -> Tensor:
+    from tinygrad.tensor import Tensor
+    offset = self.ndim - self._resolve_dim(dim) - 1
+    return self.eq(Tensor.arange(num_classes, dtype=dtypes.int32, device=self.device).reshape((num_classes,) + (1,) * offset))
+
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    """An int tensor with one more axis of size num_classes (-1: max + 1), 1 where the axis index equals the element."""
+    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype!r}")
+    if num_classes == -1:
+      if self.numel() == 0: raise ValueError("one_hot of an empty tensor needs num_classes")
+      num_classes = int(self.max().item()) + 1
+    return self.unsqueeze(-1)._one_hot_along_dim(num_classes).where(1, 0)
+
+  def gather(self, dim: int, index: Tensor) -> Tensor:
+    """out[i][j][k] = self[index[i][j][k]][j][k] (for dim=0): picks along dim by index."""
+    if index.ndim != self.ndim: raise ValueError(f"gather needs index with as many dims as self: index {index.shape}, self {self.shape}")
+    if not dtypes.is_int(index.dtype): raise TypeError(f"gather index must have an integer dtype, got {index.dtype!r}")
+    d = self._resolve_dim(dim)
+    if any(n > s for i, (s, n) in enumerate(zip(self.shape, index.shape)) if i != d):
+      raise ValueError(f"gather index {index.shape} can't be larger than self {self.shape} outside dim {d}")
+    x = self.shrink(tuple(None if i == d else (0, n) for i, n in enumerate(index.shape))).unsqueeze(-1).transpose(-1, d)
+    return _select(index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]), x, -1)
+
+  def _pre_scatter(self, dim: int, index: Tensor, src: Tensor | ConstType) -> tuple[Tensor, Tensor]:
+    """src and the one-hot mask in the frame self.shape + (index.shape[dim],): mask[..., j] says whether the j-th index along
+    dim points at this element of self."""
+    from tinygrad.tensor import Tensor
+    d = self._resolve_dim(dim)
+    if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if not index.ndim == self.ndim == src.ndim:
+      raise ValueError(f"scatter needs self, index and src with one number of dims, got {self.shape}, {index.shape}, {src.shape}")
+    if not dtypes.is_int(index.dtype): raise TypeError(f"scatter index must have an integer dtype, got {index.dtype!r}")
+    if src.dtype != self.dtype: raise RuntimeError(f"scatter needs src with self's dtype {self.dtype!r}, got {src.dtype!r}")
+    for i, (s, n, r) in enumerate(zip(self.shape, index.shape, src.shape)):
+      if n > r or (i != d and n > s): raise ValueError(f"scatter index {index.shape} must fit in src {src.shape} and, outside dim {d}, in self {self.shape}")
+    src = src.shrink(tuple((0, n) for n in index.shape))
+    src = src.unsqueeze(-1).expand(src.shape + (self.shape[d],)).transpose(-1, d)
+    mask = index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]).transpose(-1, d)
+    pads = tuple(None if i == d else (0, self.shape[i] - mask.shape[i]) for i in range(self.ndim)) + (None,)
+    return src.pad(pads), mask.pad(pads)
+
+  def scatter(self, dim: int, index: Tensor, src: Tensor | ConstType, reduce: str | None = None) -> Tensor:
+    """self with self[index[i][j]][j] = src[i][j] (for dim=0). reduce 'add' / 'multiply' combine with self instead."""
+    if reduce not in (None, "add", "multiply"): raise TypeError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    if reduce == "add": return self.scatter_reduce(dim, index, src, "sum")
+    if reduce == "multiply": return self.scatter_reduce(dim, index, src, "prod")
+    from tinygrad.tensor import Tensor
+    src, mask = self._pre_scatter(dim, index, src)
+    k = mask.shape[-1]
+    order = Tensor.arange(max(k, 1), dtype=dtypes.int32, device=self.device)[:k]
+    last = mask.where(order, -1).max(-1, keepdim=True)  # repeated indices: the last one wins
+    return (last >= 0).squeeze(-1).where(_select(mask.logical_and(order.eq(last)), src, -1), self)
+
+  def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+    """Combine src into self at index along dim with reduce 'sum', 'prod', 'mean', 'amax' or 'amin'; include_self=False
+    leaves self's value out of the reduction where something is scattered."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise RuntimeError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    src, mask = self._pre_scatter(dim, index, src)
+    untouched = mask.max(-1).logical_not()
+    def base(identity: ConstType) -> Any: return self if include_self else untouched.where(self, identity)
+    if reduce == "sum": return mask.where(src, 0).sum(-1).add(base(0))
+    if reduce == "prod": return mask.where(src, 1).prod(-1).mul(base(1))
+    if reduce == "amax": return mask.where(src, m := dtypes.min(src.dtype)).max(-1).maximum(base(m))
+    if reduce == "amin": return mask.where(src, m := dtypes.max(src.dtype)).min(-1).minimum(base(m))
+    count = mask.where(1, 0).sum(-1).add(1 if include_self else untouched.where(1, 0))
+    return mask.where(src, 0).sum(-1).add(base(0)).div(count)
+
+  # ---- masks
+  def masked_fill(self, mask: Tensor, value: Tensor | ConstType) -> Tensor:
+    """self with value where mask is True."""
+    return mask.where(value, self)
+
+  def masked_select(self, mask: Tensor) -> Tensor:
+    """The elements of self where mask (broadcast together with self) is True, as a 1-d tensor. Reads the mask's count."""
+    from tinygrad.tensor import Tensor
+    if mask.dtype != dtypes.bool: raise TypeError(f"masked_select needs a bool mask, got {mask.dtype!r}")
+    shape = _broadcast_shape(self.shape, mask.shape)
+    x, m = self.expand(shape).flatten(), mask.expand(shape).flatten()
+    n = m.shape[0]
+    count = int(m.cast(dtypes.int32).sum().item())
+    # rank[j]: how many selected elements come before element j (an exclusive prefix sum, by a triangular mask)
+    before = Tensor._tri(n, n, 1, self.device).logical_and(m.reshape(n, 1))
+    rank = before.cast(dtypes.int32).sum(0)
+    out_pos = Tensor.arange(max(count, 1), dtype=dtypes.int32, device=self.device)[:count].reshape(count, 1)
+    return _select(m.logical_and(rank.eq(out_pos)), x, 1)
