@@ -6,13 +6,13 @@ each sets DEV for one device/renderer. The core suite is the same for every DEV.
 import nox
 
 nox.options.default_venv_backend = "none"
-nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu"]
+nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "llm"]
 
 CORE_TESTS = "packages/core/tests"
 
 
 def _pytest(session: nox.Session, *args: str, dev: str) -> None:
-  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, *session.posargs, env={"DEV": dev})
+  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *args, *session.posargs, env={"DEV": dev})
 
 
 @nox.session
@@ -56,3 +56,42 @@ def null(session: nox.Session) -> None:
 def backend_cpu(session: nox.Session) -> None:
   """backend-cpu's own tests (renderers, runtime) and the out-of-tree plugin example."""
   _pytest(session, "packages/backend-cpu/tests", "examples/plugin-example/tests", dev="CPU")
+
+
+@nox.session
+def null_cuda(session: nox.Session) -> None:
+  """Compile-only for NVIDIA without a GPU: the suite's programs as CUDA C (NVRTC -> sm_90 cubin) and as our PTX
+  (nvJitLink -> sm_80 cubin), from the cuda-bindings / nvidia-cuda-nvrtc / nvidia-nvjitlink wheels."""
+  for dev in ("NULL:CUDA:sm_90", "NULL:PTX:sm_80"):
+    _pytest(session, CORE_TESTS, "-m", "compile_only", dev=dev)
+
+
+@nox.session
+def backend_nv(session: nox.Session) -> None:
+  """backend-nv's own tests: registrations, renderer output, and every op of both renderers compiled for the GPU
+  (and run against alu where a GPU is present; the GPU-only runtime tests skip without one)."""
+  _pytest(session, "packages/backend-nv/tests", dev="CUDA")
+
+
+@nox.session(venv_backend="venv")
+def parity(session: nox.Session) -> None:
+  """The torch parity suite on every DEV. torch (2.13.0, CPU build) comes from pip, which on these machines finds
+  the CPU wheel locally; uv would download a multi-GB CUDA build instead, so this session has its own venv."""
+  session.install("torch==2.13.0")
+  session.install("-e", "packages/core", "-e", "packages/backend-cpu", "pytest", "pytest-xdist", "numpy", "ziglang")
+  for dev in ("PYTHON", "CPU:LLVM", "CPU:CLANG"):
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "packages/core/tests/parity", *session.posargs,
+                env={"DEV": dev})
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+  """The benchmarks (bench/run_all.py): our figures next to numpy, torch and tinygrad 0.14.0. Not a default session:
+  it takes minutes and its numbers depend on the machine's load. `uv run nox -s bench -- matmul sum` runs some."""
+  session.run("python", "bench/run_all.py", *session.posargs)
+
+
+@nox.session
+def llm(session: nox.Session) -> None:
+  """tinygrad.llm: GGUF, dequantization, tokenizers, models against numpy, CLI, server (openai client), chat page."""
+  _pytest(session, "packages/llm/tests", "-m", "not slow", dev="CPU")

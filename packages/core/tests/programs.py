@@ -133,6 +133,10 @@ PROGRAMS: list[Program] = [
   P("reciprocal", lambda a: Tensor(a).reciprocal(), lambda a: 1 / a, (POS(20,),)),
   P("exp_of_int", lambda a: Tensor(a).exp(), lambda a: _f32(np.exp(a)), (I(10, low=-5, high=5),), dtype=dtypes.float32, tol=TRANSCENDENTAL),
   P("sqrt_of_int", lambda a: Tensor(a).sqrt(), lambda a: _f32(np.sqrt(a)), (I(10, low=0, high=50),), dtype=dtypes.float32),
+  P("special_values", lambda: Tensor([-200.0, 200.0, -np.inf, np.nan]).exp2() + Tensor([0.0, np.inf, 1.0, 1.0]).log2() +
+    Tensor([4.0, np.inf, 0.0, -1.0]).sqrt(), lambda: np.array([-np.inf, np.inf, 0.0, np.nan], np.float32)),
+  P("div_by_zero", lambda: Tensor([1.0, -1.0, 0.0]) / 0.0, lambda: np.array([np.inf, -np.inf, np.nan], np.float32)),
+  P("saturating_activations", lambda: Tensor([-100.0, 100.0]).sigmoid() + Tensor([-100.0, 100.0]).tanh(), lambda: np.array([-1.0, 2.0], np.float32)),
   # ---- comparisons, where, bools
   P("less_than", lambda a, b: Tensor(a) < Tensor(b), lambda a, b: a < b, (F(20,), F(20,))),
   P("cmp_all_int", lambda a, b: ((Tensor(a) < Tensor(b)).int() + (Tensor(a) <= Tensor(b)).int() * 2 + (Tensor(a) > Tensor(b)).int() * 4 +
@@ -142,7 +146,7 @@ PROGRAMS: list[Program] = [
   P("cmp_float_scalar", lambda a: (Tensor(a) > 0.5).logical_and(Tensor(a) <= 2.0), lambda a: (a > 0.5) & (a <= 2.0), (F(20,),)),
   P("where", lambda c, a, b: Tensor(c).where(Tensor(a), Tensor(b)), lambda c, a, b: np.where(c, a, b), (B(4, 5), F(4, 5), F(1, 5))),
   P("where_scalars", lambda a: (Tensor(a) > 0).where(1.5, -2.0), lambda a: np.where(a > 0, 1.5, -2.0).astype(np.float32), (F(12,),)),
-  P("where_int_cond", lambda c, a: Tensor(c).where(Tensor(a), 0), lambda c, a: np.where(c != 0, a, 0).astype(np.int32), (I(12, low=-1, high=2), I(12))),
+  P("where_int_cond", lambda c, a: (Tensor(c) != 0).where(Tensor(a), 0), lambda c, a: np.where(c != 0, a, 0).astype(np.int32), (I(12, low=-1, high=2), I(12))),
   P("bool_logic", lambda a, b: (Tensor(a) & Tensor(b)) | (~Tensor(a) ^ Tensor(b)), lambda a, b: (a & b) | (~a ^ b), (B(16,), B(16,))),
   P("bool_not_neg", lambda a: Tensor(a).logical_not(), lambda a: ~a, (B(10,),)),
   P("int_bitwise", lambda a, b: (Tensor(a) & Tensor(b)) + (Tensor(a) | Tensor(b)) * 3 + (Tensor(a) ^ Tensor(b)) * 7 + (Tensor(a) << 2),
@@ -190,6 +194,12 @@ PROGRAMS: list[Program] = [
     lambda a: np.broadcast_to(np.pad(a.reshape(4, 6).T[::-1], ((1, 1), (0, 2)))[0:5, 1:6].reshape(1, 5, 5), (2, 5, 5)) + 1, (F(2, 12),)),
   P("view_of_view_sum", lambda a: Tensor(a).permute(1, 0)[1:, ::2].reshape(-1) + Tensor(a)[::2, 1:].flatten(), lambda a: a.T[1:, ::2].reshape(-1) +
     a[::2, 1:].flatten(), (F(4, 4),)),
+  P("pad_then_shrink_into_padding", lambda a: Tensor(a).pad(((0, 2), (1, 1)), value=1.5).shrink(((3, 5), (0, 2))),
+    lambda a: np.pad(a, ((0, 2), (1, 1)), constant_values=1.5)[3:5, 0:2], (F(3, 2),)),
+  P("pad_zero_then_shrink_into_padding", lambda a: Tensor(a).pad(((0, 2),)).shrink(((1, 3),)) + 1, lambda a: np.pad(a, (0, 2))[1:3] + 1, (F(1,),)),
+  P("empty_elementwise", lambda a: Tensor(a) * 2 + 1, lambda a: a * 2 + 1, (F(0, 3),)),
+  P("empty_ones_elementwise", lambda: Tensor.ones(0, 3) + 1, lambda: np.ones((0, 3), np.float32) + 1),
+  P("empty_slice", lambda a: Tensor(a)[3:1] + 1, lambda a: a[3:1] + 1, (F(5,),)),
   # ---- reductions
   P("sum_axis0", lambda a: Tensor(a).sum(0), lambda a: a.sum(0), (F(5, 6),)),
   P("sum_axes_keepdim", lambda a: Tensor(a).sum((0, 2), keepdim=True), lambda a: a.sum((0, 2), keepdims=True), (F(3, 4, 5),)),
@@ -211,6 +221,14 @@ PROGRAMS: list[Program] = [
   P("argmax", lambda a: Tensor(a).argmax(1), lambda a: a.argmax(1).astype(np.int32), (F(4, 7),)),
   P("argmax_full", lambda a: Tensor(a).argmax(), lambda a: np.int32(a.argmax()), (F(4, 7),)),
   P("logsumexp", lambda a: Tensor(a).logsumexp(1), lambda a: np.log(np.exp(a).sum(1)), (F(4, 6),), tol=TRANSCENDENTAL),
+  P("empty_axis_sum_max", lambda a: Tensor(a).sum(0) + Tensor(a).sum(1).sum(), lambda a: a.sum(0) + a.sum(1).sum(), (F(0, 3),)),
+  P("int32_min_reductions", lambda: Tensor(np.array([[-2 ** 31, 5], [3, 2 ** 31 - 1]], np.int32)).min(1),
+    lambda: np.array([-2 ** 31, 3], np.int32)),
+  P("int32_min_minimum", lambda: Tensor(np.array([-2 ** 31, 3, -4], np.int32)).minimum(0), lambda: np.array([-2 ** 31, 0, -4], np.int32)),
+  P("int8_min_full", lambda: Tensor(np.array([-128, 5, 127], np.int8)).min(), lambda: np.int8(-128)),
+  P("half_sum_accumulates_in_float32", lambda: Tensor(np.full(2000, 0.1, np.float16)).sum() + Tensor(np.ones(4096, np.float16)).sum(),
+    lambda: np.float16(np.full(2000, 0.1, np.float16).astype(np.float32).sum()) + np.float16(4096), tol=1e-3),
+  P("half_mean", lambda a: Tensor(a).mean(), lambda a: np.float16(a.astype(np.float32).mean()), (Inp((400,), "float16", 0.0, 1.0),), tol=2e-3),
   # ---- matmul
   P("matmul_2d", lambda a, b: Tensor(a) @ Tensor(b), lambda a, b: a @ b, (F(8, 16), F(16, 8)), tol=TRANSCENDENTAL),
   P("matmul_1d_2d", lambda a, b: Tensor(a) @ Tensor(b), lambda a, b: a @ b, (F(6,), F(6, 5)), tol=TRANSCENDENTAL),
@@ -229,6 +247,8 @@ PROGRAMS: list[Program] = [
   P("leaky_relu", lambda a: Tensor(a).leaky_relu(0.1), lambda a: np.where(a < 0, a * np.float32(0.1), a), (F(20,),)),
   P("softmax", lambda a: Tensor(a).softmax(), lambda a: _np_softmax(a), (F(4, 7),), tol=TRANSCENDENTAL),
   P("softmax_axis0", lambda a: Tensor(a).softmax(0), lambda a: _np_softmax(a, 0), (F(4, 7),), tol=TRANSCENDENTAL),
+  P("masked_softmax", lambda: Tensor([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, 2.0]]).softmax(),
+    lambda: np.array([[1 / (1 + np.e), 0.0, np.e / (1 + np.e)], [0.0, 0.0, 1.0]], np.float32), tol=TRANSCENDENTAL),
   P("log_softmax", lambda a: Tensor(a).log_softmax(), lambda a: _np_log_softmax(a), (F(3, 8),), tol=TRANSCENDENTAL),
   # ---- creation
   P("arange", lambda: Tensor.arange(10), lambda: np.arange(10, dtype=np.int32)),

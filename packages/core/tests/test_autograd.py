@@ -2,7 +2,6 @@
 numpy gradients where the function has a kink (ties in max/maximum)."""
 import numpy as np
 import pytest
-
 from tinygrad import Tensor, dtypes
 
 
@@ -89,6 +88,7 @@ CASES = [
   ("max_axis", lambda a: a.max(1), lambda a: a.max(1), lambda: [distinct(3, 4)]),
   ("max_full", lambda a: a.max(), lambda a: a.max(), lambda: [distinct(3, 4)]),
   ("min_axis", lambda a: a.min(0), lambda a: a.min(0), lambda: [distinct(3, 4)]),
+  ("prod", lambda a: a.prod(1), lambda a: a.prod(1), lambda: [away_from_zero(3, 4, low=0.5, high=1.5)]),
   ("mean", lambda a: a.mean(0), lambda a: a.mean(0), lambda: [away_from_zero(3, 4)]),
   ("mean_full", lambda a: a.mean() * a, lambda a: a.mean() * a, lambda: [away_from_zero(3, 4)]),
   ("var", lambda a: a.var(1), lambda a: a.var(1, ddof=1), lambda: [away_from_zero(3, 5)]),
@@ -144,6 +144,13 @@ def test_max_reduce_ties_split_evenly():
   np.testing.assert_allclose(g_full.numpy(), [1 / 3, 0, 1 / 3, 1 / 3], rtol=1e-6)
 
 
+def test_prod_gradient_with_zeros():
+  # d(prod x)/dx_j is the product of the others, also where x has zeros (tinygrad doesn't divide by x there)
+  x = Tensor([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0], [1.0, 2.0, 4.0]], requires_grad=True)
+  (g,) = x.prod(1).sum().gradient(x)
+  np.testing.assert_allclose(g.numpy(), [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0], [8.0, 4.0, 2.0]])
+
+
 def test_relu_gradient_hand_derived():
   x = Tensor([-2.0, -0.5, 0.5, 3.0], requires_grad=True)
   (g,) = (x.relu() * Tensor([1.0, 2.0, 3.0, 4.0])).sum().gradient(x)
@@ -165,15 +172,22 @@ def test_sparse_categorical_crossentropy():
 
 def test_sparse_categorical_crossentropy_ignore_index():
   logits = away_from_zero(4, 3)
-  labels = np.array([2, -1, 0, -1], dtype=np.int32)
+  labels = np.array([2, -100, 0, -100], dtype=np.int32)
   x = Tensor(logits, requires_grad=True)
-  loss = x.sparse_categorical_crossentropy(Tensor(labels), ignore_index=-1)
+  loss = x.sparse_categorical_crossentropy(Tensor(labels), ignore_index=-100)
   lp = _np_log_softmax(logits.astype(np.float64))
   np.testing.assert_allclose(loss.numpy(), -(lp[0, 2] + lp[2, 0]) / 2, rtol=1e-4, atol=1e-5)
   (g,) = loss.gradient(x)
   expected = (_np_softmax(logits.astype(np.float64)) - np.eye(3)[np.maximum(labels, 0)]) / 2
   expected[[1, 3]] = 0
   np.testing.assert_allclose(g.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_sparse_categorical_crossentropy_default_ignores_nothing():
+  # tinygrad: ignore_index=-1 (the default) masks nothing; a label of -1 matches no class, so its row adds 0 but still counts
+  logits = away_from_zero(2, 3)
+  loss = Tensor(logits).sparse_categorical_crossentropy(Tensor([1, -1]))
+  np.testing.assert_allclose(loss.numpy(), -_np_log_softmax(logits.astype(np.float64))[0, 1] / 2, rtol=1e-4, atol=1e-5)
 
 
 def test_gradient_with_explicit_seed():

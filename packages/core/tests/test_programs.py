@@ -28,5 +28,6 @@ def test_program(prog: Program, null_device: bool):
   else: np.testing.assert_allclose(out, expected, rtol=tol, atol=tol, err_msg=prog.name)
 
 
+@pytest.mark.compile_only
 def test_catalog_size():
   assert len(PROGRAMS) >= 60

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 import pytest
-
 from tinygrad import GlobalCounters, Tensor
 
 pytestmark = pytest.mark.compile_only

@@ -6,8 +6,8 @@ __path__ = extend_path(__path__, __name__)  # tinygrad.llm and other add-ons liv
 from tinygrad.device.registry import Device  # noqa: E402
 from tinygrad.dtype import dtypes  # noqa: E402
 from tinygrad.helpers import Context, GlobalCounters, getenv  # noqa: E402
-from tinygrad.tensor import Tensor  # noqa: E402
 from tinygrad.jit import TinyJit  # noqa: E402
+from tinygrad.tensor import Tensor  # noqa: E402
 from tinygrad.uop.ops import UOp, Variable  # noqa: E402
 
 __all__ = ["Tensor", "TinyJit", "Variable", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp"]

@@ -1,6 +1,7 @@
 """Data types: scalars, vectors and pointers, and the promotion lattice shared with tinygrad/JAX/torch."""
 from __future__ import annotations
 
+import builtins
 import math
 import struct
 from dataclasses import dataclass
@@ -76,13 +77,13 @@ class dtypes:
   default_int: DType = int32
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x.scalar() in FLOATS
+  def is_float(x: DType) -> builtins.bool: return x.scalar() in FLOATS
   @staticmethod
-  def is_int(x: DType) -> bool: return x.scalar() in INTS
+  def is_int(x: DType) -> builtins.bool: return x.scalar() in INTS
   @staticmethod
-  def is_unsigned(x: DType) -> bool: return x.scalar() in UNSIGNED
+  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in UNSIGNED
   @staticmethod
-  def is_bool(x: DType) -> bool: return x.scalar() == dtypes.bool
+  def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
 
   @staticmethod
   def from_py(x) -> DType:

@@ -12,7 +12,8 @@ from typing import Any, Generic, TypeVar
 
 from tinygrad.device.runtime import Buffer
 from tinygrad.engine import realize
-from tinygrad.engine.realize import ExecItem, buffer_of
+from tinygrad.engine.realize import ExecItem
+from tinygrad.frontend.multi import input_device, is_realized_multi, tensor_buffers
 from tinygrad.helpers import DEBUG, ContextVar
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
@@ -70,7 +71,7 @@ class TinyJit(Generic[ReturnType]):
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     tensors, var_vals = _flatten_args(args, kwargs)
       # inputs become plain buffers, so the captured kernels can be pointed at them
-    needs = [t for _, t in tensors if not is_contiguous_buffer(t.uop)]
+    needs = [t for _, t in tensors if not (is_contiguous_buffer(t.uop) or is_realized_multi(t.uop))]  # multi: sharded inputs
     for t in needs: t.replace(t.contiguous())
     Tensor.realize_all(*(t for _, t in tensors))
     if not JIT.value or self.cnt == 0:
@@ -78,7 +79,7 @@ class TinyJit(Generic[ReturnType]):
       return self._run_and_realize(args, kwargs)
     if self.cnt == 1: return self._capture(args, kwargs, tensors)
     self._check_inputs(tensors)
-    self._replay([buffer_of(t.uop.base) for _, t in tensors], var_vals)
+    self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
     return self.ret
 
   def _run_and_realize(self, args: tuple, kwargs: dict) -> Any:
@@ -91,10 +92,14 @@ class TinyJit(Generic[ReturnType]):
     realize.capturing.append([])
     try: ret = self._run_and_realize(args, kwargs)
     finally: captured = realize.capturing.pop()
+    if not captured:
+      raise JitError(f"TinyJit captured no kernels from {getattr(self.fxn, '__name__', 'the function')}: nothing was realized "
+                     "inside it, so a replay would do nothing. Return the tensors it computes (they are realized) or "
+                     "call .realize() on its assigns inside the function")
     self.cnt += 1
     self.captured = captured
-    self.input_specs = [InputSpec(t.shape, t.dtype, t.device) for _, t in tensors]
-    inputs = [buffer_of(t.uop.base) for _, t in tensors]
+    self.input_specs = [InputSpec(t.shape, t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
+    inputs = [b for _, t in tensors for b in tensor_buffers(t)]
     self.input_slots = [[(i, j) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if b is buf] for buf in inputs]
     self.ret = ret
     if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")
@@ -104,7 +109,7 @@ class TinyJit(Generic[ReturnType]):
     if len(tensors) != len(self.input_specs):
       raise JitError(f"jitted function was captured with {len(self.input_specs)} tensor inputs, now called with {len(tensors)}")
     for (name, t), spec in zip(tensors, self.input_specs):
-      now = InputSpec(t.shape, t.dtype, t.device)
+      now = InputSpec(t.shape, t.dtype, input_device(t))
       if now != spec:
         raise JitError(f"{name} of the jitted function changed from shape {spec.shape} {spec.dtype!r} on {spec.device} to "
                        f"shape {now.shape} {now.dtype!r} on {now.device}; a TinyJit replays fixed kernels: keep inputs the same, "

@@ -2,6 +2,7 @@
 compiles them for the device and runs them."""
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import weakref
@@ -14,10 +15,11 @@ from tinygrad.engine.realize import buffer_of, run_schedule
 from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.movement import MovementMixin
+from tinygrad.frontend.multi import MultiMixin, canonical_device, has_multi, multi_assign, multi_empty, multi_realize, multi_schedule, replicate
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import all_int, argfix, argsort, make_tuple, prod
-from tinygrad.schedule.kernelize import buffer_view, create_schedule, mark_applied, is_buffer_view, is_contiguous_buffer, new_buffer
+from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, mark_applied, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -25,11 +27,7 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
 def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
   """Python/numpy data -> raw bytes in `dtype` and its shape."""
-  try:
-    import numpy as np
-  except ImportError:  # pragma: no cover - numpy is a dependency, but keep lists working without it
-    np = None
-  if np is not None and isinstance(data, np.ndarray):
+  if _is_numpy(data):
     return _numpy_to_bytes(data, dtype), tuple(data.shape)
   shape = _list_shape(data)
   flat = _flatten(data)
@@ -71,16 +69,16 @@ def _numpy_dtype_of(arr: Any) -> DType:
   return mapping[arr.dtype.type]
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
+class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, MultiMixin):
   """A lazy tensor. `Tensor([1, 2, 3])`, `Tensor(np_array)`, `Tensor.rand(2, 3)`; `.numpy()` computes it."""
   __slots__ = ("_uop", "requires_grad", "grad", "__weakref__")
   training: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
-  _rng_counter: ClassVar[int] = 0
+  _rng_counters: ClassVar[dict[Any, Tensor]] = {}
 
-  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+  def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     if dtype is not None: dtype = to_dtype(dtype)
-    device = Device.canonicalize(device)
+    device = canonical_device(device)  # multi.py: a tuple of devices too
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
     if isinstance(data, UOp) and data.device is None and dtypes.is_int(data.dtype):
@@ -114,7 +112,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
   @property
   def dtype(self) -> DType: return self.uop.dtype
   @property
-  def device(self) -> str: return self.uop.device
+  def device(self) -> str: return self.uop.device  # type: ignore[return-value]  # a tuple for sharded tensors
   @property
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> int: return prod(self.shape)
@@ -130,11 +128,17 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
   # ---- running
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    roots = [t.uop for t in tensors if not is_buffer_view(t.uop)]
+    if any(has_multi(t.uop) for t in tensors): return multi_realize(tensors)  # sharded tensors: lowered per device first
+    owners = [t for t in tensors if not is_buffer_view(t.uop)]
+    # each tensor gets a buffer of its own: identical graphs (two Tensor.zeros(3)) must not share one, or an
+    # assign to one would change the other
+    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY) else _unique_contiguous(t.uop) for t in owners]
     if not roots: return
     items, becomes = create_schedule(roots)
     run_schedule(items)
     mark_applied(becomes)
+    for t, root in zip(owners, roots):
+      if root in becomes: t._uop = becomes[root]
     # every live tensor that was one of the realized nodes now is a view of its buffer. (Nodes are not
     # remembered beyond this: after an assign the same graph would read new values.)
     for t in list(_all_tensors):
@@ -146,10 +150,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
 
   def schedule(self, *others: Tensor) -> list:
     """The kernels and copies that realizing these tensors would run (not run)."""
+    if any(has_multi(t.uop) for t in (self, *others)): return multi_schedule((self, *others))  # sharded tensors: see multi.py
     roots = [t.uop for t in (self, *others) if not is_buffer_view(t.uop)]
     return create_schedule(roots)[0] if roots else []
 
   def _contiguous_buffer(self) -> Any:
+    if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it
     t = self if is_contiguous_buffer(self.uop) else self.contiguous()
     t.realize()
     return buffer_of(t.uop.base)
@@ -161,7 +167,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     buf.copyout(mv)
     # memoryview can't cast to 'e' (half) before Python 3.12: half stays raw bytes here, tolist decodes it
     castable = self.dtype.fmt is not None and self.dtype.fmt != "e" and self.numel() > 0
-    return mv.cast(self.dtype.fmt) if castable else mv
+    return mv.cast(self.dtype.fmt) if castable else mv  # type: ignore[call-overload]
 
   def numpy(self) -> Any:
     import numpy as np
@@ -188,11 +194,11 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
     if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.reshape(()).tolist()
 
-  def contiguous(self) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), requires_grad=self.requires_grad)
+  def contiguous(self) -> Tensor: return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
 
-  def to(self, device: str | None) -> Tensor:
-    device = Device.canonicalize(device)
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+    device = canonical_device(device)  # a tuple of devices replicates (multi.py); from a sharded tensor it gathers
     if device == self.device: return self
     out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
     if self.grad is not None: out.grad = self.grad.to(device)
@@ -202,6 +208,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
 
   def assign(self, x: Tensor | ConstType) -> Tensor:
     """Write x into this tensor's buffer (in place, like tinygrad's assign)."""
+    if isinstance(self.device, tuple): return multi_assign(self, x)  # sharded: every device writes its part
     x = x if isinstance(x, Tensor) else Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
     if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype!r}, value {x.dtype!r}; cast the value first")
@@ -223,6 +230,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
   def empty(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = argfix(*shape)
+    if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]
     buf = new_buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(buffer_view(buf, tuple(shape)), **kwargs)
 
@@ -257,7 +265,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
   @staticmethod
   def _index(n: int, device: str | None) -> Tensor:
     """0..n-1 as int32: the IOTA node, which kernels turn into their loop index."""
-    return Tensor(UOp(Ops.IOTA, dtypes.int32, (UOp(Ops.DEVICE, arg=Device.canonicalize(device)),), n))
+    return Tensor(UOp(Ops.IOTA, dtypes.int32, (UOp(Ops.DEVICE, arg=canonical_device(device)),), n))  # multi.py: a tuple replicates
 
   @staticmethod
   def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
@@ -268,15 +276,21 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin):
   # ---- random numbers: counter-based (threefry 2x32), so the same seed gives the same values on every device
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
-    Tensor._seed, Tensor._rng_counter = seed, 0
+    Tensor._seed, Tensor._rng_counters = seed, {}
 
   @staticmethod
   def _random_bits(n: int, device: str | None) -> Tensor:
-    counter = Tensor._rng_counter
-    Tensor._rng_counter += n
-    ctr = Tensor._index(n, device).cast(dtypes.uint32) + (counter & 0xFFFFFFFF)
-    return _threefry2x32(ctr, Tensor.full((n,), (counter >> 32) & 0xFFFFFFFF, dtype=dtypes.uint32, device=device),
-                         Tensor._seed & 0xFFFFFFFF, (Tensor._seed >> 32) ^ 0x1BD11BDA)
+    """n random uint32s. The draw counter lives on the device and advances by a kernel (which TinyJit captures),
+    so every call, and every replay of a jitted function, gets new numbers; each call keeps a snapshot of the
+    counter, so two lazy draws never read the same value."""
+    dev = canonical_device(device)
+    if (counter := Tensor._rng_counters.get(dev)) is None:
+      counter = Tensor._rng_counters[dev] = Tensor([0], dtype=dtypes.uint32, device=dev).realize()
+    start = Tensor(_unique_contiguous(counter.uop))
+    Tensor.realize_all(start, counter.assign(counter + n))
+    ctr = Tensor._index(n, device).cast(dtypes.uint32) + start.reshape(()).expand(n)
+    return _threefry2x32(ctr, Tensor.full((n,), 0, dtype=dtypes.uint32, device=device), Tensor._seed & 0xFFFFFFFF,
+                         (Tensor._seed >> 32) ^ 0x1BD11BDA)
 
   @staticmethod
   def rand(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
@@ -359,7 +373,16 @@ def _threefry2x32(x0: Tensor, x1: Tensor, k0: int, k1: int) -> Tensor:
   return x0
 
 
-def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str) -> UOp:
+_contiguous_ids = itertools.count()
+
+
+def _unique_contiguous(u: UOp) -> UOp:
+  """CONTIGUOUS that never merges with another by hash-consing: its own buffer, even for an identical graph."""
+  return UOp(Ops.CONTIGUOUS, u.dtype, (u,), next(_contiguous_ids))
+
+
+def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | tuple[str, ...]) -> UOp:
+  if isinstance(device, tuple): return replicate(_from_bytes(raw, shape, dtype, device[0]), device)  # data for several devices
   buf = new_buffer(device, prod(shape), dtype)
   if raw: buffer_of(buf).copyin(raw)
   return buffer_view(buf, shape)

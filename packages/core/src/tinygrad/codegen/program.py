@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
-from tinygrad.codegen.opt import OptOps, apply_opts, hand_coded_opts
+from tinygrad.codegen.opt import Opt, OptOps, apply_opts
 from tinygrad.codegen.threads import split_for_threads
-from tinygrad.helpers import DEBUG, NOOPT, VERIFY, prod
+from tinygrad.codegen.vectorize import vectorize_memory
+from tinygrad.helpers import DEBUG, VERIFY, prod
 from tinygrad.renderer import Renderer
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.rewrite import graph_rewrite
@@ -35,6 +36,7 @@ class ProgramSpec:
     return ev(self.global_size), ev(self.local_size)
   estimated_ops: int = 0
   estimated_mem: int = 0
+  opts: list[Opt] = field(default_factory=list)          # the optimizations applied (heuristics, BEAM, or given)
 
 
 def kernel_name(ast: UOp) -> str:
@@ -58,20 +60,28 @@ def lower_kernel(ast: UOp, renderer: Renderer) -> list[UOp]:
   return lower_kernel_with_dims(ast, renderer)[0]
 
 
-def lower_kernel_with_dims(ast: UOp, renderer: Renderer) -> tuple[list[UOp], tuple, tuple]:
-  """The linearized program and its launch dims (global_size, local_size; entries may be symbolic)."""
+def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+  """NOOPT: none; BEAM/JITBEAM: searched on the device (cached on disk); else the hand-coded heuristics."""
+  from tinygrad.codegen.search import choose_opts as choose  # lazy: the search compiles its candidates through this module
+  return choose(ast, renderer)
+
+
+def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> tuple[list[UOp], tuple, tuple]:
+  """The linearized program and its launch dims (global_size, local_size; entries may be symbolic).
+  `opts` None: chosen by `choose_opts`."""
   if VERIFY: verify_kernel(ast, "kernel AST")
   global_size, local_size = (1, 1, 1), (1, 1, 1)
-  opts = [] if NOOPT else hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1)
+  if opts is None: opts = choose_opts(ast, renderer)
   ast = apply_opts(ast, opts)
   if VERIFY: verify_kernel(ast, "optimizations")
-  if renderer.has_local: ast, global_size, local_size = to_thread_indices(ast, (renderer.local_max or (DEFAULT_LOCAL,))[0])
+  if renderer.has_local: ast, global_size, local_size = to_thread_indices(ast, min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0]))
   elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
     ast, used = split_for_threads(ast, n)
     global_size = (used, 1, 1)
   sink = lower_reduces(ast)
   sink = close_loops(sink)
   sink = cleanup(sink)
+  if renderer.supports_float4: sink = vectorize_memory(sink)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)
@@ -95,22 +105,26 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
       stack.append(size)
       mult *= size
     elif u.op is Ops.END and stack: mult //= max(stack.pop(), 1)
-    elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[0].src[0].dtype.base.itemsize
+    elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[0].src[0].dtype.itemsize
     elif u.op not in (Ops.CONST, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_REG, Ops.DEFINE_VAR, Ops.AFTER, Ops.SINK, Ops.LOAD,
                       Ops.STORE, Ops.RANGE, Ops.END): ops += mult
   return ops, mem
 
 
-def get_program(ast: UOp, renderer: Renderer) -> ProgramSpec:
+def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   name = kernel_name(ast)
-  uops, global_size, local_size = lower_kernel_with_dims(ast, renderer)
+  if opts is None: opts = choose_opts(ast, renderer)
+  uops, global_size, local_size = lower_kernel_with_dims(ast, renderer, opts)
   src = renderer.render(name, uops)
   if DEBUG >= 4: print(src)
   globals_ = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
   outs = sorted({u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
   vars_ = [u for u in uops if u.op is Ops.DEFINE_VAR]
   ops, mem = estimate(uops)
-  return ProgramSpec(name, src, renderer.device, uops, globals_, outs, vars_, global_size, local_size, ops, mem)
+  # every thread/block runs the program once
+  launches = prod(x if isinstance(x, int) else 1 for x in (*global_size, *local_size))
+  ops, mem = ops * launches, mem * launches
+  return ProgramSpec(name, src, renderer.device, uops, globals_, outs, vars_, global_size, local_size, ops, mem, list(opts))
 
 
 def prod_shape(shape: tuple[int, ...]) -> int: return prod(shape)

@@ -52,7 +52,8 @@ def _strip(s: str, a: int, b: int) -> tuple[int, int]:
 
 def _split(s: str, a: int, b: int, sep: str) -> list[tuple[int, int]]:
   # spans of the pieces of s[a:b] between seps, not yet stripped
-  out, start = [], a
+  out: list[tuple[int, int]] = []
+  start = a
   for i in range(a, b):
     if s[i] == sep: out, start = out + [(start, i)], i + 1
   return out + [(start, b)]
@@ -106,7 +107,8 @@ def _target(s: str, a: int, b: int, what: str = "DEV") -> tuple[Target, dict[str
   a, b = _strip(s, a, b)
   if a == b: raise DevStringError("empty target: expected a device name", s, a, what=what)
   spans: dict[str, tuple[int, int]] = {}
-  iface, indices = "", ()
+  iface: str = ""
+  indices: tuple[int, ...] = ()
   # an interface prefix ends at the first '+' unless that '+' is inside the arch field (which has two ':' before it)
   plus = s.find("+", a, b)
   if plus != -1 and s.count(":", a, plus) <= 1:
@@ -122,7 +124,9 @@ def _target(s: str, a: int, b: int, what: str = "DEV") -> tuple[Target, dict[str
   if da == db: raise DevStringError("expected a device name", s, da, what=what)
   device = _name(s, da, db, "device", what)
   spans["device"] = (da, db)
-  renderer, arch, opts, index = "", "", (), None
+  renderer, arch = "", ""
+  opts: tuple[str, ...] = ()
+  index: int | None = None
   if len(fields) > 1:
     ra, rb = _strip(s, *fields[1])
     spans["renderer"] = (ra, rb)

@@ -41,6 +41,10 @@ class Allocator:
   def copyin(self, dest: Any, src: memoryview) -> None: self._copyin(dest, src)
   def copyout(self, dest: memoryview, src: Any) -> None: self._copyout(dest, src)
 
+  # optional fast paths for copies between devices (engine/realize.py copy_buffer uses them when present):
+  #   as_memoryview(opaque) -> memoryview   host memory seen directly (CPU, PYTHON): no staging copy
+  #   transfer(dest, src, nbytes, src_allocator)   device to device between instances of one kind (GPU peer copies)
+
   def _alloc(self, size: int, options: Any) -> Any: raise NotImplementedError
   def _free(self, opaque: Any, size: int, options: Any) -> None: pass
   def _copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError

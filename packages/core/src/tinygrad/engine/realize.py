@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinygrad.codegen.program import ProgramSpec, get_program
+from tinygrad.codegen.search import opt_setting
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Buffer, Compiled, Program
 from tinygrad.helpers import DEBUG, GlobalCounters, colored
@@ -21,7 +22,7 @@ buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 def buffer_of(u: UOp) -> Buffer:
   """The Buffer for a BUFFER node, created (not yet allocated) on first use."""
   if (b := buffers.get(u)) is None:
-    b = buffers[u] = Buffer(u.device, u.arg[1], u.dtype)
+    b = buffers[u] = Buffer(str(u.device), u.arg[1], u.dtype)
   return b
 
 
@@ -51,7 +52,8 @@ _runner_cache: dict[tuple, CompiledRunner] = {}
 
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   renderer = Device.renderer(device)
-  key = (ast, device, renderer.device, renderer.name, renderer.arch)
+  # NOOPT/BEAM are in the key: a TinyJit capture under JITBEAM recompiles the kernels its first call ran
+  key = (ast, device, renderer.device, renderer.name, renderer.arch, opt_setting())
   if (runner := _runner_cache.get(key)) is None:
     runner = _runner_cache[key] = CompiledRunner(get_program(ast, renderer), Device[device], renderer)
   return runner
@@ -81,15 +83,31 @@ def _print_kernel(spec: ProgramSpec, elapsed: float) -> None:
   gflops = spec.estimated_ops / max(elapsed, 1e-9) * 1e-9
   gbs = spec.estimated_mem / max(elapsed, 1e-9) * 1e-9
   print(f"*** {spec.device:7s} {GlobalCounters.kernel_count:4d} {colored(f'{spec.name:30s}', 'cyan')} "
-        f"{elapsed * 1e6:9.2f} us  {gflops:8.2f} GFLOPS {gbs:8.2f} GB/s")
+        f"{elapsed * 1e6:9.2f} us  {gflops:8.2f} GFLOPS {gbs:8.2f} GB/s  {_opts_str(spec)}")
+
+
+def _opts_str(spec: ProgramSpec) -> str:
+  return " ".join(f"{o.op.name}({o.axis},{o.amount})" for o in spec.opts) or "no opts"
 
 
 def copy_buffer(dest: Buffer, src: Buffer) -> None:
-  """Copy between any two devices through host memory (devices with a faster path can override later)."""
+  """Copy between any two devices: device to device when both allocators are of one kind and can, else straight
+  from/into host-visible memory, else through a staging buffer."""
   if dest.nbytes != src.nbytes: raise ValueError(f"copy size mismatch: {src} -> {dest}")
-  staging = memoryview(bytearray(src.nbytes))
-  src.copyout(staging)
-  dest.copyin(staging)
+  src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
+  if type(src_alloc) is type(dest_alloc) and hasattr(dest_alloc, "transfer"):
+    Device[src.device].synchronize()
+    dest_alloc.transfer(dest.opaque, src.opaque, src.nbytes, src_alloc)
+  elif hasattr(src_alloc, "as_memoryview") and src.base is None:
+    Device[src.device].synchronize()
+    dest.copyin(src_alloc.as_memoryview(src.opaque)[:src.nbytes])
+  elif hasattr(dest_alloc, "as_memoryview") and dest.base is None:
+    Device[dest.device].synchronize()
+    src.copyout(dest_alloc.as_memoryview(dest.opaque)[:dest.nbytes])
+  else:
+    staging = memoryview(bytearray(src.nbytes))
+    src.copyout(staging)
+    dest.copyin(staging)
   if DEBUG >= 2: print(f"*** copy {src.device} -> {dest.device} {src.nbytes} bytes")
 
 

@@ -1,14 +1,43 @@
-"""Elementwise ops: arithmetic, comparisons, math functions, activations, python operators, broadcasting."""
+"""Elementwise ops: arithmetic, comparisons, logic and bits, math functions and activations, python operators, broadcasting.
+
+Every function is built from the graph's elementwise primitives (EXP2, LOG2, SIN, SQRT, RECIPROCAL, TRUNC, the binary
+ALU ops and WHERE), so it becomes part of a generated kernel and gets its gradient from the per-op rules.
+
+Numerics. Transcendentals of float32 are accurate to a few 1e-7 relative over their usual ranges: where the naive
+formula cancels (expm1/log1p near 0, tanh/sinh/asinh/atanh near 0, asin/acos near +-1, erf near 0) a Taylor series
+or a reformulation is used on that part of the range. Piecewise functions feed each branch a harmless input on
+the part of the range where the branch is not selected (`_pick`), so the gradient of the unused branch is 0 and not
+0 * inf = nan. float16/bfloat16 compute these in float32 and round the result once.
+"""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
+
+LN2 = math.log(2)
+LOG2E = 1 / math.log(2)
+HALF_PI = math.pi / 2
+_LN2_HI, _LN2_LO = 0.693359375, math.log(2) - 0.693359375  # _LN2_HI has 9 significant bits: n * _LN2_HI is exact
+
+# series coefficients, lowest order first (evaluated by Horner in x**2 where noted)
+# erf(x) = x * sum_n c_n x^(2n) for |x| <= 1: c_n = 2/sqrt(pi) (-1)^n / (n! (2n+1))
+_ERF_SERIES = [2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13)]
+# erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2), z >= 0: fractional error < 1.2e-7 (Numerical Recipes' erfcc fit)
+_ERFC_FIT = [-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277]
+# asin(x) = x * sum_n c_n x^(2n) for |x| <= 0.5: c_n = (2n)! / (4^n (n!)^2 (2n+1))
+_ASIN_SERIES = [math.factorial(2 * n) / (4 ** n * math.factorial(n) ** 2 * (2 * n + 1)) for n in range(14)]
+# atan(z) = z * sum_n (-1)^n z^(2n) / (2n+1) for |z| <= tan(pi/8)
+_ATAN_SERIES = [(-1) ** n / (2 * n + 1) for n in range(11)]
+
+
+_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 
 
 def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -24,178 +53,604 @@ def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   return tuple(out)
 
 
+def _scalar(x: Any) -> ConstType | None:
+  """x as a Python scalar when it is one (numpy scalars included), else None."""
+  if isinstance(x, (bool, int, float)): return x
+  if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "ndim", None) == 0: return x.item()
+  return None
+
+
+def _scalar_dtype(t: Tensor, y: ConstType) -> DType:
+  """The dtype a Python scalar takes next to tensor t (tinygrad's rule): the tensor's dtype when that holds it without
+  changing kind (any scalar next to a float tensor, an int next to an int tensor), else the scalar's own dtype."""
+  if dtypes.is_float(t.dtype) or (dtypes.is_int(t.dtype) and isinstance(y, int) and not isinstance(y, bool)): return t.dtype
+  return dtypes.from_py(y)
+
+
+def _poly(x: Tensor, coeffs: Sequence[float]) -> Tensor:
+  """sum_i coeffs[i] * x**i by Horner's rule."""
+  acc: Any = coeffs[-1]
+  for c in reversed(coeffs[:-1]): acc = x * acc + c
+  return acc
+
+
+def _pick(cond: Tensor, x: Tensor, f_true: Callable[[Tensor], Tensor], f_false: Callable[[Tensor], Tensor], safe_true: float,
+          safe_false: float) -> Tensor:
+  """cond ? f_true(x) : f_false(x), each branch evaluated on x only where it is picked (elsewhere on its safe value)."""
+  return cond.where(f_true(cond.where(x, safe_true)), f_false(cond.where(safe_false, x)))
+
+
+def _half_exp(z: Tensor) -> Tensor:
+  """exp(z)/2 as exp(z/2)**2/2: no overflow before the result overflows, and z/2 is exact."""
+  e = (z * 0.5).exp()
+  return e * 0.5 * e
+
+
+def _int_pow(x: Tensor, n: int) -> Tensor:
+  """x ** n for a Python int n, by square and multiply (exact for ints, a few ulps for floats)."""
+  if n == 0:  # 1 everywhere (NaN ** 0 too); the branch through x carries a zero gradient
+    return x._always().where(type(x)(1, device=x.device, dtype=x.dtype), x)
+  if n < 0:
+    r = _int_pow(x.reciprocal(), -n)
+    return r if dtypes.is_float(x.dtype) else r.cast(x.dtype)
+  powers, sq = [], x  # x ** (2 ** i) for the set bits i of n
+  while n:
+    if n & 1: powers.append(sq)
+    n >>= 1
+    if n: sq = sq * sq
+  acc = powers[0]
+  for p in powers[1:]: acc = acc * p
+  return acc
+
+
 class ElementwiseMixin:
   __slots__ = ()
 
-  # ---- elementwise
-  def _broadcasted(self, other: Tensor | ConstType, reverse: bool = False) -> tuple[Tensor, Tensor]:
+  # ---- broadcasting and the one place that builds ALU nodes
+  def _broadcasted(self: Tensor, other: Tensor | ConstType, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
     x: Tensor = self
     if isinstance(other, type(self)):
       y = other
       if y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
-      if x.dtype != y.dtype:
-        dt = least_upper_dtype(x.dtype, y.dtype)
-        x, y = x.cast(dt), y.cast(dt)
     else:
-      if isinstance(other, UOp):  # a symbolic int (bound Variable)
-        y = type(self)(other, device=x.device, dtype=x.dtype if dtypes.is_int(x.dtype) or dtypes.is_float(x.dtype) else None)
-        x = x.cast(y.dtype)
-        if reverse: x, y = y, x
-        shape = _broadcast_shape(x.shape, y.shape)
-        return x.expand(shape), y.expand(shape)
-      if not isinstance(other, (int, float, bool)): raise TypeError(f"can't combine a Tensor with {type(other).__name__}")
-      dt = x.dtype
-      if isinstance(other, float) and not dtypes.is_float(dt): dt = dtypes.default_float
-      elif isinstance(other, int) and not isinstance(other, bool) and dt == dtypes.bool: dt = dtypes.default_int
-      x = x.cast(dt)
-      y = type(self)(other, device=x.device, dtype=dt)
+      v = _scalar(other)
+      if v is None: raise TypeError(f"can't combine a Tensor with {type(other).__name__}")
+      y = type(self)(v, device=x.device, dtype=_scalar_dtype(x, v), requires_grad=False)
+    if match_dtype and x.dtype != y.dtype:
+      dt = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(dt), y.cast(dt)
     if reverse: x, y = y, x
     shape = _broadcast_shape(x.shape, y.shape)
     return x.expand(shape), y.expand(shape)
 
-  def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
+  def _alu(self: Tensor, op: Ops, *srcs: Tensor) -> Tensor:
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[0].dtype if op is Ops.WHERE else self.dtype
-    rgs = [t.requires_grad for t in (self, *srcs)]
-    rg = True if any(rgs) else None if None in rgs else False
+    # like tinygrad: True if any input requires grad, else None if any is undecided, else False
+    flags = [t.requires_grad for t in (self, *srcs)]
+    rg = True if any(flags) else None if None in flags else False
     return type(self)(UOp(op, out_dtype, (self.uop, *(s.uop for s in srcs))), requires_grad=rg)
 
-  def _binary(self, op: Ops, other: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def _binary(self: Tensor, op: Ops, other: Tensor | ConstType, reverse: bool = False) -> Tensor:
     x, y = self._broadcasted(other, reverse)
     return x._alu(op, y)
 
-  def add(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.ADD, x, reverse)
-  def sub(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def _work(self: Tensor) -> tuple[Tensor, DType]:
+    """(self in the float dtype the math runs in, the float dtype of the result): halves and fp8 compute in float32."""
+    out = least_upper_float(self.dtype)
+    return self.cast(dtypes.float32 if out.itemsize < 4 else out), out
+
+  def _inverse(self: Tensor) -> Tensor:
+    """An order-reversing map that is its own inverse: -x for floats, ~x for ints (no overflow), not x for bools."""
+    return -self if dtypes.is_float(self.dtype) else ~self if dtypes.is_int(self.dtype) else self.logical_not()
+
+  def _check_bits(self: Tensor, what: str) -> None:
+    if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise RuntimeError(f"{what} is not supported for {self.dtype!r}: it needs ints or bools")
+
+  # ---- arithmetic
+  def add(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.ADD, x, reverse)
+  def sub(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     return a._alu(Ops.ADD, -b) if a.dtype != dtypes.bool else a._alu(Ops.XOR, b)
-  def mul(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.MUL, x, reverse)
-  def div(self, x: Tensor | ConstType, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+  def mul(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.MUL, x, reverse)
+
+  def div(self: Tensor, x: Tensor | ConstType, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+    """True division (ints give the default float); rounding_mode "trunc" rounds toward zero, "floor" toward -inf (ints stay ints)."""
+    if rounding_mode not in (None, "trunc", "floor"): raise RuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     a, b = self._broadcasted(x, reverse)
-    if rounding_mode is not None:
-      if rounding_mode not in ("trunc", "floor"): raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-      if dtypes.is_int(a.dtype):
-        q = a._alu(Ops.IDIV, b)
-        if rounding_mode == "trunc": return q
-        return (q * b).ne(a).logical_and((a < 0).ne(b < 0)).where(q - 1, q)
-      q = a.cast(least_upper_float(a.dtype)) / b.cast(least_upper_float(b.dtype))
-      return q.trunc() if rounding_mode == "trunc" else q.floor()
+    if rounding_mode is not None and (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
+      if a.dtype == dtypes.bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+      q = a._alu(Ops.IDIV, b)
+      if rounding_mode == "trunc" or dtypes.is_unsigned(a.dtype): return q
+      return (q * b).ne(a).logical_and((a < 0).ne(b < 0)).where(q - 1, q)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
-    return a._alu(Ops.FDIV, b)
-  def idiv(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.IDIV, x, reverse)
-  def maximum(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.MAX, x)
-  def minimum(self, x: Tensor | ConstType) -> Tensor:
+    q = a._alu(Ops.FDIV, b)
+    return q if rounding_mode is None else q.trunc() if rounding_mode == "trunc" else q.floor()
+
+  def idiv(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+    """Division truncated toward zero, like C (tinygrad's idiv; floats give the truncated float quotient). `//` floors instead."""
+    return self.div(x, reverse, rounding_mode="trunc")
+
+  def fmod(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    """C remainder: a - trunc(a/b)*b, with the sign of the dividend."""
     a, b = self._broadcasted(x)
-    return -((-a).maximum(-b)) if a.dtype != dtypes.bool else a.logical_and(b)
-  def where(self, x: Tensor | ConstType, y: Tensor | ConstType) -> Tensor:
-    cond = self if self.dtype == dtypes.bool else self.ne(0)
+    return a._fmod(b)
+
+  def _fmod(self: Tensor, b: Tensor) -> Tensor:
+    a: Tensor = self
+    if dtypes.is_int(a.dtype): return a._alu(Ops.MOD, b)
+    if a.dtype == dtypes.bool: raise RuntimeError("remainder is not supported for bools")
+    r = a - (a / b).trunc() * b
+    # a/b rounded to an integer from the wrong side: move r by |b| toward the sign of a
+    step = (a < 0).where(-b.abs(), b.abs())
+    r = (r.ne(0) & (r < 0).ne(a < 0)).where(r + step, r)
+    return (r.abs() >= b.abs()).where(r - step, r)
+
+  def mod(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+    """Python's %: the remainder has the sign of the divisor (a - floor(a/b)*b)."""
+    a, b = self._broadcasted(x, reverse)
+    r = a._fmod(b)
+    if dtypes.is_unsigned(a.dtype): return r
+    return (r.ne(0) & (r < 0).ne(b < 0)).where(r + b, r)
+
+  def maximum(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.MAX, x)
+  def minimum(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    a, b = self._broadcasted(x)
+    return a._inverse().maximum(b._inverse())._inverse()
+
+  def where(self: Tensor, x: Tensor | ConstType, y: Tensor | ConstType) -> Tensor:
+    """self ? x : y elementwise (self is cast to bool); x and y are promoted to one dtype, all three broadcast."""
+    cond = self if self.dtype == dtypes.bool else self.cast(dtypes.bool)
     if isinstance(x, type(self)): a, b = x._broadcasted(y)
     elif isinstance(y, type(self)): b, a = y._broadcasted(x)
     else:
-      dt = dtypes.from_py([x, y])
-      a, b = type(self)(x, device=self.device, dtype=dt), type(self)(y, device=self.device, dtype=dt)
+      vx, vy = _scalar(x), _scalar(y)
+      if vx is None or vy is None: raise TypeError(f"where needs Tensors or scalars, got {type(x).__name__} and {type(y).__name__}")
+      dx, dy = _scalar_dtype(self, vx), _scalar_dtype(self, vy)
+      dt = least_upper_dtype(dx, dy)
+      a, b = type(self)(vx, device=self.device, dtype=dt, requires_grad=False), type(self)(vy, device=self.device, dtype=dt, requires_grad=False)
     shape = _broadcast_shape(cond.shape, a.shape, b.shape)
     return cond.expand(shape)._alu(Ops.WHERE, a.expand(shape), b.expand(shape))
-  def __neg__(self) -> Tensor: return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
-  def neg(self) -> Tensor: return -self
-  def logical_not(self) -> Tensor: return self.ne(True)
-  def logical_and(self, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.AND, x if isinstance(x, type(self)) else bool(x))
-  def logical_or(self, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.OR, x if isinstance(x, type(self)) else bool(x))
-  def bitwise_and(self, x: Tensor | int) -> Tensor: return self._binary(Ops.AND, x)
-  def bitwise_or(self, x: Tensor | int) -> Tensor: return self._binary(Ops.OR, x)
-  def bitwise_xor(self, x: Tensor | int) -> Tensor: return self._binary(Ops.XOR, x)
-  def lshift(self, x: int) -> Tensor: return self._binary(Ops.SHL, x)
-  def rshift(self, x: int) -> Tensor: return self._binary(Ops.SHR, x)
 
-  def cast(self, dtype: DType | str) -> Tensor:
+  def __neg__(self: Tensor) -> Tensor: return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
+  def neg(self: Tensor) -> Tensor: return -self
+
+  def clamp(self: Tensor, min_: Tensor | ConstType | None = None, max_: Tensor | ConstType | None = None) -> Tensor:
+    """Limit to [min_, max_] (either may be None). The gradient passes where min_ <= x <= max_; NaN stays NaN."""
+    if min_ is None and max_ is None: raise RuntimeError("at least one of 'min_' or 'max_' must not be None")
+    ret: Tensor = self
+    if min_ is not None:
+      a, lo = ret._broadcasted(min_)
+      ret = (a < lo).where(lo, a)
+    if max_ is not None:
+      a, hi = ret._broadcasted(max_)
+      ret = (a > hi).where(hi, a)
+    return ret
+  def clip(self: Tensor, min_: Tensor | ConstType | None = None, max_: Tensor | ConstType | None = None) -> Tensor: return self.clamp(min_, max_)
+
+  def lerp(self: Tensor, end: Tensor | ConstType, weight: Tensor | ConstType) -> Tensor:
+    """self + (end - self) * weight, evaluated from the nearer end so that weight 0 and 1 give self and end exactly."""
+    a, e = self._broadcasted(end)
+    d = e - a
+    if isinstance(weight, type(self)): w = weight
+    else: w = type(self)(weight, device=self.device, dtype=a.dtype if dtypes.is_float(a.dtype) else dtypes.default_float)
+    near_start = w.abs() < 0.5
+    return near_start.where(a + d * w, e - d * (1 - w))
+
+  # ---- comparisons (NaN compares unequal and unordered, as in IEEE and torch)
+  def __lt__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPLT, x)
+  def __gt__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPLT, x, reverse=True)
+  def __le__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    a, b = self._broadcasted(x)
+    return (a < b) | a.eq(b) if dtypes.is_float(a.dtype) else (a > b).logical_not()
+  def __ge__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    a, b = self._broadcasted(x)
+    return (a > b) | a.eq(b) if dtypes.is_float(a.dtype) else (a < b).logical_not()
+  def eq(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPEQ, x)
+  def ne(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPNE, x)
+  def __eq__(self: Tensor, x: object) -> Tensor: return self.eq(x)  # type: ignore[override, arg-type]
+  def __ne__(self: Tensor, x: object) -> Tensor: return self.ne(x)  # type: ignore[override, arg-type]
+
+  def isclose(self: Tensor, other: Tensor | ConstType, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| elementwise (infinities are close only to themselves)."""
+    a, b = self._broadcasted(other)
+    close = a.eq(b)
+    if dtypes.is_float(a.dtype): close = close | ((a - b).abs() <= atol + rtol * b.abs()) & a.isfinite() & b.isfinite()
+    else: close = close | ((a.cast(dtypes.float32) - b.cast(dtypes.float32)).abs() <= atol + rtol * b.cast(dtypes.float32).abs())
+    return close | (a.isnan() & b.isnan()) if equal_nan else close
+
+  # ---- logic and bits
+  def logical_not(self: Tensor) -> Tensor: return self.cast(dtypes.bool).ne(True)
+  def logical_and(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.AND, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
+  def logical_or(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.OR, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
+  def logical_xor(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.XOR, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
+
+  def _bitwise(self: Tensor, op: Ops, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    a._check_bits(f"bitwise {op.name.lower()}")
+    return a._alu(op, b)
+  def bitwise_and(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, x, reverse)
+  def bitwise_or(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, x, reverse)
+  def bitwise_xor(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
+  def bitwise_not(self: Tensor) -> Tensor:
+    self._check_bits("bitwise not")
+    return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.XOR, type(self)(-1, device=self.device, dtype=self.dtype).expand(self.shape))
+
+  def _shift(self: Tensor, op: Ops, x: Tensor | int, reverse: bool) -> Tensor:
+    if not isinstance(x, type(self)) and (not isinstance(x, int) or isinstance(x, bool) or (x < 0 and not reverse)):
+      raise RuntimeError(f"shift amount must be a non-negative int or an int Tensor, got {x!r}")
+    a, b = self._broadcasted(x, reverse)
+    if not dtypes.is_int(a.dtype): raise RuntimeError(f"shifts are not supported for {a.dtype!r}: they need ints")
+    return a._alu(op, b)
+  def lshift(self: Tensor, x: Tensor | int, reverse: bool = False) -> Tensor: return self._shift(Ops.SHL, x, reverse)
+  def rshift(self: Tensor, x: Tensor | int, reverse: bool = False) -> Tensor:
+    """Shift right: arithmetic (sign-filling) for signed ints, logical for unsigned."""
+    return self._shift(Ops.SHR, x, reverse)
+
+  # ---- dtypes
+  def cast(self: Tensor, dtype: DType | str) -> Tensor:
     dt = to_dtype(dtype)
     return self if dt == self.dtype else type(self)(UOp(Ops.CAST, dt, (self.uop,)), requires_grad=self.requires_grad)
-  def bitcast(self, dtype: DType | str) -> Tensor:
+  def bitcast(self: Tensor, dtype: DType | str) -> Tensor:
+    """The same bytes read as dtype. Between sizes the last axis is reinterpreted (little endian): its byte count must
+    divide into the new itemsize. Not differentiable."""
     dt = to_dtype(dtype)
-    if dt.itemsize != self.dtype.itemsize: raise ValueError(f"bitcast needs dtypes of one size: {self.dtype!r} is {self.dtype.itemsize} bytes, {dt!r} is {dt.itemsize}")
-    return self if dt == self.dtype else type(self)(UOp(Ops.BITCAST, dt, (self.uop,)))
-  def float(self) -> Tensor: return self.cast(dtypes.float32)
-  def half(self) -> Tensor: return self.cast(dtypes.float16)
-  def int(self) -> Tensor: return self.cast(dtypes.int32)
-  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+    if self.requires_grad: raise RuntimeError("can't backprop through bitcast: detach() the tensor first")
+    if dt == self.dtype: return self
+    new, old = dt.itemsize, self.dtype.itemsize
+    if new == old: return type(self)(UOp(Ops.BITCAST, dt, (self.uop,)))
+    shape: tuple[int, ...] = self.shape
+    if not shape or (shape[-1] * old) % new: raise RuntimeError(f"bitcast {self.dtype!r} -> {dt!r}: the last axis of {shape} doesn't hold a whole number of {new}-byte items")
+    u_old, u_new = _UINT_OF_SIZE[old], _UINT_OF_SIZE[new]
+    u = self.bitcast(u_old)
+    lead = shape[:-1]
+    if new < old:  # each item splits into k smaller ones, lowest bytes first
+      k = old // new
+      parts = [(u >> (8 * new * i)).cast(u_new).unsqueeze(-1).pad(((0, 0),) * len(shape) + ((i, k - 1 - i),)) for i in range(k)]
+      out = parts[0]
+      for p in parts[1:]: out = out | p
+      return out.reshape(*lead, shape[-1] * k).bitcast(dt)
+    k = new // old  # k items join into one, the first in the lowest bytes
+    grouped = u.reshape(*lead, shape[-1] // k, k)
+    keep = tuple((0, s) for s in grouped.shape[:-1])
+    joined = [grouped.shrink(keep + ((i, i + 1),)).cast(u_new) << (8 * old * i) for i in range(k)]
+    acc = joined[0]
+    for p in joined[1:]: acc = acc | p
+    return acc.reshape(*lead, shape[-1] // k).bitcast(dt)
+  def float(self: Tensor) -> Tensor: return self.cast(dtypes.float32)
+  def half(self: Tensor) -> Tensor: return self.cast(dtypes.float16)
+  def int(self: Tensor) -> Tensor: return self.cast(dtypes.int32)
+  def bool(self: Tensor) -> Tensor: return self.cast(dtypes.bool)
 
-  def _float_unary(self, op: Ops) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(op)
-  def exp2(self) -> Tensor: return self._float_unary(Ops.EXP2)
-  def log2(self) -> Tensor: return self._float_unary(Ops.LOG2)
-  def sqrt(self) -> Tensor: return self._float_unary(Ops.SQRT)
-  def sin(self) -> Tensor: return self._float_unary(Ops.SIN)
-  def reciprocal(self) -> Tensor: return self._float_unary(Ops.RECIPROCAL)
-  def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._alu(Ops.TRUNC)
-  def exp(self) -> Tensor: return self.mul(1 / math.log(2)).exp2()
-  def log(self) -> Tensor: return self.log2().mul(math.log(2))
-  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def cos(self) -> Tensor: return ((math.pi / 2) - self.cast(least_upper_float(self.dtype))).sin()
-  def tan(self) -> Tensor: return self.sin() / self.cos()
-  def floor(self) -> Tensor:
+  # ---- unary math
+  def _float_unary(self: Tensor, op: Ops) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(op)
+  def exp2(self: Tensor) -> Tensor: return self._float_unary(Ops.EXP2)
+  def log2(self: Tensor) -> Tensor: return self._float_unary(Ops.LOG2)
+  def sqrt(self: Tensor) -> Tensor: return self._float_unary(Ops.SQRT)
+  def sin(self: Tensor) -> Tensor: return self._float_unary(Ops.SIN)
+  def reciprocal(self: Tensor) -> Tensor: return self._float_unary(Ops.RECIPROCAL)
+  def exp(self: Tensor) -> Tensor:
+    """e**x. float32 splits x = n ln2 + r first (Cody-Waite: n*ln2 in two exact parts) so that the rounding of x*log2(e)
+    doesn't cost up to 1e-5 relative for large |x|; exp2 of the integer n is exact."""
+    x = self.cast(least_upper_float(self.dtype))
+    if x.dtype != dtypes.float32: return x.mul(LOG2E).exp2()
+    n = (x * LOG2E).trunc()
+    n = (n > 127).where(127.0, (n < -150).where(-150.0, n))  # 2**n stays finite; r takes the rest (NaN passes)
+    r = (x - n * _LN2_HI) - n * _LN2_LO
+    return n.exp2() * (r * LOG2E).exp2()
+  def log(self: Tensor) -> Tensor: return self.log2().mul(LN2)
+  def log10(self: Tensor) -> Tensor: return self.log2().mul(math.log10(2))
+  def rsqrt(self: Tensor) -> Tensor: return self.sqrt().reciprocal()
+  def square(self: Tensor) -> Tensor: return self * self
+
+  def expm1(self: Tensor) -> Tensor:
+    """exp(x) - 1, accurate near 0 (a Taylor series for |x| <= 1/2)."""
+    x, out = self._work()
+    def series(z: Tensor) -> Tensor:
+      p: Any = 1.0
+      for k in range(11, 1, -1): p = z * p * (1 / k) + 1
+      return z * p
+    return _pick(x.abs() <= 0.5, x, series, lambda z: z.exp() - 1, 0.0, 1.0).cast(out)
+
+  def log1p(self: Tensor) -> Tensor:
+    """log(1 + x), accurate near 0: log(u) * x / (u - 1) with u = 1 + x rounded (Goldberg's trick)."""
+    y, out = self._work()
+    u = y + 1
+    d = u - 1
+    exact = d.eq(0)
+    ratio = (exact | u.isinf()).where(1.0, y / exact.where(1.0, d))
+    return exact.where(y, u.log() * ratio).cast(out)
+
+  def cos(self: Tensor) -> Tensor:
+    """1 - 2 sin(x/2)^2: the absolute error stays at rounding level for large x too."""
+    x = self.cast(least_upper_float(self.dtype))
+    s = (x * 0.5).sin()
+    return 1 - 2 * s * s
+  def tan(self: Tensor) -> Tensor: return self.sin() / self.cos()
+
+  def asin(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    def small(z: Tensor) -> Tensor: return z * _poly(z * z, _ASIN_SERIES)
+    # |x| > 1/2: asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2)), whose argument is below 1/2 again
+    r = _pick(ax <= 0.5, ax, small, lambda z: HALF_PI - 2 * small(((1 - z) * 0.5).sqrt()), 0.0, 0.75)
+    return neg.where(-r, r).cast(out)
+
+  def acos(self: Tensor) -> Tensor:
+    x, out = self._work()
+    def small(z: Tensor) -> Tensor: return z * _poly(z * z, _ASIN_SERIES)
+    mid, lo = x.abs() <= 0.5, x < -0.5
+    m = HALF_PI - small(mid.where(x, 0.0))
+    n = math.pi - 2 * small(((1 + lo.where(x, -0.75)) * 0.5).sqrt())
+    p = 2 * small(((1 - (mid | lo).where(0.75, x)) * 0.5).sqrt())  # also takes NaN and |x| > 1 (-> NaN)
+    return mid.where(m, lo.where(n, p)).cast(out)
+
+  def atan(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    le1 = ax <= 1
+    r = le1.where(ax, 1 / le1.where(1.0, ax))  # in [0, 1]: atan(a) = pi/2 - atan(1/a) above 1
+    z = r / (1 + (1 + r * r).sqrt())  # atan(r) = 2 atan(z), z <= tan(pi/8)
+    c = 2 * z * _poly(z * z, _ATAN_SERIES)
+    res = le1.where(c, HALF_PI - c)
+    return neg.where(-res, res).cast(out)
+
+  def atan2(self: Tensor, other: Tensor | ConstType) -> Tensor:
+    """The angle of the point (x=other, y=self), in [-pi, pi], with the signs of zeros and infinities like C's atan2."""
+    y, x = self._broadcasted(other)
+    y, out = y._work()
+    x = x.cast(y.dtype)
+    x0 = x.eq(0)
+    r = (y / x0.where(1.0, x)).atan()  # quadrant I/IV; the where keeps the unused branch's gradient finite
+    both_inf = y.isinf() & x.isinf()
+    r = both_inf.where((x > 0).where(math.pi / 4, 3 * math.pi / 4), r)
+    ysign = y._signbit()
+    left = x._signbit() & (x0.logical_not() | y.eq(0)) & both_inf.logical_not()  # x < 0 or x == -0.0 (with y == 0)
+    r = left.where(r + ysign.where(-math.pi, math.pi), r)
+    r = (x0 & y.ne(0) & y.eq(y)).where(ysign.where(-HALF_PI, HALF_PI), r)
+    r = both_inf.where(ysign.where(-r, r), r)
+    return r.cast(out)
+
+  def sinh(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    def near0(z: Tensor) -> Tensor:
+      e = z.expm1()
+      return (e + e / (e + 1)) * 0.5
+    def far(z: Tensor) -> Tensor:
+      h = _half_exp(z)
+      return h - 0.25 / h
+    r = _pick(ax < 1, ax, near0, far, 0.0, 2.0)
+    return neg.where(-r, r).cast(out)
+
+  def cosh(self: Tensor) -> Tensor:
+    x, out = self._work()
+    ax = (x < 0).where(-x, x)
+    h = _half_exp(ax)
+    return (h + 0.25 / h).cast(out)
+
+  def tanh(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    em = (ax * -2).expm1()  # in [-1, 0]
+    t = -em / (em + 2)
+    return neg.where(-t, t).cast(out)
+
+  def asinh(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    def moderate(z: Tensor) -> Tensor: return (z + z * z / (1 + (z * z + 1).sqrt())).log1p()
+    r = _pick(ax > 4096, ax, lambda z: z.log() + LN2, moderate, 8192.0, 1.0)
+    return neg.where(-r, r).cast(out)
+
+  def acosh(self: Tensor) -> Tensor:
+    x, out = self._work()
+    def near1(z: Tensor) -> Tensor:
+      t = z - 1
+      return (t + t.sqrt() * (t + 2).sqrt()).log1p()  # NaN for t < 0
+    big, mid = x > 4096, (x >= 2) & (x <= 4096)
+    b = (big.where(x, 8192.0)).log() + LN2
+    m = mid.where(x, 3.0)
+    m = (m + ((m - 1) * (m + 1)).sqrt()).log()
+    n = near1((big | mid).where(1.5, x))  # x < 1 and NaN give NaN here
+    return big.where(b, mid.where(m, n)).cast(out)
+
+  def atanh(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    r = (2 * ax / (1 - ax)).log1p() * 0.5
+    return neg.where(-r, r).cast(out)
+
+  def erf(self: Tensor) -> Tensor:
+    x, out = self._work()
+    neg = x < 0
+    ax = neg.where(-x, x)
+    def small(z: Tensor) -> Tensor: return z * _poly(z * z, _ERF_SERIES)
+    def large(z: Tensor) -> Tensor:
+      t = 1 / (1 + 0.5 * z)
+      return 1 - t * (_poly(t, _ERFC_FIT) - z * z).exp()
+    r = _pick(ax <= 1, ax, small, large, 0.0, 2.0)
+    return neg.where(-r, r).cast(out)
+
+  def trunc(self: Tensor) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._alu(Ops.TRUNC)
+  def floor(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
-    return (self < t).where(t - 1, t) if dtypes.is_float(self.dtype) else self
-  def ceil(self) -> Tensor:
+    return (self < t).where(t - 1, t)
+  def ceil(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
-    return (self > t).where(t + 1, t) if dtypes.is_float(self.dtype) else self
-  def abs(self) -> Tensor: return self * self.sign()
-  def sign(self) -> Tensor: return self.ne(0).where((self < 0).where(self.full_like(-1), self.full_like(1)), self.full_like(0))
-  def square(self) -> Tensor: return self * self
-  def pow(self, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
-    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
-      if x == 0: return self.ones_like()
-      if x == 1: return self
-      if x == 2: return self * self
-      if x == 0.5: return self.sqrt()
-      if x == -1: return self.reciprocal()
-      if isinstance(x, int) and 0 < x <= 8 and not dtypes.is_float(self.dtype): return math.prod([self] * x)  # type: ignore[return-value]
+    return (self > t).where(t + 1, t)
+  def round(self: Tensor) -> Tensor:
+    """Round half to even."""
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    frac = (self - t).abs()  # exact
+    odd = (t - (t * 0.5).trunc() * 2).ne(0)
+    away = (frac > 0.5) | (frac.eq(0.5) & odd)
+    return away.where((self < 0).where(t - 1, t + 1), t)
+
+  def isnan(self: Tensor) -> Tensor: return self.ne(self)
+  def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self.full_like(False, dtype=dtypes.bool)
+    pos, neg = self.eq(math.inf), self.eq(-math.inf)
+    if detect_positive and detect_negative: return pos | neg
+    return pos if detect_positive else neg if detect_negative else self.full_like(False, dtype=dtypes.bool)
+  def isfinite(self: Tensor) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+
+  def sign(self: Tensor) -> Tensor:
+    """-1, 0 or 1 (NaN stays NaN); its gradient is 0."""
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self.ne(0).cast(self.dtype)
+    s = (self < 0).where(-1, self.ne(0).where(1, 0)).cast(self.dtype)
+    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
+  def abs(self: Tensor) -> Tensor:
+    """|x|; the gradient at 0 is 0 (like torch)."""
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
+    if not dtypes.is_float(self.dtype): return (self < 0).where(-self, self)
+    return (self > 0).where(self, (self < 0).where(-self, self - self))
+  def copysign(self: Tensor, other: Tensor | ConstType) -> Tensor:
+    """|self| with the sign bit of other (so -0.0 counts as negative)."""
+    a, b = self._broadcasted(other)
+    if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
+    mag = a.abs()
+    return b._always().where(b._signbit().where(-mag, mag), b)  # b's gradient is 0 (and not missing)
+  def _always(self: Tensor) -> Tensor:
+    """True everywhere, but computed from self: where(self._always(), y, self) is y with a zero-gradient path to self (so
+    that self gets a 0 gradient instead of "not part of the computation"), and self's buffer stays an input of the kernel."""
+    return self.eq(self) | self.ne(self)
+  def _signbit(self: Tensor) -> Tensor:
+    if self.dtype.itemsize not in (2, 4, 8) or not dtypes.is_float(self.dtype): return self < 0
+    return self.detach().bitcast({2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]) < 0
+
+  def logaddexp(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    """log(exp(self) + exp(x)) without overflow."""
+    a, b = self._broadcasted(x)
+    m = a.maximum(b)
+    m = m.isinf().where(0.0, m).detach()
+    return ((a - m).exp() + (b - m).exp()).log() + m
+
+  def pow(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+    """self ** x. Negative bases work with integral exponents (odd ones keep the sign), 0 ** 0 is 1, ints stay ints
+    (exactly, wrapping like C, for int exponents; an int base with a float exponent rounds back to the base's dtype)."""
+    v = _scalar(x)
+    if not reverse and v is not None:
+      e = float(v)
+      if math.isfinite(e) and e == int(e) and abs(e) <= 2 ** 31: return _int_pow(self, int(e))
+      if math.isfinite(e) and e > 0 and (e - 0.5) == int(e - 0.5) and e <= 2 ** 31:  # k + 1/2: x**k * sqrt(x)
+        k = int(e - 0.5)
+        r = self.sqrt() if k == 0 else _int_pow(self, k).cast(least_upper_float(self.dtype)) * self.sqrt()
+        return r if dtypes.is_float(self.dtype) else r.round().cast(self.dtype)
     base, ex = self._broadcasted(x, reverse)
-    base, ex = base.cast(least_upper_float(base.dtype)), ex.cast(least_upper_float(ex.dtype))
-    # |b|^e with the sign fixed for negative bases with integral exponents; NaN for non-integral ones
-    mag = base.abs().log2().mul(ex).exp2()
-    is_int_ex = ex.trunc().eq(ex)
-    odd = (ex.abs() - (ex.abs() / 2).trunc() * 2).eq(1)
-    signed = (base < 0).where(is_int_ex.where(odd.where(-mag, mag), float("nan")), mag)
-    return base.eq(0).logical_and(ex.eq(0)).where(1.0, signed)
+    if (dtypes.is_int(base.dtype) or base.dtype == dtypes.bool) and dtypes.is_int(ex.dtype): return base._pow_int_tensor(ex)
+    ret = base._pow_float(ex)
+    return ret.round().cast(self.dtype) if not reverse and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool) else ret
 
-  # activations used by the MLP path; the full set comes with the Tensor API
-  def relu(self) -> Tensor: return self.maximum(0)
-  def sigmoid(self) -> Tensor: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
-  def tanh(self) -> Tensor: return 2.0 * ((2.0 * self).sigmoid()) - 1.0
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self < 0).where(self * neg_slope, self)
-  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
-  def silu(self) -> Tensor: return self * self.sigmoid()
-  def swish(self) -> Tensor: return self.silu()
+  def _pow_int_tensor(self: Tensor, ex: Tensor) -> Tensor:
+    """int ** int tensor: square and multiply over every bit of the exponent (wraps like C). Negative exponents give
+    1/base truncated: 1 for base 1, +-1 for base -1, else 0."""
+    base: Tensor = self if self.dtype != dtypes.bool else self.cast(ex.dtype)
+    one = type(self).full(base.shape, 1, dtype=base.dtype, device=base.device)
+    acc, sq, e = one, base, ex.abs() if not dtypes.is_unsigned(ex.dtype) else ex
+    for bit in range(ex.dtype.itemsize * 8 - (0 if dtypes.is_unsigned(ex.dtype) else 1)):
+      acc = ((e >> bit) & 1).ne(0).where(acc * sq, acc)
+      if bit + 1 < ex.dtype.itemsize * 8: sq = sq * sq
+    if dtypes.is_unsigned(ex.dtype): return acc
+    odd = (ex & 1).ne(0)
+    neg_pow = base.eq(1).where(1, base.eq(-1).where(odd.where(-1, 1), 0)).cast(base.dtype)
+    return (ex < 0).where(neg_pow, acc)
 
-  # comparisons
-  def __lt__(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPLT, x)
-  def __gt__(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPLT, x, reverse=True)
-  def __ge__(self, x: Tensor | ConstType) -> Tensor: return (self < x).logical_not()
-  def __le__(self, x: Tensor | ConstType) -> Tensor: return (self > x).logical_not()
-  def eq(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPEQ, x)
-  def ne(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPNE, x)
-  def __eq__(self, x: object) -> Tensor: return self.eq(x)  # type: ignore[override, arg-type]
-  def __ne__(self, x: object) -> Tensor: return self.ne(x)  # type: ignore[override, arg-type]
+  def _pow_float(self: Tensor, ex: Tensor) -> Tensor:
+    b, e = self.cast(least_upper_float(self.dtype)), ex.cast(least_upper_float(ex.dtype))
+    if b.dtype != e.dtype: b, e = b.cast(least_upper_dtype(b.dtype, e.dtype)), e.cast(least_upper_dtype(b.dtype, e.dtype))
+    mag = (e * b.abs().log2()).exp2()
+    is_int = e.trunc().eq(e)
+    odd = is_int & (e - (e * 0.5).trunc() * 2).ne(0)
+    signed = (b < 0).where(is_int.where(odd.where(-mag, mag), math.nan), mag)
+    return (e.eq(0) | b.eq(1)).where(1.0, signed)
 
-  # python operators
-  def __add__(self, x: Tensor | ConstType) -> Tensor: return self.add(x)
-  def __radd__(self, x: ConstType) -> Tensor: return self.add(x, True)
-  def __sub__(self, x: Tensor | ConstType) -> Tensor: return self.sub(x)
-  def __rsub__(self, x: ConstType) -> Tensor: return self.sub(x, True)
-  def __mul__(self, x: Tensor | ConstType) -> Tensor: return self.mul(x)
-  def __rmul__(self, x: ConstType) -> Tensor: return self.mul(x, True)
-  def __truediv__(self, x: Tensor | ConstType) -> Tensor: return self.div(x)
-  def __rtruediv__(self, x: ConstType) -> Tensor: return self.div(x, True)
-  def __floordiv__(self, x: Tensor | ConstType) -> Tensor: return self.div(x, rounding_mode="floor")
-  def __rfloordiv__(self, x: ConstType) -> Tensor: return self.div(x, True, rounding_mode="floor")
-  def __pow__(self, x: Tensor | ConstType) -> Tensor: return self.pow(x)
-  def __rpow__(self, x: ConstType) -> Tensor: return self.pow(x, True)
-  def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
-  def __rmatmul__(self, x: Tensor) -> Tensor: return x.matmul(self)
-  def __and__(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.AND, x)
-  def __or__(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.OR, x)
-  def __xor__(self, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.XOR, x)
-  def __invert__(self) -> Tensor: return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
-  def __lshift__(self, x: int) -> Tensor: return self.lshift(x)
-  def __rshift__(self, x: int) -> Tensor: return self.rshift(x)
-  def __iadd__(self, x: Tensor | ConstType) -> Tensor: return self.assign(self + x)
-  def __isub__(self, x: Tensor | ConstType) -> Tensor: return self.assign(self - x)
-  def __imul__(self, x: Tensor | ConstType) -> Tensor: return self.assign(self * x)
-  def __itruediv__(self, x: Tensor | ConstType) -> Tensor: return self.assign(self / x)
+  # ---- activations
+  def relu(self: Tensor) -> Tensor: return (self <= 0).where(0, self)
+  def relu6(self: Tensor) -> Tensor: return self.hardtanh(0, 6)
+  def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
+  def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
+    pos = self > 0
+    return pos.where(self, alpha * pos.where(0.0, self).expm1())
+  def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
+    pos = self > 0
+    return pos.where(self, alpha * (pos.where(0.0, self) / alpha).expm1())
+  def selu(self: Tensor, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor: return gamma * self.elu(alpha)
+  def sigmoid(self: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)) through exp(-|x|) <= 1: no overflow, and a finite gradient everywhere."""
+    x, out = self._work()
+    neg = x < 0
+    e = neg.where(x, -x).exp()
+    r = 1 / (1 + e)
+    return neg.where(e * r, r).cast(out)
+  def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).hardtanh(0, 1)
+  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
+    """Clamp to [min_val, max_val]; the gradient is 1 strictly inside, 0 at and beyond the edges."""
+    return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
+  def hardswish(self: Tensor) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
+  def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, computed as max(y, 0) + log1p(exp(-|y|)): exact for large |x|."""
+    x, out = self._work()
+    y = x * beta
+    r = _pick(y > 0, y, lambda z: z + (-z).exp().log1p(), lambda z: z.exp().log1p(), 0.0, 0.0)
+    return (r * (1 / beta)).cast(out)
+  def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
+  def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())
+  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
+  def gelu(self: Tensor) -> Tensor:
+    """The tanh approximation, written as x * sigmoid(2u) (= x/2 (1 + tanh u)) so that it is accurate for negative x too."""
+    return self * (math.sqrt(8 / math.pi) * (self + 0.044715 * self * self * self)).sigmoid()
+  def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
+  def silu(self: Tensor) -> Tensor: return self * self.sigmoid()
+  def swish(self: Tensor) -> Tensor: return self.silu()
+
+  # ---- python operators
+  def __add__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.add(x)
+  def __radd__(self: Tensor, x: ConstType) -> Tensor: return self.add(x, True)
+  def __sub__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.sub(x)
+  def __rsub__(self: Tensor, x: ConstType) -> Tensor: return self.sub(x, True)
+  def __mul__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.mul(x)
+  def __rmul__(self: Tensor, x: ConstType) -> Tensor: return self.mul(x, True)
+  def __truediv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.div(x)
+  def __rtruediv__(self: Tensor, x: ConstType) -> Tensor: return self.div(x, True)
+  def __floordiv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.div(x, rounding_mode="floor")  # python's //, also for negatives
+  def __rfloordiv__(self: Tensor, x: ConstType) -> Tensor: return self.div(x, True, rounding_mode="floor")
+  def __mod__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.mod(x)
+  def __rmod__(self: Tensor, x: ConstType) -> Tensor: return self.mod(x, True)
+  def __pow__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.pow(x)
+  def __rpow__(self: Tensor, x: ConstType) -> Tensor: return self.pow(x, True)
+  def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
+  def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return x.matmul(self)
+  def __and__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.bitwise_and(x)
+  def __rand__(self: Tensor, x: ConstType) -> Tensor: return self.bitwise_and(x, True)
+  def __or__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.bitwise_or(x)
+  def __ror__(self: Tensor, x: ConstType) -> Tensor: return self.bitwise_or(x, True)
+  def __xor__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.bitwise_xor(x)
+  def __rxor__(self: Tensor, x: ConstType) -> Tensor: return self.bitwise_xor(x, True)
+  def __invert__(self: Tensor) -> Tensor: return self.bitwise_not()
+  def __lshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.lshift(x)
+  def __rlshift__(self: Tensor, x: int) -> Tensor: return self.lshift(x, True)
+  def __rshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.rshift(x)
+  def __rrshift__(self: Tensor, x: int) -> Tensor: return self.rshift(x, True)
+  def __abs__(self: Tensor) -> Tensor: return self.abs()
+  def __iadd__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self + x)
+  def __isub__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self - x)
+  def __imul__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self * x)
+  def __itruediv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self / x)
+  def __ifloordiv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self // x)
+  def __imod__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self % x)
+  def __ipow__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self ** x)
+  def __iand__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self & x)
+  def __ior__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self | x)
+  def __ixor__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self ^ x)
+  def __ilshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.assign(self << x)
+  def __irshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.assign(self >> x)
+  def __imatmul__(self: Tensor, x: Tensor) -> Tensor: return self.assign(self @ x)

@@ -1,20 +1,68 @@
-"""Linear algebra and neural-network functions: matmul, linear, losses."""
+"""Linear algebra and neural-network functions: matmul, einsum, normalization, dropout, attention, losses.
+(Convolution, pooling and interpolation live in conv.py, whose mixin this one extends.)"""
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tinygrad.dtype import dtypes, least_upper_dtype
-from tinygrad.frontend.reduce import _sum_dtype
+from tinygrad.dtype import DType, dtypes, least_upper_dtype, to_dtype
+from tinygrad.frontend.conv import ConvMixin
+from tinygrad.frontend.reduce import _acc_dtype
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
 
+REDUCTIONS = ("mean", "sum", "none")
 
-class FunctionalMixin:
+
+def _reduce(x: Tensor, reduction: str) -> Tensor:
+  if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+  return x.mean() if reduction == "mean" else x.sum() if reduction == "sum" else x
+
+
+def _one_hot(y: Tensor, n: int, dim: int) -> Tensor:
+  """Boolean one-hot of integer labels y along a new axis `dim` of size n."""
+  from tinygrad.tensor import Tensor
+  y = y.unsqueeze(dim)
+  shape = [1] * y.ndim
+  shape[dim] = n
+  return Tensor.arange(n, dtype=dtypes.int32, device=y.device).reshape(shape).eq(y.cast(dtypes.int32))
+
+
+def _logsigmoid(x: Tensor) -> Tensor:
+  """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|."""
+  return x.minimum(0) - (-x.abs()).exp().add(1).log()
+
+
+def _tril_mask(r: int, c: int, device: str) -> Tensor:
+  from tinygrad.tensor import Tensor
+  return Tensor.arange(r, dtype=dtypes.int32, device=device).reshape(r, 1) >= Tensor.arange(c, dtype=dtypes.int32, device=device).reshape(1, c)
+
+
+def _repeat_heads(x: Tensor, n: int) -> Tensor:
+  """repeat_interleave(n, dim=-3): every head n times in a row."""
+  if n == 1: return x
+  return x.unsqueeze(-3).expand(*x.shape[:-3], x.shape[-3], n, *x.shape[-2:]).reshape(*x.shape[:-3], x.shape[-3] * n, *x.shape[-2:])
+
+
+def _diagonal(x: Tensor, a: int, b: int) -> Tensor:
+  """The diagonal of axes a < b (equal sizes), placed where axis a was; axis b goes away."""
+  n = x.shape[a]
+  order = [i for i in range(x.ndim) if i not in (a, b)] + [a, b]
+  y = x.permute(order).reshape(*[x.shape[i] for i in order[:-2]], n * n)
+  y = y.pad([None] * (y.ndim - 1) + [(0, n)]).reshape(*y.shape[:-1], n, n + 1)
+  y = y.shrink([None] * (y.ndim - 1) + [(0, 1)]).reshape(*y.shape[:-2], n)
+  back = list(range(y.ndim - 1))
+  back.insert(a, y.ndim - 1)
+  return y.permute(back)
+
+
+class FunctionalMixin(ConvMixin):
   __slots__ = ()
 
   # ---- linear algebra
-  def dot(self, w: Tensor) -> Tensor:
+  def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
     if self.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1 dim on both sides, got {self.shape} and {w.shape}")
     x, w_ = self, w
     k_x = x.shape[-1]
@@ -25,22 +73,137 @@ class FunctionalMixin:
     n_mid = min(x.ndim - 1, w_.ndim - 1, 1)
     x = x.reshape(*x.shape[:-1], *([1] * n_mid), x.shape[-1])
     w_ = w_.reshape(*w_.shape[:-2], *([1] * n_mid), *w_.shape[-min(w_.ndim, 2):]).transpose(-1, -min(w_.ndim, 2))
-    return (x * w_).sum(-1, dtype=_sum_dtype(dt)).cast(dt) if dtypes.is_float(dt) else (x * w_).sum(-1).cast(dt)
-  def matmul(self, x: Tensor, reverse: bool = False) -> Tensor: return x.dot(self) if reverse else self.dot(x)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    out = self * weight if weight.ndim == 1 else self.dot(weight)
+    out_dt = to_dtype(dtype) if dtype is not None else dt
+    # halves accumulate in float32 (like tinygrad and torch), then round once to the output dtype
+    return (x * w_).sum(-1, dtype=to_dtype(dtype) if dtype is not None else _acc_dtype(dt)).cast(out_dt)
+  def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
+    return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DType | str | None = None) -> Tensor:
+    out = self * weight if weight.ndim == 1 else self.dot(weight, dtype=dtype)
     return out + bias if bias is not None else out
 
-  # ---- losses used by training loops
-  def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0) -> Tensor:
+  @staticmethod
+  def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+    """Einstein summation: 'ij,jk->ik', repeated indices ('ii->i' takes a diagonal), '...' broadcasting, implicit output."""
+    xs: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)  # type: ignore[arg-type]
+    formula = formula.replace(" ", "")
+    lhs, rhs = formula.split("->") if "->" in formula else (formula, None)
+    specs = lhs.split(",")
+    if len(specs) != len(xs): raise ValueError(f"einsum {formula!r} names {len(specs)} operands, got {len(xs)}")
+    # '...' becomes private letters, right-aligned like broadcasting
+    ell_n = max([x.ndim - (len(s) - 3) for s, x in zip(specs, xs) if "..." in s], default=0)
+    ell = [chr(0x3b1 + i) for i in range(ell_n)]
+    for n, (s, x) in enumerate(zip(specs, xs)):
+      if "..." in s: specs[n] = s.replace("...", "".join(ell[ell_n - (x.ndim - (len(s) - 3)):]))
+      if len(specs[n]) != x.ndim: raise ValueError(f"einsum operand {n} has {x.ndim} dims but its spec {s!r} names {len(specs[n])}")
+    letters = [c for s in specs for c in s]
+    if rhs is None: rhs = "".join(ell) + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+    else: rhs = rhs.replace("...", "".join(ell))
+    if len(set(rhs)) != len(rhs) or any(c not in letters for c in rhs): raise ValueError(f"bad einsum output spec in {formula!r}")
+    # repeated letters inside one operand: take the diagonal
+    for n in range(len(xs)):
+      while len(set(specs[n])) != len(specs[n]):
+        s = specs[n]
+        c = next(c for c in s if s.count(c) > 1)
+        a, b = s.index(c), s.index(c, s.index(c) + 1)
+        if xs[n].shape[a] != xs[n].shape[b]: raise ValueError(f"einsum: repeated index {c!r} has sizes {xs[n].shape[a]} and {xs[n].shape[b]}")
+        xs[n], specs[n] = _diagonal(xs[n], a, b), s[:b] + s[b + 1:]
+    sizes: dict[str, int] = {}
+    for s, x in zip(specs, xs):
+      for c, d in zip(s, x.shape):
+        if c in sizes and sizes[c] not in (1, d) and d != 1: raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {d}")
+        if d != 1 or c not in sizes: sizes[c] = d
+    order = list(rhs) + sorted(set(letters) - set(rhs))
+    aligned = []
+    for s, x in zip(specs, xs):
+      present = [c for c in order if c in s]
+      x = x.permute([s.index(c) for c in present]) if present else x
+      aligned.append(x.reshape([x.shape[present.index(c)] if c in s else 1 for c in order]).expand([sizes[c] for c in order]))
+    prod_ = aligned[0]
+    for x in aligned[1:]: prod_ = prod_ * x
+    red = tuple(range(len(rhs), len(order)))
+    return prod_.sum(red, dtype=dtype) if red else prod_.cast(to_dtype(dtype)) if dtype is not None else prod_
+
+  # ---- normalization
+  def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+    y = self - self.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+  def rms_norm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor:
+    return self * self.square().mean(axis, keepdim=True).add(eps).rsqrt()
+  def rmsnorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor: return self.rms_norm(axis, eps)
+  def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis: int | Sequence[int] = 1) -> Tensor:
+    """(x - mean) * weight * invstd + bias, with the 1-d statistics broadcast along `axis`."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % self.ndim for a in axes)
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None: x = x * weight.reshape(shape)
+    out = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+    return out + bias.reshape(shape) if bias is not None else out
+
+  # ---- regularization
+  def dropout(self, p: float = 0.5) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p); only when Tensor.training."""
+    if not 0 <= p <= 1: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not type(self).training or p == 0: return self
+    if p == 1: return self.zeros_like()
+    keep = type(self).rand(*self.shape, device=self.device) >= p
+    return keep.where(self, 0) * (1.0 / (1.0 - p))
+
+  # ---- attention
+  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                   is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
+    """softmax(q @ k^T / sqrt(d) + mask) @ v over (..., heads, seq, dim) tensors; bool masks keep where True."""
+    if enable_gqa:
+      key = _repeat_heads(key, self.shape[-3] // key.shape[-3])
+      value = _repeat_heads(value, self.shape[-3] // value.shape[-3])
+    qk = self.matmul(key.transpose(-2, -1), dtype=least_upper_dtype(self.dtype, key.dtype, dtypes.float32)) * (1 / math.sqrt(self.shape[-1]))
+    if is_causal:
+      if attn_mask is not None: raise ValueError("attn_mask and is_causal=True can't both be set")
+      attn_mask = _tril_mask(qk.shape[-2], qk.shape[-1], self.device)
+    if attn_mask is not None:
+      qk = qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)
+    return qk.cast(self.dtype).softmax(-1).dropout(dropout_p) @ value
+
+  # ---- losses
+  def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+    """self holds probabilities; logs are clamped at -100 like torch."""
+    return _reduce(-(Y * self.log().maximum(-100.0) + (1 - Y) * (1 - self).log().maximum(-100.0)), reduction)
+  def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    log_p, log_1mp = _logsigmoid(self), _logsigmoid(-self)
+    return _reduce(-((Y if pos_weight is None else pos_weight * Y) * log_p + (1 - Y) * log_1mp), reduction)
+
+  def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+    """Cross entropy of logits (..., classes) against integer labels (...); labels equal to ignore_index count for
+    nothing (ignore_index=-1 means none are ignored, as in tinygrad)."""
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     log_probs = self.log_softmax(-1)
-    classes = self.shape[-1]
-    y = Y.reshape(-1, 1)
-    counter = type(self).arange(classes, dtype=dtypes.int32, device=self.device).reshape(1, classes)
-    one_hot = counter.eq(y.cast(dtypes.int32))
-    valid = y.ne(ignore_index)
-    loss = -(log_probs.reshape(-1, classes) * one_hot).sum(-1, keepdim=True) * valid
-    if label_smoothing: loss = (1 - label_smoothing) * loss - label_smoothing * log_probs.reshape(-1, classes).mean(-1, keepdim=True) * valid
-    return loss.sum() / valid.sum()
-  def cross_entropy(self, Y: Tensor, label_smoothing: float = 0.0) -> Tensor:
-    return self.sparse_categorical_crossentropy(Y, label_smoothing=label_smoothing)
+    mask = Y.ne(ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+    picked = (log_probs * _one_hot(Y, self.shape[-1], -1)).sum(-1)
+    per = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(-1)) * mask
+    return per.sum() / mask.sum() if reduction == "mean" else per.sum() if reduction == "sum" else per
+
+  def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100) -> Tensor:
+    """torch's cross_entropy: logits with classes at dim 1 (dim 0 for 1-d), targets as class indices or probabilities."""
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    cdim = 0 if self.ndim == 1 else 1
+    n = self.shape[cdim]
+    log_probs = self.log_softmax(cdim)
+    if self.shape == Y.shape:  # class probabilities
+      return _reduce(-(log_probs * ((1 - label_smoothing) * Y + label_smoothing / n)).sum(cdim), reduction)
+    mask = Y.ne(ignore_index)
+    picked = (log_probs * _one_hot(Y, n, cdim)).sum(cdim)
+    per = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(cdim)) * mask
+    return per.sum() / mask.sum() if reduction == "mean" else per.sum() if reduction == "sum" else per
+
+  def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of log-probabilities (N, C, ...) against class indices (N, ...)."""
+    if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    cdim = 0 if self.ndim == 1 else 1
+    hot = _one_hot(Y, self.shape[cdim], cdim if self.ndim > 1 else 0)
+    w = hot.cast(self.dtype) if weight is None else hot.where(weight.reshape(-1, *[1] * (self.ndim - cdim - 1)), 0.0)
+    if ignore_index is not None: w = w * Y.ne(ignore_index).unsqueeze(cdim)
+    nll = -(self * w).sum(cdim)
+    return nll.sum() / w.sum() if reduction == "mean" else _reduce(nll, reduction)

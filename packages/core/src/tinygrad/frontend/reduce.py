@@ -1,7 +1,15 @@
-"""Reductions: sum, prod, max, min, mean, var/std, softmax family, argmax."""
+"""Reductions: sum, prod, max/min, mean/var/std, any/all, arg-reductions, the softmax family, cumulative ops, sorting.
+
+Cumulative ops reduce a masked window: element i of the scan reduces x[j] for j <= i, one (n, n) reduce per block of
+_SCAN_BLOCK elements, and blocks are chained by scanning their totals (so the work is O(n * _SCAN_BLOCK), exact for ints).
+Sorting ranks every element by counting the elements that come before it (ties keep their order, NaN sorts as the
+largest value), then selects output k as the element of rank k: two (n, n) reductions, no data-dependent control
+flow, and gradients reach exactly the element that was selected.
+"""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes, least_upper_float, to_dtype
@@ -11,66 +19,230 @@ from tinygrad.uop.ops import Ops, UOp, identity_element
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
 
+_SCAN_BLOCK = 128
+_HALVES = (dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2)
+
 
 def _sum_dtype(dt: DType) -> DType:
-  """Accumulation dtype of sum like tinygrad/torch: small ints and bool sum as int32 (uints as uint32), halves as themselves."""
+  """Result dtype of sum like tinygrad/torch: small ints and bool sum as int32 (uints as uint32), floats as themselves."""
   if dt == dtypes.bool or (dtypes.is_int(dt) and dt.itemsize < 4): return dtypes.uint32 if dtypes.is_unsigned(dt) else dtypes.int32
   return dt
+
+
+def _acc_dtype(dt: DType) -> DType:
+  """The dtype a sum accumulates in: _sum_dtype, but float32 for the 8- and 16-bit floats."""
+  return dtypes.float32 if dt in _HALVES else _sum_dtype(dt)
 
 
 class ReduceMixin:
   __slots__ = ()
 
-  # ---- reductions
-  def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(sorted({self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)}))
-    if self.ndim == 0: return self
-    if any(self.shape[a] == 0 for a in axes):  # reducing nothing gives the identity
-      out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+  # ---- the reduce primitive
+  def _reduce_axes(self: Tensor, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    return tuple(sorted({self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)}))
+
+  def _reduce(self: Tensor, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    axes = self._reduce_axes(axis)
+    if self.ndim == 0 or not axes: return self
+    shape: tuple[int, ...] = self.shape
+    if any(shape[a] == 0 for a in axes):  # reducing nothing gives the identity
+      out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
       t = type(self).full(out_shape, identity_element(op, self.dtype), dtype=self.dtype, device=self.device)
     else:
       t = type(self)(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), requires_grad=self.requires_grad)
-    return t if keepdim else t.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+    return t if keepdim else t.reshape(tuple(s for i, s in enumerate(shape) if i not in axes))
 
-  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    acc = to_dtype(dtype) if dtype is not None else _sum_dtype(self.dtype)
-    return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-  def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    acc = to_dtype(dtype) if dtype is not None else _sum_dtype(self.dtype)
-    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    if dtypes.is_unsigned(self.dtype): return dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).max(axis, keepdim)
-    if self.dtype == dtypes.bool: return self.logical_not().max(axis, keepdim).logical_not()
-    return -((-self).max(axis, keepdim))
-  def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def _reduced_count(self: Tensor, axis: int | Sequence[int] | None) -> int:
+    return prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
+
+  # ---- sums and extremes
+  def sum(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Sum over axis (None: all). Bools and small ints sum as int32 (uint32 for unsigned), halves accumulate in float32."""
+    if dtype is not None: return self.cast(to_dtype(dtype))._reduce(Ops.ADD, axis, keepdim)
+    ret = self.cast(_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+    return ret.cast(self.dtype) if self.dtype in _HALVES else ret
+
+  def prod(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Product over axis, in self's dtype (or dtype)."""
+    return self.cast(to_dtype(dtype) if dtype is not None else self.dtype)._reduce(Ops.MUL, axis, keepdim)
+
+  def max(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """Largest value (NaN wins); the gradient is shared evenly between tied maxima."""
+    return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self._inverse().max(axis, keepdim)._inverse()
+
+  def any(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self.cast(dtypes.bool).max(axis, keepdim)
+  def all(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self.logical_not().any(axis, keepdim).logical_not()
+
+  # ---- moments
+  def mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """Mean over axis; ints give float32, halves stay halves (accumulated in float32). Empty: NaN."""
     out_dt = least_upper_float(self.dtype)
-    total = self.cast(out_dt).sum(axis, keepdim)
-    count = prod(self.shape) // max(prod(total.shape), 1) if self.numel() else 0
-    return total.div(count) if count else total * float("nan")
-  def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    total = self.sum(axis, keepdim, dtype=_acc_dtype(self.dtype))
+    return total.div(self._reduced_count(axis)).cast(out_dt)
+  def var(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    """sum((x - mean)^2) / max(0, n - correction)."""
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    n = self.numel() // max(sq.numel(), 1)
-    return sq.div(max(n - correction, 0))
-  def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    return sq.div(max(0, self._reduced_count(axis) - correction))
+  def std(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-  def softmax(self, axis: int = -1) -> Tensor:
-    e = (self - self.max(axis, keepdim=True)).exp()
-    return e / e.sum(axis, keepdim=True)
-  def log_softmax(self, axis: int = -1) -> Tensor:
-    m = self - self.max(axis, keepdim=True)
-    return m - m.exp().sum(axis, keepdim=True).log()
-  def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+  # ---- softmax family
+  def _softmax_parts(self: Tensor, axis: int, dtype: DType | str | None) -> tuple[Tensor, Tensor, Tensor]:
+    x = self.cast(to_dtype(dtype)) if dtype is not None else self
+    m = x - x.max(axis, keepdim=True).detach()
+    e = m.exp()
+    return m, e, e.sum(axis, keepdim=True)
+  def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    _, e, s = self._softmax_parts(axis, dtype)
+    return e / s
+  def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    m, _, s = self._softmax_parts(axis, dtype)
+    return m - s.log()
+  def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) without overflow; all -inf gives -inf, any +inf gives +inf."""
     m = self.max(axis, keepdim=True)
+    m = m.isinf().where(0, m).detach()
     out = (self - m).exp().sum(axis, keepdim=True).log() + m
-    return out if keepdim else out.squeeze(axis) if axis is not None else out.reshape(())
-  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    if axis is None: return self.flatten().argmax(0)
+    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in self._reduce_axes(axis)))
+
+  # ---- arg reductions (not differentiable: they return int32 indices)
+  def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (the first NaN if there is one), as int32."""
+    if axis is None:
+      idx = self.flatten().argmax(0)
+      return idx.reshape((1,) * self.ndim) if keepdim else idx
     axis = self._axis(axis)
-    n = self.shape[axis]
-    is_max = self.eq(self.max(axis, keepdim=True))
-    idx_shape = tuple(n if i == axis else 1 for i in range(self.ndim))
-    rev = (n - type(self).arange(n, dtype=dtypes.int32, device=self.device)).reshape(idx_shape)
-    return (n - (is_max.cast(dtypes.int32) * rev).max(axis, keepdim)).cast(dtypes.int32)
-  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor: return (-self).argmax(axis, keepdim)
+    n = self.shape[axis] if self.ndim else 1
+    if n == 0: raise ValueError("argmax of an empty axis: it has no maximum")
+    if self.ndim == 0: return type(self).full((), 0, dtype=dtypes.int32, device=self.device)
+    hit = self.eq(self.max(axis, keepdim=True))
+    if dtypes.is_float(self.dtype): hit = hit | self.isnan()
+    rev = (n - type(self).arange(n, dtype=dtypes.int32, device=self.device)).reshape(tuple(n if i == axis else 1 for i in range(self.ndim)))
+    return (n - hit.where(rev, 0).max(axis, keepdim)).cast(dtypes.int32)
+  def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first minimum, as int32."""
+    return self._inverse().argmax(axis, keepdim)
+
+  # ---- cumulative ops
+  def _along_last(self: Tensor, axis: int, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """fn applied with `axis` moved last, then moved back."""
+    axis = self._axis(axis)
+    order = [i for i in range(self.ndim) if i != axis] + [axis]
+    back = [order.index(i) for i in range(len(order))]
+    return fn(self.permute(order)).permute(back)
+
+  def _scan(self: Tensor, axis: int, direct: Callable[[Tensor], Tensor], combine: Callable[[Tensor, Tensor], Tensor], identity: float | int) -> Tensor:
+    """Inclusive scan along axis: `direct` scans the last axis of a block, `combine(block_scan, prefix)` adds the
+    total of the blocks before it."""
+    def scan_last(x: Tensor) -> Tensor:
+      n = x.shape[-1]
+      if n <= _SCAN_BLOCK: return direct(x)
+      m, b = -(-n // _SCAN_BLOCK), _SCAN_BLOCK
+      lead = x.shape[:-1]
+      xp = x.pad(((0, 0),) * len(lead) + ((0, m * b - n),), value=identity) if m * b != n else x
+      inner = direct(xp.reshape(*lead, m, b))  # (..., m, b)
+      # what the blocks before block k add: the scan of the totals of blocks 0..k-1 (block 0 gets the identity)
+      totals = inner.shrink(tuple((0, s) for s in lead) + ((0, m - 1), (b - 1, b))).reshape(*lead, m - 1)
+      before = scan_last(totals).pad(((0, 0),) * len(lead) + ((1, 0),), value=identity)
+      out = combine(inner, before.reshape(*lead, m, 1)).reshape(*lead, m * b)
+      return out.shrink(tuple((0, s) for s in lead) + ((0, n),)) if m * b != n else out
+    if self.ndim == 0: return self
+    return self._along_last(axis, scan_last)
+
+  def _window(self: Tensor) -> Tensor:
+    """(..., n) -> (..., n, n) view with [..., i, j] = x[..., j], and the mask j <= i."""
+    n = self.shape[-1]
+    idx = type(self).arange(n, dtype=dtypes.int32, device=self.device)
+    return idx.reshape(1, n) <= idx.reshape(n, 1)
+
+  def _cum_reduce(self: Tensor, axis: int, op: Ops) -> Tensor:
+    ident = identity_element(op, self.dtype)
+    def direct(x: Tensor) -> Tensor:
+      w = x.unsqueeze(-2).expand(*x.shape[:-1], x.shape[-1], x.shape[-1])
+      return x._window().where(w, ident)._reduce(op, -1)
+    combine = {Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b, Ops.MAX: lambda a, b: a.maximum(b)}[op]
+    return self._scan(axis, direct, combine, ident)
+
+  def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+    """Running sum along axis (dtype like sum: small ints give int32)."""
+    ret = self.cast(_acc_dtype(self.dtype))._cum_reduce(axis, Ops.ADD)
+    return ret.cast(self.dtype) if self.dtype in _HALVES else ret
+  def cumprod(self: Tensor, axis: int = 0) -> Tensor:
+    """Running product along axis, in self's dtype."""
+    return self._cum_reduce(axis, Ops.MUL)
+  def cummax(self: Tensor, axis: int = 0) -> Tensor:
+    """Running maximum along axis (values only, like tinygrad)."""
+    return self._cum_reduce(axis, Ops.MAX)
+  def cummin(self: Tensor, axis: int = 0) -> Tensor:
+    """Running minimum along axis (values only)."""
+    return self._inverse().cummax(axis)._inverse()
+
+  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) without overflow: each prefix is shifted by its running maximum."""
+    x = self.cast(least_upper_float(self.dtype))
+    def direct(t: Tensor) -> Tensor:
+      c = t._cum_reduce(-1, Ops.MAX)
+      c = c.isinf().where(0, c).detach()
+      w = t.unsqueeze(-2).expand(*t.shape[:-1], t.shape[-1], t.shape[-1]) - c.unsqueeze(-1)
+      return t._window().where(w, -math.inf).exp().sum(-1).log() + c
+    return x._scan(axis, direct, lambda a, b: a.logaddexp(b), -math.inf)
+
+  # ---- sorting
+  def _rank(self: Tensor, descending: bool) -> Tensor:
+    """For x of shape (..., n): the position of each element in the stably sorted last axis (int32)."""
+    n = self.shape[-1]
+    xi, xj = self.unsqueeze(-1), self.unsqueeze(-2)  # [..., i, j]
+    if dtypes.is_float(self.dtype):  # NaN orders above everything and ties with NaN
+      ni, nj = xi.isnan(), xj.isnan()
+      before = ((xi < xj) | (nj & ni.logical_not())) if descending else ((xj < xi) | (ni & nj.logical_not()))
+      tie = xj.eq(xi) | (ni & nj)
+    else:
+      before = (xi < xj) if descending else (xj < xi)
+      tie = xj.eq(xi)
+    idx = type(self).arange(n, dtype=dtypes.int32, device=self.device)
+    earlier = idx.reshape(1, n) < idx.reshape(n, 1)  # j < i
+    return (before | (tie & earlier)).sum(-1, dtype=dtypes.int32)
+
+  def _select_ranked(self: Tensor, rank: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Elements of rank 0..k-1 and their indices, along the last axis."""
+    n = self.shape[-1]
+    dev = self.device
+    onehot = rank.unsqueeze(-2).eq(type(self).arange(k, dtype=dtypes.int32, device=dev).reshape(k, 1))  # [..., k, i]
+    values = onehot.where(self.unsqueeze(-2), 0).sum(-1, dtype=self.dtype)
+    indices = onehot.where(type(self).arange(n, dtype=dtypes.int32, device=dev).reshape(1, n), 0).sum(-1, dtype=dtypes.int32)
+    return values, indices
+
+  def _sorted(self: Tensor, dim: int, descending: bool, k: int | None) -> tuple[Tensor, Tensor]:
+    if self.ndim == 0: return self, type(self).full((), 0, dtype=dtypes.int32, device=self.device)
+    dim = self._axis(dim)
+    n = self.shape[dim]
+    kk = n if k is None else k
+    order = [i for i in range(self.ndim) if i != dim] + [dim]
+    back = [order.index(i) for i in range(len(order))]
+    x = self.permute(order)
+    if n == 0 or kk == 0:
+      shape = x.shape[:-1] + (kk,)
+      return (type(self).full(shape, 0, dtype=self.dtype, device=self.device).permute(back),
+              type(self).full(shape, 0, dtype=dtypes.int32, device=self.device).permute(back))
+    values, indices = x._select_ranked(x._rank(descending), kk)
+    return values.permute(back), indices.permute(back)
+
+  def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+    """(values, int32 indices) sorted along dim; equal values keep their order, NaN sorts as the largest value."""
+    return self._sorted(dim, descending, None)
+  def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+    return self._sorted(dim, descending, None)[1]
+  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+    """The k largest (or smallest) values along dim and their int32 indices, in sorted order (also for sorted_=False)."""
+    n = self.shape[self._axis(dim)] if self.ndim else 1
+    if not 0 <= k <= n: raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {n}")
+    return self._sorted(dim, largest, k)

@@ -114,10 +114,18 @@ class CStyleRenderer(Renderer):
   # ---- types and constants
   def render_dtype(self, dt: DType) -> str:
     if isinstance(dt, PtrDType): return self.render_dtype(dt.base) + "*"
-    if dt.count > 1: raise UnsupportedDTypeError(self.name, dt, "vector types are not rendered by this C dialect")
+    if dt.count > 1: return self.render_vector_dtype(dt)
     if dt == dtypes.void: return "void"
     if (name := self.type_map.get(dt)) is None: raise UnsupportedDTypeError(self.name, dt, self.unsupported_hint(dt))
     return name
+
+  # ---- vector types (for 16-byte memory accesses, see codegen/vectorize.py): dialects with them override these
+  def render_vector_dtype(self, dt: DType) -> str:
+    raise UnsupportedDTypeError(self.name, dt, "vector types are not rendered by this C dialect")
+
+  def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"({self.render_dtype(dt)}){{{', '.join(parts)}}}"
+
+  def render_gep(self, x: str, lane: int) -> str: return f"{x}.{'xyzw'[lane]}" if lane < 4 else f"{x}[{lane}]"
 
   def unsupported_hint(self, dt: DType) -> str:
     if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return "fp8 has no C type here; cast to float16/float32 before this kernel"
@@ -283,7 +291,11 @@ class CStyleRenderer(Renderer):
     elif op is Ops.END:
       k.depth -= 1
       k.emit("}")
+    elif op is Ops.INDEX and _ptr(u).base.count > 1:  # a vector access: the element's address as a vector pointer
+      k.names[u] = f"(({self.render_dtype(_ptr(u).base)}*){self.render_index(r[0], r[1], _ptr(u))})"
     elif op is Ops.INDEX: k.names[u] = self.render_index(r[0], r[1], _ptr(u))
+    elif op is Ops.VECTORIZE: self._declare(k, u, self.render_vectorize(u.dtype, r))
+    elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0])
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))

@@ -9,6 +9,7 @@ through the tensor graph until only loads, constants and arithmetic on loop indi
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tinygrad.dtype import dtypes
@@ -103,7 +104,7 @@ def _pad(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[tuple[int, int], ...],
   return valid.where(index_at(x, inner_gate, tuple(new_idx)), UOp.const(dtype, 0))
 
 
-_MOVEMENT = {Ops.RESHAPE: _reshape, Ops.PERMUTE: _permute, Ops.EXPAND: _expand, Ops.SHRINK: _shrink, Ops.FLIP: _flip}
+_MOVEMENT: dict[Ops, Callable[..., UOp]] = {Ops.RESHAPE: _reshape, Ops.PERMUTE: _permute, Ops.EXPAND: _expand, Ops.SHRINK: _shrink, Ops.FLIP: _flip}
 
 
 def push_index(ctx: IndexingContext, node: UOp) -> UOp | None:

@@ -54,9 +54,11 @@ def find_realizes(sink: UOp) -> set[UOp]:
   for n in nodes:
     for s in n.src: consumers[s].append(n)
   realize: set[UOp] = {r for r in sink.src if not is_buffer_view(r)}
+  targets = {n.src[0].base for n in nodes if n.op is Ops.ASSIGN}
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(n)
-    if n.op is Ops.ASSIGN and reads_target_elsewhere(n) and not is_buffer_view(n.src[1]): realize.add(n.src[1])
+    if n.op is Ops.ASSIGN and not is_buffer_view(n.src[1]) and (reads_target_elsewhere(n) or reads_other_targets(n, targets)):
+      realize.add(n.src[1])
     if n.op is Ops.COPY:
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
@@ -112,6 +114,13 @@ def reads_target_elsewhere(assign: UOp) -> bool:
   return False
 
 
+def reads_other_targets(assign: UOp, targets: set[UOp]) -> bool:
+  """Does the value read a buffer that another assign of this schedule overwrites? Then it is computed into a
+  buffer of its own before any assign runs, so every assign sees the old values (a parallel assignment)."""
+  others = targets - {assign.src[0].base}
+  return bool(others) and any(u in others for u in assign.src[1].toposort(gate=lambda u: u.op is not Ops.ASSIGN))
+
+
 # ASSIGNs that already ran -> the view of the buffer they wrote: a graph built before an assign ran may still
 # hold the ASSIGN node, and it must read the result, not run the assignment again
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -144,19 +153,21 @@ def split_reduce(r: UOp) -> UOp | None:
   if not all(isinstance(s, int) for s in x.shape): return None
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
   if n < SPLIT_MIN_REDUCE or out > SPLIT_MAX_OUTPUT: return None
+  # partials: about sqrt(n) on a CPU (a few threads); on a GPU enough to fill the chip, ~2048 elements each
+  strided = _renders_for_gpu(r.device)
   k = 1
-  while n % (k * 2) == 0 and (k * 2) ** 2 <= n: k *= 2
-  if k < 256: return None
+  while n % (k * 2) == 0 and ((k * 2) ** 2 <= n if not strided else n // (k * 2) >= 2048): k *= 2
+  if k < (32 if strided else 256): return None
   keep = [i for i in range(len(x.shape)) if i not in axes]
   order = tuple(keep + list(axes))
   xp = x if order == tuple(range(len(order))) else UOp(Ops.PERMUTE, x.dtype, (x,), order)
   # GPUs want neighbouring threads reading neighbouring elements (partial j sums elements j, j+k, ...);
   # CPU threads want each partial to read one contiguous chunk
-  strided = _renders_for_gpu(r.device)
   xr = UOp(Ops.RESHAPE, x.dtype, (xp,), tuple(x.shape[i] for i in keep) + ((n // k, k) if strided else (k, n // k)))
   first, second = (len(keep), len(keep) + 1) if strided else (len(keep) + 1, len(keep))
   partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (first,))),))
   total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (second,)))
+  if (again := split_reduce(total)) is not None: total = again  # the partials may still be many (a GPU makes ~n/2048)
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
 
 
@@ -187,7 +198,7 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
       out = target.base
       value = node.src[1].substitute(becomes)
     else:
-      out = new_buffer(node.device, max_size(node.shape), node.dtype)
+      out = new_buffer(str(node.device), max_size(node.shape), node.dtype)
       value = node.src[0].substitute(becomes) if node.op in (Ops.CONTIGUOUS, Ops.COPY) else node.substitute(becomes)
     if isinstance(out.arg[1], int) and out.arg[1] == 0: pass  # nothing to compute for an empty tensor
     elif node.op is Ops.COPY:

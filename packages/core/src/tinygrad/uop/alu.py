@@ -79,7 +79,8 @@ def _truncator(dt: DType) -> Callable[[Any], Any]:
 @functools.cache
 def alu_fn(op: Ops, dtype: DType) -> Callable[..., Any]:
   """`op` on Python scalars for results of `dtype`, with the dispatch decided once (the interpreter's hot path)."""
-  fn, trunc = _ALU[op], _truncator(dtype.scalar())
+  fn: Any = _ALU[op]
+  trunc = _truncator(dtype.scalar())
   if dtypes.is_int(dtype) or dtype == dtypes.bool or op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE):
     return lambda *src: trunc(fn(*src))
   return lambda *src: trunc(fn(*(float(s) for s in src)))

@@ -33,6 +33,8 @@ class Ops(Enum):
   ASSIGN = auto()       # src: (target, value) writes value into target's buffer
   IOTA = auto()         # arg: n; src: (DEVICE,); shape (n,): element i is i (int32)
   INDEX_AT = auto()     # src: (tensor, gate, *idx): the tensor's element at idx where gate holds (scheduler only)
+  MULTI = auto()        # src: one tensor per device; arg: (axis, bounds): sharded along axis (bounds: (start, end) per device),
+                        # or (None, None): replicated. Its device is the tuple of devices (frontend/multi.py lowers it)
   # --- kernels and programs ---
   SINK = auto()         # groups outputs / side effects; a kernel AST is SINK(STORE...)
   DEFINE_GLOBAL = auto()  # arg: parameter number; dtype: PtrDType of a buffer
@@ -281,6 +283,7 @@ def _as_uop(x: Any, like: Any) -> UOp:
 def _device(u: UOp) -> Any:
   if u.op is Ops.DEVICE: return u.arg
   if u.op is Ops.COPY: return u.src[1].arg
+  if u.op is Ops.MULTI: return tuple(s.__dict__["device"] for s in u.src)  # a sharded/replicated tensor: all its devices
   for s in u.src:
     if (d := s.__dict__["device"]) is not None: return d
   return None
@@ -298,6 +301,8 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
   if op is Ops.ASSIGN: return u.src[0].shape
+  if op is Ops.MULTI:  # the logical shape: the shards joined along the sharded axis
+    return tuple(max(e for _, e in arg[1]) if i == arg[0] else s for i, s in enumerate(src_shape))
   if op is Ops.SINK: return ()
   # elementwise, cast, copy, contiguous, detach, flip: the shape of the first source that has one
   return src_shape

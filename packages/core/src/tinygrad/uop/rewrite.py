@@ -144,13 +144,13 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     elif stage == 1:
       src = tuple(done[s] for s in node.src)
       rebuilt = node if src == node.src else UOp(node.op, node.dtype, src, node.arg)
-      new = pm.rewrite(rebuilt, ctx)
-      if new is None:
+      result = pm.rewrite(rebuilt, ctx)
+      if result is None:
         done[node] = rebuilt
         if rebuilt is not node: done[rebuilt] = rebuilt
       else:
-        stack.append((node, 2, new))
-        stack.append((new, 0, None))
+        stack.append((node, 2, result))
+        stack.append((result, 0, None))
     else:
       assert target is not None
       done[node] = done[target]

@@ -1,0 +1,155 @@
+"""The CUDA renderer: a linearized program as CUDA C, compiled by NVRTC into a cubin (compiler.NVRTCCompiler).
+
+The source includes no header: NVRTC from the pip wheel ships none (cuda_fp16.h is not there), so half and bfloat16
+are small structs of their own here (`half`, `bfloat16`) that convert through float with cvt instructions. Arithmetic
+on them runs in float and rounds back once; for + - * / and sqrt that is correctly rounded (float has >= 2p+2 bits
+for both), so results match tinygrad.uop.alu. Math follows alu too: accurate exp2f/log2f/sinf (not the __ intrinsics),
+no FMA contraction (--fmad=false) except where the IR asks for MULACC.
+"""
+from __future__ import annotations
+
+import re
+
+from tinygrad.device.devstring import Target
+from tinygrad.dtype import DType, dtypes
+from tinygrad.renderer.cstyle import CStyleRenderer
+from tinygrad.uop.ops import Ops, UOp
+
+from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, NVRTCCompiler, arch_number
+
+_HALF = """\
+struct half {  // IEEE binary16, converted with cvt (cuda_fp16.h is not needed)
+  unsigned short bits;
+  half() = default;
+  __device__ half(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
+  __device__ operator float() const { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits)); return f; }
+};
+static __device__ __forceinline__ half tg_d2h(double d) { half h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(d)); return h; }"""
+
+_BF16 = """\
+struct bfloat16 {  // the top half of a float; float -> bf16 rounds to nearest even, NaN stays NaN
+  unsigned short bits;
+  bfloat16() = default;
+  __device__ bfloat16(float f) {
+#if __CUDA_ARCH__ >= 800
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+#else
+    unsigned int u = __float_as_uint(f);
+    bits = (u & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((u >> 16) | 0x40u) : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
+  }
+  __device__ operator float() const { return __uint_as_float(((unsigned int)bits) << 16); }
+};"""
+
+_BITCAST = """\
+template <typename T, typename F> static __device__ __forceinline__ T tg_bitcast(F x) {
+  static_assert(sizeof(T) == sizeof(F), "bitcast between types of different sizes");
+  union { F f; T t; } u; u.f = x; return u.t;  // type punning through a union: NVRTC has no __builtin_bit_cast
+}"""
+
+_MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
+_MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
+_HALFS = (dtypes.float16, dtypes.bfloat16)
+
+
+def _mulacc(r: CUDARenderer, dt: DType, a: str, b: str, c: str) -> str:
+  # alu computes a*b+c with an exact product (in double): fmaf is exactly that for float, and for half/bf16 too
+  # (their product is exact in float); double keeps two roundings, as alu's Python floats do
+  if dt == dtypes.float32: return f"fmaf({a},{b},{c})"
+  if dt in _HALFS: return f"(({r.render_dtype(dt)})fmaf((float){a},(float){b},(float){c}))"
+  return f"(({a}*{b})+{c})"
+
+
+def _cmpne(r: CUDARenderer, dt: DType, a: str, b: str) -> str:
+  return f"((float){a}!=(float){b})" if dt in _HALFS else f"({a}!={b})"
+
+
+class CUDARenderer(CStyleRenderer):
+  """CUDA C: `extern "C" __global__ void __launch_bounds__(L) name(T* __restrict__ data0, ..., const int var0)`."""
+  device = "CUDA"
+  name = "CUDA"
+  has_local = True
+  supports_float4 = True  # float4 loads/stores: one 16-byte access per thread (core's codegen/vectorize.py)
+  has_shared = True
+  local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
+  global_max = (2 ** 31 - 1, 65535, 65535)
+  kernel_prefix = 'extern "C" __global__ '
+  buffer_suffix = " __restrict__"
+  var_prefix = "const "
+  helper_prefix = "static __device__ __forceinline__ "
+  special_index = {"gidx": "blockIdx.{xyz}", "lidx": "threadIdx.{xyz}"}
+  type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "bfloat16"}
+  code_for_op = {**CStyleRenderer.code_for_op, Ops.MULACC: _mulacc, Ops.CMPNE: _cmpne}
+  compiler: NVRTCCompiler
+
+  def render_vector_dtype(self, dt: DType) -> str:
+    if dt.scalar() == dtypes.float32 and dt.count in (2, 4): return f"float{dt.count}"
+    return super().render_vector_dtype(dt)
+
+  def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
+
+  def __init__(self, target: Target | None = None):
+    target = target or Target("CUDA", "CUDA", DEFAULT_ARCH)
+    self.arch = target.arch or DEFAULT_ARCH
+    arch_number(self.arch)
+    if target.device in ("CUDA", "NV"): self.device = target.device
+    self.compiler = NVRTCCompiler(self.arch)
+
+  def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)
+
+  @property
+  def tensor_cores(self):  # type: ignore[override]
+    from tinygrad_backend_nv.tensor_cores import tensor_cores_for
+    return tuple(tensor_cores_for(self.arch))
+
+  # ---- constants and math
+  def render_const(self, v: bool | int | float, dt: DType) -> str:
+    # half/bf16 constants: the float literal (exact for any half/bf16 value) converted once, so that even -inf stays a
+    # half expression (a '-' on a half would make it a float and break `c ? half : half`)
+    if dt in _HALFS: return f"(({self.render_dtype(dt)}){super().render_const(v, dtypes.float32)})"
+    return super().render_const(v, dt)
+
+  def render_inf(self, dt: DType) -> str:
+    if dt == dtypes.float64: return "__longlong_as_double(0x7ff0000000000000ll)"
+    return "__int_as_float(0x7f800000)" if dt == dtypes.float32 else f"(({self.render_dtype(dt)})__int_as_float(0x7f800000))"
+
+  def render_nan(self, dt: DType) -> str:
+    if dt == dtypes.float64: return "__longlong_as_double(0x7ff8000000000000ll)"
+    return "__int_as_float(0x7fc00000)" if dt == dtypes.float32 else f"(({self.render_dtype(dt)})__int_as_float(0x7fc00000))"
+
+  def math_fn_name(self, fn: str, dt: DType) -> str | None:
+    return {dtypes.float32: _MATH32, dtypes.float64: _MATH64}.get(dt, {}).get(fn)
+
+  # ---- conversions
+  def render_cast(self, x: str, src: DType, dst: DType) -> str:
+    if src == dst: return x
+    if src in _HALFS and dst != dtypes.bool:  # from half/bf16 through float (exact), then as float32
+      return self.render_cast(f"((float){x})", dtypes.float32, dst)
+    if dst in _HALFS:
+      # alu rounds through a double: half straight from it (one rounding), bf16 through float (truncate_bf16 does)
+      wide = f"((double){x})" if src == dtypes.float64 or (dtypes.is_int(src) and src.itemsize == 8) else None
+      if dst == dtypes.float16: return f"tg_d2h({wide})" if wide else f"((half)(float){x})"
+      return f"((bfloat16)(float){wide or x})"
+    if dtypes.is_int(src) and src.itemsize == 8 and dst == dtypes.float32: return f"((float)(double){x})"  # as alu: via double
+    return super().render_cast(x, src, dst)
+
+  def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+    if dst == dtypes.bool: return f"({x}!=0)"
+    return f"tg_bitcast<{self.render_dtype(dst)}>(({self.render_dtype(src)}){x})"
+
+  # ---- prelude and signature
+  def helpers(self) -> list[tuple[str, str]]:
+    return [("half", _HALF), ("bfloat16", _BF16), ("tg_bitcast<", _BITCAST), *super().helpers()]
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    src = super().render(name, uops)
+    threads = 1
+    for u in uops:
+      if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
+    head = f"{self.kernel_prefix}void {name}("
+    return src.replace(head, f"{self.kernel_prefix}void __launch_bounds__({threads}) {name}(", 1)
+
+
+def kernel_names(src: str) -> list[str]:
+  """The __global__ functions in CUDA source rendered by CUDARenderer (for tests and tools)."""
+  return re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', src)

@@ -1,0 +1,272 @@
+"""The CUDA device at run time, through the driver API (`cuda.bindings.driver`): one primary context per GPU,
+cuMemAlloc'd buffers, modules loaded from cubins (or PTX, JIT-compiled by the driver), launches on the legacy
+default stream (so copies and kernels are ordered without explicit syncs), events for timing.
+
+Every driver call goes through `check`, which turns an error code into a RuntimeError naming the call, the error and
+what usually causes it. Errors from a kernel that faulted (illegal address, ...) are sticky in CUDA: the context is
+unusable afterwards, and the message says so.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any
+
+from tinygrad.device.plugin import Allocator, Compiled
+
+try:
+  from cuda.bindings import driver as cu
+except ImportError:  # driver_status() explains
+  cu = None  # type: ignore[assignment]
+
+_HINTS = {
+  "CUDA_ERROR_OUT_OF_MEMORY": "the GPU has too little free memory for this allocation",
+  "CUDA_ERROR_NO_DEVICE": "no NVIDIA GPU is visible (check CUDA_VISIBLE_DEVICES and /dev/nvidia*)",
+  "CUDA_ERROR_INVALID_DEVICE": "there is no GPU with that index",
+  "CUDA_ERROR_INVALID_PTX": "the driver could not JIT-compile the PTX (is its .version newer than this driver takes?)",
+  "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the PTX ISA version is newer than this driver supports: compile to a cubin instead",
+  "CUDA_ERROR_NO_BINARY_FOR_GPU": "the kernel was compiled for another GPU arch: set DEV=CUDA:CUDA:sm_NN for this GPU",
+  "CUDA_ERROR_INVALID_IMAGE": "the binary is not a valid cubin/PTX image for this driver",
+  "CUDA_ERROR_ILLEGAL_ADDRESS": "a kernel accessed memory out of bounds; the CUDA context is now unusable (restart the process)",
+  "CUDA_ERROR_LAUNCH_FAILED": "a kernel faulted; the CUDA context is now unusable (restart the process)",
+  "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "too many registers or threads per block for this kernel: use a smaller local size",
+  "CUDA_ERROR_INVALID_VALUE": "an argument was out of range (launch dims above the device limits?)",
+  "CUDA_ERROR_NOT_INITIALIZED": "cuInit was not called or failed",
+  "CUDA_ERROR_INSUFFICIENT_DRIVER": "the NVIDIA driver is older than this CUDA library needs",
+}
+
+
+class CUDAError(RuntimeError):
+  def __init__(self, what: str, name: str, text: str):
+    hint = _HINTS.get(name, "")
+    super().__init__(f"{what} failed: {name} ({text})" + (f": {hint}" if hint else ""))
+    self.what, self.name = what, name
+
+
+def _error_text(err: Any) -> tuple[str, str]:
+  try: name = cu.cuGetErrorName(err)[1].decode()
+  except Exception: name = str(err)  # noqa: BLE001  the driver itself may be what failed
+  try: text = cu.cuGetErrorString(err)[1].decode()
+  except Exception: text = "no description"  # noqa: BLE001
+  return name, text
+
+
+def check(result: Any, what: str) -> Any:
+  """Unpack a cuda-bindings result `(CUresult, *values)`: the values (one, a tuple, or None), or raise CUDAError."""
+  err, *values = result if isinstance(result, tuple) else (result,)
+  if err != cu.CUresult.CUDA_SUCCESS: raise CUDAError(what, *_error_text(err))
+  return None if not values else values[0] if len(values) == 1 else tuple(values)
+
+
+@functools.cache
+def driver_status() -> tuple[int, str | None]:
+  """(number of GPUs, None) when the driver works, else (0, why not)."""
+  if cu is None: return 0, "cuda-bindings is not installed (pip install cuda-bindings)"
+  try: check(cu.cuInit(0), "cuInit")
+  except CUDAError as e: return 0, f"the CUDA driver failed to initialize: {e}"
+  except Exception as e:  # noqa: BLE001  cuda-bindings raises its own error when libcuda.so.1 is missing
+    if type(e).__name__ == "DynamicLibNotFoundError": return 0, "no NVIDIA driver on this machine (libcuda.so.1 not found)"
+    return 0, f"the NVIDIA driver could not be loaded ({type(e).__name__}: {e})"
+  try: count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+  except CUDAError as e: return 0, str(e)
+  return (count, None) if count > 0 else (0, "the NVIDIA driver sees no GPU")
+
+
+def device_arch(index: int = 0) -> str | None:
+  """'sm_90' for GPU `index`, or None without a driver/GPU."""
+  count, _ = driver_status()
+  if index >= count: return None
+  dev = check(cu.cuDeviceGet(index), "cuDeviceGet")
+  major = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+  minor = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+  return f"sm_{major}{minor}"
+
+
+def device_name(index: int = 0) -> str:
+  dev = check(cu.cuDeviceGet(index), "cuDeviceGet")
+  return check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\x00", 1)[0].decode()
+
+
+class _Context:
+  """The primary context of one GPU (retained, never destroyed: other libraries in the process may share it)."""
+
+  def __init__(self, index: int):
+    count, why = driver_status()
+    if why is not None: raise RuntimeError(f"CUDA is not available: {why}")
+    if not 0 <= index < count: raise RuntimeError(f"there is no CUDA device {index}: this machine has {count} GPU(s) (CUDA:0..CUDA:{count - 1})")
+    self.index = index
+    self.device = check(cu.cuDeviceGet(index), "cuDeviceGet")
+    self.ctx = check(cu.cuDevicePrimaryCtxRetain(self.device), f"cuDevicePrimaryCtxRetain (GPU {index})")
+    _use(self)
+
+
+# the device whose context was made current last, per thread: switching is needed only when it changes
+_current = threading.local()
+
+
+def _use(ctx: _Context) -> None:
+  if getattr(_current, "ctx", None) is not ctx:
+    check(cu.cuCtxSetCurrent(ctx.ctx), "cuCtxSetCurrent")
+    _current.ctx = ctx
+
+
+def _host_ptr(mv: memoryview) -> tuple[int, Any]:
+  """Address of a contiguous host buffer, and an object that must stay alive while the address is used."""
+  if mv.readonly:
+    keep: Any = (ctypes.c_char * mv.nbytes).from_buffer_copy(mv)
+    return ctypes.addressof(keep), keep
+  keep = (ctypes.c_char * mv.nbytes).from_buffer(mv)
+  return ctypes.addressof(keep), keep
+
+
+_peers: set[tuple[int, int]] = set()
+
+
+def _enable_peer(a: _Context, b: _Context) -> None:
+  """Let each of two GPUs read the other's memory directly, once per pair. (Plain peer access: NVLink
+  multicast stays off.) Where the hardware can't, copies still work through the driver."""
+  for x, y in ((a, b), (b, a)):
+    if (x.index, y.index) in _peers: continue
+    _peers.add((x.index, y.index))
+    can = cu.cuDeviceCanAccessPeer(x.device, y.device)
+    if can[0] == cu.CUresult.CUDA_SUCCESS and can[1]:
+      _use(x)
+      err = cu.cuCtxEnablePeerAccess(y.ctx, 0)[0]
+      if err not in (cu.CUresult.CUDA_SUCCESS, cu.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED): check((err,), "cuCtxEnablePeerAccess")
+
+
+class CUDAAllocator(Allocator):
+  """Buffers are CUdeviceptr values (ints). Views are pointer arithmetic on them."""
+
+  def __init__(self, ctx: _Context):
+    super().__init__()
+    self.ctx = ctx
+
+  def _alloc(self, size: int, options: Any) -> int:
+    _use(self.ctx)
+    try: return int(check(cu.cuMemAlloc(max(size, 1)), f"cuMemAlloc({size} bytes) on CUDA:{self.ctx.index}"))
+    except CUDAError as e:
+      if e.name == "CUDA_ERROR_OUT_OF_MEMORY": raise MemoryError(str(e)) from e  # Allocator.alloc frees its cache and retries
+      raise
+
+  def _free(self, opaque: int, size: int, options: Any) -> None:
+    _use(self.ctx)
+    check(cu.cuMemFree(opaque), "cuMemFree")
+
+  def view(self, opaque: int, offset: int, size: int) -> int: return opaque + offset
+
+  def _copyin(self, dest: int, src: memoryview) -> None:
+    if src.nbytes == 0: return
+    _use(self.ctx)
+    addr, keep = _host_ptr(src)
+    check(cu.cuMemcpyHtoD(dest, addr, src.nbytes), f"cuMemcpyHtoD({src.nbytes} bytes)")
+    del keep
+
+  def _copyout(self, dest: memoryview, src: int) -> None:
+    if dest.nbytes == 0: return
+    _use(self.ctx)
+    if dest.readonly: raise ValueError("copyout needs a writable destination")
+    addr, keep = _host_ptr(dest)
+    check(cu.cuMemcpyDtoH(addr, src, dest.nbytes), f"cuMemcpyDtoH({dest.nbytes} bytes)")
+    del keep
+
+  def transfer(self, dest: int, src: int, nbytes: int, src_allocator: CUDAAllocator) -> None:
+    """GPU to GPU (core's copy_buffer): peer access where the GPUs allow it (NVLink/PCIe), else the driver stages it."""
+    if src_allocator.ctx is self.ctx: return self.copy_device(dest, src, nbytes)
+    _enable_peer(self.ctx, src_allocator.ctx)
+    _use(self.ctx)
+    check(cu.cuMemcpyPeer(dest, self.ctx.ctx, src, src_allocator.ctx.ctx, nbytes), f"cuMemcpyPeer({nbytes} bytes)")
+
+  def copy_device(self, dest: int, src: int, nbytes: int) -> None:
+    """Device-to-device copy within or across GPUs (unified addressing)."""
+    _use(self.ctx)
+    check(cu.cuMemcpy(dest, src, nbytes), f"cuMemcpy({nbytes} bytes)")
+
+
+class CUDAProgram:
+  """A kernel loaded from a cubin (or NUL-terminated PTX). Called with device pointers, then int32 var values."""
+
+  def __init__(self, ctx: _Context, name: str, lib: bytes):
+    self.ctx, self.name, self.lib = ctx, name, lib
+    _use(ctx)
+    self.module = check(cu.cuModuleLoadData(lib), f"cuModuleLoadData (kernel {name}, {len(lib)} bytes)")
+    self.fn = check(cu.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+    self.max_threads = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.fn),
+                             "cuFuncGetAttribute")
+
+  def __call__(self, *bufs: int, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    gx, gy, gz = (tuple(global_size) + (1, 1, 1))[:3]
+    lx, ly, lz = (tuple(local_size) + (1, 1, 1))[:3]
+    if gx * gy * gz == 0: return 0.0 if wait else None  # nothing to do (empty tensors)
+    if lx * ly * lz > self.max_threads:
+      raise RuntimeError(f"kernel {self.name}: local size {(lx, ly, lz)} exceeds its limit of {self.max_threads} threads per block")
+    _use(self.ctx)
+    # kernelParams: a void*[] whose entries point at the argument values
+    values = [ctypes.c_uint64(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    params = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+    start = end = None
+    if wait:
+      start, end = check(cu.cuEventCreate(0), "cuEventCreate"), check(cu.cuEventCreate(0), "cuEventCreate")
+      check(cu.cuEventRecord(start, 0), "cuEventRecord")
+    check(cu.cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, 0, ctypes.addressof(params), 0),
+          f"cuLaunchKernel({self.name}, grid={(gx, gy, gz)}, block={(lx, ly, lz)})")
+    if not wait: return None
+    try:
+      check(cu.cuEventRecord(end, 0), "cuEventRecord")
+      check(cu.cuEventSynchronize(end), f"kernel {self.name}")
+      return float(check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")) * 1e-3
+    finally:
+      cu.cuEventDestroy(start)
+      cu.cuEventDestroy(end)
+
+  def __del__(self) -> None:
+    try:
+      if cu is not None and getattr(self, "module", None) is not None: cu.cuModuleUnload(self.module)
+    except Exception:  # noqa: BLE001  interpreter shutdown
+      pass
+
+
+class CUDADevice(Compiled):
+  """One GPU: `CUDA` / `CUDA:1` (or `NV`, `NV:1`, the same driver-API interface)."""
+
+  def __init__(self, device: str, index: int = 0):
+    self.ctx = _Context(index)
+    self.index = index
+    self.arch = device_arch(index)
+    super().__init__(device, CUDAAllocator(self.ctx), self._load)
+
+  def _load(self, name: str, lib: bytes) -> CUDAProgram: return CUDAProgram(self.ctx, name, lib)
+
+  def synchronize(self) -> None:
+    _use(self.ctx)
+    check(cu.cuCtxSynchronize(), f"cuCtxSynchronize on {self.device} (a kernel launched before failed)")
+
+  def __repr__(self) -> str: return f"<CUDADevice {self.device} {self.arch}>"
+
+
+def open_cuda(kind: str, index: int) -> CUDADevice:
+  return CUDADevice(kind if index == 0 else f"{kind}:{index}", index)
+
+
+class Timer:
+  """CUDA events around host code: `with Timer(dev) as t: ...; t.seconds` (for benchmarks)."""
+
+  def __init__(self, dev: CUDADevice):
+    self.dev = dev
+    self.seconds = 0.0
+
+  def __enter__(self) -> Timer:
+    _use(self.dev.ctx)
+    self.start, self.end = check(cu.cuEventCreate(0), "cuEventCreate"), check(cu.cuEventCreate(0), "cuEventCreate")
+    check(cu.cuEventRecord(self.start, 0), "cuEventRecord")
+    return self
+
+  def __exit__(self, *exc: object) -> None:
+    _use(self.dev.ctx)
+    check(cu.cuEventRecord(self.end, 0), "cuEventRecord")
+    check(cu.cuEventSynchronize(self.end), "cuEventSynchronize")
+    self.seconds = float(check(cu.cuEventElapsedTime(self.start, self.end), "cuEventElapsedTime")) * 1e-3
+    cu.cuEventDestroy(self.start)
+    cu.cuEventDestroy(self.end)

@@ -1,0 +1,86 @@
+"""NVIDIA tensor cores (warp-level `mma.sync`) as data: shapes, dtypes and each lane's fragment layout.
+
+The layouts are the fragment figures of the PTX ISA ("Matrix fragments for mma.m16n8k16" etc.), written as formulas
+of the lane id: groupID = lane >> 2, threadID_in_group = lane % 4. A TensorCore's `a_layout[lane][i] = (row, k)` is
+the element of A that lane holds in its i-th element register, `b_layout[lane][i] = (k, col)`, and
+`c_layout[lane][i] = (row, col)` for C and D. The PYTHON device emulates an instruction from exactly these tables.
+"""
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+
+from tinygrad.device.plugin import TensorCore
+from tinygrad.dtype import DType, dtypes
+
+Layout = tuple[tuple[tuple[int, int], ...], ...]
+WARP = 32
+
+
+def _layout(n: int, fn: Callable[[int, int, int], tuple[int, int]]) -> Layout:
+  """n elements per lane; fn(groupID, threadID_in_group, i) -> (row, col)."""
+  return tuple(tuple(fn(lane >> 2, lane % 4, i) for i in range(n)) for lane in range(WARP))
+
+
+# ---- C/D of every m16n8 shape (f32 accumulators): c0,c1 in row g, c2,c3 in row g+8; columns 2t, 2t+1
+C_M16N8 = _layout(4, lambda g, t, i: (g + 8 * (i >> 1), 2 * t + (i & 1)))
+
+# ---- m16n8k16, .f16/.bf16 inputs: A is 16x16 in four .b32 (eight halves), B is 16x8 in two .b32 (four halves)
+A_M16N8K16 = _layout(8, lambda g, t, i: (g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2)))
+B_M16N8K16 = _layout(4, lambda g, t, i: (2 * t + (i & 1) + 8 * (i >> 1), g))
+
+# ---- m16n8k8, .f16 inputs (sm_75's shape): A is 16x8 in two .b32, B is 8x8 in one .b32
+A_M16N8K8_F16 = _layout(4, lambda g, t, i: (g + 8 * (i >> 1), 2 * t + (i & 1)))
+B_M16N8K8_F16 = _layout(2, lambda g, t, i: (2 * t + i, g))
+
+# ---- m16n8k8, .tf32 inputs: one element per .b32; A a0..a3 = (g,t) (g+8,t) (g,t+4) (g+8,t+4), B b0,b1 = (t,g) (t+4,g)
+A_M16N8K8_TF32 = _layout(4, lambda g, t, i: (g + 8 * (i & 1), t + 4 * (i >> 1)))
+B_M16N8K8_TF32 = _layout(2, lambda g, t, i: (t + 4 * i, g))
+
+# ---- m16n8k32, .e4m3/.e5m2 inputs (sm_89+): four 8-bit elements per .b32; A is 16x32 (16 each), B is 32x8 (8 each)
+A_M16N8K32_F8 = _layout(16, lambda g, t, i: (g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >> 3)))
+B_M16N8K32_F8 = _layout(8, lambda g, t, i: (4 * t + (i & 3) + 16 * (i >> 2), g))
+
+_PTX_TYPE = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.float32: "tf32", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2"}
+
+
+def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, **extra: object) -> TensorCore:
+  m, n, k = dims
+  tin = _PTX_TYPE[dtype_in]
+  # tf32 operands live in f32 registers: the f32 dtype stands for them (the instruction reads the top 19 bits)
+  instr = f"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{tin}.{tin}.f32"
+  regs = {"a": len(a[0]) * dtype_in.itemsize // 4, "b": len(b[0]) * dtype_in.itemsize // 4, "c": 4}
+  return TensorCore(dims=dims, dtype_in=dtype_in, dtype_out=dtypes.float32, threads=WARP, a_layout=a, b_layout=b, c_layout=C_M16N8,
+                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, **extra})
+
+
+def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N8K8_F16, B_M16N8K8_F16, min_arch=75)]
+
+
+def _sm80() -> list[TensorCore]:
+  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80),
+          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80),
+          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32")]
+
+
+def _sm89() -> list[TensorCore]:
+  return [*_sm80(), _mma((16, 8, 32), dtypes.fp8e4m3, A_M16N8K32_F8, B_M16N8K32_F8, min_arch=89),
+          _mma((16, 8, 32), dtypes.fp8e5m2, A_M16N8K32_F8, B_M16N8K32_F8, min_arch=89)]
+
+
+_WGMMA = ("sm_90 also has warpgroup MMA: wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} (N = 8..256, 128 threads, "
+          "A from registers or shared memory, B from shared memory through a matrix descriptor; k32 for e4m3/e5m2). "
+          "Not emitted yet: these specs are the mma.sync set, which sm_90 runs too.")
+
+
+def _sm90() -> list[TensorCore]:
+  return [TensorCore(tc.dims, tc.dtype_in, tc.dtype_out, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.name,
+                     {**tc.extra, "wgmma": _WGMMA}) for tc in _sm89()]
+
+
+# fnmatch pattern -> specs; the plugin registers these through register_tensor_cores
+SPECS: dict[str, Callable[[], list[TensorCore]]] = {"sm_75": _sm75, "sm_80": _sm80, "sm_86": _sm80, "sm_89": _sm89, "sm_90*": _sm90}
+
+
+def tensor_cores_for(arch: str) -> list[TensorCore]:
+  return [tc for pattern, make in SPECS.items() if fnmatch.fnmatchcase(arch, pattern) for tc in make()]

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# backend-nv on a machine with an NVIDIA GPU, from a source checkout, without uv or installs:
+#   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
+#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench)
+# Needs python3 with numpy, pluggy, pytest, torch (CUDA), cuda-bindings and the nvidia-cuda-nvrtc wheel (nvidia-nvjitlink
+# too for PTX -> cubin; without it PTX goes to the driver's JIT). Logs and bench JSON go to $LOGDIR ($OUT if set).
+# A summary of every stage is printed last.
+set -u
+cd "$(dirname "$0")/../../.."
+PY=${PYTHON:-python3}
+LOGDIR=${LOGDIR:-${OUT:-./nv_gpu_logs}}
+mkdir -p "$LOGDIR"
+export PYTHONPATH=packages/core/src:packages/backend-nv/src${PYTHONPATH:+:$PYTHONPATH}
+export TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin
+export PYTHONUNBUFFERED=1
+STAGES=${*:-tests core bench}
+SUMMARY=()
+
+note() { SUMMARY+=("$1"); echo "=== $1"; }
+
+echo "=== environment"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
+$PY - <<'EOF'
+import importlib, platform
+print("python", platform.python_version())
+for m in ("numpy", "pluggy", "pytest", "torch", "cuda.bindings"):
+  try: print(m, getattr(importlib.import_module(m), "__version__", "?"))
+  except Exception as e: print(m, "MISSING:", e)
+from tinygrad_backend_nv.compiler import nvrtc_version, nvjitlink_version
+from tinygrad_backend_nv.runtime import driver_status, device_arch
+print("nvrtc", nvrtc_version(), "| nvjitlink", nvjitlink_version(), "| driver", driver_status(), "| arch", device_arch(0))
+EOF
+$PY -m tinygrad.device | tee "$LOGDIR/device_report.txt" | head -12
+
+XDIST=""
+if $PY -c "import xdist" 2>/dev/null; then XDIST="-n ${NPROC:-8}"; fi
+
+pytest_stage() {  # name, DEV, args...
+  local name=$1 dev=$2; shift 2
+  echo "=== $name (DEV=$dev)"
+  DEV=$dev timeout ${STAGE_TIMEOUT:-1500} $PY -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$LOGDIR/$name.log" | tail -40
+  note "$name (DEV=$dev): $(grep -E '^(=+ )?[0-9]+ (passed|failed)|no tests ran|[0-9]+ error' "$LOGDIR/$name.log" | tail -1)"
+}
+
+for stage in $STAGES; do
+  case $stage in
+    tests)
+      pytest_stage backend_nv_tests CUDA packages/backend-nv/tests -rs ;;
+    core)
+      pytest_stage core_cuda CUDA packages/core/tests $XDIST
+      pytest_stage core_ptx CUDA:PTX packages/core/tests $XDIST ;;
+    bench)
+      for b in gpu_matmul gpu_elementwise; do
+        echo "=== bench $b (DEV=${BENCH_DEV:-CUDA})"
+        DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-1500} $PY bench/$b.py > "$LOGDIR/$b.json" 2> "$LOGDIR/$b.log"
+        tail -20 "$LOGDIR/$b.log"
+        note "bench $b: $(cat "$LOGDIR/$b.json")"
+      done ;;
+    *) echo "unknown stage $stage (tests, core, bench)"; exit 2 ;;
+  esac
+done
+
+echo
+echo "================ summary ================"
+for line in "${SUMMARY[@]}"; do echo "$line"; done
+echo "(logs in $LOGDIR)"

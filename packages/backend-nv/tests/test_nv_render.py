@@ -1,0 +1,155 @@
+"""What the CUDA and PTX renderers emit, and that every arch compiles (NVRTC -> cubin, PTX -> nvJitLink cubin)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from nv_harness import Prog, compile_prog
+from tinygrad.device.devstring import Target
+from tinygrad.dtype import dtypes
+from tinygrad.renderer import CompileError, UnsupportedDTypeError
+from tinygrad.uop.ops import Ops
+from tinygrad_backend_nv.compiler import ARCHS, NVRTCCompiler, PTXCompiler, nvjitlink_version, nvrtc_version
+from tinygrad_backend_nv.cuda import CUDARenderer, kernel_names
+from tinygrad_backend_nv.ptx import PTX_VERSION, PTXRenderer
+
+
+def _kernel_prog() -> Prog:
+  """A bit of everything: thread indices, a var, a loop with a register accumulator, half/bf16, gated load, math."""
+  p = Prog()
+  out, a, b = p.glob(0, dtypes.float16), p.glob(1, dtypes.float32), p.glob(2, dtypes.bfloat16)
+  n = p(Ops.DEFINE_VAR, dtypes.int32, (), ("n", 1, 64))
+  g, l = p.special("gidx0", 4), p.special("lidx0", 64)
+  i = p.alu(Ops.ADD, p.alu(Ops.MUL, g, p.const(dtypes.int32, 64)), l)
+  acc = p(Ops.DEFINE_REG, dtypes.float32.ptr(1, "reg"), (), 0)
+  zero = p.const(dtypes.int32, 0)
+  p.store(acc, zero, p.const(dtypes.float32, 0.0))
+  r = p.loop(n)
+  ok = p.alu(Ops.CMPLT, p.alu(Ops.ADD, i, r), p.const(dtypes.int32, 256))
+  x = p.load(a, p.alu(Ops.ADD, i, r), ok, p.const(dtypes.float32, 0.0))
+  y = p(Ops.CAST, dtypes.float32, (p.load(b, i),))
+  st = p.store(acc, zero, p.alu(Ops.MULACC, x, y, p.load(acc, zero)))
+  done = p(Ops.AFTER, acc.dtype, (acc, p.end(r, st)))
+  v = p.load(done, zero)
+  v = p.alu(Ops.ADD, p(Ops.SIN, dtypes.float32, (v,)), p(Ops.LOG2, dtypes.float32, (p(Ops.EXP2, dtypes.float32, (v,)),)))
+  p.store(out, i, p(Ops.CAST, dtypes.float16, (v,)))
+  return p
+
+
+# ---- CUDA C
+
+def test_cuda_signature_and_indices() -> None:
+  src = CUDARenderer().render("kern", _kernel_prog().uops)
+  assert 'extern "C" __global__ void __launch_bounds__(64) kern(half* __restrict__ data0, float* __restrict__ data1, ' \
+         'bfloat16* __restrict__ data2, const int var0 /* n */) {' in src
+  assert "int gidx0 = blockIdx.x; /* 4 */" in src and "int lidx0 = threadIdx.x; /* 64 */" in src
+  assert "fmaf(" in src and "exp2f(" in src and "log2f(" in src and "sinf(" in src
+  assert "__sinf" not in src and "__expf" not in src  # the accurate functions, not the fast intrinsics
+  assert "struct half" in src and "struct bfloat16" in src and "#include" not in src
+  assert kernel_names(src) == ["kern"]
+  assert src == CUDARenderer().render("kern", _kernel_prog().uops)  # deterministic
+
+
+def test_cuda_prelude_only_when_needed() -> None:
+  p = Prog()
+  out, a = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32)
+  r = p.loop(p.const(dtypes.int32, 4))
+  p.end(r, p.store(out, r, p.alu(Ops.MUL, p.load(a, r), p.load(a, r))))
+  src = CUDARenderer().render("sq", p.uops)
+  assert "struct" not in src and "__launch_bounds__(1)" in src
+
+
+def test_nvrtc_flags_and_cachekey() -> None:
+  c = NVRTCCompiler("sm_86")
+  assert "--gpu-architecture=sm_86" in c.opts and "--fmad=false" in c.opts
+  assert c.cachekey.startswith(f"nvrtc_{nvrtc_version()}_sm_86")
+  assert NVRTCCompiler("sm_90").cachekey != c.cachekey
+
+
+def test_nvrtc_error_carries_log_and_source() -> None:
+  src = 'extern "C" __global__ void broken(float* data0) { data0[0] = undefined_thing; }\n'
+  with pytest.raises(CompileError) as e:
+    NVRTCCompiler("sm_90").compile(src)
+  assert "undefined_thing" in e.value.message and "NVRTC" in str(e.value) and "data0[0] = undefined_thing" in str(e.value)
+
+
+def test_nvrtc_ptx_is_newer_than_what_we_emit() -> None:
+  """Why we ship cubins: NVRTC's own PTX ISA version (9.x for NVRTC 13) can be newer than a driver accepts."""
+  ptx = NVRTCCompiler("sm_90").ptx(CUDARenderer().render("kern", _kernel_prog().uops))
+  version = re.search(r"^\.version (\d+)\.(\d+)", ptx, re.M)
+  assert version is not None and ".target sm_90" in ptx
+  assert tuple(map(int, PTX_VERSION.split("."))) <= (9, 0)
+
+
+# ---- PTX
+
+def test_ptx_header_and_params() -> None:
+  src = PTXRenderer(Target("CUDA", "PTX", "sm_80")).render("kern", _kernel_prog().uops)
+  assert f".version {PTX_VERSION}\n.target sm_80\n.address_size 64" in src
+  assert ".visible .entry kern(\n\t.param .u64 data0,\n\t.param .u64 data1,\n\t.param .u64 data2,\n\t.param .s32 var0\n)" in src
+  assert ".maxntid 64, 1, 1" in src
+  assert "%ctaid.x" in src and "%tid.x" in src
+  assert re.search(r"@%p\d+ ld\.global\.f32", src), "the gated load is predicated"
+  assert "ex2.approx.f32" in src and "lg2.approx" not in src and "sin.approx" not in src and ".ftz" not in src
+  assert "fma.rn.f32" in src and "cvt.rn.f16.f32" in src
+  assert ".local" not in src, "the constant-indexed accumulator is a register"
+
+
+def test_ptx_float_ops_are_not_contracted() -> None:
+  p = Prog()
+  out, a = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32)
+  r = p.loop(p.const(dtypes.int32, 4))
+  x = p.load(a, r)
+  p.end(r, p.store(out, r, p.alu(Ops.ADD, p.alu(Ops.MUL, x, x), x)))
+  src = PTXRenderer().render("k", p.uops)
+  assert "mul.rn.f32" in src and "add.rn.f32" in src and "fma" not in src
+
+
+def test_ptx_sm75_bf16_without_cvt() -> None:
+  src = PTXRenderer(Target("CUDA", "PTX", "sm_75")).render("k", _kernel_prog().uops)
+  assert "cvt.rn.bf16" not in src
+  assert "cvt.rn.bf16.f32" in PTXRenderer(Target("CUDA", "PTX", "sm_80")).render("k", _cast_to_bf16().uops)
+
+
+def _cast_to_bf16() -> Prog:
+  p = Prog()
+  out, a = p.glob(0, dtypes.bfloat16), p.glob(1, dtypes.float32)
+  r = p.loop(p.const(dtypes.int32, 4))
+  p.end(r, p.store(out, r, p(Ops.CAST, dtypes.bfloat16, (p.load(a, r),))))
+  return p
+
+
+def test_ptx_compiler_modes() -> None:
+  src = PTXRenderer().render("k", _kernel_prog().uops)
+  text = PTXCompiler("sm_90", use_nvjitlink=False)
+  assert text.compile(src) == src.encode() + b"\x00" and text.cachekey == "ptx_sm_90_text"
+  if nvjitlink_version() is None: pytest.skip("nvJitLink is not installed")
+  assert PTXCompiler("sm_90").compile(src)[:4] == b"\x7fELF"
+
+
+def test_ptx_error_is_compile_error() -> None:
+  if nvjitlink_version() is None: pytest.skip("nvJitLink is not installed")
+  bad = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { not_an_instruction; ret; }\n"
+  with pytest.raises(CompileError, match="not_an_instruction"):
+    PTXCompiler("sm_90").compile(bad)
+
+
+def test_fp8_is_a_clear_error() -> None:
+  p = Prog()
+  p.glob(0, dtypes.fp8e4m3)
+  for r in (CUDARenderer(), PTXRenderer()):
+    with pytest.raises(UnsupportedDTypeError, match="fp8"):
+      r.render("k", p.uops)
+
+
+# ---- every arch compiles
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("kind", ["CUDA", "PTX"])
+def test_every_arch_compiles_to_a_cubin(kind: str, arch: str) -> None:
+  r = (CUDARenderer if kind == "CUDA" else PTXRenderer)(Target("CUDA", kind, arch))
+  if kind == "PTX" and nvjitlink_version() is None: pytest.skip("nvJitLink is not installed")
+  for prog in (_kernel_prog(), _cast_to_bf16()):
+    _, src, lib = compile_prog(prog, r)
+    assert lib[:4] == b"\x7fELF", f"{kind} {arch}: not a cubin"
+    if kind == "PTX": assert f".target {arch}" in src

@@ -1,0 +1,367 @@
+"""BEAM search: pick a kernel's optimizations by compiling and timing candidates on the device.
+
+`BEAM=n` searches every kernel, `JITBEAM=n` only those run while a TinyJit captures. The search starts from
+the hand-coded heuristics' choice and its prefixes (and from no opts for small kernels), extends each of the n
+best lists by one more action (UPCAST of an output loop, UNROLL of a reduce loop, THREAD across the device's
+cores), compiles the candidates in worker processes, times them on the device with random inputs and keeps the
+n best; it stops when a round brings no improvement. The winner is cached on disk, keyed by the kernel AST,
+renderer, arch, thread count and n, so a second run of the same program skips the search.
+
+Knobs (environment): PARALLEL=k compile workers (0: compile in this process), BEAM_MAX_COPIES (upper bound on
+the body copies UPCAST x UNROLL make), BEAM_RUNS (timed runs per candidate, the median is kept).
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import pickle
+import queue
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
+from tinygrad.codegen.program import ProgramSpec, _stable_key, get_program, kernel_name, worth_threading
+from tinygrad.codegen.threads import CORE_ID
+from tinygrad.dtype import PtrDType
+from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, diskcache_get, diskcache_put, getenv, prod
+from tinygrad.renderer import Renderer
+from tinygrad.uop.ops import Ops, UOp
+
+PARALLEL = ContextVar("PARALLEL", min(os.cpu_count() or 1, 8))
+UPCAST_AMOUNTS = (2, 4, 8, 16, 32)
+UNROLL_AMOUNTS = (2, 4, 8, 16)
+MAX_COPIES = getenv("BEAM_MAX_COPIES", 128)
+# each copy of the body is lowered and compiled (~0.2 ms per AST node and copy): copies x nodes stays under this
+COPY_NODE_BUDGET = getenv("BEAM_COPY_NODES", 3072)
+SLOW = 3.0            # a candidate this many times slower than the best is neither extended nor timed twice
+NOOPT_SEED_WORK = 1 << 24  # kernels up to this many loop iterations also start from no opts (bigger ones run too long)
+RUNS = getenv("BEAM_RUNS", 3)
+MIN_PROGRESS = 0.02   # a round must beat the best time by 2% to go on: smaller gains are timing noise on a busy machine
+CACHE_TABLE = "beam_search_v1"  # bump when the meaning of a cached Opt list changes
+
+
+def beam_width() -> int:
+  """The beam width in force for the kernel being compiled now: JITBEAM while a TinyJit captures, else BEAM."""
+  from tinygrad.engine import realize  # lazy: realize imports codegen
+  if realize.capturing and JITBEAM.value: return int(JITBEAM.value)
+  return int(BEAM.value)
+
+
+def opt_setting() -> tuple[int, int]:
+  """What decides the opts of a kernel beyond its AST and renderer (part of the compiled-runner cache key)."""
+  return int(NOOPT.value), beam_width()
+
+
+def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+  """The optimizations for a kernel: none with NOOPT, a BEAM search when one is asked for, else the heuristics."""
+  if NOOPT: return []
+  if (amt := beam_width()) > 0 and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
+    return beam_search(ast, renderer, amt, device)
+  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4)
+
+
+def _timing_device(renderer: Renderer) -> Any:
+  """The device instance that runs this renderer's code, or None when there is none to time on."""
+  from tinygrad.device.registry import Device
+  try: dev = Device[renderer.device]
+  except Exception as e:  # noqa: BLE001  no device to time on: BEAM falls back to the heuristics
+    if DEBUG >= 1: print(f"BEAM: can't open {renderer.device} to time kernels ({e}); using the heuristics")
+    return None
+  return dev if dev.runs_kernels and dev.runtime is not None else None
+
+
+# ---- the cache
+
+def cache_key(ast: UOp, renderer: Renderer, amt: int) -> str:
+  desc = f"{_stable_key(ast.toposort())}|{renderer.device}|{renderer.name}|{renderer.arch}|{renderer.threads}|{amt}"
+  return hashlib.sha256(desc.encode()).hexdigest()
+
+
+def beam_search(ast: UOp, renderer: Renderer, amt: int, device: Any = None) -> list[Opt]:
+  """The best opts for `ast` found by a beam of width `amt`, from the disk cache when this kernel was searched before."""
+  key = cache_key(ast, renderer, amt)
+  if (hit := diskcache_get(CACHE_TABLE, key)) is not None:
+    try:
+      opts = [Opt(OptOps[op], axis, amount) for op, axis, amount in hit]
+      apply_opts(ast, opts)  # an entry the current optimizer can't apply is stale: search again
+      return opts
+    except (KeyError, KernelOptError, TypeError, ValueError): pass
+  opts = _search(ast, renderer, amt, device if device is not None else _timing_device(renderer))
+  diskcache_put(CACHE_TABLE, key, [(o.op.name, o.axis, o.amount) for o in opts])
+  return opts
+
+
+# ---- candidates
+
+def copies(opts: list[Opt]) -> int:
+  """How many copies of the kernel body UPCAST and UNROLL make."""
+  return prod(o.amount for o in opts if o.op in (OptOps.UPCAST, OptOps.UNROLL))
+
+
+def actions(ast: UOp, opts: list[Opt], threads: int) -> list[Opt]:
+  """Every single action that could extend `opts` (already applied to `ast`)."""
+  out: list[Opt] = []
+  rngs = ranges_of(ast)
+  for rid, r in sorted(rngs.items()):
+    if (size := range_size(r)) is None or r.arg[1] not in ("global", "reduce"): continue
+    op, amounts = (OptOps.UPCAST, UPCAST_AMOUNTS) if r.arg[1] == "global" else (OptOps.UNROLL, UNROLL_AMOUNTS)
+    out.extend(Opt(op, rid, k) for k in amounts if size % k == 0)
+  has_outputs = any(r.arg[1] == "global" for r in rngs.values())
+  if threads > 1 and has_outputs and not any(o.op is OptOps.THREAD for o in opts): out.append(Opt(OptOps.THREAD, 0, threads))
+  return out
+
+
+def _canonical(opts: list[Opt]) -> tuple:
+  """The same actions in another order make an equivalent kernel: one key for all orders."""
+  return tuple(sorted((o.op.value, o.axis, o.amount) for o in opts))
+
+
+@dataclass
+class Candidate:
+  opts: list[Opt]
+  ast: UOp                     # the kernel with opts applied (its ranges are what the next actions act on)
+  time: float = float("inf")   # seconds, median of the timed runs
+  error: str = ""
+
+
+def loop_work(ast: UOp) -> int:
+  """Iterations of all loops together (a symbolic size counts as 1024)."""
+  return prod(range_size(r) or 1024 for r in ranges_of(ast).values())
+
+
+def max_copies(ast: UOp) -> int: return min(MAX_COPIES, max(4, COPY_NODE_BUDGET // len(ast.toposort())))
+
+
+def extend(beam: list[Candidate], threads: int, seen: set[tuple], limit: int) -> list[Candidate]:
+  """The beam's entries each extended by one valid action; orderings of the same actions are tried once."""
+  out: list[Candidate] = []
+  for c in beam:
+    for a in actions(c.ast, c.opts, threads):
+      opts = [*c.opts, a]
+      if (key := _canonical(opts)) in seen or copies(opts) > limit: continue
+      seen.add(key)
+      try: out.append(Candidate(opts, apply_opts(c.ast, [a])))
+      except KernelOptError: continue
+  return out
+
+
+# ---- compiling candidates in worker processes
+
+@dataclass
+class Built:
+  spec: ProgramSpec | None
+  lib: bytes = b""
+  error: str = ""
+
+
+def compile_candidate(ast: UOp, renderer: Renderer, opts: list[Opt]) -> Built:
+  """Lower, render and compile `ast` with `opts`; failures come back as an error string, not an exception."""
+  try:
+    spec = get_program(ast, renderer, opts)
+    lib = renderer.compiler.compile(spec.src)
+  except Exception as e:  # noqa: BLE001  any candidate may fail to lower or compile: it is skipped
+    return Built(None, error=f"{type(e).__name__}: {str(e)[:300]}")
+  return Built(replace(spec, uops=[]), lib)  # the uops aren't needed to run it, and are costly to pickle
+
+
+def _worker_main() -> None:
+  """A compile worker: length-prefixed pickled jobs on stdin, results on the original stdout (prints go to stderr)."""
+  out = os.fdopen(os.dup(1), "wb")
+  os.dup2(2, 1)
+  inp = sys.stdin.buffer
+  renderers: dict[bytes, Renderer] = {}
+  while len(hdr := inp.read(8)) == 8:
+    rbytes, ast, opts = pickle.loads(inp.read(int.from_bytes(hdr, "little")))
+    if rbytes not in renderers: renderers[rbytes] = pickle.loads(rbytes)
+    data = pickle.dumps(compile_candidate(ast, renderers[rbytes], opts))
+    out.write(len(data).to_bytes(8, "little") + data)
+    out.flush()
+
+
+WORKER_FAILED = "compile worker failed"
+WORKER_ARGS = ["-c", "from tinygrad.codegen.search import _worker_main; _worker_main()"]
+
+
+class _Worker:
+  def __init__(self) -> None:
+    # the child finds tinygrad (and any plugin) where this process does; it never searches itself
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "DEBUG": "0", "BEAM": "0", "JITBEAM": "0"}
+    self.proc = subprocess.Popen([sys.executable, *WORKER_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+  def call(self, job: bytes) -> Built:
+    assert self.proc.stdin is not None and self.proc.stdout is not None
+    self.proc.stdin.write(len(job).to_bytes(8, "little") + job)
+    self.proc.stdin.flush()
+    if len(hdr := self.proc.stdout.read(8)) < 8: raise EOFError("compile worker exited")
+    return pickle.loads(self.proc.stdout.read(int.from_bytes(hdr, "little")))
+
+  def close(self) -> None:
+    if self.proc.poll() is None:
+      try:
+        if self.proc.stdin is not None: self.proc.stdin.close()  # EOF: the worker's loop ends
+        self.proc.wait(timeout=5)
+      except (OSError, subprocess.TimeoutExpired): self.proc.kill()
+
+
+class WorkerPool:
+  """Long-lived compile workers (plain subprocesses: unlike multiprocessing's spawn they never re-run the user's
+  __main__). Threads here only wait on pipes; the lowering and compiling run in parallel in the children."""
+
+  def __init__(self, n: int):
+    self.idle: queue.Queue[_Worker] = queue.Queue()
+    for _ in range(n): self.idle.put(_Worker())
+    self.n = n
+
+  def _run(self, job: bytes) -> Built:
+    w = self.idle.get()
+    try: res = w.call(job)
+    except (OSError, EOFError, pickle.UnpicklingError) as e:  # the worker died (a crash in the compiler): replace it
+      w.close()
+      w = _Worker()
+      res = Built(None, error=f"{WORKER_FAILED}: {e}")
+    finally: self.idle.put(w)
+    return res
+
+  def map(self, jobs: list[bytes], done: Any = None) -> list[Built]:
+    def one(job: bytes) -> Built:
+      res = self._run(job)
+      if done is not None: done()
+      return res
+    with ThreadPoolExecutor(self.n) as ex: return list(ex.map(one, jobs))
+
+  def close(self) -> None:
+    while not self.idle.empty(): self.idle.get().close()
+
+
+_pool: WorkerPool | None = None
+_pool_broken = False
+_pool_lock = threading.Lock()
+
+
+def _get_pool() -> WorkerPool | None:
+  global _pool
+  if PARALLEL.value <= 1 or not sys.executable: return None
+  with _pool_lock:
+    if _pool is None or _pool.n != PARALLEL.value:
+      if _pool is not None: _pool.close()
+      try: _pool = WorkerPool(int(PARALLEL.value))
+      except OSError as e:
+        if DEBUG >= 1: print(f"BEAM: no compile workers ({e}); compiling in this process")
+        return None
+      atexit.register(_pool.close)
+  return _pool
+
+
+def compile_all(ast: UOp, renderer: Renderer, cands: list[Candidate], done: Any = None) -> list[Built]:
+  """Compile every candidate, in parallel when workers are available. Results are in the order of `cands`."""
+  global _pool_broken
+  if not _pool_broken and (pool := _get_pool()) is not None and len(cands) > 1:
+    rbytes = pickle.dumps(renderer)
+    res = pool.map([pickle.dumps((rbytes, ast, c.opts)) for c in cands], done)
+    if not all(r.error.startswith(WORKER_FAILED) for r in res): return res
+    # every worker died: they can't run here (no importable tinygrad, say). Compile in this process from now on
+    if DEBUG >= 1: print(f"BEAM: compile workers fail ({res[0].error}); compiling in this process")
+    _pool_broken = True
+  out = []
+  for c in cands:
+    out.append(compile_candidate(ast, renderer, c.opts))
+    if done is not None: done()
+  return out
+
+
+# ---- timing on the device
+
+class Bench:
+  """Random input buffers for one kernel on a device, and a timer for compiled candidates of it."""
+
+  def __init__(self, ast: UOp, device: Any):
+    import numpy as np
+
+    from tinygrad.device.runtime import Buffer
+    self.device = device
+    rng = np.random.default_rng(0)
+    self.bufs: dict[int, Buffer] = {}
+    for g in (u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL):
+      if not isinstance(g.dtype, PtrDType) or g.dtype.size < 0: raise ValueError(f"buffer {g.arg} has no known size to time with")
+      dt, size = g.dtype.base, max(g.dtype.size, 1)
+      buf = self.bufs[g.arg] = Buffer(device.device, size, dt).ensure_allocated()
+      # floats: values in [-1, 1) (no NaNs or denormals to slow anything); ints: ones (no division by zero traps)
+      if dt.fmt is not None and dt.fmt in "efd": data = rng.uniform(-1, 1, size).astype(np.dtype(dt.fmt)).tobytes()
+      elif dt.fmt is not None: data = np.ones(size, np.dtype(dt.fmt)).tobytes()
+      else: data = bytes(buf.nbytes)
+      buf.copyin(memoryview(data))
+    # symbolic sizes run at their largest value: the buffers are sized for it
+    self.var_vals = {u.arg[0]: u.arg[2] for u in ast.toposort() if u.op is Ops.DEFINE_VAR}
+
+  def time(self, built: Built, early_stop: float = float("inf")) -> float:
+    spec = built.spec
+    assert spec is not None
+    prg = self.device.runtime(spec.name, built.lib)
+    args = [self.bufs[i].opaque for i in spec.globals]
+    vals = tuple(self.var_vals[v.arg[0]] for v in spec.vars if v.arg[0] != CORE_ID)
+    global_size, local_size = spec.launch_dims(self.var_vals)
+    times: list[float] = []
+    for _ in range(RUNS):
+      st = time.perf_counter()
+      t = prg(*args, global_size=global_size, local_size=local_size, vals=vals, wait=True)
+      times.append(t if t is not None else time.perf_counter() - st)
+      if times[-1] > early_stop: break  # far slower than the best: one run says enough
+    return statistics.median(times)
+
+
+# ---- the search
+
+def _search(ast: UOp, renderer: Renderer, amt: int, device: Any) -> list[Opt]:
+  from tqdm import tqdm
+  st = time.perf_counter()
+  name = kernel_name(ast)
+  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1)
+  try: bench = Bench(ast, device)
+  except ValueError as e:
+    if DEBUG >= 1: print(f"BEAM {name}: {e}; using the heuristics")
+    return hc
+  threads = renderer.threads
+  # seeds: the heuristics' choice and its prefixes (with its THREAD kept), so the beam can also grow from a smaller block
+  # than the heuristics chose; and no opts when that runs quickly enough (a big matmul without opts takes seconds)
+  thread = [o for o in hc if o.op is OptOps.THREAD]
+  seeds = [[*p, *(t for t in thread if t not in p)] for p in (hc[:i] for i in range(1, len(hc) + 1))] or [[]]
+  if hc and loop_work(ast) <= NOOPT_SEED_WORK: seeds.append([])
+  unique = {_canonical(s): s for s in seeds}
+  seeds, seen = list(unique.values()), set(unique)
+  cands = seed_cands = [Candidate(s, apply_opts(ast, s)) for s in seeds]
+  best: Candidate | None = None
+  tried = 0
+  with tqdm(total=0, desc=f"BEAM {amt} {name}", leave=False, disable=DEBUG.value < 0) as bar:
+    while cands:
+      bar.total += 2 * len(cands)
+      bar.refresh()
+      built = compile_all(ast, renderer, cands, lambda: bar.update(1))
+      fastest = best.time if best is not None else float("inf")
+      for c, b in zip(cands, built):
+        tried += 1
+        if b.spec is None: c.error = b.error
+        else:
+          try: c.time = bench.time(b, SLOW * fastest)
+          except Exception as e:  # noqa: BLE001  a candidate that fails to load or run is skipped
+            c.error = f"{type(e).__name__}: {e}"
+          fastest = min(fastest, c.time)
+        if DEBUG >= 3: print(f"  {c.time * 1e6:10.1f} us  {c.opts}{'  ' + c.error if c.error else ''}")
+        bar.update(1)
+      ok = sorted((c for c in cands if c.time != float("inf")), key=lambda c: c.time)
+      if best is not None and (not ok or ok[0].time >= best.time * (1 - MIN_PROGRESS)): break
+      if not ok: break
+      best = ok[0]
+      bar.set_postfix_str(f"{best.time * 1e6:.0f} us {best.opts}")
+      cands = extend([c for c in ok[:amt] if c.time <= SLOW * best.time], threads, seen, max_copies(ast))
+  if best is None: return hc
+  if DEBUG >= 1:
+    seed_times = ", ".join(f"{c.opts if c.opts != hc else 'heuristics'} {c.time * 1e6:.1f} us" for c in seed_cands)
+    print(f"BEAM {amt} {name}: {best.opts} {best.time * 1e6:.1f} us ({seed_times}); {tried} candidates in {time.perf_counter() - st:.1f} s")
+  return best.opts

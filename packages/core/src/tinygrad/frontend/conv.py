@@ -1,0 +1,214 @@
+"""Sliding-window ops: pooling, convolution, transposed convolution and interpolation.
+
+Everything here is movement views (pad, a strided window view made of reshape/expand/shrink/permute) followed by
+elementwise and reduce ops, so a convolution is one fused kernel and autograd comes from the ops' own rules."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tinygrad.dtype import DType, dtypes
+from tinygrad.helpers import flatten, make_tuple, prod
+
+if TYPE_CHECKING:
+  from tinygrad.tensor import Tensor
+
+Pairs = list[tuple[int, int]]
+
+
+def _pad_pairs(padding: int | Sequence[int], nd: int) -> Pairs:
+  """tinygrad padding forms -> one (before, after) pair per spatial dim, first dim first.
+  An int pads every side; `nd` ints pad both sides of each dim; `2*nd` ints are torch-style flat pairs from the last dim."""
+  if isinstance(padding, int): return [(padding, padding)] * nd
+  p = [int(x) for x in padding]
+  if len(p) == nd: return [(x, x) for x in p]
+  if len(p) == 2 * nd: return [(p[2 * i], p[2 * i + 1]) for i in reversed(range(nd))]
+  raise ValueError(f"padding must be an int, {nd} ints or {2 * nd} ints for {nd} spatial dims, got {tuple(p)}")
+
+
+def _conv_pad_pairs(padding: int | Sequence[int] | str, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> Pairs:
+  if not isinstance(padding, str): return _pad_pairs(padding, len(k_))
+  if padding.lower() == "valid": return [(0, 0)] * len(k_)
+  if padding.lower() != "same": raise ValueError(f"padding string must be 'same' or 'valid', got {padding!r}")
+  if any(s != 1 for s in s_): raise ValueError("padding='same' needs stride 1")
+  return [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
+
+
+def _pad_spatial(x: Tensor, pairs: Pairs, value: float = 0.0) -> Tensor:
+  return x.pad(((0, 0),) * (x.ndim - len(pairs)) + tuple(pairs), value=value) if any(p != (0, 0) for p in pairs) else x
+
+
+def _windows(x: Tensor, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> Tensor:
+  """(..., *i) -> (..., *o, *k): the sliding windows over the last len(k_) dims, as a view.
+
+  Windows that overlap (k > s) or are dilated come from repeating the input: a row of the repeated data of length
+  L = i*f + d starts d elements later in x than the row before, so reshaping it into (k, L) rows lines window
+  offset j up with row j; stride is then a reshape (o, s) keeping index 0."""
+  nd = len(k_)
+  lead, i_ = x.shape[:-nd], x.shape[-nd:]
+  for i, k, d in zip(i_, k_, d_):
+    if d * (k - 1) + 1 > i: raise ValueError(f"kernel {tuple(k_)} (dilation {tuple(d_)}) is larger than the input {tuple(i_)}")
+  o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
+  keep = [None] * len(lead)
+  if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
+    # disjoint windows: cut to o*s, reshape (o, s), keep the first k of every s
+    x = x.pad(keep + [(0, max(0, o * s - i)) for i, o, s in zip(i_, o_, s_)])
+    x = x.shrink(keep + [(0, o * s) for o, s in zip(o_, s_)])
+    x = x.reshape(*lead, *flatten((o, s) for o, s in zip(o_, s_)))
+    x = x.shrink(keep + flatten(((0, o), (0, k)) for o, k in zip(o_, k_)))
+    return x.permute(*range(len(lead)), *[len(lead) + 2 * j for j in range(nd)], *[len(lead) + 2 * j + 1 for j in range(nd)])
+  L_ = [i * max(0, -(-(o * s - d) // i)) + d for i, o, s, d in zip(i_, o_, s_, d_)]
+  r_ = [-(-(k * L) // i) for k, L, i in zip(k_, L_, i_)]
+  x = x.reshape(*lead, *flatten((1, i) for i in i_)).expand(*lead, *flatten((r, i) for r, i in zip(r_, i_)))
+  x = x.reshape(*lead, *[r * i for r, i in zip(r_, i_)])
+  x = x.shrink(keep + [(0, k * L) for k, L in zip(k_, L_)]).reshape(*lead, *flatten((k, L) for k, L in zip(k_, L_)))
+  x = x.shrink(keep + flatten(((0, k), (0, o * s)) for k, o, s in zip(k_, o_, s_)))
+  x = x.reshape(*lead, *flatten((k, o, s) for k, o, s in zip(k_, o_, s_)))
+  x = x.shrink(keep + flatten(((0, k), (0, o), (0, 1)) for k, o in zip(k_, o_))).reshape(*lead, *flatten((k, o) for k, o in zip(k_, o_)))
+  return x.permute(*range(len(lead)), *[len(lead) + 2 * j + 1 for j in range(nd)], *[len(lead) + 2 * j for j in range(nd)])
+
+
+def _ceil_pairs(i_: Sequence[int], pairs: Pairs, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> Pairs:
+  """Extra right padding so the last, partial window is kept (ceil_mode), unless it would start in the right padding."""
+  out = []
+  for i, (pb, pa), k, s, d in zip(i_, pairs, k_, s_, d_):
+    span, ke = i + pb + pa, d * (k - 1) + 1
+    o = -(-(span - ke) // s) + 1
+    if (o - 1) * s >= i + pb: o -= 1
+    out.append((pb, pa + max(0, (o - 1) * s + ke - span)))
+  return out
+
+
+def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool, device: str) -> Tensor:
+  """(n_out, n_in) weights: row j mixes the inputs that output j samples."""
+  from tinygrad.tensor import Tensor
+  dst = Tensor.arange(n_out, dtype=dtypes.float32, device=device)
+  src_i = Tensor.arange(n_in, dtype=dtypes.int32, device=device).reshape(1, n_in)
+  if mode == "linear":
+    if align_corners: pos = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+    else: pos = ((dst + 0.5) * (n_in / n_out) - 0.5).maximum(0.0).minimum(float(n_in - 1))
+    lo = pos.floor()
+    frac = (pos - lo).reshape(n_out, 1)
+    lo_i = lo.cast(dtypes.int32).reshape(n_out, 1)
+    hi_i = (lo_i + 1).minimum(n_in - 1)
+    return src_i.eq(lo_i).where(1.0 - frac, 0.0) + src_i.eq(hi_i).where(frac, 0.0)
+  shift = 0.5 if mode == "nearest-exact" else 0.0
+  idx = ((dst + shift) * (n_in / n_out)).floor().cast(dtypes.int32).minimum(n_in - 1).reshape(n_out, 1)
+  return src_i.eq(idx).cast(dtypes.float32)
+
+
+class ConvMixin:
+  __slots__ = ()
+
+  def _pool(self, k_: Sequence[int], stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1) -> Tensor:
+    """The sliding windows of size k_ over the last len(k_) dims: (..., *i) -> (..., *o, *k_)."""
+    return _windows(self, tuple(k_), make_tuple(stride, len(k_)), make_tuple(dilation, len(k_)))
+
+  # ---- pooling
+  def avg_pool2d(self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
+                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    k_ = make_tuple(kernel_size, 2)
+    s_, d_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_))
+    axes = tuple(range(-len(k_), 0))
+    pairs = _pad_pairs(padding, len(k_))
+    full = _ceil_pairs(self.shape[-len(k_):], pairs, k_, s_, d_) if ceil_mode else pairs
+    total = _windows(_pad_spatial(self, full), k_, s_, d_).sum(axes)
+    if count_include_pad and not ceil_mode: return total / prod(k_)
+    # divisor: the window positions that are input (or explicit padding, with count_include_pad)
+    ones = self.ones_like() if not count_include_pad else _pad_spatial(self.ones_like(), pairs, 1.0)
+    extra = full if not count_include_pad else [(0, a - pa) for (_, a), (_, pa) in zip(full, pairs)]
+    return total / _windows(_pad_spatial(ones, extra), k_, s_, d_).sum(axes)
+
+  def max_pool2d(self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
+                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    k_ = make_tuple(kernel_size, 2)
+    s_, d_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_))
+    axes = tuple(range(-len(k_), 0))
+    pairs = _pad_pairs(padding, len(k_))
+    if ceil_mode: pairs = _ceil_pairs(self.shape[-len(k_):], pairs, k_, s_, d_)
+    win = _windows(_pad_spatial(self, pairs, dtypes.min(self.dtype)), k_, s_, d_)
+    out = win.max(axes)
+    if not return_indices: return out
+    # flat index (into the spatial dims) of the first maximum of each window
+    from tinygrad.tensor import Tensor
+    sp = self.shape[-len(k_):]
+    n = prod(sp)
+    rev = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(sp)
+    rev_win = _windows(_pad_spatial(rev, pairs), k_, s_, d_)
+    hit = win.eq(out.reshape(*out.shape, *[1] * len(k_)))
+    return out, (n - (hit.where(rev_win, 0)).max(axes)).cast(dtypes.int32)
+
+  def max_unpool2d(self, indices: Tensor, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,
+                   dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
+    """Inverse of max_pool2d(return_indices=True): each value goes to its flat spatial index (output_size or the size the
+    pooling came from), the rest is zero."""
+    bs, c, *sp = self.shape
+    if output_size is None:
+      k_ = make_tuple(kernel_size, len(sp))
+      s_, d_ = make_tuple(stride if stride is not None else k_, len(sp)), make_tuple(dilation, len(sp))
+      output_size = [(i - 1) * s - (pb + pa) + d * (k - 1) + 1 for i, k, s, d, (pb, pa) in zip(sp, k_, s_, d_, _pad_pairs(padding, len(sp)))]
+    out_sp = tuple(output_size)[-len(sp):]
+    n = prod(out_sp)
+    from tinygrad.tensor import Tensor
+    hot = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape(1, 1, 1, n).eq(indices.cast(dtypes.int32).reshape(bs, c, -1, 1))
+    total = hot.where(self.reshape(bs, c, -1, 1), 0).sum(2)
+    # overlapping windows can send one input to a position several times: keep the value once (like torch), while every
+    # copy still gets the position's whole gradient
+    hits = hot.sum(2).maximum(1).cast(total.dtype)
+    return (total - (total - total / hits).detach()).reshape(bs, c, *out_sp)
+
+  # ---- convolution
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+             padding: int | Sequence[int] | str = 0, dtype: DType | None = None) -> Tensor:
+    """N-d convolution (cross-correlation like torch): input (bs, groups*cin, *spatial), weight (cout, cin, *kernel)."""
+    if self.ndim != weight.ndim or self.ndim < 3:
+      raise ValueError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin, *kernel) of one rank, got {self.shape} and {weight.shape}")
+    (bs, cin_), (cout, cin), k_ = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if groups * cin != cin_: raise ValueError(f"input has {cin_} channels but weight {weight.shape} with groups={groups} needs {groups * cin}")
+    if cout % groups: raise ValueError(f"out channels {cout} must divide into groups={groups}")
+    nd = len(k_)
+    s_, d_ = make_tuple(stride, nd), make_tuple(dilation, nd)
+    x = _windows(_pad_spatial(self, _conv_pad_pairs(padding, k_, s_, d_)), k_, s_, d_)  # (bs, cin_, *o, *k)
+    rcout, o_ = cout // groups, x.shape[2:2 + nd]
+    x = x.reshape(bs, groups, 1, cin, *o_, *k_).permute(0, 1, 2, *range(4, 4 + nd), 3, *range(4 + nd, 4 + 2 * nd))
+    w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *k_)
+    out = (x * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *o_)
+    return out if bias is None else out + bias.reshape(1, -1, *[1] * nd)
+
+  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
+                       dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+    """Transposed convolution: input (bs, cin, *spatial), weight (cin, cout/groups, *kernel), torch's output size."""
+    if self.ndim != weight.ndim or self.ndim < 3: raise ValueError(f"conv_transpose needs inputs of one rank >= 3, got {self.shape} and {weight.shape}")
+    cin, rcout, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
+    if cin != self.shape[1] or cin % groups: raise ValueError(f"input has {self.shape[1]} channels, weight {weight.shape} with groups={groups}")
+    nd = len(k_)
+    s_, d_, op_ = make_tuple(stride, nd), make_tuple(dilation, nd), make_tuple(output_padding, nd)
+    # the equivalent conv: flipped, in/out-swapped weight over the input with s-1 zeros between elements
+    w = weight.reshape(groups, cin // groups, rcout, *k_).transpose(1, 2).reshape(groups * rcout, cin // groups, *k_).flip(*range(2, 2 + nd))
+    x = self
+    if any(s > 1 for s in s_):
+      lead = x.shape[:2]
+      x = x.reshape(*lead, *flatten((i, 1) for i in x.shape[2:])).pad(((0, 0), (0, 0), *flatten(((0, 0), (0, s - 1)) for s in s_)))
+      x = x.reshape(*lead, *[i * s for i, s in zip(self.shape[2:], s_)]).shrink(((0, lead[0]), (0, lead[1]),
+                                                                                *[(0, (i - 1) * s + 1) for i, s in zip(self.shape[2:], s_)]))
+    pairs = [(d * (k - 1) - pb, d * (k - 1) - pa + op) for (pb, pa), k, d, op in zip(_pad_pairs(padding, nd), k_, d_, op_)]
+    return x.conv2d(w, bias, groups, 1, d_, flatten(reversed(pairs)))
+
+  # ---- resampling
+  def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
+    """Resize the last len(size) dims to `size`: mode 'linear' (also 'bilinear'/'trilinear'), 'nearest' or 'nearest-exact'."""
+    mode = {"bilinear": "linear", "trilinear": "linear"}.get(mode, mode)
+    if mode not in ("linear", "nearest", "nearest-exact"): raise ValueError(f"interpolate mode must be linear, nearest or nearest-exact, got {mode!r}")
+    if align_corners and mode != "linear": raise ValueError("align_corners only goes with mode='linear'")
+    size = tuple(size)
+    if not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size): raise ValueError(f"invalid size {size}")
+    x = self.cast(dtypes.float32) if not dtypes.is_float(self.dtype) else self
+    for ax in range(self.ndim - len(size), self.ndim):
+      n_in, n_out = x.shape[ax], size[ax - (self.ndim - len(size))]
+      if n_in == n_out: continue
+      m = _interp_matrix(n_in, n_out, mode, align_corners, self.device).cast(x.dtype)  # (n_out, n_in)
+      xe = x.unsqueeze(ax)  # (..., 1, n_in, ...)
+      me = m.reshape(*[1] * ax, n_out, n_in, *[1] * (x.ndim - ax - 1))
+      x = (xe * me).sum(ax + 1)
+    return x.cast(self.dtype) if x.dtype != self.dtype else x
+

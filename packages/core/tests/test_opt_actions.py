@@ -1,0 +1,301 @@
+"""Kernel optimization actions and BEAM search: every action (alone and in random combinations) computes the same
+results as the unoptimized kernel on the PYTHON device; invalid actions raise KernelOptError; BEAM's choice is
+cached on disk and reused; ProgramSpec and DEBUG=2 report the applied opts. No test looks at timings."""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import tinygrad.codegen.search as search
+import tinygrad.helpers as helpers
+from tinygrad import Device, Tensor
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, ranges_of
+from tinygrad.codegen.program import get_program
+from tinygrad.engine import realize
+from tinygrad.helpers import Context
+from tinygrad.jit import TinyJit
+from tinygrad.uop.ops import Ops, UOp
+
+# small shapes: the PYTHON device interprets every candidate
+SHAPES: dict[str, list[tuple[int, ...]]] = {
+  "matmul": [(8, 16), (16, 4)],
+  "sum_axis": [(8, 32)],
+  "sum_all": [(128,)],
+  "softmax": [(4, 16)],
+  "conv": [(2, 3, 8), (4, 3, 8)],
+  "elementwise": [(8, 16), (8, 16)],
+}
+PROGRAMS: dict[str, Callable[..., Tensor]] = {
+  "matmul": lambda a, b: a @ b,
+  "sum_axis": lambda x: x.sum(1),
+  "sum_all": lambda x: x.sum(),
+  "softmax": lambda x: x.exp() / x.exp().sum(1, keepdim=True),
+  # a 1-D convolution as broadcast and reduce: (batch, 1, cin, k) * (1, cout, cin, k) summed over cin and k
+  "conv": lambda x, w: (x.reshape(2, 1, 3, 8) * w.reshape(1, 4, 3, 8)).sum((2, 3)),
+  "elementwise": lambda a, b: (a * b + 1).relu(),
+}
+
+
+def inputs(name: str) -> list[np.ndarray]:
+  rng = np.random.default_rng(sum(map(ord, name)))
+  return [rng.uniform(-1, 1, s).astype(np.float32) for s in SHAPES[name]]
+
+
+def reference(name: str) -> np.ndarray:
+  with Context(DEV="PYTHON", NOOPT=1): return PROGRAMS[name](*[Tensor(x) for x in inputs(name)]).numpy()
+
+
+def kernel_asts(name: str) -> list[UOp]:
+  return [si.ast for si in PROGRAMS[name](*[Tensor(x) for x in inputs(name)]).schedule() if si.ast.op is Ops.SINK]
+
+
+def run_with(name: str, monkeypatch: pytest.MonkeyPatch, opts_for: dict[UOp, list[Opt]]) -> np.ndarray:
+  """The program on the session device, each kernel compiled with the opts given for its AST (none otherwise)."""
+  # (the PYTHON reference runs the same ASTs under NOOPT: it stays unoptimized)
+  monkeypatch.setattr(search, "choose_opts", lambda ast, renderer: [] if helpers.NOOPT else opts_for.get(ast, []))
+  monkeypatch.setattr(realize, "_runner_cache", {})  # compile afresh: the cache doesn't know about the patched choice
+  return PROGRAMS[name](*[Tensor(x) for x in inputs(name)]).numpy()
+
+
+def threads() -> int: return Device.renderer(Device.DEFAULT).threads
+
+
+def all_actions(ast: UOp) -> list[Opt]: return search.actions(ast, [], threads())
+
+
+# ---- every action preserves results
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_every_action_preserves_results(name: str, monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  ref = reference(name)
+  asts = kernel_asts(name)
+  assert asts
+  tried = 0
+  for ast in asts:
+    acts = all_actions(ast)
+    kinds = {r.arg[1] for r in ranges_of(ast).values()}
+    want = ({OptOps.UPCAST} | ({OptOps.THREAD} if threads() > 1 else set()) if "global" in kinds else set()) | \
+      ({OptOps.UNROLL} if "reduce" in kinds else set())
+    assert {a.op for a in acts} == want, acts
+    for a in acts:
+      out = run_with(name, monkeypatch, {ast: [a]})
+      np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=f"{a} on kernel {ast}")
+      tried += 1
+  assert tried >= len(asts)
+
+
+@pytest.mark.parametrize("name", ["matmul", "conv", "sum_axis"])
+def test_unroll_is_among_the_actions(name: str):
+  assert any(a.op is OptOps.UNROLL for ast in kernel_asts(name) for a in all_actions(ast))
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_random_action_combinations_preserve_results(name: str, monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  ref = reference(name)
+  rng = random.Random(name)
+  asts = kernel_asts(name)
+  for _ in range(4):
+    chosen: dict[UOp, list[Opt]] = {}
+    for ast in asts:  # every kernel gets up to 3 actions, each valid on the kernel the previous ones made
+      opts: list[Opt] = []
+      cur = ast
+      for _ in range(rng.randint(1, 3)):
+        acts = [a for a in search.actions(cur, opts, threads()) if search.copies([*opts, a]) <= 64]
+        if not acts: break
+        a = rng.choice(acts)
+        cur, opts = apply_opt(cur, a), [*opts, a]
+      chosen[ast] = opts
+    out = run_with(name, monkeypatch, chosen)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=f"opts {list(chosen.values())}")
+
+
+def test_thread_split_that_does_not_divide(monkeypatch: pytest.MonkeyPatch):
+  """THREAD by 3 over an output loop of 8: the last chunk is shorter (clamped index, gated stores)."""
+  if Device.DEFAULT.startswith(("NULL", "PYTHON")): pytest.skip("threads are a CPU feature")
+  (ast,) = kernel_asts("matmul")
+  out = run_with("matmul", monkeypatch, {ast: [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.THREAD, 0, 3)]})
+  np.testing.assert_allclose(out, reference("matmul"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.compile_only
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_every_action_compiles(name: str):
+  renderer = Device.renderer(Device.DEFAULT)
+  for ast in kernel_asts(name):
+    for a in all_actions(ast):
+      spec = get_program(ast, renderer, [a])
+      assert spec.opts == [a]
+      renderer.compiler.compile(spec.src)
+
+
+# ---- invalid actions
+
+def matmul_ast() -> UOp:
+  (ast,) = kernel_asts("matmul")
+  return ast
+
+
+def axis_of(ast: UOp, kind: str) -> int:
+  return next(rid for rid, r in sorted(ranges_of(ast).items()) if r.arg[1] == kind)
+
+
+@pytest.mark.compile_only
+@pytest.mark.parametrize("make", [
+  lambda ast: Opt(OptOps.UPCAST, axis_of(ast, "reduce"), 2),   # UPCAST needs an output loop
+  lambda ast: Opt(OptOps.UNROLL, axis_of(ast, "global"), 2),   # UNROLL needs a reduce loop
+  lambda ast: Opt(OptOps.UPCAST, axis_of(ast, "global"), 3),   # 3 doesn't divide 8
+  lambda ast: Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 32),  # more than the loop's 16
+  lambda ast: Opt(OptOps.UPCAST, axis_of(ast, "global"), 1),   # splitting by 1 is no action
+  lambda ast: Opt(OptOps.UPCAST, 99, 2),                       # no such loop
+], ids=["upcast_reduce", "unroll_output", "non_divisor", "too_big", "by_one", "missing_axis"])
+def test_invalid_actions_raise(make: Callable[[UOp], Opt]):
+  ast = matmul_ast()
+  with pytest.raises(KernelOptError): apply_opts(ast, [make(ast)])
+  with pytest.raises(KernelOptError): get_program(ast, Device.renderer(Device.DEFAULT), [make(ast)])
+
+
+@pytest.mark.compile_only
+def test_invalid_after_valid_raises():
+  ast = matmul_ast()
+  out = axis_of(ast, "global")
+  apply_opts(ast, [Opt(OptOps.UPCAST, out, 4)])
+  with pytest.raises(KernelOptError): apply_opts(ast, [Opt(OptOps.UPCAST, out, 4), Opt(OptOps.UPCAST, out, 4)])  # 8/4 = 2 left
+
+
+@pytest.mark.compile_only
+def test_actions_are_all_valid_and_bounded():
+  ast = matmul_ast()
+  acts = all_actions(ast)
+  for a in acts: apply_opt(ast, a)
+  # the candidates BEAM grows never exceed the copy limit and never repeat an ordering
+  seen: set[tuple] = set()
+  grown = search.extend([search.Candidate([], ast)], threads(), seen, 8)
+  assert grown and all(search.copies(c.opts) <= 8 for c in grown)
+  assert len(seen) == len(grown) == len({search._canonical(c.opts) for c in grown})
+  assert not search.extend([search.Candidate([], ast)], threads(), seen, 8)  # all seen already
+
+
+# ---- ProgramSpec and DEBUG=2 carry the opts
+
+@pytest.mark.compile_only
+def test_program_spec_carries_opts():
+  ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
+  with Context(NOOPT=1): assert get_program(ast, renderer).opts == []
+  with Context(NOOPT=0, BEAM=0): assert get_program(ast, renderer).opts == search.choose_opts(ast, renderer)
+  opts = [Opt(OptOps.UPCAST, axis_of(ast, "global"), 2), Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 4)]
+  assert get_program(ast, renderer, opts).opts == opts
+
+
+def test_debug2_prints_opts(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  ast = matmul_ast()
+  opt = Opt(OptOps.UPCAST, axis_of(ast, "global"), 2)
+  with Context(DEBUG=2): run_with("matmul", monkeypatch, {ast: [opt]})
+  assert f"UPCAST({opt.axis},2)" in capsys.readouterr().out
+
+
+# ---- BEAM
+
+@pytest.fixture
+def temp_cache(tmp_path, monkeypatch: pytest.MonkeyPatch):
+  """An empty on-disk cache for this test (helpers.CACHEDB is read at import, so it is patched with the connection)."""
+  monkeypatch.setattr(helpers, "CACHEDB", str(tmp_path / "cache.db"))
+  monkeypatch.setattr(helpers, "_db_conn", None)
+  with Context(CACHELEVEL=2): yield
+  if helpers._db_conn is not None: helpers._db_conn.close()
+
+
+@pytest.fixture
+def search_calls(monkeypatch: pytest.MonkeyPatch) -> list[UOp]:
+  """The ASTs the (uncached) BEAM search ran for."""
+  calls: list[UOp] = []
+  real = search._search
+  def counted(ast: UOp, *args, **kwargs):
+    calls.append(ast)
+    return real(ast, *args, **kwargs)
+  monkeypatch.setattr(search, "_search", counted)
+  return calls
+
+
+def test_beam_cache_is_used_on_the_second_run(temp_cache, search_calls: list[UOp], monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
+  monkeypatch.setattr(search, "MAX_COPIES", 8)  # a short search
+  ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
+  with Context(BEAM=1, PARALLEL=0):
+    first = get_program(ast, renderer)
+    assert search_calls == [ast]
+    second = get_program(ast, renderer)
+  assert search_calls == [ast], "the second compile must come from the cache"
+  assert first.opts == second.opts and first.src == second.src
+  assert helpers.diskcache_get(search.CACHE_TABLE, search.cache_key(ast, renderer, 1)) is not None
+  # another beam width is another search
+  with Context(BEAM=2, PARALLEL=0): get_program(ast, renderer)
+  assert len(search_calls) == 2
+
+
+def test_beam_results_are_correct(temp_cache, search_calls: list[UOp], monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
+  monkeypatch.setattr(search, "MAX_COPIES", 8)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  with Context(BEAM=2, PARALLEL=0): out = PROGRAMS["conv"](*[Tensor(x) for x in inputs("conv")]).numpy()
+  np.testing.assert_allclose(out, reference("conv"), rtol=1e-5, atol=1e-6)
+  assert search_calls
+
+
+def test_beam_with_compile_workers(temp_cache, search_calls: list[UOp], monkeypatch: pytest.MonkeyPatch):
+  """Candidates compiled in worker processes come back runnable and give the same choice as compiling in-process."""
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
+  ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
+  cands = search.extend([search.Candidate([], ast)], renderer.threads, set(), 8)
+  with Context(PARALLEL=2): built = search.compile_all(ast, renderer, cands)
+  with Context(PARALLEL=0): local = search.compile_all(ast, renderer, cands)
+  assert [b.error for b in built] == [""] * len(cands)
+  # the same programs (the PYTHON renderer's payload is a pickle, whose bytes may differ: compare its listing)
+  def text(src: str) -> list[str]: return [ln for ln in src.splitlines() if not ln.startswith("PYTHONv")]
+  assert [text(b.spec.src) for b in built] == [text(b.spec.src) for b in local]  # type: ignore[union-attr]
+  assert [b.spec.opts for b in built] == [c.opts for c in cands]  # type: ignore[union-attr]
+  bench = search.Bench(ast, Device[renderer.device])
+  assert all(bench.time(b) >= 0 for b in built)
+
+
+def test_compile_falls_back_when_workers_cannot_start(monkeypatch: pytest.MonkeyPatch):
+  ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
+  cands = search.extend([search.Candidate([], ast)], renderer.threads, set(), 4)
+  monkeypatch.setattr(search, "WORKER_ARGS", ["-c", "import sys; sys.exit(3)"])  # workers that die at once
+  monkeypatch.setattr(search, "_pool", None)
+  monkeypatch.setattr(search, "_pool_broken", False)
+  with Context(PARALLEL=2): built = search.compile_all(ast, renderer, cands)
+  assert search._pool_broken and all(b.spec is not None for b in built), [b.error for b in built]
+
+
+def test_failed_candidates_are_skipped(monkeypatch: pytest.MonkeyPatch):
+  ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
+  bad = search.compile_candidate(ast, renderer, [Opt(OptOps.UPCAST, 99, 2)])
+  assert bad.spec is None and "KernelOptError" in bad.error
+  def broken(src: str) -> bytes: raise RuntimeError("compiler says no")
+  monkeypatch.setattr(renderer.compiler, "compile", broken)
+  assert "compiler says no" in search.compile_candidate(ast, renderer, []).error
+
+
+def test_jitbeam_applies_only_while_capturing(temp_cache, search_calls: list[UOp], monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
+  monkeypatch.setattr(search, "MAX_COPIES", 8)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  x = Tensor(np.arange(48, dtype=np.float32).reshape(6, 8))
+
+  @TinyJit
+  def f(t: Tensor) -> Tensor: return (t * 3).sum(1)
+
+  with Context(JITBEAM=1, BEAM=0, PARALLEL=0):
+    np.testing.assert_allclose(f(x).numpy(), (np.arange(48).reshape(6, 8) * 3).sum(1))
+    assert search_calls == [], "the first (uncaptured) call uses the heuristics"
+    f(x)
+    assert search_calls, "the captured call searches"
+    n = len(search_calls)
+    np.testing.assert_allclose(f(x).numpy(), (np.arange(48).reshape(6, 8) * 3).sum(1))
+    assert len(search_calls) == n, "replay compiles nothing"
+  with Context(JITBEAM=0, BEAM=0): assert search.beam_width() == 0

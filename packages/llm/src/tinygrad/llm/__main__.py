@@ -1,0 +1,160 @@
+"""python -m tinygrad.llm: chat in the terminal (or answer a piped prompt), serve an OpenAI-compatible API, or benchmark."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+DEFAULT_MAX_CONTEXT = 1024  # attention and the KV-cache update touch the whole cache each token: keep it modest on CPUs
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+  p = argparse.ArgumentParser(prog="python -m tinygrad.llm", description="Run a GGUF language model: chat, serve an OpenAI-compatible API, or benchmark.")
+  p.add_argument("--model", help="a local .gguf path, a URL, or an alias (see --list-models); default: the embedded SmolLM2-135M-Instruct")
+  p.add_argument("--list-models", action="store_true", help="print the model aliases and exit")
+  p.add_argument("--max_context", "--max-context", type=int, default=None, help=f"context length in tokens (default: {DEFAULT_MAX_CONTEXT} or the model's, if smaller)")
+  p.add_argument("--kv_cache", "--kv-cache", choices=["f16", "f32"], default="f16", help="KV cache precision (default f16)")
+  p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 is greedy (default 0)")
+  p.add_argument("--top_k", "--top-k", type=int, default=0, help="sample from the k most likely tokens (0: all)")
+  p.add_argument("--top_p", "--top-p", type=float, default=1.0, help="nucleus sampling mass (1: all)")
+  p.add_argument("--seed", type=int, default=0, help="random seed for sampling")
+  p.add_argument("--max_tokens", "--max-tokens", type=int, default=None, help="most tokens per answer (default: until the model stops or the context is full)")
+  p.add_argument("--system", default=None, help="a system prompt")
+  p.add_argument("--serve", nargs="?", type=int, const=8000, default=None, metavar="PORT", help="serve the OpenAI API and a chat page (default port 8000)")
+  p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+  p.add_argument("--benchmark", nargs="?", type=int, const=20, default=None, metavar="N", help="time prefill and N decoded tokens, print JSON and exit")
+  p.add_argument("--warmup", action="store_true", help="compile and capture the kernels before the first prompt")
+  p.add_argument("--verbose", "-v", action="store_true", help="print timings after each answer")
+  return p.parse_args(argv)
+
+
+def load(args: argparse.Namespace):
+  from tinygrad import dtypes
+  from tinygrad.llm.engine import LLM
+  from tinygrad.llm.gguf import read_gguf
+  from tinygrad.llm.hub import resolve_model
+  path = resolve_model(args.model)
+  g = read_gguf(path)
+  arch = g.get("general.architecture")
+  model_ctx = g.get(f"{arch}.context_length") or DEFAULT_MAX_CONTEXT
+  ctx = args.max_context or min(DEFAULT_MAX_CONTEXT, model_ctx)
+  return LLM.load(str(path), max_context=ctx, cache_dtype=dtypes.float16 if args.kv_cache == "f16" else dtypes.float32)
+
+
+def warmup(llm) -> None:
+  """Run prefill and decode three times each (compile, capture, replay), then forget the tokens."""
+  from tinygrad.llm.engine import SamplingParams
+  ids = llm.tokenizer.encode("Hello, how are you?")[: max(2, min(8, llm.max_context - 8))] or [0, 0]
+  for _ in range(3):
+    llm.cached = []
+    for _ in llm.generate(ids, max_new_tokens=3, params=SamplingParams(ignore_eos=True)): pass
+  llm.cached = []
+
+
+def benchmark(llm, n: int) -> dict:
+  from tinygrad.llm.engine import GenerationStats, SamplingParams
+  prompt = "Write a short story about a robot who learns to paint."
+  ids = llm.chat_ids([{"role": "user", "content": prompt}])
+  n = min(n, llm.max_context - 2)
+  ids = ids[:max(1, min(len(ids), llm.max_context - n - 1))]  # prompt + n tokens must fit in the context
+  # two untimed runs compile and capture the kernels
+  for _ in range(2):
+    llm.cached = []
+    for _ in llm.generate(ids, max_new_tokens=3, params=SamplingParams(ignore_eos=True)): pass
+  llm.cached = []
+  stats = GenerationStats()
+  for _ in llm.generate(ids, max_new_tokens=n, params=SamplingParams(ignore_eos=True), stats=stats): pass
+  return {"model": llm.name, "prompt_tokens": stats.prompt_tokens, "prefill_tok_s": round(stats.prefill_tps, 2),
+          "decode_tokens": stats.completion_tokens, "decode_tok_s": round(stats.decode_tps, 2), "max_context": llm.max_context}
+
+
+def answer(llm, messages: list[dict], args: argparse.Namespace, out=sys.stdout) -> str:
+  from tinygrad.llm.engine import GenerationStats, SamplingParams
+  params = SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+  stats = GenerationStats()
+  ids = llm.chat_ids(messages)
+  text = []
+  for piece in llm.stream_text(ids, args.max_tokens, params, stats):
+    out.write(piece)
+    out.flush()
+    text.append(piece)
+  out.write("\n")
+  out.flush()
+  if args.verbose:
+    print(f"[{stats.prompt_tokens} prompt tokens ({stats.cached_tokens} cached) in {stats.prefill_s:.2f} s, "
+          f"{stats.completion_tokens} tokens at {stats.decode_tps:.2f} tok/s, {stats.finish_reason}]", file=sys.stderr)
+  return "".join(text)
+
+
+def chat(llm, args: argparse.Namespace) -> None:
+  from tinygrad.llm.engine import ContextLengthExceeded
+  history: list[dict] = [{"role": "system", "content": args.system}] if args.system else []
+  print(f"{llm.name} (max context {llm.max_context} tokens). /reset clears the conversation, /exit or Ctrl-D quits.", file=sys.stderr)
+  while True:
+    try: line = input(">>> ")
+    except (EOFError, KeyboardInterrupt):
+      print(file=sys.stderr)
+      return
+    if not line.strip(): continue
+    if line.strip() in ("/exit", "/quit", "/bye"): return
+    if line.strip() == "/reset":
+      history = history[:1] if args.system else []
+      continue
+    history.append({"role": "user", "content": line})
+    try: reply = answer(llm, history, args)
+    except ContextLengthExceeded as e:
+      history.pop()
+      print(f"error: {e}; /reset starts a new conversation", file=sys.stderr)
+      continue
+    except KeyboardInterrupt:
+      print("\n[interrupted]", file=sys.stderr)
+      history.pop()
+      continue
+    history.append({"role": "assistant", "content": reply})
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = parse_args(argv)
+  if args.list_models:
+    from tinygrad.llm.hub import ALIASES
+    for k, v in ALIASES.items(): print(f"{k:16s} {v}")
+    return 0
+  from tinygrad.llm.engine import ContextLengthExceeded
+  from tinygrad.llm.gguf import GGUFError
+  from tinygrad.llm.model import UnsupportedModel
+  from tinygrad.llm.quants import UnsupportedQuantization
+  t0 = time.perf_counter()
+  try: llm = load(args)
+  except (FileNotFoundError, GGUFError, UnsupportedModel, UnsupportedQuantization, OSError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+  if args.verbose: print(f"[loaded {llm.name} in {time.perf_counter() - t0:.1f} s]", file=sys.stderr)
+  if args.benchmark is not None:
+    print(json.dumps(benchmark(llm, args.benchmark)))
+    return 0
+  if args.warmup:
+    t1 = time.perf_counter()
+    warmup(llm)
+    if args.verbose: print(f"[warmed up in {time.perf_counter() - t1:.1f} s]", file=sys.stderr)
+  if args.serve is not None:
+    from tinygrad.llm.server import serve
+    serve(llm, args.host, args.serve)
+    return 0
+  if not sys.stdin.isatty():
+    prompt = sys.stdin.read().strip()
+    if not prompt:
+      print("error: no prompt on stdin", file=sys.stderr)
+      return 1
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
+    try: answer(llm, messages, args)
+    except ContextLengthExceeded as e:
+      print(f"error: {e}", file=sys.stderr)
+      return 1
+    return 0
+  chat(llm, args)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

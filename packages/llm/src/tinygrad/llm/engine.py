@@ -1,0 +1,148 @@
+"""Generation: a model and its tokenizer, prefill in fixed-size chunks and one-token decode (each a TinyJit over a symbolic start
+position), sampling, KV-cache reuse across chat turns, and streaming text out."""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tinygrad import Tensor, TinyJit, Variable, dtypes
+from tinygrad.llm.gguf import GGUFFile, read_gguf
+from tinygrad.llm.model import Transformer
+from tinygrad.llm.sampling import greedy, sample
+from tinygrad.llm.tokenizer import Tokenizer
+
+PREFILL_CHUNK = 32
+
+
+class ContextLengthExceeded(ValueError):
+  """The prompt (plus at least one new token) doesn't fit in the model's context."""
+
+
+@dataclass
+class GenerationStats:
+  prompt_tokens: int = 0
+  cached_tokens: int = 0        # prompt tokens whose keys/values were already in the cache
+  completion_tokens: int = 0
+  prefill_s: float = 0.0
+  decode_s: float = 0.0
+  finish_reason: str = "length"
+
+  @property
+  def prefill_tps(self) -> float: return (self.prompt_tokens - self.cached_tokens) / self.prefill_s if self.prefill_s else 0.0
+  @property
+  def decode_tps(self) -> float: return max(self.completion_tokens - 1, 0) / self.decode_s if self.decode_s else 0.0
+
+
+@dataclass
+class SamplingParams:
+  temperature: float = 0.0
+  top_k: int = 0
+  top_p: float = 1.0
+  seed: int = 0
+  stop_ids: set[int] = field(default_factory=set)
+  ignore_eos: bool = False  # don't stop at the tokenizer's end-of-generation tokens (benchmarks)
+
+
+class LLM:
+  def __init__(self, model: Transformer, tokenizer: Tokenizer, name: str = "model", prefill_chunk: int = PREFILL_CHUNK, jit: bool | None = None):
+    self.model, self.tokenizer, self.name = model, tokenizer, name
+    self.max_context = model.max_context
+    self.chunk = min(prefill_chunk, self.max_context)
+    # a TinyJit replays fixed kernels, so the MoE router's host-side expert choice can't be inside one: those models run eagerly
+    self.jit = (not model.is_moe) if jit is None else jit
+    self.cached: list[int] = []  # tokens whose keys/values are at positions 0.. of the cache
+    self._v_start = Variable("start_pos", 0, self.max_context - 1)
+    self._v_last = Variable("last", 0, self.chunk - 1)
+    wrap = TinyJit if self.jit else (lambda f: f)
+    self._prefill = wrap(self._prefill_fn)
+    self._decode = wrap(self._decode_fn)
+    self._sample = wrap(sample)
+    self._greedy = wrap(greedy)
+
+  @staticmethod
+  def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, **kwargs) -> LLM:
+    g: GGUFFile = read_gguf(path)
+    tok = Tokenizer.from_gguf(g.metadata)
+    model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
+    name = g.get("general.name") or os.path.basename(path)
+    return LLM(model, tok, name=name, **kwargs)
+
+  # ---- the jitted pieces: pure functions of (token rows, start position) over the model's KV cache
+  def _prefill_fn(self, rows: Tensor, start_pos, last) -> Tensor: return self.model.forward(rows, start_pos, last).realize()
+  def _decode_fn(self, rows: Tensor, start_pos) -> Tensor: return self.model.forward(rows, start_pos).realize()
+
+  def _run_chunk(self, ids: list[int], start: int) -> Tensor:
+    """Logits after `ids` (at most one chunk) written at positions start.."""
+    if len(ids) == 1: return self._decode(self.model.token_rows(ids), self._v_start.bind(start))
+    n = len(ids)
+    padded = ids + [ids[-1]] * (self.chunk - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
+    return self._prefill(self.model.token_rows(padded), self._v_start.bind(start), self._v_last.bind(n - 1))
+
+  def prefill(self, ids: list[int]) -> tuple[Tensor, int]:
+    """Put `ids` in the cache (reusing the longest prefix already there); the logits after the last one, and how many were reused."""
+    if not ids: raise ValueError("can't generate from an empty prompt")
+    if len(ids) >= self.max_context:
+      raise ContextLengthExceeded(f"the prompt has {len(ids)} tokens; the context holds {self.max_context} (with room for one new token)")
+    reuse = 0
+    while reuse < min(len(ids) - 1, len(self.cached)) and self.cached[reuse] == ids[reuse]: reuse += 1
+    self.cached = self.cached[:reuse]
+    pos, logits = reuse, None
+    while pos < len(ids):
+      n = min(self.chunk, len(ids) - pos)  # a chunk may run past the end of the cache: positions past it are masked out
+      logits = self._run_chunk(ids[pos:pos + n], pos)
+      pos += n
+    self.cached = list(ids)
+    assert logits is not None
+    return logits, reuse
+
+  def sample(self, logits: Tensor, params: SamplingParams, position: int = 0) -> int:
+    """The next token from logits. The random draw depends on (seed, position): the same prompt and seed give the same answer."""
+    if params.temperature <= 0: return int(self._greedy(logits).item())
+    key = Tensor([params.seed & 0xFFFFFFFF, position & 0xFFFFFFFF], dtype=dtypes.uint32)
+    out = self._sample(logits, Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
+                       Tensor([params.top_p], dtype=dtypes.float32), key)
+    return int(out.item())
+
+  def generate(self, ids: list[int], max_new_tokens: int | None = None, params: SamplingParams | None = None,
+               stats: GenerationStats | None = None) -> Iterator[int]:
+    """Yield new token ids (the end-of-generation token is not yielded) until a stop token, max_new_tokens, or a full context."""
+    params = params or SamplingParams()
+    stats = stats if stats is not None else GenerationStats()
+    stop = params.stop_ids if params.ignore_eos else self.tokenizer.eog_ids | params.stop_ids
+    stats.prompt_tokens = len(ids)
+    t0 = time.perf_counter()
+    logits, stats.cached_tokens = self.prefill(ids)
+    tok = self.sample(logits, params, len(ids))
+    stats.prefill_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    limit = self.max_context - len(ids)
+    if max_new_tokens is not None: limit = min(limit, max_new_tokens)
+    n = 0
+    while True:
+      if tok in stop:
+        stats.finish_reason = "stop"
+        break
+      n += 1
+      stats.completion_tokens = n
+      yield tok
+      if n >= limit:
+        stats.finish_reason = "length"
+        break
+      pos = len(self.cached)
+      logits = self._run_chunk([tok], pos)
+      self.cached.append(tok)
+      tok = self.sample(logits, params, len(self.cached))
+      stats.decode_s = time.perf_counter() - t1
+
+  # ---- text in, text out
+  def chat_ids(self, messages: list[dict]) -> list[int]:
+    return self.tokenizer.encode(self.tokenizer.render_chat(messages, add_generation_prompt=True))
+
+  def stream_text(self, ids: list[int], max_new_tokens: int | None = None, params: SamplingParams | None = None,
+                  stats: GenerationStats | None = None) -> Iterator[str]:
+    dec = self.tokenizer.decoder()
+    for tok in self.generate(ids, max_new_tokens, params, stats):
+      if text := dec.add(tok): yield text
+    if text := dec.flush(): yield text

@@ -1,0 +1,372 @@
+"""Transformer language models from GGUF: llama (Llama 3.x, SmolLM2), qwen2 (qkv bias), qwen3 (qk-norm), qwen3moe (mixture of experts).
+
+Quantized weights stay quantized in memory (raw GGUF bytes in uint8 Tensors); every matmul dequantizes its weight inside the
+graph, so the scheduler fuses the dequantization into the matmul kernel.
+
+`Transformer.forward(rows, start_pos)` is a pure function of the tokens (as their rows of the quantized embedding table, a
+(1, T, row_bytes) uint8 Tensor: `token_rows(ids)`) and the position of the first one, over a preallocated KV cache that it
+updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static (attention spans the
+whole cache, masked), which is what TinyJit needs to replay one capture for every position (see engine.py).
+
+Two places are written around what core can't do yet, and change when it can: `Attention._write_cache` rewrites the whole cache
+through a mask (assigning into a shrunk view of a buffer isn't supported), and with a symbolic start attention spans the whole
+cache (a shrink to the symbolic length start_pos + T isn't supported).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinygrad import Tensor, dtypes
+from tinygrad.llm.gguf import GGUFFile, read_gguf
+from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, UnsupportedQuantization, dequantize
+from tinygrad.uop.ops import UOp
+
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
+ATTN_BUCKET = 128  # with an int start_pos, attention spans the cache up to a multiple of this (fewer distinct kernels to compile)
+
+
+class UnsupportedModel(ValueError):
+  pass
+
+
+@dataclass
+class ModelConfig:
+  arch: str
+  n_layers: int
+  dim: int
+  ff_dim: int
+  n_heads: int
+  n_kv_heads: int
+  head_dim: int
+  vocab_size: int
+  norm_eps: float = 1e-5
+  rope_base: float = 10000.0
+  rope_neox: bool = False            # rotate (x[i], x[i + d/2]) pairs (qwen) instead of (x[2i], x[2i+1]) (llama's GGUF layout)
+  context_length: int = 2048
+  n_experts: int = 0
+  n_experts_used: int = 0
+  expert_ff_dim: int = 0
+  extra: dict[str, Any] = field(default_factory=dict)
+
+  @staticmethod
+  def from_gguf(g: GGUFFile) -> ModelConfig:
+    arch = g.get("general.architecture")
+    if arch not in SUPPORTED_ARCHS: raise UnsupportedModel(f"model architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
+
+    def need(key: str) -> Any:
+      v = g.get(f"{arch}.{key}")
+      if v is None: raise UnsupportedModel(f"{g.path}: metadata {arch}.{key} is missing")
+      return v
+    n_heads = need("attention.head_count")
+    dim = need("embedding_length")
+    n_kv = g.get(f"{arch}.attention.head_count_kv", n_heads)
+    head_dim = g.get(f"{arch}.attention.key_length", dim // n_heads)
+    vocab = g.get(f"{arch}.vocab_size") or (g.tensors["token_embd.weight"].shape[0] if "token_embd.weight" in g.tensors else len(g.get("tokenizer.ggml.tokens", [])))
+    rope_dim = g.get(f"{arch}.rope.dimension_count", head_dim)
+    if rope_dim != head_dim: raise UnsupportedModel(f"partial rotary embeddings (rope.dimension_count {rope_dim} != head dim {head_dim}) are not supported")
+    if g.get(f"{arch}.attention.value_length", head_dim) != head_dim: raise UnsupportedModel("attention value_length != key_length is not supported")
+    return ModelConfig(
+      arch=arch, n_layers=need("block_count"), dim=dim, ff_dim=g.get(f"{arch}.feed_forward_length", 0), n_heads=n_heads, n_kv_heads=n_kv,
+      head_dim=head_dim, vocab_size=vocab, norm_eps=g.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5),
+      rope_base=g.get(f"{arch}.rope.freq_base", 10000.0), rope_neox=arch != "llama", context_length=g.get(f"{arch}.context_length", 2048),
+      n_experts=g.get(f"{arch}.expert_count", 0), n_experts_used=g.get(f"{arch}.expert_used_count", 0),
+      expert_ff_dim=g.get(f"{arch}.expert_feed_forward_length", 0))
+
+
+# ---- weights
+
+class QuantWeight:
+  """A weight kept as its GGUF bytes; `dequant()` is the lazy float32 tensor (dequantized inside whatever kernel consumes it)."""
+
+  def __init__(self, raw: Tensor, type_name: str, shape: tuple[int, ...]):
+    if type_name not in DEQUANTIZERS: raise UnsupportedQuantization(f"ggml type {type_name} is not supported (supported: {', '.join(DEQUANTIZERS)})")
+    self.raw, self.type_name, self.shape = raw, type_name, shape
+
+  def dequant(self) -> Tensor: return dequantize(self.raw, self.type_name, self.shape)
+
+  def rows(self, start: int, end: int) -> QuantWeight:
+    """Rows start..end of the outermost axis (e.g. one expert), still quantized (a view of the same bytes)."""
+    row_bytes = self.raw.shape[0] // self.shape[0]
+    return QuantWeight(self.raw[start * row_bytes:end * row_bytes], self.type_name, (end - start, *self.shape[1:]))
+
+
+def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None) -> Tensor:
+  """x @ W.T with W (out, in) dequantized inside the matmul kernel. Quantized weights reduce over (blocks, elements of a block), two
+  loops, so each block's scales are loaded once per block and the dequantized weight needs no index division."""
+  block = BLOCK_SIZES[w.type_name][0]
+  if block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
+  else:
+    n_out, k = w.shape
+    wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
+    out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
+  return out + bias if bias is not None else out
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+  return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * weight
+
+
+# ---- private helpers built from existing Tensor ops (candidates for core)
+
+def one_hot(idx: Tensor, n: int) -> Tensor:
+  """(...,) int -> (..., n) float32 one-hot."""
+  return (idx.unsqueeze(-1) == Tensor.arange(n, dtype=dtypes.int32, device=idx.device)).cast(dtypes.float32)
+
+
+def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
+  """An int stays an int; a symbolic int (bound Variable) becomes a 0-d int32 Tensor, so it can meet tensors in arithmetic."""
+  return v if isinstance(v, int) else Tensor(v, dtype=dtypes.int32, device=device)
+
+
+def select_rows(table: Tensor, start: int | UOp, n: int) -> Tensor:
+  """table[start:start+n] for an int or a symbolic start (a symbolic start gathers with a one-hot reduction)."""
+  if isinstance(start, int): return table[start:start + n]
+  idx = Tensor.arange(n, dtype=dtypes.int32, device=table.device) + scalar(start, table.device)
+  return (one_hot(idx, table.shape[0]).unsqueeze(-1) * table.unsqueeze(0)).sum(1)
+
+
+def topk_mask(x: Tensor, k: int) -> Tensor:
+  """Boolean mask of the k largest values along the last axis (k passes of max; ties may select more)."""
+  mask = None
+  cur = x
+  for _ in range(k):
+    hit = cur == cur.max(-1, keepdim=True)
+    mask = hit if mask is None else mask.logical_or(hit)
+    cur = hit.where(-math.inf, cur)
+  assert mask is not None
+  return mask
+
+
+# ---- RoPE
+
+def rope_table(cfg: ModelConfig, max_context: int, freq_factors: Tensor | None) -> tuple[Tensor, Tensor]:
+  """cos and sin, each (max_context, head_dim/2), computed in float64 and realized."""
+  half = cfg.head_dim // 2
+  inv = Tensor(cfg.rope_base, dtype=dtypes.float64) ** (Tensor.arange(half, dtype=dtypes.float64) * (-2.0 / cfg.head_dim))
+  if freq_factors is not None: inv = inv / freq_factors.cast(dtypes.float64)
+  ang = Tensor.arange(max_context, dtype=dtypes.float64).reshape(-1, 1) * inv.reshape(1, -1)
+  return ang.cos().cast(dtypes.float32).contiguous().realize(), ang.sin().cast(dtypes.float32).contiguous().realize()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, neox: bool) -> Tensor:
+  """x (B, T, H, D), cos/sin (T, D/2). Pairs rotate by their angle; the partner of each element comes from a flip (a view)."""
+  B, T, H, D = x.shape
+  if neox:  # pairs (i, i + D/2)
+    xp = x.reshape(B, T, H, 2, D // 2)
+    rot = xp.flip(3) * Tensor([-1.0, 1.0], device=x.device).reshape(1, 1, 1, 2, 1)
+    c, s = cos.reshape(1, T, 1, 1, D // 2), sin.reshape(1, T, 1, 1, D // 2)
+  else:  # pairs (2i, 2i + 1)
+    xp = x.reshape(B, T, H, D // 2, 2)
+    rot = xp.flip(4) * Tensor([-1.0, 1.0], device=x.device).reshape(1, 1, 1, 1, 2)
+    c, s = cos.reshape(1, T, 1, D // 2, 1), sin.reshape(1, T, 1, D // 2, 1)
+  return (xp * c + rot * s).reshape(B, T, H, D)
+
+
+# ---- the model
+
+class Attention:
+  def __init__(self, cfg: ModelConfig, w: dict[str, Any], max_context: int, cache_dtype):
+    self.cfg = cfg
+    self.wq, self.wk, self.wv, self.wo = w["attn_q.weight"], w["attn_k.weight"], w["attn_v.weight"], w["attn_output.weight"]
+    self.bq, self.bk, self.bv = w.get("attn_q.bias"), w.get("attn_k.bias"), w.get("attn_v.bias")
+    self.q_norm, self.k_norm = w.get("attn_q_norm.weight"), w.get("attn_k_norm.weight")
+    self.max_context = max_context
+    # the KV cache: (2, kv heads, positions, head dim), written in place
+    self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context, cfg.head_dim, dtype=cache_dtype).contiguous().realize()
+
+  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
+    cfg = self.cfg
+    B, T, _ = x.shape
+    q = linear(x, self.wq, self.bq).reshape(B, T, cfg.n_heads, cfg.head_dim)
+    k = linear(x, self.wk, self.bk).reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
+    v = linear(x, self.wv, self.bv).reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
+    if self.q_norm is not None: q = rms_norm(q, self.q_norm, cfg.norm_eps)
+    if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps)
+    # realized once: left unrealized, RoPE (and the matmul under it) would be recomputed inside every kernel that reads them
+    q = apply_rope(q, cos, sin, cfg.rope_neox).contiguous()
+    k = apply_rope(k.contiguous(), cos, sin, cfg.rope_neox)
+    self._write_cache(k[0].permute(1, 0, 2), v.contiguous()[0].permute(1, 0, 2), start_pos)
+    keys = self.cache[0, :, :attn_len].cast(dtypes.float32)    # (Hkv, L, D)
+    values = self.cache[1, :, :attn_len].cast(dtypes.float32)
+    G = cfg.n_heads // cfg.n_kv_heads
+    qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
+    scores = qh.matmul(keys.unsqueeze(1).transpose(-1, -2)) * (1.0 / math.sqrt(cfg.head_dim))  # (Hkv, G, T, L)
+    # causal mask: query t (at position start_pos + t) sees positions <= start_pos + t
+    pos_q = Tensor.arange(T, dtype=dtypes.int32, device=x.device).reshape(T, 1) + scalar(start_pos, x.device)
+    pos_k = Tensor.arange(attn_len, dtype=dtypes.int32, device=x.device).reshape(1, attn_len)
+    scores = (pos_k <= pos_q).where(scores, -math.inf)
+    out = scores.softmax(-1).contiguous().matmul(values.unsqueeze(1))  # (Hkv, G, T, D)
+    out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
+    return linear(out, self.wo)
+
+  def _write_cache(self, k: Tensor, v: Tensor, start_pos: int | UOp) -> None:
+    """Write k, v (Hkv, T, D) at positions start_pos.. of the cache. The whole cache is rewritten through a mask, since assigning
+    into a shrunk view of a buffer isn't supported yet; with that, this becomes `cache[:, :, start:start+T].assign(kv)`."""
+    T = k.shape[1]
+    kv = _stack2(k, v).cast(self.cache.dtype).contiguous()  # (2, Hkv, T, D), computed once (not inside the cache-wide kernel)
+    L = self.max_context
+    pos = Tensor.arange(L, dtype=dtypes.int32, device=k.device).reshape(1, 1, L, 1)
+    start = scalar(start_pos, k.device)
+    if isinstance(start_pos, int):
+      new = kv.pad(((0, 0), (0, 0), (start_pos, L - start_pos - T), (0, 0)))
+    elif T == 1:
+      new = kv.expand(2, kv.shape[1], L, kv.shape[3])
+    else:  # symbolic start: place the T rows with a one-hot over positions
+      place = one_hot(Tensor.arange(T, dtype=dtypes.int32, device=k.device) + start, L)  # (T, L)
+      new = (place.T.reshape(1, 1, L, T, 1) * kv.cast(dtypes.float32).reshape(2, kv.shape[1], 1, T, kv.shape[3])).sum(3).cast(self.cache.dtype)
+    inside = (pos >= start).logical_and(pos < start + T)
+    self.cache.assign(inside.where(new, self.cache))
+
+
+def _stack2(a: Tensor, b: Tensor) -> Tensor:
+  """Stack two same-shape tensors on a new leading axis (pad + add; fuses)."""
+  a, b = a.unsqueeze(0), b.unsqueeze(0)
+  return a.pad(((0, 1),) + ((0, 0),) * (a.ndim - 1)) + b.pad(((1, 0),) + ((0, 0),) * (b.ndim - 1))
+
+
+class FeedForward:
+  def __init__(self, w: dict[str, Any]):
+    self.gate, self.up, self.down = w["ffn_gate.weight"], w["ffn_up.weight"], w["ffn_down.weight"]
+
+  def __call__(self, x: Tensor) -> Tensor: return linear((linear(x, self.gate).silu() * linear(x, self.up)).contiguous(), self.down)
+
+
+class MoEFeedForward:
+  """Softmax router, top-k experts with renormalized weights (qwen3moe). The experts every token of the batch chose are read back
+  (a few ints), and only those experts' weights are used."""
+
+  def __init__(self, cfg: ModelConfig, w: dict[str, Any]):
+    self.cfg = cfg
+    self.router: QuantWeight = w["ffn_gate_inp.weight"]
+    self.gate, self.up, self.down = w["ffn_gate_exps.weight"], w["ffn_up_exps.weight"], w["ffn_down_exps.weight"]
+
+  def __call__(self, x: Tensor) -> Tensor:
+    cfg = self.cfg
+    probs = linear(x, self.router).softmax(-1)  # (B, T, E)
+    chosen = topk_mask(probs, cfg.n_experts_used)
+    weights = chosen.where(probs, 0.0)
+    weights = weights / weights.sum(-1, keepdim=True)
+    weights = weights.realize()
+    used = [e for e, u in enumerate((weights > 0).cast(dtypes.int32).max((0, 1)).tolist()) if u]
+    out = None
+    for e in used:
+      g, u, d = self.gate.rows(e, e + 1), self.up.rows(e, e + 1), self.down.rows(e, e + 1)
+      g, u, d = (QuantWeight(m.raw, m.type_name, m.shape[1:]) for m in (g, u, d))
+      y = linear((linear(x, g).silu() * linear(x, u)).contiguous(), d) * weights[..., e:e + 1]
+      out = y if out is None else out + y
+    assert out is not None
+    return out
+
+
+class Block:
+  def __init__(self, cfg: ModelConfig, w: dict[str, Any], max_context: int, cache_dtype):
+    self.cfg = cfg
+    self.attn_norm, self.ffn_norm = w["attn_norm.weight"], w["ffn_norm.weight"]
+    self.attn = Attention(cfg, w, max_context, cache_dtype)
+    self.ffn = MoEFeedForward(cfg, w) if "ffn_gate_inp.weight" in w else FeedForward(w)
+
+  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
+    # the residual stream and each matmul's input are realized: an unrealized input is recomputed per output row of a matmul
+    h = (x + self.attn(rms_norm(x, self.attn_norm, self.cfg.norm_eps).contiguous(), start_pos, cos, sin, attn_len)).contiguous()
+    return (h + self.ffn(rms_norm(h, self.ffn_norm, self.cfg.norm_eps).contiguous())).contiguous()
+
+
+# tensors that are used as float vectors (norms, biases, rope factors): dequantized once at load
+_FLOAT_SUFFIXES = ("norm.weight", ".bias", "rope_freqs.weight")
+
+
+class Transformer:
+  """The model. Tokens enter as their rows of the (quantized) embedding table, read from the file on the host (`token_rows`): data
+  in, not compute, and it keeps the embedding lookup out of the kernels (no one-hot reduction over the vocabulary)."""
+
+  def __init__(self, cfg: ModelConfig, weights: dict[str, Any], max_context: int | None = None, cache_dtype=dtypes.float32,
+               embedding_source: tuple[str, int] | None = None):
+    self.cfg = cfg
+    self.max_context = min(max_context or cfg.context_length, cfg.context_length)
+    self.tok_embd: QuantWeight = weights["token_embd.weight"]
+    self.output: QuantWeight = weights.get("output.weight", self.tok_embd)  # tied embeddings when there is no output.weight
+    self.norm = weights["output_norm.weight"]
+    self.cos, self.sin = rope_table(cfg, self.max_context, weights.get("rope_freqs.weight"))
+    self.embedding_source = embedding_source  # (file, offset) of token_embd's bytes, to read rows without the device
+    self.row_bytes = self.tok_embd.raw.shape[0] // self.tok_embd.shape[0]
+    self.layers = []
+    for i in range(cfg.n_layers):
+      prefix = f"blk.{i}."
+      lw = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
+      self.layers.append(Block(cfg, lw, self.max_context, cache_dtype))
+    self.is_moe = any(isinstance(layer.ffn, MoEFeedForward) for layer in self.layers)
+
+  @staticmethod
+  def from_gguf(g: GGUFFile | str, max_context: int | None = None, device: str | None = None, cache_dtype=dtypes.float32) -> Transformer:
+    g = g if isinstance(g, GGUFFile) else read_gguf(g)
+    cfg = ModelConfig.from_gguf(g)
+    weights: dict[str, Any] = {}
+    for name, info in g.tensors.items():
+      if info.type_name not in DEQUANTIZERS:
+        raise UnsupportedQuantization(f"{g.path}: tensor {name!r} is {info.type_name}, which is not supported (supported: {', '.join(DEQUANTIZERS)})")
+      raw = g.tensor_bytes(name, device)
+      if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous().realize()
+      else: weights[name] = QuantWeight(raw, info.type_name, info.shape)
+    for need in ("token_embd.weight", "output_norm.weight"):
+      if need not in weights: raise UnsupportedModel(f"{g.path}: tensor {need!r} is missing")
+    emb = g.tensors["token_embd.weight"]
+    return Transformer(cfg, weights, max_context, cache_dtype, (emb.path, emb.offset))
+
+  def token_rows(self, ids: list[int]) -> Tensor:
+    """(1, T, row_bytes) uint8: the embedding table's rows for these tokens, still quantized."""
+    for i in ids:
+      if not 0 <= i < self.cfg.vocab_size: raise ValueError(f"token id {i} is out of range for a vocabulary of {self.cfg.vocab_size}")
+    rb = self.row_bytes
+    if self.embedding_source is None:  # no file behind the table (a model built in memory): slice its bytes on the device
+      rows = [self.tok_embd.raw[i * rb:(i + 1) * rb] for i in ids]
+      return (rows[0].unsqueeze(0) if len(rows) == 1 else Tensor.stack(*rows)).reshape(1, len(ids), rb)
+    path, offset = self.embedding_source
+    with open(path, "rb") as f:
+      data = b"".join(_read_at(f, offset + i * rb, rb) for i in ids)
+    return Tensor(data, dtype=dtypes.uint8).reshape(1, len(ids), rb)
+
+  def embed(self, rows: Tensor) -> Tensor:
+    """(B, T, row_bytes) uint8 -> (B, T, dim) float32."""
+    B, T, rb = rows.shape
+    return dequantize(rows.reshape(-1), self.tok_embd.type_name, (B * T, self.cfg.dim)).reshape(B, T, self.cfg.dim)
+
+  def attn_len(self, start_pos: int | UOp, T: int) -> int:
+    """How many cache positions attention spans: all of them for a symbolic start, else the used ones rounded up to a bucket."""
+    if not isinstance(start_pos, int): return self.max_context
+    return min(self.max_context, -(-(start_pos + T) // ATTN_BUCKET) * ATTN_BUCKET)
+
+  def forward(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
+    """Logits (B, vocab) at position `last` of the chunk (default: its end; None with all_logits... see `forward_all`), writing the
+    chunk's keys and values into the cache at start_pos.."""
+    return self._run(rows, start_pos, -1 if last is None else last)
+
+  def forward_all(self, rows: Tensor, start_pos: int | UOp) -> Tensor:
+    """Logits (B, T, vocab) of every position."""
+    return self._run(rows, start_pos, None)
+
+  def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None) -> Tensor:
+    B, T, _ = rows.shape
+    if isinstance(start_pos, int) and start_pos + T > self.max_context:
+      raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
+    x = self.embed(rows)
+    cos, sin = select_rows(self.cos, start_pos, T), select_rows(self.sin, start_pos, T)
+    L = self.attn_len(start_pos, T)
+    for layer in self.layers:
+      # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
+      x = layer(x, start_pos, cos, sin, L).realize()
+    if last is not None:
+      if isinstance(last, int): x = x[:, last, :]
+      else: x = (one_hot(scalar(last, x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)
+    return linear(rms_norm(x, self.norm, self.cfg.norm_eps).contiguous(), self.output)
+
+  def logits(self, ids: list[int], start_pos: int = 0, all_logits: bool = False) -> Tensor:
+    """Convenience for tests and scripts: logits for token ids starting at start_pos (eager, exact shapes)."""
+    rows = self.token_rows(ids)
+    return self.forward_all(rows, start_pos) if all_logits else self.forward(rows, start_pos)
+
+
+def _read_at(f: Any, offset: int, n: int) -> bytes:
+  f.seek(offset)
+  return f.read(n)

@@ -1,0 +1,60 @@
+"""Sampling the next token on the device, as Tensor ops with fixed shapes (so a TinyJit can replay it every step).
+
+temperature 0 is greedy (argmax). Otherwise top-k and top-p keep the tokens at or above a threshold found by a search over
+candidate values (no sort): the k-th largest logit, then the smallest probability whose tokens still hold top_p of the mass. Each
+search round tests 64 evenly spaced candidates at once in one reduction, and narrows the interval 64-fold. The draw itself is the Gumbel-max
+trick, argmax(logits / temperature + Gumbel noise), with noise from a counter-based hash of (seed, step, token index).
+"""
+from __future__ import annotations
+
+import math
+
+from tinygrad import Tensor, dtypes
+
+SEARCH_POINTS, SEARCH_ROUNDS = 64, 4  # 64**4 = 2**24 steps: float32 precision of the threshold
+
+
+def hash_uniform(key: Tensor, n: int) -> Tensor:
+  """(n,) float32 uniform in (0, 1) from a (2,) uint32 key (seed, step): a few rounds of multiply-xorshift hashing per index."""
+  idx = Tensor.arange(n, dtype=dtypes.int32, device=key.device).cast(dtypes.uint32)
+  x = idx * 0x9E3779B9 + key[0:1] * 0x85EBCA6B + key[1:2] * 0xC2B2AE35
+  for mult in (0x7FEB352D, 0x846CA68B, 0x7FEB352D):
+    x = (x ^ (x >> 16)) * mult
+  x = x ^ (x >> 15)
+  return ((x >> 8).cast(dtypes.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def _search(lo: Tensor, hi: Tensor, ok_at) -> Tensor:
+  """The largest v in [lo, hi] (both (1, 1)) with ok_at(v), for ok_at monotone (true at lo, false above some point).
+  ok_at takes candidates (1, C, 1) and returns (1, C, 1) bools."""
+  steps = Tensor.arange(SEARCH_POINTS + 1, dtype=dtypes.float32, device=lo.device).reshape(1, -1, 1) * (1.0 / SEARCH_POINTS)
+  for _ in range(SEARCH_ROUNDS):
+    width = hi - lo
+    ok = ok_at(lo.reshape(1, 1, 1) + width.reshape(1, 1, 1) * steps)
+    best = (ok.cast(dtypes.float32).sum(1) - 1).maximum(0).reshape(1, 1)  # index of the last candidate that passes
+    lo, hi = lo + width * best * (1.0 / SEARCH_POINTS), (lo + width * (best + 1) * (1.0 / SEARCH_POINTS)).minimum(hi)
+    lo, hi = lo.contiguous(), hi.contiguous()
+  return lo
+
+
+def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, top_p: Tensor, key: Tensor) -> Tensor:
+  """logits (1, V); temperature (1,) float (> 0), top_k (1,) int (0: off), top_p (1,) float (1: off), key (2,) uint32 -> (1,) int32."""
+  V = logits.shape[-1]
+  x = logits.reshape(1, V).cast(dtypes.float32) / temperature.reshape(1, 1)
+  # top-k: the k-th largest value is the largest v with count(x >= v) >= k
+  k = (top_k.reshape(1, 1) <= 0).where(V, top_k.reshape(1, 1).minimum(V)).cast(dtypes.float32)
+  lo, hi = x.min(-1, keepdim=True), x.max(-1, keepdim=True)
+  kth = _search(lo, hi, lambda v: (x.reshape(1, 1, V) >= v).cast(dtypes.float32).sum(-1, keepdim=True) >= k.reshape(1, 1, 1))
+  x = (x >= kth).where(x, -math.inf)
+  # top-p: keep probabilities >= t for the largest t whose kept mass is still >= top_p
+  p = x.softmax(-1)
+  tp = top_p.reshape(1, 1).cast(dtypes.float32)
+  pv = p.reshape(1, 1, V)
+  t = _search(p.min(-1, keepdim=True) * 0, p.max(-1, keepdim=True), lambda v: (pv >= v).where(pv, 0.0).sum(-1, keepdim=True) >= tp.reshape(1, 1, 1))
+  x = (p >= t).where(x, -math.inf)
+  gumbel = -(-hash_uniform(key, V).log()).log()
+  return (x + gumbel.reshape(1, V)).argmax(-1).cast(dtypes.int32)
+
+
+def greedy(logits: Tensor) -> Tensor:
+  return logits.reshape(1, -1).argmax(-1).cast(dtypes.int32)

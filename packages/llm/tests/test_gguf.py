@@ -1,0 +1,163 @@
+"""The GGUF reader: header, every metadata type, alignment, tensor infos and bytes, split files, and errors on bad files."""
+import struct
+
+import numpy as np
+import pytest
+from tinygrad.llm.gguf import GGUFError, read_gguf, split_paths
+
+gguf = pytest.importorskip("gguf")
+
+
+def write_all_types(path, alignment=None):
+  w = gguf.GGUFWriter(str(path), "llama")
+  if alignment is not None: w.add_custom_alignment(alignment)
+  w.add_uint8("t.u8", 200)
+  w.add_int8("t.i8", -100)
+  w.add_uint16("t.u16", 60000)
+  w.add_int16("t.i16", -30000)
+  w.add_uint32("t.u32", 4_000_000_000)
+  w.add_int32("t.i32", -2_000_000_000)
+  w.add_float32("t.f32", 1.5)
+  w.add_bool("t.bool", True)
+  w.add_string("t.str", "héllo ✓")
+  w.add_uint64("t.u64", 2 ** 63 + 5)
+  w.add_int64("t.i64", -(2 ** 62))
+  w.add_float64("t.f64", 2.0 ** -30)
+  w.add_array("t.arr_int", [1, 2, 3])
+  w.add_array("t.arr_str", ["a", "bc", ""])
+  w.add_array("t.arr_float", [0.5, -1.25])
+  w.add_array("t.arr_nested", [[1, 2], [3]])
+  a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+  b = np.arange(7, dtype=np.float16)
+  w.add_tensor("a", a)
+  w.add_tensor("b", b)
+  w.write_header_to_file()
+  w.write_kv_data_to_file()
+  w.write_tensors_to_file()
+  w.close()
+  return a, b
+
+
+def test_metadata_types_and_tensors(tmp_path):
+  p = tmp_path / "m.gguf"
+  a, b = write_all_types(p)
+  g = read_gguf(p)
+  assert g.version == 3
+  m = g.metadata
+  assert m["general.architecture"] == "llama"
+  assert (m["t.u8"], m["t.i8"], m["t.u16"], m["t.i16"], m["t.u32"], m["t.i32"]) == (200, -100, 60000, -30000, 4_000_000_000, -2_000_000_000)
+  assert m["t.f32"] == 1.5 and m["t.bool"] is True and m["t.str"] == "héllo ✓"
+  assert m["t.u64"] == 2 ** 63 + 5 and m["t.i64"] == -(2 ** 62) and m["t.f64"] == 2.0 ** -30
+  assert m["t.arr_int"] == [1, 2, 3] and m["t.arr_str"] == ["a", "bc", ""] and m["t.arr_float"] == [0.5, -1.25]
+  assert m["t.arr_nested"] == [[1, 2], [3]]
+  assert g.tensors["a"].shape == (2, 3, 4) and g.tensors["a"].type_name == "F32"
+  assert g.tensors["b"].shape == (7,) and g.tensors["b"].type_name == "F16"
+  np.testing.assert_array_equal(g.tensor_bytes("a").numpy(), a.view(np.uint8).reshape(-1))
+  np.testing.assert_array_equal(g.tensor_bytes("b").numpy(), b.view(np.uint8).reshape(-1))
+
+
+@pytest.mark.parametrize("alignment", [64, 256])
+def test_alignment(tmp_path, alignment):
+  p = tmp_path / "m.gguf"
+  a, b = write_all_types(p, alignment)
+  g = read_gguf(p)
+  assert g.alignment == alignment
+  assert all(t.offset % alignment == 0 for t in g.tensors.values())
+  np.testing.assert_array_equal(g.tensor_bytes("b").numpy(), b.view(np.uint8).reshape(-1))
+
+
+def test_version_2(tmp_path):
+  p = tmp_path / "m.gguf"
+  a, b = write_all_types(p)
+  raw = bytearray(p.read_bytes())
+  raw[4:8] = struct.pack("<I", 2)  # v2 and v3 share the little-endian layout
+  p.write_bytes(raw)
+  g = read_gguf(p)
+  assert g.version == 2
+  np.testing.assert_array_equal(g.tensor_bytes("a").numpy(), a.view(np.uint8).reshape(-1))
+
+
+def test_split_files(tmp_path):
+  base = tmp_path / "s.gguf"
+  w = gguf.GGUFWriter(str(base), "llama", split_max_tensors=1)
+  arrs = {f"t{i}": np.full((4,), i, np.float32) for i in range(3)}
+  for k, v in arrs.items(): w.add_tensor(k, v)
+  w.write_header_to_file()
+  w.write_kv_data_to_file()
+  w.write_tensors_to_file()
+  w.close()
+  parts = sorted(str(p) for p in tmp_path.iterdir())
+  assert len(parts) == 3 and parts[0].endswith("-00001-of-00003.gguf")
+  g = read_gguf(parts[0])
+  assert g.parts == parts and g.metadata["general.architecture"] == "llama"
+  for k, v in arrs.items(): np.testing.assert_array_equal(g.tensor_bytes(k).numpy(), v.view(np.uint8))
+  assert split_paths(parts[1], 3) == parts
+
+
+def test_missing_file(tmp_path):
+  with pytest.raises(FileNotFoundError, match="nope.gguf"): read_gguf(tmp_path / "nope.gguf")
+
+
+def test_not_gguf(tmp_path):
+  p = tmp_path / "x.gguf"
+  p.write_bytes(b"PK\x03\x04" + b"\0" * 100)
+  with pytest.raises(GGUFError, match=r"not a GGUF file: magic is b'PK\\x03\\x04'.*offset 0"): read_gguf(p)
+  p.write_bytes(b"GG")
+  with pytest.raises(GGUFError, match="smaller than a GGUF header"): read_gguf(p)
+
+
+def test_bad_version(tmp_path):
+  p = tmp_path / "m.gguf"
+  write_all_types(p)
+  raw = bytearray(p.read_bytes())
+  raw[4:8] = struct.pack("<I", 7)
+  p.write_bytes(raw)
+  with pytest.raises(GGUFError, match="unsupported GGUF version 7"): read_gguf(p)
+  raw[4:8] = struct.pack("<I", 1)
+  p.write_bytes(raw)
+  with pytest.raises(GGUFError, match="version 1 is not supported"): read_gguf(p)
+
+
+@pytest.mark.parametrize("cut", [30, 100, 300, -40])
+def test_truncated(tmp_path, cut):
+  p = tmp_path / "m.gguf"
+  write_all_types(p)
+  raw = p.read_bytes()
+  p.write_bytes(raw[:cut] if cut > 0 else raw[:len(raw) + cut])
+  with pytest.raises(GGUFError, match=r"truncated.*offset \d+"): read_gguf(p)
+
+
+def test_corrupt_counts_and_types(tmp_path):
+  p = tmp_path / "m.gguf"
+  write_all_types(p)
+  raw = bytearray(p.read_bytes())
+  bad = bytearray(raw)
+  bad[8:16] = struct.pack("<Q", 10 ** 15)  # tensor count
+  p.write_bytes(bad)
+  with pytest.raises(GGUFError, match="tensors can't fit"): read_gguf(p)
+  # the first metadata value type (after the first key) set to 99
+  key_len = struct.unpack_from("<Q", raw, 24)[0]
+  bad = bytearray(raw)
+  bad[32 + key_len:36 + key_len] = struct.pack("<I", 99)
+  p.write_bytes(bad)
+  with pytest.raises(GGUFError, match=r"unknown value type 99 \(at byte offset \d+\)"): read_gguf(p)
+  # a string length far past the end
+  bad = bytearray(raw)
+  bad[24:32] = struct.pack("<Q", 2 ** 40)
+  p.write_bytes(bad)
+  with pytest.raises(GGUFError, match="claims 1099511627776 bytes"): read_gguf(p)
+
+
+def test_unknown_tensor_type(tmp_path):
+  p = tmp_path / "m.gguf"
+  w = gguf.GGUFWriter(str(p), "llama")
+  w.add_tensor("x", np.zeros(4, np.float32))
+  w.write_header_to_file()
+  w.write_kv_data_to_file()
+  w.write_tensors_to_file()
+  w.close()
+  raw = bytearray(p.read_bytes())
+  at = raw.index(b"x\x01\x00\x00\x00") + 1 + 4 + 8  # name, n_dims, one dim -> type
+  raw[at:at + 4] = struct.pack("<I", 77)
+  p.write_bytes(raw)
+  with pytest.raises(GGUFError, match="tensor 'x' has unknown ggml type 77"): read_gguf(p)

@@ -1,0 +1,46 @@
+"""Dequantization as Tensor ops, against the `gguf` package's numpy dequantizers on random blocks."""
+import numpy as np
+import pytest
+from tinygrad import Tensor
+from tinygrad.llm.quants import BLOCK_SIZES, UnsupportedQuantization, dequantize
+
+gguf = pytest.importorskip("gguf")
+from gguf.quants import dequantize as ref_dequantize  # noqa: E402
+
+# where each format keeps its float16 scales (random bytes there would give NaN/inf)
+F16_FIELDS = {"Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q4_1": [0, 2], "Q5_1": [0, 2], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+
+
+def random_blocks(type_name: str, n_blocks: int, seed: int = 0) -> np.ndarray:
+  rng = np.random.default_rng(seed)
+  block_size, type_size = BLOCK_SIZES[type_name]
+  if type_name == "F32": return rng.standard_normal(n_blocks).astype(np.float32).view(np.uint8).reshape(n_blocks, 4)
+  if type_name == "F16": return rng.standard_normal(n_blocks).astype(np.float16).view(np.uint8).reshape(n_blocks, 2)
+  if type_name == "BF16":
+    return (rng.standard_normal(n_blocks).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).view(np.uint8).reshape(n_blocks, 2)
+  blocks = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint8)
+  for at in F16_FIELDS[type_name]:
+    blocks[:, at:at + 2] = (rng.uniform(-2, 2, n_blocks) * 2.0 ** rng.integers(-12, 2, n_blocks)).astype(np.float16).view(np.uint8).reshape(-1, 2)
+  return blocks
+
+
+@pytest.mark.parametrize("type_name", list(BLOCK_SIZES))
+def test_dequantize_matches_gguf(type_name):
+  n_blocks = 64 if BLOCK_SIZES[type_name][0] > 1 else 512
+  blocks = random_blocks(type_name, n_blocks)
+  block_size = BLOCK_SIZES[type_name][0]
+  shape = (n_blocks * block_size // 64, 64) if n_blocks * block_size >= 64 else (n_blocks * block_size,)
+  qtype = gguf.GGMLQuantizationType[type_name]
+  expected = ref_dequantize(blocks.reshape(-1), qtype).astype(np.float32).reshape(shape)
+  got = dequantize(Tensor(blocks.reshape(-1)), type_name, shape).numpy()
+  np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_unsupported_type():
+  with pytest.raises(UnsupportedQuantization, match="Q2_K"):
+    dequantize(Tensor(np.zeros(84, np.uint8)), "Q2_K", (256,))
+
+
+def test_wrong_size():
+  with pytest.raises(ValueError, match="doesn't hold"):
+    dequantize(Tensor(np.zeros(20, np.uint8)), "Q4_0", (32,))

