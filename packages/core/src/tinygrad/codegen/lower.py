@@ -17,10 +17,18 @@ from tinygrad.uop.symbolic import symbolic
 
 def live_ranges(u: UOp) -> set[UOp]:
   """Loop ranges that `u` depends on and that are still open at `u` (not closed by an END inside it)."""
-  nodes = u.toposort()
-  ranges = {n for n in nodes if n.op is Ops.RANGE}
-  closed = {n.src[0] for n in nodes if n.op is Ops.END}
-  return ranges - closed
+  return live_range_map(u)[u]
+
+
+def live_range_map(root: UOp) -> dict[UOp, frozenset[UOp]]:
+  """live_ranges of every node under root, in one bottom-up pass."""
+  live: dict[UOp, frozenset[UOp]] = {}
+  for n in root.toposort():
+    s: frozenset[UOp] = frozenset().union(*(live[x] for x in n.src)) if n.src else frozenset()
+    if n.op is Ops.RANGE: s = s | {n}
+    elif n.op is Ops.END: s = s - {n.src[0]}
+    live[n] = s
+  return live
 
 
 def range_id(r: UOp) -> int: return r.arg[0]
@@ -32,20 +40,22 @@ def lower_reduces(sink: UOp) -> UOp:
   reg_ids = itertools.count()
   output_loops = {n for n in sink.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
   while True:
-    reduces = [n for n in sink.toposort() if n.op is Ops.REDUCE]
+    nodes = sink.toposort()
+    holds_reduce: dict[UOp, bool] = {}
+    for n in nodes: holds_reduce[n] = any(holds_reduce[s] or s.op is Ops.REDUCE for s in n.src)
     # a reduce whose value holds no other REDUCE can be lowered now
-    ready = [r for r in reduces if not any(n.op is Ops.REDUCE for n in r.src[0].toposort())]
+    ready = [n for n in nodes if n.op is Ops.REDUCE and not holds_reduce[n.src[0]] and n.src[0].op is not Ops.REDUCE]
     if not ready: return sink
     first = ready[0]
     group = [r for r in ready if r.src[1:] == first.src[1:]]
-    sink = sink.substitute(_lower_group(group, reg_ids, output_loops))
+    sink = sink.substitute(_lower_group(group, reg_ids, output_loops, live_range_map(sink)))
 
 
-def _lower_group(group: list[UOp], reg_ids: itertools.count, output_loops: set[UOp]) -> dict[UOp, UOp]:
+def _lower_group(group: list[UOp], reg_ids: itertools.count, output_loops: set[UOp], live: dict[UOp, frozenset[UOp]]) -> dict[UOp, UOp]:
   ranges = sorted(group[0].src[1:], key=range_id)
   # the inits run once per iteration of the loops outside these reduces (every output loop: the kernel
   # computes one reduction per output element)
-  outer = sorted((set().union(*(live_ranges(r.src[0]) for r in group)) | output_loops) - set(ranges), key=range_id)
+  outer = sorted((set().union(*(live[r.src[0]] for r in group)) | output_loops) - set(ranges), key=range_id)
   accs = [UOp(Ops.DEFINE_REG, r.dtype.ptr(1, "reg"), (), next(reg_ids)).index(UOp.const(dtypes.int32, 0)) for r in group]
   inits = [(UOp(Ops.AFTER, acc.dtype, (acc, *outer)) if outer else acc).store(UOp.const(r.dtype, identity_element(r.arg, r.dtype)))
            for acc, r in zip(accs, group)]
@@ -71,7 +81,8 @@ def _accumulate(op: Ops, acc: UOp, value: UOp) -> UOp:
 def close_loops(sink: UOp) -> UOp:
   """Close every loop the STOREs sit in with one END per loop, innermost first: stores in the same loops
   (the copies an UPCAST makes) share their ENDs."""
-  items: list[tuple[UOp, set[UOp]]] = [(s, live_ranges(s)) for s in sink.src]
+  live = live_range_map(sink)
+  items: list[tuple[UOp, set[UOp]]] = [(s, set(live[s])) for s in sink.src]
   while any(live for _, live in items):
     innermost = max((r for _, live in items for r in live), key=range_id)
     inside = [(u, live) for u, live in items if innermost in live]

@@ -112,6 +112,8 @@ class ElementwiseMixin:
     if isinstance(other, type(self)):
       y = other
       if y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
+    elif isinstance(other, UOp):  # a bound Variable (or an expression of them) used as a scalar
+      y = type(self)(other, device=x.device, dtype=x.dtype if not dtypes.is_bool(x.dtype) else dtypes.int32, requires_grad=False)
     else:
       v = _scalar(other)
       if v is None: raise TypeError(f"can't combine a Tensor with {type(other).__name__}")

@@ -188,18 +188,28 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or splits: sink, renamed = _substitute_tracking(sink, {**done, **splits})
   realize = find_realizes(sink)
-  order = _kernel_order(sink, realize)
+  # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
+  # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
+  replaced: dict[UOp, UOp] = {}
+  rebuilt_of: dict[UOp, UOp] = {}
+  outs: dict[UOp, UOp] = {}
+  for n in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER):
+    src = tuple(replaced.get(x, x) for x in n.src)
+    rebuilt = n if src == n.src else n.replace(src=src)
+    if n not in realize:
+      replaced[n] = rebuilt
+      continue
+    rebuilt_of[n] = rebuilt
+    if n.op is Ops.ASSIGN:
+      if not is_contiguous_buffer(rebuilt.src[0]): raise ValueError(f"assign target must be a contiguous realized tensor, got a {rebuilt.src[0].op}")
+      outs[n] = rebuilt.src[0].base
+    else: outs[n] = new_buffer(str(n.device), max_size(n.shape), n.dtype)
+    replaced[n] = buffer_view(outs[n], n.shape)
   becomes: dict[UOp, UOp] = {}
   items: list[ScheduleItem] = []
-  for node in order:
-    if node.op is Ops.ASSIGN:
-      target = node.src[0].substitute(becomes)
-      if not is_contiguous_buffer(target): raise ValueError(f"assign target must be a contiguous realized tensor, got a {target.op}")
-      out = target.base
-      value = node.src[1].substitute(becomes)
-    else:
-      out = new_buffer(str(node.device), max_size(node.shape), node.dtype)
-      value = node.src[0].substitute(becomes) if node.op in (Ops.CONTIGUOUS, Ops.COPY) else node.substitute(becomes)
+  for node in _kernel_order(sink, realize):
+    out, rebuilt = outs[node], rebuilt_of[node]
+    value = rebuilt.src[1] if node.op is Ops.ASSIGN else rebuilt.src[0] if node.op in (Ops.CONTIGUOUS, Ops.COPY) else rebuilt
     if isinstance(out.arg[1], int) and out.arg[1] == 0: pass  # nothing to compute for an empty tensor
     elif node.op is Ops.COPY:
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
@@ -207,7 +217,7 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
       ctx = IndexingContext()
       ast, var_vals = strip_binds(kernel_ast(value, out, ctx))
       items.append(ScheduleItem(ast, list(ctx.buffers), var_vals))
-    becomes[node] = buffer_view(out, node.shape)
+    becomes[node] = replaced[node]
   becomes.update(done)
   # the caller's tensors hold nodes as they were before the applied assigns were substituted
   for orig, new in renamed.items():
