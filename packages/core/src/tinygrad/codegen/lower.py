@@ -17,7 +17,7 @@ from tinygrad.uop.symbolic import symbolic
 
 def live_ranges(u: UOp) -> set[UOp]:
   """Loop ranges that `u` depends on and that are still open at `u` (not closed by an END inside it)."""
-  return live_range_map(u)[u]
+  return set(live_range_map(u)[u])
 
 
 def live_range_map(root: UOp) -> dict[UOp, frozenset[UOp]]:

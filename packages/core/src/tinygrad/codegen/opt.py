@@ -114,10 +114,6 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
       k = _largest_divisor(range_size(last), (16, 8, 4))
       if k > 1: opts.append(Opt(OptOps.UPCAST, last.arg[0], k))
       if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), (4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
-    elif wide_loads and outs and (range_size(outs[-1]) or 0) % 4 == 0 and _unit_stride(ast, outs[-1]):
-      # neighbouring outputs read neighbouring elements (a GPU's partial sums): 4 per thread in one 16-byte load
-      opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))
-      if (k := _largest_divisor(range_size(reds[-1]), (4, 2))) > 1: opts.append(Opt(OptOps.UNROLL, reds[-1].arg[0], k))
     else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
@@ -126,14 +122,6 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
-
-
-def _unit_stride(ast: UOp, r: UOp) -> bool:
-  """Does some load's index move by exactly 1 when loop r does?"""
-  from tinygrad.uop.symbolic import split_terms
-  for ld in (n for n in ast.toposort() if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX):
-    if any(atom is r and k == 1 for atom, k in split_terms(ld.src[0].src[1])[0]): return True
-  return False
 
 
 def _is_reused_reduce(ast: UOp) -> bool:

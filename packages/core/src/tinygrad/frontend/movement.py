@@ -57,6 +57,15 @@ def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool
   return groups
 
 
+
+def _sym_le(a: Any, b: Any) -> bool:
+  """a <= b for ints, or for symbolic ints whenever their value ranges guarantee it."""
+  if isinstance(a, UOp) or isinstance(b, UOp):
+    lo_b = b.vmin if isinstance(b, UOp) else b
+    hi_a = a.vmax if isinstance(a, UOp) else a
+    return hi_a <= lo_b or (isinstance(a, UOp) and a is b)
+  return a <= b
+
 class MovementMixin(IndexingMixin):
   """Views and their compositions; indexing (getitem/setitem, gather, scatter, ...) comes from IndexingMixin."""
   __slots__ = ()
@@ -143,7 +152,8 @@ class MovementMixin(IndexingMixin):
     if len(arg) != self.ndim: raise ValueError(f"shrink has {len(arg)} axes, tensor has {self.ndim}")
     bounds = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):
-      if not 0 <= b <= e <= s: raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
+      # bounds may be symbolic (bound Variables): then their value ranges must fit
+      if not (_sym_le(0, b) and _sym_le(b, e) and _sym_le(e, s)): raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
     return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else self._view(Ops.SHRINK, bounds)
 
   def pad_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:

@@ -1,0 +1,61 @@
+"""TinyJit: capture on the second call, replay after; symbolic Variables; clear errors."""
+import numpy as np
+import pytest
+
+from tinygrad import GlobalCounters, Tensor, TinyJit, Variable
+from tinygrad.jit import JitError
+
+from conftest import is_null_device
+
+pytestmark = pytest.mark.skipif(is_null_device(), reason="NULL runs no kernels: nothing to read back")
+
+
+def test_replay_matches_eager_and_runs_the_captured_kernels():
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor: return (a @ b).relu() + 1
+  for _ in range(4):
+    a_np, b_np = np.random.randn(3, 4).astype(np.float32), np.random.randn(4, 2).astype(np.float32)
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    GlobalCounters.reset()
+    out = f(a, b).numpy()
+    np.testing.assert_allclose(out, np.maximum(a_np @ b_np, 0) + 1, rtol=1e-5, atol=1e-5)
+  assert f.cnt == 2 and len(f.captured) >= 1
+  assert GlobalCounters.kernel_count == len(f.captured)
+
+
+def test_changed_input_shape_is_a_clear_error():
+  @TinyJit
+  def f(a: Tensor) -> Tensor: return a * 2
+  for _ in range(3): f(Tensor.ones(4).contiguous())
+  with pytest.raises(JitError, match=r"changed from shape \(4,\)"): f(Tensor.ones(5).contiguous())
+
+
+def test_bound_variable_value_is_a_kernel_parameter():
+  x = Tensor.arange(6).float().realize()
+  v = Variable("k", 1, 10)
+  @TinyJit
+  def f(x: Tensor, k) -> Tensor: return (x * k).sum()
+  for k in range(1, 6): assert f(x, v.bind(k)).item() == 15 * k
+
+
+def test_bound_variable_as_a_size_serves_every_size_with_one_capture():
+  x = Tensor.arange(10).float().realize()
+  n = Variable("n", 1, 10)
+  @TinyJit
+  def f(x: Tensor, n) -> Tensor: return x.shrink(((0, n),)).sum()
+  for k in range(1, 9): assert f(x, n.bind(k)).item() == sum(range(k))
+  assert f.cnt == 2
+
+
+def test_random_numbers_are_fresh_on_every_replay():
+  @TinyJit
+  def f() -> Tensor: return (Tensor.rand(8) * 1).realize()
+  draws = [f().numpy().copy() for _ in range(4)]
+  assert all(not np.array_equal(draws[i], draws[i + 1]) for i in range(3))
+
+
+def test_capturing_nothing_is_an_error():
+  @TinyJit
+  def f(x: Tensor) -> None: _ = x + 1  # lazy and dropped: nothing is realized, so nothing to capture
+  with pytest.raises(JitError, match="captured no kernels"):
+    for i in range(3): f(Tensor([float(i)]).realize())
