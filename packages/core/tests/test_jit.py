@@ -1,11 +1,9 @@
 """TinyJit: capture on the second call, replay after; symbolic Variables; clear errors."""
 import numpy as np
 import pytest
-
+from conftest import is_null_device
 from tinygrad import GlobalCounters, Tensor, TinyJit, Variable
 from tinygrad.jit import JitError
-
-from conftest import is_null_device
 
 pytestmark = pytest.mark.skipif(is_null_device(), reason="NULL runs no kernels: nothing to read back")
 
