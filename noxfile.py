@@ -84,10 +84,13 @@ def parity(session: nox.Session) -> None:
                 env={"DEV": dev})
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="venv", default=False)
 def bench(session: nox.Session) -> None:
   """The benchmarks (bench/run_all.py): our figures next to numpy, torch and tinygrad 0.14.0. Not a default session:
-  it takes minutes and its numbers depend on the machine's load. `uv run nox -s bench -- matmul sum` runs some."""
+  it takes minutes and its numbers depend on the machine's load. `uv run nox -s bench -- matmul sum` runs some.
+  Its own venv, like `parity`, so that torch is the CPU build from pip; tinygrad 0.14.0 runs in an isolated uv env."""
+  session.install("torch==2.13.0")
+  session.install("-e", "packages/core", "-e", "packages/backend-cpu", "numpy")
   session.run("python", "bench/run_all.py", *session.posargs)
 
 

@@ -72,18 +72,18 @@ def numpy_peer(which: str) -> dict[str, Any]:
 
 
 def torch_python() -> str | None:
-  """An interpreter with torch: this one, $BENCH_TORCH_PYTHON, or the venv of the `parity` nox session (which pip-installs
-  the CPU build of torch; uv would fetch a multi-GB CUDA build)."""
+  """An interpreter with torch: this one, $BENCH_TORCH_PYTHON, or the venv of the `bench` or `parity` nox session (they
+  pip-install the CPU build of torch; uv would fetch a multi-GB CUDA build)."""
   if importlib.util.find_spec("torch") is not None: return sys.executable
   root = os.path.dirname(BENCH)
-  for py in (os.environ.get("BENCH_TORCH_PYTHON"), os.path.join(root, ".nox", "parity", "bin", "python")):
+  for py in (os.environ.get("BENCH_TORCH_PYTHON"), *(os.path.join(root, ".nox", s, "bin", "python") for s in ("bench", "parity"))):
     if py and os.path.exists(py) and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0: return py
   return None
 
 
 def torch_peer(which: str) -> dict[str, Any]:
   if (py := torch_python()) is None:
-    return {"skipped": "no torch: install it here, set BENCH_TORCH_PYTHON, or create .nox/parity with `uv run nox -s parity`"}
+    return {"skipped": "no torch: run through `uv run nox -s bench` (its venv has torch), or set BENCH_TORCH_PYTHON"}
   return run_json([py, os.path.join(BENCH, "peers", "torch_peer.py"), which])
 
 

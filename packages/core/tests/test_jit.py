@@ -57,3 +57,25 @@ def test_capturing_nothing_is_an_error():
   def f(x: Tensor) -> None: _ = x + 1  # lazy and dropped: nothing is realized, so nothing to capture
   with pytest.raises(JitError, match="captured no kernels"):
     for i in range(3): f(Tensor([float(i)]).realize())
+
+
+def test_assign_into_a_slice_writes_the_parent_buffer():
+  c = Tensor.zeros(4, 6).contiguous().realize()
+  c[:, 2:4].assign(Tensor.ones(4, 2)).realize()
+  c.T[1:3].assign(Tensor.full((2, 4), 5.0)).realize()
+  expect = np.zeros((4, 6), np.float32)
+  expect[:, 2:4] = 1
+  expect[:, 1:3] = 5
+  np.testing.assert_array_equal(c.numpy(), expect)
+
+
+def test_kv_cache_style_write_at_a_symbolic_position():
+  cache = Tensor.zeros(8, 3).contiguous().realize()
+  pos = Variable("pos", 0, 7)
+  @TinyJit
+  def write(x: Tensor, p) -> None: cache.shrink(((p, p + 1), (0, 3))).assign(x).realize()
+  for i in range(5): write(Tensor([[float(i + 1)] * 3]), pos.bind(i))
+  expect = np.zeros((8, 3), np.float32)
+  expect[:5] = np.arange(1, 6)[:, None]
+  np.testing.assert_array_equal(cache.numpy(), expect)
+  assert write.cnt == 2

@@ -19,7 +19,7 @@ from tinygrad.frontend.multi import MultiMixin, canonical_device, has_multi, mul
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import all_int, argfix, argsort, make_tuple, prod
-from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, mark_applied, new_buffer
+from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_writable_view, is_buffer_view, is_contiguous_buffer, mark_applied, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -213,8 +213,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype!r}, value {x.dtype!r}; cast the value first")
     if x.device != self.device: x = x.to(self.device)
-    if not is_contiguous_buffer(self.uop): self.realize()
-    if not is_contiguous_buffer(self.uop):
+    if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop): self.realize()
+    if not is_writable_view(self.uop):  # e.g. an expanded or padded view: there is no buffer slot per element
       self.uop = x.uop
       return self
     self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))

@@ -113,7 +113,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
       last = outs[-1]
       k = _largest_divisor(range_size(last), (16, 8, 4))
       if k > 1: opts.append(Opt(OptOps.UPCAST, last.arg[0], k))
-      if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), (4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
+      if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
     else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:

@@ -60,10 +60,7 @@ def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool
 
 def _sym_le(a: Any, b: Any) -> bool:
   """a <= b for ints, or for symbolic ints whenever their value ranges guarantee it."""
-  if isinstance(a, UOp) or isinstance(b, UOp):
-    lo_b = b.vmin if isinstance(b, UOp) else b
-    hi_a = a.vmax if isinstance(a, UOp) else a
-    return hi_a <= lo_b or (isinstance(a, UOp) and a is b)
+  if isinstance(a, UOp) or isinstance(b, UOp): return a is b or (b - a).simplify().vmin >= 0
   return a <= b
 
 class MovementMixin(IndexingMixin):

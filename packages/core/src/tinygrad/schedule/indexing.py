@@ -141,12 +141,16 @@ def output_ranges(ctx: IndexingContext, shape: tuple[int, ...]) -> tuple[UOp, ..
   return tuple(ctx.new_range(s, "global") if s != 1 else UOp.const(dtypes.int32, 0) for s in shape)
 
 
-def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext) -> UOp:
-  """SINK(STORE(out[flat(ranges)], expr at ranges)), with every view turned into index math."""
+def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext, out_view: UOp | None = None) -> UOp:
+  """SINK(STORE(out[flat(ranges)], expr at ranges)), with every view turned into index math. With `out_view` (a view
+  of out_buffer: an assign into a slice) the store goes where that view's elements live."""
   from tinygrad.uop.rewrite import graph_rewrite
   from tinygrad.uop.symbolic import symbolic
   ctx.param(out_buffer)
   idx = output_ranges(ctx, expr.shape)
   value = graph_rewrite(index_at(expr, TRUE, idx), pm_indexing, ctx)
-  out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape))
+  if out_view is not None and out_view.op is not Ops.BUFFER:
+    out_ptr = graph_rewrite(index_at(out_view, TRUE, idx), pm_indexing, ctx).src[0]  # LOAD(INDEX(out, i)) -> INDEX
+  else:
+    out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape))
   return graph_rewrite(out_ptr.store(value).sink(), symbolic)

@@ -42,6 +42,12 @@ def is_buffer_view(u: UOp) -> bool:
   return u.base.op is Ops.BUFFER
 
 
+def is_writable_view(u: UOp) -> bool:
+  """A view every element of which is one distinct element of a buffer (no expand, no pad): it can be assigned to."""
+  while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP): u = u.src[0]
+  return u.op is Ops.BUFFER
+
+
 def is_contiguous_buffer(u: UOp) -> bool:
   """A BUFFER, possibly reshaped: its elements are already in row-major order."""
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
@@ -201,10 +207,13 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
       continue
     rebuilt_of[n] = rebuilt
     if n.op is Ops.ASSIGN:
-      if not is_contiguous_buffer(rebuilt.src[0]): raise ValueError(f"assign target must be a contiguous realized tensor, got a {rebuilt.src[0].op}")
+      if not is_writable_view(rebuilt.src[0]):
+        raise ValueError(f"assign target must be a realized tensor or a reshape/permute/shrink/flip of one, got a {rebuilt.src[0].op}")
       outs[n] = rebuilt.src[0].base
-    else: outs[n] = new_buffer(str(n.device), max_size(n.shape), n.dtype)
-    replaced[n] = buffer_view(outs[n], n.shape)
+      replaced[n] = rebuilt.src[0]  # after the assign, the target (view) holds the value
+    else:
+      outs[n] = new_buffer(str(n.device), max_size(n.shape), n.dtype)
+      replaced[n] = buffer_view(outs[n], n.shape)
   becomes: dict[UOp, UOp] = {}
   items: list[ScheduleItem] = []
   for node in _kernel_order(sink, realize):
@@ -215,7 +224,7 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
     else:
       ctx = IndexingContext()
-      ast, var_vals = strip_binds(kernel_ast(value, out, ctx))
+      ast, var_vals = strip_binds(kernel_ast(value, out, ctx, rebuilt.src[0] if node.op is Ops.ASSIGN else None))
       items.append(ScheduleItem(ast, list(ctx.buffers), var_vals))
     becomes[node] = replaced[node]
   becomes.update(done)

@@ -289,6 +289,13 @@ def _device(u: UOp) -> Any:
   return None
 
 
+def _sint(x: Any) -> Any:
+  """A symbolic size simplified; a plain int when it is constant ((p+1) - p is 1)."""
+  if not isinstance(x, UOp): return x
+  s = x.simplify()
+  return s.arg if s.op is Ops.CONST else s
+
+
 def _shape(u: UOp) -> tuple[int, ...]:
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return (arg[1],)
@@ -297,8 +304,8 @@ def _shape(u: UOp) -> tuple[int, ...]:
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src_shape = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(src_shape[i] for i in arg)
-  if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(src_shape, arg))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
+  if op is Ops.PAD: return tuple(_sint(s + b + a) for s, (b, a) in zip(src_shape, arg))
+  if op is Ops.SHRINK: return tuple(_sint(e - b) for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
   if op is Ops.ASSIGN: return u.src[0].shape
   if op is Ops.MULTI:  # the logical shape: the shards joined along the sharded axis
