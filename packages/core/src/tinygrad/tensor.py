@@ -19,7 +19,7 @@ from tinygrad.frontend.multi import MultiMixin, canonical_device, has_multi, mul
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import all_int, argfix, argsort, make_tuple, prod
-from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_writable_view, is_buffer_view, is_contiguous_buffer, mark_applied, new_buffer
+from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -310,6 +310,37 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     u = Tensor.rand(2, *shape, device=kwargs.get("device"))
     z = (u[0].mul(2 * math.pi).cos()) * ((1 - u[1]).log() * -2).sqrt()
     return z.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float).requires_grad_(kwargs.get("requires_grad"))
+
+  @staticmethod
+  def normal(*shape: int, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    rg = kwargs.pop("requires_grad", None)
+    return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(rg)
+
+  @staticmethod
+  def randint(*shape: int, low: int = 0, high: int = 10, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
+    """Uniform integers in [low, high)."""
+    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint needs int low < high, got {low}, {high}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.int32
+    return (Tensor.rand(*shape, device=device) * (high - low) + low).floor().cast(dt)
+
+  @staticmethod
+  def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
+    """`steps` evenly spaced values from start to stop, both included."""
+    if steps < 0: raise ValueError(f"linspace needs steps >= 0, got {steps}")
+    dt = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
+    if steps == 1: return Tensor.full((1,), start, dtype=dt, **kwargs)
+    idx = Tensor.arange(steps, dtype=dtypes.float32, device=kwargs.get("device"))
+    return (start + idx * ((stop - start) / max(steps - 1, 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))
+
+  def rand_like(self, **kwargs: Any) -> Tensor:
+    return Tensor.rand(*self.shape, **{"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None, **kwargs})
+
+  def randn_like(self, **kwargs: Any) -> Tensor:
+    return Tensor.randn(*self.shape, **{"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None, **kwargs})
+
+  def size(self, dim: int | None = None) -> Any:
+    """The shape (like torch's .size()), or one dim of it."""
+    return self.shape if dim is None else self.shape[self._axis(dim)]
 
   @staticmethod
   def uniform(*shape: int, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
