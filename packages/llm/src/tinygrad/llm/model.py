@@ -8,9 +8,8 @@ graph, so the scheduler fuses the dequantization into the matmul kernel.
 updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static (attention spans the
 whole cache, masked), which is what TinyJit needs to replay one capture for every position (see engine.py).
 
-Two places are written around what core can't do yet, and change when it can: `Attention._write_cache` rewrites the whole cache
-through a mask (assigning into a shrunk view of a buffer isn't supported), and with a symbolic start attention spans the whole
-cache (a shrink to the symbolic length start_pos + T isn't supported).
+The KV cache is written with an assign into the slice at start_pos (`Attention._write_cache`). With a symbolic start, attention
+still spans the whole (masked) cache; core can now shrink to the symbolic length start_pos + T, which is the next step.
 """
 from __future__ import annotations
 
@@ -22,6 +21,8 @@ from tinygrad import Tensor, dtypes
 from tinygrad.llm.gguf import GGUFFile, read_gguf
 from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, UnsupportedQuantization, dequantize
 from tinygrad.uop.ops import UOp
+
+CACHE_SLACK = 64  # >= the prefill chunk (engine.py): see Attention._write_cache
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
 ATTN_BUCKET = 128  # with an int start_pos, attention spans the cache up to a multiple of this (fewer distinct kernels to compile)
@@ -174,7 +175,8 @@ class Attention:
     self.q_norm, self.k_norm = w.get("attn_q_norm.weight"), w.get("attn_k_norm.weight")
     self.max_context = max_context
     # the KV cache: (2, kv heads, positions, head dim), written in place
-    self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context, cfg.head_dim, dtype=cache_dtype).contiguous().realize()
+    # CACHE_SLACK rows past the context: a padded prefill chunk written at the last positions stays inside the buffer
+    self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous().realize()
 
   def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
     cfg = self.cfg
@@ -202,22 +204,13 @@ class Attention:
     return linear(out, self.wo)
 
   def _write_cache(self, k: Tensor, v: Tensor, start_pos: int | UOp) -> None:
-    """Write k, v (Hkv, T, D) at positions start_pos.. of the cache. The whole cache is rewritten through a mask, since assigning
-    into a shrunk view of a buffer isn't supported yet; with that, this becomes `cache[:, :, start:start+T].assign(kv)`."""
+    """Write k, v (Hkv, T, D) at positions start_pos.. of the cache: an assign into that slice of the cache's buffer, a kernel
+    over the T new rows only (under TinyJit start_pos is a symbolic Variable, so one capture serves every position)."""
     T = k.shape[1]
-    kv = _stack2(k, v).cast(self.cache.dtype).contiguous()  # (2, Hkv, T, D), computed once (not inside the cache-wide kernel)
-    L = self.max_context
-    pos = Tensor.arange(L, dtype=dtypes.int32, device=k.device).reshape(1, 1, L, 1)
-    start = scalar(start_pos, k.device)
-    if isinstance(start_pos, int):
-      new = kv.pad(((0, 0), (0, 0), (start_pos, L - start_pos - T), (0, 0)))
-    elif T == 1:
-      new = kv.expand(2, kv.shape[1], L, kv.shape[3])
-    else:  # symbolic start: place the T rows with a one-hot over positions
-      place = one_hot(Tensor.arange(T, dtype=dtypes.int32, device=k.device) + start, L)  # (T, L)
-      new = (place.T.reshape(1, 1, L, T, 1) * kv.cast(dtypes.float32).reshape(2, kv.shape[1], 1, T, kv.shape[3])).sum(3).cast(self.cache.dtype)
-    inside = (pos >= start).logical_and(pos < start + T)
-    self.cache.assign(inside.where(new, self.cache))
+    if T > CACHE_SLACK + 1: raise ValueError(f"a chunk of {T} tokens is longer than the cache's slack ({CACHE_SLACK}): use smaller chunks")
+    kv = _stack2(k, v).cast(self.cache.dtype)  # (2, Hkv, T, D)
+    window = self.cache.shrink(((0, 2), (0, self.cache.shape[1]), (start_pos, start_pos + T), (0, self.cache.shape[3])))
+    window.assign(kv).realize()
 
 
 def _stack2(a: Tensor, b: Tensor) -> Tensor:
