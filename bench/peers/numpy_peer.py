@@ -8,9 +8,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,19 +17,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from shapes import CONV, MLP, N_16M, mlp_flops  # noqa: E402
 
-
-def timeit(fn: Callable[[], Any], runs: int, warmup: int = 2) -> dict[str, float]:
-  for _ in range(warmup): fn()
-  times = []
-  for _ in range(runs):
-    st = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - st)
-  return {"best_s": min(times), "median_s": statistics.median(times), "runs": runs}
-
-
-def rate(t: dict[str, float], amount: float, unit: str) -> dict[str, Any]:
-  return {**t, unit: amount / t["best_s"] * 1e-9, f"{unit}_median": amount / t["median_s"] * 1e-9}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import rate, timeit  # noqa: E402
 
 
 def rand(*shape: int) -> np.ndarray: return np.random.default_rng(0).random(shape, dtype=np.float32)
