@@ -12,7 +12,7 @@ import pytest
 from tinygrad.device.devstring import Target
 from tinygrad.dtype import DType, dtypes
 from tinygrad.renderer import CompileError, UnsupportedDTypeError
-from tinygrad.uop.alu import cast_scalar, exec_alu, from_bits, to_bits
+from tinygrad.uop.alu import cast_scalar, eval_scalar, exec_alu, from_bits, to_bits
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad_backend_cpu.clang import ClangCompiler, ClangRenderer, clang_available, feature_flags, find_c_compiler
 from tinygrad_backend_cpu.runtime import CPUAllocator, CPUProgram
@@ -71,15 +71,7 @@ def run(p: Prog, bufs: list[np.ndarray], vals: tuple[int, ...] = (), renderer: C
 
 # ---- the reference: the same UOps evaluated with alu.py
 
-def ref_eval(u: UOp, env: dict[UOp, object]) -> object:
-  if u in env: return env[u]
-  src = [ref_eval(s, env) for s in u.src]
-  if u.op is Ops.CONST: v = u.arg
-  elif u.op is Ops.CAST: v = cast_scalar(src[0], u.dtype)
-  elif u.op is Ops.BITCAST: v = from_bits(to_bits(src[0], u.src[0].dtype), u.dtype)
-  else: v = exec_alu(u.op, u.dtype, tuple(src))
-  env[u] = v
-  return v
+def ref_eval(u: UOp, env: dict[UOp, object]) -> object: return eval_scalar(u, env)
 
 
 def to_np(vals: list[object], dt: DType) -> np.ndarray:

@@ -157,3 +157,17 @@ def cast_scalar(x: Any, dt: DType) -> Any:
       x = math.trunc(x)
     return truncate(dt, int(x))
   return truncate(dt, float(x))
+
+
+def eval_scalar(u: Any, env: dict) -> Any:
+  """The value of a scalar UOp expression whose leaves are CONSTs or nodes given in `env` (node -> value), by the
+  definitions above: the reference renderer tests compare generated kernels against. Iterative, so deep graphs work."""
+  vals = dict(env)
+  for n in u.toposort(gate=lambda x: x not in env):
+    if n in vals: continue
+    src = [vals[s] for s in n.src]
+    if n.op is Ops.CONST: vals[n] = n.arg
+    elif n.op is Ops.CAST: vals[n] = cast_scalar(src[0], n.dtype)
+    elif n.op is Ops.BITCAST: vals[n] = from_bits(to_bits(src[0], n.src[0].dtype), n.dtype)
+    else: vals[n] = exec_alu(n.op, n.dtype, tuple(src))
+  return vals[u]
