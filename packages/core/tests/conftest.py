@@ -6,11 +6,26 @@ from tinygrad import Device, Tensor
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "compile_only: valid on the NULL device, where kernels compile but never run (nox runs `-m compile_only` there)")
+  config.addinivalue_line("markers", "devices(n): needs n instances of the session's device kind (GPUs: skipped on a machine with fewer)")
 
 
 def is_null_device() -> bool:
   """True when the default device is NULL: kernels compile but there is no data to read back."""
   return Device.DEFAULT.startswith("NULL")
+
+
+def require_instances(n: int) -> None:
+  """Skip unless instances 0..n-1 of the session's device kind open here: CPU, PYTHON and NULL have as many as asked
+  for, a GPU kind only as many as the machine has."""
+  kind = Device.DEFAULT.split(":")[0]
+  try: Device[f"{kind}:{n - 1}"]
+  except Exception as e:  # noqa: BLE001  the device's own error says why (e.g. 'this machine has 1 GPU(s)')
+    pytest.skip(f"needs {n} {kind} devices: {e}")
+
+
+@pytest.fixture(autouse=True)
+def _enough_instances(request):
+  if (m := request.node.get_closest_marker("devices")) is not None: require_instances(m.args[0])
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from tinygrad.helpers import Context
 from tinygrad.jit import TinyJit
 from tinygrad.nn.state import get_parameters
 
-pytestmark = pytest.mark.skipif(is_null_device(), reason="the NULL device has no data to read back")
+pytestmark = [pytest.mark.skipif(is_null_device(), reason="the NULL device has no data to read back"), pytest.mark.devices(2)]
 
 KIND = Device.DEFAULT.split(":")[0]
 
@@ -90,6 +90,7 @@ def test_data_parallel_matches_one_device(opt):
   assert not np.allclose(ref_w[0], init[0])  # it did train
 
 
+@pytest.mark.devices(3)
 @pytest.mark.parametrize("mode", ["naive", "ring"])
 def test_three_devices_uneven_batch(mode):
   """7 samples over 3 devices (3, 2, 2): the mean loss's all-reduced sums still match the whole batch."""

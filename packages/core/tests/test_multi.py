@@ -4,7 +4,7 @@ Every test uses instances of the session's device kind (DEV=CPU -> CPU, CPU:1, .
 On NULL only the compile_only tests run: they realize on NULL:0..3, where kernels compile and copies move nothing."""
 import numpy as np
 import pytest
-from conftest import is_null_device
+from conftest import is_null_device, require_instances
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.engine.realize import buffer_of
 from tinygrad.frontend.multi import allreduce_mode, split_bounds
@@ -19,6 +19,8 @@ def devices(n: int) -> tuple[str, ...]: return tuple(Device.canonicalize(f"{KIND
 
 
 D2, D3, D4 = devices(2), devices(3), devices(4)
+# every test needs two instances, some more: on a machine with fewer GPUs they skip, saying why (conftest.py)
+pytestmark = pytest.mark.devices(2)
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +51,7 @@ def test_shard_roundtrip(axis):
   close(x, a)
 
 
+@pytest.mark.devices(3)
 def test_shards_are_buffers_on_their_devices():
   a = arr(5, 3)
   x = Tensor(a).shard(D3, axis=0).realize()
@@ -73,6 +76,7 @@ def test_shard_in_place_keeps_requires_grad():
   assert t.device == D2 and t.requires_grad
 
 
+@pytest.mark.devices(3)
 def test_uneven_split_and_bounds():
   assert split_bounds(5, 2) == ((0, 3), (3, 5))
   assert split_bounds(4, 4) == ((0, 1), (1, 2), (2, 3), (3, 4))
@@ -141,6 +145,7 @@ def test_mismatched_sharding_reshards():
   assert z.realize().uop.arg[0] == 0  # the first sharded operand's layout wins
 
 
+@pytest.mark.devices(3)
 def test_different_devices_error():
   x = Tensor(arr(4)).shard(D2, 0)
   with pytest.raises(ValueError, match="different devices"): (x + Tensor(arr(4)).shard(D3, 0)).realize()
@@ -180,6 +185,7 @@ def test_views_that_mix_shards_gather():
 
 # ---- reductions
 
+@pytest.mark.devices(3)
 @pytest.mark.parametrize("axis", [0, 1])
 def test_reductions(axis):
   a = arr(6, 4)
@@ -240,6 +246,7 @@ def test_matmul_output_features_sharded():
 @pytest.mark.parametrize("mode", ["naive", "ring"])
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_allreduce_matches_numpy(mode, n):
+  require_instances(n)
   devs = devices(n)
   a = arr(n * 2, 7)
   with Context(ALLREDUCE=mode):
@@ -249,6 +256,7 @@ def test_allreduce_matches_numpy(mode, n):
     close(x.reshape(n * 2, 7, 1).sum((0, 2)), a.sum(0))
 
 
+@pytest.mark.devices(1)
 def test_allreduce_choice():
   with Context(ALLREDUCE="ring"): assert allreduce_mode(4, 100) == "ring" and allreduce_mode(4, 3) == "naive"
   with Context(ALLREDUCE="naive"): assert allreduce_mode(4, 10**7) == "naive"
@@ -259,6 +267,7 @@ def test_allreduce_choice():
 
 
 @pytest.mark.compile_only
+@pytest.mark.devices(4)
 @pytest.mark.parametrize("mode,n_copies", [("naive", 2 * 3), ("ring", 2 * 4 * 3)])
 def test_allreduce_schedule(mode, n_copies):
   """4 devices: naive gathers 3 partials and sends 3 results; the ring sends one chunk per device in each of 2*(4-1) steps."""
@@ -273,6 +282,7 @@ def test_allreduce_schedule(mode, n_copies):
 
 
 @pytest.mark.compile_only
+@pytest.mark.devices(4)
 @pytest.mark.parametrize("mode", ["naive", "ring"])
 def test_data_parallel_step_compiles(mode):
   """A forward and backward pass over sharded data with a replicated weight, realized on 4 devices (NULL: compile only)."""
@@ -348,6 +358,7 @@ def test_jit_replays_multi_device_step():
   assert ("copy", D2[1]) in kinds and ("kernel", D2[0]) in kinds and ("kernel", D2[1]) in kinds
 
 
+@pytest.mark.devices(3)
 def test_jit_with_sharded_inputs():
   w0 = arr(5, 2)
   w = Tensor(w0).shard(D3).realize()

@@ -65,8 +65,13 @@ def test_context_dev_python_and_restore():
 
 @pytest.mark.compile_only
 def test_dev_unset_picks_best_available():
+  """With DEV unset the first usable device in DEFAULT_ORDER wins (a GPU where one works, else CPU, else PYTHON)."""
+  from tinygrad.device.registry import DEFAULT_ORDER
+  usable = [d for d in DEFAULT_ORDER if d in registry.devices and registry.devices[d].available() is None]
   with Context(DEV=""):
-    assert Device.DEFAULT == ("CPU" if HAS_CPU and registry.devices["CPU"].available() is None else "PYTHON")
+    assert Device.DEFAULT == (usable[0] if usable else "PYTHON")
+    if not any(d in usable for d in DEFAULT_ORDER[:DEFAULT_ORDER.index("CPU")]):  # no GPU here: the CPU plugin decides
+      assert Device.DEFAULT == ("CPU" if HAS_CPU and registry.devices["CPU"].available() is None else "PYTHON")
 
 
 @needs_cpu
