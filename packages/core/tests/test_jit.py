@@ -79,3 +79,71 @@ def test_kv_cache_style_write_at_a_symbolic_position():
   expect[:5] = np.arange(1, 6)[:, None]
   np.testing.assert_array_equal(cache.numpy(), expect)
   assert write.cnt == 2
+
+
+# ---- device graphs: the hook core calls (a real one is tested in backend-nv with a GPU); here a recording stand-in
+
+class _RecordingGraph:
+  """A GraphExec that runs its launches one by one, counting builds, updates and replays."""
+  built: list["_RecordingGraph"] = []
+
+  def __init__(self, launches):
+    self.launches, self.updates, self.calls = list(launches), 0, 0
+    _RecordingGraph.built.append(self)
+
+  def update(self, i, launch):
+    self.launches[i] = launch
+    self.updates += 1
+
+  def __call__(self):
+    self.calls += 1
+    for lc in self.launches: lc.program(*lc.bufs, global_size=lc.global_size, local_size=lc.local_size, vals=lc.vals)
+
+
+@pytest.fixture
+def recording_graph(monkeypatch):
+  from tinygrad import Device
+  _RecordingGraph.built = []
+  monkeypatch.setattr(Device[Device.DEFAULT], "graph", _RecordingGraph)
+  return _RecordingGraph.built
+
+
+def test_graph_replays_with_new_inputs_and_variables(recording_graph):
+  n = Variable("n", 1, 12)
+  @TinyJit
+  def f(a: Tensor, b: Tensor, k) -> Tensor: return ((a + b).relu() * 2).shrink(((0, k),)).sum() + a.sum()
+  for k in [3, 5, 5, 7, 2, 12, 1]:
+    a_np, b_np = np.random.randn(12).astype(np.float32), np.random.randn(12).astype(np.float32)
+    got = f(Tensor(a_np).realize(), Tensor(b_np).realize(), n.bind(k)).item()
+    np.testing.assert_allclose(got, (np.maximum(a_np + b_np, 0) * 2)[:k].sum() + a_np.sum(), rtol=1e-5, atol=1e-5)
+  assert len(recording_graph) == 1 and f.graph is not None
+  g = recording_graph[0]
+  assert g.calls == 5 and len(g.launches) == len(f.captured)  # calls 3..7 replayed the graph
+  assert g.updates >= 1  # new var values (input buffers may reuse freed memory: those launches stay as they were)
+
+
+def test_graph_keeps_unchanged_launches(recording_graph):
+  x = Tensor.arange(8).float().realize()
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return ((x + 1).contiguous() * 3).sum()
+  for _ in range(5): assert f(x).item() == 3 * sum(range(1, 9))
+  assert recording_graph[0].calls == 3 and recording_graph[0].updates == 0  # the same input buffer every call
+
+
+def test_graph_off(recording_graph):
+  from tinygrad.helpers import Context
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x * 2).sum()
+  with Context(GRAPH=0):
+    for i in range(4): assert f(Tensor([1.0, float(i)]).realize()).item() == 2 + 2 * i
+  assert f.graph is None or recording_graph[0].calls == 0
+
+
+def test_no_graph_when_the_device_refuses(monkeypatch):
+  from tinygrad import Device
+  def refuse(launches): raise NotImplementedError("not these kernels")
+  monkeypatch.setattr(Device[Device.DEFAULT], "graph", refuse)
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x * 2).sum()
+  for i in range(4): assert f(Tensor([1.0, float(i)]).realize()).item() == 2 + 2 * i
+  assert f.graph is None

@@ -13,7 +13,7 @@ import functools
 import threading
 from typing import Any
 
-from tinygrad.device.plugin import Allocator, Compiled
+from tinygrad.device.plugin import Allocator, Compiled, GraphExec, KernelLaunch
 
 try:
   from cuda.bindings import driver as cu
@@ -235,9 +235,13 @@ class CUDADevice(Compiled):
     self.ctx = _Context(index)
     self.index = index
     self.arch = device_arch(index)
-    super().__init__(device, CUDAAllocator(self.ctx), self._load)
+    super().__init__(device, CUDAAllocator(self.ctx), self._load, graph=self._graph)
 
   def _load(self, name: str, lib: bytes) -> CUDAProgram: return CUDAProgram(self.ctx, name, lib)
+
+  def _graph(self, launches: list[KernelLaunch]) -> GraphExec:
+    from tinygrad_backend_nv.graph import CUDAGraph  # graph.py builds on this module
+    return CUDAGraph(self.ctx, launches)
 
   def synchronize(self) -> None:
     _use(self.ctx)

@@ -2,6 +2,8 @@
 
 Replaying skips everything Python does to build, schedule and compile the graph: the captured kernels run
 on the new input buffers, with the values of bound symbolic Variables passed as kernel parameters.
+When every captured kernel runs on one device that offers `graph` (CUDA graphs), the replay is one graph
+launch: only the launches whose inputs or var values changed are updated first. GRAPH=0 turns that off.
 """
 from __future__ import annotations
 
@@ -10,16 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from tinygrad.device.runtime import Buffer
+from tinygrad.device.runtime import Buffer, GraphExec, KernelLaunch
 from tinygrad.engine import realize
 from tinygrad.engine.realize import ExecItem
 from tinygrad.frontend.multi import input_device, is_realized_multi, tensor_buffers
-from tinygrad.helpers import DEBUG, ContextVar
+from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 from tinygrad.uop.ops import Ops, UOp
 
 JIT = ContextVar("JIT", 1)  # JIT=0 runs jitted functions eagerly every time
+GRAPH = ContextVar("GRAPH", 1)  # GRAPH=0: replay kernel by kernel even where the device has graphs
 ReturnType = TypeVar("ReturnType")
 
 
@@ -61,12 +64,15 @@ class TinyJit(Generic[ReturnType]):
     self.input_specs: list[InputSpec] = []
     self.input_slots: list[list[tuple[int, int]]] = []  # per input: (item index, buffer index) where it is used
     self.ret: Any = None
+    self.graph: _JitGraph | None = None  # the device graph replaying the captured kernels, when there is one
+    self.graph_tried = False
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj)  # methods
 
   def reset(self) -> None:
     self.cnt, self.captured, self.input_specs, self.input_slots, self.ret = 0, [], [], [], None
+    self.graph, self.graph_tried = None, False
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
     tensors, var_vals = _flatten_args(args, kwargs)
@@ -118,5 +124,49 @@ class TinyJit(Generic[ReturnType]):
   def _replay(self, inputs: list[Buffer], var_vals: dict[str, int]) -> None:
     for buf, slots in zip(inputs, self.input_slots):
       for i, j in slots: self.captured[i][0].bufs[j] = buf
+    if not self.graph_tried:  # the first replay: every captured buffer exists now, so a graph can be built
+      self.graph_tried = True
+      self.graph = _JitGraph.build(self.captured, {i for slots in self.input_slots for i, _ in slots})
+      if DEBUG >= 1 and self.graph is not None: print(f"TinyJit replays {len(self.captured)} kernels as one device graph")
+    if self.graph is not None and GRAPH.value and DEBUG < 2: return self.graph.run(self.captured, var_vals)
     for ei, captured_vals in self.captured:
       ei.run({**captured_vals, **var_vals} if captured_vals else var_vals)
+
+
+class _JitGraph:
+  """The captured kernels as one device graph, with the launch each one was last given."""
+
+  def __init__(self, graph: GraphExec, launches: list[KernelLaunch], dynamic: list[int], captured: list[tuple[ExecItem, dict[str, int]]]):
+    self.graph, self.launches, self.dynamic = graph, launches, dynamic
+    runners = [ei.runner for ei, _ in captured if ei.runner is not None]
+    self.ops, self.mem = sum(r.spec.estimated_ops for r in runners), sum(r.spec.estimated_mem for r in runners)
+
+  @staticmethod
+  def build(captured: list[tuple[ExecItem, dict[str, int]]], input_items: set[int]) -> _JitGraph | None:
+    """A graph when GRAPH is on and every item is a kernel of one device that has graphs, else None."""
+    if not GRAPH.value or DEBUG >= 2 or not captured: return None
+    if any(ei.kind != "kernel" or ei.runner is None for ei, _ in captured): return None  # copies run from Python
+    devices = {id(ei.runner.device): ei.runner.device for ei, _ in captured if ei.runner is not None}
+    if len(devices) != 1 or (make := next(iter(devices.values())).graph) is None: return None
+    launches = [ei.runner.launch(ei.bufs, vals) for ei, vals in captured if ei.runner is not None]
+    try: graph = make(launches)
+    except NotImplementedError as e:
+      if DEBUG >= 1: print(f"TinyJit: no device graph ({e}); replaying kernel by kernel")
+      return None
+    # only launches that read an input or depend on var values can change between calls
+    dynamic = [i for i, (ei, _) in enumerate(captured) if i in input_items or (ei.runner is not None and ei.runner.varies)]
+    return _JitGraph(graph, launches, dynamic, captured)
+
+  def run(self, captured: list[tuple[ExecItem, dict[str, int]]], var_vals: dict[str, int]) -> None:
+    for i in self.dynamic:
+      ei, captured_vals = captured[i]
+      assert ei.runner is not None
+      for b in ei.bufs: b.ensure_allocated()
+      launch = ei.runner.launch(ei.bufs, {**captured_vals, **var_vals} if captured_vals else var_vals)
+      if launch != self.launches[i]:
+        self.graph.update(i, launch)
+        self.launches[i] = launch
+    self.graph()
+    GlobalCounters.kernel_count += len(self.launches)
+    GlobalCounters.global_ops += self.ops
+    GlobalCounters.global_mem += self.mem

@@ -10,12 +10,12 @@ from typing import Any, Protocol
 
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
-from tinygrad.device.runtime import Allocator, Compiled, Program
+from tinygrad.device.runtime import Allocator, Compiled, GraphExec, KernelLaunch, Program
 from tinygrad.dtype import DType
 from tinygrad.renderer import CompileError, Compiler, Renderer
 from tinygrad.renderer.cstyle import CStyleRenderer
 
-__all__ = ["hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "Target", "Allocator", "Compiled", "Program", "Renderer",
+__all__ = ["hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "Target", "Allocator", "Compiled", "Program", "KernelLaunch", "GraphExec", "Renderer",
            "Compiler", "CompileError", "CStyleRenderer", "OpenDevice"]
 
 

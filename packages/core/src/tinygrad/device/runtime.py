@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinygrad.dtype import DType, dtypes
@@ -15,6 +16,28 @@ class Program(Protocol):
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+  """One launch of a loaded kernel: exactly what `Program.__call__` receives. Device graphs are built from these."""
+  program: Program
+  bufs: tuple[Any, ...]
+  global_size: tuple[int, ...] = (1, 1, 1)
+  local_size: tuple[int, ...] = (1, 1, 1)
+  vals: tuple[int, ...] = ()
+
+
+class GraphExec(Protocol):
+  """A device graph of kernel launches, made by a device's optional `graph(launches)` (e.g. a CUDA graph). TinyJit
+  builds one after it captured a function whose kernels all run on one device, and replays it instead of launching
+  each kernel from Python. `__call__()` runs the launches in order (asynchronously, like a Program); `update(i, launch)`
+  changes launch i (other buffers, var values, launch sizes; the same program) for the following calls. A device
+  that can't put some launches in a graph raises NotImplementedError from `graph(...)`: the JIT then runs them
+  one by one."""
+
+  def update(self, i: int, launch: KernelLaunch) -> None: ...
+  def __call__(self) -> None: ...
 
 
 class Allocator:
@@ -52,11 +75,12 @@ class Allocator:
 
 
 class Compiled:
-  """A device instance (e.g. "CPU", "CUDA:1"): memory, a loader for compiled kernels, synchronize.
+  """A device instance (e.g. "CPU", "CUDA:1"): memory, a loader for compiled kernels, synchronize, and optionally
+  `graph(launches: list[KernelLaunch]) -> GraphExec` (see GraphExec) for TinyJit replays.
   The renderer/compiler is chosen per DEV target and looked up through the registry."""
 
   def __init__(self, device: str, allocator: Allocator, runtime: Callable[[str, bytes], Program] | None,
-               graph: Any = None, runs_kernels: bool = True):
+               graph: Callable[[list[KernelLaunch]], GraphExec] | None = None, runs_kernels: bool = True):
     self.device, self.allocator, self.runtime, self.graph = device, allocator, runtime, graph
     self.runs_kernels = runs_kernels
 

@@ -9,7 +9,7 @@ from typing import Any
 from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.search import opt_setting
 from tinygrad.device.registry import Device
-from tinygrad.device.runtime import Buffer, Compiled, Program
+from tinygrad.device.runtime import Buffer, Compiled, KernelLaunch, Program
 from tinygrad.helpers import DEBUG, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem
@@ -34,14 +34,24 @@ class CompiledRunner:
     self.lib = renderer.compiler.compile_cached(spec.src)
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
 
-  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
+  def launch(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None) -> KernelLaunch:
+    """The program's arguments for these buffers and var values (what a device graph records)."""
     var_vals = var_vals or {}
     # the thread index (codegen/threads.py) is not a value of ours: the device passes it to each thread
     vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars if v.arg[0] != "core_id")
     global_size, local_size = self.spec.launch_dims(var_vals)
     # buffers whose every access was simplified away (a view that reads only padding) are not parameters
     params = bufs if len(self.spec.globals) == len(bufs) else [bufs[i] for i in self.spec.globals]
-    return self.program(*[b.opaque for b in params], global_size=global_size, local_size=local_size, vals=vals, wait=wait)
+    return KernelLaunch(self.program, tuple(b.opaque for b in params), global_size, local_size, vals)
+
+  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
+    lc = self.launch(bufs, var_vals)
+    return self.program(*lc.bufs, global_size=lc.global_size, local_size=lc.local_size, vals=lc.vals, wait=wait)
+
+  @property
+  def varies(self) -> bool:
+    """True when var values change its launches (parameters or launch sizes)."""
+    return bool(self.spec.vars) or not all(isinstance(x, int) for x in (*self.spec.global_size, *self.spec.local_size))
 
 
 def _noop(*args: Any, **kwargs: Any) -> float: return 0.0

@@ -1,0 +1,92 @@
+"""CUDA graphs for TinyJit replays: the captured kernels become kernel nodes of one graph (each depending on the one
+before, the order they ran in), instantiated once and launched with one cuGraphLaunch per replay.
+
+A launch that changes between replays (new input buffers, other var values, other launch sizes) is patched in the
+instantiated graph with cuGraphExecKernelNodeSetParams; a launch with an empty grid is disabled (cuGraphNodeSetEnabled)
+rather than given to the driver, which rejects zero-sized grids. Kernel parameters are copied by the driver when a
+node is added or updated, so nothing here has to stay alive for the graph's sake.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from tinygrad.device.plugin import KernelLaunch
+
+from tinygrad_backend_nv.runtime import CUDAProgram, _Context, _use, check, cu
+
+
+def _dims(xs: tuple[int, ...]) -> tuple[int, int, int]:
+  x, y, z = (tuple(xs) + (1, 1, 1))[:3]
+  return int(x), int(y), int(z)
+
+
+class CUDAGraph:
+  """One CUDA graph of kernel launches on one GPU (core's GraphExec: `update(i, launch)`, `__call__()`)."""
+
+  def __init__(self, ctx: _Context, launches: list[KernelLaunch]):
+    if not launches: raise NotImplementedError("a graph needs at least one kernel")
+    for lc in launches:
+      if not isinstance(lc.program, CUDAProgram) or lc.program.ctx is not ctx:
+        raise NotImplementedError(f"launch of {getattr(lc.program, 'name', lc.program)!r} is not a kernel of this GPU")
+    self.ctx = ctx
+    self.graph = self.exec = None
+    _use(ctx)
+    self.graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
+    self.nodes: list[Any] = []
+    empty: list[int] = []
+    for i, lc in enumerate(launches):
+      params, ok, keep = self._params(lc)
+      if not ok: empty.append(i)
+      deps = self.nodes[-1:]
+      self.nodes.append(check(cu.cuGraphAddKernelNode(self.graph, deps, len(deps), params), f"cuGraphAddKernelNode({lc.program.name})"))
+      del keep
+    self.exec = check(cu.cuGraphInstantiate(self.graph, 0), "cuGraphInstantiate")
+    self.enabled = [True] * len(launches)
+    for i in empty: self._enable(i, False)
+
+  @staticmethod
+  def _params(lc: KernelLaunch) -> tuple[Any, bool, Any]:
+    """The node parameters of a launch; False when its grid is empty (the node then has a 1-block grid, disabled); and
+    the argument values the parameters point at, to keep alive until the driver has copied them."""
+    prg = lc.program
+    assert isinstance(prg, CUDAProgram)
+    grid, block = _dims(lc.global_size), _dims(lc.local_size)
+    if block[0] * block[1] * block[2] > prg.max_threads:
+      raise RuntimeError(f"kernel {prg.name}: local size {block} exceeds its limit of {prg.max_threads} threads per block")
+    ok = grid[0] * grid[1] * grid[2] > 0
+    values = [ctypes.c_uint64(b) for b in lc.bufs] + [ctypes.c_int32(v) for v in lc.vals]
+    args = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+    p = cu.CUDA_KERNEL_NODE_PARAMS()
+    p.func = prg.fn
+    p.gridDimX, p.gridDimY, p.gridDimZ = grid if ok else (1, 1, 1)
+    p.blockDimX, p.blockDimY, p.blockDimZ = block
+    p.sharedMemBytes = 0
+    p.kernelParams = ctypes.addressof(args)  # read (copied) by the driver during the call that takes p
+    return p, ok, (values, args)
+
+  def _enable(self, i: int, on: bool) -> None:
+    if self.enabled[i] != on:
+      check(cu.cuGraphNodeSetEnabled(self.exec, self.nodes[i], int(on)), "cuGraphNodeSetEnabled")
+      self.enabled[i] = on
+
+  def update(self, i: int, launch: KernelLaunch) -> None:
+    if not isinstance(launch.program, CUDAProgram) or launch.program.ctx is not self.ctx:
+      raise ValueError("a graph node can only be given launches of a kernel on its own GPU")
+    _use(self.ctx)
+    params, ok, keep = self._params(launch)
+    check(cu.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], params), f"cuGraphExecKernelNodeSetParams({launch.program.name})")
+    del keep
+    self._enable(i, ok)
+
+  def __call__(self) -> None:
+    _use(self.ctx)
+    check(cu.cuGraphLaunch(self.exec, 0), "cuGraphLaunch")  # on the legacy default stream, in order with the other work
+
+  def __del__(self) -> None:
+    try:
+      if cu is None: return
+      if getattr(self, "exec", None) is not None: cu.cuGraphExecDestroy(self.exec)
+      if getattr(self, "graph", None) is not None: cu.cuGraphDestroy(self.graph)
+    except Exception:  # noqa: BLE001  interpreter shutdown
+      pass
