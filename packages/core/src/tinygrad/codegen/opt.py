@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from tinygrad.dtype import dtypes
+from tinygrad.helpers import ContextVar
 from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import split_terms
 
 
 class OptOps(Enum):
@@ -100,7 +102,7 @@ def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
   return next((c for c in choices if size % c == 0 and size >= c), 1)
 
 
-def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> list[Opt]:
+def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False) -> list[Opt]:
   """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
   split long reductions into independent accumulators, and use every core on big kernels."""
   rngs = ranges_of(ast)
@@ -108,6 +110,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
   opts: list[Opt] = []
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
+  if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
     if outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
       last = outs[-1]
@@ -124,11 +127,46 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
   return opts
 
 
-def _is_reused_reduce(ast: UOp) -> bool:
-  """True when some load inside a reduce doesn't depend on every output loop (matmul: A ignores j, B ignores i)."""
+def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:
+  """True when some load inside a reduce doesn't depend on every output loop (matmul: A ignores j, B ignores i).
+  gpu: only loads that move with the reduce loop count (a per-row value, softmax's max, is no reuse)."""
   outs = {n for n in ast.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
     for ld in (n for n in red.src[0].toposort() if n.op is Ops.LOAD):
       used = {n for n in ld.toposort() if n.op is Ops.RANGE}
+      if gpu and not any(r.arg[1] == "reduce" for r in used): continue
       if outs - used: return True
   return False
+
+
+GPU_RED_UPCAST = ContextVar("GPU_RED_UPCAST", 1)
+GPU_UPCAST_MIN_OUTPUTS = 1 << 18  # 4 outputs a thread still leaves 65536 threads
+
+
+def _gpu_plain_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
+  """A GPU thread per output of a sum/max over an axis. Where neighbouring outputs are neighbouring elements (the
+  partials of a split reduction, column sums), each thread takes 4 of them: one 16-byte load per step, 4 steps
+  unrolled, 16 independent accumulators. Else the reduce loop is unrolled 16 times (float4 loads along rows)."""
+  inner, last = reds[-1], (outs[-1] if outs else None)
+  red_size, out_size = range_size(inner) or 0, (range_size(last) or 0) if last is not None else 0
+  total = 1
+  for o in outs: total *= range_size(o) or 0
+  # only with threads to spare: a small kernel (the last levels of a split) is latency-bound, short loops win there
+  if wide_loads and GPU_RED_UPCAST.value and last is not None and out_size % 4 == 0 and total >= GPU_UPCAST_MIN_OUTPUTS and _unit_stride(ast, last):
+    opts = [Opt(OptOps.UPCAST, last.arg[0], 4)]
+    if (k := _largest_divisor(red_size, (4, 2))) > 1 and red_size >= 8: opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
+    return opts
+  if (k := _largest_divisor(red_size, (16, 8, 4))) > 1 and red_size >= 32: return [Opt(OptOps.UNROLL, inner.arg[0], k)]
+  return []
+
+
+def _unit_stride(ast: UOp, r: UOp) -> bool:
+  """True when every global load that uses loop r reads neighbouring elements for neighbouring values of r."""
+  found = False
+  for ld in (n for n in ast.toposort() if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0].op is Ops.DEFINE_GLOBAL):
+    idx = ld.src[0].src[1]
+    if r not in idx.toposort(): continue
+    terms, _ = split_terms(idx)
+    if [c for a, c in terms if a is r] != [1] or any(r in a.toposort() for a, _ in terms if a is not r): return False
+    found = True
+  return found

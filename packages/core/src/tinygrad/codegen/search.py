@@ -64,7 +64,7 @@ def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if NOOPT: return []
   if (amt := beam_width()) > 0 and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
     return beam_search(ast, renderer, amt, device)
-  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4)
+  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local)
 
 
 def _timing_device(renderer: Renderer) -> Any:

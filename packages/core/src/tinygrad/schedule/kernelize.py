@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinygrad.helpers import prod
+from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -150,31 +151,62 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
+# GPU: a thread per partial result, so the partials (all outputs together) should number about a chip's worth of
+# threads times the 4 that a float4 load gives each; every partial sums at least GPU_SPLIT_CHUNK elements.
+GPU_SPLIT_PARTIALS = ContextVar("GPU_SPLIT_PARTIALS", 1 << 20)
+GPU_SPLIT_CHUNK = ContextVar("GPU_SPLIT_CHUNK", 64)
 
 
 def split_reduce(r: UOp) -> UOp | None:
-  """A big reduction into a few outputs (a full sum) runs as two kernels: k partial results per output, reading
-  the input coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
-  x, (op, axes) = r.src[0], r.arg
+  """A big reduction into few outputs runs as two kernels: k partial results per output, reading the input
+  coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
+  x = r.src[0]
   if not all(isinstance(s, int) for s in x.shape): return None
+  if _renders_for_gpu(r.device): return _split_reduce_gpu(r)
+  op, axes = r.arg
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
   if n < SPLIT_MIN_REDUCE or out > SPLIT_MAX_OUTPUT: return None
-  # partials: about sqrt(n) on a CPU (a few threads); on a GPU enough to fill the chip, ~2048 elements each
-  strided = _renders_for_gpu(r.device)
+  # partials: about sqrt(n) on a CPU (a few threads), each one contiguous chunk
   k = 1
-  while n % (k * 2) == 0 and ((k * 2) ** 2 <= n if not strided else n // (k * 2) >= 2048): k *= 2
-  if k < (32 if strided else 256): return None
+  while n % (k * 2) == 0 and (k * 2) ** 2 <= n: k *= 2
+  if k < 256: return None
   keep = [i for i in range(len(x.shape)) if i not in axes]
-  order = tuple(keep + list(axes))
-  xp = x if order == tuple(range(len(order))) else UOp(Ops.PERMUTE, x.dtype, (x,), order)
-  # GPUs want neighbouring threads reading neighbouring elements (partial j sums elements j, j+k, ...);
-  # CPU threads want each partial to read one contiguous chunk
-  xr = UOp(Ops.RESHAPE, x.dtype, (xp,), tuple(x.shape[i] for i in keep) + ((n // k, k) if strided else (k, n // k)))
-  first, second = (len(keep), len(keep) + 1) if strided else (len(keep) + 1, len(keep))
-  partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (first,))),))
-  total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (second,)))
-  if (again := split_reduce(total)) is not None: total = again  # the partials may still be many (a GPU makes ~n/2048)
+  xp = _permute(x, tuple(keep + list(axes)))
+  xr = UOp(Ops.RESHAPE, x.dtype, (xp,), tuple(x.shape[i] for i in keep) + (k, n // k))
+  partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(keep) + 1,))),))
+  total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(keep),)))
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
+
+
+def _split_reduce_gpu(r: UOp) -> UOp | None:
+  """GPU: every thread computes partial results, so enough partials to fill the chip (GPU_SPLIT_PARTIALS over all
+  outputs), and neighbouring threads read neighbouring elements:
+  - reduced axes last (a full sum, rows): partial j of an output sums elements j, j+k, j+2k, ... of its row;
+  - an output axis after the reduced ones (columns): partial j sums the j-th chunk of rows, and the partials are laid
+    out (k, outputs...) so that neighbouring threads take neighbouring outputs.
+  The partials are reduced again the same way until few are left (each level is one small kernel)."""
+  x, (op, axes) = r.src[0], r.arg
+  n, out = prod(x.shape[a] for a in axes), prod(r.shape)
+  k = 1
+  while n % (k * 2) == 0 and out * k * 2 <= GPU_SPLIT_PARTIALS.value and n // (k * 2) >= GPU_SPLIT_CHUNK.value: k *= 2
+  if k < 16: return None
+  keep = [i for i in range(len(x.shape)) if i not in axes]
+  kept = tuple(x.shape[i] for i in keep)
+  xp = _permute(x, tuple(keep + list(axes)))
+  if any(i > max(axes) for i in keep):  # columns: (k, kept..., n // k), reduce the last axis, then the first
+    xr = _permute(UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (k, n // k)), (len(kept), *range(len(kept)), len(kept) + 1))
+    partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept) + 1,))),))
+    total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (0,)))
+  else:  # rows: (kept..., n // k, k), reduce the strided axis, then the partials
+    xr = UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (n // k, k))
+    partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept),))),))
+    total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(kept) + 1,)))
+  if (again := _split_reduce_gpu(total)) is not None: total = again  # the partials may still be many
+  return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
+
+
+def _permute(x: UOp, order: tuple[int, ...]) -> UOp:
+  return x if order == tuple(range(len(order))) else UOp(Ops.PERMUTE, x.dtype, (x,), order)
 
 
 def _renders_for_gpu(device: str | tuple) -> bool:
@@ -190,9 +222,8 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
   sink = UOp(Ops.SINK, src=tuple(roots))
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   done = {n: applied_assigns[n] for n in nodes if n.op is Ops.ASSIGN and n in applied_assigns}
-  splits = {n: split for n in nodes if n.op is Ops.REDUCE_AXIS and (split := split_reduce(n)) is not None}
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
-  if done or splits: sink, renamed = _substitute_tracking(sink, {**done, **splits})
+  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, _split_rebuilt)
   realize = find_realizes(sink)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
@@ -240,15 +271,20 @@ def mark_applied(becomes: dict[UOp, UOp]) -> None:
     if node.op is Ops.ASSIGN: applied_assigns[node] = view
 
 
-def _substitute_tracking(sink: UOp, mapping: dict[UOp, UOp]) -> tuple[UOp, dict[UOp, UOp]]:
-  """sink.substitute(mapping), also returning old -> new for every node that changed."""
+def _substitute_tracking(sink: UOp, mapping: dict[UOp, UOp], rewrite: Callable[[UOp], UOp | None] | None = None) -> tuple[UOp, dict[UOp, UOp]]:
+  """sink.substitute(mapping), also returning old -> new for every node that changed. `rewrite` may replace each other
+  node after its sources were substituted (so a reduction inside another one's input is split once, in both)."""
   new: dict[UOp, UOp] = {}
   for node in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER):
     if node in mapping: new[node] = mapping[node]
     else:
       src = tuple(new.get(s, s) for s in node.src)
-      new[node] = node if src == node.src else node.replace(src=src)
+      rebuilt = node if src == node.src else node.replace(src=src)
+      new[node] = rebuilt if rewrite is None or (again := rewrite(rebuilt)) is None else again
   return new[sink], {k: v for k, v in new.items() if k is not v}
+
+
+def _split_rebuilt(n: UOp) -> UOp | None: return split_reduce(n) if n.op is Ops.REDUCE_AXIS else None
 
 
 def max_size(shape: tuple) -> int:

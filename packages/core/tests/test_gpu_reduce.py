@@ -1,0 +1,60 @@
+"""GPU-style reductions run on the PYTHON device: its renderer is told it is a GPU (thread indices, float4-style
+upcasts), and the split thresholds are lowered so that small tensors take every path a big one takes on a real GPU:
+split reductions over rows, columns, middle and several axes, the levels of a full sum, max, and softmax's nested
+reductions. Wide loads stay scalar (the interpreter has no vector types); the CUDA runs cover those."""
+import numpy as np
+import pytest
+from tinygrad import Device, Tensor, dtypes
+from tinygrad.helpers import Context
+
+pytestmark = pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason="emulates a GPU on the PYTHON device (DEV=PYTHON)")
+
+
+@pytest.fixture(autouse=True)
+def gpu_style(monkeypatch):
+  import tinygrad.codegen.program as program
+  from tinygrad.codegen import opt
+  from tinygrad.engine import realize
+  r = Device.renderer(Device.DEFAULT)
+  monkeypatch.setattr(r, "has_local", True)
+  monkeypatch.setattr(r, "supports_float4", True)  # the heuristics choose wide loads ...
+  monkeypatch.setattr(program, "vectorize_memory", lambda sink: sink)  # ... which stay scalar here
+  monkeypatch.setattr(opt, "GPU_UPCAST_MIN_OUTPUTS", 64)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  with Context(GPU_SPLIT_PARTIALS=2048, GPU_SPLIT_CHUNK=8): yield
+
+
+def kernels(t: Tensor) -> list[str]:
+  return [si.ast.op.name if si.ast.op.name == "COPY" else "kernel" for si in t.schedule()]
+
+
+def test_full_sum_splits_in_levels():
+  a = np.random.randn(64, 96).astype(np.float32)
+  t = Tensor(a).realize().sum()
+  assert len(kernels(t)) >= 3
+  np.testing.assert_allclose(t.item(), a.astype(np.float64).sum(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape,axis", [((32, 512), 1), ((512, 32), 0), ((8, 256, 12), 1), ((16, 64, 8), (0, 2)), ((4, 8, 512), (1, 2))])
+def test_split_sum_and_max(shape, axis):
+  a = np.random.randn(*shape).astype(np.float32)
+  x = Tensor(a).realize()
+  s, m = x.sum(axis), x.max(axis)
+  assert len(kernels(s)) >= 2  # split: partials, then their reduction
+  np.testing.assert_allclose(s.numpy(), a.astype(np.float64).sum(axis), rtol=1e-4, atol=1e-4)
+  np.testing.assert_array_equal(m.numpy(), a.max(axis))
+
+
+def test_int_sum_and_keepdim():
+  a = np.random.randint(-50, 50, size=(16, 1024)).astype(np.int32)
+  t = Tensor(a).realize()
+  assert t.sum(1).dtype == dtypes.int32
+  np.testing.assert_array_equal(t.sum(1, keepdim=True).numpy(), a.sum(1, keepdims=True))
+
+
+def test_softmax_rows_split_once():
+  a = (np.random.randn(32, 512) * 3).astype(np.float32)
+  t = Tensor(a).realize().softmax(1)
+  assert len(kernels(t)) == 5  # max: partials + final, sum of exp: partials + final, the division
+  e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+  np.testing.assert_allclose(t.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
