@@ -48,7 +48,7 @@ def reductions(result: dict) -> None:
         err = float(np.abs(np.asarray(got, np.float64) - ref).max() / max(1.0, math.sqrt(float(np.abs(ref).max()))))
       case = {"op": name, "ours_gbs": nbytes / median(t_ours) / 1e9, "torch_gbs": nbytes / median(t_torch) / 1e9,
               "ours_us": median(t_ours) * 1e6, "ours_best_us": min(t_ours) * 1e6, "torch_us": median(t_torch) * 1e6,
-              "first_call_s": first, "err": err, "kernels": len(f.captured), "graph": f.graph is not None}
+              "first_call_s": first, "err": err, "kernels": len(f.captured), "graph": getattr(f, "graph", None) is not None}
       case["ratio"] = case["ours_gbs"] / case["torch_gbs"]
       log(f"{name}: ours {case['ours_gbs']:.0f} GB/s ({case['kernels']} kernels), torch {case['torch_gbs']:.0f} GB/s, "
           f"ratio {case['ratio']:.3f}, err {err:.1e}")
@@ -103,7 +103,7 @@ def jit_overhead(result: dict, kernels: int = 10, calls: int = 2000) -> None:
         for _ in range(calls): f(x)
         dev.synchronize()
         best = min(best, (time.perf_counter() - st) / calls)
-      row = {"graph": graph, "used_graph": f.graph is not None, "us_per_call": best * 1e6, "us_per_kernel": best * 1e6 / kernels}
+      row = {"graph": graph, "used_graph": getattr(f, "graph", None) is not None, "us_per_call": best * 1e6, "us_per_kernel": best * 1e6 / kernels}
       log(f"jit replay GRAPH={graph}: {row['us_per_call']:.1f} us/call, {row['us_per_kernel']:.2f} us/kernel (graph used: {row['used_graph']})")
       result["jit_overhead"].append(row)
 

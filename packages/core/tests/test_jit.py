@@ -147,3 +147,13 @@ def test_no_graph_when_the_device_refuses(monkeypatch):
   def f(x: Tensor) -> Tensor: return (x * 2).sum()
   for i in range(4): assert f(Tensor([1.0, float(i)]).realize()).item() == 2 + 2 * i
   assert f.graph is None
+
+
+def test_elementwise_on_a_symbolic_size():
+  """Constants and bound values broadcast over a tensor whose size is a Variable (expand compares symbolic sizes)."""
+  x_np = np.random.randn(16).astype(np.float32)
+  x, n, s = Tensor(x_np).realize(), Variable("n", 1, 16), Variable("s", 1, 9)
+  @TinyJit
+  def f(x: Tensor, k, v) -> Tensor: return ((x.shrink(((0, k),)) * v * 0.5).exp2().contiguous() + 1).sum()
+  for k, v in [(3, 1), (16, 2), (1, 9), (7, 4)]:
+    np.testing.assert_allclose(f(x, n.bind(k), s.bind(v)).item(), (np.exp2(x_np[:k] * v * 0.5) + 1).sum(), rtol=1e-5)

@@ -107,7 +107,7 @@ class MovementMixin(IndexingMixin):
     target = tuple(b if n is None or n == -1 else n for b, n in zip(base, new))
     for b, n in zip(base, target):
       if b != n and b != 1: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: only size-1 axes can grow")
-      if n < 0: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: negative size")
+      if isinstance(n, int) and n < 0: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: negative size")  # symbolic sizes are >= 0
     t = self.reshape(base) if base != self.shape else self
     return t if target == t.shape else t._view(Ops.EXPAND, target)
 
