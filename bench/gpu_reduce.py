@@ -56,7 +56,7 @@ def reductions(result: dict) -> None:
       log(f"{name} failed: {type(e).__name__}: {e}")
       case = {"op": name, "error": f"{type(e).__name__}: {str(e)[:1500]}"}
     result["cases"].append(case)
-  if os.environ.get("SWEEP"): sweep(result, a, float(big.astype(np.float64).sum()), ta)
+  if os.environ.get("SWEEP", "0") not in ("", "0"): sweep(result, a, float(big.astype(np.float64).sum()), ta)
 
 
 def sweep(result: dict, a, ref: float, ta) -> None:

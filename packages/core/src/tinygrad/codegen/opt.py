@@ -121,7 +121,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
         opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
-  if wide_loads and not reds and outs and (range_size(outs[-1]) or 0) % 4 == 0:
+  if wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
