@@ -124,7 +124,7 @@ class TinyJit(Generic[ReturnType]):
   def _replay(self, inputs: list[Buffer], var_vals: dict[str, int]) -> None:
     for buf, slots in zip(inputs, self.input_slots):
       for i, j in slots: self.captured[i][0].bufs[j] = buf
-    if not self.graph_tried:  # the first replay: every captured buffer exists now, so a graph can be built
+    if not self.graph_tried and GRAPH.value and DEBUG < 2:  # the first replay with graphs on: every captured buffer exists now
       self.graph_tried = True
       self.graph = _JitGraph.build(self.captured, {i for slots in self.input_slots for i, _ in slots})
       if DEBUG >= 1 and self.graph is not None: print(f"TinyJit replays {len(self.captured)} kernels as one device graph")
