@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from tinygrad.device.devstring import Target
-from tinygrad.dtype import DType, dtypes
+from tinygrad.device.plugin import TensorCore
+from tinygrad.dtype import DType, PtrDType, dtypes
 from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.ops import Ops, UOp
 
@@ -84,9 +85,20 @@ class CUDARenderer(CStyleRenderer):
 
   def render_vector_dtype(self, dt: DType) -> str:
     if dt.scalar() == dtypes.float32 and dt.count in (2, 4): return f"float{dt.count}"
+    if dt.scalar() in _HALFS and dt.count in (2, 4, 8): return f"{self.render_dtype(dt.scalar())}x{dt.count}"  # see _vector_struct
     return super().render_vector_dtype(dt)
 
-  def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
+  def render_vectorize(self, dt: DType, parts: list[str]) -> str:
+    if dt.scalar() in _HALFS: return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
+    return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
+
+  # ---- shared memory, barriers, tensor cores
+  def render_define_local(self, name: str, dt: PtrDType) -> str:
+    return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
+
+  def render_barrier(self) -> str: return "__syncthreads();"
+
+  def render_wmma(self, u: UOp, operands: list[str]) -> str: return f"tg_{u.arg[0]}({', '.join(operands)})"
 
   def __init__(self, target: Target | None = None):
     target = target or Target("CUDA", "CUDA", DEFAULT_ARCH)
@@ -139,7 +151,9 @@ class CUDARenderer(CStyleRenderer):
 
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
-    return [("half", _HALF), ("bfloat16", _BF16), ("tg_bitcast<", _BITCAST), *super().helpers()]
+    vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
+    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32)]
+    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *mmas, *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     src = super().render(name, uops)
@@ -148,6 +162,30 @@ class CUDARenderer(CStyleRenderer):
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
     return src.replace(head, f"{self.kernel_prefix}void __launch_bounds__({threads}) {name}(", 1)
+
+
+def _vector_struct(name: str, n: int) -> str:
+  # half/bf16 vectors as aligned structs: a 16-byte halfx8 load/store is one instruction
+  return f"struct __align__({2 * n}) {name}x{n} {{ {name} v[{n}]; }};"
+
+
+def _mma_helper(r: CUDARenderer, tc: TensorCore) -> str:
+  """An inline-asm mma.sync: fragments as vectors whose 32-bit words are the instruction's registers, in layout order."""
+  na, nb = len(tc.a_layout[0]), len(tc.b_layout[0])
+  ta, tb = r.render_dtype(tc.dtype_in.vec(na)), r.render_dtype(tc.dtype_in.vec(nb))
+  regs = tc.extra["regs_b32"]
+  nc = len(tc.c_layout[0])
+  tcv = r.render_dtype(tc.dtype_out.vec(nc))
+  c = [f"c.{'xyzw'[i]}" for i in range(nc)]
+  ops = ", ".join(f"%{i}" for i in range(nc))
+  aops = ", ".join(f"%{nc + i}" for i in range(regs["a"]))
+  bops = ", ".join(f"%{nc + regs['a'] + i}" for i in range(regs["b"]))
+  outs = ", ".join(f'"+f"({x})' for x in c)
+  ins = ", ".join([f'"r"(A[{i}])' for i in range(regs["a"])] + [f'"r"(B[{i}])' for i in range(regs["b"])])
+  return (f"static __device__ __forceinline__ {tcv} tg_{tc.name}({ta} a, {tb} b, {tcv} c) {{\n"
+          f"  const unsigned *A = (const unsigned *)&a, *B = (const unsigned *)&b;\n"
+          f'  asm("{tc.extra["ptx"]} {{{ops}}}, {{{aops}}}, {{{bops}}}, {{{ops}}};" : {outs} : {ins});\n'
+          f"  return c;\n}}")
 
 
 def kernel_names(src: str) -> list[str]:

@@ -146,10 +146,8 @@ class PTXRenderer(Renderer):
 
   def __reduce__(self) -> tuple: return PTXRenderer, (Target(self.device, self.name, self.arch),)
 
-  @property
-  def tensor_cores(self):  # type: ignore[override]
-    from tinygrad_backend_nv.tensor_cores import tensor_cores_for
-    return tuple(tensor_cores_for(self.arch))
+  # no tensor cores until this renderer emits DEFINE_LOCAL/BARRIER/WMMA: matmuls take the plain path here
+  tensor_cores = ()
 
   def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(self, name, uops).build()
 

@@ -15,6 +15,7 @@ Extension points, in short:
   render_inf / render_nan / render_float_literal   float constants
   render_cast / render_float_to_int / render_bitcast   conversions
   render_load / render_store / render_index / render_define_reg / render_range   memory and loops
+  render_define_local / render_barrier / render_wmma   shared memory, block barriers, tensor-core instructions
   helpers()                           (trigger, C code) pairs: code is prepended when trigger occurs in the body
 """
 from __future__ import annotations
@@ -210,6 +211,15 @@ class CStyleRenderer(Renderer):
 
   def render_define_reg(self, name: str, dt: PtrDType) -> str: return f"{self.render_dtype(dt.base)} {name}[{max(dt.size, 1)}];"
 
+  # ---- shared memory, barriers, tensor cores (GPU dialects override these)
+  def render_define_local(self, name: str, dt: PtrDType) -> str:
+    raise NotImplementedError(f"{self.name} renders no shared memory (DEFINE_LOCAL)")
+
+  def render_barrier(self) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
+
+  def render_wmma(self, u: UOp, operands: list[str]) -> str:
+    raise NotImplementedError(f"{self.name} renders no tensor-core WMMA ({u.arg[0]})")
+
   def render_range(self, name: str, end: str, dt: DType) -> str:
     return f"for ({self.render_dtype(dt)} {name} = 0; {name} < {end}; {name}++) {{"
 
@@ -281,6 +291,11 @@ class CStyleRenderer(Renderer):
     elif op is Ops.DEFINE_REG:
       k.names[u] = k.new_name(self.name_prefix[op])
       k.emit(self.render_define_reg(k.names[u], _ptr(u)))
+    elif op is Ops.DEFINE_LOCAL:
+      k.names[u] = k.new_name("smem")
+      k.emit(self.render_define_local(k.names[u], _ptr(u)))
+    elif op is Ops.BARRIER: k.emit(self.render_barrier())
+    elif op is Ops.WMMA: self._declare(k, u, self.render_wmma(u, r))
     elif op is Ops.SPECIAL:
       k.names[u] = u.arg[0]
       k.emit(f"{self.render_dtype(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0], u.arg[1])}; /* {u.arg[1]} */")

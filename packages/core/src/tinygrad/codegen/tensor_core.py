@@ -1,0 +1,343 @@
+"""Matmul kernels on tensor cores: recognize a matmul-like kernel AST and lower it to a tiled tensor-core program.
+
+A kernel qualifies when it holds one REDUCE ADD over one reduce loop k of MUL(load A, load B) (through CASTs), the
+loads are unmasked and affine in the loops, A depends on one output loop i and B on one output loop j (any other
+output loops are batch loops), the operands' dtype is a TensorCore's `dtype_in`, and the tile sizes divide M, N, K.
+Everything around the REDUCE (casts, bias loads, relu, ...) is the epilogue, applied per accumulator element.
+
+The program (one block per BM x BN output tile, `warps_m x warps_n` warps, each owning a grid of TC tiles):
+
+  gidx0/1/2 = tile along N / tile along M / batch;  lidx0 = lane (32), lidx1 = warp
+  acc[tm][tn] = 0                                            (one DEFINE_REG vector per TC tile)
+  for kt in K/BK:
+    BARRIER                                                  (everyone is done reading the last tile)
+    A tile (BM x BK) and B tile (BK x BN) global -> shared, 16-byte vectors along the contiguous axis
+    BARRIER
+    for ks in BK/tk: A/B fragments from shared memory at the lane's (row, k) of the TensorCore's layout tables;
+                     acc[tm][tn] = WMMA(a[tm], b[tn], acc[tm][tn])
+  out[row, col] = epilogue(acc element)                       (row, col from the C layout table)
+
+The layout tables are fit as affine functions of groupID = lane >> 2 and threadID = lane & 3 (asserted over all
+lanes), so the same code serves every spec whose layout has that form. Tile parameters are `CONFIGS[amount]` of an
+`Opt(OptOps.TC, tc_index, amount)`, so heuristics, BEAM and its cache can name and replay them.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tinygrad.dtype import DType, dtypes
+from tinygrad.helpers import ContextVar, prod
+from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import split_terms
+
+if TYPE_CHECKING:
+  from tinygrad.device.plugin import TensorCore
+  from tinygrad.renderer import Renderer
+
+TC = ContextVar("TC", 1)                  # 0: never use tensor cores
+ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
+TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
+
+
+class TensorCoreError(ValueError): pass
+
+
+@dataclass(frozen=True)
+class TileConfig:
+  bm: int        # block tile rows (M)
+  bn: int        # block tile columns (N)
+  bk: int        # K per shared-memory tile
+  warps_m: int   # warps along M
+  warps_n: int   # warps along N
+
+  @property
+  def warps(self) -> int: return self.warps_m * self.warps_n
+
+
+# largest first: the heuristic takes the first that tiles the problem (and leaves enough blocks)
+CONFIGS: tuple[TileConfig, ...] = (
+  TileConfig(128, 256, 32, 2, 4),
+  TileConfig(128, 128, 32, 2, 4),
+  TileConfig(128, 128, 32, 2, 2),
+  TileConfig(64, 64, 32, 2, 2),
+  TileConfig(32, 32, 32, 2, 2),
+  TileConfig(32, 16, 16, 2, 1),
+  TileConfig(16, 8, 16, 1, 1),
+  TileConfig(16, 8, 8, 1, 1),
+  TileConfig(16, 8, 32, 1, 1),
+)
+WARP = 32
+
+
+@dataclass(frozen=True)
+class Operand:
+  load: UOp
+  coeffs: dict[UOp, int]   # loop range -> stride in the buffer
+  offset: int
+
+  @property
+  def buf(self) -> UOp: return self.load.src[0].src[0]
+
+  def stride(self, r: UOp) -> int: return self.coeffs.get(r, 0)
+
+
+@dataclass(frozen=True)
+class MatmulMatch:
+  store: UOp
+  reduce: UOp
+  a: Operand
+  b: Operand
+  i: UOp
+  j: UOp
+  k: UOp
+  batch: tuple[UOp, ...]
+  dtype_in: DType
+
+  @property
+  def mnk(self) -> tuple[int, int, int]: return (self.i.src[0].arg, self.j.src[0].arg, self.k.src[0].arg)
+
+
+def _strip_casts(u: UOp) -> UOp:
+  while u.op is Ops.CAST: u = u.src[0]
+  return u
+
+
+def _affine(idx: UOp, loops: set[UOp]) -> tuple[dict[UOp, int], int] | None:
+  terms, const = split_terms(idx)
+  coeffs: dict[UOp, int] = {}
+  for atom, c in terms:
+    if atom not in loops: return None
+    coeffs[atom] = coeffs.get(atom, 0) + c
+  return coeffs, const
+
+
+def match_matmul(ast: UOp) -> MatmulMatch | None:
+  """The matmul in `ast`, or None when it isn't one this lowering handles."""
+  if ast.op is not Ops.SINK or len(ast.src) != 1 or (store := ast.src[0]).op is not Ops.STORE or len(store.src) != 2: return None
+  nodes = ast.toposort()
+  reduces = [n for n in nodes if n.op is Ops.REDUCE]
+  if len(reduces) != 1 or (red := reduces[0]).arg is not Ops.ADD or len(red.src) != 2 or not dtypes.is_float(red.dtype): return None
+  ranges = [n for n in nodes if n.op is Ops.RANGE]
+  if any(r.src[0].op is not Ops.CONST for r in ranges): return None
+  k = red.src[1]
+  outs = [r for r in ranges if r.arg[1] == "global"]
+  if k.arg[1] != "reduce" or len(outs) + 1 != len(ranges): return None
+  mul = _strip_casts(red.src[0])
+  if mul.op is not Ops.MUL: return None
+  loads = [_strip_casts(s) for s in mul.src]
+  if any(ld.op is not Ops.LOAD or len(ld.src) != 1 or ld.src[0].op is not Ops.INDEX or ld.src[0].src[0].op is not Ops.DEFINE_GLOBAL
+         for ld in loads): return None
+  if loads[0].dtype != loads[1].dtype: return None
+  loops = set(ranges)
+  fits = [_affine(ld.src[0].src[1], loops) for ld in loads]
+  if fits[0] is None or fits[1] is None: return None
+  ops = [Operand(ld, *fit) for ld, fit in zip(loads, fits)]
+  if any(op.stride(k) == 0 for op in ops): return None
+  only = [[r for r in outs if op.stride(r) and not other.stride(r)] for op, other in ((ops[0], ops[1]), (ops[1], ops[0]))]
+  if len(only[0]) != 1 or len(only[1]) != 1: return None
+  a, b, i, j = ops[0], ops[1], only[0][0], only[1][0]
+  if a.buf is store.src[0].src[0] or b.buf is store.src[0].src[0]: return None  # reads its own output: not a plain matmul
+  batch = tuple(sorted((r for r in outs if r is not i and r is not j), key=lambda r: r.arg[0]))
+  return MatmulMatch(store, red, a, b, i, j, k, batch, loads[0].dtype)
+
+
+# ---- choosing a tensor core and a tile config
+
+def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
+  """Indices into renderer.tensor_cores whose instruction computes this matmul."""
+  out = []
+  for n, tc in enumerate(renderer.tensor_cores):
+    if tc.dtype_in != m.dtype_in or tc.threads != WARP or not dtypes.is_float(tc.dtype_out): continue
+    if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
+    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32): continue  # fp8 operands need fp8 loads/casts: later
+    out.append(n)
+  return out
+
+
+def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch) -> bool:
+  tm, tn, tk = tc.dims
+  M, N, K = m.mnk
+  if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
+  if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
+  threads = cfg.warps * WARP
+  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0
+
+
+def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
+  """[Opt(TC, tc index, config index)] when `ast` is a matmul this renderer's tensor cores can run, else None."""
+  from tinygrad.codegen.opt import Opt, OptOps
+  if not TC or not renderer.tensor_cores or (m := match_matmul(ast)) is None: return None
+  for n in usable_tensor_cores(renderer, m):
+    tc = renderer.tensor_cores[n]
+    if TC_CONFIG.value >= 0:
+      if config_fits(CONFIGS[TC_CONFIG.value], tc, m): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
+      continue
+    M, N, _ = m.mnk
+    fitting = [c for c, cfg in enumerate(CONFIGS) if config_fits(cfg, tc, m)]
+    # prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
+    blocks = {c: M // CONFIGS[c].bm * N // CONFIGS[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
+    enough = [c for c in fitting if blocks[c] >= 64]
+    if enough or fitting: return [Opt(OptOps.TC, n, (enough or fitting)[0])]
+  return None
+
+
+# ---- the lowering
+
+def _fit_layout(layout: tuple, which: int) -> list[tuple[int, int, int]]:
+  """Per element: (c0, cg, ct) with layout[lane][e][which] == c0 + cg*(lane>>2) + ct*(lane&3) for every lane."""
+  out = []
+  for e in range(len(layout[0])):
+    f = [layout[lane][e][which] for lane in range(len(layout))]
+    c0, cg, ct = f[0], f[4] - f[0], f[1] - f[0]
+    if any(f[lane] != c0 + cg * (lane >> 2) + ct * (lane & 3) for lane in range(len(layout))):
+      raise TensorCoreError(f"layout element {e} is not affine in (lane>>2, lane&3): {f}")
+    out.append((c0, cg, ct))
+  return out
+
+
+def _c(x: int) -> UOp: return UOp.const(dtypes.int32, x)
+
+
+def _affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
+  c0, cg, ct = fit
+  out = _c(c0)
+  if cg: out = out + g * cg
+  if ct: out = out + t * ct
+  return out
+
+
+@dataclass
+class _Tile:
+  """One operand's shared-memory tile: rows x cols in the operand's (outer, k) orientation, stored contiguous along
+  the axis that is contiguous in global memory (so global -> shared copies are wide)."""
+  smem: UOp
+  k_contig: bool   # stored [outer][k] (else [k][outer])
+  outer: int       # BM for A, BN for B
+  bk: int
+  pad: int
+
+  def index(self, o: UOp, kk: UOp) -> UOp:
+    return o * (self.bk + self.pad) + kk if self.k_contig else kk * (self.outer + self.pad) + o
+
+  @property
+  def size(self) -> int: return (self.outer * (self.bk + self.pad)) if self.k_contig else (self.bk * (self.outer + self.pad))
+
+
+def _vec_width(op: Operand, contig_axis: UOp, other_axes: list[UOp], tile_elems: int, contig_len: int, threads: int, dt: DType) -> int:
+  """The widest vector (<= 16 bytes) that keeps every copy aligned and gives each thread whole vectors."""
+  for w in (16 // dt.itemsize, 8, 4, 2, 1):
+    if w > 16 // dt.itemsize: continue
+    if w > 1 and (op.stride(contig_axis) != 1 or contig_len % w or op.offset % w or any(op.stride(r) % w for r in other_axes)): continue
+    if (tile_elems // w) % threads == 0: return w
+  raise TensorCoreError("no copy width divides the tile among the threads")
+
+
+def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) -> tuple[UOp, tuple, tuple]:
+  """The lowered kernel (ready for cleanup + linearize) and its (global_size, local_size)."""
+  if (m := match_matmul(ast)) is None: raise TensorCoreError("TC opt on a kernel that is not a matmul this lowering handles")
+  if not 0 <= tc_index < len(renderer.tensor_cores): raise TensorCoreError(f"renderer {renderer!r} has no tensor core {tc_index}")
+  if not 0 <= config < len(CONFIGS): raise TensorCoreError(f"no tile config {config}")
+  tc, cfg = renderer.tensor_cores[tc_index], CONFIGS[config]
+  if tc_index not in usable_tensor_cores(renderer, m): raise TensorCoreError(f"{tc.name} can't compute this {m.dtype_in!r} matmul")
+  if not config_fits(cfg, tc, m): raise TensorCoreError(f"tile config {cfg} doesn't tile {m.mnk} with {tc.name}")
+  M, N, K = m.mnk
+  tm, tn, tk = tc.dims
+  threads = cfg.warps * WARP
+  wtm, wtn = cfg.bm // cfg.warps_m // tm, cfg.bn // cfg.warps_n // tn  # TC tiles per warp along M and N
+  din = m.dtype_in
+  pad = 16 // din.itemsize  # one 16-byte pad per smem row: fragment reads of the 8 groupIDs hit different banks
+
+  # thread and block indices
+  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", WARP))
+  warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
+  tid = warp * WARP + lane
+  wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
+  g, t = lane // 4, lane % 4
+  bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
+  by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
+  nbatch = prod(r.src[0].arg for r in m.batch)
+  batch_vals: dict[UOp, UOp] = {}
+  if m.batch:
+    bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
+    inner = 1
+    for r in reversed(m.batch):
+      batch_vals[r] = (bz // inner if inner > 1 else bz) % r.src[0].arg if r is not m.batch[0] else (bz // inner if inner > 1 else bz)
+      inner *= r.src[0].arg
+  m0, n0 = by * cfg.bm, bx * cfg.bn
+
+  # accumulators: one vector register per TC tile, zeroed before the k loop
+  acc_dt = tc.dtype_out.vec(len(tc.c_layout[0]))
+  accs = [UOp(Ops.DEFINE_REG, acc_dt.ptr(1, "reg"), (), n).index(_c(0)) for n in range(wtm * wtn)]
+  zero = UOp(Ops.VECTORIZE, acc_dt, tuple(UOp.const(tc.dtype_out, 0.0) for _ in range(acc_dt.count)))
+  inits = [acc.store(zero) for acc in accs]
+  kt = UOp(Ops.RANGE, dtypes.int32, (_c(K // cfg.bk), *inits), (m.k.arg[0], "reduce"))
+  k0 = kt * cfg.bk
+
+  # shared tiles and the global -> shared copies
+  a_tile = _Tile(UOp(Ops.DEFINE_LOCAL, din.ptr(0, "local"), (), 0), m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad)
+  b_tile = _Tile(UOp(Ops.DEFINE_LOCAL, din.ptr(0, "local"), (), 1), m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad)
+  a_tile.smem = a_tile.smem.replace(dtype=din.ptr(a_tile.size, "local"))
+  b_tile.smem = b_tile.smem.replace(dtype=din.ptr(b_tile.size, "local"), arg=1)
+  top = UOp(Ops.BARRIER, dtypes.void, (kt,))
+  copies: list[UOp] = []
+  for op, tile, outer_r, outer0 in ((m.a, a_tile, m.i, m0), (m.b, b_tile, m.j, n0)):
+    contig_len = tile.bk if tile.k_contig else tile.outer
+    contig_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
+    w = _vec_width(op, contig_r, [other_r, *m.batch], tile.outer * tile.bk, contig_len, threads, din)
+    per_row = contig_len // w
+    for it in range(tile.outer * tile.bk // w // threads):
+      chunk = tid + it * threads
+      row, col = chunk // per_row, (chunk % per_row) * w
+      o, kk = (row, col) if tile.k_contig else (col, row)
+      gidx = _c(op.offset) + (outer0 + o) * op.stride(outer_r) + (k0 + kk) * op.stride(m.k)
+      for r in m.batch:
+        if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
+      vdt = din.vec(w)
+      src_ptr = UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx))  # type: ignore[attr-defined]
+      val = UOp(Ops.LOAD, vdt, (src_ptr,))
+      dst = UOp(Ops.INDEX, vdt.ptr(tile.size, "local"), (UOp(Ops.AFTER, tile.smem.dtype, (tile.smem, top)), tile.index(o, kk)))
+      copies.append(dst.store(val))
+  ready = UOp(Ops.BARRIER, dtypes.void, tuple(copies))
+  a_sm = UOp(Ops.AFTER, a_tile.smem.dtype, (a_tile.smem, ready))
+  b_sm = UOp(Ops.AFTER, b_tile.smem.dtype, (b_tile.smem, ready))
+
+  # fragments and WMMAs
+  a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
+  b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
+  wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
+  cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
+  for ks in range(cfg.bk // tk):
+    a_frags = []
+    for x in range(wtm):
+      row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
+      elems = [UOp(Ops.INDEX, a_tile.smem.dtype, (a_sm, a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk))).load()
+               for fr, fk in a_fit]
+      a_frags.append(UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems)))
+    b_frags = []
+    for y in range(wtn):
+      col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
+      elems = [UOp(Ops.INDEX, b_tile.smem.dtype, (b_sm, b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk))).load()
+               for fk, fc in b_fit]
+      b_frags.append(UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems)))
+    for x, y in itertools.product(range(wtm), range(wtn)):
+      n = x * wtn + y
+      cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
+  updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
+  end = UOp(Ops.END, dtypes.void, (kt, *updates))
+
+  # the epilogue: the AST's store, once per accumulator element
+  c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))
+  stores = []
+  for x, y in itertools.product(range(wtm), range(wtn)):
+    final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()
+    row0 = m0 + wm * (cfg.bm // cfg.warps_m) + x * tm
+    col0 = n0 + wn * (cfg.bn // cfg.warps_n) + y * tn
+    for e, (fr, fc) in enumerate(c_fit):
+      val = UOp(Ops.GEP, tc.dtype_out, (final,), (e,)).cast(m.reduce.dtype)
+      subst = {m.reduce: val, m.i: row0 + _affine_uop(fr, g, t), m.j: col0 + _affine_uop(fc, g, t), **batch_vals}
+      stores.append(m.store.substitute(subst))
+  sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
+  global_size = (N // cfg.bn, M // cfg.bm, nbatch)
+  return sink, global_size, (WARP, cfg.warps, 1)
