@@ -92,6 +92,9 @@ class CUDARenderer(CStyleRenderer):
     if dt.scalar() in _HALFS: return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
     return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
 
+  def render_gep(self, x: str, lane: int, dt: DType | None = None) -> str:
+    return f"{x}.v[{lane}]" if dt is not None and dt.scalar() in _HALFS else super().render_gep(x, lane, dt)
+
   # ---- shared memory, barriers, tensor cores
   def render_define_local(self, name: str, dt: PtrDType) -> str:
     return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"

@@ -225,6 +225,30 @@ class _Tile:
   def size(self) -> int: return (self.outer * (self.bk + self.pad)) if self.k_contig else (self.bk * (self.outer + self.pad))
 
 
+def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
+  """A fragment vector from shared memory. Elements that sit side by side for every lane (their lane-0 offsets differ
+  by 1, their lane terms match, and the pair starts at an even offset) are read as one 2-wide access."""
+  elems: list[UOp] = []
+  e = 0
+  while e < len(idxs):
+    pair = e + 1 < len(idxs) and lane0[e + 1] == lane0[e] + 1 and lane0[e] % 2 == 0 and _same_lane_terms(idxs[e], idxs[e + 1])
+    if pair and din.itemsize <= 2:
+      v = UOp(Ops.INDEX, din.vec(2).ptr(smem.dtype.size, "local"), (smem, idxs[e])).load()  # type: ignore[attr-defined]
+      elems += [UOp(Ops.GEP, din, (v,), (0,)), UOp(Ops.GEP, din, (v,), (1,))]
+      e += 2
+    else:
+      elems.append(UOp(Ops.INDEX, smem.dtype, (smem, idxs[e])).load())
+      e += 1
+  return UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems))
+
+
+def _same_lane_terms(x: UOp, y: UOp) -> bool:
+  """x and y differ by a constant, and every non-constant term has an even coefficient (so x's parity is lane 0's)."""
+  tx, cx = split_terms(x.simplify())
+  ty, cy = split_terms(y.simplify())
+  return sorted(tx, key=lambda p: id(p[0])) == sorted(ty, key=lambda p: id(p[0])) and cy == cx + 1 and all(c % 2 == 0 for _, c in tx)
+
+
 def _vec_width(op: Operand, contig_axis: UOp, other_axes: list[UOp], tile_elems: int, contig_len: int, threads: int, dt: DType) -> int:
   """The widest vector (<= 16 bytes) that keeps every copy aligned and gives each thread whole vectors."""
   for w in (16 // dt.itemsize, 8, 4, 2, 1):
@@ -312,15 +336,13 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
-      elems = [UOp(Ops.INDEX, a_tile.smem.dtype, (a_sm, a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk))).load()
-               for fr, fk in a_fit]
-      a_frags.append(UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems)))
+      idxs = [a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
+      a_frags.append(_fragment(a_sm, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags = []
     for y in range(wtn):
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
-      elems = [UOp(Ops.INDEX, b_tile.smem.dtype, (b_sm, b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk))).load()
-               for fk, fc in b_fit]
-      b_frags.append(UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems)))
+      idxs = [b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
+      b_frags.append(_fragment(b_sm, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
     for x, y in itertools.product(range(wtm), range(wtn)):
       n = x * wtn + y
       cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)

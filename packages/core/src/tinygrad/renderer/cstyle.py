@@ -126,7 +126,9 @@ class CStyleRenderer(Renderer):
 
   def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"({self.render_dtype(dt)}){{{', '.join(parts)}}}"
 
-  def render_gep(self, x: str, lane: int) -> str: return f"{x}.{'xyzw'[lane]}" if lane < 4 else f"{x}[{lane}]"
+  def render_gep(self, x: str, lane: int, dt: DType | None = None) -> str:
+    """Lane `lane` of vector x (of dtype dt, for dialects whose vector types differ by element type)."""
+    return f"{x}.{'xyzw'[lane]}" if lane < 4 else f"{x}[{lane}]"
 
   def unsupported_hint(self, dt: DType) -> str:
     if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return "fp8 has no C type here; cast to float16/float32 before this kernel"
@@ -310,7 +312,7 @@ class CStyleRenderer(Renderer):
       k.names[u] = f"(({self.render_dtype(_ptr(u).base)}*){self.render_index(r[0], r[1], _ptr(u))})"
     elif op is Ops.INDEX: k.names[u] = self.render_index(r[0], r[1], _ptr(u))
     elif op is Ops.VECTORIZE: self._declare(k, u, self.render_vectorize(u.dtype, r))
-    elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0])
+    elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0], u.src[0].dtype)
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))
