@@ -58,9 +58,9 @@ class TileConfig:
 
 # largest first: the heuristic takes the first that tiles the problem (and leaves enough blocks)
 CONFIGS: tuple[TileConfig, ...] = (
-  TileConfig(128, 256, 32, 2, 4),
+  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64: the fastest measured on the H200 (bench/README.md)
   TileConfig(128, 128, 32, 2, 4),
-  TileConfig(128, 128, 32, 2, 2),
+  TileConfig(128, 256, 16, 2, 4),
   TileConfig(64, 64, 32, 2, 2),
   TileConfig(32, 32, 32, 2, 2),
   TileConfig(32, 16, 16, 2, 1),
@@ -68,6 +68,7 @@ CONFIGS: tuple[TileConfig, ...] = (
   TileConfig(16, 8, 8, 1, 1),
   TileConfig(16, 8, 32, 1, 1),
 )
+SMEM_MAX = 48 * 1024  # static shared memory per block (more needs the dynamic kind)
 WARP = 32
 
 
@@ -162,7 +163,9 @@ def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch) -> bool:
   if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
   if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
   threads = cfg.warps * WARP
-  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0
+  pad = 16 // m.dtype_in.itemsize
+  smem = 2 * ((cfg.bm + pad) * (cfg.bk + pad) + (cfg.bn + pad) * (cfg.bk + pad)) * m.dtype_in.itemsize  # double-buffered, upper bound
+  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and smem <= SMEM_MAX
 
 
 def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
@@ -178,7 +181,7 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
     fitting = [c for c, cfg in enumerate(CONFIGS) if config_fits(cfg, tc, m)]
     # prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
     blocks = {c: M // CONFIGS[c].bm * N // CONFIGS[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
-    enough = [c for c in fitting if blocks[c] >= 64]
+    enough = [c for c in fitting if blocks[c] >= 64 and CONFIGS[c].warps >= 4]
     if enough or fitting: return [Opt(OptOps.TC, n, (enough or fitting)[0])]
   return None
 
@@ -212,7 +215,6 @@ def _affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
 class _Tile:
   """One operand's shared-memory tile: rows x cols in the operand's (outer, k) orientation, stored contiguous along
   the axis that is contiguous in global memory (so global -> shared copies are wide)."""
-  smem: UOp
   k_contig: bool   # stored [outer][k] (else [k][outer])
   outer: int       # BM for A, BN for B
   bk: int
@@ -296,36 +298,41 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   accs = [UOp(Ops.DEFINE_REG, acc_dt.ptr(1, "reg"), (), n).index(_c(0)) for n in range(wtm * wtn)]
   zero = UOp(Ops.VECTORIZE, acc_dt, tuple(UOp.const(tc.dtype_out, 0.0) for _ in range(acc_dt.count)))
   inits = [acc.store(zero) for acc in accs]
-  kt = UOp(Ops.RANGE, dtypes.int32, (_c(K // cfg.bk), *inits), (m.k.arg[0], "reduce"))
-  k0 = kt * cfg.bk
+  nk = K // cfg.bk
 
-  # shared tiles and the global -> shared copies
-  a_tile = _Tile(UOp(Ops.DEFINE_LOCAL, din.ptr(0, "local"), (), 0), m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad)
-  b_tile = _Tile(UOp(Ops.DEFINE_LOCAL, din.ptr(0, "local"), (), 1), m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad)
-  a_tile.smem = a_tile.smem.replace(dtype=din.ptr(a_tile.size, "local"))
-  b_tile.smem = b_tile.smem.replace(dtype=din.ptr(b_tile.size, "local"), arg=1)
-  top = UOp(Ops.BARRIER, dtypes.void, (kt,))
-  copies: list[UOp] = []
-  for op, tile, outer_r, outer0 in ((m.a, a_tile, m.i, m0), (m.b, b_tile, m.j, n0)):
-    contig_len = tile.bk if tile.k_contig else tile.outer
-    contig_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
-    w = _vec_width(op, contig_r, [other_r, *m.batch], tile.outer * tile.bk, contig_len, threads, din)
-    per_row = contig_len // w
-    for it in range(tile.outer * tile.bk // w // threads):
-      chunk = tid + it * threads
-      row, col = chunk // per_row, (chunk % per_row) * w
-      o, kk = (row, col) if tile.k_contig else (col, row)
-      gidx = _c(op.offset) + (outer0 + o) * op.stride(outer_r) + (k0 + kk) * op.stride(m.k)
-      for r in m.batch:
-        if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
-      vdt = din.vec(w)
-      src_ptr = UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx))  # type: ignore[attr-defined]
-      val = UOp(Ops.LOAD, vdt, (src_ptr,))
-      dst = UOp(Ops.INDEX, vdt.ptr(tile.size, "local"), (UOp(Ops.AFTER, tile.smem.dtype, (tile.smem, top)), tile.index(o, kk)))
-      copies.append(dst.store(val))
-  ready = UOp(Ops.BARRIER, dtypes.void, tuple(copies))
-  a_sm = UOp(Ops.AFTER, a_tile.smem.dtype, (a_tile.smem, ready))
-  b_sm = UOp(Ops.AFTER, b_tile.smem.dtype, (b_tile.smem, ready))
+  # shared tiles, two of each (double buffering): tile kt is read from buffer kt%2 while tile kt+1 goes into the other
+  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad)
+  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad)
+  a_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(2 * a_tile.size, "local"), (), 0)
+  b_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(2 * b_tile.size, "local"), (), 1)
+
+  def copy(k_tile: UOp, buf: UOp) -> list[UOp]:
+    """Stores of global tile k_tile of A and B into shared buffer `buf` (0/1), 16-byte vectors where aligned."""
+    stores: list[UOp] = []
+    for op, tile, smem, outer_r, outer0 in ((m.a, a_tile, a_sm, m.i, m0), (m.b, b_tile, b_sm, m.j, n0)):
+      contig_len = tile.bk if tile.k_contig else tile.outer
+      contig_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
+      w = _vec_width(op, contig_r, [other_r, *m.batch], tile.outer * tile.bk, contig_len, threads, din)
+      per_row = contig_len // w
+      for it in range(tile.outer * tile.bk // w // threads):
+        chunk = tid + it * threads
+        row, col = chunk // per_row, (chunk % per_row) * w
+        o, kk = (row, col) if tile.k_contig else (col, row)
+        gidx = _c(op.offset) + (outer0 + o) * op.stride(outer_r) + (k_tile * cfg.bk + kk) * op.stride(m.k)
+        for r in m.batch:
+          if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
+        vdt = din.vec(w)
+        val = UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),))  # type: ignore[attr-defined]
+        stores.append(UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (smem, buf * tile.size + tile.index(o, kk))).store(val))  # type: ignore[attr-defined]
+    return stores
+
+  # prologue: tile 0 into buffer 0; the loop starts after it (and after the accumulators' zeroing)
+  first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))))
+  kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
+  cur_buf = kt % 2
+  # the next tile's global loads come first so their latency hides behind this tile's WMMAs; the last iteration
+  # reloads tile 0 (in bounds, never read) instead of branching
+  nxt = copy((kt + 1) % nk, (kt + 1) % 2)
 
   # fragments and WMMAs
   a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
@@ -336,18 +343,19 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
-      idxs = [a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
+      idxs = [cur_buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
       a_frags.append(_fragment(a_sm, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags = []
     for y in range(wtn):
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
-      idxs = [b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
+      idxs = [cur_buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
       b_frags.append(_fragment(b_sm, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
     for x, y in itertools.product(range(wtm), range(wtn)):
       n = x * wtn + y
       cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
   updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
-  end = UOp(Ops.END, dtypes.void, (kt, *updates))
+  # one barrier per tile: after every read of this buffer (the WMMAs feed `updates`) and every store of the next
+  end = UOp(Ops.END, dtypes.void, (kt, UOp(Ops.BARRIER, dtypes.void, (*nxt, *updates))))
 
   # the epilogue: the AST's store, once per accumulator element
   c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))
