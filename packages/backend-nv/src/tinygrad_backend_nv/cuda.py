@@ -103,6 +103,10 @@ class CUDARenderer(CStyleRenderer):
 
   def render_wmma(self, u: UOp, operands: list[str]) -> str: return f"tg_{u.arg[0]}({', '.join(operands)})"
 
+  def render_collective_load(self, u: UOp, ptr: str) -> str:
+    if u.arg[0] != "ldmatrix": return super().render_collective_load(u, ptr)
+    return f"tg_ldsm_x{u.arg[1]}{'_t' if u.arg[2] else ''}_{self.render_dtype(u.dtype.scalar())}({ptr})"
+
   def __init__(self, target: Target | None = None):
     target = target or Target("CUDA", "CUDA", DEFAULT_ARCH)
     self.arch = target.arch or DEFAULT_ARCH
@@ -156,7 +160,8 @@ class CUDARenderer(CStyleRenderer):
   def helpers(self) -> list[tuple[str, str]]:
     vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
     mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32)]
-    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *mmas, *super().helpers()]
+    ldsm = [(f"tg_ldsm_x{n}{'_t' if t else ''}_{name}(", _ldsm_helper(name, n, t)) for name in ("half", "bfloat16") for n in (2, 4) for t in (0, 1)]
+    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *ldsm, *mmas, *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     src = super().render(name, uops)
@@ -170,6 +175,17 @@ class CUDARenderer(CStyleRenderer):
 def _vector_struct(name: str, n: int) -> str:
   # half/bf16 vectors as aligned structs: a 16-byte halfx8 load/store is one instruction
   return f"struct __align__({2 * n}) {name}x{n} {{ {name} v[{n}]; }};"
+
+
+def _ldsm_helper(name: str, n: int, trans: int) -> str:
+  """ldmatrix: n 8x8 b16 matrices from shared memory, one row address per lane (see codegen/tensor_core.py _ldmatrix)."""
+  regs = ", ".join(f"%{i}" for i in range(n))
+  outs = ", ".join(f'"=r"(R[{i}])' for i in range(n))
+  return (f"static __device__ __forceinline__ {name}x{2 * n} tg_ldsm_x{n}{'_t' if trans else ''}_{name}(const {name}x{2 * n} *p) {{\n"
+          f"  {name}x{2 * n} r; unsigned *R = (unsigned *)&r; unsigned a;\n"
+          f'  asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(a) : "l"(p));\n'
+          f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{n}];" : {outs} : "r"(a));\n'
+          f"  return r;\n}}")
 
 
 def _mma_helper(r: CUDARenderer, tc: TensorCore) -> str:

@@ -51,7 +51,7 @@ def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, **ex
   instr = f"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{tin}.{tin}.f32"
   regs = {"a": len(a[0]) * dtype_in.itemsize // 4, "b": len(b[0]) * dtype_in.itemsize // 4, "c": 4}
   return TensorCore(dims=dims, dtype_in=dtype_in, dtype_out=dtypes.float32, threads=WARP, a_layout=a, b_layout=b, c_layout=C_M16N8,
-                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, **extra})
+                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, "ldmatrix": True, **extra})
 
 
 def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N8K8_F16, B_M16N8K8_F16, min_arch=75)]

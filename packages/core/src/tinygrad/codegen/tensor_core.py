@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
-TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
+TC_CONFIG = ContextVar("TC_CONFIG", -1)
+LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where ldmatrix fits   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
 
 
 class TensorCoreError(ValueError): pass
@@ -244,6 +245,30 @@ def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
   return UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems))
 
 
+def _ldmatrix(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, int]]], tile: _Tile, buf_off: UOp, outer0: UOp,
+              k0: int, lane: UOp, din: DType) -> UOp | None:
+  """The fragment as one collective 8x8-matrix load (LOAD with arg ("ldmatrix", matrices, trans), NVIDIA's ldmatrix),
+  when the layout is the one it delivers: register j (elements 2j, 2j+1) of every lane is (outer = c_j + groupID,
+  k = c'_j + 2*threadID + {0, 1}). Each lane gives the address of one matrix row: lane l row l&7 of matrix l>>3."""
+  n = len(fit)
+  if din.itemsize != 2 or n % 2 or n // 2 not in (2, 4): return None
+  for j in range(n // 2):
+    (o0, k0_), (o1, k1_) = fit[2 * j], fit[2 * j + 1]
+    if o0 != o1 or o0[1:] != (1, 0) or k0_[1:] != (0, 2) or k1_ != (k0_[0] + 1, 0, 2): return None
+  co, ck = [fit[2 * j][0][0] for j in range(n // 2)], [fit[2 * j][1][0] for j in range(n // 2)]
+  def bits(c: list[int]) -> tuple[int, int, int] | None:  # c[j] == c0 + b0*(j&1) + b1*(j>>1)
+    b = (c[0], c[1] - c[0], (c[2] - c[0]) if len(c) > 2 else 0)
+    return b if all(c[j] == b[0] + b[1] * (j & 1) + b[2] * (j >> 1) for j in range(len(c))) else None
+  if (bo := bits(co)) is None or (bk := bits(ck)) is None: return None
+  j = (lane // 8) % (n // 2)
+  jb0, jb1, r = j % 2, j // 2, lane % 8
+  o = outer0 + bo[0] + jb0 * bo[1] + jb1 * bo[2]
+  kk = _c(k0 + bk[0]) + jb0 * bk[1] + jb1 * bk[2]
+  trans = not tile.k_contig  # rows in memory run along outer: the matrix is read transposed
+  idx = buf_off + (tile.index(o, kk + r) if trans else tile.index(o + r, kk))
+  return UOp(Ops.LOAD, din.vec(n), (UOp(Ops.INDEX, din.vec(n).ptr(smem.dtype.size, "local"), (smem, idx)),), ("ldmatrix", n // 2, trans))  # type: ignore[attr-defined]
+
+
 def _same_lane_terms(x: UOp, y: UOp) -> bool:
   """x and y differ by a constant, and every non-constant term has an even coefficient (so x's parity is lane 0's)."""
   tx, cx = split_terms(x.simplify())
@@ -338,16 +363,24 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
   b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
   wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
+  use_ldm = bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0  # the spec's arch has the collective 8x8 load
   cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
   for ks in range(cfg.bk // tk):
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
+      if use_ldm and (ldm := _ldmatrix(a_sm, a_fit, a_tile, cur_buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
+        a_frags.append(ldm)
+        continue
       idxs = [cur_buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
       a_frags.append(_fragment(a_sm, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags = []
     for y in range(wtn):
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
+      b_ofit = [(fc, fk) for fk, fc in b_fit]
+      if use_ldm and (ldm := _ldmatrix(b_sm, b_ofit, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+        b_frags.append(ldm)
+        continue
       idxs = [cur_buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
       b_frags.append(_fragment(b_sm, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
     for x, y in itertools.product(range(wtm), range(wtn)):

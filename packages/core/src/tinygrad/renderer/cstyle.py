@@ -219,6 +219,9 @@ class CStyleRenderer(Renderer):
 
   def render_barrier(self) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
 
+  def render_collective_load(self, u: UOp, ptr: str) -> str:
+    raise NotImplementedError(f"{self.name} renders no collective load {u.arg!r}")
+
   def render_wmma(self, u: UOp, operands: list[str]) -> str:
     raise NotImplementedError(f"{self.name} renders no tensor-core WMMA ({u.arg[0]})")
 
@@ -313,6 +316,7 @@ class CStyleRenderer(Renderer):
     elif op is Ops.INDEX: k.names[u] = self.render_index(r[0], r[1], _ptr(u))
     elif op is Ops.VECTORIZE: self._declare(k, u, self.render_vectorize(u.dtype, r))
     elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0], u.src[0].dtype)
+    elif op is Ops.LOAD and u.arg is not None: self._declare(k, u, self.render_collective_load(u, r[0]))
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))

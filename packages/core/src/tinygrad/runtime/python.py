@@ -68,6 +68,7 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return int(u.dtype.size)  # type: ignore[attr-defined]
   if u.op is Ops.SPECIAL: return (str(u.arg[0]), u.arg[1] if isinstance(u.arg[1], int) else None)
   if u.op is Ops.GEP: return int(u.arg[0])
+  if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("ldmatrix", matrices, trans)
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
     if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
     return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name)
@@ -193,6 +194,25 @@ def _barrier(i: int) -> Callable[[list], Iterator[Any]]:
 def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Iterator[Any]]:
   def step(v: list) -> Iterator[Any]: v[i] = yield ("wmma", i, v[a], v[b], v[c])
   return step
+
+
+def _ldmatrix(i: int, x: int, buf: int) -> Callable[[list], Iterator[Any]]:
+  def step(v: list) -> Iterator[Any]: v[i] = yield ("ldmatrix", i, v[x], v[buf])
+  return step
+
+
+def ldmatrix_emulator(matrices: int, trans: bool, dt: DType, raw: bool) -> Callable[[list[int], Any], list[tuple]]:
+  """fn(each lane's address, the shared array) -> each lane's registers: lane l gives row l&7 of matrix l>>3 (8 elements
+  from its address); register j of lane l is matrix j's elements (l>>2, 2*(l&3) + {0, 1}), or transposed
+  (2*(l&3) + {0, 1}, l>>2)."""
+  def run(addrs: list[int], buf: Any) -> list[tuple]:
+    rows = [[[from_bits(e, dt) if raw else e for e in buf[addrs[8 * j + r]:addrs[8 * j + r] + 8]] for r in range(8)] for j in range(matrices)]
+    out = []
+    for lane in range(32):
+      g, t = lane >> 2, lane & 3
+      out.append(tuple(x for j in range(matrices) for x in ((rows[j][2 * t][g], rows[j][2 * t + 1][g]) if trans else rows[j][g][2 * t:2 * t + 2])))
+    return out
+  return run
 
 
 def _vectorize(i: int, src: tuple[int, ...]) -> Step:
@@ -330,9 +350,11 @@ class PythonProgram:
     self.locals: list[tuple[int, int, str, int]] = []   # (slot, size, view format, itemsize): one array per block
     self.specials: list[tuple[int, str, int]] = []      # (slot, 'g' or 'l', dim)
     self.mems: dict[int, _Mem] = {}                     # INDEX position -> its buffer
-    self.wmmas: dict[int, Callable] = {}                # WMMA position -> its emulator
+    self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD position -> its emulator
     # BARRIER/WMMA make the threads of a block run in lockstep (generators); other programs run thread after thread
     self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL") for op, _, _, _ in self.prog)
+    if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
+      raise ValueError(f"kernel {name!r}: a collective LOAD outside a lockstep (shared-memory) program")
     self.gen_body: GenBody = []
     self.body: list[Step] = []
     if self.lockstep: self.gen_body = self._build()
@@ -356,6 +378,11 @@ class PythonProgram:
       elif op is Ops.WMMA:
         self.wmmas[i] = wmma_emulator(arg)
         stack[-1][2].append((True, _wmma(i, *src)))
+      elif op is Ops.LOAD and arg is not None:  # a warp-collective load (ldmatrix): runs in lockstep like WMMA
+        if arg[0] != "ldmatrix" or len(src) != 1: raise ValueError(f"kernel {self.name!r}: unknown collective LOAD {arg!r} at {i}")
+        mem, x = self._index(i, src[0])
+        self.wmmas[i] = ldmatrix_emulator(arg[1], arg[2], mem.dt, mem.raw)
+        stack[-1][2].append((True, _ldmatrix(i, x, mem.slot)))
       elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][2].append((False, step))
     if len(stack) > 1: raise ValueError(f"kernel {self.name!r}: the RANGE at {stack[-1][0]} has no END")
     return root
@@ -467,11 +494,12 @@ class PythonProgram:
         sends = [None] * len(threads)
         continue
       emulate, warp = self.wmmas[first[1]], 32
-      if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: WMMA needs whole warps, the block has {len(threads)} threads")
+      if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: {first[0]} needs whole warps, the block has {len(threads)} threads")
       sends = []
       for w in range(0, len(threads), warp):
         lanes = events[w:w + warp]
-        sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
+        if first[0] == "ldmatrix": sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
+        else: sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
