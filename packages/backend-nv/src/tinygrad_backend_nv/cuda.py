@@ -184,7 +184,7 @@ def _ldsm_helper(name: str, n: int, trans: int) -> str:
   return (f"static __device__ __forceinline__ {name}x{2 * n} tg_ldsm_x{n}{'_t' if trans else ''}_{name}(const {name}x{2 * n} *p) {{\n"
           f"  {name}x{2 * n} r; unsigned *R = (unsigned *)&r; unsigned a;\n"
           f'  asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(a) : "l"(p));\n'
-          f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{n}];" : {outs} : "r"(a));\n'
+          f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{n}];" : {outs} : "r"(a) : "memory");\n'
           f"  return r;\n}}")
 
 
