@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
-from tinygrad.codegen.tensor_core import tc_opts
 from tinygrad.codegen.program import ProgramSpec, _stable_key, get_program, kernel_name, worth_threading
+from tinygrad.codegen.tensor_core import tc_opts
 from tinygrad.codegen.threads import CORE_ID
 from tinygrad.dtype import PtrDType
 from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, diskcache_get, diskcache_put, getenv, prod

@@ -133,9 +133,10 @@ def match_matmul(ast: UOp) -> MatmulMatch | None:
          for ld in loads): return None
   if loads[0].dtype != loads[1].dtype: return None
   loops = set(ranges)
-  fits = [_affine(ld.src[0].src[1], loops) for ld in loads]
-  if fits[0] is None or fits[1] is None: return None
-  ops = [Operand(ld, *fit) for ld, fit in zip(loads, fits)]
+  ops: list[Operand] = []
+  for ld in loads:
+    if (fit := _affine(ld.src[0].src[1], loops)) is None: return None
+    ops.append(Operand(ld, *fit))
   if any(op.stride(k) == 0 for op in ops): return None
   only = [[r for r in outs if op.stride(r) and not other.stride(r)] for op, other in ((ops[0], ops[1]), (ops[1], ops[0]))]
   if len(only[0]) != 1 or len(only[1]) != 1: return None
@@ -260,8 +261,8 @@ def _ldmatrix(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, i
     b = (c[0], c[1] - c[0], (c[2] - c[0]) if len(c) > 2 else 0)
     return b if all(c[j] == b[0] + b[1] * (j & 1) + b[2] * (j >> 1) for j in range(len(c))) else None
   if (bo := bits(co)) is None or (bk := bits(ck)) is None: return None
-  j = (lane // 8) % (n // 2)
-  jb0, jb1, r = j % 2, j // 2, lane % 8
+  mat = (lane // 8) % (n // 2)
+  jb0, jb1, r = mat % 2, mat // 2, lane % 8
   o = outer0 + bo[0] + jb0 * bo[1] + jb1 * bo[2]
   kk = _c(k0 + bk[0]) + jb0 * bk[1] + jb1 * bk[2]
   trans = not tile.k_contig  # rows in memory run along outer: the matrix is read transposed

@@ -16,7 +16,7 @@ import base64
 import itertools
 import pickle
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from tinygrad.device.devstring import Target, instance_name
@@ -172,32 +172,32 @@ def _loop(r: int, end: int, body: list[Step]) -> Step:
 GenBody = list[tuple[bool, Callable]]
 
 
-def _run_gen(body: GenBody, v: list) -> Iterator[Any]:
+def _run_gen(body: GenBody, v: list) -> Generator[Any, Any, None]:
   for is_gen, f in body:
     if is_gen: yield from f(v)
     else: f(v)
 
 
-def _loop_gen(r: int, end: int, body: GenBody) -> Callable[[list], Iterator[Any]]:
-  def step(v: list) -> Iterator[Any]:
+def _loop_gen(r: int, end: int, body: GenBody) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]:
     for x in range(v[end]):
       v[r] = x
       yield from _run_gen(body, v)
   return step
 
 
-def _barrier(i: int) -> Callable[[list], Iterator[Any]]:
-  def step(v: list) -> Iterator[Any]: yield ("barrier", i)
+def _barrier(i: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: yield ("barrier", i)
   return step
 
 
-def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Iterator[Any]]:
-  def step(v: list) -> Iterator[Any]: v[i] = yield ("wmma", i, v[a], v[b], v[c])
+def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("wmma", i, v[a], v[b], v[c])
   return step
 
 
-def _ldmatrix(i: int, x: int, buf: int) -> Callable[[list], Iterator[Any]]:
-  def step(v: list) -> Iterator[Any]: v[i] = yield ("ldmatrix", i, v[x], v[buf])
+def _ldmatrix(i: int, x: int, buf: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("ldmatrix", i, v[x], v[buf])
   return step
 
 
@@ -479,7 +479,7 @@ class PythonProgram:
         threads.append(_run_gen(self.gen_body, v))
       self._lockstep(threads)
 
-  def _lockstep(self, threads: list[Iterator[Any]]) -> None:
+  def _lockstep(self, threads: list[Generator[Any, Any, None]]) -> None:
     sends: list[Any] = [None] * len(threads)
     while True:
       events = []
