@@ -94,3 +94,12 @@ def test_wmma_emulation_matches_layouts() -> None:
               [tuple(C[r, c] for r, c in tc.c_layout[lane]) for lane in range(32)])
   D = A @ B + C
   for lane in range(32): assert d[lane] == tuple(D[r, c] for r, c in tc.c_layout[lane])
+
+
+@pytest.mark.parametrize("swizzle", [0, 2])
+def test_block_order_swizzle(swizzle: int) -> None:
+  """Blocks walk `swizzle` rows of output tiles together (L2 reuse); every tile is still computed exactly once."""
+  dev, dt = "PYTHON::sm_80", dtypes.float16
+  with Context(DEV=dev, TC_SWIZZLE=swizzle, TC_CONFIG=6):  # 16x8 tiles: a 4x3 grid of blocks
+    (a, an), (b, bn) = _rand((64, 16), dt, 20), _rand((16, 24), dt, 21)
+    _check(a @ b, an @ bn, dt, True)

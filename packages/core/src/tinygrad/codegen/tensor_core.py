@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
 TC_CONFIG = ContextVar("TC_CONFIG", -1)
-LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where ldmatrix fits   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
+LDMATRIX = ContextVar("LDMATRIX", 1)
+TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)      # 0: fragments from plain shared-memory loads even where ldmatrix fits   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
 
 
 class TensorCoreError(ValueError): pass
@@ -317,6 +318,12 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     for r in reversed(m.batch):
       batch_vals[r] = (bz // inner if inner > 1 else bz) % r.src[0].arg if r is not m.batch[0] else (bz // inner if inner > 1 else bz)
       inner *= r.src[0].arg
+  nbx, nby = N // cfg.bn, M // cfg.bm
+  if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
+    # blocks run roughly in launch order (x fastest): walk `group` rows of tiles column by column, so the blocks
+    # running at once share their A rows and B columns in L2
+    pid = by * nbx + bx
+    by, bx = pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
   m0, n0 = by * cfg.bm, bx * cfg.bn
 
   # accumulators: one vector register per TC tile, zeroed before the k loop
@@ -332,8 +339,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   a_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(2 * a_tile.size, "local"), (), 0)
   b_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(2 * b_tile.size, "local"), (), 1)
 
-  def copy(k_tile: UOp, buf: UOp) -> list[UOp]:
-    """Stores of global tile k_tile of A and B into shared buffer `buf` (0/1), 16-byte vectors where aligned."""
+  def copy(k_tile: UOp, buf: UOp, after: tuple[UOp, ...] = ()) -> tuple[list[UOp], list[UOp]]:
+    """(loads, stores) of global tile k_tile of A and B into shared buffer `buf` (0/1), 16-byte vectors where aligned.
+    The stores wait for `after` (the loads don't: they are issued early and their latency hides behind `after`)."""
+    loads: list[UOp] = []
     stores: list[UOp] = []
     for op, tile, smem, outer_r, outer0 in ((m.a, a_tile, a_sm, m.i, m0), (m.b, b_tile, b_sm, m.j, n0)):
       contig_len = tile.bk if tile.k_contig else tile.outer
@@ -348,17 +357,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         for r in m.batch:
           if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
         vdt = din.vec(w)
-        val = UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),))  # type: ignore[attr-defined]
+        loads.append(val := UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),)))  # type: ignore[attr-defined]
+        if after: val = UOp(Ops.AFTER, vdt, (val, *after))
         stores.append(UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (smem, buf * tile.size + tile.index(o, kk))).store(val))  # type: ignore[attr-defined]
-    return stores
+    return loads, stores
 
   # prologue: tile 0 into buffer 0; the loop starts after it (and after the accumulators' zeroing)
-  first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))))
+  first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
   kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
   cur_buf = kt % 2
-  # the next tile's global loads come first so their latency hides behind this tile's WMMAs; the last iteration
-  # reloads tile 0 (in bounds, never read) instead of branching
-  nxt = copy((kt + 1) % nk, (kt + 1) % 2)
 
   # fragments and WMMAs
   a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
@@ -388,8 +395,12 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       n = x * wtn + y
       cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
   updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
+  # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
+  # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
+  # reloads tile 0 (in bounds, never read) instead of branching.
+  loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, tuple(updates))
   # one barrier per tile: after every read of this buffer (the WMMAs feed `updates`) and every store of the next
-  end = UOp(Ops.END, dtypes.void, (kt, UOp(Ops.BARRIER, dtypes.void, (*nxt, *updates))))
+  end = UOp(Ops.END, dtypes.void, (kt, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
 
   # the epilogue: the AST's store, once per accumulator element
   c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))
