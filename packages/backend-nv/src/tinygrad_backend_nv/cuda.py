@@ -48,6 +48,12 @@ template <typename T, typename F> static __device__ __forceinline__ T tg_bitcast
   union { F f; T t; } u; u.f = x; return u.t;  // type punning through a union: NVRTC has no __builtin_bit_cast
 }"""
 
+_CP_ASYNC = """\
+static __device__ __forceinline__ void tg_cp_async{n}(const void *dst, const void *src) {{  // global -> shared, async
+  unsigned d; asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.{cache}.shared.global [%0], [%1], {n};" :: "r"(d), "l"(src) : "memory");
+}}"""
+
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
 _HALFS = (dtypes.float16, dtypes.bfloat16)
@@ -99,7 +105,13 @@ class CUDARenderer(CStyleRenderer):
   def render_define_local(self, name: str, dt: PtrDType) -> str:
     return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
 
-  def render_barrier(self) -> str: return "__syncthreads();"
+  def render_barrier(self) -> str:
+    # async copies (cp.async, sm_80+) issued before a barrier are complete after it
+    return 'asm volatile("cp.async.wait_all;" ::: "memory"); __syncthreads();' if arch_number(self.arch) >= 80 else "__syncthreads();"
+
+  def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
+    if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)
+    return f"tg_cp_async{u.src[1].dtype.nbytes}({dst}, {src});"
 
   def render_wmma(self, u: UOp, operands: list[str]) -> str: return f"tg_{u.arg[0]}({', '.join(operands)})"
 
@@ -161,7 +173,8 @@ class CUDARenderer(CStyleRenderer):
     vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
     mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32)]
     ldsm = [(f"tg_ldsm_x{n}{'_t' if t else ''}_{name}(", _ldsm_helper(name, n, t)) for name in ("half", "bfloat16") for n in (2, 4) for t in (0, 1)]
-    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *ldsm, *mmas, *super().helpers()]
+    cp = [(f"tg_cp_async{n}(", _CP_ASYNC.format(n=n, cache="cg" if n == 16 else "ca")) for n in (4, 8, 16)]
+    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *ldsm, *cp, *mmas, *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     src = super().render(name, uops)

@@ -58,9 +58,10 @@ def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N
 
 
 def _sm80() -> list[TensorCore]:
-  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80),
-          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80),
-          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32")]
+  # cp_async: sm_80+ copies global -> shared asynchronously (cp.async), waited for at the next barrier
+  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80, cp_async=True),
+          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80, cp_async=True),
+          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", cp_async=True)]
 
 
 def _sm89() -> list[TensorCore]:

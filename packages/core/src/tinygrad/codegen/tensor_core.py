@@ -40,6 +40,7 @@ TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
 TC_CONFIG = ContextVar("TC_CONFIG", -1)
 LDMATRIX = ContextVar("LDMATRIX", 1)
+ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the arch copies async
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)      # 0: fragments from plain shared-memory loads even where ldmatrix fits   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
 
 
@@ -358,10 +359,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
           if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
         vdt = din.vec(w)
         loads.append(val := UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),)))  # type: ignore[attr-defined]
+        dst = UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (smem, buf * tile.size + tile.index(o, kk)))  # type: ignore[attr-defined]
+        if use_async and w * din.itemsize in (4, 8, 16):  # global -> shared without registers, done by the next BARRIER
+          stores.append(UOp(Ops.STORE, dtypes.void, (dst, val), "async"))
+          continue
         if after: val = UOp(Ops.AFTER, vdt, (val, *after))
-        stores.append(UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (smem, buf * tile.size + tile.index(o, kk))).store(val))  # type: ignore[attr-defined]
+        stores.append(dst.store(val))
     return loads, stores
 
+  use_async = bool(tc.extra.get("cp_async")) and ASYNC_COPY.value != 0
   # prologue: tile 0 into buffer 0; the loop starts after it (and after the accumulators' zeroing)
   first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
   kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))

@@ -67,6 +67,7 @@ class _Kernel:
   bufs: dict[int, UOp] = field(default_factory=dict)
   vars: list[UOp] = field(default_factory=list)
   depth: int = 1
+  skip: set[UOp] = field(default_factory=set)  # LOADs that only feed async copies: the copy reads memory itself
 
   def new_name(self, prefix: str) -> str:
     n = self.counters.get(prefix, 0)
@@ -219,6 +220,10 @@ class CStyleRenderer(Renderer):
 
   def render_barrier(self) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
 
+  def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
+    """STORE(dst, LOAD(src)) with arg "async": the copy completes by the next BARRIER (the LOAD itself is then unused)."""
+    return self.render_store(dst, f"(*{src})", u.src[1].dtype)
+
   def render_collective_load(self, u: UOp, ptr: str) -> str:
     raise NotImplementedError(f"{self.name} renders no collective load {u.arg!r}")
 
@@ -268,6 +273,10 @@ class CStyleRenderer(Renderer):
   # ---- the walk
   def render(self, name: str, uops: list[UOp]) -> str:
     k = _Kernel()
+    uses: dict[UOp, int] = {}
+    for u in uops:
+      for x in u.src: uses[x] = uses.get(x, 0) + 1
+    k.skip = {u.src[1] for u in uops if u.op is Ops.STORE and u.arg == "async" and uses.get(u.src[1]) == 1}
     for u in uops:
       if u in k.names: continue  # hash-consed: a repeated node is the same value
       self._render_uop(k, u)
@@ -316,8 +325,10 @@ class CStyleRenderer(Renderer):
     elif op is Ops.INDEX: k.names[u] = self.render_index(r[0], r[1], _ptr(u))
     elif op is Ops.VECTORIZE: self._declare(k, u, self.render_vectorize(u.dtype, r))
     elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0], u.src[0].dtype)
+    elif op is Ops.LOAD and u in k.skip: k.names[u] = ""
     elif op is Ops.LOAD and u.arg is not None: self._declare(k, u, self.render_collective_load(u, r[0]))
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
+    elif op is Ops.STORE and u.arg == "async": k.emit(self.render_async_copy(u, r[0], k.names[u.src[1].src[0]]))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))
     elif op is Ops.BITCAST: self._declare(k, u, self.render_bitcast(r[0], u.src[0].dtype, u.dtype))
