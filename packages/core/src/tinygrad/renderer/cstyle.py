@@ -274,8 +274,9 @@ class CStyleRenderer(Renderer):
   def render(self, name: str, uops: list[UOp]) -> str:
     k = _Kernel()
     uses: dict[UOp, int] = {}
-    for u in uops:
-      for x in u.src: uses[x] = uses.get(x, 0) + 1
+    for u in uops:  # uses as a value (BARRIER/END/SINK sources only order things)
+      if u.op not in (Ops.BARRIER, Ops.END, Ops.SINK):
+        for x in u.src: uses[x] = uses.get(x, 0) + 1
     k.skip = {u.src[1] for u in uops if u.op is Ops.STORE and u.arg == "async" and uses.get(u.src[1]) == 1}
     for u in uops:
       if u in k.names: continue  # hash-consed: a repeated node is the same value
