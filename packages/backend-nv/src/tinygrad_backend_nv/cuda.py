@@ -105,9 +105,11 @@ class CUDARenderer(CStyleRenderer):
   def render_define_local(self, name: str, dt: PtrDType) -> str:
     return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
 
-  def render_barrier(self) -> str:
-    # async copies (cp.async, sm_80+) issued before a barrier are complete after it
-    return 'asm volatile("cp.async.wait_all;" ::: "memory"); __syncthreads();' if arch_number(self.arch) >= 80 else "__syncthreads();"
+  def render_barrier(self, u: UOp) -> str:
+    # sm_80+: the async copies (cp.async) issued since the last barrier become one group; all but the newest u.arg groups
+    # (all, for arg None) are complete after the barrier
+    if arch_number(self.arch) < 80: return "__syncthreads();"
+    return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {u.arg or 0};" ::: "memory"); __syncthreads();'
 
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)

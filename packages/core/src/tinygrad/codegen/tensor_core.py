@@ -40,7 +40,8 @@ TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
 TC_CONFIG = ContextVar("TC_CONFIG", -1)
 LDMATRIX = ContextVar("LDMATRIX", 1)
-ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the arch copies async
+ASYNC_COPY = ContextVar("ASYNC_COPY", 1)
+TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)  # 0: global -> shared copies through registers even where the arch copies async
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)      # 0: fragments from plain shared-memory loads even where ldmatrix fits   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
 
 
@@ -222,13 +223,23 @@ class _Tile:
   k_contig: bool   # stored [outer][k] (else [k][outer])
   outer: int       # BM for A, BN for B
   bk: int
-  pad: int
+  pad: int         # elements after each row (bank-conflict avoidance without swizzle)
+  chunk: int = 0   # > 0: no pad; instead the 16-byte chunks (of `chunk` elements) of row r are XOR-permuted by a function
+                   # of r, so the 8 rows an ldmatrix or a wide copy touches at once fall into different banks
 
   def index(self, o: UOp, kk: UOp) -> UOp:
-    return o * (self.bk + self.pad) + kk if self.k_contig else kk * (self.outer + self.pad) + o
+    row, col, length = (o, kk, self.bk) if self.k_contig else (kk, o, self.outer)
+    if not self.chunk: return row * (length + self.pad) + col
+    nchunks = length // self.chunk
+    if nchunks == 1: return row * length + col
+    # 8 chunks make a 128-byte bank window: rows r and r+1 start 128/nchunks... apart, so XOR by r // (8 // nchunks)
+    perm = row % 8 if nchunks >= 8 else (row // (8 // nchunks)) % nchunks
+    return row * length + ((col // self.chunk) ^ perm) * self.chunk + col % self.chunk
 
   @property
-  def size(self) -> int: return (self.outer * (self.bk + self.pad)) if self.k_contig else (self.bk * (self.outer + self.pad))
+  def size(self) -> int:
+    pad = 0 if self.chunk else self.pad
+    return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
 
 
 def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
@@ -334,15 +345,22 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   inits = [acc.store(zero) for acc in accs]
   nk = K // cfg.bk
 
-  # shared tiles, two of each (double buffering): tile kt is read from buffer kt%2 while tile kt+1 goes into the other
-  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad)
-  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad)
-  a_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(2 * a_tile.size, "local"), (), 0)
-  b_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(2 * b_tile.size, "local"), (), 1)
+  # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
+  use_ldm = bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0 and din.itemsize == 2  # the arch's collective 8x8 load
+  use_async = bool(tc.extra.get("cp_async")) and ASYNC_COPY.value != 0
+  chunk = 16 // din.itemsize if use_ldm else 0  # swizzled (no padding) where fragments come from ldmatrix
+  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
+  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk)
+  stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
+  stages = TC_STAGES.value or (max(2, min(4, SMEM_MAX // stage_bytes)) if use_async else 2)
+  if not use_async and stages != 2: raise TensorCoreError("more than 2 stages need async copies")
+  if stages < 2 or stages * stage_bytes > SMEM_MAX: raise TensorCoreError(f"{stages} stages of {stage_bytes} bytes don't fit in shared memory")
+  a_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(stages * a_tile.size, "local"), (), 0)
+  b_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(stages * b_tile.size, "local"), (), 1)
 
-  def copy(k_tile: UOp, buf: UOp, after: tuple[UOp, ...] = ()) -> tuple[list[UOp], list[UOp]]:
-    """(loads, stores) of global tile k_tile of A and B into shared buffer `buf` (0/1), 16-byte vectors where aligned.
-    The stores wait for `after` (the loads don't: they are issued early and their latency hides behind `after`)."""
+  def copy(k_tile: UOp, buf: UOp, dep: UOp | None = None, after: tuple[UOp, ...] = ()) -> tuple[list[UOp], list[UOp]]:
+    """(loads, stores) of global tile k_tile of A and B into shared buffer `buf`, 16-byte vectors where aligned. The
+    stores come after `dep` (a BARRIER) and wait for `after` (the loads don't: their latency hides behind `after`)."""
     loads: list[UOp] = []
     stores: list[UOp] = []
     for op, tile, smem, outer_r, outer0 in ((m.a, a_tile, a_sm, m.i, m0), (m.b, b_tile, b_sm, m.j, n0)):
@@ -350,63 +368,78 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       contig_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
       w = _vec_width(op, contig_r, [other_r, *m.batch], tile.outer * tile.bk, contig_len, threads, din)
       per_row = contig_len // w
+      base = UOp(Ops.AFTER, smem.dtype, (smem, dep)) if dep is not None else smem
       for it in range(tile.outer * tile.bk // w // threads):
-        chunk = tid + it * threads
-        row, col = chunk // per_row, (chunk % per_row) * w
+        chunk_id = tid + it * threads
+        row, col = chunk_id // per_row, (chunk_id % per_row) * w
         o, kk = (row, col) if tile.k_contig else (col, row)
         gidx = _c(op.offset) + (outer0 + o) * op.stride(outer_r) + (k_tile * cfg.bk + kk) * op.stride(m.k)
         for r in m.batch:
           if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
         vdt = din.vec(w)
         loads.append(val := UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),)))  # type: ignore[attr-defined]
-        dst = UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (smem, buf * tile.size + tile.index(o, kk)))  # type: ignore[attr-defined]
-        if use_async and w * din.itemsize in (4, 8, 16):  # global -> shared without registers, done by the next BARRIER
+        dst = UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (base, buf * tile.size + tile.index(o, kk)))  # type: ignore[attr-defined]
+        if use_async and w * din.itemsize in (4, 8, 16):  # global -> shared without registers, done by a later BARRIER
           stores.append(UOp(Ops.STORE, dtypes.void, (dst, val), "async"))
           continue
         if after: val = UOp(Ops.AFTER, vdt, (val, *after))
         stores.append(dst.store(val))
     return loads, stores
 
-  use_async = bool(tc.extra.get("cp_async")) and ASYNC_COPY.value != 0
-  # prologue: tile 0 into buffer 0; the loop starts after it (and after the accumulators' zeroing)
-  first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
-  kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
-  cur_buf = kt % 2
+  if use_async:
+    # prologue: tiles 0..stages-2, one async group each (BARRIER arg: async groups that may stay in flight)
+    bar: UOp | None = None
+    for st in range(stages - 1):
+      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), stages - 1)
+    assert bar is not None
+    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+    # top of each iteration: tile kt has landed (the newer stages-2 groups may still fly) and everyone is done reading
+    # the buffer that tile kt+stages-1 goes into now
+    top = UOp(Ops.BARRIER, dtypes.void, (kt,), stages - 2)
+    loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages, top)
+    a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
+  else:
+    # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
+    first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
+    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
+    a_rd, b_rd = a_sm, b_sm
+  cur_buf = kt % stages
 
   # fragments and WMMAs
   a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
   b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
   wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
-  use_ldm = bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0  # the spec's arch has the collective 8x8 load
   cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
   for ks in range(cfg.bk // tk):
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
-      if use_ldm and (ldm := _ldmatrix(a_sm, a_fit, a_tile, cur_buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := _ldmatrix(a_rd, a_fit, a_tile, cur_buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
         a_frags.append(ldm)
         continue
       idxs = [cur_buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
-      a_frags.append(_fragment(a_sm, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
+      a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags = []
     for y in range(wtn):
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
       b_ofit = [(fc, fk) for fk, fc in b_fit]
-      if use_ldm and (ldm := _ldmatrix(b_sm, b_ofit, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := _ldmatrix(b_rd, b_ofit, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         b_frags.append(ldm)
         continue
       idxs = [cur_buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
-      b_frags.append(_fragment(b_sm, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
+      b_frags.append(_fragment(b_rd, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
     for x, y in itertools.product(range(wtm), range(wtn)):
       n = x * wtn + y
       cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
   updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
-  # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
-  # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
-  # reloads tile 0 (in bounds, never read) instead of branching.
-  loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, tuple(updates))
-  # one barrier per tile: after every read of this buffer (the WMMAs feed `updates`) and every store of the next
-  end = UOp(Ops.END, dtypes.void, (kt, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
+  if use_async: end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *updates))
+  else:
+    # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
+    # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
+    # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
+    # buffer (the WMMAs feed `updates`) and every store of the next.
+    loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
+    end = UOp(Ops.END, dtypes.void, (kt, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
 
   # the epilogue: the AST's store, once per accumulator element
   c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))

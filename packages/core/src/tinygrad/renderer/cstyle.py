@@ -218,7 +218,7 @@ class CStyleRenderer(Renderer):
   def render_define_local(self, name: str, dt: PtrDType) -> str:
     raise NotImplementedError(f"{self.name} renders no shared memory (DEFINE_LOCAL)")
 
-  def render_barrier(self) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
+  def render_barrier(self, u: UOp) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
 
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     """STORE(dst, LOAD(src)) with arg "async": the copy completes by the next BARRIER (the LOAD itself is then unused)."""
@@ -309,7 +309,7 @@ class CStyleRenderer(Renderer):
     elif op is Ops.DEFINE_LOCAL:
       k.names[u] = k.new_name("smem")
       k.emit(self.render_define_local(k.names[u], _ptr(u)))
-    elif op is Ops.BARRIER: k.emit(self.render_barrier())
+    elif op is Ops.BARRIER: k.emit(self.render_barrier(u))
     elif op is Ops.WMMA: self._declare(k, u, self.render_wmma(u, r))
     elif op is Ops.SPECIAL:
       k.names[u] = u.arg[0]
