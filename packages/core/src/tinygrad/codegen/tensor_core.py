@@ -71,6 +71,8 @@ CONFIGS: tuple[TileConfig, ...] = (
   TileConfig(16, 8, 16, 1, 1),
   TileConfig(16, 8, 8, 1, 1),
   TileConfig(16, 8, 32, 1, 1),
+  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64, 2 stages
+  TileConfig(256, 128, 32, 4, 2),
 )
 SMEM_MAX = 48 * 1024  # static shared memory per block (more needs the dynamic kind)
 WARP = 32
@@ -168,9 +170,17 @@ def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch) -> bool:
   if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
   if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
   threads = cfg.warps * WARP
-  pad = 16 // m.dtype_in.itemsize
-  smem = 2 * ((cfg.bm + pad) * (cfg.bk + pad) + (cfg.bn + pad) * (cfg.bk + pad)) * m.dtype_in.itemsize  # double-buffered, upper bound
-  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and smem <= SMEM_MAX
+  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and 2 * _stage_bytes(cfg, tc, m.dtype_in) <= SMEM_MAX
+
+
+def _uses_ldmatrix(tc: TensorCore, din: DType) -> bool: return bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0 and din.itemsize == 2
+
+
+def _stage_bytes(cfg: TileConfig, tc: TensorCore, din: DType) -> int:
+  """Shared memory for one A tile and one B tile: swizzled (no padding) with ldmatrix, else one 16-byte pad per row."""
+  pad = 0 if _uses_ldmatrix(tc, din) else 16 // din.itemsize
+  def tile(outer: int) -> int: return max(outer * (cfg.bk + pad), cfg.bk * (outer + pad))  # rows along k or along outer
+  return (tile(cfg.bm) + tile(cfg.bn)) * din.itemsize
 
 
 def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
@@ -346,7 +356,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   nk = K // cfg.bk
 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
-  use_ldm = bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0 and din.itemsize == 2  # the arch's collective 8x8 load
+  use_ldm = _uses_ldmatrix(tc, din)  # the arch's collective 8x8 load
   use_async = bool(tc.extra.get("cp_async")) and ASYNC_COPY.value != 0
   chunk = 16 // din.itemsize if use_ldm else 0  # swizzled (no padding) where fragments come from ldmatrix
   a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
@@ -410,6 +420,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
   wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
   cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
+  order: list[UOp] = []  # per k step: its fragments, then its WMMAs (END lists them in this order, see below)
   for ks in range(cfg.bk // tk):
     a_frags = []
     for x in range(wtm):
@@ -419,10 +430,17 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         continue
       idxs = [cur_buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
       a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
-    b_frags = []
+    b_frags: list[UOp] = []
+    b_ofit = [(fc, fk) for fk, fc in b_fit]
+    # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
+    b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
     for y in range(wtn):
+      if len(b_frags) > y: continue  # filled by the pair load of y-1
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
-      b_ofit = [(fc, fk) for fk, fc in b_fit]
+      if use_ldm and y + 1 < wtn and (ldm := _ldmatrix(b_rd, b_pair, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+        half_n = len(b_ofit)
+        b_frags += [UOp(Ops.VECTORIZE, din.vec(half_n), tuple(UOp(Ops.GEP, din, (ldm,), (h * half_n + e,)) for e in range(half_n))) for h in (0, 1)]
+        continue
       if use_ldm and (ldm := _ldmatrix(b_rd, b_ofit, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         b_frags.append(ldm)
         continue
@@ -431,15 +449,18 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     for x, y in itertools.product(range(wtm), range(wtn)):
       n = x * wtn + y
       cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
+    order += [*a_frags, *b_frags, *cur]
   updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
-  if use_async: end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *updates))
+  # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
+  # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
+  if use_async: end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
   else:
     # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
     # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
     # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
     # buffer (the WMMAs feed `updates`) and every store of the next.
     loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
-    end = UOp(Ops.END, dtypes.void, (kt, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
+    end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
 
   # the epilogue: the AST's store, once per accumulator element
   c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))
