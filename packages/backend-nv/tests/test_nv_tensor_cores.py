@@ -41,6 +41,16 @@ def test_compiles_with_wmma(arch: str, case: tuple) -> None:
   assert len(renderer.compiler.compile(tc[0].src)) > 0
 
 
+def test_sm75_compiles() -> None:
+  """sm_75: m16n8k8 f16 only and no cp.async: the register double-buffered pipeline."""
+  with Context(DEV="NULL:CUDA:sm_75"):
+    items, _ = create_schedule([_graph(*CASES[0]).uop])
+  renderer = CUDARenderer(Target("CUDA", "CUDA", "sm_75"))
+  prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
+  assert "m16n8k8" in prog.src and "cp.async" not in prog.src and "ldmatrix" in prog.src
+  assert len(renderer.compiler.compile(prog.src)) > 0
+
+
 def test_ptx_falls_back() -> None:
   """Our PTX renderer emits no WMMA yet: it offers no tensor cores, so matmuls take the plain path there."""
   renderer = PTXRenderer(Target("CUDA", "PTX", "sm_90"))

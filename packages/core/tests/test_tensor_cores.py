@@ -103,3 +103,17 @@ def test_block_order_swizzle(swizzle: int) -> None:
   with Context(DEV=dev, TC_SWIZZLE=swizzle, TC_CONFIG=6):  # 16x8 tiles: a 4x3 grid of blocks
     (a, an), (b, bn) = _rand((64, 16), dt, 20), _rand((16, 24), dt, 21)
     _check(a @ b, an @ bn, dt, True)
+
+
+@pytest.mark.parametrize("setting", [{"LDMATRIX": 0}, {"ASYNC_COPY": 0}, {"TC_STAGES": 2}, {"TC_STAGES": 4}, {"LDMATRIX": 0, "ASYNC_COPY": 0}],
+                         ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_pipeline_variants(setting: dict) -> None:
+  """Plain fragment loads (padded tiles), register double buffering, and deeper async pipelines compute the same."""
+  dev, dt = "PYTHON::sm_80", dtypes.float16
+  with Context(DEV=dev, TC_CONFIG=4, **setting):  # 32x32x32 tiles, 4 warps; K=96: three k tiles
+    (a, an), (b, bn) = _rand((32, 96), dt, 22), _rand((96, 64), dt, 23)
+    _check(a @ b, an @ bn, dt, True)
+    progs = _programs(a @ b)
+    uops = [u for p in progs for u in p.uops]
+    assert any(u.op is Ops.LOAD and u.arg is not None for u in uops) == (setting.get("LDMATRIX", 1) == 1)
+    assert any(u.op is Ops.STORE and u.arg == "async" for u in uops) == (setting.get("ASYNC_COPY", 1) == 1)

@@ -28,7 +28,7 @@ from typing import Any
 
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
 from tinygrad.codegen.program import ProgramSpec, _stable_key, get_program, kernel_name, worth_threading
-from tinygrad.codegen.tensor_core import tc_opts
+from tinygrad.codegen.tensor_core import tc_opts, tc_setting
 from tinygrad.codegen.threads import CORE_ID
 from tinygrad.dtype import PtrDType
 from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, diskcache_get, diskcache_put, getenv, prod
@@ -55,9 +55,9 @@ def beam_width() -> int:
   return int(BEAM.value)
 
 
-def opt_setting() -> tuple[int, int]:
+def opt_setting() -> tuple[int, ...]:
   """What decides the opts of a kernel beyond its AST and renderer (part of the compiled-runner cache key)."""
-  return int(NOOPT.value), beam_width()
+  return int(NOOPT.value), beam_width(), *tc_setting()
 
 
 def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:

@@ -7,15 +7,19 @@ Everything around the REDUCE (casts, bias loads, relu, ...) is the epilogue, app
 
 The program (one block per BM x BN output tile, `warps_m x warps_n` warps, each owning a grid of TC tiles):
 
-  gidx0/1/2 = tile along N / tile along M / batch;  lidx0 = lane (32), lidx1 = warp
-  acc[tm][tn] = 0                                            (one DEFINE_REG vector per TC tile)
+  gidx0/1/2 = tile along N / tile along M / batch (grouped TC_SWIZZLE rows at a time for L2);  lidx0 = lane, lidx1 = warp
+  acc[tm][tn] = 0                                 (one DEFINE_REG vector per TC tile)
+  tiles 0..S-2 of A (BM x BK) and B (BK x BN) -> shared buffers 0..S-2     (16-byte async copies where the arch has them)
   for kt in K/BK:
-    BARRIER                                                  (everyone is done reading the last tile)
-    A tile (BM x BK) and B tile (BK x BN) global -> shared, 16-byte vectors along the contiguous axis
-    BARRIER
-    for ks in BK/tk: A/B fragments from shared memory at the lane's (row, k) of the TensorCore's layout tables;
+    BARRIER (tile kt has landed; everyone is done with buffer (kt-1) % S)
+    tile kt+S-1 -> buffer (kt+S-1) % S            (issued now, lands while this tile computes)
+    for ks in BK/tk: fragments of buffer kt % S (ldmatrix where the layout is its, else loads at the layout's (row, k));
                      acc[tm][tn] = WMMA(a[tm], b[tn], acc[tm][tn])
-  out[row, col] = epilogue(acc element)                       (row, col from the C layout table)
+  out[row, col] = epilogue(acc element)            (row, col from the C layout table)
+
+Without async copies S is 2 and the next tile goes through registers: loaded before the WMMAs, stored after them,
+then one BARRIER. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
+bytes per row, so the rows one instruction touches fall into different banks.
 
 The layout tables are fit as affine functions of groupID = lane >> 2 and threadID = lane & 3 (asserted over all
 lanes), so the same code serves every spec whose layout has that form. Tile parameters are `CONFIGS[amount]` of an
@@ -38,11 +42,16 @@ if TYPE_CHECKING:
 
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
-TC_CONFIG = ContextVar("TC_CONFIG", -1)
-LDMATRIX = ContextVar("LDMATRIX", 1)
-ASYNC_COPY = ContextVar("ASYNC_COPY", 1)
-TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)  # 0: global -> shared copies through registers even where the arch copies async
-TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)      # 0: fragments from plain shared-memory loads even where ldmatrix fits   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
+TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
+LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where ldmatrix fits
+ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the arch copies async
+TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
+TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
+
+
+def tc_setting() -> tuple[int, ...]:
+  """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
+  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE))
 
 
 class TensorCoreError(ValueError): pass
