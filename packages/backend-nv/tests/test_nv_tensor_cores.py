@@ -51,6 +51,19 @@ def test_sm75_compiles() -> None:
   assert len(renderer.compiler.compile(prog.src)) > 0
 
 
+def test_tf32_compiles_when_allowed() -> None:
+  renderer = CUDARenderer(Target("CUDA", "CUDA", "sm_90"))
+  for allow in (0, 1):
+    with Context(DEV="NULL:CUDA:sm_90", ALLOW_TF32=allow):
+      items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, False).uop])
+      progs = [get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK]
+    tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
+    assert len(tc) == allow
+    if allow:
+      assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tc[0].src
+      assert len(renderer.compiler.compile(tc[0].src)) > 0
+
+
 def test_ptx_falls_back() -> None:
   """Our PTX renderer emits no WMMA yet: it offers no tensor cores, so matmuls take the plain path there."""
   renderer = PTXRenderer(Target("CUDA", "PTX", "sm_90"))
