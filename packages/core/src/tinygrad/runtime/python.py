@@ -62,7 +62,9 @@ def _dec_dtype(name: str) -> DType:
 
 def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   """Only what the interpreter needs, as plain data (no UOp/Ops/DType objects at run time)."""
-  if u.op is Ops.CONST: return cast_scalar(u.arg, u.dtype) if u.dtype != dtypes.void else u.arg
+  if u.op is Ops.CONST:
+    if u.dtype.count != 1: raise ValueError(f"PYTHON has no vector constants ({u.dtype!r}): build them with VECTORIZE")
+    return cast_scalar(u.arg, u.dtype) if u.dtype != dtypes.void else u.arg
   if u.op is Ops.DEFINE_GLOBAL: return int(u.arg)
   if u.op is Ops.DEFINE_VAR: return (str(u.arg[0]), int(u.arg[1]), int(u.arg[2]))
   if u.op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return int(u.dtype.size)  # type: ignore[attr-defined]
