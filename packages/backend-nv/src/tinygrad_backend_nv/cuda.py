@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from tinygrad.device.devstring import Target
-from tinygrad.dtype import DType, dtypes
+from tinygrad.device.plugin import TensorCore
+from tinygrad.dtype import DType, PtrDType, dtypes
 from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.ops import Ops, UOp
 
@@ -46,6 +47,12 @@ template <typename T, typename F> static __device__ __forceinline__ T tg_bitcast
   static_assert(sizeof(T) == sizeof(F), "bitcast between types of different sizes");
   union { F f; T t; } u; u.f = x; return u.t;  // type punning through a union: NVRTC has no __builtin_bit_cast
 }"""
+
+_CP_ASYNC = """\
+static __device__ __forceinline__ void tg_cp_async{n}(const void *dst, const void *src) {{  // global -> shared, async
+  unsigned d; asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.{cache}.shared.global [%0], [%1], {n};" :: "r"(d), "l"(src) : "memory");
+}}"""
 
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
@@ -84,9 +91,35 @@ class CUDARenderer(CStyleRenderer):
 
   def render_vector_dtype(self, dt: DType) -> str:
     if dt.scalar() == dtypes.float32 and dt.count in (2, 4): return f"float{dt.count}"
+    if dt.scalar() in _HALFS and dt.count in (2, 4, 8): return f"{self.render_dtype(dt.scalar())}x{dt.count}"  # see _vector_struct
     return super().render_vector_dtype(dt)
 
-  def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
+  def render_vectorize(self, dt: DType, parts: list[str]) -> str:
+    if dt.scalar() in _HALFS: return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
+    return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
+
+  def render_gep(self, x: str, lane: int, dt: DType | None = None) -> str:
+    return f"{x}.v[{lane}]" if dt is not None and dt.scalar() in _HALFS else super().render_gep(x, lane, dt)
+
+  # ---- shared memory, barriers, tensor cores
+  def render_define_local(self, name: str, dt: PtrDType) -> str:
+    return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
+
+  def render_barrier(self, u: UOp) -> str:
+    # sm_80+: the async copies (cp.async) issued since the last barrier become one group; all but the newest u.arg groups
+    # (all, for arg None) are complete after the barrier
+    if arch_number(self.arch) < 80: return "__syncthreads();"
+    return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {u.arg or 0};" ::: "memory"); __syncthreads();'
+
+  def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
+    if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)
+    return f"tg_cp_async{u.src[1].dtype.nbytes}({dst}, {src});"
+
+  def render_wmma(self, u: UOp, operands: list[str]) -> str: return f"tg_{u.arg[0]}({', '.join(operands)})"
+
+  def render_collective_load(self, u: UOp, ptr: str) -> str:
+    if u.arg[0] != "ldmatrix": return super().render_collective_load(u, ptr)
+    return f"tg_ldsm_x{u.arg[1]}{'_t' if u.arg[2] else ''}_{self.render_dtype(u.dtype.scalar())}({ptr})"
 
   def __init__(self, target: Target | None = None):
     target = target or Target("CUDA", "CUDA", DEFAULT_ARCH)
@@ -139,7 +172,11 @@ class CUDARenderer(CStyleRenderer):
 
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
-    return [("half", _HALF), ("bfloat16", _BF16), ("tg_bitcast<", _BITCAST), *super().helpers()]
+    vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
+    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32)]
+    ldsm = [(f"tg_ldsm_x{n}{'_t' if t else ''}_{name}(", _ldsm_helper(name, n, t)) for name in ("half", "bfloat16") for n in (2, 4) for t in (0, 1)]
+    cp = [(f"tg_cp_async{n}(", _CP_ASYNC.format(n=n, cache="cg" if n == 16 else "ca")) for n in (4, 8, 16)]
+    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *ldsm, *cp, *mmas, *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     src = super().render(name, uops)
@@ -148,6 +185,41 @@ class CUDARenderer(CStyleRenderer):
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
     return src.replace(head, f"{self.kernel_prefix}void __launch_bounds__({threads}) {name}(", 1)
+
+
+def _vector_struct(name: str, n: int) -> str:
+  # half/bf16 vectors as aligned structs: a 16-byte halfx8 load/store is one instruction
+  return f"struct __align__({2 * n}) {name}x{n} {{ {name} v[{n}]; }};"
+
+
+def _ldsm_helper(name: str, n: int, trans: int) -> str:
+  """ldmatrix: n 8x8 b16 matrices from shared memory, one row address per lane (see codegen/tensor_core.py _ldmatrix)."""
+  regs = ", ".join(f"%{i}" for i in range(n))
+  outs = ", ".join(f'"=r"(R[{i}])' for i in range(n))
+  return (f"static __device__ __forceinline__ {name}x{2 * n} tg_ldsm_x{n}{'_t' if trans else ''}_{name}(const {name}x{2 * n} *p) {{\n"
+          f"  {name}x{2 * n} r; unsigned *R = (unsigned *)&r; unsigned a;\n"
+          f'  asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(a) : "l"(p));\n'
+          f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{n}];" : {outs} : "r"(a) : "memory");\n'
+          f"  return r;\n}}")
+
+
+def _mma_helper(r: CUDARenderer, tc: TensorCore) -> str:
+  """An inline-asm mma.sync: fragments as vectors whose 32-bit words are the instruction's registers, in layout order."""
+  na, nb = len(tc.a_layout[0]), len(tc.b_layout[0])
+  ta, tb = r.render_dtype(tc.dtype_in.vec(na)), r.render_dtype(tc.dtype_in.vec(nb))
+  regs = tc.extra["regs_b32"]
+  nc = len(tc.c_layout[0])
+  tcv = r.render_dtype(tc.dtype_out.vec(nc))
+  c = [f"c.{'xyzw'[i]}" for i in range(nc)]
+  ops = ", ".join(f"%{i}" for i in range(nc))
+  aops = ", ".join(f"%{nc + i}" for i in range(regs["a"]))
+  bops = ", ".join(f"%{nc + regs['a'] + i}" for i in range(regs["b"]))
+  outs = ", ".join(f'"+f"({x})' for x in c)
+  ins = ", ".join([f'"r"(A[{i}])' for i in range(regs["a"])] + [f'"r"(B[{i}])' for i in range(regs["b"])])
+  return (f"static __device__ __forceinline__ {tcv} tg_{tc.name}({ta} a, {tb} b, {tcv} c) {{\n"
+          f"  const unsigned *A = (const unsigned *)&a, *B = (const unsigned *)&b;\n"
+          f'  asm("{tc.extra["ptx"]} {{{ops}}}, {{{aops}}}, {{{bops}}}, {{{ops}}};" : {outs} : {ins});\n'
+          f"  return c;\n}}")
 
 
 def kernel_names(src: str) -> list[str]:

@@ -14,6 +14,11 @@ Scalar code with one virtual register per value (ptxas allocates the real ones).
 - A float16 NaN is stored as 0x7e00 (numpy's and alu's NaN): registers hold it as a float32 NaN, which keeps no payload.
 - Gated loads/stores are predicated instructions: a false gate never touches memory.
 - DEFINE_REG arrays indexed only by constants become plain registers; others live in .local memory.
+- Tensor-core programs (core's codegen/tensor_core.py): DEFINE_LOCAL is a .shared array (half/bf16 as raw 16 bits),
+  BARRIER is bar.sync (after cp.async.commit_group/wait_group on sm_80+), WMMA is mma.sync, a LOAD with arg
+  ("ldmatrix", n, trans) is ldmatrix, a STORE with arg "async" is cp.async. Vectors (fragments, accumulators, 16-byte
+  copies) are lists of registers: float32 elements one .f32 each, half/bf16 elements packed two to a .b32, the form
+  ldmatrix and mma.sync use.
 """
 from __future__ import annotations
 
@@ -155,7 +160,9 @@ class PTXRenderer(Renderer):
 
 
 def _check_dtype(dt: DType) -> None:
-  if dt.count != 1: raise UnsupportedDTypeError("PTX", dt, "scalar dtypes only")
+  if dt.count != 1:
+    if dt.scalar() in (*HALFS, dtypes.float32) and dt.count in (2, 4, 8, 16): return  # fragments, accumulators, wide copies
+    raise UnsupportedDTypeError("PTX", dt, "vectors of float16/bfloat16/float32 only")
   if dt not in ITYPE and dt != dtypes.void:
     raise UnsupportedDTypeError("PTX", dt, "fp8 is not supported yet; cast to float16/float32 first" if dtypes.is_float(dt) else "")
 
@@ -166,15 +173,17 @@ class _Reg:
   uop: UOp
   elem: DType
   regs: dict[int, str] = field(default_factory=dict)
+  vregs: dict[int, list[str]] = field(default_factory=dict)  # vector elements: a list of registers per slot
   local: str | None = None  # name of the .local array
 
 
 @dataclass
 class _Addr:
   """What an INDEX evaluates to: a global/local address register, or a register standing for a DEFINE_REG slot."""
-  space: str          # "global", "local" or "reg"
+  space: str          # "global", "local", "shared" or "reg"
   dt: DType           # element dtype
   reg: str            # address register, or the slot's value register for "reg"
+  vregs: list[str] | None = None  # "reg" slots of vector elements
 
 
 class _Kernel:
@@ -192,6 +201,9 @@ class _Kernel:
     self.params: list[str] = []
     self.loop_info: dict[UOp, tuple[str, str, str]] = {}  # RANGE -> (body label, exit label, end register)
     self.module_decls: dict[str, str] = {}  # module-scope .const tables, by name
+    self.vecs: dict[UOp, list[str]] = {}     # vector values (see the module docstring)
+    self.lazy_gep: dict[UOp, tuple[UOp, int]] = {}  # lanes of packed half vectors, unpacked when used as scalars
+    self.skip: set[UOp] = set()              # LOADs that only feed async copies
 
   # ---- registers and emission
   def new(self, cls: str) -> str:
@@ -220,6 +232,12 @@ class _Kernel:
 
   def v(self, u: UOp) -> str:
     if u.op is Ops.CONST: return self.const(u.arg, u.dtype)
+    if u in self.lazy_gep and u not in self.vals:
+      vec, lane = self.lazy_gep[u]
+      lo, hi, out = self.new("rs"), self.new("rs"), self.new("f")
+      self.emit(f"mov.b32 {{{lo}, {hi}}}, {self.vecs[vec][lane // 2]}")
+      self._half_bits_to_f32(out, hi if lane % 2 else lo, u.dtype)
+      self.vals[u] = out
     if u not in self.vals: raise ValueError(f"PTX renderer: {u.op} used before it was defined (kernel {self.name})")
     return self.vals[u]
 
@@ -229,17 +247,22 @@ class _Kernel:
     # parameters: buffers by number, then int vars in order of appearance (as the runtime passes them)
     for u in sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): self._param_buf(u)
     for i, u in enumerate(dict.fromkeys(u for u in self.uops if u.op is Ops.DEFINE_VAR)): self._param_var(u, i)
+    uses: dict[UOp, int] = {}
+    for u in self.uops:  # uses as a value (BARRIER/END/SINK sources only order things)
+      if u.op not in (Ops.BARRIER, Ops.END, Ops.SINK):
+        for x in u.src: uses[x] = uses.get(x, 0) + 1
+    self.skip = {u.src[1] for u in self.uops if u.op is Ops.STORE and u.arg == "async" and uses.get(u.src[1]) == 1 and self.r.sm >= 80}
     for u in self.uops:
-      if u in self.vals or u in self.addrs: continue  # hash-consed: a repeated node is the same value
+      if u in self.vals or u in self.addrs or u in self.vecs or u in self.lazy_gep: continue  # hash-consed: a repeated node is the same value
       self._render(u)
     if self.loops: raise ValueError(f"PTX renderer: {len(self.loops)} RANGE(s) not closed by END in kernel {self.name}")
-    threads = 1
+    ntid = [1, 1, 1]
     for u in self.uops:
-      if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
+      if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): ntid[int(u.arg[0][4:])] = int(u.arg[1])
     decls = [f"\t.reg {DECL[c]} %{c}<{n}>;" for c, n in self.counts.items() if n]
     head = [f"//\n// Generated by tinygrad_backend_nv (PTX renderer) for {self.r.arch}\n//",
             f".version {PTX_VERSION}", f".target {self.r.arch}", ".address_size 64", "", *self.module_decls.values(),
-            f".visible .entry {self.name}(", ",\n".join(f"\t{p}" for p in self.params), ")", f".maxntid {threads}, 1, 1", "{"]
+            f".visible .entry {self.name}(", ",\n".join(f"\t{p}" for p in self.params), ")", f".maxntid {ntid[0]}, {ntid[1]}, {ntid[2]}", "{"]
     return "\n".join([*head, *decls, *self.locals, *self.lines, "\tret;", "}", ""])
 
   def _plan_regs(self) -> None:
@@ -261,8 +284,24 @@ class _Kernel:
     if op is Ops.CONST: return  # materialized where used
     if op is Ops.AFTER:
       if u.src[0] in self.addrs: self.addrs[u] = self.addrs[u.src[0]]
+      elif u.src[0] in self.vecs: self.vecs[u] = self.vecs[u.src[0]]
+      elif u.src[0] in self.skip: self.skip.add(u)
       else: self.vals[u] = self.v(u.src[0])
     elif op is Ops.DEFINE_REG: self._define_reg(u)
+    elif op is Ops.DEFINE_LOCAL:
+      assert isinstance(u.dtype, PtrDType)
+      name = f"__smem{u.arg}"
+      self.locals.append(f"\t.shared .align 16 .b8 {name}[{max(u.dtype.size, 1) * u.dtype.base.itemsize}];")
+      base = self.vals[u] = self.new("rd")
+      self.emit(f"mov.u64 {base}, {name}")
+    elif op is Ops.BARRIER:
+      if self.r.sm >= 80: self.emit(f"cp.async.commit_group;\n\tcp.async.wait_group {u.arg or 0}")
+      self.emit("bar.sync 0")
+    elif op is Ops.WMMA: self._wmma(u)
+    elif op is Ops.VECTORIZE: self._vectorize(u)
+    elif op is Ops.GEP:
+      if u.src[0].dtype.scalar() in HALFS: self.lazy_gep[u] = (u.src[0], u.arg[0])
+      else: self.vals[u] = self.vecs[u.src[0]][u.arg[0]]
     elif op is Ops.SPECIAL:
       kind, axis = u.arg[0][:4], int(u.arg[0][4:])
       sreg = {"gidx": "%ctaid", "lidx": "%tid"}.get(kind)
@@ -313,12 +352,21 @@ class _Kernel:
     if buf.op is Ops.AFTER: buf = buf.src[0]
     if buf.op is Ops.DEFINE_REG:
       reg = self.regs[buf]
+      if reg.local is None and reg.elem.count > 1:
+        slot = int(idx.arg)
+        if slot not in reg.vregs: reg.vregs[slot] = [self.new("f") for _ in range(reg.elem.count)]
+        self.addrs[u] = _Addr("reg", reg.elem, "", reg.vregs[slot])
+        return
       if reg.local is None:
         slot = int(idx.arg)
         if slot not in reg.regs: reg.regs[slot] = self.new_for(reg.elem)
         self.addrs[u] = _Addr("reg", reg.elem, reg.regs[slot])
         return
       self.addrs[u] = _Addr("local", reg.elem, self._address(self.vals[buf], idx, self._local_size(reg.elem)))
+      return
+    if buf.op is Ops.DEFINE_LOCAL:
+      assert isinstance(buf.dtype, PtrDType)
+      self.addrs[u] = _Addr("shared", buf.dtype.base, self._address(self.vals[buf], idx, buf.dtype.base.itemsize))
       return
     if buf.op is not Ops.DEFINE_GLOBAL: raise NotImplementedError(f"PTX: INDEX into {buf.op}")
     assert isinstance(buf.dtype, PtrDType)
@@ -342,6 +390,8 @@ class _Kernel:
     return self.addrs[u]
 
   def _load(self, u: UOp) -> None:
+    if u in self.skip: return  # its async copy reads the memory itself
+    if u.arg is not None or u.dtype.count > 1: return self._vload(u)
     a = self._addr_of(u.src[0])
     gate = self.v(u.src[1]) if len(u.src) == 3 else None
     dst = self.vals[u] = self.new_for(u.dtype)
@@ -352,13 +402,14 @@ class _Kernel:
       tmp = self.new("rs")
       self.emit(f"ld.{space}.u8 {tmp}, [{a.reg}]", gate)
       self.emit(f"setp.ne.u16 {dst}, {tmp}, 0", gate)
-    elif dt in HALFS and space == "global":
+    elif dt in HALFS and space in ("global", "shared"):
       tmp = self.new("rs")
-      self.emit(f"ld.global.b16 {tmp}, [{a.reg}]", gate)
+      self.emit(f"ld.{space}.b16 {tmp}, [{a.reg}]", gate)
       self._half_bits_to_f32(dst, tmp, dt, gate)
     else: self.emit(f"ld.{space}.{'f32' if dt in HALFS else MEM[dt]} {dst}, [{a.reg}]", gate)
 
   def _store(self, u: UOp) -> None:
+    if u.arg == "async" or u.src[1].dtype.count > 1: return self._vstore(u)
     a = self._addr_of(u.src[0])
     val, dt = self.v(u.src[1]), u.src[1].dtype
     gate = self.v(u.src[2]) if len(u.src) == 3 else None
@@ -367,8 +418,76 @@ class _Kernel:
       tmp = self.new("rs")
       self.emit(f"selp.u16 {tmp}, 1, 0, {val}")
       self.emit(f"st.{a.space}.u8 [{a.reg}], {tmp}", gate)
-    elif dt in HALFS and a.space == "global": self.emit(f"st.global.b16 [{a.reg}], {self._f32_to_half_bits(val, dt)}", gate)
+    elif dt in HALFS and a.space in ("global", "shared"): self.emit(f"st.{a.space}.b16 [{a.reg}], {self._f32_to_half_bits(val, dt)}", gate)
     else: self.emit(f"st.{a.space}.{'f32' if dt in HALFS else MEM[dt]} [{a.reg}], {val}", gate)
+
+  # ---- vectors: fragments, accumulators, 16-byte copies, and the tensor-core instructions
+  def _vregs(self, dt: DType) -> list[str]:
+    """Fresh registers for a vector value: half/bf16 packed two per .b32, float32 one per .f32."""
+    return [self.new("r") for _ in range(dt.count // 2)] if dt.scalar() in HALFS else [self.new("f") for _ in range(dt.count)]
+
+  def _vtype(self, dt: DType) -> str: return "b32" if dt.scalar() in HALFS else "f32"
+
+  def _vload(self, u: UOp) -> None:
+    a = self._addr_of(u.src[0])
+    if len(u.src) != 1: raise NotImplementedError("PTX: gated vector loads")
+    if a.space == "reg":
+      assert a.vregs is not None
+      out = self.vecs[u] = [self.new("f") for _ in a.vregs]
+      for d, x in zip(out, a.vregs): self.emit(f"mov.f32 {d}, {x}")
+      return
+    regs = self.vecs[u] = self._vregs(u.dtype)
+    if u.arg is not None:  # ("ldmatrix", matrices, trans)
+      if u.arg[0] != "ldmatrix" or a.space != "shared": raise NotImplementedError(f"PTX: collective load {u.arg!r} from {a.space}")
+      self.emit(f"ldmatrix.sync.aligned.m8n8.x{u.arg[1]}{'.trans' if u.arg[2] else ''}.shared.b16 {{{', '.join(regs)}}}, [{a.reg}]")
+      return
+    vec = f".v{len(regs)}" if len(regs) > 1 else ""
+    self.emit(f"ld.{a.space}{vec}.{self._vtype(u.dtype)} {{{', '.join(regs)}}}, [{a.reg}]" if vec else f"ld.{a.space}.{self._vtype(u.dtype)} {regs[0]}, [{a.reg}]")
+
+  def _vstore(self, u: UOp) -> None:
+    a, dt = self._addr_of(u.src[0]), u.src[1].dtype
+    if len(u.src) != 2: raise NotImplementedError("PTX: gated vector stores")
+    if u.arg == "async" and self.r.sm >= 80:  # cp.async: global -> shared, complete by a later BARRIER
+      src = self._addr_of(u.src[1].src[0])
+      self.emit(f"cp.async.{'cg' if dt.nbytes == 16 else 'ca'}.shared.global [{a.reg}], [{src.reg}], {dt.nbytes}")
+      return
+    if dt.count == 1: return self._store(UOp(Ops.STORE, dtypes.void, u.src))  # an "async" scalar copy done at once
+    regs = self.vecs[u.src[1]]
+    if a.space == "reg":
+      assert a.vregs is not None
+      for d, x in zip(a.vregs, regs): self.emit(f"mov.f32 {d}, {x}")
+      return
+    vec = f".v{len(regs)}" if len(regs) > 1 else ""
+    self.emit(f"st.{a.space}{vec}.{self._vtype(dt)} [{a.reg}], {{{', '.join(regs)}}}" if vec else f"st.{a.space}.{self._vtype(dt)} [{a.reg}], {regs[0]}")
+
+  def _vectorize(self, u: UOp) -> None:
+    if u.dtype.scalar() not in HALFS:
+      self.vecs[u] = [self.v(s) for s in u.src]
+      return
+    out = []
+    for lo, hi in zip(u.src[0::2], u.src[1::2]):
+      # a pair that is one packed register of another vector (fragments split from an ldmatrix) is that register
+      if lo in self.lazy_gep and hi in self.lazy_gep and self.lazy_gep[lo][0] is self.lazy_gep[hi][0] and \
+         self.lazy_gep[lo][1] % 2 == 0 and self.lazy_gep[hi][1] == self.lazy_gep[lo][1] + 1:
+        out.append(self.vecs[self.lazy_gep[lo][0]][self.lazy_gep[lo][1] // 2])
+        continue
+      reg = self.new("r")
+      self.emit(f"mov.b32 {reg}, {{{self._f32_to_half_bits(self.v(lo), lo.dtype)}, {self._f32_to_half_bits(self.v(hi), hi.dtype)}}}")
+      out.append(reg)
+    self.vecs[u] = out
+
+  def _wmma(self, u: UOp) -> None:
+    tc = next((t for t in self.r.tensor_cores if t.name == u.arg[0]), None)
+    if tc is None: raise NotImplementedError(f"PTX: no tensor core {u.arg[0]!r} on {self.r.arch}")
+    a, b, c = (self.vecs[s] for s in u.src)
+    if tc.dtype_in == dtypes.float32:  # tf32 operands: the f32 bits in .b32 registers
+      def bits(xs: list[str]) -> list[str]:
+        out = [self.new("r") for _ in xs]
+        for d, x in zip(out, xs): self.emit(f"mov.b32 {d}, {x}")
+        return out
+      a, b = bits(a), bits(b)
+    d = self.vecs[u] = [self.new("f") for _ in c]
+    self.emit(f"{tc.extra['ptx']} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(c)}}}")
 
   # ---- half/bf16 <-> bits (values are float32 registers holding exactly representable numbers)
   def _half_bits_to_f32(self, dst: str, bits: str, dt: DType, pred: str | None = None) -> None:

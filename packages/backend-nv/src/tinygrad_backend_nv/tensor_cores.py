@@ -51,16 +51,17 @@ def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, **ex
   instr = f"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{tin}.{tin}.f32"
   regs = {"a": len(a[0]) * dtype_in.itemsize // 4, "b": len(b[0]) * dtype_in.itemsize // 4, "c": 4}
   return TensorCore(dims=dims, dtype_in=dtype_in, dtype_out=dtypes.float32, threads=WARP, a_layout=a, b_layout=b, c_layout=C_M16N8,
-                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, **extra})
+                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, "ldmatrix": True, **extra})
 
 
 def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N8K8_F16, B_M16N8K8_F16, min_arch=75)]
 
 
 def _sm80() -> list[TensorCore]:
-  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80),
-          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80),
-          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32")]
+  # cp_async: sm_80+ copies global -> shared asynchronously (cp.async), waited for at the next barrier
+  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80, cp_async=True),
+          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80, cp_async=True),
+          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", cp_async=True)]
 
 
 def _sm89() -> list[TensorCore]:

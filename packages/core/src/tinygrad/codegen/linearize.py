@@ -29,7 +29,7 @@ def _priority(u: UOp) -> int:
   """Among ready nodes of the same context: definitions first, then constants, then the rest in order."""
   if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id": return 1  # the thread index is the last parameter
   if u.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR): return 0
-  if u.op is Ops.DEFINE_REG: return 2
+  if u.op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return 2
   if u.op is Ops.CONST: return 3
   return 4
 

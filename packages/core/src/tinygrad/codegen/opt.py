@@ -6,6 +6,8 @@
   UNROLL(axis, k)  a reduce loop runs k times fewer iterations with k independent accumulators, combined
                    after the loop: k-wide vector accumulation instead of one serial dependency chain.
   THREAD(0, n)     the outermost output loop is split across n CPU threads (applied at lowering, see threads.py).
+  TC(t, c)         the whole kernel becomes a tiled tensor-core matmul with the renderer's tensor core t and tile
+                   config c (codegen/tensor_core.py; applied at lowering, and alone: no other opt combines with it).
 
 `axis` is a RANGE's id. Actions compose: a list of Opts applied in order is how heuristics and BEAM
 describe a kernel, and what the on-disk BEAM cache stores.
@@ -22,7 +24,7 @@ from tinygrad.uop.symbolic import split_terms
 
 
 class OptOps(Enum):
-  UPCAST = auto(); UNROLL = auto(); THREAD = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); THREAD = auto(); TC = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -87,10 +89,12 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   if opt.op is OptOps.UPCAST: return upcast(ast, opt.axis, opt.amount)
   if opt.op is OptOps.UNROLL: return unroll(ast, opt.axis, opt.amount)
   if opt.op is OptOps.THREAD: return ast  # applied when lowering for the device (threads.py)
+  if opt.op is OptOps.TC: return ast  # applied when lowering (codegen/tensor_core.py)
   raise KernelOptError(f"unknown opt {opt}")
 
 
 def apply_opts(ast: UOp, opts: list[Opt]) -> UOp:
+  if any(o.op is OptOps.TC for o in opts) and len(opts) > 1: raise KernelOptError(f"TC combines with no other opt: {opts}")
   for o in opts: ast = apply_opt(ast, o)
   return ast
 

@@ -8,6 +8,7 @@ from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import Opt, OptOps, apply_opts
+from tinygrad.codegen.tensor_core import lower_tensor_core
 from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import vectorize_memory
 from tinygrad.helpers import DEBUG, VERIFY, prod
@@ -74,6 +75,13 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   if opts is None: opts = choose_opts(ast, renderer)
   ast = apply_opts(ast, opts)
   if VERIFY: verify_kernel(ast, "optimizations")
+  if (tc := next((o for o in opts if o.op is OptOps.TC), None)) is not None:
+    sink, global_size, local_size = lower_tensor_core(ast, renderer, tc.axis, tc.amount)
+    sink = cleanup(sink)
+    if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
+    uops = linearize(sink)
+    if VERIFY: verify_linear(uops)
+    return uops, global_size, local_size
   if renderer.has_local: ast, global_size, local_size = to_thread_indices(ast, min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0]))
   elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
     ast, used = split_for_threads(ast, n)
@@ -105,8 +113,9 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
       stack.append(size)
       mult *= size
     elif u.op is Ops.END and stack: mult //= max(stack.pop(), 1)
-    elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[0].src[0].dtype.itemsize
-    elif u.op not in (Ops.CONST, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_REG, Ops.DEFINE_VAR, Ops.AFTER, Ops.SINK, Ops.LOAD,
+    elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[0].dtype.nbytes
+    elif u.op is Ops.WMMA: ops += mult * 2 * prod(u.arg[1]) // 32  # one warp's multiply-adds, counted per lane
+    elif u.op not in (Ops.CONST, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.DEFINE_REG, Ops.DEFINE_LOCAL, Ops.DEFINE_VAR, Ops.AFTER, Ops.SINK, Ops.LOAD,
                       Ops.STORE, Ops.RANGE, Ops.END): ops += mult
   return ops, mem
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
 from tinygrad.codegen.program import ProgramSpec, _stable_key, get_program, kernel_name, worth_threading
+from tinygrad.codegen.tensor_core import tc_opts, tc_setting
 from tinygrad.codegen.threads import CORE_ID
 from tinygrad.dtype import PtrDType
 from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, diskcache_get, diskcache_put, getenv, prod
@@ -54,14 +55,15 @@ def beam_width() -> int:
   return int(BEAM.value)
 
 
-def opt_setting() -> tuple[int, int]:
+def opt_setting() -> tuple[int, ...]:
   """What decides the opts of a kernel beyond its AST and renderer (part of the compiled-runner cache key)."""
-  return int(NOOPT.value), beam_width()
+  return int(NOOPT.value), beam_width(), *tc_setting()
 
 
 def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   """The optimizations for a kernel: none with NOOPT, a BEAM search when one is asked for, else the heuristics."""
   if NOOPT: return []
+  if (tc := tc_opts(ast, renderer)) is not None: return tc  # a matmul on tensor cores (codegen/tensor_core.py)
   if (amt := beam_width()) > 0 and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
     return beam_search(ast, renderer, amt, device)
   return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local)

@@ -15,6 +15,7 @@ Extension points, in short:
   render_inf / render_nan / render_float_literal   float constants
   render_cast / render_float_to_int / render_bitcast   conversions
   render_load / render_store / render_index / render_define_reg / render_range   memory and loops
+  render_define_local / render_barrier / render_wmma   shared memory, block barriers, tensor-core instructions
   helpers()                           (trigger, C code) pairs: code is prepended when trigger occurs in the body
 """
 from __future__ import annotations
@@ -66,6 +67,7 @@ class _Kernel:
   bufs: dict[int, UOp] = field(default_factory=dict)
   vars: list[UOp] = field(default_factory=list)
   depth: int = 1
+  skip: set[UOp] = field(default_factory=set)  # LOADs that only feed async copies: the copy reads memory itself
 
   def new_name(self, prefix: str) -> str:
     n = self.counters.get(prefix, 0)
@@ -125,7 +127,9 @@ class CStyleRenderer(Renderer):
 
   def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"({self.render_dtype(dt)}){{{', '.join(parts)}}}"
 
-  def render_gep(self, x: str, lane: int) -> str: return f"{x}.{'xyzw'[lane]}" if lane < 4 else f"{x}[{lane}]"
+  def render_gep(self, x: str, lane: int, dt: DType | None = None) -> str:
+    """Lane `lane` of vector x (of dtype dt, for dialects whose vector types differ by element type)."""
+    return f"{x}.{'xyzw'[lane]}" if lane < 4 else f"{x}[{lane}]"
 
   def unsupported_hint(self, dt: DType) -> str:
     if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return "fp8 has no C type here; cast to float16/float32 before this kernel"
@@ -210,6 +214,22 @@ class CStyleRenderer(Renderer):
 
   def render_define_reg(self, name: str, dt: PtrDType) -> str: return f"{self.render_dtype(dt.base)} {name}[{max(dt.size, 1)}];"
 
+  # ---- shared memory, barriers, tensor cores (GPU dialects override these)
+  def render_define_local(self, name: str, dt: PtrDType) -> str:
+    raise NotImplementedError(f"{self.name} renders no shared memory (DEFINE_LOCAL)")
+
+  def render_barrier(self, u: UOp) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
+
+  def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
+    """STORE(dst, LOAD(src)) with arg "async": the copy completes by the next BARRIER (the LOAD itself is then unused)."""
+    return self.render_store(dst, f"(*{src})", u.src[1].dtype)
+
+  def render_collective_load(self, u: UOp, ptr: str) -> str:
+    raise NotImplementedError(f"{self.name} renders no collective load {u.arg!r}")
+
+  def render_wmma(self, u: UOp, operands: list[str]) -> str:
+    raise NotImplementedError(f"{self.name} renders no tensor-core WMMA ({u.arg[0]})")
+
   def render_range(self, name: str, end: str, dt: DType) -> str:
     return f"for ({self.render_dtype(dt)} {name} = 0; {name} < {end}; {name}++) {{"
 
@@ -253,6 +273,11 @@ class CStyleRenderer(Renderer):
   # ---- the walk
   def render(self, name: str, uops: list[UOp]) -> str:
     k = _Kernel()
+    uses: dict[UOp, int] = {}
+    for u in uops:  # uses as a value (BARRIER/END/SINK sources only order things)
+      if u.op not in (Ops.BARRIER, Ops.END, Ops.SINK):
+        for x in u.src: uses[x] = uses.get(x, 0) + 1
+    k.skip = {u.src[1] for u in uops if u.op is Ops.STORE and u.arg == "async" and uses.get(u.src[1]) == 1}
     for u in uops:
       if u in k.names: continue  # hash-consed: a repeated node is the same value
       self._render_uop(k, u)
@@ -281,6 +306,11 @@ class CStyleRenderer(Renderer):
     elif op is Ops.DEFINE_REG:
       k.names[u] = k.new_name(self.name_prefix[op])
       k.emit(self.render_define_reg(k.names[u], _ptr(u)))
+    elif op is Ops.DEFINE_LOCAL:
+      k.names[u] = k.new_name("smem")
+      k.emit(self.render_define_local(k.names[u], _ptr(u)))
+    elif op is Ops.BARRIER: k.emit(self.render_barrier(u))
+    elif op is Ops.WMMA: self._declare(k, u, self.render_wmma(u, r))
     elif op is Ops.SPECIAL:
       k.names[u] = u.arg[0]
       k.emit(f"{self.render_dtype(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0], u.arg[1])}; /* {u.arg[1]} */")
@@ -295,8 +325,11 @@ class CStyleRenderer(Renderer):
       k.names[u] = f"(({self.render_dtype(_ptr(u).base)}*){self.render_index(r[0], r[1], _ptr(u))})"
     elif op is Ops.INDEX: k.names[u] = self.render_index(r[0], r[1], _ptr(u))
     elif op is Ops.VECTORIZE: self._declare(k, u, self.render_vectorize(u.dtype, r))
-    elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0])
+    elif op is Ops.GEP: k.names[u] = self.render_gep(r[0], u.arg[0], u.src[0].dtype)
+    elif op is Ops.LOAD and u in k.skip: k.names[u] = ""
+    elif op is Ops.LOAD and u.arg is not None: self._declare(k, u, self.render_collective_load(u, r[0]))
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
+    elif op is Ops.STORE and u.arg == "async": k.emit(self.render_async_copy(u, r[0], k.names[u.src[1].src[0]]))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))
     elif op is Ops.BITCAST: self._declare(k, u, self.render_bitcast(r[0], u.src[0].dtype, u.dtype))

@@ -4,6 +4,11 @@ The renderer serializes a program (see docs/linear-ir.md) into plain data: per u
 positions, arg). The program decodes it once into a tree of small closures (straight-line steps, and loops that
 run their body) and runs that tree over a list holding the value of every uop by position. Elementwise ops go
 through `tinygrad.uop.alu` (exec_alu, cast_scalar, to_bits/from_bits), so the results are the reference ones.
+
+Vectors are tuples. Programs with BARRIER or WMMA run the threads of a block in lockstep: each thread is a
+generator that yields at those points; a BARRIER resumes when every thread of the block reached it, a WMMA when
+the whole warp did, with D = A*B + C computed from the lanes' fragments through the TensorCore's layout tables
+(in double, rounded once to the accumulator dtype). DEFINE_LOCAL arrays are shared by the threads of one block.
 """
 from __future__ import annotations
 
@@ -11,10 +16,11 @@ import base64
 import itertools
 import pickle
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from tinygrad.device.devstring import Target, instance_name
+from tinygrad.device.plugin import TensorCore
 from tinygrad.device.runtime import Allocator, Compiled
 from tinygrad.dtype import DTYPES_BY_NAME, DType, PtrDType, dtypes
 from tinygrad.renderer import Renderer
@@ -28,8 +34,8 @@ Step = Callable[[list], None]
 _MAGIC = "PYTHONv1 "
 _DTYPES: dict[str, DType] = {dt.name: dt for dt in DTYPES_BY_NAME.values()} | {"void": dtypes.void}
 # the ops a linearized program may hold (docs/linear-ir.md); AFTER and NOOP are folded away by render
-_CONTROL = {Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.CONST, Ops.SPECIAL, Ops.RANGE, Ops.END, Ops.INDEX,
-            Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST, Ops.SINK}
+_CONTROL = {Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL, Ops.CONST, Ops.SPECIAL, Ops.RANGE, Ops.END,
+            Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST, Ops.SINK, Ops.VECTORIZE, Ops.GEP, Ops.BARRIER, Ops.WMMA}
 _SUPPORTED = frozenset(_CONTROL | GroupOp.ALU)
 # the elementwise ops named in the linear IR contract; SUB and POW are left for codegen to decompose
 _NATIVE = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC, Ops.ADD, Ops.MUL, Ops.FDIV,
@@ -42,28 +48,37 @@ _CASTABLE = frozenset("?bBhHiIqQfd")
 # ---- encoding
 
 def _enc_dtype(dt: DType) -> str:
+  """"float", "half@8" for a vector, a trailing "*" for a pointer."""
   if isinstance(dt, PtrDType): return _enc_dtype(dt.base) + "*"
-  if dt.count != 1: raise ValueError(f"the PYTHON renderer has no vector types, got {dt!r}")
-  return dt.name
+  return dt.name if dt.count == 1 else f"{dt.name}@{dt.count}"
 
 
 def _dec_dtype(name: str) -> DType:
-  """The element dtype (pointers decode to what they point at)."""
-  if (base := name.rstrip("*")) not in _DTYPES: raise ValueError(f"unknown dtype {name!r} in a PYTHON program")
-  return _DTYPES[base]
+  """The element dtype (pointers decode to what they point at), a vector for "name@count"."""
+  base, _, count = name.rstrip("*").partition("@")
+  if base not in _DTYPES: raise ValueError(f"unknown dtype {name!r} in a PYTHON program")
+  return _DTYPES[base].vec(int(count)) if count else _DTYPES[base]
 
 
-def _enc_arg(u: UOp) -> Any:
+def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   """Only what the interpreter needs, as plain data (no UOp/Ops/DType objects at run time)."""
-  if u.op is Ops.CONST: return cast_scalar(u.arg, u.dtype) if u.dtype != dtypes.void else u.arg
+  if u.op is Ops.CONST:
+    if u.dtype.count != 1: raise ValueError(f"PYTHON has no vector constants ({u.dtype!r}): build them with VECTORIZE")
+    return cast_scalar(u.arg, u.dtype) if u.dtype != dtypes.void else u.arg
   if u.op is Ops.DEFINE_GLOBAL: return int(u.arg)
   if u.op is Ops.DEFINE_VAR: return (str(u.arg[0]), int(u.arg[1]), int(u.arg[2]))
-  if u.op is Ops.DEFINE_REG: return int(u.dtype.size)  # type: ignore[attr-defined]
+  if u.op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return int(u.dtype.size)  # type: ignore[attr-defined]
   if u.op is Ops.SPECIAL: return (str(u.arg[0]), u.arg[1] if isinstance(u.arg[1], int) else None)
+  if u.op is Ops.GEP: return int(u.arg[0])
+  if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("ldmatrix", matrices, trans)
+  if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
+    if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
+    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name)
   return None
 
 
-def encode(uops: list[UOp]) -> list[Encoded]:
+def encode(uops: list[UOp], tensor_cores: tuple[TensorCore, ...] = ()) -> list[Encoded]:
+  tcs = {tc.name: tc for tc in tensor_cores}
   pos: dict[UOp, int] = {}
   out: list[Encoded] = []
   for n, u in enumerate(uops):
@@ -74,7 +89,7 @@ def encode(uops: list[UOp]) -> list[Encoded]:
     missing = [s.op.name for s in u.src if s not in pos]
     if missing: raise ValueError(f"uop {n} ({u.op.name}) uses sources {missing} that don't come before it in the program")
     pos[u] = len(out)
-    out.append((u.op.name, _enc_dtype(u.dtype), tuple(pos[s] for s in u.src), _enc_arg(u)))
+    out.append((u.op.name, _enc_dtype(u.dtype), tuple(pos[s] for s in u.src), _enc_arg(u, tcs)))
   return out
 
 
@@ -105,7 +120,15 @@ class PythonRenderer(Renderer):
   def __init__(self, target: Target | None = None):
     self.arch = target.arch if target is not None else ""
 
-  def render(self, name: str, uops: list[UOp]) -> str: return serialize(name, encode(uops))
+  @property
+  def tensor_cores(self) -> tuple[TensorCore, ...]:  # type: ignore[override]
+    """The arch's tensor cores from the plugins (`PYTHON::sm_80`), emulated from their layout tables."""
+    if not self.arch: return ()
+    from tinygrad.device.registry import registry
+    return tuple(registry.tensor_cores(self.arch))
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    return serialize(name, encode(uops, self.tensor_cores if any(u.op is Ops.WMMA for u in uops) else ()))
 
 
 # ---- step builders: each returns a closure f(values) made once per program
@@ -147,18 +170,115 @@ def _loop(r: int, end: int, body: list[Step]) -> Step:
   return step
 
 
-class _Mem:
-  """What LOAD/STORE need about the buffer behind an INDEX: where it lives, how it is read, how to name it."""
+# lockstep programs: a body is a list of (is_generator, step); generator steps yield at BARRIER/WMMA
+GenBody = list[tuple[bool, Callable]]
 
-  def __init__(self, slot: int, dt: DType, raw: bool, label: str):
-    self.slot, self.dt, self.raw, self.label = slot, dt, raw, label
+
+def _run_gen(body: GenBody, v: list) -> Generator[Any, Any, None]:
+  for is_gen, f in body:
+    if is_gen: yield from f(v)
+    else: f(v)
+
+
+def _loop_gen(r: int, end: int, body: GenBody) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]:
+    for x in range(v[end]):
+      v[r] = x
+      yield from _run_gen(body, v)
+  return step
+
+
+def _barrier(i: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: yield ("barrier", i)
+  return step
+
+
+def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("wmma", i, v[a], v[b], v[c])
+  return step
+
+
+def _ldmatrix(i: int, x: int, buf: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("ldmatrix", i, v[x], v[buf])
+  return step
+
+
+def ldmatrix_emulator(matrices: int, trans: bool, dt: DType, raw: bool) -> Callable[[list[int], Any], list[tuple]]:
+  """fn(each lane's address, the shared array) -> each lane's registers: lane l gives row l&7 of matrix l>>3 (8 elements
+  from its address); register j of lane l is matrix j's elements (l>>2, 2*(l&3) + {0, 1}), or transposed
+  (2*(l&3) + {0, 1}, l>>2)."""
+  def run(addrs: list[int], buf: Any) -> list[tuple]:
+    rows = [[[from_bits(e, dt) if raw else e for e in buf[addrs[8 * j + r]:addrs[8 * j + r] + 8]] for r in range(8)] for j in range(matrices)]
+    out = []
+    for lane in range(32):
+      g, t = lane >> 2, lane & 3
+      out.append(tuple(x for j in range(matrices) for x in ((rows[j][2 * t][g], rows[j][2 * t + 1][g]) if trans else rows[j][g][2 * t:2 * t + 2])))
+    return out
+  return run
+
+
+def _vectorize(i: int, src: tuple[int, ...]) -> Step:
+  def step(v: list) -> None: v[i] = tuple(v[s] for s in src)
+  return step
+
+
+def _gep(i: int, a: int, lane: int) -> Step:
+  def step(v: list) -> None: v[i] = v[a][lane]
+  return step
+
+
+def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]], list[tuple]]:
+  """fn(a per lane, b per lane, c per lane) -> d per lane for one TensorCore, from its layout tables."""
+  (M, N, K), threads, a_layout, b_layout, c_layout, din_name, dout_name = arg
+  din, dout = _DTYPES[din_name], _DTYPES[dout_name]
+  # tf32 operands (f32 registers): the instruction reads the top 19 bits
+  def rd(x: float) -> float: return from_bits(to_bits(x, din) & 0xFFFFE000, din) if din == dtypes.float32 else x
+  def run(a: list[tuple], b: list[tuple], c: list[tuple]) -> list[tuple]:
+    A = [[0.0] * K for _ in range(M)]
+    B = [[0.0] * N for _ in range(K)]
+    C = [[0.0] * N for _ in range(M)]
+    for lane in range(threads):
+      for e, (r, k) in enumerate(a_layout[lane]): A[r][k] = rd(a[lane][e])
+      for e, (k, col) in enumerate(b_layout[lane]): B[k][col] = rd(b[lane][e])
+      for e, (r, col) in enumerate(c_layout[lane]): C[r][col] = c[lane][e]
+    Bt = list(zip(*B))
+    D = [[cast_scalar(sum(x * y for x, y in zip(A[r], Bt[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
+    return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
+  return run
+
+
+class _Mem:
+  """What LOAD/STORE need about the buffer behind an INDEX: where it lives, how it is read, how to name it, and how
+  many of its elements one access covers (a half8 access of a half buffer: 8)."""
+
+  def __init__(self, slot: int, dt: DType, raw: bool, label: str, width: int = 1):
+    self.slot, self.dt, self.raw, self.label, self.width = slot, dt, raw, label, width
 
 
 def _oob(kernel: str, mem: _Mem, idx: int, buf: Any) -> None:
   raise IndexError(f"kernel {kernel!r}: index {idx} is out of bounds for {mem.label} ({len(buf)} elements of {mem.dt.name})")
 
 
+def _load_vec(kernel: str, i: int, mem: _Mem, x: int) -> Step:
+  b, dt, w, raw = mem.slot, mem.dt, mem.width, mem.raw
+  def step(v: list) -> None:
+    idx, buf = v[x], v[b]
+    if idx < 0 or idx + w > len(buf): _oob(kernel, mem, idx if idx < 0 else idx + w - 1, buf)
+    v[i] = tuple(from_bits(e, dt) for e in buf[idx:idx + w]) if raw else tuple(buf[idx:idx + w])
+  return step
+
+
+def _store_vec(kernel: str, mem: _Mem, x: int, val: int) -> Step:
+  b, dt, w, raw = mem.slot, mem.dt, mem.width, mem.raw
+  def step(v: list) -> None:
+    idx, buf = v[x], v[b]
+    if idx < 0 or idx + w > len(buf): _oob(kernel, mem, idx if idx < 0 else idx + w - 1, buf)
+    for n, e in enumerate(v[val]): buf[idx + n] = to_bits(e, dt) if raw else e
+  return step
+
+
 def _load(kernel: str, i: int, mem: _Mem, x: int) -> Step:
+  if mem.width > 1: return _load_vec(kernel, i, mem, x)
   b, dt = mem.slot, mem.dt
   if mem.raw:
     def step(v: list) -> None:
@@ -176,6 +296,7 @@ def _load(kernel: str, i: int, mem: _Mem, x: int) -> Step:
 
 
 def _store(kernel: str, mem: _Mem, x: int, val: int) -> Step:
+  if mem.width > 1: return _store_vec(kernel, mem, x, val)
   b, dt = mem.slot, mem.dt
   if mem.raw:
     def step(v: list) -> None:
@@ -228,26 +349,43 @@ class PythonProgram:
     self.globals: list[tuple[int, int, str, int]] = []  # (slot, param number, view format, itemsize)
     self.vars: list[tuple[int, str, int, int]] = []     # (slot, name, min, max)
     self.regs: list[tuple[int, int, Any]] = []          # (slot, size, zero)
+    self.locals: list[tuple[int, int, str, int]] = []   # (slot, size, view format, itemsize): one array per block
     self.specials: list[tuple[int, str, int]] = []      # (slot, 'g' or 'l', dim)
     self.mems: dict[int, _Mem] = {}                     # INDEX position -> its buffer
-    self.body = self._build()
+    self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD position -> its emulator
+    # BARRIER/WMMA make the threads of a block run in lockstep (generators); other programs run thread after thread
+    self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL") for op, _, _, _ in self.prog)
+    if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
+      raise ValueError(f"kernel {name!r}: a collective LOAD outside a lockstep (shared-memory) program")
+    self.gen_body: GenBody = []
+    self.body: list[Step] = []
+    if self.lockstep: self.gen_body = self._build()
+    else: self.body = [f for _, f in self._build()]
     self.nbufs = max((p for _, p, _, _ in self.globals), default=-1) + 1
 
   # ---- decoding into closures
-  def _build(self) -> list[Step]:
-    root: list[Step] = []
-    stack: list[tuple[int, list[Step]]] = [(-1, root)]  # (RANGE position, body being filled)
+  def _build(self) -> GenBody:
+    root: GenBody = []
+    stack: list[tuple[int, int, GenBody]] = [(-1, -1, root)]  # (RANGE position, its end's position, body being filled)
     for i, (op_name, dt_name, src, arg) in enumerate(self.prog):
       op, dt = Ops[op_name], _dec_dtype(dt_name)
-      if op is Ops.RANGE:
-        body: list[Step] = []
-        stack[-1][1].append(_loop(i, src[0], body))
-        stack.append((i, body))
+      if op is Ops.RANGE: stack.append((i, src[0], []))
       elif op is Ops.END:
         if stack[-1][0] != src[0]:
           raise ValueError(f"kernel {self.name!r}: END at {i} closes the RANGE at {src[0]}, but the innermost open loop is at {stack[-1][0]}")
-        stack.pop()
-      elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][1].append(step)
+        r, end, body = stack.pop()
+        if any(g for g, _ in body): stack[-1][2].append((True, _loop_gen(r, end, body)))
+        else: stack[-1][2].append((False, _loop(r, end, [f for _, f in body])))
+      elif op is Ops.BARRIER: stack[-1][2].append((True, _barrier(i)))
+      elif op is Ops.WMMA:
+        self.wmmas[i] = wmma_emulator(arg)
+        stack[-1][2].append((True, _wmma(i, *src)))
+      elif op is Ops.LOAD and arg is not None:  # a warp-collective load (ldmatrix): runs in lockstep like WMMA
+        if arg[0] != "ldmatrix" or len(src) != 1: raise ValueError(f"kernel {self.name!r}: unknown collective LOAD {arg!r} at {i}")
+        mem, x = self._index(i, src[0])
+        self.wmmas[i] = ldmatrix_emulator(arg[1], arg[2], mem.dt, mem.raw)
+        stack[-1][2].append((True, _ldmatrix(i, x, mem.slot)))
+      elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][2].append((False, step))
     if len(stack) > 1: raise ValueError(f"kernel {self.name!r}: the RANGE at {stack[-1][0]} has no END")
     return root
 
@@ -256,14 +394,20 @@ class PythonProgram:
     if op is Ops.CONST: self.init[i] = arg
     elif op is Ops.DEFINE_GLOBAL: self.globals.append((i, arg, _view_fmt(dt)[0], dt.itemsize))
     elif op is Ops.DEFINE_VAR: self.vars.append((i, *arg))
-    elif op is Ops.DEFINE_REG: self.regs.append((i, arg, cast_scalar(0, dt)))
+    elif op is Ops.DEFINE_REG:
+      zero = cast_scalar(0, dt.scalar())
+      self.regs.append((i, arg, zero if dt.count == 1 else (zero,) * dt.count))
+    elif op is Ops.DEFINE_LOCAL: self.locals.append((i, arg, _view_fmt(dt)[0], dt.itemsize))
     elif op is Ops.SPECIAL: self.specials.append((i, *self._special(arg[0])))
-    elif op is Ops.INDEX: self.mems[i] = self._mem(src[0])
+    elif op is Ops.INDEX: self.mems[i] = self._mem(src[0], dt)
     elif op is Ops.LOAD: return self._load_step(i, src)
     elif op is Ops.STORE: return self._store_step(i, src)
     elif op is Ops.CAST: return _cast(i, dt, src[0])
     elif op is Ops.BITCAST: return _bitcast(i, dt, _dec_dtype(self.prog[src[0]][1]), src[0])
+    elif op is Ops.VECTORIZE: return _vectorize(i, src)
+    elif op is Ops.GEP: return _gep(i, src[0], arg)
     elif op in GroupOp.ALU:
+      if dt.count != 1: raise ValueError(f"kernel {self.name!r}: PYTHON runs no vector {op.name} (at {i})")
       if len(src) not in (1, 2, 3): raise ValueError(f"kernel {self.name!r}: {op.name} at {i} has {len(src)} sources")
       return (_alu1, _alu2, _alu3)[len(src) - 1](i, op, dt, *src)
     elif op is not Ops.SINK: raise ValueError(f"kernel {self.name!r}: PYTHON can't run {op.name} (at {i})")
@@ -273,12 +417,15 @@ class PythonProgram:
     if name[:4] in ("gidx", "lidx") and name[4:].isdigit(): return name[0], int(name[4:])
     raise ValueError(f"kernel {self.name!r}: unknown SPECIAL {name!r}; expected gidxN or lidxN")
 
-  def _mem(self, buf: int) -> _Mem:
+  def _mem(self, buf: int, access: DType) -> _Mem:
     op_name, dt_name, _, arg = self.prog[buf]
     dt = _dec_dtype(dt_name)
-    if op_name == "DEFINE_GLOBAL": return _Mem(buf, dt, _view_fmt(dt)[1], f"buffer {arg}")
-    if op_name == "DEFINE_REG": return _Mem(buf, dt, False, f"register array at {buf}")  # a list of Python scalars
-    raise ValueError(f"kernel {self.name!r}: INDEX into {op_name}; only DEFINE_GLOBAL and DEFINE_REG can be indexed")
+    if access.count % dt.count: raise ValueError(f"kernel {self.name!r}: a {access!r} access into a buffer of {dt!r}")
+    width = access.count // dt.count  # elements of the buffer one access covers
+    if op_name == "DEFINE_GLOBAL": return _Mem(buf, dt, _view_fmt(dt)[1], f"buffer {arg}", width)
+    if op_name == "DEFINE_LOCAL": return _Mem(buf, dt, _view_fmt(dt)[1], f"shared array at {buf}", width)
+    if op_name == "DEFINE_REG": return _Mem(buf, dt, False, f"register array at {buf}", width)  # a list of Python scalars
+    raise ValueError(f"kernel {self.name!r}: INDEX into {op_name}; only DEFINE_GLOBAL, DEFINE_LOCAL and DEFINE_REG can be indexed")
 
   def _index(self, at: int, x: int) -> tuple[_Mem, int]:
     if x not in self.mems: raise ValueError(f"kernel {self.name!r}: uop {at} needs an INDEX as its address, got {self.prog[x][0]}")
@@ -311,7 +458,7 @@ class PythonProgram:
     for f in self.body: f(v)
 
   def _run_threads(self, v: list[Any], global_size: tuple[int, ...], local_size: tuple[int, ...]) -> None:
-    # no barriers or shared memory in the IR, so threads may run one after another
+    # no barriers or shared memory in the program, so threads may run one after another
     sizes = {"g": tuple(global_size) + (1, 1, 1), "l": tuple(local_size) + (1, 1, 1)}
     for gid in itertools.product(*(range(s) for s in sizes["g"][:3])):
       for lid in itertools.product(*(range(s) for s in sizes["l"][:3])):
@@ -319,11 +466,49 @@ class PythonProgram:
         for slot, kind, dim in self.specials: v[slot] = ids[kind][dim]
         self._run(v)
 
+  def _run_lockstep(self, v0: list[Any], global_size: tuple[int, ...], local_size: tuple[int, ...]) -> None:
+    gs, ls = tuple(global_size) + (1, 1, 1), tuple(local_size) + (1, 1, 1)
+    nthreads = ls[0] * ls[1] * ls[2]
+    for gid in itertools.product(*(range(s) for s in gs[:3])):
+      shared = [(slot, typed_view(bytearray(max(size, 1) * itemsize), fmt, itemsize)) for slot, size, fmt, itemsize in self.locals]
+      threads = []
+      for flat in range(nthreads):  # x fastest, as CUDA numbers threads (warp = flat // 32)
+        lid = (flat % ls[0], flat // ls[0] % ls[1], flat // (ls[0] * ls[1]))
+        v = v0.copy()
+        for slot, size, zero in self.regs: v[slot] = [zero] * size
+        for slot, buf in shared: v[slot] = buf
+        for slot, kind, dim in self.specials: v[slot] = (gid if kind == "g" else lid)[dim]
+        threads.append(_run_gen(self.gen_body, v))
+      self._lockstep(threads)
+
+  def _lockstep(self, threads: list[Generator[Any, Any, None]]) -> None:
+    sends: list[Any] = [None] * len(threads)
+    while True:
+      events = []
+      for n, th in enumerate(threads):
+        try: events.append(th.send(sends[n]))
+        except StopIteration: events.append(None)
+      if all(e is None for e in events): return
+      first = events[0]
+      if first is None or any(e is None or e[:2] != first[:2] for e in events):
+        raise RuntimeError(f"kernel {self.name!r}: the threads of a block diverged at a {'BARRIER' if first and first[0] == 'barrier' else 'WMMA'}")
+      if first[0] == "barrier":
+        sends = [None] * len(threads)
+        continue
+      emulate, warp = self.wmmas[first[1]], 32
+      if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: {first[0]} needs whole warps, the block has {len(threads)} threads")
+      sends = []
+      for w in range(0, len(threads), warp):
+        lanes = events[w:w + warp]
+        if first[0] == "ldmatrix": sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
+        else: sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
+
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     start = time.perf_counter()
     v = self._values(bufs, vals)
-    if self.specials: self._run_threads(v, global_size, local_size)
+    if self.lockstep: self._run_lockstep(v, global_size, local_size)
+    elif self.specials: self._run_threads(v, global_size, local_size)
     else: self._run(v)
     return time.perf_counter() - start if wait else None
 

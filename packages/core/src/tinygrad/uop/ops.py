@@ -40,6 +40,10 @@ class Ops(Enum):
   DEFINE_GLOBAL = auto()  # arg: parameter number; dtype: PtrDType of a buffer
   DEFINE_VAR = auto()   # arg: (name, min, max); an int parameter (symbolic size)
   DEFINE_REG = auto()   # arg: id; dtype: PtrDType(addrspace="reg"), a small private array (accumulators)
+  DEFINE_LOCAL = auto()  # arg: id; dtype: PtrDType(addrspace="local"), an array shared by the threads of a block
+  BARRIER = auto()      # src: side effects (stores) it waits for; every thread of the block reaches it before any passes
+  WMMA = auto()         # src: (A fragment, B fragment, C accumulator) vectors; dtype: the accumulator vector;
+                        # arg: (TensorCore name, dims, dtype_in name, dtype_out name); one warp-wide matrix multiply-add
   RANGE = auto()        # src: (end, *order_after); arg: (id, kind); a loop variable 0..end-1
   END = auto()          # src: (range, *side_effects); closes the loop of `range` after side effects
   REDUCE = auto()       # src: (value, *ranges); arg: reduce op; value reduced over the ranges

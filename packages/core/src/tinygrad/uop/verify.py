@@ -37,6 +37,14 @@ def _check_node(u: UOp, stage: str) -> None:
     if not dtypes.is_int(u.src[0].dtype): fail("a RANGE end must be an int")
   elif u.op is Ops.END:
     if u.src[0].op is not Ops.RANGE: fail("END must close a RANGE")
+  elif u.op is Ops.DEFINE_LOCAL:
+    if not isinstance(u.dtype, PtrDType) or u.dtype.addrspace != "local" or u.dtype.size <= 0: fail("DEFINE_LOCAL needs a sized local PtrDType")
+  elif u.op is Ops.BARRIER:
+    if u.dtype != dtypes.void: fail("BARRIER has no value")
+    if u.arg is not None and not (isinstance(u.arg, int) and u.arg >= 0): fail("BARRIER's arg: async copy groups left in flight (int >= 0)")
+  elif u.op is Ops.WMMA:
+    if len(u.src) != 3 or u.src[2].dtype != u.dtype: fail("WMMA: (A, B, C) with C of the result's dtype")
+    if u.dtype.count < 2 or u.src[0].dtype.count < 1: fail("WMMA works on fragment vectors")
   elif u.op is Ops.REDUCE:
     if any(r.op is not Ops.RANGE for r in u.src[1:]): fail("REDUCE reduces over RANGEs")
     if u.arg not in GroupOp.Reduce: fail(f"{u.arg} is not a reduce op")

@@ -1,0 +1,110 @@
+"""Tensor-core matmuls (core's codegen/tensor_core.py) as CUDA C and as our PTX: compiled for sm_75/80/90 everywhere
+(NVRTC, nvJitLink), and run against a float64 reference (into NaN-poisoned outputs) where a GPU is present."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nv_harness import needs_gpu
+from tinygrad import Device, Tensor, dtypes
+from tinygrad.codegen.opt import OptOps
+from tinygrad.codegen.program import get_program
+from tinygrad.device.devstring import Target
+from tinygrad.helpers import Context
+from tinygrad.schedule.kernelize import create_schedule
+from tinygrad.uop.ops import Ops
+from tinygrad_backend_nv.cuda import CUDARenderer
+from tinygrad_backend_nv.ptx import PTXRenderer
+
+CASES = [  # (A shape, B shape, dtype, bias+relu)
+  ((256, 128), (128, 512), dtypes.float16, False),
+  ((128, 64), (64, 256), dtypes.bfloat16, True),
+  ((3, 64, 32), (3, 32, 64), dtypes.float16, False),
+  ((512, 512), (512, 512), dtypes.bfloat16, False),
+]
+
+
+def _graph(sa: tuple, sb: tuple, dt, bias: bool) -> Tensor:
+  out = Tensor.empty(*sa, dtype=dt) @ Tensor.empty(*sb, dtype=dt)
+  return (out + Tensor.empty(sb[-1], dtype=dt)).relu() if bias else out
+
+
+def _renderer(name: str, arch: str):
+  return CUDARenderer(Target("CUDA", "CUDA", arch)) if name == "CUDA" else PTXRenderer(Target("CUDA", "PTX", arch))
+
+
+@pytest.mark.parametrize("rname", ["CUDA", "PTX"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}_{c[2].name}{'_bias_relu' if c[3] else ''}")
+def test_compiles_with_wmma(rname: str, arch: str, case: tuple) -> None:
+  with Context(DEV=f"NULL:{rname}:{arch}"):
+    items, _ = create_schedule([_graph(*case).uop])
+  renderer = _renderer(rname, arch)
+  progs = [get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK]
+  tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
+  assert len(tc) == 1 and [o.op for o in tc[0].opts] == [OptOps.TC]
+  assert "mma.sync.aligned.m16n8k16.row.col.f32" in tc[0].src and "ldmatrix" in tc[0].src and "cp.async" in tc[0].src
+  assert ("__syncthreads();" in tc[0].src and "__shared__" in tc[0].src) if rname == "CUDA" else ("bar.sync" in tc[0].src and ".shared" in tc[0].src)
+  assert len(renderer.compiler.compile(tc[0].src)) > 0
+
+
+@pytest.mark.parametrize("rname", ["CUDA", "PTX"])
+def test_sm75_compiles(rname: str) -> None:
+  """sm_75: m16n8k8 f16 only and no cp.async: the register double-buffered pipeline."""
+  with Context(DEV=f"NULL:{rname}:sm_75"):
+    items, _ = create_schedule([_graph(*CASES[0]).uop])
+  renderer = _renderer(rname, "sm_75")
+  prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
+  assert "m16n8k8" in prog.src and "cp.async" not in prog.src and "ldmatrix" in prog.src
+  assert len(renderer.compiler.compile(prog.src)) > 0
+
+
+@pytest.mark.parametrize("rname", ["CUDA", "PTX"])
+def test_tf32_compiles_when_allowed(rname: str) -> None:
+  renderer = _renderer(rname, "sm_90")
+  for allow in (0, 1):
+    with Context(DEV=f"NULL:{rname}:sm_90", ALLOW_TF32=allow):
+      items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, False).uop])
+      progs = [get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK]
+    tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
+    assert len(tc) == allow
+    if allow:
+      assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in tc[0].src
+      assert len(renderer.compiler.compile(tc[0].src)) > 0
+
+
+@pytest.mark.parametrize("setting", [{"LDMATRIX": 0}, {"ASYNC_COPY": 0}, {"LDMATRIX": 0, "ASYNC_COPY": 0}], ids=str)
+def test_ptx_pipeline_variants_compile(setting: dict) -> None:
+  """The other fragment/copy forms: VECTORIZE of scalar shared loads (packed into .b32 pairs), register copies."""
+  renderer = _renderer("PTX", "sm_80")
+  with Context(DEV="NULL:PTX:sm_80", **setting):
+    items, _ = create_schedule([_graph(*CASES[1]).uop])
+    prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
+  assert ("ldmatrix" in prog.src) == ("LDMATRIX" not in setting) and ("cp.async.cg" in prog.src) == ("ASYNC_COPY" not in setting)
+  assert len(renderer.compiler.compile(prog.src)) > 0
+
+
+@needs_gpu
+@pytest.mark.parametrize("dev", ["CUDA", "CUDA:PTX"])
+@pytest.mark.parametrize("case", [*CASES, ((1024, 2048), (2048, 768), dtypes.float16, True)], ids=lambda c: f"{c[0]}x{c[1]}_{c[2].name}")
+def test_gpu_matches_reference(dev: str, case: tuple) -> None:
+  sa, sb, dt, bias = case
+  rng = np.random.default_rng(0)
+  with Context(DEV=dev):
+    a_np, b_np = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    a, b = Tensor(a_np).cast(dt).realize(), Tensor(b_np).cast(dt).realize()
+    c = Tensor(rng.standard_normal(sb[-1]).astype(np.float32)).cast(dt).realize()
+    expr = a @ b
+    if bias: expr = (expr + c).relu()
+    items, _ = create_schedule([expr.uop])
+    renderer = Device.renderer("CUDA")
+    assert renderer.name == dev.split(":")[-1] or (dev == "CUDA" and renderer.name == "CUDA")
+    assert any(u.op is Ops.WMMA for it in items if it.ast.op is Ops.SINK for u in get_program(it.ast, renderer).uops)
+    out = Tensor.full(expr.shape, float("nan"), dtype=dt).contiguous().realize()  # poisoned: every element must be written
+    out.assign(expr).realize()
+    got = out.float().numpy().astype(np.float64)
+    ref = a.float().numpy().astype(np.float64) @ b.float().numpy().astype(np.float64)
+    if bias: ref = np.maximum(ref + c.float().numpy().astype(np.float64), 0)
+  tol = 1e-2 if dt == dtypes.float16 else 3e-2
+  assert not np.isnan(got).any()
+  np.testing.assert_allclose(got, ref, atol=tol * np.abs(ref).max(), rtol=tol)
+  Device["CUDA"].synchronize()

@@ -1,0 +1,487 @@
+"""Matmul kernels on tensor cores: recognize a matmul-like kernel AST and lower it to a tiled tensor-core program.
+
+A kernel qualifies when it holds one REDUCE ADD over one reduce loop k of MUL(load A, load B) (through CASTs), the
+loads are unmasked and affine in the loops, A depends on one output loop i and B on one output loop j (any other
+output loops are batch loops), the operands' dtype is a TensorCore's `dtype_in`, and the tile sizes divide M, N, K.
+Everything around the REDUCE (casts, bias loads, relu, ...) is the epilogue, applied per accumulator element.
+
+The program (one block per BM x BN output tile, `warps_m x warps_n` warps, each owning a grid of TC tiles):
+
+  gidx0/1/2 = tile along N / tile along M / batch (grouped TC_SWIZZLE rows at a time for L2);  lidx0 = lane, lidx1 = warp
+  acc[tm][tn] = 0                                 (one DEFINE_REG vector per TC tile)
+  tiles 0..S-2 of A (BM x BK) and B (BK x BN) -> shared buffers 0..S-2     (16-byte async copies where the arch has them)
+  for kt in K/BK:
+    BARRIER (tile kt has landed; everyone is done with buffer (kt-1) % S)
+    tile kt+S-1 -> buffer (kt+S-1) % S            (issued now, lands while this tile computes)
+    for ks in BK/tk: fragments of buffer kt % S (ldmatrix where the layout is its, else loads at the layout's (row, k));
+                     acc[tm][tn] = WMMA(a[tm], b[tn], acc[tm][tn])
+  out[row, col] = epilogue(acc element)            (row, col from the C layout table)
+
+Without async copies S is 2 and the next tile goes through registers: loaded before the WMMAs, stored after them,
+then one BARRIER. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
+bytes per row, so the rows one instruction touches fall into different banks.
+
+The layout tables are fit as affine functions of groupID = lane >> 2 and threadID = lane & 3 (asserted over all
+lanes), so the same code serves every spec whose layout has that form. Tile parameters are `CONFIGS[amount]` of an
+`Opt(OptOps.TC, tc_index, amount)`, so heuristics, BEAM and its cache can name and replay them.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tinygrad.dtype import DType, dtypes
+from tinygrad.helpers import ContextVar, prod
+from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import split_terms
+
+if TYPE_CHECKING:
+  from tinygrad.device.plugin import TensorCore
+  from tinygrad.renderer import Renderer
+
+TC = ContextVar("TC", 1)                  # 0: never use tensor cores
+ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
+TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
+LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where ldmatrix fits
+ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the arch copies async
+TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
+TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
+
+
+def tc_setting() -> tuple[int, ...]:
+  """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
+  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE))
+
+
+class TensorCoreError(ValueError): pass
+
+
+@dataclass(frozen=True)
+class TileConfig:
+  bm: int        # block tile rows (M)
+  bn: int        # block tile columns (N)
+  bk: int        # K per shared-memory tile
+  warps_m: int   # warps along M
+  warps_n: int   # warps along N
+
+  @property
+  def warps(self) -> int: return self.warps_m * self.warps_n
+
+
+# largest first: the heuristic takes the first that tiles the problem (and leaves enough blocks)
+CONFIGS: tuple[TileConfig, ...] = (
+  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64: the fastest measured on the H200 (bench/README.md)
+  TileConfig(128, 128, 32, 2, 4),
+  TileConfig(128, 256, 16, 2, 4),
+  TileConfig(64, 64, 32, 2, 2),
+  TileConfig(32, 32, 32, 2, 2),
+  TileConfig(32, 16, 16, 2, 1),
+  TileConfig(16, 8, 16, 1, 1),
+  TileConfig(16, 8, 8, 1, 1),
+  TileConfig(16, 8, 32, 1, 1),
+  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64, 2 stages
+  TileConfig(256, 128, 32, 4, 2),
+)
+SMEM_MAX = 48 * 1024  # static shared memory per block (more needs the dynamic kind)
+WARP = 32
+
+
+@dataclass(frozen=True)
+class Operand:
+  load: UOp
+  coeffs: dict[UOp, int]   # loop range -> stride in the buffer
+  offset: int
+
+  @property
+  def buf(self) -> UOp: return self.load.src[0].src[0]
+
+  def stride(self, r: UOp) -> int: return self.coeffs.get(r, 0)
+
+
+@dataclass(frozen=True)
+class MatmulMatch:
+  store: UOp
+  reduce: UOp
+  a: Operand
+  b: Operand
+  i: UOp
+  j: UOp
+  k: UOp
+  batch: tuple[UOp, ...]
+  dtype_in: DType
+
+  @property
+  def mnk(self) -> tuple[int, int, int]: return (self.i.src[0].arg, self.j.src[0].arg, self.k.src[0].arg)
+
+
+def _strip_casts(u: UOp) -> UOp:
+  while u.op is Ops.CAST: u = u.src[0]
+  return u
+
+
+def _affine(idx: UOp, loops: set[UOp]) -> tuple[dict[UOp, int], int] | None:
+  terms, const = split_terms(idx)
+  coeffs: dict[UOp, int] = {}
+  for atom, c in terms:
+    if atom not in loops: return None
+    coeffs[atom] = coeffs.get(atom, 0) + c
+  return coeffs, const
+
+
+def match_matmul(ast: UOp) -> MatmulMatch | None:
+  """The matmul in `ast`, or None when it isn't one this lowering handles."""
+  if ast.op is not Ops.SINK or len(ast.src) != 1 or (store := ast.src[0]).op is not Ops.STORE or len(store.src) != 2: return None
+  nodes = ast.toposort()
+  reduces = [n for n in nodes if n.op is Ops.REDUCE]
+  if len(reduces) != 1 or (red := reduces[0]).arg is not Ops.ADD or len(red.src) != 2 or not dtypes.is_float(red.dtype): return None
+  ranges = [n for n in nodes if n.op is Ops.RANGE]
+  if any(r.src[0].op is not Ops.CONST for r in ranges): return None
+  k = red.src[1]
+  outs = [r for r in ranges if r.arg[1] == "global"]
+  if k.arg[1] != "reduce" or len(outs) + 1 != len(ranges): return None
+  mul = _strip_casts(red.src[0])
+  if mul.op is not Ops.MUL: return None
+  loads = [_strip_casts(s) for s in mul.src]
+  if any(ld.op is not Ops.LOAD or len(ld.src) != 1 or ld.src[0].op is not Ops.INDEX or ld.src[0].src[0].op is not Ops.DEFINE_GLOBAL
+         for ld in loads): return None
+  if loads[0].dtype != loads[1].dtype: return None
+  loops = set(ranges)
+  ops: list[Operand] = []
+  for ld in loads:
+    if (fit := _affine(ld.src[0].src[1], loops)) is None: return None
+    ops.append(Operand(ld, *fit))
+  if any(op.stride(k) == 0 for op in ops): return None
+  only = [[r for r in outs if op.stride(r) and not other.stride(r)] for op, other in ((ops[0], ops[1]), (ops[1], ops[0]))]
+  if len(only[0]) != 1 or len(only[1]) != 1: return None
+  a, b, i, j = ops[0], ops[1], only[0][0], only[1][0]
+  if a.buf is store.src[0].src[0] or b.buf is store.src[0].src[0]: return None  # reads its own output: not a plain matmul
+  batch = tuple(sorted((r for r in outs if r is not i and r is not j), key=lambda r: r.arg[0]))
+  return MatmulMatch(store, red, a, b, i, j, k, batch, loads[0].dtype)
+
+
+# ---- choosing a tensor core and a tile config
+
+def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
+  """Indices into renderer.tensor_cores whose instruction computes this matmul."""
+  out = []
+  for n, tc in enumerate(renderer.tensor_cores):
+    if tc.dtype_in != m.dtype_in or tc.threads != WARP or not dtypes.is_float(tc.dtype_out): continue
+    if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
+    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32): continue  # fp8 operands need fp8 loads/casts: later
+    out.append(n)
+  return out
+
+
+def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch) -> bool:
+  tm, tn, tk = tc.dims
+  M, N, K = m.mnk
+  if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
+  if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
+  threads = cfg.warps * WARP
+  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and 2 * _stage_bytes(cfg, tc, m.dtype_in) <= SMEM_MAX
+
+
+def _uses_ldmatrix(tc: TensorCore, din: DType) -> bool: return bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0 and din.itemsize == 2
+
+
+def _stage_bytes(cfg: TileConfig, tc: TensorCore, din: DType) -> int:
+  """Shared memory for one A tile and one B tile: swizzled (no padding) with ldmatrix, else one 16-byte pad per row."""
+  pad = 0 if _uses_ldmatrix(tc, din) else 16 // din.itemsize
+  def tile(outer: int) -> int: return max(outer * (cfg.bk + pad), cfg.bk * (outer + pad))  # rows along k or along outer
+  return (tile(cfg.bm) + tile(cfg.bn)) * din.itemsize
+
+
+def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
+  """[Opt(TC, tc index, config index)] when `ast` is a matmul this renderer's tensor cores can run, else None."""
+  from tinygrad.codegen.opt import Opt, OptOps
+  if not TC or not renderer.tensor_cores or (m := match_matmul(ast)) is None: return None
+  for n in usable_tensor_cores(renderer, m):
+    tc = renderer.tensor_cores[n]
+    if TC_CONFIG.value >= 0:
+      if config_fits(CONFIGS[TC_CONFIG.value], tc, m): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
+      continue
+    M, N, _ = m.mnk
+    fitting = [c for c, cfg in enumerate(CONFIGS) if config_fits(cfg, tc, m)]
+    # prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
+    blocks = {c: M // CONFIGS[c].bm * N // CONFIGS[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
+    enough = [c for c in fitting if blocks[c] >= 64 and CONFIGS[c].warps >= 4]
+    if enough or fitting: return [Opt(OptOps.TC, n, (enough or fitting)[0])]
+  return None
+
+
+# ---- the lowering
+
+def _fit_layout(layout: tuple, which: int) -> list[tuple[int, int, int]]:
+  """Per element: (c0, cg, ct) with layout[lane][e][which] == c0 + cg*(lane>>2) + ct*(lane&3) for every lane."""
+  out = []
+  for e in range(len(layout[0])):
+    f = [layout[lane][e][which] for lane in range(len(layout))]
+    c0, cg, ct = f[0], f[4] - f[0], f[1] - f[0]
+    if any(f[lane] != c0 + cg * (lane >> 2) + ct * (lane & 3) for lane in range(len(layout))):
+      raise TensorCoreError(f"layout element {e} is not affine in (lane>>2, lane&3): {f}")
+    out.append((c0, cg, ct))
+  return out
+
+
+def _c(x: int) -> UOp: return UOp.const(dtypes.int32, x)
+
+
+def _affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
+  c0, cg, ct = fit
+  out = _c(c0)
+  if cg: out = out + g * cg
+  if ct: out = out + t * ct
+  return out
+
+
+@dataclass
+class _Tile:
+  """One operand's shared-memory tile: rows x cols in the operand's (outer, k) orientation, stored contiguous along
+  the axis that is contiguous in global memory (so global -> shared copies are wide)."""
+  k_contig: bool   # stored [outer][k] (else [k][outer])
+  outer: int       # BM for A, BN for B
+  bk: int
+  pad: int         # elements after each row (bank-conflict avoidance without swizzle)
+  chunk: int = 0   # > 0: no pad; instead the 16-byte chunks (of `chunk` elements) of row r are XOR-permuted by a function
+                   # of r, so the 8 rows an ldmatrix or a wide copy touches at once fall into different banks
+
+  def index(self, o: UOp, kk: UOp) -> UOp:
+    row, col, length = (o, kk, self.bk) if self.k_contig else (kk, o, self.outer)
+    if not self.chunk: return row * (length + self.pad) + col
+    nchunks = length // self.chunk
+    if nchunks == 1: return row * length + col
+    # 8 chunks make a 128-byte bank window: rows r and r+1 start 128/nchunks... apart, so XOR by r // (8 // nchunks)
+    perm = row % 8 if nchunks >= 8 else (row // (8 // nchunks)) % nchunks
+    return row * length + ((col // self.chunk) ^ perm) * self.chunk + col % self.chunk
+
+  @property
+  def size(self) -> int:
+    pad = 0 if self.chunk else self.pad
+    return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
+
+
+def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
+  """A fragment vector from shared memory. Elements that sit side by side for every lane (their lane-0 offsets differ
+  by 1, their lane terms match, and the pair starts at an even offset) are read as one 2-wide access."""
+  elems: list[UOp] = []
+  e = 0
+  while e < len(idxs):
+    pair = e + 1 < len(idxs) and lane0[e + 1] == lane0[e] + 1 and lane0[e] % 2 == 0 and _same_lane_terms(idxs[e], idxs[e + 1])
+    if pair and din.itemsize <= 2:
+      v = UOp(Ops.INDEX, din.vec(2).ptr(smem.dtype.size, "local"), (smem, idxs[e])).load()  # type: ignore[attr-defined]
+      elems += [UOp(Ops.GEP, din, (v,), (0,)), UOp(Ops.GEP, din, (v,), (1,))]
+      e += 2
+    else:
+      elems.append(UOp(Ops.INDEX, smem.dtype, (smem, idxs[e])).load())
+      e += 1
+  return UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems))
+
+
+def _ldmatrix(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, int]]], tile: _Tile, buf_off: UOp, outer0: UOp,
+              k0: int, lane: UOp, din: DType) -> UOp | None:
+  """The fragment as one collective 8x8-matrix load (LOAD with arg ("ldmatrix", matrices, trans), NVIDIA's ldmatrix),
+  when the layout is the one it delivers: register j (elements 2j, 2j+1) of every lane is (outer = c_j + groupID,
+  k = c'_j + 2*threadID + {0, 1}). Each lane gives the address of one matrix row: lane l row l&7 of matrix l>>3."""
+  n = len(fit)
+  if din.itemsize != 2 or n % 2 or n // 2 not in (2, 4): return None
+  for j in range(n // 2):
+    (o0, k0_), (o1, k1_) = fit[2 * j], fit[2 * j + 1]
+    if o0 != o1 or o0[1:] != (1, 0) or k0_[1:] != (0, 2) or k1_ != (k0_[0] + 1, 0, 2): return None
+  co, ck = [fit[2 * j][0][0] for j in range(n // 2)], [fit[2 * j][1][0] for j in range(n // 2)]
+  def bits(c: list[int]) -> tuple[int, int, int] | None:  # c[j] == c0 + b0*(j&1) + b1*(j>>1)
+    b = (c[0], c[1] - c[0], (c[2] - c[0]) if len(c) > 2 else 0)
+    return b if all(c[j] == b[0] + b[1] * (j & 1) + b[2] * (j >> 1) for j in range(len(c))) else None
+  if (bo := bits(co)) is None or (bk := bits(ck)) is None: return None
+  mat = (lane // 8) % (n // 2)
+  jb0, jb1, r = mat % 2, mat // 2, lane % 8
+  o = outer0 + bo[0] + jb0 * bo[1] + jb1 * bo[2]
+  kk = _c(k0 + bk[0]) + jb0 * bk[1] + jb1 * bk[2]
+  trans = not tile.k_contig  # rows in memory run along outer: the matrix is read transposed
+  idx = buf_off + (tile.index(o, kk + r) if trans else tile.index(o + r, kk))
+  return UOp(Ops.LOAD, din.vec(n), (UOp(Ops.INDEX, din.vec(n).ptr(smem.dtype.size, "local"), (smem, idx)),), ("ldmatrix", n // 2, trans))  # type: ignore[attr-defined]
+
+
+def _same_lane_terms(x: UOp, y: UOp) -> bool:
+  """x and y differ by a constant, and every non-constant term has an even coefficient (so x's parity is lane 0's)."""
+  tx, cx = split_terms(x.simplify())
+  ty, cy = split_terms(y.simplify())
+  return sorted(tx, key=lambda p: id(p[0])) == sorted(ty, key=lambda p: id(p[0])) and cy == cx + 1 and all(c % 2 == 0 for _, c in tx)
+
+
+def _vec_width(op: Operand, contig_axis: UOp, other_axes: list[UOp], tile_elems: int, contig_len: int, threads: int, dt: DType) -> int:
+  """The widest vector (<= 16 bytes) that keeps every copy aligned and gives each thread whole vectors."""
+  for w in (16 // dt.itemsize, 8, 4, 2, 1):
+    if w > 16 // dt.itemsize: continue
+    if w > 1 and (op.stride(contig_axis) != 1 or contig_len % w or op.offset % w or any(op.stride(r) % w for r in other_axes)): continue
+    if (tile_elems // w) % threads == 0: return w
+  raise TensorCoreError("no copy width divides the tile among the threads")
+
+
+def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) -> tuple[UOp, tuple, tuple]:
+  """The lowered kernel (ready for cleanup + linearize) and its (global_size, local_size)."""
+  if (m := match_matmul(ast)) is None: raise TensorCoreError("TC opt on a kernel that is not a matmul this lowering handles")
+  if not 0 <= tc_index < len(renderer.tensor_cores): raise TensorCoreError(f"renderer {renderer!r} has no tensor core {tc_index}")
+  if not 0 <= config < len(CONFIGS): raise TensorCoreError(f"no tile config {config}")
+  tc, cfg = renderer.tensor_cores[tc_index], CONFIGS[config]
+  if tc_index not in usable_tensor_cores(renderer, m): raise TensorCoreError(f"{tc.name} can't compute this {m.dtype_in!r} matmul")
+  if not config_fits(cfg, tc, m): raise TensorCoreError(f"tile config {cfg} doesn't tile {m.mnk} with {tc.name}")
+  M, N, K = m.mnk
+  tm, tn, tk = tc.dims
+  threads = cfg.warps * WARP
+  wtm, wtn = cfg.bm // cfg.warps_m // tm, cfg.bn // cfg.warps_n // tn  # TC tiles per warp along M and N
+  din = m.dtype_in
+  pad = 16 // din.itemsize  # one 16-byte pad per smem row: fragment reads of the 8 groupIDs hit different banks
+
+  # thread and block indices
+  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", WARP))
+  warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
+  tid = warp * WARP + lane
+  wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
+  g, t = lane // 4, lane % 4
+  bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
+  by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
+  nbatch = prod(r.src[0].arg for r in m.batch)
+  batch_vals: dict[UOp, UOp] = {}
+  if m.batch:
+    bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
+    inner = 1
+    for r in reversed(m.batch):
+      batch_vals[r] = (bz // inner if inner > 1 else bz) % r.src[0].arg if r is not m.batch[0] else (bz // inner if inner > 1 else bz)
+      inner *= r.src[0].arg
+  nbx, nby = N // cfg.bn, M // cfg.bm
+  if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
+    # blocks run roughly in launch order (x fastest): walk `group` rows of tiles column by column, so the blocks
+    # running at once share their A rows and B columns in L2
+    pid = by * nbx + bx
+    by, bx = pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
+  m0, n0 = by * cfg.bm, bx * cfg.bn
+
+  # accumulators: one vector register per TC tile, zeroed before the k loop
+  acc_dt = tc.dtype_out.vec(len(tc.c_layout[0]))
+  accs = [UOp(Ops.DEFINE_REG, acc_dt.ptr(1, "reg"), (), n).index(_c(0)) for n in range(wtm * wtn)]
+  zero = UOp(Ops.VECTORIZE, acc_dt, tuple(UOp.const(tc.dtype_out, 0.0) for _ in range(acc_dt.count)))
+  inits = [acc.store(zero) for acc in accs]
+  nk = K // cfg.bk
+
+  # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
+  use_ldm = _uses_ldmatrix(tc, din)  # the arch's collective 8x8 load
+  use_async = bool(tc.extra.get("cp_async")) and ASYNC_COPY.value != 0
+  chunk = 16 // din.itemsize if use_ldm else 0  # swizzled (no padding) where fragments come from ldmatrix
+  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
+  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk)
+  stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
+  stages = TC_STAGES.value or (max(2, min(4, SMEM_MAX // stage_bytes)) if use_async else 2)
+  if not use_async and stages != 2: raise TensorCoreError("more than 2 stages need async copies")
+  if stages < 2 or stages * stage_bytes > SMEM_MAX: raise TensorCoreError(f"{stages} stages of {stage_bytes} bytes don't fit in shared memory")
+  a_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(stages * a_tile.size, "local"), (), 0)
+  b_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(stages * b_tile.size, "local"), (), 1)
+
+  def copy(k_tile: UOp, buf: UOp, dep: UOp | None = None, after: tuple[UOp, ...] = ()) -> tuple[list[UOp], list[UOp]]:
+    """(loads, stores) of global tile k_tile of A and B into shared buffer `buf`, 16-byte vectors where aligned. The
+    stores come after `dep` (a BARRIER) and wait for `after` (the loads don't: their latency hides behind `after`)."""
+    loads: list[UOp] = []
+    stores: list[UOp] = []
+    for op, tile, smem, outer_r, outer0 in ((m.a, a_tile, a_sm, m.i, m0), (m.b, b_tile, b_sm, m.j, n0)):
+      contig_len = tile.bk if tile.k_contig else tile.outer
+      contig_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
+      w = _vec_width(op, contig_r, [other_r, *m.batch], tile.outer * tile.bk, contig_len, threads, din)
+      per_row = contig_len // w
+      base = UOp(Ops.AFTER, smem.dtype, (smem, dep)) if dep is not None else smem
+      for it in range(tile.outer * tile.bk // w // threads):
+        chunk_id = tid + it * threads
+        row, col = chunk_id // per_row, (chunk_id % per_row) * w
+        o, kk = (row, col) if tile.k_contig else (col, row)
+        gidx = _c(op.offset) + (outer0 + o) * op.stride(outer_r) + (k_tile * cfg.bk + kk) * op.stride(m.k)
+        for r in m.batch:
+          if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
+        vdt = din.vec(w)
+        loads.append(val := UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),)))  # type: ignore[attr-defined]
+        dst = UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (base, buf * tile.size + tile.index(o, kk)))  # type: ignore[attr-defined]
+        if use_async and w * din.itemsize in (4, 8, 16):  # global -> shared without registers, done by a later BARRIER
+          stores.append(UOp(Ops.STORE, dtypes.void, (dst, val), "async"))
+          continue
+        if after: val = UOp(Ops.AFTER, vdt, (val, *after))
+        stores.append(dst.store(val))
+    return loads, stores
+
+  if use_async:
+    # prologue: tiles 0..stages-2, one async group each (BARRIER arg: async groups that may stay in flight)
+    bar: UOp | None = None
+    for st in range(stages - 1):
+      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), stages - 1)
+    assert bar is not None
+    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+    # top of each iteration: tile kt has landed (the newer stages-2 groups may still fly) and everyone is done reading
+    # the buffer that tile kt+stages-1 goes into now
+    top = UOp(Ops.BARRIER, dtypes.void, (kt,), stages - 2)
+    loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages, top)
+    a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
+  else:
+    # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
+    first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
+    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
+    a_rd, b_rd = a_sm, b_sm
+  cur_buf = kt % stages
+
+  # fragments and WMMAs
+  a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
+  b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
+  wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
+  cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
+  order: list[UOp] = []  # per k step: its fragments, then its WMMAs (END lists them in this order, see below)
+  for ks in range(cfg.bk // tk):
+    a_frags = []
+    for x in range(wtm):
+      row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
+      if use_ldm and (ldm := _ldmatrix(a_rd, a_fit, a_tile, cur_buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
+        a_frags.append(ldm)
+        continue
+      idxs = [cur_buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
+      a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
+    b_frags: list[UOp] = []
+    b_ofit = [(fc, fk) for fk, fc in b_fit]
+    # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
+    b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
+    for y in range(wtn):
+      if len(b_frags) > y: continue  # filled by the pair load of y-1
+      col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
+      if use_ldm and y + 1 < wtn and (ldm := _ldmatrix(b_rd, b_pair, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+        half_n = len(b_ofit)
+        b_frags += [UOp(Ops.VECTORIZE, din.vec(half_n), tuple(UOp(Ops.GEP, din, (ldm,), (h * half_n + e,)) for e in range(half_n))) for h in (0, 1)]
+        continue
+      if use_ldm and (ldm := _ldmatrix(b_rd, b_ofit, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+        b_frags.append(ldm)
+        continue
+      idxs = [cur_buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
+      b_frags.append(_fragment(b_rd, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
+    for x, y in itertools.product(range(wtm), range(wtn)):
+      n = x * wtn + y
+      cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
+    order += [*a_frags, *b_frags, *cur]
+  updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
+  # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
+  # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
+  if use_async: end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
+  else:
+    # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
+    # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
+    # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
+    # buffer (the WMMAs feed `updates`) and every store of the next.
+    loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
+    end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
+
+  # the epilogue: the AST's store, once per accumulator element
+  c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))
+  stores = []
+  for x, y in itertools.product(range(wtm), range(wtn)):
+    final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()
+    row0 = m0 + wm * (cfg.bm // cfg.warps_m) + x * tm
+    col0 = n0 + wn * (cfg.bn // cfg.warps_n) + y * tn
+    for e, (fr, fc) in enumerate(c_fit):
+      val = UOp(Ops.GEP, tc.dtype_out, (final,), (e,)).cast(m.reduce.dtype)
+      subst = {m.reduce: val, m.i: row0 + _affine_uop(fr, g, t), m.j: col0 + _affine_uop(fc, g, t), **batch_vals}
+      stores.append(m.store.substitute(subst))
+  sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
+  global_size = (N // cfg.bn, M // cfg.bm, nbatch)
+  return sink, global_size, (WARP, cfg.warps, 1)
