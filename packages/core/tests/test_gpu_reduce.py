@@ -18,7 +18,7 @@ def gpu_style(monkeypatch):
   r = Device.renderer(Device.DEFAULT)
   monkeypatch.setattr(r, "has_local", True)
   monkeypatch.setattr(r, "supports_float4", True)  # the heuristics choose wide loads ...
-  monkeypatch.setattr(program, "vectorize_memory", lambda sink: sink)  # ... which stay scalar here
+  monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar here
   monkeypatch.setattr(opt, "GPU_UPCAST_MIN_OUTPUTS", 64)
   monkeypatch.setattr(realize, "_runner_cache", {})
   with Context(GPU_SPLIT_PARTIALS=2048, GPU_SPLIT_CHUNK=8): yield
