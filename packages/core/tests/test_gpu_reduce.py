@@ -18,7 +18,7 @@ def gpu_style(monkeypatch):
   r = Device.renderer(Device.DEFAULT)
   monkeypatch.setattr(r, "has_local", True)
   monkeypatch.setattr(r, "supports_float4", True)  # the heuristics choose wide loads ...
-  monkeypatch.setattr(program, "vectorize_memory", lambda sink: sink)  # ... which stay scalar here
+  monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar here
   monkeypatch.setattr(opt, "GPU_UPCAST_MIN_OUTPUTS", 64)
   monkeypatch.setattr(realize, "_runner_cache", {})
   with Context(GPU_SPLIT_PARTIALS=2048, GPU_SPLIT_CHUNK=8): yield
@@ -58,3 +58,25 @@ def test_softmax_rows_split_once():
   assert len(kernels(t)) == 5  # max: partials + final, sum of exp: partials + final, the division
   e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
   np.testing.assert_allclose(t.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16])
+def test_matrix_vector_split_reads_vector_chunks(dtype):
+  # few outputs: the rows split into partials that each read 16-byte chunks (4 floats / 8 halves side by side)
+  xv, wv = np.random.randn(1, 512).astype(np.float32), np.random.randn(24, 512).astype(np.float32)
+  x, w = Tensor(xv).cast(dtype).realize(), Tensor(wv).cast(dtype).realize()
+  y = x @ w.T
+  shapes = [tuple(r.src[0].arg for r in si.ast.toposort() if r.op.name == "RANGE") for si in y.schedule()]
+  v = 16 // dtype.itemsize
+  assert any(s and s[-1] == v for s in shapes), shapes  # the partial kernel's innermost reduce is the vector chunk
+  npdt = np.float16 if dtype == dtypes.float16 else np.float32
+  ref = xv.astype(npdt).astype(np.float64) @ wv.astype(npdt).astype(np.float64).T
+  np.testing.assert_allclose(y.float().numpy(), ref, rtol=2e-2 if dtype == dtypes.float16 else 1e-4, atol=2e-2 if dtype == dtypes.float16 else 1e-4)
+
+
+def test_matrix_vector_gets_no_register_block():
+  from tinygrad.codegen.opt import OptOps, hand_coded_opts
+  x, w = Tensor.empty(1, 256), Tensor.empty(64, 256)
+  for si in (x @ w.T).schedule():
+    opts = hand_coded_opts(si.ast, wide_loads=True, gpu=True)
+    assert not [o for o in opts if o.op is OptOps.UPCAST and o.amount >= 8], opts  # would leave the chip idle

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from tinygrad.dtype import dtypes
-from tinygrad.helpers import ContextVar
+from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
 
@@ -117,10 +117,10 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
     if outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
-      last = outs[-1]
-      k = _largest_divisor(range_size(last), (16, 8, 4))
-      if k > 1: opts.append(Opt(OptOps.UPCAST, last.arg[0], k))
-      if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
+      block = _register_block(outs, gpu)
+      # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
+      if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
+      opts.extend(block)
     else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
@@ -128,6 +128,24 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   if wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
+  return opts
+
+
+GPU_MIN_THREADS = 1 << 16  # register blocking on a GPU keeps at least this many threads (the H200 holds ~270k)
+
+
+def _register_block(outs: list[UOp], gpu: bool) -> list[Opt]:
+  """UPCAST the innermost output loop by up to 16 and the next by up to 8. On a GPU only as far as the threads left
+  (outputs / block) still number GPU_MIN_THREADS; a block of fewer than 4 is not worth it there."""
+  total = 1
+  for o in outs: total *= range_size(o) or 1024  # a symbolic size counts as big
+  budget = max(total // GPU_MIN_THREADS, 1) if gpu else 1 << 30
+  opts: list[Opt] = []
+  k = _largest_divisor(range_size(outs[-1]), tuple(c for c in (16, 8, 4) if c <= budget))
+  if k > 1: opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], k))
+  if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), tuple(c for c in (8, 4, 2) if c * k <= budget))) > 1:
+    opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
+  if gpu and prod(o.amount for o in opts) < 4: return []
   return opts
 
 
@@ -161,6 +179,9 @@ def _gpu_plain_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
     if (k := _largest_divisor(red_size, (4, 2))) > 1 and red_size >= 8: opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
     return opts
   if (k := _largest_divisor(red_size, (16, 8, 4))) > 1 and red_size >= 32: return [Opt(OptOps.UNROLL, inner.arg[0], k)]
+  # a short contiguous reduce loop (the vector chunk of a split matrix-vector product, see kernelize): unrolled whole,
+  # its loads become one 16-byte access
+  if 2 <= red_size <= 16 and _unit_stride(ast, inner): return [Opt(OptOps.UNROLL, inner.arg[0], red_size)]
   return []
 
 

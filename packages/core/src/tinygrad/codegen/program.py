@@ -89,7 +89,7 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   sink = lower_reduces(ast)
   sink = close_loops(sink)
   sink = cleanup(sink)
-  if renderer.supports_float4: sink = vectorize_memory(sink)
+  if renderer.supports_float4: sink = vectorize_memory(sink, renderer.vector_dtypes)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)

@@ -1,8 +1,9 @@
 """Wide memory accesses for renderers with vector types (`Renderer.supports_float4`).
 
-After an UPCAST by 4, a kernel holds four loads (or stores) of one buffer at `base + 0..3` where `base` is a
-multiple of 4. They become one 16-byte access: LOAD of a float.vec(4) through an INDEX whose pointer is a
-vec4 pointer, with GEP picking the lanes; and one STORE of a VECTORIZE of the four values.
+After an UPCAST (or UNROLL) by 4, a kernel holds four loads (or stores) of one buffer at `base + 0..3` where `base` is
+a multiple of 4. They become one 16-byte access: LOAD of a float.vec(4) through an INDEX whose pointer is a
+vec4 pointer, with GEP picking the lanes; and one STORE of a VECTORIZE of the four values. Halves (float16, bfloat16)
+group by 8 (16 bytes), else by 4 (8 bytes), on renderers that list them in `Renderer.vector_dtypes`.
 """
 from __future__ import annotations
 
@@ -12,52 +13,69 @@ from tinygrad.dtype import DType, PtrDType, dtypes
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import build_sum, split_terms
 
-WIDTH = 4
-VECTORIZABLE = (dtypes.float32,)
+# lanes per wide access, widest first: 16 bytes, then 8 for the 2-byte types
+WIDTHS: dict[DType, tuple[int, ...]] = {dtypes.float32: (4,), dtypes.float16: (8, 4), dtypes.bfloat16: (8, 4)}
 
 
-def _aligned_base(idx: UOp) -> tuple[UOp, int] | None:
-  """idx as (base, lane) with base a multiple of WIDTH and 0 <= lane < WIDTH, when that is provable."""
+def _aligned_base(idx: UOp, width: int) -> tuple[UOp, int] | None:
+  """idx as (base, lane) with base a multiple of width and 0 <= lane < width, when that is provable."""
   terms, const = split_terms(idx)
-  if any(k % WIDTH for _, k in terms): return None
-  return build_sum(terms, const - const % WIDTH, idx), const % WIDTH
+  if any(k % width for _, k in terms): return None
+  return build_sum(terms, const - const % width, idx), const % width
 
 
-def _access_key(u: UOp) -> tuple | None:
+def _access_key(u: UOp, width: int) -> tuple | None:
   """Group key for a global LOAD/STORE: (op, buffer, base, gate) and its lane; None when not a candidate."""
   ptr = u.src[0]
-  if ptr.op is not Ops.INDEX or ptr.src[0].op is not Ops.DEFINE_GLOBAL or _base(ptr) not in VECTORIZABLE: return None
-  if (split := _aligned_base(ptr.src[1])) is None: return None
+  if (split := _aligned_base(ptr.src[1], width)) is None: return None
   base, lane = split
   gate = u.src[1] if u.op is Ops.LOAD and len(u.src) == 3 else u.src[2] if u.op is Ops.STORE and len(u.src) == 3 else None
   if u.op is Ops.LOAD and gate is not None: return None  # gated lanes may differ in validity: keep them scalar
   return (u.op, ptr.src[0], base, gate), lane
 
 
+def _candidate(u: UOp, allowed: tuple[DType, ...]) -> bool:
+  ptr = u.src[0]
+  return u.op in (Ops.LOAD, Ops.STORE) and ptr.op is Ops.INDEX and ptr.src[0].op is Ops.DEFINE_GLOBAL and _base(ptr) in allowed
+
+
 def _base(ptr: UOp) -> DType: return ptr.dtype.base if isinstance(ptr.dtype, PtrDType) else ptr.dtype
 
 
-def _vec_ptr(buf: UOp, base: UOp, dt: DType) -> UOp:
+def _vec_ptr(buf: UOp, base: UOp, dt: DType, width: int) -> UOp:
   size = buf.dtype.size if isinstance(buf.dtype, PtrDType) else -1
-  return UOp(Ops.INDEX, dt.vec(WIDTH).ptr(size), (buf, base))
+  return UOp(Ops.INDEX, dt.vec(width).ptr(size), (buf, base))
 
 
-def vectorize_memory(sink: UOp) -> UOp:
-  groups: dict[tuple, dict[int, UOp]] = defaultdict(dict)
-  for u in sink.toposort():
-    if u.op in (Ops.LOAD, Ops.STORE) and (key := _access_key(u)) is not None: groups[key[0]][key[1]] = u
+def _groups(accesses: list[UOp]) -> list[tuple[tuple, int, dict[int, UOp]]]:
+  """Complete groups of accesses (key, width, lanes), trying each dtype's widest width first."""
+  found: list[tuple[tuple, int, dict[int, UOp]]] = []
+  left = accesses
+  for width in sorted({w for ws in WIDTHS.values() for w in ws}, reverse=True):
+    groups: dict[tuple, dict[int, UOp]] = defaultdict(dict)
+    for u in left:
+      if width in WIDTHS[_base(u.src[0])] and (key := _access_key(u, width)) is not None: groups[key[0]][key[1]] = u
+    done = {g for g, lanes in groups.items() if sorted(lanes) == list(range(width))}
+    found.extend((g, width, groups[g]) for g in done)
+    taken = {u for g in done for u in groups[g].values()}
+    left = [u for u in left if u not in taken]
+  return found
+
+
+def vectorize_memory(sink: UOp, allowed: tuple[DType, ...] = (dtypes.float32,)) -> UOp:
+  """`allowed`: the element dtypes the renderer has vector types for (`Renderer.vector_dtypes`)."""
+  allowed = tuple(d for d in allowed if d in WIDTHS)
   replace: dict[UOp, UOp] = {}
   store_groups: list[tuple[list[UOp], UOp]] = []
-  for (op, buf, base, gate), lanes in groups.items():
-    if sorted(lanes) != list(range(WIDTH)): continue
+  for (op, buf, base, gate), width, lanes in _groups([u for u in sink.toposort() if _candidate(u, allowed)]):
     dt = _base(lanes[0].src[0])
     if op is Ops.LOAD:
-      vload = UOp(Ops.LOAD, dt.vec(WIDTH), (_vec_ptr(buf, base, dt),))
+      vload = UOp(Ops.LOAD, dt.vec(width), (_vec_ptr(buf, base, dt, width),))
       for lane, u in lanes.items(): replace[u] = UOp(Ops.GEP, dt, (vload,), (lane,))
     else:
-      stores = [lanes[i] for i in range(WIDTH)]
-      value = UOp(Ops.VECTORIZE, dt.vec(WIDTH), tuple(s.src[1] for s in stores))
-      store_groups.append((stores, UOp(Ops.STORE, dtypes.void, (_vec_ptr(buf, base, dt), value, *((gate,) if gate is not None else ())))))
+      stores = [lanes[i] for i in range(width)]
+      value = UOp(Ops.VECTORIZE, dt.vec(width), tuple(s.src[1] for s in stores))
+      store_groups.append((stores, UOp(Ops.STORE, dtypes.void, (_vec_ptr(buf, base, dt, width), value, *((gate,) if gate is not None else ())))))
   if not replace and not store_groups: return sink
   sink = sink.substitute(replace) if replace else sink
   for stores, wide in store_groups:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.dtype import DType
+from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import diskcache_get, diskcache_put
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher
@@ -57,6 +57,7 @@ class Renderer:
   global_max: tuple[int, ...] | None = None
   local_max: tuple[int, ...] | None = None
   supports_float4: bool = False
+  vector_dtypes: tuple[DType, ...] = (dtypes.float32,)  # with supports_float4: element types of the 16-byte accesses
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   tensor_cores: tuple[TensorCore, ...] = ()
   # rules this target needs before rendering (decompositions, dtype emulation); see codegen

@@ -197,12 +197,29 @@ def _split_reduce_gpu(r: UOp) -> UOp | None:
     xr = _permute(UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (k, n // k)), (len(kept), *range(len(kept)), len(kept) + 1))
     partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept) + 1,))),))
     total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (0,)))
+  elif (v := _vector_chunk(x, n, k, out)) > 1:  # rows, few partials: (kept..., n // (k*v), k, v), v in one 16-byte load
+    xr = UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (n // (k * v), k, v))
+    partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept), len(kept) + 2))),))
+    total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(kept) + 1,)))
   else:  # rows: (kept..., n // k, k), reduce the strided axis, then the partials
     xr = UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (n // k, k))
     partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept),))),))
     total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(kept) + 1,)))
   if (again := _split_reduce_gpu(total)) is not None: total = again  # the partials may still be many
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
+
+
+GPU_VECTOR_CHUNK_MAX_PARTIALS = 1 << 18  # above this many partials the codegen widens loads across outputs instead
+
+
+def _vector_chunk(x: UOp, n: int, k: int, out: int) -> int:
+  """Elements of a row that one partial reads side by side (a matrix-vector product's rows): as many as one 16-byte
+  load holds of the narrowest buffer read; 1 when the partials are many (opt.py's float4 upcast serves those)."""
+  if out * k >= GPU_VECTOR_CHUNK_MAX_PARTIALS: return 1
+  sizes = [b.dtype.itemsize for b in x.toposort(gate=lambda u: u.op is not Ops.BUFFER) if b.op is Ops.BUFFER]
+  v = min(16 // min(sizes), 8) if sizes else 1
+  while v > 1 and n % (k * v): v //= 2
+  return v
 
 
 def _permute(x: UOp, order: tuple[int, ...]) -> UOp:
