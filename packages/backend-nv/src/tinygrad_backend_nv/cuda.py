@@ -77,6 +77,7 @@ class CUDARenderer(CStyleRenderer):
   name = "CUDA"
   has_local = True
   supports_float4 = True  # float4 loads/stores: one 16-byte access per thread (core's codegen/vectorize.py)
+  vector_dtypes = (dtypes.float32, dtypes.float16, dtypes.bfloat16)  # float4, halfx8 / bfloat16x8 (_vector_struct)
   has_shared = True
   local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
   global_max = (2 ** 31 - 1, 65535, 65535)

@@ -35,8 +35,9 @@ def _access_key(u: UOp, width: int) -> tuple | None:
 
 
 def _candidate(u: UOp, allowed: tuple[DType, ...]) -> bool:
+  if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op is not Ops.INDEX: return False
   ptr = u.src[0]
-  return u.op in (Ops.LOAD, Ops.STORE) and ptr.op is Ops.INDEX and ptr.src[0].op is Ops.DEFINE_GLOBAL and _base(ptr) in allowed
+  return ptr.src[0].op is Ops.DEFINE_GLOBAL and ptr.dtype.count == 1 and _base(ptr) in allowed
 
 
 def _base(ptr: UOp) -> DType: return ptr.dtype.base if isinstance(ptr.dtype, PtrDType) else ptr.dtype
