@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # backend-nv on a machine with an NVIDIA GPU, from a source checkout, without uv or installs:
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
-#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench)
+#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm)
+# The core suites of both renderers run side by side (NPROC workers each). `llm` times tinygrad.llm decode on synthetic
+# models (bench/llm_decode.py --synthetic; needs the gguf package, e.g. carried as a wheel: see the device README).
 # Needs python3 with numpy, pluggy, pytest, torch (CUDA), cuda-bindings and the nvidia-cuda-nvrtc wheel (nvidia-nvjitlink
 # too for PTX -> cubin; without it PTX goes to the driver's JIT). Logs and bench JSON go to $LOGDIR ($OUT if set).
 # A summary of every stage is printed last.
@@ -10,8 +12,12 @@ cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
 LOGDIR=${LOGDIR:-${OUT:-./nv_gpu_logs}}
 mkdir -p "$LOGDIR"
-export PYTHONPATH=packages/core/src:packages/backend-nv/src${PYTHONPATH:+:$PYTHONPATH}
-export TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin
+export PYTHONPATH=packages/core/src:packages/backend-nv/src:packages/backend-cpu/src:packages/llm/src${PYTHONPATH:+:$PYTHONPATH}
+export TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin,tinygrad_backend_cpu.plugin
+# the doc tests start subprocesses with their own environment: a .pth puts the source packages on every python's path
+# (only where site-packages is writable, as on the scratch GPU machines)
+SITE=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+if [ -w "$SITE" ]; then printf '%s\n' "$PWD"/packages/{core,backend-nv,backend-cpu,llm}/src > "$SITE/tinygrad_src.pth"; fi
 export PYTHONUNBUFFERED=1
 STAGES=${*:-tests core bench}
 SUMMARY=()
@@ -47,16 +53,31 @@ for stage in $STAGES; do
     tests)
       pytest_stage backend_nv_tests CUDA packages/backend-nv/tests -rs ;;
     core)
-      pytest_stage core_cuda CUDA packages/core/tests $XDIST
-      pytest_stage core_ptx CUDA:PTX packages/core/tests $XDIST ;;
+      echo "=== core suite, DEV=CUDA and DEV=CUDA:PTX side by side"
+      for dev in CUDA CUDA:PTX; do
+        DEV=$dev timeout ${STAGE_TIMEOUT:-1500} $PY -m pytest -q -p no:cacheprovider -rfEs packages/core/tests $XDIST > "$LOGDIR/core_${dev/:/_}.log" 2>&1 &
+      done
+      wait
+      for dev in CUDA CUDA:PTX; do
+        grep -E '^(FAILED|ERROR)' "$LOGDIR/core_${dev/:/_}.log" | head -20
+        note "core suite (DEV=$dev): $(grep -E '[0-9]+ (passed|failed)' "$LOGDIR/core_${dev/:/_}.log" | tail -1)"
+      done ;;
+    llm)
+      for m in ${LLM_MODELS:-llama1b smollm2}; do
+        echo "=== bench llm_decode --synthetic $m (DEV=${BENCH_DEV:-CUDA})"
+        DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_decode.py --synthetic $m --no-peer --tokens ${LLM_TOKENS:-64} \
+          > "$LOGDIR/llm_$m.json" 2> "$LOGDIR/llm_$m.log"
+        tail -5 "$LOGDIR/llm_$m.log"
+        note "bench llm_decode $m: $(cat "$LOGDIR/llm_$m.json")"
+      done ;;
     bench)
-      for b in gpu_matmul gpu_elementwise; do
+      for b in gpu_matmul gpu_elementwise gpu_reduce; do
         echo "=== bench $b (DEV=${BENCH_DEV:-CUDA})"
         DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-1500} $PY bench/$b.py > "$LOGDIR/$b.json" 2> "$LOGDIR/$b.log"
         tail -20 "$LOGDIR/$b.log"
         note "bench $b: $(cat "$LOGDIR/$b.json")"
       done ;;
-    *) echo "unknown stage $stage (tests, core, bench)"; exit 2 ;;
+    *) echo "unknown stage $stage (tests, core, bench, llm)"; exit 2 ;;
   esac
 done
 
