@@ -11,7 +11,7 @@ import pytest
 import tinygrad.codegen.search as search
 import tinygrad.helpers as helpers
 from tinygrad import Device, Tensor
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, ranges_of
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, hand_coded_opts, ranges_of
 from tinygrad.codegen.program import get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
@@ -26,6 +26,8 @@ SHAPES: dict[str, list[tuple[int, ...]]] = {
   "softmax": [(4, 16)],
   "conv": [(2, 3, 8), (4, 3, 8)],
   "elementwise": [(8, 16), (8, 16)],
+  "matvec": [(8, 32), (32,)],
+  "gated_matvec": [(8, 32), (8, 32), (32,)],
 }
 PROGRAMS: dict[str, Callable[..., Tensor]] = {
   "matmul": lambda a, b: a @ b,
@@ -35,6 +37,9 @@ PROGRAMS: dict[str, Callable[..., Tensor]] = {
   # a 1-D convolution as broadcast and reduce: (batch, 1, cin, k) * (1, cout, cin, k) summed over cin and k
   "conv": lambda x, w: (x.reshape(2, 1, 3, 8) * w.reshape(1, 4, 3, 8)).sum((2, 3)),
   "elementwise": lambda a, b: (a * b + 1).relu(),
+  "matvec": lambda w, x: w @ x,
+  # an LLM's gated MLP: two matrix-vector products (two reductions) in one kernel
+  "gated_matvec": lambda w1, w2, x: (w1 @ x).silu() * (w2 @ x),
 }
 
 
@@ -111,6 +116,30 @@ def test_random_action_combinations_preserve_results(name: str, monkeypatch: pyt
       chosen[ast] = opts
     out = run_with(name, monkeypatch, chosen)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=f"opts {list(chosen.values())}")
+
+
+# ---- the hand-coded heuristics
+
+def test_cpu_matvec_unrolls_the_reduction_instead_of_blocking():
+  """A matrix-vector product reads each matrix element once: on a CPU the heuristic vectorizes along the reduction (UNROLL) instead
+  of register-blocking the rows; a matmul still blocks both output loops; GPU-style renderers keep the blocking."""
+  (mv,) = kernel_asts("matvec")
+  red, out = axis_of(mv, "reduce"), axis_of(mv, "global")
+  assert hand_coded_opts(mv) == [Opt(OptOps.UNROLL, red, 16)]
+  assert hand_coded_opts(mv, has_local=True) == [Opt(OptOps.UPCAST, out, 8)]
+  assert {o.op for o in hand_coded_opts(matmul_ast())} == {OptOps.UPCAST}
+  (gated,) = kernel_asts("gated_matvec")
+  reds = {r.arg[0] for r in ranges_of(gated).values() if r.arg[1] == "reduce"}
+  assert len(reds) == 2 and hand_coded_opts(gated) == [Opt(OptOps.UNROLL, r, 16) for r in sorted(reds)]
+  # small matrix-vector products stay on one thread (starting threads costs more than the kernel)
+  assert all(o.op is not OptOps.THREAD for o in hand_coded_opts(mv, threads=4))
+
+
+@pytest.mark.parametrize("name", ["matvec", "gated_matvec", "matmul"])
+def test_heuristic_opts_preserve_results(name: str, monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  out = run_with(name, monkeypatch, {ast: hand_coded_opts(ast, threads()) for ast in kernel_asts(name)})
+  np.testing.assert_allclose(out, reference(name), rtol=1e-5, atol=1e-6)
 
 
 def test_thread_split_that_does_not_divide(monkeypatch: pytest.MonkeyPatch):

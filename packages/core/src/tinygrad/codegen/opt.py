@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.uop.ops import Ops, UOp
 
 
@@ -100,7 +100,7 @@ def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
   return next((c for c in choices if size % c == 0 and size >= c), 1)
 
 
-def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> list[Opt]:
+def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, has_local: bool = False) -> list[Opt]:
   """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
   split long reductions into independent accumulators, and use every core on big kernels."""
   rngs = ranges_of(ast)
@@ -109,7 +109,13 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
   opts: list[Opt] = []
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
   if reds and n_reduces <= 2:
-    if outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
+    if not has_local and not _big_operand_is_shared(ast):
+      # CPU matrix-vector products (and the like): every output reads its own slice of the biggest input, so register
+      # blocking saves nothing on it and turns its contiguous loads into strided ones; vectorize along the reduction instead
+      opts.extend(_unroll_each_reduce(ast))
+      # these run at a few GFLOP/s per core: below ~1M loop iterations (~100 us) starting the threads costs more than they save
+      if _loop_work(ast) < MATVEC_THREAD_WORK: threads = 1
+    elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
       last = outs[-1]
       k = _largest_divisor(range_size(last), (16, 8, 4))
       if k > 1: opts.append(Opt(OptOps.UPCAST, last.arg[0], k))
@@ -122,6 +128,49 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False) -> lis
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
+
+
+MATVEC_THREAD_WORK = 1 << 20
+
+
+def _loop_work(ast: UOp) -> int:
+  work = 1
+  for r in ranges_of(ast).values(): work *= range_size(r) or 1024
+  return work
+
+
+def _unroll_each_reduce(ast: UOp) -> list[Opt]:
+  """UNROLL the innermost loop of every REDUCE (a kernel may hold two, e.g. a gated MLP's two matmuls), by 16, 8 or 4."""
+  opts: list[Opt] = []
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
+    if not rs: continue
+    inner = max(rs, key=lambda r: r.arg[0])
+    if (size := range_size(inner)) is None or size < 16: continue
+    if (k := _largest_divisor(size, (16, 8, 4))) > 1 and (o := Opt(OptOps.UNROLL, inner.arg[0], k)) not in opts: opts.append(o)
+  return opts
+
+
+def _loads_in_reduces(ast: UOp) -> list[UOp]:
+  return [ld for red in ast.toposort() if red.op is Ops.REDUCE for ld in red.src[0].toposort() if ld.op is Ops.LOAD]
+
+
+def _buffer_bytes(ld: UOp) -> int:
+  buf = ld.src[0].src[0] if ld.src and ld.src[0].op is Ops.INDEX else None
+  if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not isinstance(buf.dtype, PtrDType) or buf.dtype.size < 0: return 0
+  return buf.dtype.size * buf.dtype.base.itemsize
+
+
+def _big_operand_is_shared(ast: UOp) -> bool:
+  """True when some big input of the reduction (at least half the size of the biggest) is read by several outputs (it
+  doesn't depend on some output loop): register blocking over that loop reuses it. False for a matrix-vector product,
+  where the matrix is the big input and each of its elements feeds exactly one output."""
+  outs = {n for n in ast.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
+  loads = _loads_in_reduces(ast)
+  if not loads: return True
+  biggest = max(_buffer_bytes(ld) for ld in loads)
+  if biggest == 0: return True
+  return any(outs - {n for n in ld.toposort() if n.op is Ops.RANGE} for ld in loads if 2 * _buffer_bytes(ld) >= biggest)
 
 
 def _is_reused_reduce(ast: UOp) -> bool:

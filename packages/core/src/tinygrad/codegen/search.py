@@ -64,7 +64,8 @@ def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if NOOPT: return []
   if (amt := beam_width()) > 0 and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
     return beam_search(ast, renderer, amt, device)
-  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4)
+  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4,
+                         has_local=renderer.has_local)
 
 
 def _timing_device(renderer: Renderer) -> Any:
@@ -322,7 +323,7 @@ def _search(ast: UOp, renderer: Renderer, amt: int, device: Any) -> list[Opt]:
   from tqdm import tqdm
   st = time.perf_counter()
   name = kernel_name(ast)
-  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1)
+  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, has_local=renderer.has_local)
   try: bench = Bench(ast, device)
   except ValueError as e:
     if DEBUG >= 1: print(f"BEAM {name}: {e}; using the heuristics")

@@ -25,7 +25,7 @@ from tinygrad.uop.ops import UOp
 CACHE_SLACK = 64  # >= the prefill chunk (engine.py): see Attention._write_cache
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
-ATTN_BUCKET = 128  # with an int start_pos, attention spans the cache up to a multiple of this (fewer distinct kernels to compile)
+ATTN_BUCKET = 64  # attention spans the cache up to a power of two >= this (see Transformer.attn_len)
 
 
 class UnsupportedModel(ValueError):
@@ -122,10 +122,9 @@ def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
 
 
 def select_rows(table: Tensor, start: int | UOp, n: int) -> Tensor:
-  """table[start:start+n] for an int or a symbolic start (a symbolic start gathers with a one-hot reduction)."""
+  """table[start:start+n] for an int or a symbolic start (a view either way: a symbolic shrink becomes index math)."""
   if isinstance(start, int): return table[start:start + n]
-  idx = Tensor.arange(n, dtype=dtypes.int32, device=table.device) + scalar(start, table.device)
-  return (one_hot(idx, table.shape[0]).unsqueeze(-1) * table.unsqueeze(0)).sum(1)
+  return table.shrink(((start, start + n),) + tuple((0, s) for s in table.shape[1:]))
 
 
 def topk_mask(x: Tensor, k: int) -> Tensor:
@@ -187,7 +186,8 @@ class Attention:
     if self.q_norm is not None: q = rms_norm(q, self.q_norm, cfg.norm_eps)
     if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps)
     # realized once: left unrealized, RoPE (and the matmul under it) would be recomputed inside every kernel that reads them
-    q = apply_rope(q, cos, sin, cfg.rope_neox).contiguous()
+    # (q itself too: RoPE reads each element twice, itself and its rotation partner, so an unrealized q is two matmuls)
+    q = apply_rope(q.contiguous(), cos, sin, cfg.rope_neox).contiguous()
     k = apply_rope(k.contiguous(), cos, sin, cfg.rope_neox)
     self._write_cache(k[0].permute(1, 0, 2), v.contiguous()[0].permute(1, 0, 2), start_pos)
     keys = self.cache[0, :, :attn_len].cast(dtypes.float32)    # (Hkv, L, D)
@@ -281,7 +281,8 @@ class Transformer:
     self.tok_embd: QuantWeight = weights["token_embd.weight"]
     self.output: QuantWeight = weights.get("output.weight", self.tok_embd)  # tied embeddings when there is no output.weight
     self.norm = weights["output_norm.weight"]
-    self.cos, self.sin = rope_table(cfg, self.max_context, weights.get("rope_freqs.weight"))
+    # CACHE_SLACK rows past the context, as in the KV cache: a padded chunk near the end reads angles past max_context
+    self.cos, self.sin = rope_table(cfg, self.max_context + CACHE_SLACK, weights.get("rope_freqs.weight"))
     self.embedding_source = embedding_source  # (file, offset) of token_embd's bytes, to read rows without the device
     self.row_bytes = self.tok_embd.raw.shape[0] // self.tok_embd.shape[0]
     self.layers = []
@@ -325,27 +326,31 @@ class Transformer:
     B, T, rb = rows.shape
     return dequantize(rows.reshape(-1), self.tok_embd.type_name, (B * T, self.cfg.dim)).reshape(B, T, self.cfg.dim)
 
-  def attn_len(self, start_pos: int | UOp, T: int) -> int:
-    """How many cache positions attention spans: all of them for a symbolic start, else the used ones rounded up to a bucket."""
-    if not isinstance(start_pos, int): return self.max_context
-    return min(self.max_context, -(-(start_pos + T) // ATTN_BUCKET) * ATTN_BUCKET)
+  def attn_len(self, end: int) -> int:
+    """How many cache positions attention spans when the last position used is end-1: a power of two from ATTN_BUCKET up (at
+    most twice the work needed, and few distinct kernels to compile and TinyJit captures to make), capped at max_context."""
+    L = ATTN_BUCKET
+    while L < end: L *= 2
+    return min(L, self.max_context)
 
-  def forward(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
-    """Logits (B, vocab) at position `last` of the chunk (default: its end; None with all_logits... see `forward_all`), writing the
-    chunk's keys and values into the cache at start_pos.."""
-    return self._run(rows, start_pos, -1 if last is None else last)
+  def forward(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None = None, attn_len: int | None = None) -> Tensor:
+    """Logits (B, vocab) at position `last` of the chunk (default: its end), writing the chunk's keys and values into the cache at
+    start_pos.. . Attention spans the first `attn_len` cache positions (default: a bucket that covers the chunk for an int
+    start_pos, the whole cache for a symbolic one); positions past start_pos + T are masked, so any attn_len that covers them works."""
+    return self._run(rows, start_pos, -1 if last is None else last, attn_len)
 
-  def forward_all(self, rows: Tensor, start_pos: int | UOp) -> Tensor:
+  def forward_all(self, rows: Tensor, start_pos: int | UOp, attn_len: int | None = None) -> Tensor:
     """Logits (B, T, vocab) of every position."""
-    return self._run(rows, start_pos, None)
+    return self._run(rows, start_pos, None, attn_len)
 
-  def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None) -> Tensor:
+  def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None, attn_len: int | None = None) -> Tensor:
     B, T, _ = rows.shape
     if isinstance(start_pos, int) and start_pos + T > self.max_context:
       raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
     x = self.embed(rows)
     cos, sin = select_rows(self.cos, start_pos, T), select_rows(self.sin, start_pos, T)
-    L = self.attn_len(start_pos, T)
+    if attn_len is not None and not 0 < attn_len <= self.max_context: raise ValueError(f"attn_len {attn_len} is not in 1..{self.max_context}")
+    L = attn_len or (self.attn_len(start_pos + T) if isinstance(start_pos, int) else self.max_context)
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
       x = layer(x, start_pos, cos, sin, L).realize()
