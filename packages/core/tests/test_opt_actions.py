@@ -28,6 +28,7 @@ SHAPES: dict[str, list[tuple[int, ...]]] = {
   "elementwise": [(8, 16), (8, 16)],
   "matvec": [(8, 32), (32,)],
   "gated_matvec": [(8, 32), (8, 32), (32,)],
+  "vectors_matmul": [(4, 32), (16, 32)],
 }
 PROGRAMS: dict[str, Callable[..., Tensor]] = {
   "matmul": lambda a, b: a @ b,
@@ -40,6 +41,8 @@ PROGRAMS: dict[str, Callable[..., Tensor]] = {
   "matvec": lambda w, x: w @ x,
   # an LLM's gated MLP: two matrix-vector products (two reductions) in one kernel
   "gated_matvec": lambda w1, w2, x: (w1 @ x).silu() * (w2 @ x),
+  # a few vectors times a matrix stored by rows (an LLM's prefill: x @ W.T)
+  "vectors_matmul": lambda x, w: x @ w.T,
 }
 
 
@@ -131,11 +134,15 @@ def test_cpu_matvec_unrolls_the_reduction_instead_of_blocking():
   (gated,) = kernel_asts("gated_matvec")
   reds = {r.arg[0] for r in ranges_of(gated).values() if r.arg[1] == "reduce"}
   assert len(reds) == 2 and hand_coded_opts(gated) == [Opt(OptOps.UNROLL, r, 16) for r in sorted(reds)]
+  # a few vectors times W.T: vectorize along W's rows and reuse each loaded piece of W for all 4 vectors
+  (vm,) = kernel_asts("vectors_matmul")
+  outs = sorted(r.arg[0] for r in ranges_of(vm).values() if r.arg[1] == "global")
+  assert hand_coded_opts(vm) == [Opt(OptOps.UNROLL, axis_of(vm, "reduce"), 16), Opt(OptOps.UPCAST, outs[0], 4)]
   # small matrix-vector products stay on one thread (starting threads costs more than the kernel)
   assert all(o.op is not OptOps.THREAD for o in hand_coded_opts(mv, threads=4))
 
 
-@pytest.mark.parametrize("name", ["matvec", "gated_matvec", "matmul"])
+@pytest.mark.parametrize("name", ["matvec", "gated_matvec", "vectors_matmul", "matmul"])
 def test_heuristic_opts_preserve_results(name: str, monkeypatch: pytest.MonkeyPatch):
   if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
   out = run_with(name, monkeypatch, {ast: hand_coded_opts(ast, threads()) for ast in kernel_asts(name)})

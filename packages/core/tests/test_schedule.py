@@ -220,3 +220,25 @@ def test_layernorm_kernels():
   ln = (a - a.mean(-1, keepdim=True)) / (a.var(-1, keepdim=True) + 1e-5).sqrt()
   assert n_kernels(ln) <= 3
   assert n_kernels((a * math.pi).sin().sum(-1).sqrt()) == 1
+
+
+def test_same_kernel_over_other_buffers_reuses_the_ast():
+  """The layers of a model build the same kernel over different buffers: one AST (built once), each item with its own buffers,
+  in the same parameter order; a different computation or a different size gets its own AST."""
+  a, b, c, d = inputs((8, 16), (16,), (8, 16), (16,))
+  (s1,), (s2,) = ((a * b).sum(1).schedule(), (c * d).sum(1).schedule())
+  assert s1.ast is s2.ast
+  assert s1.bufs[1:] == [a.uop.base, b.uop.base] and s2.bufs[1:] == [c.uop.base, d.uop.base]
+  assert s1.bufs[0] is not s2.bufs[0]
+  (e,) = inputs((8, 32))
+  assert (e.shrink(((0, 8), (0, 16))) * b).sum(1).schedule()[0].ast is not s1.ast
+  assert (a * b).max(1).schedule()[0].ast is not s1.ast
+
+
+def test_reused_ast_computes_each_kernels_own_result():
+  from tinygrad import Device
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  a, b, c, d = inputs((8, 16), (16,), (8, 16), (16,))
+  x, y = (a * b).sum(1).numpy(), (c * d).sum(1).numpy()
+  np.testing.assert_allclose(x, (a.numpy() * b.numpy()).sum(1), rtol=1e-5)
+  np.testing.assert_allclose(y, (c.numpy() * d.numpy()).sum(1), rtol=1e-5)

@@ -223,7 +223,11 @@ class FeedForward:
   def __init__(self, w: dict[str, Any]):
     self.gate, self.up, self.down = w["ffn_gate.weight"], w["ffn_up.weight"], w["ffn_down.weight"]
 
-  def __call__(self, x: Tensor) -> Tensor: return linear((linear(x, self.gate).silu() * linear(x, self.up)).contiguous(), self.down)
+  def __call__(self, x: Tensor) -> Tensor:
+    # one token: gate and up in one kernel (two matrix-vector products); several: the gate first, so each kernel has one matmul and
+    # the CPU heuristics can share each loaded weight across the tokens (two matmuls in one kernel run out of registers)
+    g = linear(x, self.gate) if x.shape[1] == 1 else linear(x, self.gate).contiguous()
+    return linear((g.silu() * linear(x, self.up)).contiguous(), self.down)
 
 
 class MoEFeedForward:
