@@ -142,6 +142,27 @@ def test_cpu_matvec_unrolls_the_reduction_instead_of_blocking():
   assert all(o.op is not OptOps.THREAD for o in hand_coded_opts(mv, threads=4))
 
 
+def _ast_of(t: Tensor) -> UOp: return [si.ast for si in t.schedule() if si.ast.op is Ops.SINK][-1]
+
+
+def test_cpu_threads_only_split_an_even_outer_loop():
+  """On a CPU the threads split the outermost loop: one that doesn't divide by the thread count stays on one thread (a clamped,
+  gated split ran 10x slower); GPU-style renderers don't thread this way at all."""
+  odd, even = (_ast_of(Tensor.empty(n, 1 << 16) * 2) for n in (3, 4))
+  assert not any(o.op is OptOps.THREAD for o in hand_coded_opts(odd, threads=2))
+  assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(even, threads=2)
+
+
+def test_cpu_single_blocked_loop_with_long_reduction_also_unrolls():
+  """Attention's probabilities times V, (kv heads, 3 query heads each, L) @ (kv heads, 1, L, 64): blocked along the head dim only (3
+  query heads don't divide by the block sizes), so the long reduction over L also gets 4 accumulators per output; a matmul (blocked
+  along two loops) doesn't."""
+  ast = _ast_of(Tensor.empty(3, 3, 1, 512) @ Tensor.empty(3, 1, 512, 64))
+  red = axis_of(ast, "reduce")
+  assert Opt(OptOps.UNROLL, red, 4) in hand_coded_opts(ast) and any(o.op is OptOps.UPCAST for o in hand_coded_opts(ast))
+  assert all(o.op is not OptOps.UNROLL for o in hand_coded_opts(matmul_ast()))
+
+
 @pytest.mark.parametrize("name", ["matvec", "gated_matvec", "vectors_matmul", "matmul"])
 def test_heuristic_opts_preserve_results(name: str, monkeypatch: pytest.MonkeyPatch):
   if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")

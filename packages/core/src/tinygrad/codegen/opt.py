@@ -127,12 +127,19 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, has_lo
       k = _largest_divisor(range_size(last), (16, 8, 4))
       if k > 1: opts.append(Opt(OptOps.UPCAST, last.arg[0], k))
       if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
+      elif not has_local and k > 1 and (size := range_size(inner := reds[-1])) and size >= 256 and size % 4 == 0:
+        # blocked along one loop only (attention's probabilities times V): 4 accumulators per output break the chain of
+        # dependent adds through a long reduction
+        opts.append(Opt(OptOps.UNROLL, inner.arg[0], 4))
     else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
         opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
   if wide_loads and not reds and outs and (range_size(outs[-1]) or 0) % 4 == 0:
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
+  # on a CPU the threads split the outermost loop: one that doesn't divide evenly gets clamped indices and gated stores, which
+  # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower)
+  if not has_local and outs and (range_size(outs[0]) or 0) % max(threads, 1): threads = 1
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
 

@@ -33,12 +33,15 @@ class CompiledRunner:
     self.spec, self.device = spec, device
     self.lib = renderer.compiler.compile_cached(spec.src)
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
+    # worked out once: a TinyJit replays this call for every kernel of every step
+    # (the thread index, codegen/threads.py, is not a value of ours: the device passes it to each thread)
+    self._var_names = tuple(v.arg[0] for v in spec.vars if v.arg[0] != "core_id")
+    self._static_dims = spec.launch_dims({}) if all(isinstance(x, int) for x in (*spec.global_size, *spec.local_size)) else None
 
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
     var_vals = var_vals or {}
-    # the thread index (codegen/threads.py) is not a value of ours: the device passes it to each thread
-    vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars if v.arg[0] != "core_id")
-    global_size, local_size = self.spec.launch_dims(var_vals)
+    vals = tuple(var_vals[n] for n in self._var_names)
+    global_size, local_size = self._static_dims or self.spec.launch_dims(var_vals)
     # buffers whose every access was simplified away (a view that reads only padding) are not parameters
     params = bufs if len(self.spec.globals) == len(bufs) else [bufs[i] for i in self.spec.globals]
     return self.program(*[b.opaque for b in params], global_size=global_size, local_size=local_size, vals=vals, wait=wait)

@@ -199,7 +199,11 @@ class Attention:
     pos_q = Tensor.arange(T, dtype=dtypes.int32, device=x.device).reshape(T, 1) + scalar(start_pos, x.device)
     pos_k = Tensor.arange(attn_len, dtype=dtypes.int32, device=x.device).reshape(1, attn_len)
     scores = (pos_k <= pos_q).where(scores, -math.inf)
-    out = scores.softmax(-1).contiguous().matmul(values.unsqueeze(1))  # (Hkv, G, T, D)
+    # softmax with the exponentials computed once (realized), not once for the sum and again for the division
+    e = (scores - scores.max(-1, keepdim=True)).exp().contiguous()
+    probs = (e / e.sum(-1, keepdim=True)).contiguous()
+    # realized in its own (Hkv, G, T, D) layout: the kernel keeps a loop per axis (head dim innermost, contiguous in the cache)
+    out = probs.matmul(values.unsqueeze(1)).contiguous()  # (Hkv, G, T, D)
     out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
     return linear(out, self.wo)
 
@@ -266,7 +270,9 @@ class Block:
 
   def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
     # the residual stream and each matmul's input are realized: an unrealized input is recomputed per output row of a matmul
-    h = (x + self.attn(rms_norm(x, self.attn_norm, self.cfg.norm_eps).contiguous(), start_pos, cos, sin, attn_len)).contiguous()
+    # (the attention input right away: q's graph is built before k and v are realized, and would compute the norm again)
+    xn = rms_norm(x, self.attn_norm, self.cfg.norm_eps).contiguous().realize()
+    h = (x + self.attn(xn, start_pos, cos, sin, attn_len)).contiguous()
     return (h + self.ffn(rms_norm(h, self.ffn_norm, self.cfg.norm_eps).contiguous())).contiguous()
 
 
