@@ -115,10 +115,10 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, has_lo
       opts.extend(_unroll_each_reduce(ast))
       # these run at a few GFLOP/s per core: below ~1M loop iterations (~100 us) starting the threads costs more than they save
       if _loop_work(ast) < MATVEC_THREAD_WORK: threads = 1
-    elif not has_local and n_reduces == 1 and (shared := _contiguous_shared_operand(ast)) is not None:
+    elif not has_local and n_reduces == 1 and (unrolls := _unroll_each_reduce(ast)) and (shared := _contiguous_shared_operand(ast)) is not None:
       # a matrix times a few vectors (x @ W.T, W in rows): W's rows are contiguous along the reduction, so vectorize along it
       # (UNROLL) and reuse each loaded piece of W for several vectors (UPCAST the output loop W doesn't depend on)
-      opts.extend(_unroll_each_reduce(ast))
+      opts.extend(unrolls)
       if (k := _largest_divisor(range_size(shared), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, shared.arg[0], k))
       # THREAD splits the outermost loop, here the vectors': each thread would stream all of W (measured 7x slower, not 2x faster)
       if outs and outs[0] is shared: threads = 1
