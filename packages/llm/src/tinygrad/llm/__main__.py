@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-DEFAULT_MAX_CONTEXT = 1024  # attention and the KV-cache update touch the whole cache each token: keep it modest on CPUs
+DEFAULT_MAX_CONTEXT = 1024  # the KV cache is allocated for all of it (f16: 2 * layers * kv heads * head dim * 2 bytes per position)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
