@@ -153,6 +153,15 @@ def test_cpu_threads_only_split_an_even_outer_loop():
   assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(even, threads=2)
 
 
+def test_cpu_few_vectors_reuse_the_narrow_operand():
+  """8 float vectors times a same-sized int8 matrix (a quantized weight): both inputs are big; the packed one is decoded once and
+  reused for the vectors (UPCAST their loop), not the other way round."""
+  from tinygrad import dtypes
+  ast = _ast_of(Tensor.empty(8, 32) @ Tensor.empty(16, 32, dtype=dtypes.int8).cast(dtypes.float32).T)
+  vectors = min(r.arg[0] for r in ranges_of(ast).values() if r.arg[1] == "global")
+  assert hand_coded_opts(ast) == [Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 16), Opt(OptOps.UPCAST, vectors, 8)]
+
+
 def test_cpu_single_blocked_loop_with_long_reduction_also_unrolls():
   """Attention's probabilities times V, (kv heads, 3 query heads each, L) @ (kv heads, 1, L, 64): blocked along the head dim only (3
   query heads don't divide by the block sizes), so the long reduction over L also gets 4 accumulators per output; a matmul (blocked

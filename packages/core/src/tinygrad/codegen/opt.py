@@ -196,7 +196,13 @@ def _contiguous_shared_operand(ast: UOp) -> UOp | None:
   if not loads: return None
   biggest = max(_buffer_bytes(ld) for ld in loads)
   big = [ld for ld in loads if 2 * _buffer_bytes(ld) >= biggest]
-  if biggest == 0 or len({ld.src[0].src[0] for ld in big}) != 1: return None
+  if biggest == 0: return None
+  if len(bufs := {ld.src[0].src[0] for ld in big}) > 1:
+    # two big inputs (a few vectors times a small quantized matrix): reuse the one with the narrowest elements, packed data that
+    # each load has to decode, so decoding it once serves several outputs
+    narrow = min(b.dtype.base.itemsize for b in bufs if isinstance(b.dtype, PtrDType))
+    if sum(1 for b in bufs if isinstance(b.dtype, PtrDType) and b.dtype.base.itemsize == narrow) != 1: return None
+    big = [ld for ld in big if isinstance(ld.src[0].src[0].dtype, PtrDType) and ld.src[0].src[0].dtype.base.itemsize == narrow]
   reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
   if not reds: return None
   inner = max(reds, key=lambda r: r.arg[0])
