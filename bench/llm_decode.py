@@ -34,7 +34,9 @@ TIMEOUT = 1800
 
 # Llama-3.2-1B's shape (tied embeddings)
 SYNTHETIC = {"llama1b": dict(n_layers=16, dim=2048, ff_dim=8192, n_heads=32, n_kv_heads=8, head_dim=64, vocab=128256, context=131072,
-                             rope_base=500000.0)}
+                             rope_base=500000.0),
+             # the same code path in seconds (a check of the writer and of both sides, not a benchmark)
+             "tiny": dict(n_layers=2, dim=256, ff_dim=512, n_heads=4, n_kv_heads=2, head_dim=64, vocab=512, context=2048, rope_base=10000.0)}
 
 
 def peak_rss_mb() -> float: return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
