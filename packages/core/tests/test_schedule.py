@@ -242,3 +242,33 @@ def test_reused_ast_computes_each_kernels_own_result():
   x, y = (a * b).sum(1).numpy(), (c * d).sum(1).numpy()
   np.testing.assert_allclose(x, (a.numpy() * b.numpy()).sum(1), rtol=1e-5)
   np.testing.assert_allclose(y, (c.numpy() * d.numpy()).sum(1), rtol=1e-5)
+
+
+def test_new_kernels_compile_on_a_worker_thread(monkeypatch: pytest.MonkeyPatch):
+  """lower_schedule lowers a schedule's new kernels and compiles them on one worker thread (overlapping the next lowering); every
+  kernel gets its runner, compiled once, and a compile error still reaches the caller."""
+  import threading
+
+  from tinygrad import Device
+  from tinygrad.engine import realize
+  (a,) = inputs((8, 8))
+  items = (a - a.sum(1, keepdim=True)).exp().sum(1).schedule()
+  assert len(items) >= 2
+  compiler = Device.renderer(Device.DEFAULT).compiler
+  threads: list[str] = []
+  orig = type(compiler).compile_cached
+  def spy(self, src: str) -> bytes:
+    threads.append(threading.current_thread().name)
+    return orig(self, src)
+  monkeypatch.setattr(type(compiler), "compile_cached", spy)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  lowered = realize.lower_schedule(items)
+  assert len(lowered) == len(items) and len(threads) == len(items) and all(t.startswith("tinygrad-compile") for t in threads)
+  assert len(realize._runner_cache) == len(items)
+  realize.lower_schedule(items)  # cached: nothing compiles again
+  assert len(threads) == len(items)
+
+  def broken(self, src: str) -> bytes: raise RuntimeError("compile failed")
+  monkeypatch.setattr(type(compiler), "compile_cached", broken)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  with pytest.raises(RuntimeError, match="compile failed"): realize.lower_schedule(items)
