@@ -11,7 +11,7 @@ import pytest
 import tinygrad.codegen.search as search
 import tinygrad.helpers as helpers
 from tinygrad import Device, Tensor
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, ranges_of
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, hand_coded_opts, ranges_of
 from tinygrad.codegen.program import get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
@@ -26,6 +26,9 @@ SHAPES: dict[str, list[tuple[int, ...]]] = {
   "softmax": [(4, 16)],
   "conv": [(2, 3, 8), (4, 3, 8)],
   "elementwise": [(8, 16), (8, 16)],
+  "matvec": [(8, 32), (32,)],
+  "gated_matvec": [(8, 32), (8, 32), (32,)],
+  "vectors_matmul": [(4, 32), (16, 32)],
 }
 PROGRAMS: dict[str, Callable[..., Tensor]] = {
   "matmul": lambda a, b: a @ b,
@@ -35,6 +38,11 @@ PROGRAMS: dict[str, Callable[..., Tensor]] = {
   # a 1-D convolution as broadcast and reduce: (batch, 1, cin, k) * (1, cout, cin, k) summed over cin and k
   "conv": lambda x, w: (x.reshape(2, 1, 3, 8) * w.reshape(1, 4, 3, 8)).sum((2, 3)),
   "elementwise": lambda a, b: (a * b + 1).relu(),
+  "matvec": lambda w, x: w @ x,
+  # an LLM's gated MLP: two matrix-vector products (two reductions) in one kernel
+  "gated_matvec": lambda w1, w2, x: (w1 @ x).silu() * (w2 @ x),
+  # a few vectors times a matrix stored by rows (an LLM's prefill: x @ W.T)
+  "vectors_matmul": lambda x, w: x @ w.T,
 }
 
 
@@ -111,6 +119,65 @@ def test_random_action_combinations_preserve_results(name: str, monkeypatch: pyt
       chosen[ast] = opts
     out = run_with(name, monkeypatch, chosen)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, err_msg=f"opts {list(chosen.values())}")
+
+
+# ---- the hand-coded heuristics
+
+def test_cpu_matvec_unrolls_the_reduction_instead_of_blocking():
+  """A matrix-vector product reads each matrix element once: on a CPU the heuristic vectorizes along the reduction (UNROLL) instead
+  of register-blocking the rows; a matmul still blocks both output loops; on a GPU a small matrix-vector product gets no register
+  block either (it would leave too few threads to fill the chip)."""
+  (mv,) = kernel_asts("matvec")
+  red, out = axis_of(mv, "reduce"), axis_of(mv, "global")
+  assert hand_coded_opts(mv) == [Opt(OptOps.UNROLL, red, 16)]
+  assert not [o for o in hand_coded_opts(mv, gpu=True) if o.op is OptOps.UPCAST and o.axis == out]
+  assert {o.op for o in hand_coded_opts(matmul_ast())} == {OptOps.UPCAST}
+  (gated,) = kernel_asts("gated_matvec")
+  reds = {r.arg[0] for r in ranges_of(gated).values() if r.arg[1] == "reduce"}
+  assert len(reds) == 2 and hand_coded_opts(gated) == [Opt(OptOps.UNROLL, r, 16) for r in sorted(reds)]
+  # a few vectors times W.T: vectorize along W's rows and reuse each loaded piece of W for all 4 vectors
+  (vm,) = kernel_asts("vectors_matmul")
+  outs = sorted(r.arg[0] for r in ranges_of(vm).values() if r.arg[1] == "global")
+  assert hand_coded_opts(vm) == [Opt(OptOps.UNROLL, axis_of(vm, "reduce"), 16), Opt(OptOps.UPCAST, outs[0], 4)]
+  # small matrix-vector products stay on one thread (starting threads costs more than the kernel)
+  assert all(o.op is not OptOps.THREAD for o in hand_coded_opts(mv, threads=4))
+
+
+def _ast_of(t: Tensor) -> UOp: return [si.ast for si in t.schedule() if si.ast.op is Ops.SINK][-1]
+
+
+def test_cpu_threads_only_split_an_even_outer_loop():
+  """On a CPU the threads split the outermost loop: one that doesn't divide by the thread count stays on one thread (a clamped,
+  gated split ran 10x slower); GPU-style renderers don't thread this way at all."""
+  odd, even = (_ast_of(Tensor.empty(n, 1 << 16) * 2) for n in (3, 4))
+  assert not any(o.op is OptOps.THREAD for o in hand_coded_opts(odd, threads=2))
+  assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(even, threads=2)
+
+
+def test_cpu_few_vectors_reuse_the_narrow_operand():
+  """8 float vectors times a same-sized int8 matrix (a quantized weight): both inputs are big; the packed one is decoded once and
+  reused for the vectors (UPCAST their loop), not the other way round."""
+  from tinygrad import dtypes
+  ast = _ast_of(Tensor.empty(8, 32) @ Tensor.empty(16, 32, dtype=dtypes.int8).cast(dtypes.float32).T)
+  vectors = min(r.arg[0] for r in ranges_of(ast).values() if r.arg[1] == "global")
+  assert hand_coded_opts(ast) == [Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 16), Opt(OptOps.UPCAST, vectors, 8)]
+
+
+def test_cpu_single_blocked_loop_with_long_reduction_also_unrolls():
+  """Attention's probabilities times V, (kv heads, 3 query heads each, L) @ (kv heads, 1, L, 64): blocked along the head dim only (3
+  query heads don't divide by the block sizes), so the long reduction over L also gets 4 accumulators per output; a matmul (blocked
+  along two loops) doesn't."""
+  ast = _ast_of(Tensor.empty(3, 3, 1, 512) @ Tensor.empty(3, 1, 512, 64))
+  red = axis_of(ast, "reduce")
+  assert Opt(OptOps.UNROLL, red, 4) in hand_coded_opts(ast) and any(o.op is OptOps.UPCAST for o in hand_coded_opts(ast))
+  assert all(o.op is not OptOps.UNROLL for o in hand_coded_opts(matmul_ast()))
+
+
+@pytest.mark.parametrize("name", ["matvec", "gated_matvec", "vectors_matmul", "matmul"])
+def test_heuristic_opts_preserve_results(name: str, monkeypatch: pytest.MonkeyPatch):
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  out = run_with(name, monkeypatch, {ast: hand_coded_opts(ast, threads()) for ast in kernel_asts(name)})
+  np.testing.assert_allclose(out, reference(name), rtol=1e-5, atol=1e-6)
 
 
 def test_thread_split_that_does_not_divide(monkeypatch: pytest.MonkeyPatch):

@@ -220,3 +220,55 @@ def test_layernorm_kernels():
   ln = (a - a.mean(-1, keepdim=True)) / (a.var(-1, keepdim=True) + 1e-5).sqrt()
   assert n_kernels(ln) <= 3
   assert n_kernels((a * math.pi).sin().sum(-1).sqrt()) == 1
+
+
+def test_same_kernel_over_other_buffers_reuses_the_ast():
+  """The layers of a model build the same kernel over different buffers: one AST (built once), each item with its own buffers,
+  in the same parameter order; a different computation or a different size gets its own AST."""
+  a, b, c, d = inputs((8, 16), (16,), (8, 16), (16,))
+  (s1,), (s2,) = ((a * b).sum(1).schedule(), (c * d).sum(1).schedule())
+  assert s1.ast is s2.ast
+  assert s1.bufs[1:] == [a.uop.base, b.uop.base] and s2.bufs[1:] == [c.uop.base, d.uop.base]
+  assert s1.bufs[0] is not s2.bufs[0]
+  (e,) = inputs((8, 32))
+  assert (e.shrink(((0, 8), (0, 16))) * b).sum(1).schedule()[0].ast is not s1.ast
+  assert (a * b).max(1).schedule()[0].ast is not s1.ast
+
+
+def test_reused_ast_computes_each_kernels_own_result():
+  from tinygrad import Device
+  if Device.DEFAULT.startswith("NULL"): pytest.skip("runs kernels")
+  a, b, c, d = inputs((8, 16), (16,), (8, 16), (16,))
+  x, y = (a * b).sum(1).numpy(), (c * d).sum(1).numpy()
+  np.testing.assert_allclose(x, (a.numpy() * b.numpy()).sum(1), rtol=1e-5)
+  np.testing.assert_allclose(y, (c.numpy() * d.numpy()).sum(1), rtol=1e-5)
+
+
+def test_new_kernels_compile_on_a_worker_thread(monkeypatch: pytest.MonkeyPatch):
+  """lower_schedule lowers a schedule's new kernels and compiles them on one worker thread (overlapping the next lowering); every
+  kernel gets its runner, compiled once, and a compile error still reaches the caller."""
+  import threading
+
+  from tinygrad import Device
+  from tinygrad.engine import realize
+  (a,) = inputs((8, 8))
+  items = (a - a.sum(1, keepdim=True)).exp().sum(1).schedule()
+  assert len(items) >= 2
+  compiler = Device.renderer(Device.DEFAULT).compiler
+  threads: list[str] = []
+  orig = type(compiler).compile_cached
+  def spy(self, src: str) -> bytes:
+    threads.append(threading.current_thread().name)
+    return orig(self, src)
+  monkeypatch.setattr(type(compiler), "compile_cached", spy)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  lowered = realize.lower_schedule(items)
+  assert len(lowered) == len(items) and len(threads) == len(items) and all(t.startswith("tinygrad-compile") for t in threads)
+  assert len(realize._runner_cache) == len(items)
+  realize.lower_schedule(items)  # cached: nothing compiles again
+  assert len(threads) == len(items)
+
+  def broken(self, src: str) -> bytes: raise RuntimeError("compile failed")
+  monkeypatch.setattr(type(compiler), "compile_cached", broken)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  with pytest.raises(RuntimeError, match="compile failed"): realize.lower_schedule(items)

@@ -44,6 +44,27 @@ def test_llama_f32_prefill_and_jitted_decode(tmp_path):
   check(logits.numpy()[0], reference_forward(w, cfg, TOKENS[:8] + [7])[-1])
 
 
+def test_decode_across_attention_spans(tmp_path):
+  """Attention spans a power-of-two prefix of the cache (64, 128, then max_context): decoding across each boundary (a new TinyJit
+  capture per span) still matches the reference, and the prefill chunks pick their span by where they end."""
+  path, cfg, w = build(tmp_path, "llama", "F32", context=160)
+  tokens = [int(t) for t in np.random.default_rng(0).integers(0, cfg.vocab, 140)]
+  ref = reference_forward(w, cfg, tokens)
+  llm = LLM.load(path, prefill_chunk=32)
+  logits, _ = llm.prefill(tokens[:60])
+  check(logits.numpy()[0], ref[59])
+  for i in list(range(60, 68)):
+    check(llm._run_chunk([tokens[i]], i).numpy()[0], ref[i])
+    llm.cached.append(tokens[i])
+  logits, reused = llm.prefill(tokens[:126])
+  assert reused == 68
+  check(logits.numpy()[0], ref[125])
+  for i in range(126, 131):
+    check(llm._run_chunk([tokens[i]], i).numpy()[0], ref[i])
+    llm.cached.append(tokens[i])
+  assert sorted(llm._decode_jits) == [64, 128, 160]
+
+
 QUANTS = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
@@ -116,17 +116,37 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
-    if outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
+    if not gpu and not _big_operand_is_shared(ast):
+      # CPU matrix-vector products (and the like): every output reads its own slice of the biggest input, so register
+      # blocking saves nothing on it and turns its contiguous loads into strided ones; vectorize along the reduction instead
+      opts.extend(_unroll_each_reduce(ast))
+      # these run at a few GFLOP/s per core: below ~1M loop iterations (~100 us) starting the threads costs more than they save
+      if _loop_work(ast) < MATVEC_THREAD_WORK: threads = 1
+    elif not gpu and n_reduces == 1 and (unrolls := _unroll_each_reduce(ast)) and (shared := _contiguous_shared_operand(ast)) is not None:
+      # a matrix times a few vectors (x @ W.T, W in rows): W's rows are contiguous along the reduction, so vectorize along it
+      # (UNROLL) and reuse each loaded piece of W for several vectors (UPCAST the output loop W doesn't depend on)
+      opts.extend(unrolls)
+      if (k := _largest_divisor(range_size(shared), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, shared.arg[0], k))
+      # THREAD splits the outermost loop, here the vectors': each thread would stream all of W (measured 7x slower, not 2x faster)
+      if outs and outs[0] is shared: threads = 1
+    elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
       block = _register_block(outs, gpu)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
       if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
       opts.extend(block)
+      if not gpu and len(block) == 1 and block[0].axis == outs[-1].arg[0] and (size := range_size(inner := reds[-1])) and size >= 256 and size % 4 == 0:
+        # blocked along one loop only (attention's probabilities times V): 4 accumulators per output break the chain of
+        # dependent adds through a long reduction
+        opts.append(Opt(OptOps.UNROLL, inner.arg[0], 4))
     else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
         opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
   if wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
+  # on a CPU the threads split the outermost loop: one that doesn't divide evenly gets clamped indices and gated stores, which
+  # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower)
+  if not gpu and outs and (range_size(outs[0]) or 0) % max(threads, 1): threads = 1
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
 
@@ -147,6 +167,87 @@ def _register_block(outs: list[UOp], gpu: bool) -> list[Opt]:
     opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
   if gpu and prod(o.amount for o in opts) < 4: return []
   return opts
+
+
+MATVEC_THREAD_WORK = 1 << 20
+
+
+def _loop_work(ast: UOp) -> int:
+  work = 1
+  for r in ranges_of(ast).values(): work *= range_size(r) or 1024
+  return work
+
+
+def _unroll_each_reduce(ast: UOp) -> list[Opt]:
+  """UNROLL the innermost loop of every REDUCE (a kernel may hold two, e.g. a gated MLP's two matmuls), by 16, 8 or 4."""
+  opts: list[Opt] = []
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
+    if not rs: continue
+    inner = max(rs, key=lambda r: r.arg[0])
+    if (size := range_size(inner)) is None or size < 16: continue
+    if (k := _largest_divisor(size, (16, 8, 4))) > 1 and (o := Opt(OptOps.UNROLL, inner.arg[0], k)) not in opts: opts.append(o)
+  return opts
+
+
+def _loads_in_reduces(ast: UOp) -> list[UOp]:
+  return [ld for red in ast.toposort() if red.op is Ops.REDUCE for ld in red.src[0].toposort() if ld.op is Ops.LOAD]
+
+
+def _buffer_bytes(ld: UOp) -> int:
+  buf = ld.src[0].src[0] if ld.src and ld.src[0].op is Ops.INDEX else None
+  if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not isinstance(buf.dtype, PtrDType) or buf.dtype.size < 0: return 0
+  return buf.dtype.size * buf.dtype.base.itemsize
+
+
+def _index_stride(ld: UOp, r: UOp) -> int | None:
+  """How far the load's address moves when loop r steps by one (others at 0); None when that isn't plain arithmetic."""
+  from tinygrad.uop.alu import eval_scalar
+  idx = ld.src[0].src[1] if ld.src and ld.src[0].op is Ops.INDEX and len(ld.src[0].src) > 1 else None
+  if idx is None or any(n.op not in _INDEX_OPS for n in idx.toposort()): return None
+  env: dict[UOp, int] = {n: (n.arg[1] if n.op is Ops.DEFINE_VAR else 0) for n in idx.toposort() if n.op in (Ops.RANGE, Ops.DEFINE_VAR)}
+  try: return int(eval_scalar(idx, {**env, r: 1})) - int(eval_scalar(idx, env))
+  except Exception: return None  # noqa: BLE001  anything unusual: no opinion
+
+
+_INDEX_OPS = {Ops.RANGE, Ops.DEFINE_VAR, Ops.CONST, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.SUB, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.WHERE,
+              Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.NEG, Ops.CAST}
+
+
+def _contiguous_shared_operand(ast: UOp) -> UOp | None:
+  """For a single reduction whose one big input is contiguous along the innermost reduce loop and doesn't depend on some output
+  loop (x @ W.T with several rows of x): that output loop, else None."""
+  loads = _loads_in_reduces(ast)
+  if not loads: return None
+  biggest = max(_buffer_bytes(ld) for ld in loads)
+  big = [ld for ld in loads if 2 * _buffer_bytes(ld) >= biggest]
+  if biggest == 0: return None
+  if len(bufs := {ld.src[0].src[0] for ld in big}) > 1:
+    # two big inputs (a few vectors times a small quantized matrix): reuse the one with the narrowest elements, packed data that
+    # each load has to decode, so decoding it once serves several outputs
+    narrow = min(b.dtype.base.itemsize for b in bufs if isinstance(b.dtype, PtrDType))
+    if sum(1 for b in bufs if isinstance(b.dtype, PtrDType) and b.dtype.base.itemsize == narrow) != 1: return None
+    big = [ld for ld in big if isinstance(ld.src[0].src[0].dtype, PtrDType) and ld.src[0].src[0].dtype.base.itemsize == narrow]
+  reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
+  if not reds: return None
+  inner = max(reds, key=lambda r: r.arg[0])
+  strides = [_index_stride(ld, inner) for ld in big]  # 0: a per-row scale of a quantized W, loaded once per block
+  if any(st not in (0, 1) for st in strides) or 1 not in strides: return None
+  used = {n for ld in big for n in ld.toposort() if n.op is Ops.RANGE}
+  missed = sorted((r for r in ranges_of(ast).values() if r.arg[1] == "global" and r not in used), key=lambda r: r.arg[0])
+  return missed[-1] if missed else None
+
+
+def _big_operand_is_shared(ast: UOp) -> bool:
+  """True when some big input of the reduction (at least half the size of the biggest) is read by several outputs (it
+  doesn't depend on some output loop): register blocking over that loop reuses it. False for a matrix-vector product,
+  where the matrix is the big input and each of its elements feeds exactly one output."""
+  outs = {n for n in ast.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
+  loads = _loads_in_reduces(ast)
+  if not loads: return True
+  biggest = max(_buffer_bytes(ld) for ld in loads)
+  if biggest == 0: return True
+  return any(outs - {n for n in ld.toposort() if n.op is Ops.RANGE} for ld in loads if 2 * _buffer_bytes(ld) >= biggest)
 
 
 def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:

@@ -324,7 +324,7 @@ def _search(ast: UOp, renderer: Renderer, amt: int, device: Any) -> list[Opt]:
   from tqdm import tqdm
   st = time.perf_counter()
   name = kernel_name(ast)
-  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1)
+  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, gpu=renderer.has_local)
   try: bench = Bench(ast, device)
   except ValueError as e:
     if DEBUG >= 1: print(f"BEAM {name}: {e}; using the heuristics")

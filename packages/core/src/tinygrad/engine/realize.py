@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,17 +30,20 @@ def buffer_of(u: UOp) -> Buffer:
 class CompiledRunner:
   """A kernel compiled and loaded for one device instance."""
 
-  def __init__(self, spec: ProgramSpec, device: Compiled, renderer: Renderer):
+  def __init__(self, spec: ProgramSpec, device: Compiled, renderer: Renderer, lib: bytes | None = None):
     self.spec, self.device = spec, device
-    self.lib = renderer.compiler.compile_cached(spec.src)
+    self.lib = renderer.compiler.compile_cached(spec.src) if lib is None else lib
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
+    # worked out once: a TinyJit replays this call for every kernel of every step
+    # (the thread index, codegen/threads.py, is not a value of ours: the device passes it to each thread)
+    self._var_names = tuple(v.arg[0] for v in spec.vars if v.arg[0] != "core_id")
+    self._static_dims = spec.launch_dims({}) if all(isinstance(x, int) for x in (*spec.global_size, *spec.local_size)) else None
 
   def launch(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None) -> KernelLaunch:
     """The program's arguments for these buffers and var values (what a device graph records)."""
     var_vals = var_vals or {}
-    # the thread index (codegen/threads.py) is not a value of ours: the device passes it to each thread
-    vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars if v.arg[0] != "core_id")
-    global_size, local_size = self.spec.launch_dims(var_vals)
+    vals = tuple(var_vals[n] for n in self._var_names)
+    global_size, local_size = self._static_dims or self.spec.launch_dims(var_vals)
     # buffers whose every access was simplified away (a view that reads only padding) are not parameters
     params = bufs if len(self.spec.globals) == len(bufs) else [bufs[i] for i in self.spec.globals]
     return KernelLaunch(self.program, tuple(b.opaque for b in params), global_size, local_size, vals)
@@ -60,13 +64,38 @@ def _noop(*args: Any, **kwargs: Any) -> float: return 0.0
 _runner_cache: dict[tuple, CompiledRunner] = {}
 
 
+def _runner_key(device: str, ast: UOp, renderer: Renderer) -> tuple:
+  # NOOPT/BEAM are in the key: a TinyJit capture under JITBEAM recompiles the kernels its first call ran
+  return (ast, device, renderer.device, renderer.name, renderer.arch, opt_setting())
+
+
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
   renderer = Device.renderer(device)
-  # NOOPT/BEAM are in the key: a TinyJit capture under JITBEAM recompiles the kernels its first call ran
-  key = (ast, device, renderer.device, renderer.name, renderer.arch, opt_setting())
+  key = _runner_key(device, ast, renderer)
   if (runner := _runner_cache.get(key)) is None:
     runner = _runner_cache[key] = CompiledRunner(get_program(ast, renderer), Device[device], renderer)
   return runner
+
+
+_compile_thread: ThreadPoolExecutor | None = None
+
+
+def _compile_ahead(items: list[ScheduleItem]) -> None:
+  """Lower the schedule's new kernels here and compile each on a worker thread as soon as it is lowered: a compiler that
+  releases the GIL (LLVM through llvmlite, NVRTC) compiles one kernel while Python lowers the next. The runners are made once
+  every compile is done (loading a program never overlaps a compile)."""
+  global _compile_thread
+  todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future]] = {}
+  for si in items:
+    if si.ast.op is Ops.COPY: continue
+    device = str(si.bufs[0].device)
+    renderer = Device.renderer(device)
+    if (key := _runner_key(device, si.ast, renderer)) in _runner_cache or key in todo: continue
+    spec = get_program(si.ast, renderer)
+    if _compile_thread is None: _compile_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinygrad-compile")
+    todo[key] = (spec, device, renderer, _compile_thread.submit(renderer.compiler.compile_cached, spec.src))
+  libs = {key: fut.result() for key, (_, _, _, fut) in todo.items()}
+  for key, (spec, device, renderer, _) in todo.items(): _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, libs[key])
 
 
 @dataclass
@@ -122,6 +151,7 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
 
 
 def lower_schedule(items: list[ScheduleItem]) -> list[tuple[ExecItem, dict[str, int]]]:
+  if sum(1 for si in items if si.ast.op is not Ops.COPY) > 1: _compile_ahead(items)
   out = []
   for si in items:
     bufs = [buffer_of(b) for b in si.bufs]

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from tinygrad import Tensor, TinyJit, Variable, dtypes
 from tinygrad.llm.gguf import GGUFFile, read_gguf
@@ -55,11 +56,13 @@ class LLM:
     self.cached: list[int] = []  # tokens whose keys/values are at positions 0.. of the cache
     self._v_start = Variable("start_pos", 0, self.max_context - 1)
     self._v_last = Variable("last", 0, self.chunk - 1)
-    wrap = TinyJit if self.jit else (lambda f: f)
-    self._prefill = wrap(self._prefill_fn)
-    self._decode = wrap(self._decode_fn)
-    self._sample = wrap(sample)
-    self._greedy = wrap(greedy)
+    self._wrap = TinyJit if self.jit else (lambda f: f)
+    # one prefill and one decode capture per attention span (a power of two, Transformer.attn_len): attention's work grows with
+    # the position instead of always spanning max_context; a new span is captured the first time a position reaches it
+    self._prefill_jits: dict[int, Any] = {}
+    self._decode_jits: dict[int, Any] = {}
+    self._sample = self._wrap(sample)
+    self._greedy = self._wrap(greedy)
 
   @staticmethod
   def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, **kwargs) -> LLM:
@@ -70,15 +73,19 @@ class LLM:
     return LLM(model, tok, name=name, **kwargs)
 
   # ---- the jitted pieces: pure functions of (token rows, start position) over the model's KV cache
-  def _prefill_fn(self, rows: Tensor, start_pos, last) -> Tensor: return self.model.forward(rows, start_pos, last).realize()
-  def _decode_fn(self, rows: Tensor, start_pos) -> Tensor: return self.model.forward(rows, start_pos).realize()
+  def _jit_for(self, jits: dict[int, Any], attn_len: int) -> Any:
+    if (fn := jits.get(attn_len)) is None:
+      def run(rows: Tensor, start_pos, last=None) -> Tensor: return self.model.forward(rows, start_pos, last, attn_len=attn_len).realize()
+      fn = jits[attn_len] = self._wrap(run)
+    return fn
 
   def _run_chunk(self, ids: list[int], start: int) -> Tensor:
     """Logits after `ids` (at most one chunk) written at positions start.."""
-    if len(ids) == 1: return self._decode(self.model.token_rows(ids), self._v_start.bind(start))
     n = len(ids)
+    L = self.model.attn_len(start + n)
+    if n == 1: return self._jit_for(self._decode_jits, L)(self.model.token_rows(ids), self._v_start.bind(start))
     padded = ids + [ids[-1]] * (self.chunk - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
-    return self._prefill(self.model.token_rows(padded), self._v_start.bind(start), self._v_last.bind(n - 1))
+    return self._jit_for(self._prefill_jits, L)(self.model.token_rows(padded), self._v_start.bind(start), self._v_last.bind(n - 1))
 
   def prefill(self, ids: list[int]) -> tuple[Tensor, int]:
     """Put `ids` in the cache (reusing the longest prefix already there); the logits after the last one, and how many were reused."""

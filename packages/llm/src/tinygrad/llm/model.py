@@ -5,11 +5,12 @@ graph, so the scheduler fuses the dequantization into the matmul kernel.
 
 `Transformer.forward(rows, start_pos)` is a pure function of the tokens (as their rows of the quantized embedding table, a
 (1, T, row_bytes) uint8 Tensor: `token_rows(ids)`) and the position of the first one, over a preallocated KV cache that it
-updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static (attention spans the
-whole cache, masked), which is what TinyJit needs to replay one capture for every position (see engine.py).
+updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static, which is what
+TinyJit needs to replay one capture for many positions (see engine.py). Attention spans the first `attn_len` positions of the
+cache (masked past start_pos + T): a power of two that covers the chunk, so its work follows the position, and the engine keeps
+one capture per span.
 
-The KV cache is written with an assign into the slice at start_pos (`Attention._write_cache`). With a symbolic start, attention
-still spans the whole (masked) cache; core can now shrink to the symbolic length start_pos + T, which is the next step.
+The KV cache is written with an assign into the slice at start_pos (`Attention._write_cache`).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tinygrad.uop.ops import UOp
 CACHE_SLACK = 64  # >= the prefill chunk (engine.py): see Attention._write_cache
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
-ATTN_BUCKET = 128  # with an int start_pos, attention spans the cache up to a multiple of this (fewer distinct kernels to compile)
+ATTN_BUCKET = 64  # attention spans the cache up to a power of two >= this (see Transformer.attn_len)
 
 
 class UnsupportedModel(ValueError):
@@ -122,10 +123,9 @@ def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
 
 
 def select_rows(table: Tensor, start: int | UOp, n: int) -> Tensor:
-  """table[start:start+n] for an int or a symbolic start (a symbolic start gathers with a one-hot reduction)."""
+  """table[start:start+n] for an int or a symbolic start (a view either way: a symbolic shrink becomes index math)."""
   if isinstance(start, int): return table[start:start + n]
-  idx = Tensor.arange(n, dtype=dtypes.int32, device=table.device) + scalar(start, table.device)
-  return (one_hot(idx, table.shape[0]).unsqueeze(-1) * table.unsqueeze(0)).sum(1)
+  return table.shrink(((start, start + n),) + tuple((0, s) for s in table.shape[1:]))
 
 
 def topk_mask(x: Tensor, k: int) -> Tensor:
@@ -187,7 +187,8 @@ class Attention:
     if self.q_norm is not None: q = rms_norm(q, self.q_norm, cfg.norm_eps)
     if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps)
     # realized once: left unrealized, RoPE (and the matmul under it) would be recomputed inside every kernel that reads them
-    q = apply_rope(q, cos, sin, cfg.rope_neox).contiguous()
+    # (q itself too: RoPE reads each element twice, itself and its rotation partner, so an unrealized q is two matmuls)
+    q = apply_rope(q.contiguous(), cos, sin, cfg.rope_neox).contiguous()
     k = apply_rope(k.contiguous(), cos, sin, cfg.rope_neox)
     self._write_cache(k[0].permute(1, 0, 2), v.contiguous()[0].permute(1, 0, 2), start_pos)
     keys = self.cache[0, :, :attn_len].cast(dtypes.float32)    # (Hkv, L, D)
@@ -199,7 +200,11 @@ class Attention:
     pos_q = Tensor.arange(T, dtype=dtypes.int32, device=x.device).reshape(T, 1) + scalar(start_pos, x.device)
     pos_k = Tensor.arange(attn_len, dtype=dtypes.int32, device=x.device).reshape(1, attn_len)
     scores = (pos_k <= pos_q).where(scores, -math.inf)
-    out = scores.softmax(-1).contiguous().matmul(values.unsqueeze(1))  # (Hkv, G, T, D)
+    # softmax with the exponentials computed once (realized), not once for the sum and again for the division
+    e = (scores - scores.max(-1, keepdim=True)).exp().contiguous()
+    probs = (e / e.sum(-1, keepdim=True)).contiguous()
+    # realized in its own (Hkv, G, T, D) layout: the kernel keeps a loop per axis (head dim innermost, contiguous in the cache)
+    out = probs.matmul(values.unsqueeze(1)).contiguous()  # (Hkv, G, T, D)
     out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
     return linear(out, self.wo)
 
@@ -223,7 +228,11 @@ class FeedForward:
   def __init__(self, w: dict[str, Any]):
     self.gate, self.up, self.down = w["ffn_gate.weight"], w["ffn_up.weight"], w["ffn_down.weight"]
 
-  def __call__(self, x: Tensor) -> Tensor: return linear((linear(x, self.gate).silu() * linear(x, self.up)).contiguous(), self.down)
+  def __call__(self, x: Tensor) -> Tensor:
+    # one token: gate and up in one kernel (two matrix-vector products); several: the gate first, so each kernel has one matmul and
+    # the CPU heuristics can share each loaded weight across the tokens (two matmuls in one kernel run out of registers)
+    g = linear(x, self.gate) if x.shape[1] == 1 else linear(x, self.gate).contiguous()
+    return linear((g.silu() * linear(x, self.up)).contiguous(), self.down)
 
 
 class MoEFeedForward:
@@ -262,7 +271,9 @@ class Block:
 
   def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
     # the residual stream and each matmul's input are realized: an unrealized input is recomputed per output row of a matmul
-    h = (x + self.attn(rms_norm(x, self.attn_norm, self.cfg.norm_eps).contiguous(), start_pos, cos, sin, attn_len)).contiguous()
+    # (the attention input right away: q's graph is built before k and v are realized, and would compute the norm again)
+    xn = rms_norm(x, self.attn_norm, self.cfg.norm_eps).contiguous().realize()
+    h = (x + self.attn(xn, start_pos, cos, sin, attn_len)).contiguous()
     return (h + self.ffn(rms_norm(h, self.ffn_norm, self.cfg.norm_eps).contiguous())).contiguous()
 
 
@@ -281,7 +292,8 @@ class Transformer:
     self.tok_embd: QuantWeight = weights["token_embd.weight"]
     self.output: QuantWeight = weights.get("output.weight", self.tok_embd)  # tied embeddings when there is no output.weight
     self.norm = weights["output_norm.weight"]
-    self.cos, self.sin = rope_table(cfg, self.max_context, weights.get("rope_freqs.weight"))
+    # CACHE_SLACK rows past the context, as in the KV cache: a padded chunk near the end reads angles past max_context
+    self.cos, self.sin = rope_table(cfg, self.max_context + CACHE_SLACK, weights.get("rope_freqs.weight"))
     self.embedding_source = embedding_source  # (file, offset) of token_embd's bytes, to read rows without the device
     self.row_bytes = self.tok_embd.raw.shape[0] // self.tok_embd.shape[0]
     self.layers = []
@@ -325,27 +337,31 @@ class Transformer:
     B, T, rb = rows.shape
     return dequantize(rows.reshape(-1), self.tok_embd.type_name, (B * T, self.cfg.dim)).reshape(B, T, self.cfg.dim)
 
-  def attn_len(self, start_pos: int | UOp, T: int) -> int:
-    """How many cache positions attention spans: all of them for a symbolic start, else the used ones rounded up to a bucket."""
-    if not isinstance(start_pos, int): return self.max_context
-    return min(self.max_context, -(-(start_pos + T) // ATTN_BUCKET) * ATTN_BUCKET)
+  def attn_len(self, end: int) -> int:
+    """How many cache positions attention spans when the last position used is end-1: a power of two from ATTN_BUCKET up (at
+    most twice the work needed, and few distinct kernels to compile and TinyJit captures to make), capped at max_context."""
+    L = ATTN_BUCKET
+    while L < end: L *= 2
+    return min(L, self.max_context)
 
-  def forward(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None = None) -> Tensor:
-    """Logits (B, vocab) at position `last` of the chunk (default: its end; None with all_logits... see `forward_all`), writing the
-    chunk's keys and values into the cache at start_pos.."""
-    return self._run(rows, start_pos, -1 if last is None else last)
+  def forward(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None = None, attn_len: int | None = None) -> Tensor:
+    """Logits (B, vocab) at position `last` of the chunk (default: its end), writing the chunk's keys and values into the cache at
+    start_pos.. . Attention spans the first `attn_len` cache positions (default: a bucket that covers the chunk for an int
+    start_pos, the whole cache for a symbolic one); positions past start_pos + T are masked, so any attn_len that covers them works."""
+    return self._run(rows, start_pos, -1 if last is None else last, attn_len)
 
-  def forward_all(self, rows: Tensor, start_pos: int | UOp) -> Tensor:
+  def forward_all(self, rows: Tensor, start_pos: int | UOp, attn_len: int | None = None) -> Tensor:
     """Logits (B, T, vocab) of every position."""
-    return self._run(rows, start_pos, None)
+    return self._run(rows, start_pos, None, attn_len)
 
-  def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None) -> Tensor:
+  def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None, attn_len: int | None = None) -> Tensor:
     B, T, _ = rows.shape
     if isinstance(start_pos, int) and start_pos + T > self.max_context:
       raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
     x = self.embed(rows)
     cos, sin = select_rows(self.cos, start_pos, T), select_rows(self.sin, start_pos, T)
-    L = self.attn_len(start_pos, T)
+    if attn_len is not None and not 0 < attn_len <= self.max_context: raise ValueError(f"attn_len {attn_len} is not in 1..{self.max_context}")
+    L = attn_len or (self.attn_len(start_pos + T) if isinstance(start_pos, int) else self.max_context)
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
       x = layer(x, start_pos, cos, sin, L).realize()
