@@ -35,6 +35,10 @@ TIMEOUT = 1800
 # Llama-3.2-1B's shape (tied embeddings)
 SYNTHETIC = {"llama1b": dict(n_layers=16, dim=2048, ff_dim=8192, n_heads=32, n_kv_heads=8, head_dim=64, vocab=128256, context=131072,
                              rope_base=500000.0),
+             # SmolLM2-135M-Instruct's shape and quantization (Q4_1 matrices, Q8_0 embeddings): the embedded model's speed where
+             # its 98 MB file can't travel (the GPU machine)
+             "smollm2": dict(n_layers=30, dim=576, ff_dim=1536, n_heads=9, n_kv_heads=3, head_dim=64, vocab=49152, context=8192,
+                             rope_base=100000.0, quant="Q4_1", embd_quant="Q8_0"),
              # the same code path in seconds (a check of the writer and of both sides, not a benchmark)
              "tiny": dict(n_layers=2, dim=256, ff_dim=512, n_heads=4, n_kv_heads=2, head_dim=64, vocab=512, context=2048, rope_base=10000.0)}
 
@@ -72,6 +76,7 @@ def ours(path: str, n: int, max_context: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:  # an empty compile cache: TTFT includes compiling every kernel
       return run_child([sys.executable, os.path.abspath(__file__), "--child", "ours", path, str(n), str(max_context)],
                        {**env, "CACHEDB": os.path.join(tmp, "cache.db")})
+  if os.environ.get("DEV", "CPU").split(":")[0] not in ("CPU", ""): return run(dict(os.environ))  # threads are a CPU matter
   return best_of_thread_counts(run, "THREADS")
 
 
@@ -108,7 +113,8 @@ def peer(path: str, ids: list[int], n: int) -> dict[str, Any]:
 # ---- the synthetic model
 
 def write_synthetic(name: str, path: str, seed: int = 0) -> None:
-  """A GGUF with random F16 weights (F32 norms) in the shape of `name`, and a byte-level tokenizer with a ChatML template."""
+  """A GGUF with random weights (F16, or the shape's `quant`; F32 norms) in the shape of `name`, and a byte-level tokenizer
+  with a ChatML template."""
   import gguf
   import numpy as np
   from tinygrad.llm.tokenizer import BYTE_TO_CHAR
@@ -128,17 +134,25 @@ def write_synthetic(name: str, path: str, seed: int = 0) -> None:
   w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
-  def mat(rows: int, cols: int) -> np.ndarray: return (rng.standard_normal((rows, cols), dtype=np.float32) * cols ** -0.5).astype(np.float16)
+  def mat(rows: int, cols: int, quant: str | None = c.get("quant")) -> Any:
+    x = rng.standard_normal((rows, cols), dtype=np.float32) * cols ** -0.5
+    if quant is None: return x.astype(np.float16)
+    qt = gguf.GGMLQuantizationType[quant]
+    return {"tensor": gguf.quants.quantize(x, qt), "raw_dtype": qt}
+
+  def add(name: str, arr: Any) -> None:
+    if isinstance(arr, dict): w.add_tensor(name, arr["tensor"], raw_dtype=arr["raw_dtype"])
+    else: w.add_tensor(name, arr)
   def norm(n: int) -> np.ndarray: return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
   D, F, hd, H, Hkv = c["dim"], c["ff_dim"], c["head_dim"], c["n_heads"], c["n_kv_heads"]
-  w.add_tensor("token_embd.weight", mat(c["vocab"], D))
-  w.add_tensor("output_norm.weight", norm(D))
+  add("token_embd.weight", mat(c["vocab"], D, c.get("embd_quant", c.get("quant"))))
+  add("output_norm.weight", norm(D))
   for i in range(c["n_layers"]):
     p = f"blk.{i}."
     for nm, arr in (("attn_norm.weight", norm(D)), ("ffn_norm.weight", norm(D)), ("attn_q.weight", mat(H * hd, D)), ("attn_k.weight", mat(Hkv * hd, D)),
                     ("attn_v.weight", mat(Hkv * hd, D)), ("attn_output.weight", mat(D, H * hd)), ("ffn_gate.weight", mat(F, D)),
                     ("ffn_up.weight", mat(F, D)), ("ffn_down.weight", mat(D, F))):
-      w.add_tensor(p + nm, arr)
+      add(p + nm, arr)
   w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()  # noqa: E702
 
 
@@ -146,7 +160,7 @@ def resolve(args: argparse.Namespace) -> str:
   if args.synthetic:
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinygrad-bench")
     os.makedirs(cache, exist_ok=True)
-    path = os.path.join(cache, f"synthetic-{args.synthetic}-f16.gguf")
+    path = os.path.join(cache, f"synthetic-{args.synthetic}-{SYNTHETIC[args.synthetic].get('quant', 'f16').lower()}.gguf")
     if not os.path.exists(path):
       write_synthetic(args.synthetic, path + ".part")
       os.replace(path + ".part", path)

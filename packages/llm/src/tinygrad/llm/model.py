@@ -20,7 +20,7 @@ from typing import Any
 
 from tinygrad import Tensor, dtypes
 from tinygrad.llm.gguf import GGUFFile, read_gguf
-from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, UnsupportedQuantization, dequantize
+from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize, to_native
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 64  # >= the prefill chunk (engine.py): see Attention._write_cache
@@ -80,18 +80,28 @@ class ModelConfig:
 # ---- weights
 
 class QuantWeight:
-  """A weight kept as its GGUF bytes; `dequant()` is the lazy float32 tensor (dequantized inside whatever kernel consumes it)."""
+  """A weight kept as its GGUF bytes; `dequant()` is the lazy float32 tensor (dequantized inside whatever kernel consumes it).
+  F16/F32 weights are converted once (`native`): `raw` is then a 1-D tensor of that dtype rather than bytes."""
 
   def __init__(self, raw: Tensor, type_name: str, shape: tuple[int, ...]):
     if type_name not in DEQUANTIZERS: raise UnsupportedQuantization(f"ggml type {type_name} is not supported (supported: {', '.join(DEQUANTIZERS)})")
     self.raw, self.type_name, self.shape = raw, type_name, shape
 
-  def dequant(self) -> Tensor: return dequantize(self.raw, self.type_name, self.shape)
+  @staticmethod
+  def native(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> QuantWeight:
+    """The weight in its own float dtype where it has one (F16, F32): one conversion kernel now, plain loads in every matmul."""
+    if type_name not in NATIVE_DTYPES: return QuantWeight(raw, type_name, shape)
+    dequantize(raw, type_name, shape)  # checks the byte count against the shape
+    return QuantWeight(to_native(raw, type_name).contiguous().realize(), type_name, shape)
+
+  def dequant(self) -> Tensor:
+    if self.raw.dtype != dtypes.uint8: return self.raw.reshape(self.shape).cast(dtypes.float32)
+    return dequantize(self.raw, self.type_name, self.shape)
 
   def rows(self, start: int, end: int) -> QuantWeight:
     """Rows start..end of the outermost axis (e.g. one expert), still quantized (a view of the same bytes)."""
-    row_bytes = self.raw.shape[0] // self.shape[0]
-    return QuantWeight(self.raw[start * row_bytes:end * row_bytes], self.type_name, (end - start, *self.shape[1:]))
+    row = self.raw.shape[0] // self.shape[0]  # bytes per row (elements, for a native weight)
+    return QuantWeight(self.raw[start * row:end * row], self.type_name, (end - start, *self.shape[1:]))
 
 
 def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None) -> Tensor:
@@ -295,7 +305,7 @@ class Transformer:
     # CACHE_SLACK rows past the context, as in the KV cache: a padded chunk near the end reads angles past max_context
     self.cos, self.sin = rope_table(cfg, self.max_context + CACHE_SLACK, weights.get("rope_freqs.weight"))
     self.embedding_source = embedding_source  # (file, offset) of token_embd's bytes, to read rows without the device
-    self.row_bytes = self.tok_embd.raw.shape[0] // self.tok_embd.shape[0]
+    self.row_bytes = self.tok_embd.raw.shape[0] * self.tok_embd.raw.dtype.itemsize // self.tok_embd.shape[0]
     self.layers = []
     for i in range(cfg.n_layers):
       prefix = f"blk.{i}."
@@ -313,7 +323,7 @@ class Transformer:
         raise UnsupportedQuantization(f"{g.path}: tensor {name!r} is {info.type_name}, which is not supported (supported: {', '.join(DEQUANTIZERS)})")
       raw = g.tensor_bytes(name, device)
       if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous().realize()
-      else: weights[name] = QuantWeight(raw, info.type_name, info.shape)
+      else: weights[name] = QuantWeight.native(raw, info.type_name, info.shape)
     for need in ("token_embd.weight", "output_norm.weight"):
       if need not in weights: raise UnsupportedModel(f"{g.path}: tensor {need!r} is missing")
     emb = g.tensors["token_embd.weight"]
@@ -325,7 +335,8 @@ class Transformer:
       if not 0 <= i < self.cfg.vocab_size: raise ValueError(f"token id {i} is out of range for a vocabulary of {self.cfg.vocab_size}")
     rb = self.row_bytes
     if self.embedding_source is None:  # no file behind the table (a model built in memory): slice its bytes on the device
-      rows = [self.tok_embd.raw[i * rb:(i + 1) * rb] for i in ids]
+      table = self.tok_embd.raw if self.tok_embd.raw.dtype == dtypes.uint8 else self.tok_embd.raw.bitcast(dtypes.uint8)  # native: its bytes
+      rows = [table[i * rb:(i + 1) * rb] for i in ids]
       return (rows[0].unsqueeze(0) if len(rows) == 1 else Tensor.stack(*rows)).reshape(1, len(ids), rb)
     path, offset = self.embedding_source
     with open(path, "rb") as f:
