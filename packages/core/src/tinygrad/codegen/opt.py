@@ -280,9 +280,9 @@ def _gpu_plain_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
     if (k := _largest_divisor(red_size, (4, 2))) > 1 and red_size >= 8: opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
     return opts
   if (k := _largest_divisor(red_size, (16, 8, 4))) > 1 and red_size >= 32: return [Opt(OptOps.UNROLL, inner.arg[0], k)]
-  # a short contiguous reduce loop (the vector chunk of a split matrix-vector product, see kernelize): unrolled whole,
-  # its loads become one 16-byte access
-  if 2 <= red_size <= 16 and _unit_stride(ast, inner): return [Opt(OptOps.UNROLL, inner.arg[0], red_size)]
+  # the short contiguous inner loop of a two-loop reduce (the vector chunk of a split matrix-vector product, see kernelize):
+  # unrolled whole, its loads become one 16-byte access
+  if len(reds) >= 2 and red_size in (2, 4, 8, 16) and _unit_stride(ast, inner): return [Opt(OptOps.UNROLL, inner.arg[0], red_size)]
   return []
 
 
