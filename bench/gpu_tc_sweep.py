@@ -47,7 +47,7 @@ def main() -> None:
       a, b = Tensor(a_np).cast(getattr(dtypes, dtname)).contiguous().realize(), Tensor(b_np).cast(getattr(dtypes, dtname)).contiguous().realize()
       ta, tb = torch.from_numpy(a_np).cuda().to(getattr(torch, dtname)), torch.from_numpy(b_np).cuda().to(getattr(torch, dtname))
       flop = 2 * n ** 3
-      torch_tflops = flop / median(time_torch(lambda: ta @ tb)) / 1e12
+      torch_tflops = flop / median(time_torch(lambda ta=ta, tb=tb: ta @ tb)) / 1e12
       ref = (ta @ tb).float().cpu().numpy()
       for cfg, *st in SWEEP:
         stages, prefetch = (st[0] if st else 0), (st[1] if len(st) > 1 else 1)
