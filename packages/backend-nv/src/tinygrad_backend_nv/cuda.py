@@ -199,7 +199,7 @@ class CUDARenderer(CStyleRenderer):
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
-    # big blocks (tensor-core tiles) run one per SM: the second bound lets ptxas use up to 255 registers without spilling
+    # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
