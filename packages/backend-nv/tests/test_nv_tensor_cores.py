@@ -2,17 +2,21 @@
 (NVRTC, nvJitLink), and run against a float64 reference (into NaN-poisoned outputs) where a GPU is present."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from nv_harness import needs_gpu
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import OptOps
 from tinygrad.codegen.program import get_program
+from tinygrad.codegen.tensor_core import CONFIGS
 from tinygrad.device.devstring import Target
 from tinygrad.helpers import Context
 from tinygrad.schedule.kernelize import create_schedule
 from tinygrad.uop.ops import Ops
-from tinygrad_backend_nv.cuda import CUDARenderer
+from tinygrad_backend_nv.compiler import NVRTCCompiler
+from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL, STATIC_SHARED_MAX, CUDARenderer
 from tinygrad_backend_nv.ptx import PTXRenderer
 
 CASES = [  # (A shape, B shape, dtype, bias+relu)
@@ -72,6 +76,52 @@ def test_tf32_compiles_when_allowed(rname: str) -> None:
       assert len(renderer.compiler.compile(tc[0].src)) > 0
 
 
+# tile configs whose shared memory is above 48 KB: CUDA C only, as dynamic shared memory
+BIG_TILES = [c for c, cfg in enumerate(CONFIGS) if cfg.stages > 2]
+
+
+@pytest.mark.parametrize("config", BIG_TILES)
+def test_big_tiles_compile_with_dynamic_shared_memory(config: int) -> None:
+  """CUDA renders them with one extern shared array and states its size in the module (runtime.py asks for it at
+  launch); ptxas fits them in registers (spilling at most a few words). PTX (48 KB of static shared memory) never picks them."""
+  renderer = _renderer("CUDA", "sm_90")
+  with Context(DEV="NULL:CUDA:sm_90", TC_CONFIG=config):
+    items, _ = create_schedule([_graph((512, 256), (256, 512), dtypes.float16, True).uop])
+    prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
+  assert prog.opts[0].amount == config
+  m = re.search(rf"{DYNAMIC_SMEM_SYMBOL} = (\d+);", prog.src)
+  assert m is not None and STATIC_SHARED_MAX < int(m.group(1)) <= renderer.shared_max and "extern __shared__" in prog.src
+  lib = renderer.compiler.compile(prog.src)
+  assert DYNAMIC_SMEM_SYMBOL.encode() in lib  # kept in the cubin for cuModuleGetGlobal
+  log = NVRTCCompiler("sm_90", ("--ptxas-options=-v",)).compile_log(prog.src)
+  # bk=32 tiles fit in 255 registers; bk=64 ones, with fragments prefetched a k step ahead, spill a few words
+  assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) <= (0 if CONFIGS[config].bk == 32 else 128), log
+  ptx = _renderer("PTX", "sm_90")
+  with Context(DEV="NULL:PTX:sm_90", TC_CONFIG=config):
+    items, _ = create_schedule([_graph((512, 256), (256, 512), dtypes.float16, True).uop])
+    progs = [get_program(it.ast, ptx) for it in items if it.ast.op is Ops.SINK]
+  assert not any(u.op is Ops.WMMA for p in progs for u in p.uops)  # doesn't fit: the plain path
+
+
+@pytest.mark.parametrize("rname,arch,config", [("CUDA", "sm_90", 11), ("CUDA", "sm_80", 11), ("CUDA", "sm_86", 0), ("PTX", "sm_90", 0)])
+def test_heuristic_tile_config(rname: str, arch: str, config: int) -> None:
+  """Big matmuls take the fastest measured config that fits the renderer's shared memory: 128x256x64 (144 KB) with
+  CUDA's dynamic shared memory on sm_80/sm_90, else 128x128x32 (PTX keeps 48 KB of static shared memory)."""
+  renderer = _renderer(rname, arch)
+  with Context(DEV=f"NULL:{rname}:{arch}"):
+    items, _ = create_schedule([_graph((4096, 4096), (4096, 4096), dtypes.float16, False).uop])
+    prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
+  assert [(o.op, o.amount) for o in prog.opts] == [(OptOps.TC, config)]
+
+
+def test_small_kernels_keep_static_shared_memory() -> None:
+  renderer = _renderer("CUDA", "sm_90")
+  with Context(DEV="NULL:CUDA:sm_90", TC_CONFIG=3):
+    items, _ = create_schedule([_graph(*CASES[0]).uop])
+    prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
+  assert "__shared__ __align__(16) half" in prog.src and DYNAMIC_SMEM_SYMBOL not in prog.src and "extern __shared__" not in prog.src
+
+
 @pytest.mark.parametrize("setting", [{"LDMATRIX": 0}, {"ASYNC_COPY": 0}, {"LDMATRIX": 0, "ASYNC_COPY": 0}], ids=str)
 def test_ptx_pipeline_variants_compile(setting: dict) -> None:
   """The other fragment/copy forms: VECTORIZE of scalar shared loads (packed into .b32 pairs), register copies."""
@@ -86,10 +136,21 @@ def test_ptx_pipeline_variants_compile(setting: dict) -> None:
 @needs_gpu
 @pytest.mark.parametrize("dev", ["CUDA", "CUDA:PTX"])
 @pytest.mark.parametrize("case", [*CASES, ((1024, 2048), (2048, 768), dtypes.float16, True)], ids=lambda c: f"{c[0]}x{c[1]}_{c[2].name}")
-def test_gpu_matches_reference(dev: str, case: tuple) -> None:
+def test_gpu_matches_reference(dev: str, case: tuple) -> None: _check_on_gpu(dev, case)
+
+
+@needs_gpu
+@pytest.mark.parametrize("config", BIG_TILES)
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_gpu_big_tiles_match_reference(config: int, dt) -> None:
+  """The configs that need dynamic shared memory, each forced (the launch must ask for it, or the kernel faults)."""
+  _check_on_gpu("CUDA", ((512, 384), (384, 512), dt, True), TC_CONFIG=config)
+
+
+def _check_on_gpu(dev: str, case: tuple, **ctx: int) -> None:
   sa, sb, dt, bias = case
   rng = np.random.default_rng(0)
-  with Context(DEV=dev):
+  with Context(DEV=dev, **ctx):
     a_np, b_np = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
     a, b = Tensor(a_np).cast(dt).realize(), Tensor(b_np).cast(dt).realize()
     c = Tensor(rng.standard_normal(sb[-1]).astype(np.float32)).cast(dt).realize()

@@ -105,7 +105,8 @@ def test_block_order_swizzle(swizzle: int) -> None:
     _check(a @ b, an @ bn, dt, True)
 
 
-@pytest.mark.parametrize("setting", [{"LDMATRIX": 0}, {"ASYNC_COPY": 0}, {"TC_STAGES": 2}, {"TC_STAGES": 4}, {"LDMATRIX": 0, "ASYNC_COPY": 0}],
+@pytest.mark.parametrize("setting", [{"LDMATRIX": 0}, {"ASYNC_COPY": 0}, {"TC_STAGES": 2}, {"TC_STAGES": 4}, {"LDMATRIX": 0, "ASYNC_COPY": 0},
+                                     {"TC_PREFETCH": 0}, {"TC_PREFETCH": 0, "TC_STAGES": 2}],
                          ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
 def test_pipeline_variants(setting: dict) -> None:
   """Plain fragment loads (padded tiles), register double buffering, and deeper async pipelines compute the same."""
@@ -117,3 +118,18 @@ def test_pipeline_variants(setting: dict) -> None:
     uops = [u for p in progs for u in p.uops]
     assert any(u.op is Ops.LOAD and u.arg is not None for u in uops) == (setting.get("LDMATRIX", 1) == 1)
     assert any(u.op is Ops.STORE and u.arg == "async" for u in uops) == (setting.get("ASYNC_COPY", 1) == 1)
+    # fragments prefetched across iterations live in registers next to the accumulators (16 of them for 32x32 tiles)
+    fragment_regs = [u for u in uops if u.op is Ops.DEFINE_REG and u.dtype.base.scalar() == dt]
+    assert bool(fragment_regs) == (setting.get("TC_PREFETCH", 1) == 1 and setting.get("ASYNC_COPY", 1) == 1)
+
+
+@pytest.mark.parametrize("config", [11, 12])
+def test_big_tiles(config: int) -> None:
+  """128x256 / 256x128 block tiles of 8 warps with 3 stages of bk=64 (dynamic shared memory on a GPU); K=128 is two k
+  tiles, fewer than the stages, so the prologue's and the last iterations' copies wrap around."""
+  from tinygrad.codegen.tensor_core import CONFIGS
+  dev, dt = "PYTHON::sm_80", dtypes.bfloat16
+  assert CONFIGS[config].stages == 3 and CONFIGS[config].bk == 64
+  with Context(DEV=dev, TC_CONFIG=config):
+    (a, an), (b, bn), (c, cn) = _rand((256, 128), dt, 24), _rand((128, 256), dt, 25), _rand((256,), dt, 26)
+    _check((a @ b + c).relu(), np.maximum(an @ bn + cn, 0), dt, True)

@@ -96,6 +96,18 @@ class NVRTCCompiler(Compiler):
     finally:
       nvrtc.nvrtcDestroyProgram(prog)
 
+  def compile_log(self, src: str) -> str:
+    """NVRTC's log for `src` (with --ptxas-options=-v in extra_opts: registers, spills and shared memory per kernel)."""
+    nvrtc = _import_nvrtc()
+    _, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"tinygrad_kernel.cu", 0, [], [])
+    try:
+      opts = [o.encode() for o in self.opts]
+      (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+      if err != nvrtc.nvrtcResult.NVRTC_SUCCESS: raise CompileError("NVRTC", src, _nvrtc_log(nvrtc, prog))
+      return _nvrtc_log(nvrtc, prog)
+    finally:
+      nvrtc.nvrtcDestroyProgram(prog)
+
   def ptx(self, src: str) -> str:
     """The PTX NVRTC makes of `src` (for reading only: its ISA version may be newer than the driver takes)."""
     nvrtc = _import_nvrtc()

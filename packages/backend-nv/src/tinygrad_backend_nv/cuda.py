@@ -50,9 +50,14 @@ template <typename T, typename F> static __device__ __forceinline__ T tg_bitcast
 
 _CP_ASYNC = """\
 static __device__ __forceinline__ void tg_cp_async{n}(const void *dst, const void *src) {{  // global -> shared, async
-  unsigned d; asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(d) : "l"(dst));
+  unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.{cache}.shared.global [%0], [%1], {n};" :: "r"(d), "l"(src) : "memory");
 }}"""
+
+# shared memory one block may opt into (cudaFuncAttributeMaxDynamicSharedMemorySize's limit), per arch
+_SHARED_MAX = {75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+STATIC_SHARED_MAX = 48 * 1024  # more than this per block must be dynamic shared memory, which the launch has to ask for
+DYNAMIC_SMEM_SYMBOL = "tg_dynamic_smem"  # a kernel's dynamic shared bytes, as a global in its module (runtime.py reads it)
 
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
@@ -104,7 +109,10 @@ class CUDARenderer(CStyleRenderer):
 
   # ---- shared memory, barriers, tensor cores
   def render_define_local(self, name: str, dt: PtrDType) -> str:
-    return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
+    if self._dyn_offset is None: return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
+    # dynamic shared memory: one extern array for the kernel, each local a 16-byte aligned slice of it (render() sizes it)
+    off, self._dyn_offset = self._dyn_offset, self._dyn_offset + _align16(dt.size * dt.base.itemsize)
+    return f"{self.render_dtype(dt.base)} *{name} = ({self.render_dtype(dt.base)} *)(tg_smem + {off});"
 
   def render_barrier(self, u: UOp) -> str:
     # sm_80+: the async copies (cp.async) issued since the last barrier become one group; all but the newest u.arg groups
@@ -128,6 +136,8 @@ class CUDARenderer(CStyleRenderer):
     arch_number(self.arch)
     if target.device in ("CUDA", "NV"): self.device = target.device
     self.compiler = NVRTCCompiler(self.arch)
+    self.shared_max = _SHARED_MAX.get(arch_number(self.arch), STATIC_SHARED_MAX)
+    self._dyn_offset: int | None = None  # while rendering a kernel with dynamic shared memory: the next local's offset
 
   def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)
 
@@ -180,12 +190,25 @@ class CUDARenderer(CStyleRenderer):
     return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *ldsm, *cp, *mmas, *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    src = super().render(name, uops)
+    shared = sum(_align16(u.dtype.size * u.dtype.base.itemsize) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
+    if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
+    self._dyn_offset = 0 if shared > STATIC_SHARED_MAX else None
+    try: src = super().render(name, uops)
+    finally: self._dyn_offset = None
     threads = 1
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
-    return src.replace(head, f"{self.kernel_prefix}void __launch_bounds__({threads}) {name}(", 1)
+    # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
+    bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
+    decl = ""
+    if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
+      decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
+              f"extern __shared__ __align__(16) unsigned char tg_smem[];\n")
+    return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
+
+
+def _align16(n: int) -> int: return (n + 15) // 16 * 16
 
 
 def _vector_struct(name: str, n: int) -> str:
@@ -199,7 +222,7 @@ def _ldsm_helper(name: str, n: int, trans: int) -> str:
   outs = ", ".join(f'"=r"(R[{i}])' for i in range(n))
   return (f"static __device__ __forceinline__ {name}x{2 * n} tg_ldsm_x{n}{'_t' if trans else ''}_{name}(const {name}x{2 * n} *p) {{\n"
           f"  {name}x{2 * n} r; unsigned *R = (unsigned *)&r; unsigned a;\n"
-          f'  asm("{{ .reg .u64 s; cvta.to.shared.u64 s, %1; cvt.u32.u64 %0, s; }}" : "=r"(a) : "l"(p));\n'
+          f"  a = (unsigned)__cvta_generic_to_shared(p);\n"
           f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{".trans" if trans else ""}.shared.b16 {{{regs}}}, [%{n}];" : {outs} : "r"(a) : "memory");\n'
           f"  return r;\n}}")
 
@@ -225,4 +248,4 @@ def _mma_helper(r: CUDARenderer, tc: TensorCore) -> str:
 
 def kernel_names(src: str) -> list[str]:
   """The __global__ functions in CUDA source rendered by CUDARenderer (for tests and tools)."""
-  return re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(', src)
+  return re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(', src)

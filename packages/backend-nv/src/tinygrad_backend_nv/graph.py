@@ -61,7 +61,7 @@ class CUDAGraph:
     p.func = prg.fn
     p.gridDimX, p.gridDimY, p.gridDimZ = grid if ok else (1, 1, 1)
     p.blockDimX, p.blockDimY, p.blockDimZ = block
-    p.sharedMemBytes = 0
+    p.sharedMemBytes = prg.shared_bytes
     p.kernelParams = ctypes.addressof(args)  # read (copied) by the driver during the call that takes p
     return p, ok, (values, args)
 

@@ -140,6 +140,7 @@ class PTXRenderer(Renderer):
   global_max = (2 ** 31 - 1, 65535, 65535)
   native_ops = NATIVE_OPS
   supported_dtypes = frozenset(set(ITYPE) | {dtypes.void})
+  reg_vectors = False  # register arrays hold f32 accumulators only: tensor-core fragments aren't carried across iterations
   compiler: PTXCompiler
 
   def __init__(self, target: Target | None = None):

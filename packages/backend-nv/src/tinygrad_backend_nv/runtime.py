@@ -194,6 +194,22 @@ class CUDAProgram:
     self.fn = check(cu.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
     self.max_threads = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.fn),
                              "cuFuncGetAttribute")
+    self.shared_bytes = self._dynamic_shared()
+
+  def _dynamic_shared(self) -> int:
+    """Dynamic shared memory the kernel needs (cuda.py renders it as a global in the module when it uses any): each
+    launch passes it, and the kernel is allowed it first (above 48 KB a kernel must opt in)."""
+    from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL  # the renderer's side of this contract
+    res = cu.cuModuleGetGlobal(self.module, DYNAMIC_SMEM_SYMBOL.encode())
+    if res[0] == cu.CUresult.CUDA_ERROR_NOT_FOUND: return 0
+    ptr, size = check(res, f"cuModuleGetGlobal({DYNAMIC_SMEM_SYMBOL})")
+    if int(size) != 4: raise RuntimeError(f"kernel {self.name}: {DYNAMIC_SMEM_SYMBOL} is {int(size)} bytes, expected a 32-bit unsigned")
+    value = ctypes.c_uint32()
+    check(cu.cuMemcpyDtoH(ctypes.addressof(value), ptr, 4), f"cuMemcpyDtoH({DYNAMIC_SMEM_SYMBOL})")
+    n = int(value.value)
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    check(cu.cuFuncSetAttribute(self.fn, attr, n), f"cuFuncSetAttribute(kernel {self.name}, {n} bytes of dynamic shared memory)")
+    return n
 
   def __call__(self, *bufs: int, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
@@ -210,7 +226,7 @@ class CUDAProgram:
     if wait:
       start, end = check(cu.cuEventCreate(0), "cuEventCreate"), check(cu.cuEventCreate(0), "cuEventCreate")
       check(cu.cuEventRecord(start, 0), "cuEventRecord")
-    check(cu.cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, 0, ctypes.addressof(params), 0),
+    check(cu.cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, self.shared_bytes, 0, ctypes.addressof(params), 0),
           f"cuLaunchKernel({self.name}, grid={(gx, gy, gz)}, block={(lx, ly, lz)})")
     if not wait: return None
     try:

@@ -10,15 +10,21 @@ The program (one block per BM x BN output tile, `warps_m x warps_n` warps, each 
   gidx0/1/2 = tile along N / tile along M / batch (grouped TC_SWIZZLE rows at a time for L2);  lidx0 = lane, lidx1 = warp
   acc[tm][tn] = 0                                 (one DEFINE_REG vector per TC tile)
   tiles 0..S-2 of A (BM x BK) and B (BK x BN) -> shared buffers 0..S-2     (16-byte async copies where the arch has them)
+  BARRIER (tile 0 has landed);  f = fragments of k step 0 of buffer 0          (kept in registers across iterations)
   for kt in K/BK:
-    BARRIER (tile kt has landed; everyone is done with buffer (kt-1) % S)
-    tile kt+S-1 -> buffer (kt+S-1) % S            (issued now, lands while this tile computes)
-    for ks in BK/tk: fragments of buffer kt % S (ldmatrix where the layout is its, else loads at the layout's (row, k));
-                     acc[tm][tn] = WMMA(a[tm], b[tn], acc[tm][tn])
+    tile kt+S-1 -> buffer (kt+S-1) % S            (issued now, lands while the next S-2 tiles compute)
+    for ks in BK/tk:
+      if ks is the last: BARRIER (tile kt+1 has landed; everyone is done reading buffer kt % S, refilled next)
+      f' = fragments of the next k step (ks+1 of buffer kt % S, or k step 0 of buffer (kt+1) % S)
+      acc[tm][tn] = WMMA(f.a[tm], f.b[tn], acc[tm][tn]);  f = f'
   out[row, col] = epilogue(acc element)            (row, col from the C layout table)
 
-Without async copies S is 2 and the next tile goes through registers: loaded before the WMMAs, stored after them,
-then one BARRIER. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
+Loading each k step's fragments (ldmatrix where the layout is its, else loads at the layout's (row, k)) one k step
+ahead means no WMMA waits for its shared-memory loads, the tile boundary included (TC_PREFETCH=0, or a renderer
+without reg_vectors: each iteration starts with the BARRIER and loads every k step's fragments right before its
+WMMAs). Without async copies S is 2 and the next tile goes through registers: loaded before the WMMAs, stored after
+them, then one BARRIER. Above 48 KB (renderer.shared_max allows it) the shared tiles are the device's dynamic shared
+memory. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
 bytes per row, so the rows one instruction touches fall into different banks.
 
 The layout tables are fit as affine functions of groupID = lane >> 2 and threadID = lane & 3 (asserted over all
@@ -46,12 +52,13 @@ TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force CONFIGS[TC_CONFIG] (for 
 LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where ldmatrix fits
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the arch copies async
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
+TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 
 
 def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
-  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE))
+  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH))
 
 
 class TensorCoreError(ValueError): pass
@@ -64,14 +71,15 @@ class TileConfig:
   bk: int        # K per shared-memory tile
   warps_m: int   # warps along M
   warps_n: int   # warps along N
+  stages: int = 0  # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 
   @property
   def warps(self) -> int: return self.warps_m * self.warps_n
 
 
-# largest first: the heuristic takes the first that tiles the problem (and leaves enough blocks)
+# indexed by Opt(TC, _, amount) (append only: BEAM caches name them); HEURISTIC_ORDER says which the heuristic tries first
 CONFIGS: tuple[TileConfig, ...] = (
-  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64: the fastest measured on the H200 (bench/README.md)
+  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64, 2 blocks per SM: the fastest within 48 KB of shared memory
   TileConfig(128, 128, 32, 2, 4),
   TileConfig(128, 256, 16, 2, 4),
   TileConfig(64, 64, 32, 2, 2),
@@ -80,10 +88,19 @@ CONFIGS: tuple[TileConfig, ...] = (
   TileConfig(16, 8, 16, 1, 1),
   TileConfig(16, 8, 8, 1, 1),
   TileConfig(16, 8, 32, 1, 1),
-  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64, 2 stages
+  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64 (2 stages in 48 KB, more where the renderer has more shared memory)
   TileConfig(256, 128, 32, 4, 2),
+  # the big tiles below need more than 48 KB of shared memory (renderer.shared_max: CUDA's dynamic shared memory)
+  TileConfig(128, 256, 64, 2, 4, 3),  # 8 warps of 64x64, 144 KB: the fastest on the H200
+  TileConfig(256, 128, 64, 4, 2, 3),
+  TileConfig(128, 128, 64, 2, 2, 4),
+  TileConfig(128, 256, 32, 2, 4, 3),
+  TileConfig(256, 128, 32, 4, 2, 3),
 )
-SMEM_MAX = 48 * 1024  # static shared memory per block (more needs the dynamic kind)
+# the order the heuristic tries them in (the first that fits and leaves enough blocks wins): fastest measured first
+# (H200, 8192 fp16/bf16, bench/README.md: 11 at 0.62x/0.58x of cuBLAS, 0 at 0.58x/0.54x; renderers without dynamic shared
+# memory, like PTX's, or sm_86's 99 KB, don't fit 11 and take 0)
+HEURISTIC_ORDER: tuple[int, ...] = (11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15)
 WARP = 32
 
 
@@ -173,13 +190,14 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   return out
 
 
-def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch) -> bool:
+def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, shared_max: int) -> bool:
   tm, tn, tk = tc.dims
   M, N, K = m.mnk
   if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
   if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
   threads = cfg.warps * WARP
-  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and 2 * _stage_bytes(cfg, tc, m.dtype_in) <= SMEM_MAX
+  stages = max(2, cfg.stages)
+  return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and stages * _stage_bytes(cfg, tc, m.dtype_in) <= shared_max
 
 
 def _uses_ldmatrix(tc: TensorCore, din: DType) -> bool: return bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0 and din.itemsize == 2
@@ -199,10 +217,10 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
   for n in usable_tensor_cores(renderer, m):
     tc = renderer.tensor_cores[n]
     if TC_CONFIG.value >= 0:
-      if config_fits(CONFIGS[TC_CONFIG.value], tc, m): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
+      if config_fits(CONFIGS[TC_CONFIG.value], tc, m, renderer.shared_max): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
       continue
     M, N, _ = m.mnk
-    fitting = [c for c, cfg in enumerate(CONFIGS) if config_fits(cfg, tc, m)]
+    fitting = [c for c in HEURISTIC_ORDER if config_fits(CONFIGS[c], tc, m, renderer.shared_max)]
     # prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
     blocks = {c: M // CONFIGS[c].bm * N // CONFIGS[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
     enough = [c for c in fitting if blocks[c] >= 64 and CONFIGS[c].warps >= 4]
@@ -325,7 +343,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   if not 0 <= config < len(CONFIGS): raise TensorCoreError(f"no tile config {config}")
   tc, cfg = renderer.tensor_cores[tc_index], CONFIGS[config]
   if tc_index not in usable_tensor_cores(renderer, m): raise TensorCoreError(f"{tc.name} can't compute this {m.dtype_in!r} matmul")
-  if not config_fits(cfg, tc, m): raise TensorCoreError(f"tile config {cfg} doesn't tile {m.mnk} with {tc.name}")
+  if not config_fits(cfg, tc, m, renderer.shared_max): raise TensorCoreError(f"tile config {cfg} doesn't tile {m.mnk} with {tc.name}")
   M, N, K = m.mnk
   tm, tn, tk = tc.dims
   threads = cfg.warps * WARP
@@ -371,9 +389,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
   b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk)
   stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
-  stages = TC_STAGES.value or (max(2, min(4, SMEM_MAX // stage_bytes)) if use_async else 2)
+  smem = renderer.shared_max
+  stages = (TC_STAGES.value or cfg.stages or min(4, smem // stage_bytes)) if use_async else 2
   if not use_async and stages != 2: raise TensorCoreError("more than 2 stages need async copies")
-  if stages < 2 or stages * stage_bytes > SMEM_MAX: raise TensorCoreError(f"{stages} stages of {stage_bytes} bytes don't fit in shared memory")
+  if stages < 2 or stages * stage_bytes > smem: raise TensorCoreError(f"{stages} stages of {stage_bytes} bytes don't fit in shared memory")
   a_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(stages * a_tile.size, "local"), (), 0)
   b_sm = UOp(Ops.DEFINE_LOCAL, din.ptr(stages * b_tile.size, "local"), (), 1)
 
@@ -405,71 +424,116 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         stores.append(dst.store(val))
     return loads, stores
 
-  if use_async:
-    # prologue: tiles 0..stages-2, one async group each (BARRIER arg: async groups that may stay in flight)
-    bar: UOp | None = None
-    for st in range(stages - 1):
-      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), stages - 1)
-    assert bar is not None
-    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
-    # top of each iteration: tile kt has landed (the newer stages-2 groups may still fly) and everyone is done reading
-    # the buffer that tile kt+stages-1 goes into now
-    top = UOp(Ops.BARRIER, dtypes.void, (kt,), stages - 2)
-    loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages, top)
-    a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
-  else:
-    # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
-    first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
-    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
-    a_rd, b_rd = a_sm, b_sm
-  cur_buf = kt % stages
-
-  # fragments and WMMAs
+  # fragments of one k step: ldmatrix where the layout is its, else loads at the layout's (row, k)
   a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
   b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
-  wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
-  cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
-  order: list[UOp] = []  # per k step: its fragments, then its WMMAs (END lists them in this order, see below)
-  for ks in range(cfg.bk // tk):
+  b_ofit = [(fc, fk) for fk, fc in b_fit]
+  # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
+  b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
+
+  def fragments(a_rd: UOp, b_rd: UOp, buf: UOp, ks: int) -> tuple[list[UOp], list[UOp]]:
+    """The A fragments (one per TC tile row of the warp) and B fragments (one per column) of k step ks of buffer buf."""
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
-      if use_ldm and (ldm := _ldmatrix(a_rd, a_fit, a_tile, cur_buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := _ldmatrix(a_rd, a_fit, a_tile, buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
         a_frags.append(ldm)
         continue
-      idxs = [cur_buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
+      idxs = [buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
       a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags: list[UOp] = []
-    b_ofit = [(fc, fk) for fk, fc in b_fit]
-    # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
-    b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
     for y in range(wtn):
       if len(b_frags) > y: continue  # filled by the pair load of y-1
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
-      if use_ldm and y + 1 < wtn and (ldm := _ldmatrix(b_rd, b_pair, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and y + 1 < wtn and (ldm := _ldmatrix(b_rd, b_pair, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         half_n = len(b_ofit)
         b_frags += [UOp(Ops.VECTORIZE, din.vec(half_n), tuple(UOp(Ops.GEP, din, (ldm,), (h * half_n + e,)) for e in range(half_n))) for h in (0, 1)]
         continue
-      if use_ldm and (ldm := _ldmatrix(b_rd, b_ofit, b_tile, cur_buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := _ldmatrix(b_rd, b_ofit, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         b_frags.append(ldm)
         continue
-      idxs = [cur_buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
+      idxs = [buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
       b_frags.append(_fragment(b_rd, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
+    return a_frags, b_frags
+
+  wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
+  nks = cfg.bk // tk
+
+  def wmmas(cur: list[UOp], a_frags: list[UOp], b_frags: list[UOp]) -> list[UOp]:
+    out = list(cur)
     for x, y in itertools.product(range(wtm), range(wtn)):
-      n = x * wtn + y
-      cur[n] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], cur[n]), wmma_arg)
-    order += [*a_frags, *b_frags, *cur]
-  updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
-  # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
-  # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
-  if use_async: end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
+      out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
+    return out
+
+  prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors
+  order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
+  bar: UOp | None = None
+  if use_async:
+    # prologue: tiles 0..stages-2, one async group each (BARRIER arg: async groups that may stay in flight)
+    for st in range(stages - 1):
+      # with prefetch the last one also waits for tile 0 (the fragments of its first k step are read before the loop)
+      keep = stages - 2 if prefetch and st == stages - 2 else stages - 1
+      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), keep)
+    assert bar is not None
+  if prefetch:
+    assert bar is not None
+    # fragments are software-pipelined one k step ahead, across the tile boundary too: each iteration's last k step
+    # waits for the next tile (the one barrier per tile) and loads that tile's first fragments before its own WMMAs,
+    # so no k step waits for its ldmatrix and the barrier's wait overlaps tensor-core work. The first k step's
+    # fragments are carried from one iteration to the next in registers.
+    a0, b0 = fragments(UOp(Ops.AFTER, a_sm.dtype, (a_sm, bar)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, bar)), _c(0), 0)
+    fregs = [UOp(Ops.DEFINE_REG, f.dtype.ptr(1, "reg"), (), len(accs) + n).index(_c(0)) for n, f in enumerate(a0 + b0)]  # type: ignore[attr-defined]
+    kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, *(r.store(f) for r, f in zip(fregs, a0 + b0)), bar), (m.k.arg[0], "reduce"))
+    # tile kt+stages-1 goes into the buffer read in iteration kt-1 (its reads all came before that iteration's barrier)
+    loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages)
+    frags = [UOp(Ops.AFTER, r.dtype, (r, kt)).load() for r in fregs]
+    a_frags, b_frags = frags[:wtm], frags[wtm:]
+    cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
+    cur_buf = kt % stages
+    for ks in range(nks):
+      if ks + 1 < nks: na, nb = fragments(a_sm, b_sm, cur_buf, ks + 1)
+      else:
+        # tile kt+1 has landed (newer groups may fly) and every read of this tile's buffer is done: it is refilled next
+        mid = UOp(Ops.BARRIER, dtypes.void, (*stores, *order, *a_frags, *b_frags), stages - 2)
+        na, nb = fragments(UOp(Ops.AFTER, a_sm.dtype, (a_sm, mid)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, mid)), (kt + 1) % stages, 0)
+        order.append(mid)
+      cur = wmmas(cur, a_frags, b_frags)
+      order += [*na, *nb, *cur]  # the next fragments' loads first: their latency hides behind these WMMAs
+      a_frags, b_frags = na, nb
+    updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
+    updates += [UOp(Ops.AFTER, r.dtype, (r, kt)).store(f) for r, f in zip(fregs, a_frags + b_frags)]
+    end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
   else:
-    # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
-    # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
-    # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
-    # buffer (the WMMAs feed `updates`) and every store of the next.
-    loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
-    end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
+    if use_async:
+      assert bar is not None
+      kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+      # top of each iteration: tile kt has landed (the newer stages-2 groups may still fly) and everyone is done reading
+      # the buffer that tile kt+stages-1 goes into now
+      top = UOp(Ops.BARRIER, dtypes.void, (kt,), stages - 2)
+      loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages, top)
+      a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
+    else:
+      # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
+      first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
+      kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
+      a_rd, b_rd = a_sm, b_sm
+    cur_buf = kt % stages
+    cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
+    for ks in range(nks):
+      a_frags, b_frags = fragments(a_rd, b_rd, cur_buf, ks)
+      cur = wmmas(cur, a_frags, b_frags)
+      order += [*a_frags, *b_frags, *cur]
+    updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
+    # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
+    # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
+    if use_async: end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
+    else:
+      # the next tile: its global loads come first in the program (listed first below, so the linearizer emits them first)
+      # and its shared stores after this tile's WMMAs, so the loads' latency hides behind them. The last iteration
+      # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
+      # buffer (the WMMAs feed `updates`) and every store of the next.
+      loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
+      end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
 
   # the epilogue: the AST's store, once per accumulator element
   c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))

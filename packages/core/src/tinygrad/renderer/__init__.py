@@ -54,6 +54,8 @@ class Renderer:
   compiler: Compiler = Compiler()
   has_local: bool = False       # GPU-style: outer loops become thread indices (SPECIAL)
   has_shared: bool = False
+  reg_vectors: bool = True      # DEFINE_REG of packed 16-bit vectors (tensor-core fragments carried across loop iterations)
+  shared_max: int = 48 * 1024   # shared memory bytes one block may use (above 48 KB the device needs it as dynamic smem)
   global_max: tuple[int, ...] | None = None
   local_max: tuple[int, ...] | None = None
   supports_float4: bool = False

@@ -116,6 +116,7 @@ class PythonRenderer(Renderer):
   device = "PYTHON"
   name = "PYTHON"
   native_ops = _NATIVE
+  shared_max = 227 * 1024  # emulation has no limit of its own: sm_90's, so every tensor-core tile config runs here
 
   def __init__(self, target: Target | None = None):
     self.arch = target.arch if target is not None else ""
