@@ -71,7 +71,7 @@ for stage in $STAGES; do
         note "bench llm_decode $m: $(cat "$LOGDIR/llm_$m.json")"
       done ;;
     bench)
-      for b in gpu_matmul gpu_elementwise gpu_reduce; do
+      for b in ${BENCHES:-gpu_matmul gpu_elementwise gpu_reduce}; do
         echo "=== bench $b (DEV=${BENCH_DEV:-CUDA})"
         DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-1500} $PY bench/$b.py > "$LOGDIR/$b.json" 2> "$LOGDIR/$b.log"
         tail -20 "$LOGDIR/$b.log"
