@@ -21,6 +21,16 @@ def test_replay_matches_eager_and_runs_the_captured_kernels():
   assert GlobalCounters.kernel_count == len(f.captured)
 
 
+def test_capture_after_zero_captures_on_the_first_call():
+  f = TinyJit(lambda a, b: (a * b).sum(1) + 1, capture_after=0)
+  for _ in range(3):
+    a_np, b_np = np.random.randn(4, 5).astype(np.float32), np.random.randn(4, 5).astype(np.float32)
+    out = f(Tensor(a_np).realize(), Tensor(b_np).realize()).numpy()
+    np.testing.assert_allclose(out, (a_np * b_np).sum(1) + 1, rtol=1e-5, atol=1e-5)
+    assert f.captured and f.cnt == 1  # captured by call 1, replayed by calls 2 and 3
+  with pytest.raises(ValueError, match="capture_after"): TinyJit(lambda a: a, capture_after=-1)
+
+
 def test_changed_input_shape_is_a_clear_error():
   @TinyJit
   def f(a: Tensor) -> Tensor: return a * 2

@@ -55,10 +55,16 @@ class TinyJit(Generic[ReturnType]):
 
   Call 1 runs normally, call 2 runs and captures its kernels, later calls replay them. Inputs must keep
   their shapes, dtypes and devices (a change is an error: use a symbolic Variable for sizes that vary);
-  the returned tensors are the same objects every call, refilled by each replay."""
+  the returned tensors are the same objects every call, refilled by each replay.
 
-  def __init__(self, fxn: Callable[..., ReturnType]):
+  `capture_after`: how many calls run normally before the capturing one (default 1: the first call may realize
+  one-time work, e.g. lazily loaded weights, that a replay must not repeat). 0 captures on the first call, for a
+  function whose every tensor outside its inputs is already realized: one scheduling pass fewer."""
+
+  def __init__(self, fxn: Callable[..., ReturnType], capture_after: int = 1):
+    if capture_after < 0: raise ValueError(f"capture_after must be >= 0, got {capture_after}")
     self.fxn = fxn
+    self.capture_after = capture_after
     self.cnt = 0
     self.captured: list[tuple[ExecItem, dict[str, int]]] = []
     self.input_specs: list[InputSpec] = []
@@ -80,10 +86,10 @@ class TinyJit(Generic[ReturnType]):
     needs = [t for _, t in tensors if not (is_contiguous_buffer(t.uop) or is_realized_multi(t.uop))]  # multi: sharded inputs
     for t in needs: t.replace(t.contiguous())
     Tensor.realize_all(*(t for _, t in tensors))
-    if not JIT.value or self.cnt == 0:
+    if not JIT.value or self.cnt < self.capture_after:
       self.cnt += 1
       return self._run_and_realize(args, kwargs)
-    if self.cnt == 1: return self._capture(args, kwargs, tensors)
+    if self.cnt == self.capture_after: return self._capture(args, kwargs, tensors)
     self._check_inputs(tensors)
     self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
     return self.ret

@@ -56,7 +56,9 @@ class LLM:
     self.cached: list[int] = []  # tokens whose keys/values are at positions 0.. of the cache
     self._v_start = Variable("start_pos", 0, self.max_context - 1)
     self._v_last = Variable("last", 0, self.chunk - 1)
-    self._wrap = TinyJit if self.jit else (lambda f: f)
+    # every tensor the jitted pieces read besides their inputs (weights, cache, rope tables) is realized at load, so they capture
+    # on their first call: one scheduling pass fewer before the first token and on the first step into a new attention span
+    self._wrap = (lambda f: TinyJit(f, capture_after=0)) if self.jit else (lambda f: f)
     # one prefill and one decode capture per attention span (a power of two, Transformer.attn_len): attention's work grows with
     # the position instead of always spanning max_context; a new span is captured the first time a position reaches it
     self._prefill_jits: dict[int, Any] = {}
