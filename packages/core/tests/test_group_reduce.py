@@ -20,9 +20,11 @@ on_python = pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason="
 
 @pytest.fixture
 def gpu(monkeypatch):
+  import tinygrad.codegen.gpudims as gpudims
   r = Device.renderer(Device.DEFAULT)
   monkeypatch.setattr(r, "has_local", True)
   monkeypatch.setattr(realize, "_runner_cache", {})
+  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 1)  # small tests: several outputs per block, as big kernels have
   return r
 
 
@@ -85,6 +87,14 @@ def test_sum_max_prod_rows(gpu, monkeypatch, n: int, g: int):
 
 
 @on_python
+def test_outputs_that_dont_fill_the_last_block(gpu, monkeypatch):
+  a = np.random.randn(300, 40).astype(F32)  # 64 outputs a block (4 lanes each): the 5th block has 20 threads past the end
+  (si,) = Tensor.empty(300, 40).sum(1).schedule()
+  assert get_program(si.ast, gpu, group_each(4)(si.ast, gpu)).local_size == (4, 64, 1)
+  np.testing.assert_allclose(run(monkeypatch, group_each(4), lambda x: x.sum(1), a), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+
+
+@on_python
 def test_int_sum_and_full_reduction(gpu, monkeypatch):
   a = np.random.randint(-50, 50, size=(7, 300)).astype(np.int32)
   np.testing.assert_array_equal(run(monkeypatch, group_each(16), lambda x: x.sum(1), a), a.sum(1))
@@ -93,7 +103,8 @@ def test_int_sum_and_full_reduction(gpu, monkeypatch):
 
 
 @on_python
-def test_grouped_kernel_layout(gpu):
+def test_grouped_kernel_layout(gpu, monkeypatch):
+  import tinygrad.codegen.gpudims as gpudims
   (si,) = Tensor.empty(6, 100).sum(1).schedule()
   p = get_program(si.ast, gpu, [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 8)])
   assert p.local_size == (8, 6, 1) and p.global_size == (1, 1, 1)  # 8 lanes x 6 outputs, one block
@@ -101,6 +112,11 @@ def test_grouped_kernel_layout(gpu):
   assert Ops.DEFINE_LOCAL in ops and ops.count(Ops.BARRIER) == 1
   store = next(u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL)
   assert len(store.src) == 3, "only lane 0 stores the output"
+  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 128)  # the default: fewer outputs per block until there are 128 blocks
+  assert get_program(si.ast, gpu, [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 8)]).local_size == (8, 1, 1)
+  (si,) = Tensor.empty(2048, 16).sum(1).schedule()
+  p = get_program(si.ast, gpu, [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 8)])
+  assert (p.global_size, p.local_size) == ((128, 1, 1), (8, 16, 1))
 
 
 @on_python

@@ -11,6 +11,7 @@ from tinygrad.helpers import prod
 from tinygrad.uop.ops import Ops, UOp
 
 DEFAULT_LOCAL = 256
+GROUP_MIN_BLOCKS = 128  # about an H200's 132 multiprocessors
 
 
 def launch_dims(total: int | UOp, max_local: int = DEFAULT_LOCAL) -> tuple[int, int | UOp]:
@@ -24,7 +25,8 @@ def launch_dims(total: int | UOp, max_local: int = DEFAULT_LOCAL) -> tuple[int, 
 def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0) -> tuple[UOp, tuple, tuple]:
   """Replace the output RANGEs with SPECIAL thread indices. Returns (sink, global_size, local_size).
   group G > 0 (OptOps.GROUP, codegen/group.py): lidx0 (size G) is the lane within an output's group of threads and the
-  outputs are flattened onto gidx0 * L + lidx1 with L = max_local // G outputs per block; only lane 0 stores."""
+  outputs are flattened onto gidx0 * L + lidx1 with L = max_local // G outputs per block (halved while that leaves
+  fewer than GROUP_MIN_BLOCKS blocks); only lane 0 stores."""
   nodes = sink.toposort()
   loops = sorted((n for n in nodes if n.op is Ops.RANGE and n.arg[1] == "global"), key=lambda r: r.arg[0])
   lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", group)) if group else None
@@ -33,7 +35,10 @@ def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0)
     return _gate_stores(sink, lane.eq(0)), (1, 1, 1), (group, 1, 1)
   sizes = [r.src[0] if r.src[0].op is not Ops.CONST else r.src[0].arg for r in loops]
   total = prod(sizes)
-  local, blocks = launch_dims(total, max(max_local // group, 1) if group else max_local)
+  per_block = max(max_local // group, 1) if group else max_local
+  # grouped kernels have few outputs: fewer of them per block, so the blocks spread over the chip's multiprocessors
+  while group and per_block > 1 and isinstance(total, int) and -(-total // per_block) < GROUP_MIN_BLOCKS: per_block //= 2
+  local, blocks = launch_dims(total, per_block)
   blocks_max = blocks if isinstance(blocks, int) else int(blocks.vmax)
   gidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", blocks_max))
   lidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1" if group else "lidx0", local))
