@@ -1,6 +1,7 @@
 """OptOps.GROUP: the threads of a block share each reduction (codegen/group.py). Run on the PYTHON device told it is a GPU
-(has_local, as in test_gpu_reduce.py: its interpreter runs a block's threads in lockstep through the BARRIER), each
-kernel given GROUP by the test, against numpy; compiled for the CUDA C and PTX renderers on NULL (-m compile_only)."""
+(has_local, as in test_gpu_reduce.py: its interpreter runs a block's threads in lockstep through the BARRIER; a missing
+barrier reads unwritten partials) or on a real GPU (DEV=CUDA), each kernel given GROUP by the test, against numpy;
+compiled for the CUDA C and PTX renderers on NULL (-m compile_only)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -15,7 +16,13 @@ from tinygrad.engine import realize
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
 
-on_python = pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason="runs grouped kernels on the PYTHON device told it is a GPU")
+
+def _runs_grouped() -> bool:
+  """PYTHON (told it is a GPU) or a real GPU device; not NULL, which doesn't run kernels."""
+  return Device.DEFAULT.startswith("PYTHON") or (not Device.DEFAULT.startswith("NULL") and Device.renderer(Device.DEFAULT).has_local)
+
+
+runs_grouped = pytest.mark.skipif(not _runs_grouped(), reason="runs grouped kernels: on the PYTHON device told it is a GPU, or on a GPU")
 
 
 @pytest.fixture
@@ -75,7 +82,7 @@ def grouped_programs(f: Callable[..., Tensor], *xs: np.ndarray, choose) -> list:
 F32 = np.float32
 
 
-@on_python
+@runs_grouped
 @pytest.mark.parametrize("n", [256, 250, 67])  # divides by G, doesn't, and fewer than 2 steps per thread
 @pytest.mark.parametrize("g", [4, 16, 32])
 def test_sum_max_prod_rows(gpu, monkeypatch, n: int, g: int):
@@ -86,7 +93,7 @@ def test_sum_max_prod_rows(gpu, monkeypatch, n: int, g: int):
   np.testing.assert_allclose(run(monkeypatch, group_each(g), lambda x: x.prod(1), b), b.astype(np.float64).prod(1), rtol=1e-4)
 
 
-@on_python
+@runs_grouped
 def test_outputs_that_dont_fill_the_last_block(gpu, monkeypatch):
   a = np.random.randn(300, 40).astype(F32)  # 64 outputs a block (4 lanes each): the 5th block has 20 threads past the end
   (si,) = Tensor.empty(300, 40).sum(1).schedule()
@@ -94,7 +101,7 @@ def test_outputs_that_dont_fill_the_last_block(gpu, monkeypatch):
   np.testing.assert_allclose(run(monkeypatch, group_each(4), lambda x: x.sum(1), a), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
 
 
-@on_python
+@runs_grouped
 def test_int_sum_and_full_reduction(gpu, monkeypatch):
   a = np.random.randint(-50, 50, size=(7, 300)).astype(np.int32)
   np.testing.assert_array_equal(run(monkeypatch, group_each(16), lambda x: x.sum(1), a), a.sum(1))
@@ -102,7 +109,7 @@ def test_int_sum_and_full_reduction(gpu, monkeypatch):
   np.testing.assert_allclose(run(monkeypatch, group_each(64), lambda x: x.sum(), v), v.astype(np.float64).sum(), rtol=1e-4, atol=1e-4)
 
 
-@on_python
+@runs_grouped
 def test_grouped_kernel_layout(gpu, monkeypatch):
   import tinygrad.codegen.gpudims as gpudims
   (si,) = Tensor.empty(6, 100).sum(1).schedule()
@@ -119,7 +126,7 @@ def test_grouped_kernel_layout(gpu, monkeypatch):
   assert (p.global_size, p.local_size) == ((128, 1, 1), (8, 16, 1))
 
 
-@on_python
+@runs_grouped
 @pytest.mark.parametrize("g", [8, 32])
 def test_softmax_and_rmsnorm_epilogues(gpu, monkeypatch, g: int):
   a = (np.random.randn(6, 200) * 3).astype(F32)
@@ -131,7 +138,7 @@ def test_softmax_and_rmsnorm_epilogues(gpu, monkeypatch, g: int):
   np.testing.assert_allclose(run(monkeypatch, group_each(g), rmsnorm, a, w), ref, rtol=1e-5, atol=1e-5)
 
 
-@on_python
+@runs_grouped
 def test_two_reductions_in_one_kernel(gpu, monkeypatch):
   # an LLM's gated MLP: two matrix-vector products in one kernel, each REDUCE grouped, each with its own shared array
   w1, w2, xv = (np.random.randn(*s).astype(F32) for s in ((8, 96), (8, 96), (96,)))
@@ -144,7 +151,7 @@ def test_two_reductions_in_one_kernel(gpu, monkeypatch):
   assert sum(1 for u in p.uops if u.op is Ops.DEFINE_LOCAL) == 2
 
 
-@on_python
+@runs_grouped
 def test_two_reduce_loops_one_grouped(gpu, monkeypatch):
   a = np.random.randn(3, 12, 40).astype(F32)
   np.testing.assert_allclose(run(monkeypatch, group_each(8), lambda x: x.sum((1, 2)), a), a.astype(np.float64).sum((1, 2)), rtol=1e-5, atol=1e-5)
@@ -167,7 +174,7 @@ def _dequant_matvec(packed: Tensor, d: Tensor, m: Tensor, x: Tensor) -> Tensor:
   return w @ x
 
 
-@on_python
+@runs_grouped
 @pytest.mark.parametrize("g", [16, 32])
 def test_matrix_vector_float_and_q4_1(gpu, monkeypatch, g: int):
   wv, xv = np.random.randn(24, 576).astype(F32), np.random.randn(576).astype(F32)
@@ -178,7 +185,7 @@ def test_matrix_vector_float_and_q4_1(gpu, monkeypatch, g: int):
   np.testing.assert_allclose(out, w.astype(np.float64) @ xv, rtol=1e-4, atol=1e-3)
 
 
-@on_python
+@runs_grouped
 @pytest.mark.parametrize("combo", ["upcast_after", "unroll_after", "unroll_before"])
 def test_with_upcast_and_unroll(gpu, monkeypatch, combo: str):
   wv, xv = np.random.randn(16, 512).astype(F32), np.random.randn(512).astype(F32)
@@ -191,7 +198,7 @@ def test_with_upcast_and_unroll(gpu, monkeypatch, combo: str):
   np.testing.assert_allclose(got, wv.astype(np.float64) @ xv, rtol=1e-4, atol=1e-4)
 
 
-@on_python
+@runs_grouped
 def test_symbolic_output_count(gpu, monkeypatch):
   # n rows, each a grouped sum; then a second grouped kernel reduces the n row sums (squared, so each row's value counts)
   a = np.random.randn(10, 64).astype(F32)
@@ -204,7 +211,7 @@ def test_symbolic_output_count(gpu, monkeypatch):
   assert sum(1 for opts in seen if any(o.op is OptOps.GROUP for o in opts)) >= 2  # both kernels grouped
 
 
-@on_python
+@runs_grouped
 def test_symbolic_reduce_size(gpu, monkeypatch):
   a = np.random.randn(4, 100).astype(F32)
   n = Variable("n", 1, 100)
@@ -240,6 +247,16 @@ def test_beam_offers_group_on_gpus_only():
   acts = search.actions(si.ast, [], 1, has_local=True)
   assert Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 256) in acts
   for a in (a for a in acts if a.op is OptOps.GROUP): apply_opts(si.ast, [a])
+  g16 = [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 16)]
+  assert not any(a.op is OptOps.GROUP and a.amount != 16 for a in search.actions(apply_opts(si.ast, g16), g16, 1, has_local=True)), "one group size per kernel"
+
+
+@runs_grouped
+def test_beam_candidates_with_group_compile(gpu):
+  (si,) = Tensor.empty(16, 512).sum(1).schedule()
+  cands = [c for c in search.extend([search.Candidate([], si.ast)], 1, set(), 64, has_local=True) if c.opts[0].op is OptOps.GROUP]
+  assert cands
+  for c in cands: assert search.compile_candidate(si.ast, gpu, c.opts).spec is not None, c.opts
   assert not any(a.op is OptOps.GROUP for a in search.actions(si.ast, [], 1, has_local=False))
 
 
@@ -256,7 +273,6 @@ def test_grouped_kernels_compile_for_nvidia(name: str):
   grouped = [p for p in progs if any(o.op is OptOps.GROUP for o in p.opts)]
   assert grouped
   for p in grouped:
-    lib = r.compiler.compile(p.src)
-    assert lib
+    assert r.compiler.compile(p.src)[:4] == b"\x7fELF"  # a cubin: NVRTC for CUDA C, nvJitLink for PTX
     if r.name == "PTX": assert ".shared" in p.src and "bar.sync" in p.src
     else: assert "__shared__" in p.src and "__syncthreads()" in p.src
