@@ -12,8 +12,8 @@ the AST reads REDUCE(REDUCE(x', r_outer), lane) with `lane` a "group" RANGE; thi
                                            whole group: a broadcast, no bank conflicts), 4 accumulators where G allows
   epilogue, global stores gated by lane == 0
 
-Every lane computes the final value, not just lane 0, so a later reduction that uses it (softmax's sum after its max,
-both grouped) sees it in every thread, and no thread branches around a BARRIER.
+Every lane computes the final value, not just lane 0, so a reduction whose body uses it (a fused softmax: the sum of
+exp(x - max) with both grouped) sees it in every thread, and no thread branches around a BARRIER.
 """
 from __future__ import annotations
 

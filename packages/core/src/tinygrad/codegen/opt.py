@@ -317,11 +317,13 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
   total = 1
   for o in outs: total *= range_size(o) or GROUP_MAX_OUTPUTS  # a symbolic output count counts as many
   if total >= GROUP_MAX_OUTPUTS: return []
+  if any(range_size(r) is None for r in reds): return []
   inners: list[UOp] = []
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
     rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
-    if rs and (inner := max(rs, key=lambda r: r.arg[0])) not in inners: inners.append(inner)
-  if not inners or any(range_size(r) is None for r in reds) or prod(range_size(r) or 0 for r in reds) < GROUP_MIN_REDUCE: return []
+    if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
+      inners.append(inner)
+  if not inners: return []
   g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
   if any((range_size(r) or 0) < g for r in inners): return []
   opts = [Opt(OptOps.GROUP, r.arg[0], g) for r in sorted(inners, key=lambda r: r.arg[0])]
