@@ -265,10 +265,29 @@ def test_invalid_groups_are_kernel_opt_errors():
 
 def test_group_reduce_heuristic_is_opt_in():
   (si,) = (Tensor.empty(576, 576) @ Tensor.empty(576)).schedule()
-  assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=True))
+  red = reduce_ranges(si.ast)[0].arg[0]
+  assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=True, wide_loads=True))
   with Context(GROUP_REDUCE=1):
-    assert any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=True))
+    # rows read contiguously: 4 floats a lane (one 16-byte load), 16 lanes (576 = 4 * 16 * 9)
+    assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, red, 4), Opt(OptOps.GROUP, red, 16)]
+    assert hand_coded_opts(si.ast, gpu=True, wide_loads=False) == [Opt(OptOps.GROUP, red, 32)]
     assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=False))
+    (big,) = (Tensor.empty(1 << 14, 576) @ Tensor.empty(576)).schedule()  # enough outputs to fill the chip: a thread each
+    assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(big.ast, gpu=True))
+
+
+@runs_grouped
+def test_group_reduce_heuristic_runs(gpu, monkeypatch):
+  import tinygrad.codegen.program as program
+  monkeypatch.setattr(gpu, "supports_float4", True)  # the heuristics choose wide loads ...
+  monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar on PYTHON
+  wv, xv = np.random.randn(40, 576).astype(F32), np.random.randn(576).astype(F32)
+  packed, d, m, wq = _q4_1(24, 576)
+  def rmsnorm(x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt()
+  for f, args, ref in ((lambda w, x: w @ x, (wv, xv), wv.astype(np.float64) @ xv), (_dequant_matvec, (packed, d, m, xv), wq.astype(np.float64) @ xv),
+                       (rmsnorm, (xv,), xv / np.sqrt(np.square(xv.astype(np.float64)).mean() + 1e-5))):
+    with Context(GROUP_REDUCE=1, GPU_SPLIT_PARTIALS=1):
+      np.testing.assert_allclose(run(monkeypatch, search.choose_opts, f, *args), ref, rtol=1e-4, atol=1e-3)
 
 
 def test_beam_offers_group_on_gpus_only():
@@ -290,18 +309,22 @@ def test_beam_candidates_with_group_compile(gpu):
 
 
 @pytest.mark.compile_only
-@pytest.mark.parametrize("name", ["sum", "softmax", "matvec", "q4_1"])
+@pytest.mark.parametrize("name", ["sum", "softmax", "matvec", "q4_1", "heuristics"])
 def test_grouped_kernels_compile_for_nvidia(name: str):
   r = Device.renderer(Device.DEFAULT)
   if not r.has_local: pytest.skip("GROUP is for GPU renderers (DEV=NULL:CUDA:sm_90, NULL:PTX:sm_80)")
   a, x = np.random.randn(8, 576).astype(F32), np.random.randn(576).astype(F32)
-  with Context(GPU_SPLIT_PARTIALS=1): progs = {"sum": lambda: grouped_programs(lambda t: t.sum(1), a, choose=group_each(32)),
-           "softmax": lambda: grouped_programs(lambda t: t.softmax(1), a, choose=group_each(32)),
-           "matvec": lambda: grouped_programs(lambda w, v: w @ v, a, x, choose=group_each(32, after=lambda ast: [Opt(OptOps.UNROLL, reduce_ranges(ast)[-1].arg[0], 2)])),
-           "q4_1": lambda: grouped_programs(_dequant_matvec, *_q4_1(8, 576)[:3], x, choose=group_each(32))}[name]()
+  unroll2 = group_each(32, after=lambda ast: [Opt(OptOps.UNROLL, reduce_ranges(ast)[-1].arg[0], 2)])
+  builds = {"sum": lambda: grouped_programs(lambda t: t.sum(1), a, choose=group_each(32)),
+            "softmax": lambda: grouped_programs(lambda t: t.softmax(1), a, choose=group_each(32)),
+            "matvec": lambda: grouped_programs(lambda w, v: w @ v, a, x, choose=unroll2),
+            "q4_1": lambda: grouped_programs(_dequant_matvec, *_q4_1(8, 576)[:3], x, choose=group_each(32)),
+            # GROUP_REDUCE=1's choice: UNROLL then GROUP, each lane one 16-byte load
+            "heuristics": lambda: grouped_programs(lambda w, v: w @ v, a, x, choose=lambda ast, r: hand_coded_opts(ast, wide_loads=True, gpu=True))}
+  with Context(GPU_SPLIT_PARTIALS=1, GROUP_REDUCE=1): progs = builds[name]()
   grouped = [p for p in progs if any(o.op is OptOps.GROUP for o in p.opts)]
   assert grouped
   for p in grouped:
     assert r.compiler.compile(p.src)[:4] == b"\x7fELF"  # a cubin: NVRTC for CUDA C, nvJitLink for PTX
     if r.name == "PTX": assert ".shared" in p.src and "bar.sync" in p.src
-    else: assert "__shared__" in p.src and "__syncthreads()" in p.src
+    else: assert "__shared__" in p.src and "__syncthreads()" in p.src and (name != "heuristics" or "float4" in p.src)

@@ -6,7 +6,8 @@ the AST reads REDUCE(REDUCE(x', r_outer), lane) with `lane` a "group" RANGE; thi
 
   lidx0 = lane (0..G-1), lidx1 = output within the block, gidx0 = block   (gpudims.to_thread_indices with group=G)
   partial = REDUCE(x', r_outer)            each thread: elements lane, lane+G, lane+2G, ... (neighbours read neighbours)
-  smem[lidx1*G + lane] = partial           one DEFINE_LOCAL per grouped REDUCE (the copies UPCAST/UNROLL make)
+  smem[lidx1*G + lane] = partial           one DEFINE_LOCAL per grouped REDUCE (the copies UPCAST makes; an UNROLL's
+                                           copies are first combined in registers: merge_lane_reduces)
   BARRIER                                  one per group range, after every partial of it is stored
   final = REDUCE(smem[lidx1*G + k], k)     every thread of the group reads all G partials (the same address for the
                                            whole group: a broadcast, no bank conflicts), 4 accumulators where G allows
@@ -31,6 +32,21 @@ def lane_ranges(sink: UOp) -> list[UOp]:
   return sorted((n for n in sink.toposort() if n.op is Ops.RANGE and n.arg[1] == "group"), key=lambda r: r.arg[0])
 
 
+def merge_lane_reduces(sink: UOp) -> UOp:
+  """op(REDUCE(a, lane), REDUCE(b, lane)) -> REDUCE(op(a, b), lane) for the reduce's own op: the copies an UNROLL before
+  GROUP makes (each lane reads 4 neighbours, one wide load) are combined in registers, and share one array and combine."""
+  while True:
+    merged = {n: UOp(Ops.REDUCE, n.dtype, (UOp(n.op, n.dtype, (n.src[0].src[0], n.src[1].src[0])), n.src[0].src[1]), n.op)
+              for n in sink.toposort() if n.op in (Ops.ADD, Ops.MUL, Ops.MAX) and len(n.src) == 2 and _lane_reduce(n.src[0], n.op)
+              and _lane_reduce(n.src[1], n.op) and n.src[0].src[1:] == n.src[1].src[1:]}
+    if not merged: return sink
+    sink = sink.substitute(merged)
+
+
+def _lane_reduce(u: UOp, op: Ops) -> bool:
+  return u.op is Ops.REDUCE and u.arg is op and len(u.src) == 2 and u.src[1].op is Ops.RANGE and u.src[1].arg[1] == "group"
+
+
 def lower_groups(sink: UOp, max_local: int, shared_max: int) -> tuple[UOp, tuple, tuple]:
   """Thread indices for a kernel with grouped reductions, and their exchange through shared memory.
   Returns (sink, global_size, local_size) like to_thread_indices."""
@@ -45,6 +61,7 @@ def lower_groups(sink: UOp, max_local: int, shared_max: int) -> tuple[UOp, tuple
   per_block = local_size[1]
   slot = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", per_block)) * g if per_block > 1 else UOp.const(dtypes.int32, 0)
   smem_ids, smem_bytes = itertools.count(), 0
+  sink = merge_lane_reduces(sink)
   for lane in lanes:  # one at a time: a grouped reduce may use another's result, whose nodes change as it is lowered
     reds = [n for n in sink.toposort() if n.op is Ops.REDUCE and n.src[1:] == (lane,)]
     if not reds: continue

@@ -155,7 +155,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
   opts: list[Opt] = []
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
-  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds)): return grouped
+  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads)): return grouped
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
     if not gpu and not _big_operand_is_shared(ast):
@@ -309,11 +309,12 @@ GROUP_REDUCE = ContextVar("GROUP_REDUCE", 0)
 GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 14, 256
 
 
-def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
+def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
   """GROUP_REDUCE=1: a kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements
   per output) gets 32 threads per output (16 for a short innermost loop), grouped on the innermost loop of every REDUCE,
-  so neighbouring threads read neighbouring elements; each thread then sums every 32nd element (latency: one warp per
-  output instead of one thread). [] where that doesn't apply. Unmeasured: see bench/README.md, how to try it."""
+  so neighbouring threads read neighbouring elements; each thread then sums every 32nd element or 16-byte vector
+  (latency: one warp per output instead of one thread). [] where that doesn't apply. Unmeasured: see bench/README.md,
+  how to try it."""
   total = 1
   for o in outs: total *= range_size(o) or GROUP_MAX_OUTPUTS  # a symbolic output count counts as many
   if total >= GROUP_MAX_OUTPUTS: return []
@@ -324,9 +325,20 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
     if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
       inners.append(inner)
   if not inners: return []
+  inners.sort(key=lambda r: r.arg[0])
+  # one reduce loop read contiguously (a float matrix-vector product, a norm): UNROLL it first, so each lane reads v
+  # neighbours in one 16-byte load (the copies are combined before the exchange, codegen/group.py); else lanes read
+  # single neighbouring elements (packed quantized blocks, whose element loads aren't contiguous)
+  itemsize = max((ld.dtype.itemsize for ld in _loads_in_reduces(ast)), default=4)
+  if wide_loads and len(inners) == 1 and _unit_stride(ast, inners[0]) and (size := range_size(inners[0])) is not None:
+    for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
+      if v * itemsize <= 16 and size % (v * g) == 0: return _valid(ast, [Opt(OptOps.UNROLL, inners[0].arg[0], v), Opt(OptOps.GROUP, inners[0].arg[0], g)])
   g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
   if any((range_size(r) or 0) < g for r in inners): return []
-  opts = [Opt(OptOps.GROUP, r.arg[0], g) for r in sorted(inners, key=lambda r: r.arg[0])]
+  return _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in inners])
+
+
+def _valid(ast: UOp, opts: list[Opt]) -> list[Opt]:
   try: apply_opts(ast, opts)
   except KernelOptError: return []  # e.g. one reduce's inner loop is an outer loop of another: one lane index can't serve both
   return opts
