@@ -11,6 +11,7 @@ from tinygrad.helpers import prod
 from tinygrad.uop.ops import Ops, UOp
 
 DEFAULT_LOCAL = 256
+GROUP_MIN_BLOCKS = 128  # about an H200's 132 multiprocessors
 
 
 def launch_dims(total: int | UOp, max_local: int = DEFAULT_LOCAL) -> tuple[int, int | UOp]:
@@ -21,17 +22,26 @@ def launch_dims(total: int | UOp, max_local: int = DEFAULT_LOCAL) -> tuple[int, 
   return local, blocks
 
 
-def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL) -> tuple[UOp, tuple, tuple]:
-  """Replace the output RANGEs with SPECIAL thread indices. Returns (sink, global_size, local_size)."""
+def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0) -> tuple[UOp, tuple, tuple]:
+  """Replace the output RANGEs with SPECIAL thread indices. Returns (sink, global_size, local_size).
+  group G > 0 (OptOps.GROUP, codegen/group.py): lidx0 (size G) is the lane within an output's group of threads and the
+  outputs are flattened onto gidx0 * L + lidx1 with L = max_local // G outputs per block (halved while that leaves
+  fewer than GROUP_MIN_BLOCKS blocks); only lane 0 stores."""
   nodes = sink.toposort()
   loops = sorted((n for n in nodes if n.op is Ops.RANGE and n.arg[1] == "global"), key=lambda r: r.arg[0])
-  if not loops: return sink, (1, 1, 1), (1, 1, 1)
+  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", group)) if group else None
+  if not loops:
+    if lane is None: return sink, (1, 1, 1), (1, 1, 1)
+    return _gate_stores(sink, lane.eq(0)), (1, 1, 1), (group, 1, 1)
   sizes = [r.src[0] if r.src[0].op is not Ops.CONST else r.src[0].arg for r in loops]
   total = prod(sizes)
-  local, blocks = launch_dims(total, max_local)
+  per_block = max(max_local // group, 1) if group else max_local
+  # grouped kernels have few outputs: fewer of them per block, so the blocks spread over the chip's multiprocessors
+  while group and per_block > 1 and isinstance(total, int) and -(-total // per_block) < GROUP_MIN_BLOCKS: per_block //= 2
+  local, blocks = launch_dims(total, per_block)
   blocks_max = blocks if isinstance(blocks, int) else int(blocks.vmax)
   gidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", blocks_max))
-  lidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", local))
+  lidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1" if group else "lidx0", local))
   flat = gidx * local + lidx
   exact = isinstance(total, int) and total % local == 0
   in_bounds = None if exact else flat < (total if isinstance(total, int) else total)
@@ -43,10 +53,13 @@ def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL) -> tuple[UOp, t
     inner = inner * size
   if in_bounds is not None: replace[loops[0]] = in_bounds.where(replace[loops[0]], UOp.const(dtypes.int32, 0))
   new_sink = sink.substitute(replace)
-  if in_bounds is not None:
-    gated = {s: s.replace(src=(*s.src[:2], in_bounds)) for s in new_sink.toposort() if s.op is Ops.STORE and _stores_global(s)}
-    new_sink = new_sink.substitute(gated)
-  return new_sink, (blocks, 1, 1), (local, 1, 1)
+  gate = in_bounds if lane is None else (lane.eq(0) if in_bounds is None else lane.eq(0) & in_bounds)
+  if gate is not None: new_sink = _gate_stores(new_sink, gate)
+  return new_sink, (blocks, 1, 1), ((group, local, 1) if group else (local, 1, 1))
+
+
+def _gate_stores(sink: UOp, gate: UOp) -> UOp:
+  return sink.substitute({s: s.replace(src=(*s.src[:2], gate)) for s in sink.toposort() if s.op is Ops.STORE and _stores_global(s)})
 
 
 def _stores_global(store: UOp) -> bool:

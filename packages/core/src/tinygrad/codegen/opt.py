@@ -6,6 +6,10 @@
   UNROLL(axis, k)  a reduce loop runs k times fewer iterations with k independent accumulators, combined
                    after the loop: k-wide vector accumulation instead of one serial dependency chain.
   THREAD(0, n)     the outermost output loop is split across n CPU threads (applied at lowering, see threads.py).
+  GROUP(axis, G)   GPUs only: the G threads of a block share each reduction over reduce loop `axis` (size N): the loop
+                   becomes r*G + g with g a thread index, each thread reduces its strided slice, the G partials meet in
+                   shared memory (codegen/group.py). In the AST: REDUCE(x, r) -> REDUCE(REDUCE(x', r_outer), g), with g a
+                   RANGE of kind "group" -- the same value, so the kernel stays checkable before lowering.
   TC(t, c)         the whole kernel becomes a tiled tensor-core matmul with the renderer's tensor core t and tile
                    config c (codegen/tensor_core.py; applied at lowering, and alone: no other opt combines with it).
 
@@ -19,12 +23,12 @@ from enum import Enum, auto
 
 from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar, prod
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import Ops, UOp, identity_element
 from tinygrad.uop.symbolic import split_terms
 
 
 class OptOps(Enum):
-  UPCAST = auto(); UNROLL = auto(); THREAD = auto(); TC = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); THREAD = auto(); TC = auto(); GROUP = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -85,8 +89,45 @@ def unroll(ast: UOp, axis: int, k: int) -> UOp:
   return ast.substitute(replace)
 
 
+def group(ast: UOp, axis: int, g: int) -> UOp:
+  """REDUCE(x, r) -> REDUCE(REDUCE(x[r := r_outer*g + lane], r_outer), lane): `lane` (a "group" RANGE, a thread index once
+  lowered) picks neighbouring elements for neighbouring threads. A size g doesn't divide gets ceil(N/g) steps, the
+  ones past the end read a clamped element and contribute the reduction's identity."""
+  rngs = ranges_of(ast)
+  r = rngs.get(axis)
+  if r is None or r.arg[1] != "reduce": raise KernelOptError(f"GROUP needs a reduce loop, {axis} is {'missing' if r is None else r.arg[1]}")
+  if g < 2: raise KernelOptError(f"GROUP by {g}: needs at least 2 threads")
+  if any(x.arg[1] == "group" for x in rngs.values() if range_size(x) != g):
+    raise KernelOptError(f"GROUP by {g}: the kernel already groups by another size (one thread index serves every group)")
+  size = r.src[0]
+  if (n := range_size(r)) is not None and n < g: raise KernelOptError(f"GROUP by {g} of loop {axis} of size {n}: more threads than elements")
+  lane = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, g),), (max(rngs) + 1, "group"))
+  exact = n is not None and n % g == 0
+  outer = r.replace(src=(UOp.const(dtypes.int32, n // g) if exact and n is not None else (size + (g - 1)) // g, *r.src[1:]))
+  idx = outer * g + lane
+  valid = None if exact else idx < size
+  replace: dict[UOp, UOp] = {}
+  for red in (x for x in ast.toposort() if x.op is Ops.REDUCE and r in x.src[1:]):
+    # every grouped reduce uses the one lane index: a reduce already grouped over another loop would then only see the
+    # pairs of lanes with equal indices (the diagonal), not all G x G of them
+    if _free_lanes(red.src[0]) or any(x.arg[1] == "group" for x in red.src[1:]):
+      raise KernelOptError(f"GROUP of loop {axis}: its reduction is already grouped over another loop")
+    val = red.src[0].substitute({r: idx if valid is None else valid.where(idx, UOp.const(dtypes.int32, 0))})
+    if valid is not None: val = valid.where(val, UOp.const(red.dtype, identity_element(red.arg, red.dtype)))
+    inner = UOp(Ops.REDUCE, red.dtype, (val, *(outer if x is r else x for x in red.src[1:])), red.arg)
+    replace[red] = UOp(Ops.REDUCE, red.dtype, (inner, lane), red.arg)
+  return ast.substitute(replace)
+
+
+def _free_lanes(u: UOp) -> set[UOp]:
+  """Group ranges u depends on that no REDUCE inside u reduces over."""
+  nodes = u.toposort()
+  return {n for n in nodes if n.op is Ops.RANGE and n.arg[1] == "group"} - {x for n in nodes if n.op is Ops.REDUCE for x in n.src[1:]}
+
+
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
   if opt.op is OptOps.UPCAST: return upcast(ast, opt.axis, opt.amount)
+  if opt.op is OptOps.GROUP: return group(ast, opt.axis, opt.amount)
   if opt.op is OptOps.UNROLL: return unroll(ast, opt.axis, opt.amount)
   if opt.op is OptOps.THREAD: return ast  # applied when lowering for the device (threads.py)
   if opt.op is OptOps.TC: return ast  # applied when lowering (codegen/tensor_core.py)
@@ -114,6 +155,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
   opts: list[Opt] = []
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
+  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads)): return grouped
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
     if not gpu and not _big_operand_is_shared(ast):
@@ -260,6 +302,46 @@ def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:
       if gpu and not any(r.arg[1] == "reduce" for r in used): continue
       if outs - used: return True
   return False
+
+
+# opt-in until measured on a GPU: reductions with few outputs share each one between the threads of a block (GROUP)
+GROUP_REDUCE = ContextVar("GROUP_REDUCE", 0)
+GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 14, 256
+
+
+def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
+  """GROUP_REDUCE=1: a kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements
+  per output) gets 32 threads per output (16 for a short innermost loop), grouped on the innermost loop of every REDUCE,
+  so neighbouring threads read neighbouring elements; each thread then sums every 32nd element or 16-byte vector
+  (latency: one warp per output instead of one thread). [] where that doesn't apply. Unmeasured: see bench/README.md,
+  how to try it."""
+  total = 1
+  for o in outs: total *= range_size(o) or GROUP_MAX_OUTPUTS  # a symbolic output count counts as many
+  if total >= GROUP_MAX_OUTPUTS: return []
+  if any(range_size(r) is None for r in reds): return []
+  inners: list[UOp] = []
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
+    if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
+      inners.append(inner)
+  if not inners: return []
+  inners.sort(key=lambda r: r.arg[0])
+  # one reduce loop read contiguously (a float matrix-vector product, a norm): UNROLL it first, so each lane reads v
+  # neighbours in one 16-byte load (the copies are combined before the exchange, codegen/group.py); else lanes read
+  # single neighbouring elements (packed quantized blocks, whose element loads aren't contiguous)
+  itemsize = max((ld.dtype.itemsize for ld in _loads_in_reduces(ast)), default=4)
+  if wide_loads and len(inners) == 1 and _unit_stride(ast, inners[0]) and (size := range_size(inners[0])) is not None:
+    for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
+      if v * itemsize <= 16 and size % (v * g) == 0: return _valid(ast, [Opt(OptOps.UNROLL, inners[0].arg[0], v), Opt(OptOps.GROUP, inners[0].arg[0], g)])
+  g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
+  if any((range_size(r) or 0) < g for r in inners): return []
+  return _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in inners])
+
+
+def _valid(ast: UOp, opts: list[Opt]) -> list[Opt]:
+  try: apply_opts(ast, opts)
+  except KernelOptError: return []  # e.g. one reduce's inner loop is an outer loop of another: one lane index can't serve both
+  return opts
 
 
 GPU_RED_UPCAST = ContextVar("GPU_RED_UPCAST", 1)

@@ -5,9 +5,10 @@ import hashlib
 from dataclasses import dataclass, field
 
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
+from tinygrad.codegen.group import lower_groups
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
-from tinygrad.codegen.opt import Opt, OptOps, apply_opts
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
 from tinygrad.codegen.tensor_core import lower_tensor_core
 from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import vectorize_memory
@@ -82,7 +83,12 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
     uops = linearize(sink)
     if VERIFY: verify_linear(uops)
     return uops, global_size, local_size
-  if renderer.has_local: ast, global_size, local_size = to_thread_indices(ast, min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0]))
+  if any(o.op is OptOps.GROUP for o in opts) and not renderer.has_local:
+    raise KernelOptError(f"GROUP shares a reduction between the threads of a block: {renderer.name} has no blocks (has_local)")
+  if renderer.has_local:
+    max_local = min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0])
+    if any(o.op is OptOps.GROUP for o in opts): ast, global_size, local_size = lower_groups(ast, max_local, renderer.shared_max)
+    else: ast, global_size, local_size = to_thread_indices(ast, max_local)
   elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
     ast, used = split_for_threads(ast, n)
     global_size = (used, 1, 1)

@@ -3,8 +3,8 @@
 `BEAM=n` searches every kernel, `JITBEAM=n` only those run while a TinyJit captures. The search starts from
 the hand-coded heuristics' choice and its prefixes (and from no opts for small kernels), extends each of the n
 best lists by one more action (UPCAST of an output loop, UNROLL of a reduce loop, THREAD across the device's
-cores), compiles the candidates in worker processes, times them on the device with random inputs and keeps the
-n best; it stops when a round brings no improvement. The winner is cached on disk, keyed by the kernel AST,
+cores, GROUP of a reduce loop on GPUs), compiles the candidates in worker processes, times them on the device
+with random inputs and keeps the n best; it stops when a round brings no improvement. The winner is cached on disk, keyed by the kernel AST,
 renderer, arch, thread count and n, so a second run of the same program skips the search.
 
 Knobs (environment): PARALLEL=k compile workers (0: compile in this process), BEAM_MAX_COPIES (upper bound on
@@ -107,14 +107,23 @@ def copies(opts: list[Opt]) -> int:
   return prod(o.amount for o in opts if o.op in (OptOps.UPCAST, OptOps.UNROLL))
 
 
-def actions(ast: UOp, opts: list[Opt], threads: int) -> list[Opt]:
-  """Every single action that could extend `opts` (already applied to `ast`)."""
+GROUP_AMOUNTS = (8, 16, 32, 64, 128, 256)
+
+
+def actions(ast: UOp, opts: list[Opt], threads: int, has_local: bool = False) -> list[Opt]:
+  """Every single action that could extend `opts` (already applied to `ast`). has_local (a GPU renderer): GROUP too,
+  at one group size per kernel (one thread index serves every grouped reduce)."""
   out: list[Opt] = []
   rngs = ranges_of(ast)
   for rid, r in sorted(rngs.items()):
     if (size := range_size(r)) is None or r.arg[1] not in ("global", "reduce"): continue
     op, amounts = (OptOps.UPCAST, UPCAST_AMOUNTS) if r.arg[1] == "global" else (OptOps.UNROLL, UNROLL_AMOUNTS)
     out.extend(Opt(op, rid, k) for k in amounts if size % k == 0)
+  if has_local:
+    sizes = {o.amount for o in opts if o.op is OptOps.GROUP}
+    for rid, r in sorted(rngs.items()):
+      if r.arg[1] == "reduce" and (size := range_size(r)) is not None:
+        out.extend(Opt(OptOps.GROUP, rid, g) for g in GROUP_AMOUNTS if g <= size and (not sizes or g in sizes))
   has_outputs = any(r.arg[1] == "global" for r in rngs.values())
   if threads > 1 and has_outputs and not any(o.op is OptOps.THREAD for o in opts): out.append(Opt(OptOps.THREAD, 0, threads))
   return out
@@ -141,11 +150,11 @@ def loop_work(ast: UOp) -> int:
 def max_copies(ast: UOp) -> int: return min(MAX_COPIES, max(4, COPY_NODE_BUDGET // len(ast.toposort())))
 
 
-def extend(beam: list[Candidate], threads: int, seen: set[tuple], limit: int) -> list[Candidate]:
+def extend(beam: list[Candidate], threads: int, seen: set[tuple], limit: int, has_local: bool = False) -> list[Candidate]:
   """The beam's entries each extended by one valid action; orderings of the same actions are tried once."""
   out: list[Candidate] = []
   for c in beam:
-    for a in actions(c.ast, c.opts, threads):
+    for a in actions(c.ast, c.opts, threads, has_local):
       opts = [*c.opts, a]
       if (key := _canonical(opts)) in seen or copies(opts) > limit: continue
       seen.add(key)
@@ -361,7 +370,7 @@ def _search(ast: UOp, renderer: Renderer, amt: int, device: Any) -> list[Opt]:
       if not ok: break
       best = ok[0]
       bar.set_postfix_str(f"{best.time * 1e6:.0f} us {best.opts}")
-      cands = extend([c for c in ok[:amt] if c.time <= SLOW * best.time], threads, seen, max_copies(ast))
+      cands = extend([c for c in ok[:amt] if c.time <= SLOW * best.time], threads, seen, max_copies(ast), renderer.has_local)
   if best is None: return hc
   if DEBUG >= 1:
     seed_times = ", ".join(f"{c.opts if c.opts != hc else 'heuristics'} {c.time * 1e6:.1f} us" for c in seed_cands)

@@ -1,0 +1,330 @@
+"""OptOps.GROUP: the threads of a block share each reduction (codegen/group.py). Run on the PYTHON device told it is a GPU
+(has_local, as in test_gpu_reduce.py: its interpreter runs a block's threads in lockstep through the BARRIER; a missing
+barrier reads unwritten partials) or on a real GPU (DEV=CUDA), each kernel given GROUP by the test, against numpy;
+compiled for the CUDA C and PTX renderers on NULL (-m compile_only)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import tinygrad.codegen.search as search
+from tinygrad import Device, Tensor, Variable, dtypes
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
+from tinygrad.codegen.program import get_program
+from tinygrad.engine import realize
+from tinygrad.helpers import Context
+from tinygrad.uop.ops import Ops, UOp
+
+
+def _runs_grouped() -> bool:
+  """PYTHON (told it is a GPU) or a real GPU device; not NULL, which doesn't run kernels."""
+  return Device.DEFAULT.startswith("PYTHON") or (not Device.DEFAULT.startswith("NULL") and Device.renderer(Device.DEFAULT).has_local)
+
+
+runs_grouped = pytest.mark.skipif(not _runs_grouped(), reason="runs grouped kernels: on the PYTHON device told it is a GPU, or on a GPU")
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+  import tinygrad.codegen.gpudims as gpudims
+  r = Device.renderer(Device.DEFAULT)
+  monkeypatch.setattr(r, "has_local", True)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 1)  # small tests: several outputs per block, as big kernels have
+  return r
+
+
+def reduce_ranges(ast: UOp) -> list[UOp]:
+  return sorted((r for r in ranges_of(ast).values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
+
+
+def group_each(g: int, before: Callable[[UOp], list[Opt]] = lambda ast: [], after: Callable[[UOp], list[Opt]] = lambda ast: []):
+  """choose_opts that GROUPs every reduce loop of at least g iterations by g where it can (not a second loop of an already
+  grouped reduce); kernels with nothing to group: no opts."""
+  def choose(ast: UOp, renderer) -> list[Opt]:
+    opts = before(ast)
+    cur = apply_opts(ast, opts)
+    groups = []
+    for r in reversed(reduce_ranges(cur)):  # innermost first
+      if (range_size(r) or g) < g: continue
+      try: cur = apply_opts(cur, [o := Opt(OptOps.GROUP, r.arg[0], g)])
+      except KernelOptError: continue
+      groups.append(o)
+    if not groups: return []
+    opts = opts + groups
+    return opts + after(cur)
+  return choose
+
+
+def recording(choose, seen: list[list[Opt]]):
+  def rec(ast: UOp, renderer) -> list[Opt]:
+    seen.append(opts := choose(ast, renderer))
+    return opts
+  return rec
+
+
+def run(monkeypatch, choose, f: Callable[..., Tensor], *xs: np.ndarray) -> np.ndarray:
+  """f on the inputs, every kernel compiled with choose's opts; at least one of them grouped."""
+  seen: list[list[Opt]] = []
+  monkeypatch.setattr(search, "choose_opts", recording(choose, seen))
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  out = f(*[Tensor(x) for x in xs]).numpy()
+  assert any(o.op is OptOps.GROUP for opts in seen for o in opts), seen
+  return out
+
+
+def grouped_programs(f: Callable[..., Tensor], *xs: np.ndarray, choose) -> list:
+  r = Device.renderer(Device.DEFAULT)
+  return [get_program(si.ast, r, choose(si.ast, r)) for si in f(*[Tensor(x) for x in xs]).schedule() if si.ast.op is Ops.SINK]
+
+
+F32 = np.float32
+
+
+@runs_grouped
+@pytest.mark.parametrize("n", [256, 250, 67])  # divides by G, doesn't, and fewer than 2 steps per thread
+@pytest.mark.parametrize("g", [4, 16, 32])
+def test_sum_max_prod_rows(gpu, monkeypatch, n: int, g: int):
+  a = np.random.uniform(0.5, 1.5, (5, n)).astype(F32)
+  np.testing.assert_allclose(run(monkeypatch, group_each(g), lambda x: x.sum(1), a), a.astype(np.float64).sum(1), rtol=1e-5)
+  np.testing.assert_array_equal(run(monkeypatch, group_each(g), lambda x: x.max(1), -a), (-a).max(1))
+  b = np.random.uniform(0.97, 1.03, (3, n)).astype(F32)
+  np.testing.assert_allclose(run(monkeypatch, group_each(g), lambda x: x.prod(1), b), b.astype(np.float64).prod(1), rtol=1e-4)
+
+
+@runs_grouped
+def test_outputs_that_dont_fill_the_last_block(gpu, monkeypatch):
+  a = np.random.randn(300, 40).astype(F32)  # 64 outputs a block (4 lanes each): the 5th block has 20 threads past the end
+  (si,) = Tensor.empty(300, 40).sum(1).schedule()
+  assert get_program(si.ast, gpu, group_each(4)(si.ast, gpu)).local_size == (4, 64, 1)
+  np.testing.assert_allclose(run(monkeypatch, group_each(4), lambda x: x.sum(1), a), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+
+
+@runs_grouped
+def test_int_sum_and_full_reduction(gpu, monkeypatch):
+  a = np.random.randint(-50, 50, size=(7, 300)).astype(np.int32)
+  np.testing.assert_array_equal(run(monkeypatch, group_each(16), lambda x: x.sum(1), a), a.sum(1))
+  v = np.random.randn(1000).astype(F32)  # no output loop: one block, the group is the whole block
+  np.testing.assert_allclose(run(monkeypatch, group_each(64), lambda x: x.sum(), v), v.astype(np.float64).sum(), rtol=1e-4, atol=1e-4)
+
+
+@runs_grouped
+def test_grouped_kernel_layout(gpu, monkeypatch):
+  import tinygrad.codegen.gpudims as gpudims
+  (si,) = Tensor.empty(6, 100).sum(1).schedule()
+  p = get_program(si.ast, gpu, [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 8)])
+  assert p.local_size == (8, 6, 1) and p.global_size == (1, 1, 1)  # 8 lanes x 6 outputs, one block
+  ops = [u.op for u in p.uops]
+  assert Ops.DEFINE_LOCAL in ops and ops.count(Ops.BARRIER) == 1
+  store = next(u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL)
+  assert len(store.src) == 3, "only lane 0 stores the output"
+  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 128)  # the default: fewer outputs per block until there are 128 blocks
+  assert get_program(si.ast, gpu, [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 8)]).local_size == (8, 1, 1)
+  (si,) = Tensor.empty(2048, 16).sum(1).schedule()
+  p = get_program(si.ast, gpu, [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 8)])
+  assert (p.global_size, p.local_size) == ((128, 1, 1), (8, 16, 1))
+
+
+@runs_grouped
+@pytest.mark.parametrize("g", [8, 32])
+def test_softmax_and_rmsnorm_epilogues(gpu, monkeypatch, g: int):
+  a = (np.random.randn(6, 200) * 3).astype(F32)
+  e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+  np.testing.assert_allclose(run(monkeypatch, group_each(g), lambda x: x.softmax(1), a), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+  w = np.random.randn(200).astype(F32)
+  def rmsnorm(x: Tensor, w: Tensor) -> Tensor: return x * (x.square().mean(1, keepdim=True) + 1e-5).rsqrt() * w
+  ref = a * (np.square(a.astype(np.float64)).mean(1, keepdims=True) + 1e-5) ** -0.5 * w
+  np.testing.assert_allclose(run(monkeypatch, group_each(g), rmsnorm, a, w), ref, rtol=1e-5, atol=1e-5)
+
+
+@runs_grouped
+def test_two_reductions_in_one_kernel(gpu, monkeypatch):
+  # an LLM's gated MLP: two matrix-vector products in one kernel, each REDUCE grouped, each with its own shared array
+  w1, w2, xv = (np.random.randn(*s).astype(F32) for s in ((8, 96), (8, 96), (96,)))
+  f = lambda w1, w2, x: (w1 @ x).silu() * (w2 @ x)  # noqa: E731
+  (si,) = f(Tensor.empty(8, 96), Tensor.empty(8, 96), Tensor.empty(96)).schedule()
+  assert sum(1 for n in si.ast.toposort() if n.op is Ops.REDUCE) == 2
+  h1, h2 = w1.astype(np.float64) @ xv, w2.astype(np.float64) @ xv
+  np.testing.assert_allclose(run(monkeypatch, group_each(16), f, w1, w2, xv), h1 / (1 + np.exp(-h1)) * h2, rtol=1e-4, atol=1e-5)
+  p = get_program(si.ast, gpu, group_each(16)(si.ast, gpu))
+  assert sum(1 for u in p.uops if u.op is Ops.DEFINE_LOCAL) == 2
+
+
+def _fuse_max_into_sum(k_max: UOp, k_sum: UOp) -> UOp:
+  """The scheduler gives (x - x.max(1)).exp().sum(1) two kernels; this is the one-kernel form with the max's REDUCE nested
+  in the sum's loop body (its reduce loop renumbered), as a fused softmax would have it."""
+  (red,) = (n for n in k_max.toposort() if n.op is Ops.REDUCE)
+  (r,) = red.src[1:]
+  n_ids = max(x.arg[0] for x in k_sum.toposort() if x.op is Ops.RANGE) + 1
+  inner = red.substitute({r: r.replace(arg=(n_ids, "reduce"))})
+  (m_load,) = (n for n in k_sum.toposort() if n.op is Ops.LOAD and n.src[0].src[0].arg == 2)  # the max's buffer
+  return k_sum.substitute({m_load: inner})
+
+
+@runs_grouped
+def test_a_grouped_reduce_inside_another(gpu, monkeypatch):
+  # the sum's body uses the max: with both grouped, every lane needs the max (every lane computes the final value)
+  import tinygrad.engine.realize as rz
+  a = np.random.randn(4, 96).astype(F32)
+  x = Tensor(a).realize()
+  k_max, k_sum = (si.ast for si in (x - x.max(1, keepdim=True)).exp().sum(1).schedule())
+  fused = _fuse_max_into_sum(k_max, k_sum)
+  assert sum(1 for n in fused.toposort() if n.op is Ops.REDUCE) == 2
+  real_get_program = rz.get_program
+  monkeypatch.setattr(rz, "get_program", lambda ast, renderer, opts=None: real_get_program(fused if ast is k_sum else ast, renderer, opts))
+  seen: list[list[Opt]] = []
+  monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
+  got = (x - x.max(1, keepdim=True)).exp().sum(1).numpy()
+  assert [o.amount for o in seen[-1] if o.op is OptOps.GROUP] == [16, 16], seen  # the fused kernel: both reduces grouped
+  np.testing.assert_allclose(got, np.exp(a.astype(np.float64) - a.max(1, keepdims=True)).sum(1), rtol=1e-5)
+
+
+@runs_grouped
+def test_two_reduce_loops_one_grouped(gpu, monkeypatch):
+  a = np.random.randn(3, 12, 40).astype(F32)
+  np.testing.assert_allclose(run(monkeypatch, group_each(8), lambda x: x.sum((1, 2)), a), a.astype(np.float64).sum((1, 2)), rtol=1e-5, atol=1e-5)
+  (si,) = Tensor.empty(3, 12, 40).sum((1, 2)).schedule()
+  r1, r2 = reduce_ranges(si.ast)
+  with pytest.raises(KernelOptError, match="already grouped"): apply_opts(si.ast, [Opt(OptOps.GROUP, r2.arg[0], 8), Opt(OptOps.GROUP, r1.arg[0], 8)])
+
+
+def _q4_1(rows: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """A Q4_1-like matrix: 4-bit values in 32-element blocks (16 bytes, low nibbles then high), a scale and a min per block."""
+  q = np.random.randint(0, 16, (rows, k // 32, 32)).astype(np.uint8)
+  packed = (q[..., :16] | (q[..., 16:] << 4)).astype(np.uint8)
+  d, m = np.random.uniform(0.01, 0.1, (rows, k // 32)).astype(F32), np.random.uniform(-0.5, 0.5, (rows, k // 32)).astype(F32)
+  return packed, d, m, (q * d[..., None] + m[..., None]).reshape(rows, k)
+
+
+def _dequant_matvec(packed: Tensor, d: Tensor, m: Tensor, x: Tensor) -> Tensor:
+  q = packed.cast(dtypes.int32)
+  w = (q.bitwise_and(15).cat(q.rshift(4), dim=2).cast(dtypes.float32) * d.unsqueeze(2) + m.unsqueeze(2)).reshape(packed.shape[0], -1)
+  return w @ x
+
+
+@runs_grouped
+@pytest.mark.parametrize("g", [16, 32])
+def test_matrix_vector_float_and_q4_1(gpu, monkeypatch, g: int):
+  wv, xv = np.random.randn(24, 576).astype(F32), np.random.randn(576).astype(F32)
+  with Context(GPU_SPLIT_PARTIALS=1):
+    np.testing.assert_allclose(run(monkeypatch, group_each(g), lambda w, x: w @ x, wv, xv), wv.astype(np.float64) @ xv, rtol=1e-4, atol=1e-4)
+    packed, d, m, w = _q4_1(12, 576)
+    out = run(monkeypatch, group_each(g), _dequant_matvec, packed, d, m, xv)
+  np.testing.assert_allclose(out, w.astype(np.float64) @ xv, rtol=1e-4, atol=1e-3)
+
+
+@runs_grouped
+@pytest.mark.parametrize("combo", ["upcast_after", "unroll_after", "unroll_before"])
+def test_with_upcast_and_unroll(gpu, monkeypatch, combo: str):
+  wv, xv = np.random.randn(16, 512).astype(F32), np.random.randn(512).astype(F32)
+  outs = lambda ast: [r for r in ranges_of(ast).values() if r.arg[1] == "global"]  # noqa: E731
+  if combo == "upcast_after": choose = group_each(8, after=lambda ast: [Opt(OptOps.UPCAST, outs(ast)[-1].arg[0], 4)])
+  elif combo == "unroll_after": choose = group_each(16, after=lambda ast: [Opt(OptOps.UNROLL, reduce_ranges(ast)[-1].arg[0], 4)])
+  else: choose = group_each(16, before=lambda ast: [Opt(OptOps.UNROLL, reduce_ranges(ast)[-1].arg[0], 4)])
+  with Context(GPU_SPLIT_PARTIALS=1):
+    got = run(monkeypatch, choose, lambda w, x: w @ x, wv, xv)
+  np.testing.assert_allclose(got, wv.astype(np.float64) @ xv, rtol=1e-4, atol=1e-4)
+
+
+@runs_grouped
+def test_symbolic_output_count(gpu, monkeypatch):
+  # n rows, each a grouped sum; then a second grouped kernel reduces the n row sums (squared, so each row's value counts)
+  a = np.random.randn(10, 64).astype(F32)
+  n = Variable("n", 1, 10)
+  seen: list[list[Opt]] = []
+  monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
+  for k in (3, 10):
+    rows = Tensor(a).shrink(((0, n.bind(k)), (0, 64))).sum(1, keepdim=True).contiguous()
+    np.testing.assert_allclose(rows.square().sum().item(), np.square(a[:k].astype(np.float64).sum(1)).sum(), rtol=1e-5)
+  assert sum(1 for opts in seen if any(o.op is OptOps.GROUP for o in opts)) >= 2  # both kernels grouped
+
+
+@runs_grouped
+def test_symbolic_reduce_size(gpu, monkeypatch):
+  a = np.random.randn(4, 100).astype(F32)
+  n = Variable("n", 1, 100)
+  seen: list[list[Opt]] = []
+  monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
+  for k in (5, 37, 100):
+    got = Tensor(a).shrink(((0, 4), (0, n.bind(k)))).sum(1).numpy()
+    np.testing.assert_allclose(got, a[:, :k].astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+  assert any(o.op is OptOps.GROUP for opts in seen for o in opts)
+
+
+def test_invalid_groups_are_kernel_opt_errors():
+  (si,) = Tensor.empty(6, 100).sum(1).schedule()
+  red = reduce_ranges(si.ast)[0].arg[0]
+  out = next(r.arg[0] for r in ranges_of(si.ast).values() if r.arg[1] == "global")
+  for bad in ([Opt(OptOps.GROUP, out, 8)], [Opt(OptOps.GROUP, red, 1)], [Opt(OptOps.GROUP, red, 128)], [Opt(OptOps.GROUP, red, 2), Opt(OptOps.GROUP, red, 4)]):
+    with pytest.raises(KernelOptError): apply_opts(si.ast, bad)
+  cpu_like = Device.renderer(Device.DEFAULT)
+  if not cpu_like.has_local:
+    with pytest.raises(KernelOptError, match="has_local"): get_program(si.ast, cpu_like, [Opt(OptOps.GROUP, red, 8)])
+
+
+def test_group_reduce_heuristic_is_opt_in():
+  (si,) = (Tensor.empty(576, 576) @ Tensor.empty(576)).schedule()
+  red = reduce_ranges(si.ast)[0].arg[0]
+  assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=True, wide_loads=True))
+  with Context(GROUP_REDUCE=1):
+    # rows read contiguously: 4 floats a lane (one 16-byte load), 16 lanes (576 = 4 * 16 * 9)
+    assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, red, 4), Opt(OptOps.GROUP, red, 16)]
+    assert hand_coded_opts(si.ast, gpu=True, wide_loads=False) == [Opt(OptOps.GROUP, red, 32)]
+    assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=False))
+    (big,) = (Tensor.empty(1 << 14, 576) @ Tensor.empty(576)).schedule()  # enough outputs to fill the chip: a thread each
+    assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(big.ast, gpu=True))
+
+
+@runs_grouped
+def test_group_reduce_heuristic_runs(gpu, monkeypatch):
+  import tinygrad.codegen.program as program
+  monkeypatch.setattr(gpu, "supports_float4", True)  # the heuristics choose wide loads ...
+  monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar on PYTHON
+  wv, xv = np.random.randn(40, 576).astype(F32), np.random.randn(576).astype(F32)
+  packed, d, m, wq = _q4_1(24, 576)
+  def rmsnorm(x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt()
+  for f, args, ref in ((lambda w, x: w @ x, (wv, xv), wv.astype(np.float64) @ xv), (_dequant_matvec, (packed, d, m, xv), wq.astype(np.float64) @ xv),
+                       (rmsnorm, (xv,), xv / np.sqrt(np.square(xv.astype(np.float64)).mean() + 1e-5))):
+    with Context(GROUP_REDUCE=1, GPU_SPLIT_PARTIALS=1):
+      np.testing.assert_allclose(run(monkeypatch, search.choose_opts, f, *args), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_beam_offers_group_on_gpus_only():
+  (si,) = Tensor.empty(16, 512).sum(1).schedule()
+  acts = search.actions(si.ast, [], 1, has_local=True)
+  assert Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 256) in acts
+  for a in (a for a in acts if a.op is OptOps.GROUP): apply_opts(si.ast, [a])
+  g16 = [Opt(OptOps.GROUP, reduce_ranges(si.ast)[0].arg[0], 16)]
+  assert not any(a.op is OptOps.GROUP and a.amount != 16 for a in search.actions(apply_opts(si.ast, g16), g16, 1, has_local=True)), "one group size per kernel"
+
+
+@runs_grouped
+def test_beam_candidates_with_group_compile(gpu):
+  (si,) = Tensor.empty(16, 512).sum(1).schedule()
+  cands = [c for c in search.extend([search.Candidate([], si.ast)], 1, set(), 64, has_local=True) if c.opts[0].op is OptOps.GROUP]
+  assert cands
+  for c in cands: assert search.compile_candidate(si.ast, gpu, c.opts).spec is not None, c.opts
+  assert not any(a.op is OptOps.GROUP for a in search.actions(si.ast, [], 1, has_local=False))
+
+
+@pytest.mark.compile_only
+@pytest.mark.parametrize("name", ["sum", "softmax", "matvec", "q4_1", "heuristics"])
+def test_grouped_kernels_compile_for_nvidia(name: str):
+  r = Device.renderer(Device.DEFAULT)
+  if not r.has_local: pytest.skip("GROUP is for GPU renderers (DEV=NULL:CUDA:sm_90, NULL:PTX:sm_80)")
+  a, x = np.random.randn(8, 576).astype(F32), np.random.randn(576).astype(F32)
+  unroll2 = group_each(32, after=lambda ast: [Opt(OptOps.UNROLL, reduce_ranges(ast)[-1].arg[0], 2)])
+  builds = {"sum": lambda: grouped_programs(lambda t: t.sum(1), a, choose=group_each(32)),
+            "softmax": lambda: grouped_programs(lambda t: t.softmax(1), a, choose=group_each(32)),
+            "matvec": lambda: grouped_programs(lambda w, v: w @ v, a, x, choose=unroll2),
+            "q4_1": lambda: grouped_programs(_dequant_matvec, *_q4_1(8, 576)[:3], x, choose=group_each(32)),
+            # GROUP_REDUCE=1's choice: UNROLL then GROUP, each lane one 16-byte load
+            "heuristics": lambda: grouped_programs(lambda w, v: w @ v, a, x, choose=lambda ast, r: hand_coded_opts(ast, wide_loads=True, gpu=True))}
+  with Context(GPU_SPLIT_PARTIALS=1, GROUP_REDUCE=1): progs = builds[name]()
+  grouped = [p for p in progs if any(o.op is OptOps.GROUP for o in p.opts)]
+  assert grouped
+  for p in grouped:
+    assert r.compiler.compile(p.src)[:4] == b"\x7fELF"  # a cubin: NVRTC for CUDA C, nvJitLink for PTX
+    if r.name == "PTX": assert ".shared" in p.src and "bar.sync" in p.src
+    else: assert "__shared__" in p.src and "__syncthreads()" in p.src and (name != "heuristics" or "float4" in p.src)
