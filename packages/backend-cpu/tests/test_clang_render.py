@@ -12,6 +12,7 @@ import pytest
 from tinygrad.device.devstring import Target
 from tinygrad.dtype import DType, dtypes
 from tinygrad.renderer import CompileError, UnsupportedDTypeError
+from tinygrad.renderer.builder import ProgramBuilder as Prog
 from tinygrad.uop.alu import cast_scalar, eval_scalar, exec_alu, from_bits, to_bits
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad_backend_cpu.clang import ClangCompiler, ClangRenderer, clang_available, feature_flags, find_c_compiler
@@ -28,26 +29,6 @@ _names = itertools.count()
 
 
 # ---- building programs
-
-class Prog:
-  """UOps appended in creation order (sources first): a linearized program as docs/linear-ir.md describes."""
-
-  def __init__(self) -> None: self.uops: list[UOp] = []
-
-  def __call__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: object = None) -> UOp:
-    u = UOp(op, dtype, src, arg)
-    if not any(u is x for x in self.uops): self.uops.append(u)
-    return u
-
-  def const(self, dt: DType, v: object) -> UOp: return self(Ops.CONST, dt, (), v)
-  def glob(self, i: int, dt: DType) -> UOp: return self(Ops.DEFINE_GLOBAL, dt.ptr(), (), i)
-  def index(self, buf: UOp, idx: UOp) -> UOp: return self(Ops.INDEX, buf.dtype, (buf, idx))
-  def load(self, buf: UOp, idx: UOp, *gate_alt: UOp) -> UOp:
-    return self(Ops.LOAD, buf.dtype.base, (self.index(buf, idx), *gate_alt))  # type: ignore[attr-defined]
-  def store(self, buf: UOp, idx: UOp, val: UOp, *gate: UOp) -> UOp: return self(Ops.STORE, dtypes.void, (self.index(buf, idx), val, *gate))
-  def alu(self, op: Ops, *src: UOp) -> UOp: return self(op, dtypes.bool if op in GroupOp.Comparison else src[-1].dtype, src)
-  def loop(self, end: UOp, rid: int = 0) -> UOp: return self(Ops.RANGE, dtypes.int32, (end,), (rid, "loop"))
-  def end(self, rng: UOp, *deps: UOp) -> UOp: return self(Ops.END, dtypes.void, (rng, *deps))
 
 
 def run(p: Prog, bufs: list[np.ndarray], vals: tuple[int, ...] = (), renderer: ClangRenderer = RENDERER) -> list[np.ndarray]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from tinygrad import Tensor, dtypes
 from tinygrad.llm.gguf import GGUFFile, read_gguf
-from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize, to_native
+from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, check_size, dequantize, to_native
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 64  # >= the prefill chunk (engine.py): see Attention._write_cache
@@ -91,7 +91,7 @@ class QuantWeight:
   def native(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> QuantWeight:
     """The weight in its own float dtype where it has one (F16, F32): one conversion kernel now, plain loads in every matmul."""
     if type_name not in NATIVE_DTYPES: return QuantWeight(raw, type_name, shape)
-    dequantize(raw, type_name, shape)  # checks the byte count against the shape
+    check_size(raw, type_name, shape)
     return QuantWeight(to_native(raw, type_name).contiguous().realize(), type_name, shape)
 
   def dequant(self) -> Tensor:

@@ -121,29 +121,32 @@ def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
   return sc.cast(dtypes.float32), mn.cast(dtypes.float32)
 
 
-def dq_q4_k(blocks: Tensor) -> Tensor:
+def _k_nibbles(qs_bytes: Tensor) -> Tensor:
+  """(n, 128) bytes -> (n, 4, 2, 32): 4 chunks of 64 elements, 32 low nibbles (sub-block 2j) then 32 high nibbles (2j+1)."""
+  n = qs_bytes.shape[0]
+  qs = qs_bytes.reshape(n, 4, 1, 32).expand(n, 4, 2, 32)
+  return (qs >> _shifts([0, 4], (1, 1, 2, 1), qs_bytes.device)) & 0xF
+
+
+def _k_scale_min(blocks: Tensor, q: Tensor) -> Tensor:
+  """Q4_K/Q5_K: (n, 256) float32 = q * d * scale - dmin * min per 32-element sub-block; header d, dmin, 12 bytes of scales."""
   n = blocks.shape[0]
   d, dmin = _f16(blocks[:, 0:2]).reshape(n, 1, 1), _f16(blocks[:, 2:4]).reshape(n, 1, 1)
   sc, mn = _k_scales(blocks[:, 4:16])
-  # 4 chunks of 64 elements: 32 low nibbles (sub-block 2j), then 32 high nibbles (sub-block 2j+1) of the same 32 bytes
-  qs = blocks[:, 16:144].reshape(n, 4, 1, 32).expand(n, 4, 2, 32)
-  q = (qs >> _shifts([0, 4], (1, 1, 2, 1), blocks.device)) & 0xF
-  x = q.reshape(n, 8, 32).cast(dtypes.float32) * (d * sc.reshape(n, 8, 1)) - dmin * mn.reshape(n, 8, 1)
-  return x.reshape(n, 256)
+  return (q.reshape(n, 8, 32).cast(dtypes.float32) * (d * sc.reshape(n, 8, 1)) - dmin * mn.reshape(n, 8, 1)).reshape(n, 256)
+
+
+def dq_q4_k(blocks: Tensor) -> Tensor: return _k_scale_min(blocks, _k_nibbles(blocks[:, 16:144]))
 
 
 def dq_q5_k(blocks: Tensor) -> Tensor:
   n = blocks.shape[0]
-  d, dmin = _f16(blocks[:, 0:2]).reshape(n, 1, 1), _f16(blocks[:, 2:4]).reshape(n, 1, 1)
-  sc, mn = _k_scales(blocks[:, 4:16])
-  qs = blocks[:, 48:176].reshape(n, 4, 1, 32).expand(n, 4, 2, 32)
-  low = (qs >> _shifts([0, 4], (1, 1, 2, 1), blocks.device)) & 0xF
+  low = _k_nibbles(blocks[:, 48:176])
   # the fifth bit of element l of sub-block k is bit k of qh[l]
   qh = blocks[:, 16:48].reshape(n, 1, 1, 32).expand(n, 4, 2, 32)
   high = (qh >> _arange_u8(8, blocks.device).reshape(1, 4, 2, 1)) & 1
-  q = low | (high << 4)
-  x = q.reshape(n, 8, 32).cast(dtypes.float32) * (d * sc.reshape(n, 8, 1)) - dmin * mn.reshape(n, 8, 1)
-  return x.reshape(n, 256)
+  return _k_scale_min(blocks, low | (high << 4))
+
 
 
 def dq_q6_k(blocks: Tensor) -> Tensor:
@@ -187,8 +190,8 @@ class UnsupportedQuantization(ValueError):
   pass
 
 
-def dequantize(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> Tensor:
-  """Raw bytes (1-D uint8 Tensor) of a tensor stored as `type_name` -> float32 Tensor of `shape` (lazy)."""
+def check_size(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> None:
+  """Raises unless `raw` (1-D uint8) holds exactly a `type_name` tensor of `shape`."""
   if type_name not in DEQUANTIZERS:
     raise UnsupportedQuantization(f"ggml type {type_name} is not supported (supported: {', '.join(DEQUANTIZERS)})")
   block_size, type_size = BLOCK_SIZES[type_name]
@@ -196,4 +199,9 @@ def dequantize(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> Tensor:
   for s in shape: numel *= s
   if numel % block_size or raw.shape[0] != numel // block_size * type_size:
     raise ValueError(f"{type_name} data of {raw.shape[0]} bytes doesn't hold a tensor of shape {shape}")
-  return DEQUANTIZERS[type_name](raw.reshape(-1, type_size)).reshape(shape)
+
+
+def dequantize(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> Tensor:
+  """Raw bytes (1-D uint8 Tensor) of a tensor stored as `type_name` -> float32 Tensor of `shape` (lazy)."""
+  check_size(raw, type_name, shape)
+  return DEQUANTIZERS[type_name](raw.reshape(-1, BLOCK_SIZES[type_name][1])).reshape(shape)
