@@ -263,17 +263,48 @@ def test_invalid_groups_are_kernel_opt_errors():
     with pytest.raises(KernelOptError, match="has_local"): get_program(si.ast, cpu_like, [Opt(OptOps.GROUP, red, 8)])
 
 
-def test_group_reduce_heuristic_is_opt_in():
+def test_group_reduce_heuristic_choices():
   (si,) = (Tensor.empty(576, 576) @ Tensor.empty(576)).schedule()
   red = reduce_ranges(si.ast)[0].arg[0]
-  assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=True, wide_loads=True))
-  with Context(GROUP_REDUCE=1):
-    # rows read contiguously: 4 floats a lane (one 16-byte load), 16 lanes (576 = 4 * 16 * 9)
-    assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, red, 4), Opt(OptOps.GROUP, red, 16)]
-    assert hand_coded_opts(si.ast, gpu=True, wide_loads=False) == [Opt(OptOps.GROUP, red, 32)]
-    assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=False))
-    (big,) = (Tensor.empty(1 << 14, 576) @ Tensor.empty(576)).schedule()  # enough outputs to fill the chip: a thread each
-    assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(big.ast, gpu=True))
+  with Context(GROUP_REDUCE=0):
+    assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=True, wide_loads=True))
+  # on by default. Rows read contiguously: 4 floats a lane (one 16-byte load), 16 lanes (576 = 4 * 16 * 9), the 9 steps left
+  # are not unrolled (9 has no divisor of 4 or 2)
+  assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, red, 4), Opt(OptOps.GROUP, red, 16)]
+  assert hand_coded_opts(si.ast, gpu=True, wide_loads=False) == [Opt(OptOps.GROUP, red, 32)]
+  assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=False))
+  # half weights: 8 a lane (16 bytes of the narrowest input), more lanes while the threads are few, the rest unrolled by 4
+  (h,) = (Tensor.empty(2048, 2048, dtype=dtypes.float16).cast(dtypes.float32) @ Tensor.empty(2048)).schedule()
+  hr = reduce_ranges(h.ast)[0].arg[0]
+  assert hand_coded_opts(h.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, hr, 8), Opt(OptOps.GROUP, hr, 64), Opt(OptOps.UNROLL, hr, 4)]
+  # a matrix-vector product groups up to GROUP_MAX_MATVEC_OUTPUTS rows (a vocabulary); a matmul only below GROUP_MAX_OUTPUTS
+  (vocab,) = (Tensor.empty(1 << 15, 576) @ Tensor.empty(576)).schedule()
+  assert any(o.op is OptOps.GROUP for o in hand_coded_opts(vocab.ast, gpu=True))
+  (mm,) = (Tensor.empty(256, 576) @ Tensor.empty(576, 256)).schedule()
+  assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(mm.ast, gpu=True))
+
+
+def _blockwise_matvec(packed: Tensor, d: Tensor, m: Tensor, x: Tensor) -> Tensor:
+  """As tinygrad.llm's quantized linear: two reduce loops, the blocks of a row and the elements of a block."""
+  q = packed.cast(dtypes.int32)
+  w = q.bitwise_and(15).cat(q.rshift(4), dim=2).cast(dtypes.float32) * d.unsqueeze(2) + m.unsqueeze(2)  # (rows, blocks, 32)
+  return (x.reshape(1, -1, 32) * w).sum((-1, -2))
+
+
+@runs_grouped
+@pytest.mark.parametrize("blocks", [18, 48])
+def test_heuristic_lanes_over_quantized_blocks(gpu, monkeypatch, blocks: int):
+  """Lanes over a quantized row's blocks (GROUP_QUANT=blocks): as many lanes as blocks (18, 48: not powers of two), each
+  lane a whole block unrolled; and the other choice, lanes over a block's elements."""
+  packed, d, m, wq = _q4_1(12, 32 * blocks)
+  xv = np.random.randn(32 * blocks).astype(F32)
+  for quant in ("blocks", "elements"):
+    seen: list[list[Opt]] = []
+    with Context(GPU_SPLIT_PARTIALS=1, GROUP_QUANT=quant):
+      out = run(monkeypatch, recording(search.choose_opts, seen), _blockwise_matvec, packed, d, m, xv)
+    np.testing.assert_allclose(out, wq.astype(np.float64) @ xv, rtol=1e-4, atol=1e-3)
+    groups = [o.amount for opts in seen for o in opts if o.op is OptOps.GROUP]
+    assert groups == [blocks] if quant == "blocks" else groups and groups[0] in (16, 32), (quant, seen)
 
 
 @runs_grouped

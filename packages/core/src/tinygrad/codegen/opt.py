@@ -304,20 +304,27 @@ def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:
   return False
 
 
-# opt-in until measured on a GPU: reductions with few outputs share each one between the threads of a block (GROUP)
-GROUP_REDUCE = ContextVar("GROUP_REDUCE", 0)
-GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 14, 256
+# reductions with few outputs share each one between the threads of a block (GROUP). Measured on the H200 (bench/llm_profile.py,
+# SmolLM2-shaped Q4_1 decode step): 7.07 ms without, 3.10 ms with; GROUP_REDUCE=0 turns it off
+GROUP_REDUCE = ContextVar("GROUP_REDUCE", 1)
+GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 14, 128
+GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
+GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
+GROUP_TARGET_THREADS = 1 << 17  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
 
 
 def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
-  """GROUP_REDUCE=1: a kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements
-  per output) gets 32 threads per output (16 for a short innermost loop), grouped on the innermost loop of every REDUCE,
-  so neighbouring threads read neighbouring elements; each thread then sums every 32nd element or 16-byte vector
-  (latency: one warp per output instead of one thread). [] where that doesn't apply. Unmeasured: see bench/README.md,
-  how to try it."""
+  """A kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements per output) gets 32
+  threads per output (16 for a short innermost loop; up to 256 for a long contiguous row while the threads number fewer than
+  GROUP_TARGET_THREADS), grouped on the innermost loop of every REDUCE, so neighbouring threads read neighbouring elements;
+  each thread then sums every 32nd element or 16-byte vector (latency: one warp per output instead of one thread). What is
+  left of each thread's loop is unrolled a few times, so several loads are in flight at once rather than one per round trip
+  to memory. [] where that doesn't apply."""
   total = 1
-  for o in outs: total *= range_size(o) or GROUP_MAX_OUTPUTS  # a symbolic output count counts as many
-  if total >= GROUP_MAX_OUTPUTS: return []
+  for o in outs: total *= range_size(o) or GROUP_MAX_MATVEC_OUTPUTS  # a symbolic output count counts as many
+  # a matrix-vector product (no input shared between outputs: nothing to block in registers) groups up to a vocabulary's
+  # rows: a thread per row would read its own row alone, uncoalesced
+  if total >= (GROUP_MAX_MATVEC_OUTPUTS if not _big_operand_is_shared(ast) else GROUP_MAX_OUTPUTS): return []
   if any(range_size(r) is None for r in reds): return []
   inners: list[UOp] = []
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
@@ -326,16 +333,36 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
       inners.append(inner)
   if not inners: return []
   inners.sort(key=lambda r: r.arg[0])
+  outers = [r for r in reds if r not in inners and (range_size(r) or 0) >= 16]
+  if GROUP_QUANT.value == "blocks" and outers and all((range_size(r) or 0) <= 32 for r in inners):
+    # lanes over the outer loop (a quantized row's blocks: 18 of them in a 576-long row), each lane a whole block, unrolled:
+    # a lane per block up to 64 blocks, so a row takes one step (measured on the H200 for SmolLM2's Q4_1 matrices: the
+    # down projection 10.5 -> 3.7 us, the whole decode step's graph 1.38 -> 0.98 ms, against lanes over a block's elements)
+    n_blocks = min(range_size(r) or 0 for r in outers)
+    g = n_blocks if n_blocks <= 64 else 32
+    opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in outers] + [Opt(OptOps.UNROLL, r.arg[0], range_size(r) or 1) for r in inners])
+    if opts: return opts
   # one reduce loop read contiguously (a float matrix-vector product, a norm): UNROLL it first, so each lane reads v
-  # neighbours in one 16-byte load (the copies are combined before the exchange, codegen/group.py); else lanes read
-  # single neighbouring elements (packed quantized blocks, whose element loads aren't contiguous)
-  itemsize = max((ld.dtype.itemsize for ld in _loads_in_reduces(ast)), default=4)
-  if wide_loads and len(inners) == 1 and _unit_stride(ast, inners[0]) and (size := range_size(inners[0])) is not None:
+  # neighbours in one 16-byte load of the narrowest input (the copies are combined before the exchange, codegen/group.py);
+  # else lanes read single neighbouring elements (packed quantized blocks, whose element loads aren't contiguous)
+  itemsize = min((ld.dtype.itemsize for ld in _loads_in_reduces(ast)), default=4)
+  sizes = {range_size(r) for r in inners}
+  if wide_loads and len(sizes) == 1 and all(_unit_stride(ast, r) for r in inners) and (size := sizes.pop()) is not None:
+    axes = [r.arg[0] for r in inners]  # a gated MLP's two matrix-vector products: each its own loop, split alike
     for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
-      if v * itemsize <= 16 and size % (v * g) == 0: return _valid(ast, [Opt(OptOps.UNROLL, inners[0].arg[0], v), Opt(OptOps.GROUP, inners[0].arg[0], g)])
+      if v * itemsize <= 16 and size % (v * g) == 0:
+        while g < 256 and total * g < GROUP_TARGET_THREADS and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
+        opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
+        more = [Opt(OptOps.UNROLL, ax, u) for ax in axes if (u := _largest_divisor(size // (v * g), (4, 2))) > 1]
+        if more and _valid(ast, opts + more): opts += more
+        return _valid(ast, opts)
   g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
   if any((range_size(r) or 0) < g for r in inners): return []
-  return _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in inners])
+  opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in inners])
+  # the other reduce loops (a quantized row's blocks, outside the elements of a block the lanes share): unrolled
+  outer = [Opt(OptOps.UNROLL, r.arg[0], u) for r in reds if r not in inners and (u := _largest_divisor(range_size(r), (8, 6, 4, 3, 2))) > 1]
+  if opts and outer and _valid(ast, opts + outer): opts += outer
+  return opts
 
 
 def _valid(ast: UOp, opts: list[Opt]) -> list[Opt]:

@@ -128,8 +128,9 @@ def reads_other_targets(assign: UOp, targets: set[UOp]) -> bool:
   return bool(others) and any(u in others for u in assign.src[1].toposort(gate=lambda u: u.op is not Ops.ASSIGN))
 
 
-# ASSIGNs that already ran -> the view of the buffer they wrote: a graph built before an assign ran may still
-# hold the ASSIGN node, and it must read the result, not run the assignment again
+# ASSIGNs that already ran and CONTIGUOUS nodes already realized -> the view of the buffer they wrote: a graph built before
+# may still hold the node (a slice of a realized tensor, taken before it was realized), and it must read the result, not run
+# the assignment again or recompute the tensor
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
@@ -187,13 +188,15 @@ def _split_reduce_gpu(r: UOp) -> UOp | None:
   The partials are reduced again the same way until few are left (each level is one small kernel)."""
   x, (op, axes) = r.src[0], r.arg
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
+  keep = [i for i in range(len(x.shape)) if i not in axes]
+  rows = not any(i > max(axes) for i in keep)
+  if rows and _grouped_instead(out, n): return None
   k = 1
   while n % (k * 2) == 0 and out * k * 2 <= GPU_SPLIT_PARTIALS.value and n // (k * 2) >= GPU_SPLIT_CHUNK.value: k *= 2
   if k < 16: return None
-  keep = [i for i in range(len(x.shape)) if i not in axes]
   kept = tuple(x.shape[i] for i in keep)
   xp = _permute(x, tuple(keep + list(axes)))
-  if any(i > max(axes) for i in keep):  # columns: (k, kept..., n // k), reduce the last axis, then the first
+  if not rows:  # columns: (k, kept..., n // k), reduce the last axis, then the first
     xr = _permute(UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (k, n // k)), (len(kept), *range(len(kept)), len(kept) + 1))
     partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept) + 1,))),))
     total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (0,)))
@@ -207,6 +210,18 @@ def _split_reduce_gpu(r: UOp) -> UOp | None:
     total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(kept) + 1,)))
   if (again := _split_reduce_gpu(total)) is not None: total = again  # the partials may still be many
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
+
+
+GROUP_MIN_ROWS, GROUP_MAX_ROW, GROUP_MAX_SMALL = 128, 1 << 16, 1 << 14
+
+
+def _grouped_instead(out: int, n: int) -> bool:
+  """Rows that the codegen's GROUP heuristic reduces in one kernel, a block of threads per row (codegen/opt.py): a matrix-vector
+  product's few hundred to few thousand rows, or a small reduction (a norm's sum of squares) that one block covers in a few
+  steps. A second kernel for the partials would cost more than it gains there."""
+  from tinygrad.codegen.opt import GROUP_MAX_OUTPUTS, GROUP_REDUCE  # the codegen's setting: the scheduler defers to it
+  if not GROUP_REDUCE.value or out >= GROUP_MAX_OUTPUTS or n > GROUP_MAX_ROW: return False
+  return out >= GROUP_MIN_ROWS or out * n <= GROUP_MAX_SMALL
 
 
 GPU_VECTOR_CHUNK_MAX_PARTIALS = 1 << 18  # above this many partials the codegen widens loads across outputs instead
@@ -238,7 +253,7 @@ def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp
   (a view of its new buffer)."""
   sink = UOp(Ops.SINK, src=tuple(roots))
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
-  done = {n: applied_assigns[n] for n in nodes if n.op is Ops.ASSIGN and n in applied_assigns}
+  done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, _split_rebuilt)
   realize = find_realizes(sink)
@@ -308,7 +323,7 @@ def cached_kernel_ast(value: UOp, out: UOp, out_view: UOp | None) -> tuple[UOp, 
 def mark_applied(becomes: dict[UOp, UOp]) -> None:
   """Call after running a schedule: its ASSIGNs have happened."""
   for node, view in becomes.items():
-    if node.op is Ops.ASSIGN: applied_assigns[node] = view
+    if node.op in (Ops.ASSIGN, Ops.CONTIGUOUS): applied_assigns[node] = view
 
 
 def _substitute_tracking(sink: UOp, mapping: dict[UOp, UOp], rewrite: Callable[[UOp], UOp | None] | None = None) -> tuple[UOp, dict[UOp, UOp]]:
