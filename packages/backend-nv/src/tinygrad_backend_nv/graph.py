@@ -4,7 +4,9 @@ before, the order they ran in), instantiated once and launched with one cuGraphL
 A launch that changes between replays (new input buffers, other var values, other launch sizes) is patched in the
 instantiated graph with cuGraphExecKernelNodeSetParams; a launch with an empty grid is disabled (cuGraphNodeSetEnabled)
 rather than given to the driver, which rejects zero-sized grids. Kernel parameters are copied by the driver when a
-node is added or updated, so nothing here has to stay alive for the graph's sake.
+node is added or updated, so nothing here has to stay alive for the graph's sake; each node's parameters are still kept,
+so that an update that changes only argument values (a new position each step) writes them in place and makes one
+driver call, without building the parameters again.
 """
 from __future__ import annotations
 
@@ -34,13 +36,16 @@ class CUDAGraph:
     _use(ctx)
     self.graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
     self.nodes: list[Any] = []
+    self.params: list[tuple[Any, bool, Any]] = []  # per node: (parameters, grid not empty, the argument values they point at)
+    self.shapes: list[tuple] = []  # per node: what a launch must keep for its parameters to be patched in place
     empty: list[int] = []
     for i, lc in enumerate(launches):
       params, ok, keep = self._params(lc)
       if not ok: empty.append(i)
       deps = self.nodes[-1:]
       self.nodes.append(check(cu.cuGraphAddKernelNode(self.graph, deps, len(deps), params), f"cuGraphAddKernelNode({lc.program.name})"))
-      del keep
+      self.params.append((params, ok, keep))
+      self.shapes.append(self._shape(lc))
     self.exec = check(cu.cuGraphInstantiate(self.graph, 0), "cuGraphInstantiate")
     self.enabled = [True] * len(launches)
     for i in empty: self._enable(i, False)
@@ -65,6 +70,10 @@ class CUDAGraph:
     p.kernelParams = ctypes.addressof(args)  # read (copied) by the driver during the call that takes p
     return p, ok, (values, args)
 
+  @staticmethod
+  def _shape(lc: KernelLaunch) -> tuple:
+    return (lc.program, _dims(lc.global_size), _dims(lc.local_size), len(lc.bufs), len(lc.vals))
+
   def _enable(self, i: int, on: bool) -> None:
     if self.enabled[i] != on:
       check(cu.cuGraphNodeSetEnabled(self.exec, self.nodes[i], int(on)), "cuGraphNodeSetEnabled")
@@ -74,9 +83,13 @@ class CUDAGraph:
     if not isinstance(launch.program, CUDAProgram) or launch.program.ctx is not self.ctx:
       raise ValueError("a graph node can only be given launches of a kernel on its own GPU")
     _use(self.ctx)
-    params, ok, keep = self._params(launch)
+    if self._shape(launch) == self.shapes[i]:  # the same kernel and launch sizes: new argument values, written in place
+      params, ok, (values, _) = self.params[i]
+      for v, new in zip(values, (*launch.bufs, *launch.vals)): v.value = new
+    else:
+      params, ok, keep = self.params[i] = self._params(launch)
+      self.shapes[i] = self._shape(launch)
     check(cu.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], params), f"cuGraphExecKernelNodeSetParams({launch.program.name})")
-    del keep
     self._enable(i, ok)
 
   def __call__(self) -> None:
