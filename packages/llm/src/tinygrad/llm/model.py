@@ -104,20 +104,43 @@ class QuantWeight:
     return QuantWeight(self.raw[start * row:end * row], self.type_name, (end - start, *self.shape[1:]))
 
 
-def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None) -> Tensor:
-  """x @ W.T with W (out, in) dequantized inside the matmul kernel. Quantized weights reduce over (blocks, elements of a block), two
-  loops, so each block's scales are loaded once per block and the dequantized weight needs no index division."""
+def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor | None = None) -> Tensor:
+  """x @ W.T (times `scale`, one factor per row of x, then plus bias) with W (out, in) dequantized inside the matmul kernel.
+  Quantized weights reduce over (blocks, elements of a block), two loops, so each block's scales are loaded once per block and
+  the dequantized weight needs no index division."""
   block = BLOCK_SIZES[w.type_name][0]
   if block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
   else:
     n_out, k = w.shape
     wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
+  if scale is not None: out = out * scale
   return out + bias if bias is not None else out
 
 
+def fuse_rows(ws: list[QuantWeight]) -> QuantWeight | None:
+  """Matrices of one type and width stacked into one (out1 + out2 + ..., in), realized: one matrix-vector kernel instead of
+  several (attention's q, k and v). None when they differ (a GGUF may quantize them differently)."""
+  if len({(w.type_name, w.raw.dtype, len(w.shape), w.shape[1:]) for w in ws}) != 1 or len(ws[0].shape) != 2: return None
+  raw = ws[0].raw.cat(*(w.raw for w in ws[1:])).contiguous().realize()
+  return QuantWeight(raw, ws[0].type_name, (sum(w.shape[0] for w in ws), ws[0].shape[1]))
+
+
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-  return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * weight
+  return x * rms_scale(x, eps) * weight
+
+
+def rms_scale(x: Tensor, eps: float) -> Tensor:
+  """RMSNorm's factor per row, (..., 1): a norm before a matmul is (x * weight) @ W.T times this, so the matmul kernel applies it
+  and the normalized rows are never stored."""
+  return (x.square().mean(-1, keepdim=True) + eps).rsqrt()
+
+
+def fuses_cheaply(device: str) -> bool:
+  """True on GPU-style devices (threads in blocks), where recomputing a little elementwise work inside the kernels that read
+  it (RoPE, softmax's exponentials) costs less than a kernel that stores it; on a CPU the recomputation costs more."""
+  from tinygrad import Device
+  return bool(Device.renderer(device).has_local)
 
 
 # ---- private helpers built from existing Tensor ops (candidates for core)
@@ -130,6 +153,12 @@ def one_hot(idx: Tensor, n: int) -> Tensor:
 def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
   """An int stays an int; a symbolic int (bound Variable) becomes a 0-d int32 Tensor, so it can meet tensors in arithmetic."""
   return v if isinstance(v, int) else Tensor(v, dtype=dtypes.int32, device=device)
+
+
+def causal_mask(start_pos: int | UOp, T: int, L: int, device: str) -> Tensor:
+  """(T, L) bool: query t (at position start_pos + t) sees cache positions <= start_pos + t."""
+  pos_q = Tensor.arange(T, dtype=dtypes.int32, device=device).reshape(T, 1) + scalar(start_pos, device)
+  return Tensor.arange(L, dtype=dtypes.int32, device=device).reshape(1, L) <= pos_q
 
 
 def select_rows(table: Tensor, start: int | UOp, n: int) -> Tensor:
@@ -182,40 +211,66 @@ class Attention:
     self.cfg = cfg
     self.wq, self.wk, self.wv, self.wo = w["attn_q.weight"], w["attn_k.weight"], w["attn_v.weight"], w["attn_output.weight"]
     self.bq, self.bk, self.bv = w.get("attn_q.bias"), w.get("attn_k.bias"), w.get("attn_v.bias")
+    # q, k and v in one matrix where their types match: one kernel (and one launch) instead of three
+    self.wqkv = fuse_rows([self.wq, self.wk, self.wv])
+    self.bqkv = None
+    if self.wqkv is not None:
+      self.wq = self.wk = self.wv = None
+      biases = [self.bq, self.bk, self.bv]
+      if any(b is not None for b in biases):
+        sizes = (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim)
+        self.bqkv = Tensor.cat(*(b if b is not None else Tensor.zeros(n) for b, n in zip(biases, sizes))).contiguous().realize()
     self.q_norm, self.k_norm = w.get("attn_q_norm.weight"), w.get("attn_k_norm.weight")
     self.max_context = max_context
     # the KV cache: (2, kv heads, positions, head dim), written in place
     # CACHE_SLACK rows past the context: a padded prefill chunk written at the last positions stays inside the buffer
     self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous().realize()
 
-  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
+  def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+    """x: the layer's input times the norm's weight, `scale` the norm's factor per row (rms_scale), or None for no norm.
+    cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask)."""
     cfg = self.cfg
     B, T, _ = x.shape
-    q = linear(x, self.wq, self.bq).reshape(B, T, cfg.n_heads, cfg.head_dim)
-    k = linear(x, self.wk, self.bk).reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
-    v = linear(x, self.wv, self.bv).reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
-    if self.q_norm is not None: q = rms_norm(q, self.q_norm, cfg.norm_eps)
-    if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps)
-    # realized once: left unrealized, RoPE (and the matmul under it) would be recomputed inside every kernel that reads them
-    # (q itself too: RoPE reads each element twice, itself and its rotation partner, so an unrealized q is two matmuls)
-    q = apply_rope(q.contiguous(), cos, sin, cfg.rope_neox).contiguous()
-    k = apply_rope(k.contiguous(), cos, sin, cfg.rope_neox)
-    self._write_cache(k[0].permute(1, 0, 2), v.contiguous()[0].permute(1, 0, 2), start_pos)
+    nq, nkv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    fused = fuses_cheaply(x.device)
+    # realized: left unrealized, the matmuls would be recomputed inside every kernel that reads q, k or v (RoPE reads each
+    # element twice, itself and its rotation partner)
+    if self.wqkv is not None:
+      qkv = linear(x, self.wqkv, self.bqkv, scale).contiguous()
+      q, k, v = qkv[..., :nq], qkv[..., nq:nq + nkv], qkv[..., nq + nkv:]
+    else:
+      assert self.wq is not None and self.wk is not None and self.wv is not None
+      q, k, v = (linear(x, w, b, scale).contiguous() for w, b in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
+    q, k, v = q.reshape(B, T, cfg.n_heads, cfg.head_dim), k.reshape(B, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
+    if self.q_norm is not None: q = rms_norm(q, self.q_norm, cfg.norm_eps).contiguous()
+    if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps).contiguous()
+    # q with RoPE: recomputed inside the attention scores' kernel on a GPU, stored once on a CPU (it is read for every position)
+    q = apply_rope(q, cos, sin, cfg.rope_neox)
+    if not fused: q = q.contiguous()
+    k = apply_rope(k, cos, sin, cfg.rope_neox)
+    self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
+    attn_len = mask.shape[1]
     keys = self.cache[0, :, :attn_len].cast(dtypes.float32)    # (Hkv, L, D)
     values = self.cache[1, :, :attn_len].cast(dtypes.float32)
     G = cfg.n_heads // cfg.n_kv_heads
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
     scores = qh.matmul(keys.unsqueeze(1).transpose(-1, -2)) * (1.0 / math.sqrt(cfg.head_dim))  # (Hkv, G, T, L)
-    # causal mask: query t (at position start_pos + t) sees positions <= start_pos + t
-    pos_q = Tensor.arange(T, dtype=dtypes.int32, device=x.device).reshape(T, 1) + scalar(start_pos, x.device)
-    pos_k = Tensor.arange(attn_len, dtype=dtypes.int32, device=x.device).reshape(1, attn_len)
-    scores = (pos_k <= pos_q).where(scores, -math.inf)
-    # softmax with the exponentials computed once (realized), not once for the sum and again for the division
-    e = (scores - scores.max(-1, keepdim=True)).exp().contiguous()
-    probs = (e / e.sum(-1, keepdim=True)).contiguous()
-    # realized in its own (Hkv, G, T, D) layout: the kernel keeps a loop per axis (head dim innermost, contiguous in the cache)
-    out = probs.matmul(values.unsqueeze(1)).contiguous()  # (Hkv, G, T, D)
-    out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
+    scores = mask.where(scores, -math.inf)
+    if fused:
+      # a GPU: the scores, their max and the exponentials' sum are stored (three small kernels); the exponentials themselves are
+      # recomputed inside the sum's kernel and the kernel that weighs the values, and divided by the sum there
+      scores = scores.contiguous()
+      e = (scores - scores.max(-1, keepdim=True).contiguous()).exp()
+      out = (e.matmul(values.unsqueeze(1)) / e.sum(-1, keepdim=True).contiguous()).contiguous()  # (Hkv, G, T, D)
+    else:
+      # a CPU: the exponentials computed once (realized), not once for the sum and again for the division
+      e = (scores - scores.max(-1, keepdim=True)).exp().contiguous()
+      probs = (e / e.sum(-1, keepdim=True)).contiguous()
+      # realized in its own (Hkv, G, T, D) layout: the kernel keeps a loop per axis (head dim innermost, contiguous in the cache)
+      out = probs.matmul(values.unsqueeze(1)).contiguous()  # (Hkv, G, T, D)
+    # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
+    if T == 1: out = out.reshape(B, 1, cfg.n_heads * cfg.head_dim)
+    else: out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
     return linear(out, self.wo)
 
   def _write_cache(self, k: Tensor, v: Tensor, start_pos: int | UOp) -> None:
@@ -237,12 +292,21 @@ def _stack2(a: Tensor, b: Tensor) -> Tensor:
 class FeedForward:
   def __init__(self, w: dict[str, Any]):
     self.gate, self.up, self.down = w["ffn_gate.weight"], w["ffn_up.weight"], w["ffn_down.weight"]
+    # gate and up stacked into one matrix where their types match: one matrix-vector kernel of twice the rows
+    self.gate_up = fuse_rows([self.gate, self.up])
 
-  def __call__(self, x: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
+    if self.gate_up is not None:
+      n = self.gate.shape[0]
+      gu = linear(x, self.gate_up, scale=scale).contiguous()
+      h = gu[..., :n].silu() * gu[..., n:]
+      # a GPU computes silu(gate) * up inside the down projection's kernel; a CPU stores it (each element is read once per row)
+      return linear(h if fuses_cheaply(x.device) else h.contiguous(), self.down)
     # one token: gate and up in one kernel (two matrix-vector products); several: the gate first, so each kernel has one matmul and
     # the CPU heuristics can share each loaded weight across the tokens (two matmuls in one kernel run out of registers)
-    g = linear(x, self.gate) if x.shape[1] == 1 else linear(x, self.gate).contiguous()
-    return linear((g.silu() * linear(x, self.up)).contiguous(), self.down)
+    g = linear(x, self.gate, scale=scale)
+    if x.shape[1] != 1: g = g.contiguous()
+    return linear((g.silu() * linear(x, self.up, scale=scale)).contiguous(), self.down)
 
 
 class MoEFeedForward:
@@ -254,8 +318,9 @@ class MoEFeedForward:
     self.router: QuantWeight = w["ffn_gate_inp.weight"]
     self.gate, self.up, self.down = w["ffn_gate_exps.weight"], w["ffn_up_exps.weight"], w["ffn_down_exps.weight"]
 
-  def __call__(self, x: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
     cfg = self.cfg
+    if scale is not None: x = (x * scale).contiguous()  # the experts' inputs, stored once: several kernels read them
     probs = linear(x, self.router).softmax(-1)  # (B, T, E)
     chosen = topk_mask(probs, cfg.n_experts_used)
     weights = chosen.where(probs, 0.0)
@@ -279,12 +344,12 @@ class Block:
     self.attn = Attention(cfg, w, max_context, cache_dtype)
     self.ffn = MoEFeedForward(cfg, w) if "ffn_gate_inp.weight" in w else FeedForward(w)
 
-  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, attn_len: int) -> Tensor:
-    # the residual stream and each matmul's input are realized: an unrealized input is recomputed per output row of a matmul
-    # (the attention input right away: q's graph is built before k and v are realized, and would compute the norm again)
-    xn = rms_norm(x, self.attn_norm, self.cfg.norm_eps).contiguous().realize()
-    h = (x + self.attn(xn, start_pos, cos, sin, attn_len)).contiguous()
-    return (h + self.ffn(rms_norm(h, self.ffn_norm, self.cfg.norm_eps).contiguous())).contiguous()
+  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+    # the residual stream is realized, and each norm's factor (rms_scale): the matmuls after a norm read x times the norm's weight
+    # and scale their outputs, so the normalized rows are never stored (an unrealized norm would be recomputed per output row)
+    eps = self.cfg.norm_eps
+    h = (x + self.attn(x * self.attn_norm, rms_scale(x, eps).contiguous(), start_pos, cos, sin, mask)).contiguous()
+    return (h + self.ffn(h * self.ffn_norm, rms_scale(h, eps).contiguous())).contiguous()
 
 
 # tensors that are used as float vectors (norms, biases, rope factors): dequantized once at load
@@ -369,13 +434,16 @@ class Transformer:
     B, T, _ = rows.shape
     if isinstance(start_pos, int) and start_pos + T > self.max_context:
       raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
-    x = self.embed(rows)
-    cos, sin = select_rows(self.cos, start_pos, T), select_rows(self.sin, start_pos, T)
+    x = self.embed(rows).contiguous()  # realized: every kernel of the first layer reads it
     if attn_len is not None and not 0 < attn_len <= self.max_context: raise ValueError(f"attn_len {attn_len} is not in 1..{self.max_context}")
     L = attn_len or (self.attn_len(start_pos + T) if isinstance(start_pos, int) else self.max_context)
+    # what depends on the position, computed once for every layer: the chunk's RoPE rows and the causal mask (under TinyJit the
+    # layers' kernels then don't depend on start_pos, only the cache writes do: fewer launches to update per replayed step)
+    cos, sin = select_rows(self.cos, start_pos, T).contiguous(), select_rows(self.sin, start_pos, T).contiguous()
+    mask = causal_mask(start_pos, T, L, x.device).contiguous()
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
-      x = layer(x, start_pos, cos, sin, L).realize()
+      x = layer(x, start_pos, cos, sin, mask).realize()
     if last is not None:
       if isinstance(last, int): x = x[:, last, :]
       else: x = (one_hot(scalar(last, x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)
