@@ -33,6 +33,7 @@ def main() -> None:
   ap.add_argument("--repeat", type=int, default=5, help="launches per kernel, the best is kept (default 5)")
   ap.add_argument("--top", type=int, default=25, help="kernel groups to list (default 25)")
   ap.add_argument("--no-ablate", action="store_true", help="skip timing the device graph without each group of kernels")
+  ap.add_argument("--host-profile", action="store_true", help="cProfile --steps decode steps with sampling (stderr)")
   ap.add_argument("--src", default=None, help="write the sources of the --top slowest kernels to this file")
   args = ap.parse_args()
 
@@ -56,6 +57,17 @@ def main() -> None:
   for _ in range(args.steps): llm._run_chunk([ids[-1]], pos)
   dev.synchronize()
   step_ms = (time.perf_counter() - t0) / args.steps * 1e3
+
+  if args.host_profile:  # where the host's time per token goes: the engine's decode step and greedy sampling, under cProfile
+    import cProfile
+    import pstats
+
+    from tinygrad.llm.engine import SamplingParams
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(args.steps): llm.sample(llm._run_chunk([ids[-1]], pos), SamplingParams(), pos + 1)
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
 
   # kernel by kernel, each alone
   var_vals = {llm._v_start.arg[0]: pos}
