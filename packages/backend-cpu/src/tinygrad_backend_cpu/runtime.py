@@ -17,21 +17,27 @@ from tinygrad_backend_cpu.threadpool import run_parallel
 
 
 class CPUBuffer:
-  """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start)."""
-  __slots__ = ("mem", "addr", "size")
+  """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start), or a view of
+  `size` bytes at `offset` of another buffer's mapping (which the view keeps alive)."""
+  __slots__ = ("mem", "addr", "size", "offset")
 
-  def __init__(self, size: int):
-    self.size = size
-    self.mem = mmap.mmap(-1, max(size, 1))
-    self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
+  def __init__(self, size: int, base: CPUBuffer | None = None, offset: int = 0):
+    self.size, self.offset = size, (base.offset + offset if base is not None else 0)
+    self.mem = base.mem if base is not None else mmap.mmap(-1, max(size, 1))
+    self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem)) + self.offset
 
 
 class CPUAllocator(Allocator):
   def _alloc(self, size: int, options: Any) -> CPUBuffer: return CPUBuffer(size)
-  def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mem[:src.nbytes] = src
-  def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mem[:dest.nbytes]
+  def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mem[dest.offset:dest.offset + src.nbytes] = src
+  def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mem[src.offset:src.offset + dest.nbytes]
 
-  def as_memoryview(self, buf: CPUBuffer) -> memoryview: return memoryview(buf.mem)[:buf.size]
+  def as_memoryview(self, buf: CPUBuffer) -> memoryview: return memoryview(buf.mem)[buf.offset:buf.offset + buf.size]
+
+  def view(self, opaque: CPUBuffer, offset: int, size: int) -> CPUBuffer:
+    if offset < 0 or size < 0 or offset + size > opaque.size:
+      raise ValueError(f"a view of bytes {offset}..{offset + size} is out of bounds for a CPU buffer of {opaque.size} bytes")
+    return CPUBuffer(size, opaque, offset)
 
 
 _engine: llvm.ExecutionEngine | None = None

@@ -141,6 +141,14 @@ class Buffer:
     self.copyout(out)
     return out.tobytes()
 
+  def deallocate(self) -> None:
+    """Give the memory back now (to the allocator's cache); a later use allocates again. Not for views."""
+    if self.base is not None: raise ValueError(f"{self} is a view: deallocate its base")
+    if self._opaque is None: return
+    self._allocator().free(self._opaque, max(self.nbytes, 1))
+    self._account(-1)
+    self._opaque = None
+
   def __del__(self) -> None:
     if getattr(self, "_opaque", None) is None or self.base is not None: return
     try:

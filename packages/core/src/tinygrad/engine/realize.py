@@ -4,14 +4,15 @@ from __future__ import annotations
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.search import opt_setting
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Buffer, Compiled, KernelLaunch, Program
-from tinygrad.helpers import DEBUG, GlobalCounters, colored
+from tinygrad.engine.memory import release_dead
+from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem
 from tinygrad.uop.ops import Ops, UOp
@@ -160,13 +161,25 @@ def lower_schedule(items: list[ScheduleItem]) -> list[tuple[ExecItem, dict[str, 
   return out
 
 
-# while TinyJit captures, every item that runs is recorded here
-capturing: list[list[tuple[ExecItem, dict[str, int]]]] = []
+@dataclass
+class Capture:
+  """What TinyJit records while it captures: every item that runs, and the buffers those items allocated (their contents
+  before the capture can't matter, so engine/memory.py may let them share memory)."""
+  items: list[tuple[ExecItem, dict[str, int]]] = field(default_factory=list)
+  fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
+
+
+capturing: list[Capture] = []
+JIT_PLAN = ContextVar("JIT_PLAN", 1)  # JIT_PLAN=0: every captured intermediate keeps its own memory (engine/memory.py)
 
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   st = time.perf_counter()
   exec_items = lower_schedule(items)
-  for ei, var_vals in exec_items: ei.run(var_vals)
-  if capturing: capturing[-1].extend(exec_items)
+  for ei, var_vals in exec_items:
+    if capturing: capturing[-1].fresh.update(id(b) for b in ei.bufs if b.base is None and not b.is_allocated())
+    ei.run(var_vals)
+  if capturing:
+    capturing[-1].items.extend(exec_items)
+    if JIT_PLAN.value: release_dead(capturing[-1])  # what this schedule no longer needs is free for the next one
   if DEBUG >= 3: print(f"ran {len(exec_items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")
