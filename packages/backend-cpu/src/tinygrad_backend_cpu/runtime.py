@@ -29,6 +29,8 @@ class CPUBuffer:
 
 class CPUAllocator(Allocator):
   def _alloc(self, size: int, options: Any) -> CPUBuffer: return CPUBuffer(size)
+  # a new anonymous mapping reads as zeros and takes no memory until a page is touched (a KV cache that is mostly unused)
+  def alloc_zeroed(self, size: int, options: Any = None) -> CPUBuffer: return CPUBuffer(size)
   def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mem[dest.offset:dest.offset + src.nbytes] = src
   def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mem[src.offset:src.offset + dest.nbytes]
 

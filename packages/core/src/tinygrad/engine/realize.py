@@ -1,6 +1,7 @@
 """Running a schedule: compile each kernel (cached), bind buffers, launch; copies between devices."""
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -173,8 +174,20 @@ capturing: list[Capture] = []
 JIT_PLAN = ContextVar("JIT_PLAN", 1)  # JIT_PLAN=0: every captured intermediate keeps its own memory (engine/memory.py)
 
 
+def is_zero_fill(si: ScheduleItem) -> bool:
+  """A kernel that only stores the constant 0 into its one buffer (`Tensor.zeros(...).contiguous()`)."""
+  if si.ast.op is not Ops.SINK or len(si.bufs) != 1: return False
+  nodes = si.ast.toposort()
+  stores = [n for n in nodes if n.op is Ops.STORE]
+  def zero(v: UOp) -> bool: return v.op is Ops.CONST and v.arg == 0 and math.copysign(1.0, v.arg) > 0  # not -0.0
+  return bool(stores) and all(n.op is not Ops.LOAD for n in nodes) and all(zero(s.src[1]) for s in stores)
+
+
 def run_schedule(items: list[ScheduleItem]) -> None:
   st = time.perf_counter()
+  # a zero fill of a buffer not allocated yet is an allocation of zeroed memory where the device has it: no kernel, and no
+  # pages touched until they are used (not while TinyJit captures: a replay must fill again)
+  if not capturing: items = [si for si in items if not (si.ast.op is not Ops.COPY and is_zero_fill(si) and buffer_of(si.bufs[0]).allocate_zeroed())]
   exec_items = lower_schedule(items)
   for ei, var_vals in exec_items:
     if capturing: capturing[-1].fresh.update(id(b) for b in ei.bufs if b.base is None and not b.is_allocated())
