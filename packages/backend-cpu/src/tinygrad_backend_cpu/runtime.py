@@ -1,18 +1,19 @@
 """The CPU device at run time: page-aligned host memory, and kernels loaded in-process from ELF objects.
 
-Both renderers (CLANG and LLVM) compile to a relocatable object; LLVM's MCJIT (through llvmlite) links it
-into this process, resolving calls to libm, so no system linker is needed.
+Both renderers (CLANG and LLVM) compile to a relocatable object. elf.py loads it (x86-64) without LLVM in the process, so
+running kernels from the compile cache never imports llvmlite; elsewhere LLVM's MCJIT (through llvmlite) links it, resolving
+calls to libm. Either way no system linker is needed.
 """
 from __future__ import annotations
 
 import ctypes
 import mmap
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import llvmlite.binding as llvm
 from tinygrad.device.plugin import Allocator, Compiled, Target
 
+from tinygrad_backend_cpu.elf import LoadedObject, UnsupportedObject, load_object
 from tinygrad_backend_cpu.threadpool import run_parallel
 
 
@@ -20,6 +21,10 @@ class CPUBuffer:
   """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start), or a view of
   `size` bytes at `offset` of another buffer's mapping (which the view keeps alive)."""
   __slots__ = ("mem", "addr", "size", "offset")
+  mem: mmap.mmap
+  addr: int
+  size: int
+  offset: int
 
   def __init__(self, size: int, base: CPUBuffer | None = None, offset: int = 0):
     self.size, self.offset = size, (base.offset + offset if base is not None else 0)
@@ -42,12 +47,16 @@ class CPUAllocator(Allocator):
     return CPUBuffer(size, opaque, offset)
 
 
+if TYPE_CHECKING:
+  import llvmlite.binding as llvm
+
 _engine: llvm.ExecutionEngine | None = None
 
 
 def _mcjit() -> llvm.ExecutionEngine:
   global _engine
   if _engine is None:
+    import llvmlite.binding as llvm
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     tm = llvm.Target.from_default_triple().create_target_machine(opt=2, reloc="pic")
@@ -59,14 +68,25 @@ class CPUProgram:
   """A kernel loaded from an ELF object. Arguments: buffers (as pointers), then int values of symbolic vars."""
 
   def __init__(self, name: str, lib: bytes):
-    engine = _mcjit()
     self.name = name
+    self._image: LoadedObject | None = None
+    try:
+      self._image = load_object(lib)
+      addr = self._image.address(name)
+    except (UnsupportedObject, KeyError):
+      self._image = None
+      addr = self._load_mcjit(name, lib)
+    self.fxn = ctypes.CFUNCTYPE(None)(addr)
+
+  def _load_mcjit(self, name: str, lib: bytes) -> int:
+    import llvmlite.binding as llvm
+    engine = _mcjit()
     self._obj = llvm.ObjectFileRef.from_data(lib)
     engine.add_object_file(self._obj)
     engine.finalize_object()
     addr = engine.get_function_address(name)
     if not addr: raise RuntimeError(f"kernel {name} not found in its compiled object")
-    self.fxn = ctypes.CFUNCTYPE(None)(addr)
+    return addr
 
   def __call__(self, *bufs: CPUBuffer, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
