@@ -231,3 +231,27 @@ def test_plan_keeps_state_the_caller_holds():
     for i in range(4): y = y * 1.5 + i
     expect += y
   np.testing.assert_allclose(total.numpy(), expect, rtol=1e-5)
+
+
+def test_capturing_call_releases_dead_intermediates(monkeypatch):
+  """While the capturing call runs, intermediates of earlier realizes that nothing can reach go back to the allocator."""
+  from tinygrad import jit
+  from tinygrad.engine import realize
+  monkeypatch.setattr(realize, "RELEASE_AFTER_BYTES", 0)  # after every realize (normally once a few MB were allocated)
+  allocated_at_plan: list[int] = []
+  plan = jit.plan_memory
+  def spy(items, fresh, keep):
+    allocated_at_plan.append(sum(1 for b in {id(b): b for ei, _ in items for b in ei.bufs}.values() if b.base is None and b.is_allocated()))
+    return plan(items, fresh, keep)
+  monkeypatch.setattr(jit, "plan_memory", spy)
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    for i in range(6): a = (a * 1.5 + i).contiguous().realize()
+    return a.sum()
+  for _ in range(4):
+    a_np = np.random.randn(256).astype(np.float32)
+    expect = a_np.copy()
+    for i in range(6): expect = expect * 1.5 + i
+    np.testing.assert_allclose(f(Tensor(a_np).realize()).item(), expect.sum(), rtol=1e-5)
+  # at most the input, the last two links and the output are still allocated when the capture ends (6 links were made)
+  assert allocated_at_plan and allocated_at_plan[0] <= 4

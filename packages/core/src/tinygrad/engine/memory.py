@@ -6,8 +6,9 @@ results at once (for an LLM prefill: every layer's activations, tens of MB). A c
   - nothing outside the capture can reach it any more: no live tensor refers to it, it is not an input of the
     function, and it is neither a view nor the base of one.
 Two steps use that:
-  - while the function runs (`release_dead`, after each realize): internal buffers go back to the allocator, so the
-    capturing call reuses memory as an uncaptured call would (its peak is not the sum of all intermediates);
+  - while the function runs (`release_dead`, after a realize once a few MB were allocated since the last time): internal
+    buffers go back to the allocator, so the capturing call reuses memory much as an uncaptured call would (its peak is
+    not the sum of all intermediates);
   - once it returned (`plan_memory`): internal buffers whose uses (first..last captured item) don't overlap become views
     of one shared block. A kernel reads and writes its buffers at once, so two buffers of one item never share a block.
 """
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
   from tinygrad.engine.realize import Capture, ExecItem
 
 Items = list[tuple["ExecItem", dict[str, int]]]
+RELEASE_AFTER_BYTES = 4 << 20  # a capturing call releases dead intermediates each time it allocated this much since the last time
 
 
 @dataclass

@@ -12,7 +12,7 @@ from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.search import opt_setting
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Buffer, Compiled, KernelLaunch, Program
-from tinygrad.engine.memory import release_dead
+from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
 from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem
@@ -168,6 +168,7 @@ class Capture:
   before the capture can't matter, so engine/memory.py may let them share memory)."""
   items: list[tuple[ExecItem, dict[str, int]]] = field(default_factory=list)
   fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
+  unreleased: int = 0  # bytes of fresh buffers allocated since the last release_dead
 
 
 capturing: list[Capture] = []
@@ -190,9 +191,15 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   if not capturing: items = [si for si in items if not (si.ast.op is not Ops.COPY and is_zero_fill(si) and buffer_of(si.bufs[0]).allocate_zeroed())]
   exec_items = lower_schedule(items)
   for ei, var_vals in exec_items:
-    if capturing: capturing[-1].fresh.update(id(b) for b in ei.bufs if b.base is None and not b.is_allocated())
+    if capturing:
+      fresh = [b for b in ei.bufs if b.base is None and not b.is_allocated()]
+      capturing[-1].fresh.update(id(b) for b in fresh)
+      capturing[-1].unreleased += sum(b.nbytes for b in fresh)
     ei.run(var_vals)
   if capturing:
     capturing[-1].items.extend(exec_items)
-    if JIT_PLAN.value: release_dead(capturing[-1])  # what this schedule no longer needs is free for the next one
+    # what the schedules so far no longer need is free for the next ones (checked once enough was allocated: it scans the capture)
+    if JIT_PLAN.value and capturing[-1].unreleased >= RELEASE_AFTER_BYTES:
+      release_dead(capturing[-1])
+      capturing[-1].unreleased = 0
   if DEBUG >= 3: print(f"ran {len(exec_items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")
