@@ -16,7 +16,7 @@ import platform
 import struct
 from dataclasses import dataclass, field
 
-SHF_ALLOC, SHT_RELA, SHT_REL, SHT_NOBITS, SHT_SYMTAB = 0x2, 4, 9, 8, 2
+SHF_ALLOC, SHF_TLS, SHT_RELA, SHT_REL, SHT_NOBITS, SHT_SYMTAB = 0x2, 0x400, 4, 9, 8, 2
 SHN_UNDEF, SHN_ABS, SHN_COMMON = 0, 0xFFF1, 0xFFF2
 STT_SECTION = 3
 R_X86_64_64, R_X86_64_PC32, R_X86_64_PLT32, R_X86_64_GOTPCREL, R_X86_64_32, R_X86_64_32S = 1, 2, 4, 9, 10, 11
@@ -85,6 +85,7 @@ def load_object(lib: bytes) -> LoadedObject:
   strtab = raw[e_shstrndx][4]
   def cstr(off: int) -> str: return lib[off:lib.index(b"\0", off)].decode()
   secs = [_Section(cstr(strtab + r[0]), r[1], r[2], r[4], r[5], r[6], r[7], max(r[8], 1)) for r in raw]
+  if any(s.flags & SHF_TLS for s in secs): raise UnsupportedObject("thread-local data needs the dynamic linker")
   # layout: allocated sections in file order, each at its alignment
   size = 0
   for s in secs:
