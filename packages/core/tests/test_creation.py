@@ -33,3 +33,44 @@ def test_like_and_size():
   assert x.size() == (3, 4) and x.size(-1) == 4
   assert x.rand_like().shape == (3, 4) and x.rand_like().dtype == dtypes.float16
   assert x.randn_like().dtype == dtypes.float16
+
+
+# ---- zero fills: a fresh buffer filled with 0 is zeroed memory where the allocator has it (engine/realize.py)
+
+def test_zeros_are_zero_in_memory_that_held_other_data():
+  from tinygrad import Device
+  for _ in range(2):  # the second round's buffers may come from the allocator's cache of the first's
+    junk = (Tensor.arange(4096).float() + 1).contiguous().realize()
+    del junk
+    z = Tensor.zeros(64, 64).contiguous().realize()
+    assert not z.numpy().any()
+  if hasattr(Device[Device.DEFAULT].allocator, "alloc_zeroed"):
+    from tinygrad import GlobalCounters
+    GlobalCounters.reset()
+    Tensor.zeros(3, 5, dtype=dtypes.float16).contiguous().realize()
+    assert GlobalCounters.kernel_count == 0  # an allocation, no kernel
+
+
+def test_zeros_then_writes_and_assign_of_zeros_into_a_buffer():
+  z = Tensor.zeros(4, 6).contiguous().realize()
+  z[1:3, 2:4].assign(Tensor.ones(2, 2)).realize()
+  expect = np.zeros((4, 6), np.float32)
+  expect[1:3, 2:4] = 1
+  np.testing.assert_array_equal(z.numpy(), expect)
+  z.assign(Tensor.zeros(4, 6)).realize()  # an allocated buffer: the fill runs as a kernel
+  assert not z.numpy().any()
+
+
+def test_zeros_inside_a_jit_are_filled_on_every_replay():
+  from tinygrad import TinyJit
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    acc = Tensor.zeros(8).contiguous().realize()
+    acc.assign(acc + x).realize()
+    return (acc * 2).contiguous()
+  for i in range(4): np.testing.assert_array_equal(f(Tensor.full((8,), float(i)).contiguous().realize()).numpy(), np.full(8, 2.0 * i))
+
+
+def test_negative_zero_fill_keeps_its_sign():
+  z = Tensor.full((16,), -0.0).contiguous().realize()
+  assert (1 / z).numpy().tolist() == [-np.inf] * 16

@@ -167,3 +167,91 @@ def test_elementwise_on_a_symbolic_size():
   def f(x: Tensor, k, v) -> Tensor: return ((x.shrink(((0, k),)) * v * 0.5).exp2().contiguous() + 1).sum()
   for k, v in [(3, 1), (16, 2), (1, 9), (7, 4)]:
     np.testing.assert_allclose(f(x, n.bind(k), s.bind(v)).item(), (np.exp2(x_np[:k] * v * 0.5) + 1).sum(), rtol=1e-5)
+
+
+# ---- memory planning (engine/memory.py): captured intermediates share memory
+
+def _chain(x: Tensor, n: int) -> Tensor:
+  for i in range(n): x = (x * 1.5 + i).contiguous()  # n kernels, each result used only by the next
+  return x
+
+
+def _base_ids(f: TinyJit) -> tuple[int, int]:
+  """(buffers, distinct memory blocks) among the captured items' buffers."""
+  bufs = {id(b): b for ei, _ in f.captured for b in ei.bufs}
+  return len(bufs), len({id(b.base or b) for b in bufs.values()})
+
+
+@pytest.mark.parametrize("capture_after", [0, 1])
+def test_plan_shares_intermediates_and_replays_match(capture_after):
+  f = TinyJit(lambda a: _chain(a, 8).sum(), capture_after=capture_after)
+  for _ in range(4):
+    a_np = np.random.randn(64).astype(np.float32)
+    expect = a_np.copy()
+    for i in range(8): expect = expect * 1.5 + i
+    np.testing.assert_allclose(f(Tensor(a_np).realize()).item(), expect.sum(), rtol=1e-5)
+  n_bufs, n_blocks = _base_ids(f)
+  # the input, 8 intermediates and the output; each kernel reads one intermediate and writes the next, so two blocks hold all 8
+  assert n_bufs == 10 and n_blocks == 4
+
+
+def test_plan_off_keeps_one_buffer_each():
+  from tinygrad.helpers import Context
+  with Context(JIT_PLAN=0):
+    f = TinyJit(lambda a: _chain(a, 8).sum())
+    for _ in range(3): f(Tensor(np.ones(64, np.float32)).realize())
+  n_bufs, n_blocks = _base_ids(f)
+  assert n_bufs == n_blocks == 10
+
+
+def test_plan_leaves_buffers_filled_outside_the_captured_kernels():
+  """A tensor made from host data inside the function is filled when it is created, not by a captured kernel: its memory
+  must not be shared, or a replay would read what an intermediate wrote over it."""
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    w = Tensor(np.arange(64, dtype=np.float32))  # copied in at creation
+    return (_chain(a, 6) * w).sum()
+  for _ in range(4):
+    a_np = np.random.randn(64).astype(np.float32)
+    expect = a_np.copy()
+    for i in range(6): expect = expect * 1.5 + i
+    np.testing.assert_allclose(f(Tensor(a_np).realize()).item(), (expect * np.arange(64)).sum(), rtol=1e-5)
+
+
+def test_plan_keeps_state_the_caller_holds():
+  """Buffers that outlive the call (a running total written by an assign) keep their memory."""
+  total = Tensor.zeros(16).contiguous().realize()
+  @TinyJit
+  def step(x: Tensor) -> None: total.assign(total + _chain(x, 4)).realize()
+  expect = np.zeros(16, np.float32)
+  for k in range(5):
+    x_np = np.full(16, float(k), np.float32)
+    step(Tensor(x_np).realize())
+    y = x_np.copy()
+    for i in range(4): y = y * 1.5 + i
+    expect += y
+  np.testing.assert_allclose(total.numpy(), expect, rtol=1e-5)
+
+
+def test_capturing_call_releases_dead_intermediates(monkeypatch):
+  """While the capturing call runs, intermediates of earlier realizes that nothing can reach go back to the allocator."""
+  from tinygrad import jit
+  from tinygrad.engine import realize
+  monkeypatch.setattr(realize, "RELEASE_AFTER_BYTES", 0)  # after every realize (normally once a few MB were allocated)
+  allocated_at_plan: list[int] = []
+  plan = jit.plan_memory
+  def spy(items, fresh, keep):
+    allocated_at_plan.append(sum(1 for b in {id(b): b for ei, _ in items for b in ei.bufs}.values() if b.base is None and b.is_allocated()))
+    return plan(items, fresh, keep)
+  monkeypatch.setattr(jit, "plan_memory", spy)
+  @TinyJit
+  def f(a: Tensor) -> Tensor:
+    for i in range(6): a = (a * 1.5 + i).contiguous().realize()
+    return a.sum()
+  for _ in range(4):
+    a_np = np.random.randn(256).astype(np.float32)
+    expect = a_np.copy()
+    for i in range(6): expect = expect * 1.5 + i
+    np.testing.assert_allclose(f(Tensor(a_np).realize()).item(), expect.sum(), rtol=1e-5)
+  # at most the input, the last two links and the output are still allocated when the capture ends (6 links were made)
+  assert allocated_at_plan and allocated_at_plan[0] <= 4

@@ -75,9 +75,11 @@ def feature_flags(opts: tuple[str, ...]) -> list[str]:
 
 def _host_cpu() -> str:
   # -march=native depends on the machine, so a binary cached on one CPU must not be reused on another
+  # (LLVM's view of the host, kept in the disk cache by llvmir.host_info: no llvmlite import once it is known)
   try:
-    import llvmlite.binding as llvm
-    return f"{llvm.get_host_cpu_name()}:{hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:16]}"
+    from tinygrad_backend_cpu.llvmir import host_info
+    host = host_info()
+    return f"{host.cpu}:{hashlib.sha256(host.features.encode()).hexdigest()[:16]}"
   except Exception:  # noqa: BLE001  llvmlite missing or too old: fall back to coarser info
     return f"{platform.machine()}:{platform.processor()}"
 

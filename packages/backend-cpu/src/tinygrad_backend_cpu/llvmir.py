@@ -14,57 +14,103 @@ dtype handling worth knowing:
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import math
+import platform
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from tinygrad.device.devstring import Target
 from tinygrad.dtype import DType, PtrDType, dtypes, truncate
+from tinygrad.helpers import diskcache_get, diskcache_put
 from tinygrad.renderer import CompileError, Compiler, Renderer, UnsupportedDTypeError
 from tinygrad.uop.ops import Ops, UOp
 
 from tinygrad_backend_cpu.threadpool import cpu_threads
 
-try:
+if TYPE_CHECKING:
   import llvmlite.binding as llvm
-except ImportError:  # llvm_available() explains; nothing else here runs without it
-  llvm = None  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------- llvm setup and target selection
+# llvmlite is imported only to compile: its import alone maps and touches ~45 MB of LLVM, and a process that runs kernels
+# from the compile cache (loaded by elf.py) needs none of it. What the renderer needs of LLVM up front (the host's cpu
+# name, features and triple, LLVM's version) is kept in the disk cache per CPU and llvmlite version.
 
-def llvm_available() -> str | None:
-  """None when llvmlite can compile for this host, else why not."""
-  if llvm is None: return "llvmlite is not installed (pip install llvmlite)"
-  try:
-    _init_llvm()
-    llvm.Target.from_triple(llvm.get_process_triple())
-  except (RuntimeError, OSError) as e:  # llvmlite reports a missing target as RuntimeError
-    return f"llvmlite can't target this host: {e}"
-  return None
+_llvm: Any = None
 
 
-_initialized = False
+def _binding() -> Any:
+  """llvmlite.binding, imported and initialized on first use."""
+  global _llvm
+  if _llvm is None:
+    import llvmlite.binding as binding
+    # llvm.initialize() raises in llvmlite 0.50; native target + asm printer is all we need
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    _load_libgcc(binding)
+    _llvm = binding
+  return _llvm
 
 
-def _init_llvm() -> None:
-  global _initialized
-  if _initialized: return
-  # llvm.initialize() raises in llvmlite 0.50; native target + asm printer is all we need
-  llvm.initialize_native_target()
-  llvm.initialize_native_asmprinter()
-  _load_libgcc()
-  _initialized = True
-
-
-def _load_libgcc() -> None:
+def _load_libgcc(binding: Any) -> None:
   """Best effort: half<->float libcalls (__extendhfsf2, __truncsfhf2) are only emitted when f16c is off, and live in
   libgcc_s. Loading it makes them resolvable by MCJIT in this process instead of jumping to address 0."""
   import ctypes.util
   if (path := ctypes.util.find_library("gcc_s")) is None: return
-  try: llvm.load_library_permanently(path)
+  try: binding.load_library_permanently(path)
   except RuntimeError: pass
+
+
+@dataclass(frozen=True)
+class HostInfo:
+  cpu: str        # LLVM's name for the host cpu
+  features: str   # LLVM's host features, flattened: "+sse2,-avx512f,..."
+  triple: str
+  llvm_version: str
+
+  @property
+  def feature_names(self) -> set[str]: return {f[1:] for f in self.features.split(",") if f}
+
+
+def _cpu_signature() -> str | None:
+  """What identifies this CPU to LLVM's host detection (the first processor's model and flags), or None off Linux."""
+  try:
+    with open("/proc/cpuinfo") as f: text = f.read()
+  except OSError: return None
+  first = text.split("\n\n", 1)[0]
+  keep = [line for line in first.splitlines() if line.split(":")[0].strip() in ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "CPU implementer", "CPU part")]
+  return "\n".join(keep) if keep else None
+
+
+@functools.cache
+def host_info() -> HostInfo:
+  """The host as LLVM sees it: from the disk cache when this CPU and llvmlite version were seen before, else from llvmlite."""
+  if importlib.util.find_spec("llvmlite") is None: raise ImportError("llvmlite is not installed (pip install llvmlite)")
+  sig = _cpu_signature()
+  key = None
+  if sig is not None:
+    key = hashlib.sha256(f"{platform.machine()}\n{importlib.metadata.version('llvmlite')}\n{sig}".encode()).hexdigest()
+    if isinstance(hit := diskcache_get("cpu_llvm_host", key), HostInfo): return hit
+  llvm = _binding()
+  info = HostInfo(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), llvm.get_process_triple(),
+                  ".".join(map(str, llvm.llvm_version_info)))
+  llvm.Target.from_triple(info.triple)  # raises when llvmlite can't target this host: not worth caching
+  return diskcache_put("cpu_llvm_host", key, info) if key is not None else info
+
+
+def llvm_available() -> str | None:
+  """None when llvmlite can compile for this host, else why not."""
+  try: host_info()
+  except ImportError as e: return str(e) if "llvmlite" in str(e) else f"llvmlite is not installed (pip install llvmlite): {e}"
+  except (RuntimeError, OSError) as e:  # llvmlite reports a missing target as RuntimeError
+    return f"llvmlite can't target this host: {e}"
+  return None
 
 
 _HOST_ARCH_NAMES = ("", "native", "host", "x86_64", "amd64", "aarch64", "arm64")  # x86-64 is LLVM's generic cpu
@@ -75,16 +121,16 @@ def resolve_cpu_features(target: Target) -> tuple[str, str]:
 
   Opts are appended after the host features, in order, so '-avx512f' also turns off what implies it (avx512bw, ...),
   which it wouldn't if it were merged into the host map and then re-enabled by a later '+avx512bw'."""
-  _init_llvm()
-  host = llvm.get_host_cpu_features()
-  host_arch = llvm.get_process_triple().split("-")[0]
+  host = host_info()
+  host_arch = host.triple.split("-")[0]
+  names = host.feature_names
   cpu = "" if target.arch in _HOST_ARCH_NAMES or target.arch == host_arch else target.arch
   extra: list[str] = []
   for opt in target.opts:
     if opt[0] in "+-": extra.append(opt)
-    elif opt in host: extra.append("+" + opt)
+    elif opt in names: extra.append("+" + opt)
     else: cpu = opt  # not a feature LLVM knows for this host: a cpu name (e.g. znver2)
-  return cpu or llvm.get_host_cpu_name(), ",".join([host.flatten(), *extra]).strip(",")
+  return cpu or host.cpu, ",".join([host.features, *extra]).strip(",")
 
 
 # ---------------------------------------------------------------- compiler
@@ -93,20 +139,28 @@ class LLVMCompiler(Compiler):
   """LLVM IR text -> optimized (O2 pipeline of the new pass manager) relocatable object, as bytes."""
 
   def __init__(self, cpu: str = "", features: str = ""):
-    _init_llvm()
-    self.cpu = cpu or llvm.get_host_cpu_name()
+    host = host_info()
+    self.cpu = cpu or host.cpu
     self.features = features
-    self.triple = llvm.get_process_triple()
-    # small code model: with the large (llvmlite's jitdefault) model, once one loaded object has called out through
-    # its GOT, objects loaded after it read wrong constant-pool data (@GOTOFF) or crash (seen with llvmlite 0.50 MCJIT)
-    self.tm = llvm.Target.from_triple(self.triple).create_target_machine(
-      cpu=self.cpu, features=features, opt=2, reloc="pic", codemodel="small")
-    version = ".".join(map(str, llvm.llvm_version_info))
-    self.cachekey = f"compile_llvm_{version}_{self.triple}_{self.cpu}_{features}"
+    self.triple = host.triple
+    self._tm: Any = None
+    self.cachekey = f"compile_llvm_{host.llvm_version}_{self.triple}_{self.cpu}_{features}"
+
+  @property
+  def tm(self) -> Any:
+    """The target machine, made on the first compile (this is what imports llvmlite)."""
+    if self._tm is None:
+      llvm = _binding()
+      # small code model: with the large (llvmlite's jitdefault) model, once one loaded object has called out through
+      # its GOT, objects loaded after it read wrong constant-pool data (@GOTOFF) or crash (seen with llvmlite 0.50 MCJIT)
+      self._tm = llvm.Target.from_triple(self.triple).create_target_machine(
+        cpu=self.cpu, features=self.features, opt=2, reloc="pic", codemodel="small")
+    return self._tm
 
   def __reduce__(self) -> tuple: return LLVMCompiler, (self.cpu, self.features)  # the TargetMachine doesn't pickle
 
   def _parse(self, src: str) -> llvm.ModuleRef:
+    llvm = _binding()
     try:
       mod = llvm.parse_assembly(src)
       mod.verify()
@@ -117,6 +171,7 @@ class LLVMCompiler(Compiler):
 
   def optimize(self, mod: llvm.ModuleRef) -> None:
     """The default per-module O2 pipeline, with the loop and SLP vectorizers on (as clang -O2 has them)."""
+    llvm = _binding()
     pto = llvm.create_pipeline_tuning_options(speed_level=2)
     pto.loop_vectorization, pto.slp_vectorization, pto.loop_unrolling = True, True, True
     pb = llvm.create_pass_builder(self.tm, pto)

@@ -1,38 +1,54 @@
 """The CPU device at run time: page-aligned host memory, and kernels loaded in-process from ELF objects.
 
-Both renderers (CLANG and LLVM) compile to a relocatable object; LLVM's MCJIT (through llvmlite) links it
-into this process, resolving calls to libm, so no system linker is needed.
+Both renderers (CLANG and LLVM) compile to a relocatable object. elf.py loads it (x86-64) without LLVM in the process, so
+running kernels from the compile cache never imports llvmlite; elsewhere LLVM's MCJIT (through llvmlite) links it, resolving
+calls to libm. Either way no system linker is needed.
 """
 from __future__ import annotations
 
 import ctypes
 import mmap
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import llvmlite.binding as llvm
 from tinygrad.device.plugin import Allocator, Compiled, Target
 
+from tinygrad_backend_cpu.elf import LoadedObject, UnsupportedObject, load_object
 from tinygrad_backend_cpu.threadpool import run_parallel
 
 
 class CPUBuffer:
-  """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start)."""
-  __slots__ = ("mem", "addr", "size")
+  """Host memory owned by an anonymous mmap (page aligned, so vector loads never straddle a page start), or a view of
+  `size` bytes at `offset` of another buffer's mapping (which the view keeps alive)."""
+  __slots__ = ("mem", "addr", "size", "offset")
+  mem: mmap.mmap
+  addr: int
+  size: int
+  offset: int
 
-  def __init__(self, size: int):
-    self.size = size
-    self.mem = mmap.mmap(-1, max(size, 1))
-    self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
+  def __init__(self, size: int, base: CPUBuffer | None = None, offset: int = 0):
+    self.size, self.offset = size, (base.offset + offset if base is not None else 0)
+    self.mem = base.mem if base is not None else mmap.mmap(-1, max(size, 1))
+    self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem)) + self.offset
 
 
 class CPUAllocator(Allocator):
   def _alloc(self, size: int, options: Any) -> CPUBuffer: return CPUBuffer(size)
-  def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mem[:src.nbytes] = src
-  def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mem[:dest.nbytes]
+  # a new anonymous mapping reads as zeros and takes no memory until a page is touched (a KV cache that is mostly unused)
+  def alloc_zeroed(self, size: int, options: Any = None) -> CPUBuffer: return CPUBuffer(size)
+  def _copyin(self, dest: CPUBuffer, src: memoryview) -> None: dest.mem[dest.offset:dest.offset + src.nbytes] = src
+  def _copyout(self, dest: memoryview, src: CPUBuffer) -> None: dest[:] = src.mem[src.offset:src.offset + dest.nbytes]
 
-  def as_memoryview(self, buf: CPUBuffer) -> memoryview: return memoryview(buf.mem)[:buf.size]
+  def as_memoryview(self, buf: CPUBuffer) -> memoryview: return memoryview(buf.mem)[buf.offset:buf.offset + buf.size]
 
+  def view(self, opaque: CPUBuffer, offset: int, size: int) -> CPUBuffer:
+    if offset < 0 or size < 0 or offset + size > opaque.size:
+      raise ValueError(f"a view of bytes {offset}..{offset + size} is out of bounds for a CPU buffer of {opaque.size} bytes")
+    return CPUBuffer(size, opaque, offset)
+
+
+if TYPE_CHECKING:
+  import llvmlite.binding as llvm
 
 _engine: llvm.ExecutionEngine | None = None
 
@@ -40,6 +56,7 @@ _engine: llvm.ExecutionEngine | None = None
 def _mcjit() -> llvm.ExecutionEngine:
   global _engine
   if _engine is None:
+    import llvmlite.binding as llvm
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     tm = llvm.Target.from_default_triple().create_target_machine(opt=2, reloc="pic")
@@ -51,14 +68,25 @@ class CPUProgram:
   """A kernel loaded from an ELF object. Arguments: buffers (as pointers), then int values of symbolic vars."""
 
   def __init__(self, name: str, lib: bytes):
-    engine = _mcjit()
     self.name = name
+    self._image: LoadedObject | None = None
+    try:
+      self._image = load_object(lib)
+      addr = self._image.address(name)
+    except (UnsupportedObject, KeyError):
+      self._image = None
+      addr = self._load_mcjit(name, lib)
+    self.fxn = ctypes.CFUNCTYPE(None)(addr)
+
+  def _load_mcjit(self, name: str, lib: bytes) -> int:
+    import llvmlite.binding as llvm
+    engine = _mcjit()
     self._obj = llvm.ObjectFileRef.from_data(lib)
     engine.add_object_file(self._obj)
     engine.finalize_object()
     addr = engine.get_function_address(name)
     if not addr: raise RuntimeError(f"kernel {name} not found in its compiled object")
-    self.fxn = ctypes.CFUNCTYPE(None)(addr)
+    return addr
 
   def __call__(self, *bufs: CPUBuffer, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from tinygrad.device.runtime import Buffer, GraphExec, KernelLaunch
 from tinygrad.engine import realize
+from tinygrad.engine.memory import plan_memory
 from tinygrad.engine.realize import ExecItem
 from tinygrad.frontend.multi import input_device, is_realized_multi, tensor_buffers
 from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters
@@ -101,9 +102,10 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, tensors: list[tuple[str, Any]]) -> Any:
-    realize.capturing.append([])
+    realize.capturing.append(realize.Capture())
     try: ret = self._run_and_realize(args, kwargs)
-    finally: captured = realize.capturing.pop()
+    finally: capture = realize.capturing.pop()
+    captured = capture.items
     if not captured:
       raise JitError(f"TinyJit captured no kernels from {getattr(self.fxn, '__name__', 'the function')}: nothing was realized "
                      "inside it, so a replay would do nothing. Return the tensors it computes (they are realized) or "
@@ -112,6 +114,9 @@ class TinyJit(Generic[ReturnType]):
     self.captured = captured
     self.input_specs = [InputSpec(t.shape, t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
     inputs = [b for _, t in tensors for b in tensor_buffers(t)]
+    if realize.JIT_PLAN.value:  # intermediates share memory: a replay holds the largest set alive at once, not all of them
+      saved = plan_memory(captured, capture.fresh, {id(b) for b in inputs})  # outputs: self.ret's tensors keep theirs
+      if DEBUG >= 1: print(f"TinyJit memory plan: {saved / 1e6:.2f} MB of intermediates shared")
     self.input_slots = [[(i, j) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if b is buf] for buf in inputs]
     self.ret = ret
     if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")

@@ -64,6 +64,7 @@ class Allocator:
   def copyin(self, dest: Any, src: memoryview) -> None: self._copyin(dest, src)
   def copyout(self, dest: memoryview, src: Any) -> None: self._copyout(dest, src)
 
+  # optional: alloc_zeroed(size) -> opaque   fresh memory that reads as zeros, not written (Buffer.allocate_zeroed)
   # optional fast paths for copies between devices (engine/realize.py copy_buffer uses them when present):
   #   as_memoryview(opaque) -> memoryview   host memory seen directly (CPU, PYTHON): no staging copy
   #   transfer(dest, src, nbytes, src_allocator)   device to device between instances of one kind (GPU peer copies)
@@ -118,6 +119,14 @@ class Buffer:
         self._account(+1)
     return self
 
+  def allocate_zeroed(self) -> bool:
+    """Allocate memory that reads as zeros without writing it, where the allocator can (`alloc_zeroed`: e.g. fresh anonymous
+    pages, which take no memory until touched). False, and nothing done, when it can't or the buffer is already allocated."""
+    if self._opaque is not None or self.base is not None or not hasattr(alloc := self._allocator(), "alloc_zeroed"): return False
+    self._opaque = alloc.alloc_zeroed(max(self.nbytes, 1))
+    self._account(+1)
+    return True
+
   @property
   def opaque(self) -> Any: return self.ensure_allocated()._opaque
 
@@ -140,6 +149,14 @@ class Buffer:
     out = memoryview(bytearray(self.nbytes))
     self.copyout(out)
     return out.tobytes()
+
+  def deallocate(self) -> None:
+    """Give the memory back now (to the allocator's cache); a later use allocates again. Not for views."""
+    if self.base is not None: raise ValueError(f"{self} is a view: deallocate its base")
+    if self._opaque is None: return
+    self._allocator().free(self._opaque, max(self.nbytes, 1))
+    self._account(-1)
+    self._opaque = None
 
   def __del__(self) -> None:
     if getattr(self, "_opaque", None) is None or self.base is not None: return

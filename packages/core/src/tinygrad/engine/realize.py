@@ -1,17 +1,19 @@
 """Running a schedule: compile each kernel (cached), bind buffers, launch; copies between devices."""
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.search import opt_setting
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Buffer, Compiled, KernelLaunch, Program
-from tinygrad.helpers import DEBUG, GlobalCounters, colored
+from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
+from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem
 from tinygrad.uop.ops import Ops, UOp
@@ -160,13 +162,44 @@ def lower_schedule(items: list[ScheduleItem]) -> list[tuple[ExecItem, dict[str, 
   return out
 
 
-# while TinyJit captures, every item that runs is recorded here
-capturing: list[list[tuple[ExecItem, dict[str, int]]]] = []
+@dataclass
+class Capture:
+  """What TinyJit records while it captures: every item that runs, and the buffers those items allocated (their contents
+  before the capture can't matter, so engine/memory.py may let them share memory)."""
+  items: list[tuple[ExecItem, dict[str, int]]] = field(default_factory=list)
+  fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
+  unreleased: int = 0  # bytes of fresh buffers allocated since the last release_dead
+
+
+capturing: list[Capture] = []
+JIT_PLAN = ContextVar("JIT_PLAN", 1)  # JIT_PLAN=0: every captured intermediate keeps its own memory (engine/memory.py)
+
+
+def is_zero_fill(si: ScheduleItem) -> bool:
+  """A kernel that only stores the constant 0 into its one buffer (`Tensor.zeros(...).contiguous()`)."""
+  if si.ast.op is not Ops.SINK or len(si.bufs) != 1: return False
+  nodes = si.ast.toposort()
+  stores = [n for n in nodes if n.op is Ops.STORE]
+  def zero(v: UOp) -> bool: return v.op is Ops.CONST and v.arg == 0 and math.copysign(1.0, v.arg) > 0  # not -0.0
+  return bool(stores) and all(n.op is not Ops.LOAD for n in nodes) and all(zero(s.src[1]) for s in stores)
 
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   st = time.perf_counter()
+  # a zero fill of a buffer not allocated yet is an allocation of zeroed memory where the device has it: no kernel, and no
+  # pages touched until they are used (not while TinyJit captures: a replay must fill again)
+  if not capturing: items = [si for si in items if not (si.ast.op is not Ops.COPY and is_zero_fill(si) and buffer_of(si.bufs[0]).allocate_zeroed())]
   exec_items = lower_schedule(items)
-  for ei, var_vals in exec_items: ei.run(var_vals)
-  if capturing: capturing[-1].extend(exec_items)
+  for ei, var_vals in exec_items:
+    if capturing:
+      fresh = [b for b in ei.bufs if b.base is None and not b.is_allocated()]
+      capturing[-1].fresh.update(id(b) for b in fresh)
+      capturing[-1].unreleased += sum(b.nbytes for b in fresh)
+    ei.run(var_vals)
+  if capturing:
+    capturing[-1].items.extend(exec_items)
+    # what the schedules so far no longer need is free for the next ones (checked once enough was allocated: it scans the capture)
+    if JIT_PLAN.value and capturing[-1].unreleased >= RELEASE_AFTER_BYTES:
+      release_dead(capturing[-1])
+      capturing[-1].unreleased = 0
   if DEBUG >= 3: print(f"ran {len(exec_items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")

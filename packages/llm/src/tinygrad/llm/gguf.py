@@ -97,14 +97,16 @@ class GGUFFile:
 
 
 def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None) -> Tensor:
-  """`nbytes` bytes of a file from `offset` as a 1-D uint8 Tensor. The one place that reads tensor data from files (so it can move
-  to the DISK device, which maps the file, without touching anything else)."""
-  with open(path, "rb") as f:
-    size = os.fstat(f.fileno()).st_size
-    if offset + nbytes > size: raise GGUFError(f"{path}: tensor data at offset {offset} (+{nbytes} bytes) runs past the end of the file ({size} bytes)")
-    if nbytes == 0: return Tensor.empty(0, dtype="uint8", device=device)
-    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-      return Tensor(mm[offset:offset + nbytes], device=device, dtype="uint8")
+  """`nbytes` bytes of a file from `offset` as a 1-D uint8 Tensor on `device`. The one place that reads tensor data from files.
+  A copy from the DISK device: straight from the file's mapping into the device buffer (no bytes object in between, so no
+  transient second copy and no growth of the malloc heap), and the mapping closes when the DISK view is dropped, so the
+  file's pages don't stay in this process's resident memory next to the copy."""
+  from tinygrad import Device
+  from tinygrad.runtime.disk import disk_file, disk_view
+  size = os.stat(path).st_size
+  if offset + nbytes > size: raise GGUFError(f"{path}: tensor data at offset {offset} (+{nbytes} bytes) runs past the end of the file ({size} bytes)")
+  if nbytes == 0: return Tensor.empty(0, dtype="uint8", device=device)
+  return disk_view(disk_file(path), offset, "uint8", (nbytes,)).to(device or Device.DEFAULT).realize()
 
 
 class _Reader:

@@ -7,7 +7,6 @@ import importlib.util
 import os
 import tempfile
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -48,8 +47,9 @@ def download(url: str, dest: Path | None = None, progress: bool = True) -> Path:
   dest = dest or cache_dir() / hashlib.sha256(url.encode()).hexdigest()[:16] / name
   if dest.is_file(): return dest
   dest.parent.mkdir(parents=True, exist_ok=True)
-  req = urllib.request.Request(url, headers={"User-Agent": "tinygrad-llm"})
-  with urllib.request.urlopen(req, timeout=60) as resp:
+  from urllib.request import Request, urlopen  # here: http.client and ssl only load when something is downloaded
+  req = Request(url, headers={"User-Agent": "tinygrad-llm"})
+  with urlopen(req, timeout=60) as resp:
     total = int(resp.headers.get("Content-Length") or 0) or None
     bar = None
     if progress:
