@@ -307,7 +307,7 @@ def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:
 # reductions with few outputs share each one between the threads of a block (GROUP). Measured on the H200 (bench/llm_profile.py,
 # SmolLM2-shaped Q4_1 decode step): 7.07 ms without, 3.10 ms with; GROUP_REDUCE=0 turns it off
 GROUP_REDUCE = ContextVar("GROUP_REDUCE", 1)
-GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 14, 128
+GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 15, 128  # 2^15: a 1B model's gate and up stacked (16384 rows)
 GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
 GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
 GROUP_TARGET_THREADS = 1 << 17  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
