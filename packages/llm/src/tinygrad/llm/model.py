@@ -118,9 +118,11 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   return out + bias if bias is not None else out
 
 
-def fuse_rows(ws: list[QuantWeight]) -> QuantWeight | None:
+def fuse_rows(ws: list[QuantWeight | None]) -> QuantWeight | None:
   """Matrices of one type and width stacked into one (out1 + out2 + ..., in), realized: one matrix-vector kernel instead of
-  several (attention's q, k and v). None when they differ (a GGUF may quantize them differently)."""
+  several (attention's q, k and v). None when they differ (a GGUF may quantize them differently) or one is missing."""
+  if any(w is None for w in ws): return None
+  ws = [w for w in ws if w is not None]
   if len({(w.type_name, w.raw.dtype, len(w.shape), w.shape[1:]) for w in ws}) != 1 or len(ws[0].shape) != 2: return None
   raw = ws[0].raw.cat(*(w.raw for w in ws[1:])).contiguous().realize()
   return QuantWeight(raw, ws[0].type_name, (sum(w.shape[0] for w in ws), ws[0].shape[1]))
@@ -209,10 +211,11 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, neox: bool) -> Tensor:
 class Attention:
   def __init__(self, cfg: ModelConfig, w: dict[str, Any], max_context: int, cache_dtype):
     self.cfg = cfg
-    self.wq, self.wk, self.wv, self.wo = w["attn_q.weight"], w["attn_k.weight"], w["attn_v.weight"], w["attn_output.weight"]
+    self.wo = w["attn_output.weight"]
+    self.wq, self.wk, self.wv = w.get("attn_q.weight"), w.get("attn_k.weight"), w.get("attn_v.weight")
     self.bq, self.bk, self.bv = w.get("attn_q.bias"), w.get("attn_k.bias"), w.get("attn_v.bias")
-    # q, k and v in one matrix where their types match: one kernel (and one launch) instead of three
-    self.wqkv = fuse_rows([self.wq, self.wk, self.wv])
+    # q, k and v in one matrix where their types match (stacked at load: Transformer.from_gguf): one kernel instead of three
+    self.wqkv = w.get(QKV) or fuse_rows([self.wq, self.wk, self.wv])
     self.bqkv = None
     if self.wqkv is not None:
       self.wq = self.wk = self.wv = None
@@ -291,19 +294,20 @@ def _stack2(a: Tensor, b: Tensor) -> Tensor:
 
 class FeedForward:
   def __init__(self, w: dict[str, Any]):
-    self.gate, self.up, self.down = w["ffn_gate.weight"], w["ffn_up.weight"], w["ffn_down.weight"]
-    # gate and up stacked into one matrix where their types match: one matrix-vector kernel of twice the rows
-    self.gate_up = fuse_rows([self.gate, self.up])
+    self.gate, self.up, self.down = w.get("ffn_gate.weight"), w.get("ffn_up.weight"), w["ffn_down.weight"]
+    # gate and up stacked into one matrix where their types match (at load: Transformer.from_gguf): one matrix-vector kernel
+    self.gate_up = w.get(GATE_UP) or fuse_rows([self.gate, self.up])
 
   def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
     if self.gate_up is not None:
-      n = self.gate.shape[0]
+      n = self.gate_up.shape[0] // 2
       gu = linear(x, self.gate_up, scale=scale).contiguous()
       # stored: inside the down projection's kernel silu(gate) * up would be recomputed for every output row (measured on the
       # H200: Llama-1B's down projection 13.6 -> 45 us when it was)
       return linear((gu[..., :n].silu() * gu[..., n:]).contiguous(), self.down)
     # one token: gate and up in one kernel (two matrix-vector products); several: the gate first, so each kernel has one matmul and
     # the CPU heuristics can share each loaded weight across the tokens (two matmuls in one kernel run out of registers)
+    assert self.gate is not None and self.up is not None
     g = linear(x, self.gate, scale=scale)
     if x.shape[1] != 1: g = g.contiguous()
     return linear((g.silu() * linear(x, self.up, scale=scale)).contiguous(), self.down)
@@ -352,6 +356,17 @@ class Block:
     return (h + self.ffn(h * self.ffn_norm, rms_scale(h, eps).contiguous())).contiguous()
 
 
+# matrices of a layer stacked into one at load where their types and widths match (see fuse_rows): the stack's name, its parts
+QKV, GATE_UP = "attn_qkv.weight", "ffn_gate_up.weight"
+STACKS = {QKV: ("attn_q.weight", "attn_k.weight", "attn_v.weight"), GATE_UP: ("ffn_gate.weight", "ffn_up.weight")}
+
+
+def _stackable(g: GGUFFile, names: list[str]) -> bool:
+  infos = [g.tensors.get(n) for n in names]
+  if any(i is None or len(i.shape) != 2 for i in infos): return False
+  return len({(i.type_name, i.shape[1]) for i in infos if i is not None}) == 1
+
+
 # tensors that are used as float vectors (norms, biases, rope factors): dequantized once at load
 _FLOAT_SUFFIXES = ("norm.weight", ".bias", "rope_freqs.weight")
 
@@ -386,6 +401,18 @@ class Transformer:
     for name, info in g.tensors.items():
       if info.type_name not in DEQUANTIZERS:
         raise UnsupportedQuantization(f"{g.path}: tensor {name!r} is {info.type_name}, which is not supported (supported: {', '.join(DEQUANTIZERS)})")
+    # each layer's stacks read straight into one buffer (the parts are never all kept next to the stack: peak memory)
+    stacked: set[str] = set()
+    for i in range(cfg.n_layers):
+      for stack, parts in STACKS.items():
+        names = [f"blk.{i}.{p}" for p in parts]
+        if not _stackable(g, names): continue
+        infos = [g.tensors[n] for n in names]
+        raw = Tensor.cat(*(g.tensor_bytes(n, device) for n in names)).contiguous().realize()
+        weights[f"blk.{i}.{stack}"] = QuantWeight.native(raw, infos[0].type_name, (sum(x.shape[0] for x in infos), infos[0].shape[1]))
+        stacked.update(names)
+    for name, info in g.tensors.items():
+      if name in stacked: continue
       raw = g.tensor_bytes(name, device)
       if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous().realize()
       else: weights[name] = QuantWeight.native(raw, info.type_name, info.shape)
