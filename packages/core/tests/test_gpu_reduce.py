@@ -21,7 +21,8 @@ def gpu_style(monkeypatch):
   monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar here
   monkeypatch.setattr(opt, "GPU_UPCAST_MIN_OUTPUTS", 64)
   monkeypatch.setattr(realize, "_runner_cache", {})
-  with Context(GPU_SPLIT_PARTIALS=2048, GPU_SPLIT_CHUNK=8): yield
+  # the split paths: block-cooperative reductions (GROUP_REDUCE, on by default) would take the small rows here instead
+  with Context(GPU_SPLIT_PARTIALS=2048, GPU_SPLIT_CHUNK=8, GROUP_REDUCE=0): yield
 
 
 def kernels(t: Tensor) -> list[str]:
@@ -80,3 +81,22 @@ def test_matrix_vector_gets_no_register_block():
   for si in (x @ w.T).schedule():
     opts = hand_coded_opts(si.ast, wide_loads=True, gpu=True)
     assert not [o for o in opts if o.op is OptOps.UPCAST and o.amount >= 8], opts  # would leave the chip idle
+
+
+def test_grouped_rows_are_not_split():
+  """With GROUP on, rows a block of threads can reduce stay one kernel (a matrix-vector product's rows, softmax's max and
+  sum over short rows); a full sum, too big for one block, still splits."""
+  from tinygrad.codegen.opt import OptOps
+  from tinygrad.engine import realize
+  a = np.random.randn(256, 512).astype(np.float32)
+  sm = (np.random.randn(32, 512) * 3).astype(np.float32)
+  with Context(GROUP_REDUCE=1):
+    x = Tensor(a).realize()
+    assert len(kernels(x.sum(1))) == 1
+    np.testing.assert_allclose(x.sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)
+    assert any(o.op is OptOps.GROUP for r in realize._runner_cache.values() for o in r.spec.opts)
+    t = Tensor(sm).realize().softmax(1)
+    assert len(kernels(t)) == 3  # max, sum of exp, the division: no partials
+    e = np.exp(sm.astype(np.float64) - sm.max(1, keepdims=True))
+    np.testing.assert_allclose(t.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert len(kernels(Tensor(np.random.randn(64, 1024).astype(np.float32)).realize().sum())) >= 2

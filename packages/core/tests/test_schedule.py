@@ -39,6 +39,15 @@ def test_views_of_realized_input_need_no_kernel(view):
   assert n_kernels(view(a)) == 0
 
 
+def test_realized_contiguous_is_not_recomputed():
+  (a,) = inputs((4, 4))
+  b = (a * 2).contiguous()
+  later = b[1:3] + 1  # built before b is realized: its graph holds b's CONTIGUOUS node, not b's buffer
+  assert n_kernels(later) == 2
+  b.realize()
+  assert n_kernels(later) == 1  # only the + 1: b's kernel already ran, its buffer is read
+
+
 def test_add_mul_sum_is_one_kernel():
   a, b, c = inputs((4, 4), (4, 4), (4, 4))
   assert n_kernels(((a + b) * c).sum()) == 1

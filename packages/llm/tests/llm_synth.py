@@ -70,8 +70,10 @@ def to_float(arr: np.ndarray, type_name: str, shape: tuple[int, ...]) -> np.ndar
   return ref_dequantize(arr.reshape(-1), gguf.GGMLQuantizationType[type_name]).astype(np.float32).reshape(shape)
 
 
-def write_model(path: str, cfg: SynthConfig, qtype: str = "F32", seed: int = 0, tie_embeddings: bool = False) -> dict[str, np.ndarray]:
-  """Write a GGUF model with random weights; return its weights as float32 (dequantized by the gguf package)."""
+def write_model(path: str, cfg: SynthConfig, qtype: str = "F32", seed: int = 0, tie_embeddings: bool = False,
+                types: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+  """Write a GGUF model with random weights; return its weights as float32 (dequantized by the gguf package). `types`: another
+  type for some layer tensors, by name without the layer prefix (e.g. {"attn_v.weight": "Q8_0"}, as mixed GGUFs have)."""
   rng = np.random.default_rng(seed)
   w = gguf.GGUFWriter(path, cfg.arch)
   a = cfg.arch
@@ -110,6 +112,7 @@ def write_model(path: str, cfg: SynthConfig, qtype: str = "F32", seed: int = 0, 
   out: dict[str, np.ndarray] = {}
 
   def add(name: str, shape: tuple[int, ...], type_name: str, scale: float) -> None:
+    type_name = (types or {}).get(name.split(".", 2)[-1] if name.startswith("blk.") else name, type_name)
     arr = random_quant(rng, type_name, shape, scale)
     if type_name in ("F32", "F16"): w.add_tensor(name, arr)
     else: w.add_tensor(name, arr, raw_shape=arr.shape, raw_dtype=gguf.GGMLQuantizationType[type_name])

@@ -88,6 +88,20 @@ def test_architectures(tmp_path, arch, qtype):
     llm.cached.append(TOKENS[i])
 
 
+def test_matrices_stacked_where_types_match(tmp_path):
+  """q/k/v and gate/up are stacked into one matrix each at load when their types match, and kept apart when a GGUF quantizes
+  them differently; the logits are the reference's either way."""
+  for types, stacked in ((None, True), ({"attn_v.weight": "Q8_0", "ffn_up.weight": "Q8_0"}, False)):
+    cfg = SynthConfig(arch="llama")
+    path = str(tmp_path / f"llama-{stacked}.gguf")
+    w = write_model(path, cfg, "Q4_0", types=types)
+    model = Transformer.from_gguf(path, max_context=64)
+    attn, ffn = model.layers[0].attn, model.layers[0].ffn
+    assert (attn.wqkv is not None, ffn.gate_up is not None) == (stacked, stacked)
+    assert (attn.wq is None) == stacked and (ffn.gate is None) == stacked
+    check(model.logits(TOKENS, all_logits=True).numpy()[0], reference_forward(w, cfg, TOKENS))
+
+
 def test_unsupported(tmp_path):
   import gguf
   p = str(tmp_path / "gpt2.gguf")
