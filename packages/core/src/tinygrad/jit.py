@@ -147,8 +147,10 @@ class TinyJit(Generic[ReturnType]):
 class _JitGraph:
   """The captured kernels as one device graph, with the launch each one was last given."""
 
-  def __init__(self, graph: GraphExec, launches: list[KernelLaunch], dynamic: list[int], captured: list[tuple[ExecItem, dict[str, int]]]):
+  def __init__(self, graph: GraphExec, launches: list[KernelLaunch], dynamic: list[int], captured: list[tuple[ExecItem, dict[str, int]]],
+               input_items: set[int] | None = None):
     self.graph, self.launches, self.dynamic = graph, launches, dynamic
+    self.input_items = input_items or set()  # launches whose buffers may change (they read an input); the others only vals
     runners = [ei.runner for ei, _ in captured if ei.runner is not None]
     self.ops, self.mem = sum(r.spec.estimated_ops for r in runners), sum(r.spec.estimated_mem for r in runners)
 
@@ -166,15 +168,18 @@ class _JitGraph:
       return None
     # only launches that read an input or depend on var values can change between calls
     dynamic = [i for i, (ei, _) in enumerate(captured) if i in input_items or (ei.runner is not None and ei.runner.varies)]
-    return _JitGraph(graph, launches, dynamic, captured)
+    return _JitGraph(graph, launches, dynamic, captured, input_items)
 
   def run(self, captured: list[tuple[ExecItem, dict[str, int]]], var_vals: dict[str, int]) -> None:
     for i in self.dynamic:
       ei, captured_vals = captured[i]
       assert ei.runner is not None
-      for b in ei.bufs: b.ensure_allocated()
-      launch = ei.runner.launch(ei.bufs, {**captured_vals, **var_vals} if captured_vals else var_vals)
-      if launch != self.launches[i]:
+      vals = {**captured_vals, **var_vals} if captured_vals else var_vals
+      if i in self.input_items:
+        for b in ei.bufs: b.ensure_allocated()
+        launch = ei.runner.launch(ei.bufs, vals)
+      else: launch = ei.runner.relaunch(self.launches[i], vals)  # the same buffers: only var values and sizes can change
+      if launch is not self.launches[i] and launch != self.launches[i]:
         self.graph.update(i, launch)
         self.launches[i] = launch
     self.graph()

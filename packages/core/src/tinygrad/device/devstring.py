@@ -9,6 +9,7 @@ Device *instance* names (what Tensor.to takes) are the smaller DEVICE[:N]. Stdli
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -147,10 +148,12 @@ def _target(s: str, a: int, b: int, what: str = "DEV") -> tuple[Target, dict[str
     opts = tuple(_arch_piece(s, pa, pb, "arch option", what) for pa, pb in pieces[1:])
   return Target(device, renderer, arch, opts, iface, indices, index), spans
 
+@functools.lru_cache(maxsize=512)  # pure functions of the string, called for every tensor created
 def parse_target(s: str) -> Target:
   """Parse one target, e.g. 'CPU:LLVM:x86_64,avx2' or 'PCI:0+AMD'. Names are upper-cased; arch and opts keep their case."""
   return _target(s, 0, len(s))[0]
 
+@functools.lru_cache(maxsize=512)  # pure functions of the string, called for every tensor created
 def parse_dev(s: str) -> tuple[Target, ...]:
   """Parse a whole DEV string: targets separated by ';'."""
   if not s.strip(): raise DevStringError("DEV is empty: expected at least one target", s, len(s) - len(s.lstrip()))
@@ -189,6 +192,7 @@ def format_dev(ts: tuple[Target, ...]) -> str:
 
 # ***** instance names *****
 
+@functools.lru_cache(maxsize=512)  # pure functions of the string, called for every tensor created
 def parse_instance(name: str) -> tuple[str, int]:
   """A device instance name (what Tensor.to takes): 'CPU' -> ('CPU', 0), 'cuda:1' -> ('CUDA', 1)."""
   t, spans = _target(name, 0, len(name), "instance name")

@@ -50,6 +50,14 @@ class CompiledRunner:
     params = bufs if len(self.spec.globals) == len(bufs) else [bufs[i] for i in self.spec.globals]
     return KernelLaunch(self.program, tuple(b.opaque for b in params), global_size, local_size, vals)
 
+  def relaunch(self, prev: KernelLaunch, var_vals: dict[str, int]) -> KernelLaunch:
+    """`prev` (a launch of this kernel) with these var values, its buffers kept; `prev` itself when nothing changes. A
+    device graph's replays rebuild only this for the launches that just the var values change."""
+    vals = tuple(var_vals[n] for n in self._var_names)
+    global_size, local_size = self._static_dims or self.spec.launch_dims(var_vals)
+    if vals == prev.vals and global_size == prev.global_size and local_size == prev.local_size: return prev
+    return KernelLaunch(prev.program, prev.bufs, global_size, local_size, vals)
+
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False) -> float | None:
     lc = self.launch(bufs, var_vals)
     return self.program(*lc.bufs, global_size=lc.global_size, local_size=lc.local_size, vals=lc.vals, wait=wait)
