@@ -97,11 +97,17 @@ def host_info() -> HostInfo:
   if sig is not None:
     key = hashlib.sha256(f"{platform.machine()}\n{importlib.metadata.version('llvmlite')}\n{sig}".encode()).hexdigest()
     if isinstance(hit := diskcache_get("cpu_llvm_host", key), HostInfo): return hit
+  from tinygrad.engine.offload import offload  # COMPILE_WORKER=1: LLVM is loaded by the compile worker, not here
+  info = offload(_detect_host)
+  return diskcache_put("cpu_llvm_host", key, info) if key is not None else info
+
+
+def _detect_host() -> HostInfo:
   llvm = _binding()
   info = HostInfo(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), llvm.get_process_triple(),
                   ".".join(map(str, llvm.llvm_version_info)))
   llvm.Target.from_triple(info.triple)  # raises when llvmlite can't target this host: not worth caching
-  return diskcache_put("cpu_llvm_host", key, info) if key is not None else info
+  return info
 
 
 def llvm_available() -> str | None:

@@ -188,10 +188,20 @@ def _worker_main() -> None:
   os.dup2(2, 1)
   inp = sys.stdin.buffer
   renderers: dict[bytes, Renderer] = {}
+  fns: dict[bytes, Any] = {}  # ("call", fn, args) jobs (engine/offload.py): each fn (a compiler's compile) unpickled once
   while len(hdr := inp.read(8)) == 8:
-    rbytes, ast, opts = pickle.loads(inp.read(int.from_bytes(hdr, "little")))
-    if rbytes not in renderers: renderers[rbytes] = pickle.loads(rbytes)
-    data = pickle.dumps(compile_candidate(ast, renderers[rbytes], opts))
+    job = pickle.loads(inp.read(int.from_bytes(hdr, "little")))
+    if job[0] == "call":
+      _, fbytes, args = job
+      try: data = pickle.dumps((True, fns.setdefault(fbytes, pickle.loads(fbytes))(*args)))
+      except Exception as e:  # noqa: BLE001  the caller raises it
+        try: data = pickle.dumps((False, e))
+        except Exception:  # noqa: BLE001  an exception that doesn't pickle
+          data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
+    else:
+      rbytes, ast, opts = job
+      if rbytes not in renderers: renderers[rbytes] = pickle.loads(rbytes)
+      data = pickle.dumps(compile_candidate(ast, renderers[rbytes], opts))
     out.write(len(data).to_bytes(8, "little") + data)
     out.flush()
 
@@ -201,9 +211,9 @@ WORKER_ARGS = ["-c", "from tinygrad.codegen.search import _worker_main; _worker_
 
 
 class _Worker:
-  def __init__(self) -> None:
+  def __init__(self, extra_env: dict[str, str] | None = None) -> None:
     # the child finds tinygrad (and any plugin) where this process does; it never searches itself
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "DEBUG": "0", "BEAM": "0", "JITBEAM": "0"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "DEBUG": "0", "BEAM": "0", "JITBEAM": "0", **(extra_env or {})}
     self.proc = subprocess.Popen([sys.executable, *WORKER_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
   def call(self, job: bytes) -> Built:

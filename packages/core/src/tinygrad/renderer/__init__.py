@@ -41,7 +41,8 @@ class Compiler:
     if self.cachekey is None: return self.compile(src)
     table, key = f"{self.cachekey}_v{CACHE_VERSION}", hashlib.sha256(src.encode()).hexdigest()
     if (lib := diskcache_get(table, key)) is not None: return lib
-    return diskcache_put(table, key, self.compile(src))
+    from tinygrad.engine.offload import offload  # COMPILE_WORKER=1: in a worker process
+    return diskcache_put(table, key, offload(self.compile, src))
 
   def disassemble(self, lib: bytes) -> str: return f"<{len(lib)} bytes>"
 
