@@ -215,6 +215,9 @@ class UOp:
     """A property computed from the sources' values of the same property, bottom-up without recursion
     (graphs can be deeper than Python's recursion limit); cached on each node."""
     if name in self.__dict__: return self.__dict__[name]
+    if all(name in s.__dict__ for s in self.src):  # the common case, a new node over known sources: no walk
+      self.__dict__[name] = value = compute(self)
+      return value
     for node in self.toposort(gate=lambda n: name not in n.__dict__):
       if name not in node.__dict__: node.__dict__[name] = compute(node)
     return self.__dict__[name]
