@@ -227,13 +227,19 @@ def test_with_upcast_and_unroll(gpu, monkeypatch, combo: str):
   np.testing.assert_allclose(got, wv.astype(np.float64) @ xv, rtol=1e-4, atol=1e-4)
 
 
+def grouped_by_16(monkeypatch) -> list[list[Opt]]:
+  """Every kernel compiled from now on groups its reduce loops by 16; returns the opts of each, as they are chosen."""
+  seen: list[list[Opt]] = []
+  monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
+  return seen
+
+
 @runs_grouped
 def test_symbolic_output_count(gpu, monkeypatch):
   # n rows, each a grouped sum; then a second grouped kernel reduces the n row sums (squared, so each row's value counts)
   a = np.random.randn(10, 64).astype(F32)
   n = Variable("n", 1, 10)
-  seen: list[list[Opt]] = []
-  monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
+  seen = grouped_by_16(monkeypatch)
   for k in (3, 10):
     rows = Tensor(a).shrink(((0, n.bind(k)), (0, 64))).sum(1, keepdim=True).contiguous()
     np.testing.assert_allclose(rows.square().sum().item(), np.square(a[:k].astype(np.float64).sum(1)).sum(), rtol=1e-5)
@@ -244,8 +250,7 @@ def test_symbolic_output_count(gpu, monkeypatch):
 def test_symbolic_reduce_size(gpu, monkeypatch):
   a = np.random.randn(4, 100).astype(F32)
   n = Variable("n", 1, 100)
-  seen: list[list[Opt]] = []
-  monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
+  seen = grouped_by_16(monkeypatch)
   for k in (5, 37, 100):
     got = Tensor(a).shrink(((0, 4), (0, n.bind(k)))).sum(1).numpy()
     np.testing.assert_allclose(got, a[:, :k].astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)

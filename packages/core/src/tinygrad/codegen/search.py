@@ -193,7 +193,9 @@ def _worker_main() -> None:
     job = pickle.loads(inp.read(int.from_bytes(hdr, "little")))
     if job[0] == "call":
       _, fbytes, args = job
-      try: data = pickle.dumps((True, fns.setdefault(fbytes, pickle.loads(fbytes))(*args)))
+      try:
+        if fbytes not in fns: fns[fbytes] = pickle.loads(fbytes)
+        data = pickle.dumps((True, fns[fbytes](*args)))
       except Exception as e:  # noqa: BLE001  the caller raises it
         try: data = pickle.dumps((False, e))
         except Exception:  # noqa: BLE001  an exception that doesn't pickle

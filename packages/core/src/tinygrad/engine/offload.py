@@ -38,12 +38,12 @@ def _get() -> Any:
 
 
 def prestart() -> None:
-  """Start the worker now, in the background (its Python start overlaps with this process's own work)."""
-  if COMPILE_WORKER.value and not _broken: threading.Thread(target=lambda: _with_lock(_get), daemon=True).start()
-
-
-def _with_lock(f: Callable[[], Any]) -> Any:
-  with _lock: return f()
+  """Start the worker now: its Python starts while this process does its own work (the first call waits for it)."""
+  global _broken
+  if COMPILE_WORKER.value and not _broken:
+    with _lock:
+      try: _get()
+      except OSError: _broken = True  # no worker: compile here
 
 
 def offload(fn: Callable[..., T], *args: Any) -> T:

@@ -118,16 +118,6 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   return out + bias if bias is not None else out
 
 
-def fuse_rows(ws: list[QuantWeight | None]) -> QuantWeight | None:
-  """Matrices of one type and width stacked into one (out1 + out2 + ..., in), realized: one matrix-vector kernel instead of
-  several (attention's q, k and v). None when they differ (a GGUF may quantize them differently) or one is missing."""
-  if any(w is None for w in ws): return None
-  ws = [w for w in ws if w is not None]
-  if len({(w.type_name, w.raw.dtype, len(w.shape), w.shape[1:]) for w in ws}) != 1 or len(ws[0].shape) != 2: return None
-  raw = ws[0].raw.cat(*(w.raw for w in ws[1:])).contiguous().realize()
-  return QuantWeight(raw, ws[0].type_name, (sum(w.shape[0] for w in ws), ws[0].shape[1]))
-
-
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
   return x * rms_scale(x, eps) * weight
 
@@ -214,11 +204,10 @@ class Attention:
     self.wo = w["attn_output.weight"]
     self.wq, self.wk, self.wv = w.get("attn_q.weight"), w.get("attn_k.weight"), w.get("attn_v.weight")
     self.bq, self.bk, self.bv = w.get("attn_q.bias"), w.get("attn_k.bias"), w.get("attn_v.bias")
-    # q, k and v in one matrix where their types match (stacked at load: Transformer.from_gguf): one kernel instead of three
-    self.wqkv = w.get(QKV) or fuse_rows([self.wq, self.wk, self.wv])
+    # q, k and v as one matrix where their types match (stacked at load: Transformer.from_gguf): one kernel instead of three
+    self.wqkv = w.get(QKV)
     self.bqkv = None
-    if self.wqkv is not None:
-      self.wq = self.wk = self.wv = None
+    if self.wqkv is not None:  # its parts were not loaded (w.get gave None for each)
       biases = [self.bq, self.bk, self.bv]
       if any(b is not None for b in biases):
         sizes = (cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim)
@@ -295,8 +284,8 @@ def _stack2(a: Tensor, b: Tensor) -> Tensor:
 class FeedForward:
   def __init__(self, w: dict[str, Any]):
     self.gate, self.up, self.down = w.get("ffn_gate.weight"), w.get("ffn_up.weight"), w["ffn_down.weight"]
-    # gate and up stacked into one matrix where their types match (at load: Transformer.from_gguf): one matrix-vector kernel
-    self.gate_up = w.get(GATE_UP) or fuse_rows([self.gate, self.up])
+    # gate and up as one matrix where their types match (stacked at load: Transformer.from_gguf): one matrix-vector kernel
+    self.gate_up = w.get(GATE_UP)
 
   def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
     if self.gate_up is not None:
@@ -356,7 +345,8 @@ class Block:
     return (h + self.ffn(h * self.ffn_norm, rms_scale(h, eps).contiguous())).contiguous()
 
 
-# matrices of a layer stacked into one at load where their types and widths match (see fuse_rows): the stack's name, its parts
+# matrices of a layer stacked into one at load where their types and widths match: the stack's name, its parts. A GGUF may
+# quantize them differently (a mixed Q4_K_M file): those stay apart, a kernel each
 QKV, GATE_UP = "attn_qkv.weight", "ffn_gate_up.weight"
 STACKS = {QKV: ("attn_q.weight", "attn_k.weight", "attn_v.weight"), GATE_UP: ("ffn_gate.weight", "ffn_up.weight")}
 
