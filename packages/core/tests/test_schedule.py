@@ -281,3 +281,19 @@ def test_new_kernels_compile_on_a_worker_thread(monkeypatch: pytest.MonkeyPatch)
   monkeypatch.setattr(type(compiler), "compile_cached", broken)
   monkeypatch.setattr(realize, "_runner_cache", {})
   with pytest.raises(RuntimeError, match="compile failed"): realize.lower_schedule(items)
+
+
+
+@pytest.mark.parametrize("pick", [
+  lambda t, i: t[i], lambda t, i: t.gather(0, i.reshape(-1, 1).expand(-1, 6)), lambda t, i: t[:, 2][i],
+], ids=["getitem", "gather", "getitem_of_view"])
+def test_one_hot_gather_becomes_a_direct_load(pick):
+  """A gather is a sum over the indexed axis of `idx == r ? x[r] : 0`; the kernel builder folds it to `x[idx]` (0 where idx is
+  out of range), so no kernel loops over the indexed axis: an embedding lookup reads one row, not the table. (The values are
+  checked by the indexing tests, which run on real devices.)"""
+  from tinygrad import dtypes
+  from tinygrad.uop.ops import Ops
+  (table,) = inputs((4096, 6))
+  out = pick(table, Tensor([7, 4095, 0, -3], dtype=dtypes.int32))
+  asts = [item.ast for item in out.schedule()]
+  assert asts and not any(n.op is Ops.REDUCE for ast in asts for n in ast.toposort())

@@ -153,4 +153,27 @@ def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext, out_view: UOp |
     out_ptr = graph_rewrite(index_at(out_view, TRUE, idx), pm_indexing, ctx).src[0]  # LOAD(INDEX(out, i)) -> INDEX
   else:
     out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape))
-  return graph_rewrite(out_ptr.store(value).sink(), symbolic)
+  return graph_rewrite(out_ptr.store(value).sink(), symbolic + pm_collapse_one_hot)
+
+
+def collapse_one_hot(red: UOp) -> UOp | None:
+  """A sum over a range r of `e == r ? v(r) : 0`, with e free of r, has at most one nonzero term: it is `v(e)` where e is in
+  range (read at e clamped into range, so the load stays in bounds) and 0 elsewhere. A one-hot gather (`table[idx]`,
+  `gather`) becomes a direct load instead of a loop over the whole indexed axis."""
+  value, ranges = red.src[0], red.src[1:]
+  if red.arg is not Ops.ADD or value.op is not Ops.WHERE or value.dtype != red.dtype: return None
+  cond, picked, zero = value.src
+  if cond.op is not Ops.CMPEQ or zero.op is not Ops.CONST or zero.arg != 0: return None
+  for r in ranges:
+    if r not in cond.src or r.src[0].op is not Ops.CONST: continue
+    e = cond.src[1] if cond.src[0] is r else cond.src[0]
+    if any(n.op is Ops.RANGE and n in ranges for n in e.toposort()): continue
+    n = r.src[0].arg
+    inside = (e < 0).logical_not() & (e < n)
+    out = inside.where(picked.substitute({r: e.maximum(0).minimum(n - 1)}), zero)
+    rest = tuple(x for x in ranges if x is not r)
+    return UOp(Ops.REDUCE, red.dtype, (out, *rest), red.arg) if rest else out
+  return None
+
+
+pm_collapse_one_hot = PatternMatcher([(UPat(Ops.REDUCE, name="red"), collapse_one_hot)])

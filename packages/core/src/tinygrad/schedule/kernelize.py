@@ -162,7 +162,7 @@ def split_reduce(r: UOp) -> UOp | None:
   """A big reduction into few outputs runs as two kernels: k partial results per output, reading the input
   coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
   x = r.src[0]
-  if not all(isinstance(s, int) for s in x.shape): return None
+  if not all(isinstance(s, int) for s in x.shape) or _is_one_hot_select(r): return None
   if _renders_for_gpu(r.device): return _split_reduce_gpu(r)
   op, axes = r.arg
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
@@ -177,6 +177,14 @@ def split_reduce(r: UOp) -> UOp | None:
   partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(keep) + 1,))),))
   total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(keep),)))
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
+
+
+def _is_one_hot_select(r: UOp) -> bool:
+  """A sum of `cond ? x : 0` with an equality in cond (a gather: `table[idx]`, `gather`, a one-hot pick): kept whole, so the
+  kernel builder can fold it into a direct load (schedule/indexing.py, collapse_one_hot) rather than split its loop."""
+  x = r.src[0]
+  while x.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND): x = x.src[0]
+  return r.arg[0] is Ops.ADD and x.op is Ops.WHERE and any(n.op is Ops.CMPEQ for n in x.src[0].toposort())
 
 
 def _split_reduce_gpu(r: UOp) -> UOp | None:
