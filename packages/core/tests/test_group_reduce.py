@@ -278,10 +278,21 @@ def test_group_reduce_heuristic_choices():
   assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, red, 4), Opt(OptOps.GROUP, red, 16)]
   assert hand_coded_opts(si.ast, gpu=True, wide_loads=False) == [Opt(OptOps.GROUP, red, 32)]
   assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(si.ast, gpu=False))
-  # half weights: 8 a lane (16 bytes of the narrowest input), more lanes while the threads are few, the rest unrolled by 4
+  # half weights: 8 a lane (16 bytes of the narrowest input), more lanes while the threads are few; the rest of a matrix-vector
+  # product's loop is not unrolled, a row sum's is (by 4)
   (h,) = (Tensor.empty(2048, 2048, dtype=dtypes.float16).cast(dtypes.float32) @ Tensor.empty(2048)).schedule()
   hr = reduce_ranges(h.ast)[0].arg[0]
-  assert hand_coded_opts(h.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, hr, 8), Opt(OptOps.GROUP, hr, 64), Opt(OptOps.UNROLL, hr, 4)]
+  assert hand_coded_opts(h.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, hr, 8), Opt(OptOps.GROUP, hr, 64)]
+  (rs,) = Tensor.empty(2048, 2048, dtype=dtypes.float16).sum(1, dtype=dtypes.float32).schedule()
+  rr = reduce_ranges(rs.ast)[0].arg[0]
+  assert hand_coded_opts(rs.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, rr, 8), Opt(OptOps.GROUP, rr, 64), Opt(OptOps.UNROLL, rr, 4)]
+  # a norm's weight fused into the vector (4 bytes of vector per 2 of weight, twice): 2 rows a lane share the vector's loads,
+  # and take the place of the unroll; off with GROUP_ROWS=0
+  (n,) = ((Tensor.empty(2048) * Tensor.empty(2048)) @ Tensor.empty(4096, 2048, dtype=dtypes.float16).cast(dtypes.float32).T).schedule()
+  nr, no = reduce_ranges(n.ast)[0].arg[0], next(r.arg[0] for r in ranges_of(n.ast).values() if r.arg[1] == "global")
+  assert hand_coded_opts(n.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UPCAST, no, 2), Opt(OptOps.UNROLL, nr, 8), Opt(OptOps.GROUP, nr, 32)]
+  with Context(GROUP_ROWS=0):
+    assert hand_coded_opts(n.ast, gpu=True, wide_loads=True)[0] == Opt(OptOps.UNROLL, nr, 8)
   # a matrix-vector product groups up to GROUP_MAX_MATVEC_OUTPUTS rows (a vocabulary); a matmul only below GROUP_MAX_OUTPUTS
   (vocab,) = (Tensor.empty(1 << 15, 576) @ Tensor.empty(576)).schedule()
   assert any(o.op is OptOps.GROUP for o in hand_coded_opts(vocab.ast, gpu=True))
@@ -317,13 +328,18 @@ def test_group_reduce_heuristic_runs(gpu, monkeypatch):
   import tinygrad.codegen.program as program
   monkeypatch.setattr(gpu, "supports_float4", True)  # the heuristics choose wide loads ...
   monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar on PYTHON
-  wv, xv = np.random.randn(40, 576).astype(F32), np.random.randn(576).astype(F32)
+  import tinygrad.codegen.opt as opt
+  monkeypatch.setattr(opt, "GROUP_MIN_ROW_GROUPS", 4)  # rows a lane (a norm fused into the vector) in a small test
+  wv, xv, nv = np.random.randn(40, 576).astype(F32), np.random.randn(576).astype(F32), np.random.randn(576).astype(F32)
   packed, d, m, wq = _q4_1(24, 576)
   def rmsnorm(x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt()
   for f, args, ref in ((lambda w, x: w @ x, (wv, xv), wv.astype(np.float64) @ xv), (_dequant_matvec, (packed, d, m, xv), wq.astype(np.float64) @ xv),
-                       (rmsnorm, (xv,), xv / np.sqrt(np.square(xv.astype(np.float64)).mean() + 1e-5))):
+                       (rmsnorm, (xv,), xv / np.sqrt(np.square(xv.astype(np.float64)).mean() + 1e-5)),
+                       (lambda w, x, n: w.cast(dtypes.float32) @ (x * n), (wv.astype(np.float16), xv, nv), wv.astype(np.float16).astype(np.float64) @ (xv * nv))):
+    seen: list[list[Opt]] = []
     with Context(GROUP_REDUCE=1, GPU_SPLIT_PARTIALS=1):
-      np.testing.assert_allclose(run(monkeypatch, search.choose_opts, f, *args), ref, rtol=1e-4, atol=1e-3)
+      np.testing.assert_allclose(run(monkeypatch, recording(search.choose_opts, seen), f, *args), ref, rtol=1e-4, atol=1e-3)
+  assert any(o.op is OptOps.UPCAST for o in seen[-1])  # the float16 rows times x * n: two rows a lane
 
 
 def test_beam_offers_group_on_gpus_only():

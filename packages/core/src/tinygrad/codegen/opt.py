@@ -307,10 +307,41 @@ def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:
 # reductions with few outputs share each one between the threads of a block (GROUP). Measured on the H200 (bench/llm_profile.py,
 # SmolLM2-shaped Q4_1 decode step): 7.07 ms without, 3.10 ms with; GROUP_REDUCE=0 turns it off
 GROUP_REDUCE = ContextVar("GROUP_REDUCE", 1)
-GROUP_MAX_OUTPUTS, GROUP_MIN_REDUCE = 1 << 15, 128  # 2^15: a 1B model's gate and up stacked (16384 rows)
+GROUP_MAX_OUTPUTS = 1 << 15  # 2^15: a 1B model's gate and up stacked (16384 rows)
+GROUP_MIN_REDUCE = ContextVar("GROUP_MIN_REDUCE", 64)  # 64: attention scores over a 64-wide head (Llama-1B decode step 0.984 -> 0.956 ms on the H200)
 GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
 GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
 GROUP_TARGET_THREADS = 1 << 17  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
+GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
+VECTOR_HEAVY, GROUP_MIN_ROW_GROUPS = 3, 4096
+
+
+def _bytes_per_step(ast: UOp, outs: list[UOp], reds: list[UOp]) -> tuple[float, float]:
+  """(matrix, vector) bytes a matrix-vector-like kernel loads per step of its reduce loops: the loads that depend on an output
+  loop (each output's own row), and those that don't (one vector every output reads). A load outside some reduce loops is
+  counted once per run of them (a quantized block's scales: once per block)."""
+  out_set, sizes = set(outs), {r: range_size(r) or 1 for r in reds}
+  matrix = vector = 0.0
+  for ld in _loads_in_reduces(ast):
+    used = {n for n in ld.src[0].toposort() if n.op is Ops.RANGE}
+    per_step = ld.dtype.itemsize / prod(n for r, n in sizes.items() if r not in used)
+    if used & out_set: matrix += per_step
+    else: vector += per_step
+  return matrix, vector
+
+
+def _rows_per_thread(ast: UOp, outs: list[UOp], reds: list[UOp], most: int) -> list[Opt]:
+  """UPCAST of the output loop where the vector's loads outweigh the matrix's VECTOR_HEAVY-fold or more (a norm's weight
+  fused into the input of a float16 matrix, or the float32 input of a quantized one): each lane then computes 2 rows (up to
+  `most` where GROUP_MIN_ROW_GROUPS groups of rows are still left), and each vector load serves all of them. Measured on the
+  H200 in device graphs (bench/gpu_matvec.py): Llama-1B's gate/up with its norm fused 33.7 -> 18.9 us with 2 rows (4 rows:
+  22.2); SmolLM2's Q4_1 matrices 6-20% faster with 2 rows (4 rows slower), its Q8_0 output matrix 42 -> 27 us with 4.
+  Float16 rows times a plain float32 vector (2x) gained nothing."""
+  if not GROUP_ROWS.value or len(outs) != 1 or (n := range_size(outs[0])) is None: return []
+  matrix, vector = _bytes_per_step(ast, outs, reds)
+  if vector < VECTOR_HEAVY * matrix: return []
+  k = next((k for k in (4, 2) if k <= most and n % k == 0 and (k == 2 or n // k >= GROUP_MIN_ROW_GROUPS)), 1)
+  return [Opt(OptOps.UPCAST, outs[0].arg[0], k)] if k > 1 else []
 
 
 def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
@@ -329,7 +360,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
   inners: list[UOp] = []
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
     rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
-    if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
+    if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE.value and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
       inners.append(inner)
   if not inners: return []
   inners.sort(key=lambda r: r.arg[0])
@@ -341,6 +372,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
     n_blocks = min(range_size(r) or 0 for r in outers)
     g = n_blocks if n_blocks <= 64 else 32
     opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in outers] + [Opt(OptOps.UNROLL, r.arg[0], range_size(r) or 1) for r in inners])
+    if opts and (rows := _rows_per_thread(ast, outs, reds, 4)) and _valid(ast, rows + opts): return rows + opts
     if opts: return opts
   # one reduce loop read contiguously (a float matrix-vector product, a norm): UNROLL it first, so each lane reads v
   # neighbours in one 16-byte load of the narrowest input (the copies are combined before the exchange, codegen/group.py);
@@ -353,8 +385,12 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
       if v * itemsize <= 16 and size % (v * g) == 0:
         while g < 256 and total * g < GROUP_TARGET_THREADS and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
+        if (rows := _rows_per_thread(ast, outs, reds, 2)) and _valid(ast, rows + opts): return rows + opts
+        # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,
+        # whose vector loads the copies repeat: measured on the H200, Llama-1B's down and o projections 11.7 -> 10.5 and
+        # 4.7 -> 3.9 us without it
         more = [Opt(OptOps.UNROLL, ax, u) for ax in axes if (u := _largest_divisor(size // (v * g), (4, 2))) > 1]
-        if more and _valid(ast, opts + more): opts += more
+        if more and not _bytes_per_step(ast, outs, reds)[1] and _valid(ast, opts + more): opts += more
         return _valid(ast, opts)
   g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
   if any((range_size(r) or 0) < g for r in inners): return []
