@@ -58,6 +58,11 @@ static __device__ __forceinline__ void tg_cp_async{n}(const void *dst, const voi
 _SHARED_MAX = {75: 64 * 1024, 80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
 STATIC_SHARED_MAX = 48 * 1024  # more than this per block must be dynamic shared memory, which the launch has to ask for
 DYNAMIC_SMEM_SYMBOL = "tg_dynamic_smem"  # a kernel's dynamic shared bytes, as a global in its module (runtime.py reads it)
+# sm_90+: every kernel first waits for the grids it depends on (griddepcontrol.wait; a no-op in a plain launch), then lets the
+# next one be scheduled. A CUDA graph may then start a kernel while the one before it drains (a programmatic edge, graph.py):
+# the global says so to the runtime
+GRID_WAIT_SYMBOL = "tg_waits_for_grid"
+_GRID_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n'
 
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
@@ -205,6 +210,10 @@ class CUDARenderer(CStyleRenderer):
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
               f"extern __shared__ __align__(16) unsigned char tg_smem[];\n")
+    if arch_number(self.arch) >= 90:
+      decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
+      body = src.index("{\n", src.index(head)) + 2
+      src = src[:body] + _GRID_WAIT + src[body:]
     return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
 
 

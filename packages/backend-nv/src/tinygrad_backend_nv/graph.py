@@ -7,6 +7,11 @@ rather than given to the driver, which rejects zero-sized grids. Kernel paramete
 node is added or updated, so nothing here has to stay alive for the graph's sake; each node's parameters are still kept,
 so that an update that changes only argument values (a new position each step) writes them in place and makes one
 driver call, without building the parameters again.
+
+A kernel that waits for the grids before it (rendered for sm_90+, cuda.py: `griddepcontrol.wait` first thing) depends on the
+kernel before it through a programmatic edge: the GPU may schedule it while that one drains, instead of after it has
+finished and its completion has been processed; its wait still orders every memory access after the previous kernel's.
+PDL=0 makes every edge a plain one.
 """
 from __future__ import annotations
 
@@ -14,8 +19,23 @@ import ctypes
 from typing import Any
 
 from tinygrad.device.plugin import KernelLaunch
+from tinygrad.helpers import getenv
 
 from tinygrad_backend_nv.runtime import CUDAProgram, _Context, _use, check, cu
+
+PDL = getenv("PDL", 1)
+
+
+def _add_edge(graph: Any, before: Any, after: Any, programmatic: bool) -> None:
+  """after depends on before: a plain edge, or a programmatic one (after may start once every block of before has started)."""
+  data = None
+  if programmatic:
+    data = cu.CUgraphEdgeData()
+    data.type = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    data.from_port = cu.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+  if hasattr(cu, "cuGraphAddDependencies_v2"):  # CUDA 12.3+ bindings (in 13 the edge data moved into cuGraphAddDependencies)
+    check(cu.cuGraphAddDependencies_v2(graph, [before], [after], [data] if data else None, 1), "cuGraphAddDependencies_v2")
+  else: check(cu.cuGraphAddDependencies(graph, [before], [after], [data] if data else None, 1), "cuGraphAddDependencies")
 
 
 def _dims(xs: tuple[int, ...]) -> tuple[int, int, int]:
@@ -42,8 +62,9 @@ class CUDAGraph:
     for i, lc in enumerate(launches):
       params, ok, keep = self._params(lc)
       if not ok: empty.append(i)
-      deps = self.nodes[-1:]
-      self.nodes.append(check(cu.cuGraphAddKernelNode(self.graph, deps, len(deps), params), f"cuGraphAddKernelNode({lc.program.name})"))
+      node = check(cu.cuGraphAddKernelNode(self.graph, [], 0, params), f"cuGraphAddKernelNode({lc.program.name})")
+      if self.nodes: _add_edge(self.graph, self.nodes[-1], node, bool(PDL) and getattr(lc.program, "waits_for_grid", False))
+      self.nodes.append(node)
       self.params.append((params, ok, keep))
       self.shapes.append(self._shape(lc))
     self.exec = check(cu.cuGraphInstantiate(self.graph, 0), "cuGraphInstantiate")

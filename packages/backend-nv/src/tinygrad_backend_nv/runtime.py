@@ -195,6 +195,8 @@ class CUDAProgram:
     self.max_threads = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.fn),
                              "cuFuncGetAttribute")
     self.shared_bytes = self._dynamic_shared()
+    from tinygrad_backend_nv.cuda import GRID_WAIT_SYMBOL  # the kernel waits for the grids before it (graph.py's programmatic edges)
+    self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
 
   def _dynamic_shared(self) -> int:
     """Dynamic shared memory the kernel needs (cuda.py renders it as a global in the module when it uses any): each
