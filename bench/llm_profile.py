@@ -46,26 +46,25 @@ def main() -> None:
   ids = llm.chat_ids([{"role": "user", "content": "Write a short story about a robot who learns to paint."}])
   llm.prefill(ids)  # no sampling: the tokens' values don't matter here (and the NULL device, which compiles only, has none)
   pos = len(ids)
-  for _ in range(3): llm._run_chunk([ids[-1]], pos)  # compile, capture, and build the device graph
   L = llm.model.attn_len(pos + 1)
-  jit = llm._decode_jits[L]
+  jit = llm._step_for(L, True)  # the engine's decode step: token from the device, the model, greedy sampling, the token back
+  def step() -> None: jit(llm._v_start.bind(pos), [])
+  for _ in range(3): step()  # compile, capture, and build the device graph
   dev = Device[Device.DEFAULT]
 
-  # the whole step as the engine runs it (the model's forward only: sampling is its own small jit)
+  # the whole step as the engine runs it, steps queued back to back
   dev.synchronize()
   t0 = time.perf_counter()
-  for _ in range(args.steps): llm._run_chunk([ids[-1]], pos)
+  for _ in range(args.steps): step()
   dev.synchronize()
   step_ms = (time.perf_counter() - t0) / args.steps * 1e3
 
-  if args.host_profile:  # where the host's time per token goes: the engine's decode step and greedy sampling, under cProfile
+  if args.host_profile:  # where the host's time per token goes: the engine's decode step, under cProfile
     import cProfile
     import pstats
-
-    from tinygrad.llm.engine import SamplingParams
     prof = cProfile.Profile()
     prof.enable()
-    for _ in range(args.steps): llm.sample(llm._run_chunk([ids[-1]], pos), SamplingParams(), pos + 1)
+    for _ in range(args.steps): step()
     prof.disable()
     pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
 

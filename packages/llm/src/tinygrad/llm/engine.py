@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import os
 import time
+from array import array
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad import Tensor, TinyJit, Variable, dtypes
+from tinygrad.engine.realize import buffer_of
 from tinygrad.llm.gguf import GGUFFile, read_gguf
-from tinygrad.llm.model import Transformer
+from tinygrad.llm.model import Transformer, scalar, select_rows
 from tinygrad.llm.sampling import greedy, sample
 from tinygrad.llm.tokenizer import Tokenizer
 
 PREFILL_CHUNK = 32
+# decode runs ahead of the host: each step reads its token from, and writes the next one into, a ring of recent tokens on the
+# device, so steps are queued back to back and the host reads the ring once per batch of steps. A batch is sized to run about
+# BATCH_S (streamed text stays smooth on a slow device), at most RING steps.
+RING = 256
+BATCH_S = 0.1
 
 
 class ContextLengthExceeded(ValueError):
@@ -65,6 +73,10 @@ class LLM:
     self._decode_jits: dict[int, Any] = {}
     self._sample = self._wrap(sample)
     self._greedy = self._wrap(greedy)
+    self._step_jits: dict[tuple[int, bool], Any] = {}  # (attn_len, greedy) -> the decode step with its sampler
+    self._ring = Tensor.zeros(RING, dtype=dtypes.int32, device=model.norm.device).contiguous().realize()
+    self._batch = 1  # decode steps per readback, adapted to the device's speed (BATCH_S)
+    self._ring_holds: tuple[int, int] | None = None  # (position, token) the ring is known to hold there
 
   @staticmethod
   def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, **kwargs) -> LLM:
@@ -88,6 +100,39 @@ class LLM:
     if n == 1: return self._jit_for(self._decode_jits, L)(self.model.token_rows(ids), self._v_start.bind(start))
     padded = ids + [ids[-1]] * (self.chunk - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
     return self._jit_for(self._prefill_jits, L)(self.model.token_rows(padded), self._v_start.bind(start), self._v_last.bind(n - 1))
+
+  def _step_for(self, attn_len: int, greedy_only: bool) -> Any:
+    """The decode step: the token at start_pos from the ring -> the model -> the sampled next token into the ring at start_pos + 1."""
+    if (fn := self._step_jits.get((attn_len, greedy_only))) is None:
+      model, ring = self.model, self._ring
+      def step(start_pos, knobs: list[Tensor]) -> Tensor:
+        tok = select_rows(ring, start_pos % RING, 1).reshape(1, 1)
+        logits = model.forward(tok, start_pos, attn_len=attn_len)
+        pos = scalar(start_pos, ring.device) + 1
+        if greedy_only: nxt = greedy(logits)
+        else:  # the draw depends on (seed, position of the new token), as in LLM.sample
+          temperature, top_k, top_p, seed = knobs
+          nxt = sample(logits, temperature, top_k, top_p, seed.cat(pos.cast(dtypes.uint32).reshape(1)))
+        at = Tensor.arange(RING, dtype=dtypes.int32, device=ring.device) == pos % RING
+        return ring.assign(at.where(nxt, ring)).realize()
+      fn = self._step_jits[(attn_len, greedy_only)] = self._wrap(step)
+    return fn
+
+  def _decode_batch(self, tok: int, pos: int, n: int, params: SamplingParams) -> list[int]:
+    """Run n decode steps from `tok` at position `pos`, queued back to back on the device; the n tokens they sample."""
+    if self._ring_holds != (pos, tok):  # a new generation (the batch before this one left its last token in the ring)
+      ring = array("i", bytes(4 * RING))
+      ring[pos % RING] = tok
+      # data in, straight into the ring's buffer: an assign would schedule a copy (about 1 ms of host time per generation)
+      buffer_of(self._ring.uop.base).copyin(memoryview(ring).cast("B"))
+    greedy_only = params.temperature <= 0
+    knobs = [] if greedy_only else [Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
+                                    Tensor([params.top_p], dtype=dtypes.float32), Tensor([params.seed & 0xFFFFFFFF], dtype=dtypes.uint32)]
+    for p in range(pos, pos + n): self._step_for(self.model.attn_len(p + 1), greedy_only)(self._v_start.bind(p), knobs)
+    out = self._ring.numpy().tolist()
+    toks = [int(out[(p + 1) % RING]) for p in range(pos, pos + n)]
+    self._ring_holds = (pos + n, toks[-1])
+    return toks
 
   def prefill(self, ids: list[int]) -> tuple[Tensor, int]:
     """Put `ids` in the cache (reusing the longest prefix already there); the logits after the last one, and how many were reused."""
@@ -129,6 +174,7 @@ class LLM:
     limit = self.max_context - len(ids)
     if max_new_tokens is not None: limit = min(limit, max_new_tokens)
     n = 0
+    ahead: deque[int] = deque()  # tokens sampled by steps already run, not yet yielded
     while True:
       if tok in stop:
         stats.finish_reason = "stop"
@@ -139,11 +185,13 @@ class LLM:
       if n >= limit:
         stats.finish_reason = "length"
         break
-      pos = len(self.cached)
-      logits = self._run_chunk([tok], pos)
+      if not ahead:  # the next batch; tokens past a stop token are computed and dropped (their cache rows are never used)
+        k, tb = min(self._batch, limit - n), time.perf_counter()
+        ahead.extend(self._decode_batch(tok, len(self.cached), k, params))
+        self._batch = max(1, min(RING, int(BATCH_S * k / max(time.perf_counter() - tb, 1e-6))))
+        stats.decode_s = time.perf_counter() - t1
       self.cached.append(tok)
-      tok = self.sample(logits, params, len(self.cached))
-      stats.decode_s = time.perf_counter() - t1
+      tok = ahead.popleft()
 
   # ---- text in, text out
   def chat_ids(self, messages: list[dict]) -> list[int]:

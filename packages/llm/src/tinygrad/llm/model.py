@@ -430,6 +430,14 @@ class Transformer:
     B, T, rb = rows.shape
     return dequantize(rows.reshape(-1), self.tok_embd.type_name, (B * T, self.cfg.dim)).reshape(B, T, self.cfg.dim)
 
+  def embed_ids(self, ids: Tensor) -> Tensor:
+    """(B, T) int32 token ids on the device -> (B, T, dim) float32. The table's rows are picked by a one-hot gather, which the
+    compiler turns into direct loads (no pass over the vocabulary): a decode step reads the token the step before it sampled
+    without the host seeing it."""
+    w = self.tok_embd
+    rows = w.raw.reshape(self.cfg.vocab_size, -1)[ids]  # (B, T, row): bytes, or the row itself for a native table
+    return rows.cast(dtypes.float32) if w.raw.dtype != dtypes.uint8 else self.embed(rows)
+
   def attn_len(self, end: int) -> int:
     """How many cache positions attention spans when the last position used is end-1: a power of two from ATTN_BUCKET up (at
     most twice the work needed, and few distinct kernels to compile and TinyJit captures to make), capped at max_context."""
@@ -448,10 +456,11 @@ class Transformer:
     return self._run(rows, start_pos, None, attn_len)
 
   def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None, attn_len: int | None = None) -> Tensor:
-    B, T, _ = rows.shape
+    B, T = rows.shape[:2]
     if isinstance(start_pos, int) and start_pos + T > self.max_context:
       raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
-    x = self.embed(rows).contiguous()  # realized: every kernel of the first layer reads it
+    # rows: the embedding rows' bytes (token_rows), or (B, T) token ids on the device
+    x = (self.embed_ids(rows) if rows.ndim == 2 else self.embed(rows)).contiguous()  # realized: every kernel of the first layer reads it
     if attn_len is not None and not 0 < attn_len <= self.max_context: raise ValueError(f"attn_len {attn_len} is not in 1..{self.max_context}")
     L = attn_len or (self.attn_len(start_pos + T) if isinstance(start_pos, int) else self.max_context)
     # what depends on the position, computed once for every layer: the chunk's RoPE rows and the causal mask (under TinyJit the

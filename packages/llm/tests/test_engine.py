@@ -1,0 +1,88 @@
+"""The engine's decode loop: steps run ahead of the host, each reading its token from a ring on the device and writing the token
+it samples back, and the host reads the ring once per batch. The tokens must be the ones a step-at-a-time loop would pick."""
+import numpy as np
+import pytest
+from llm_synth import SynthConfig, reference_forward, write_model
+from tinygrad import Tensor, dtypes
+from tinygrad.llm import engine
+from tinygrad.llm.engine import LLM, GenerationStats, SamplingParams
+from tinygrad.llm.model import Transformer
+
+PROMPT = [3, 17, 5, 60, 2]
+
+
+@pytest.fixture
+def small_ring(monkeypatch):
+  monkeypatch.setattr(engine, "RING", 8)  # 20 tokens wrap the ring twice
+
+
+def model_path(tmp_path, qtype: str) -> tuple[str, SynthConfig, dict]:
+  cfg = SynthConfig(context=64)
+  path = str(tmp_path / f"llama-{qtype}.gguf")
+  return path, cfg, write_model(path, cfg, qtype)
+
+
+def stepwise(llm: LLM, ids: list[int], n: int, params: SamplingParams) -> list[int]:
+  """One token at a time, each read back before the next step (the loop the engine replaced)."""
+  llm.cached = []
+  logits, _ = llm.prefill(ids)
+  out = [llm.sample(logits, params, len(ids))]
+  while len(out) < n:
+    logits = llm._run_chunk([out[-1]], len(llm.cached))
+    llm.cached.append(out[-1])
+    out.append(llm.sample(logits, params, len(llm.cached)))
+  return out
+
+
+@pytest.mark.parametrize("qtype", ["F16", "Q8_0"])  # a native embedding table, and one gathered as bytes then dequantized
+def test_greedy_decode_matches_reference(tmp_path, small_ring, qtype):
+  path, cfg, w = model_path(tmp_path, qtype)
+  llm = LLM.load(path)
+  stats = GenerationStats()
+  got = list(llm.generate(PROMPT, max_new_tokens=20, params=SamplingParams(ignore_eos=True), stats=stats))
+  want: list[int] = []
+  for _ in range(20): want.append(int(reference_forward(w, cfg, PROMPT + want)[-1].argmax()))
+  assert got == want
+  assert stats.completion_tokens == 20 and stats.finish_reason == "length"
+  assert llm.cached == PROMPT + got[:-1]  # the last token was never fed back
+
+
+def test_sampled_decode_matches_stepwise(tmp_path, small_ring):
+  path, _, _ = model_path(tmp_path, "F32")
+  llm = LLM.load(path)
+  params = SamplingParams(temperature=0.9, top_k=8, top_p=0.95, seed=11, ignore_eos=True)
+  llm.cached = []
+  got = list(llm.generate(PROMPT, max_new_tokens=18, params=params))
+  assert got == stepwise(llm, PROMPT, 18, params)
+  assert len(set(got)) > 3  # really sampled, not one repeated token
+
+
+def test_stop_inside_a_batch_keeps_the_cache_consistent(tmp_path, small_ring):
+  path, cfg, w = model_path(tmp_path, "F32")
+  llm = LLM.load(path)
+  free = list(llm.generate(PROMPT, max_new_tokens=12, params=SamplingParams(ignore_eos=True)))
+  stop = free[6]
+  first = free.index(stop)
+  llm.cached = []
+  llm._batch = 8  # the stop token comes from the middle of a batch: the steps after it ran and are dropped
+  stats = GenerationStats()
+  got = list(llm.generate(PROMPT, max_new_tokens=12, params=SamplingParams(stop_ids={stop}, ignore_eos=True), stats=stats))
+  assert got == free[:first] and stats.finish_reason == "stop"
+  assert llm.cached == PROMPT + got
+  # the next turn reuses the cache; rows the dropped steps wrote past it are overwritten
+  follow = PROMPT + got + [9, 4]
+  logits, reused = llm.prefill(follow)
+  assert reused == len(PROMPT) + len(got)
+  ref = reference_forward(w, cfg, follow)[-1]
+  np.testing.assert_allclose(logits.numpy()[0], ref, rtol=0, atol=1e-4 * np.abs(ref).max() + 1e-5)
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q4_1", "Q6_K"])
+def test_embed_ids_matches_host_rows(tmp_path, qtype):
+  cfg = SynthConfig()
+  path = str(tmp_path / f"m-{qtype}.gguf")
+  write_model(path, cfg, qtype)
+  model = Transformer.from_gguf(path)
+  ids = [0, 5, cfg.vocab - 1, 17]
+  on_device = model.embed_ids(Tensor([ids], dtype=dtypes.int32)).numpy()
+  np.testing.assert_array_equal(on_device, model.embed(model.token_rows(ids)).numpy())
