@@ -86,3 +86,18 @@ def test_embed_ids_matches_host_rows(tmp_path, qtype):
   ids = [0, 5, cfg.vocab - 1, 17]
   on_device = model.embed_ids(Tensor([ids], dtype=dtypes.int32)).numpy()
   np.testing.assert_array_equal(on_device, model.embed(model.token_rows(ids)).numpy())
+
+
+def test_generation_does_not_import_numpy(tmp_path):
+  """The CLI's resident memory stays small partly because numpy is never imported (about 10 MB): loading, prefill and the
+  decode loop (reading the ring back included) use none of it."""
+  import subprocess
+  import sys
+  path, _, _ = model_path(tmp_path, "Q8_0")
+  code = ("import sys\nfrom tinygrad.llm.engine import LLM, SamplingParams\n"
+          f"llm = LLM.load({path!r})\n"
+          "out = list(llm.generate([3, 17, 5], max_new_tokens=6, params=SamplingParams(ignore_eos=True)))\n"
+          "assert len(out) == 6, out\nprint('numpy' in sys.modules)")
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert res.stdout.strip() == "False"

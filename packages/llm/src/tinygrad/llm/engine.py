@@ -129,7 +129,7 @@ class LLM:
     knobs = [] if greedy_only else [Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
                                     Tensor([params.top_p], dtype=dtypes.float32), Tensor([params.seed & 0xFFFFFFFF], dtype=dtypes.uint32)]
     for p in range(pos, pos + n): self._step_for(self.model.attn_len(p + 1), greedy_only)(self._v_start.bind(p), knobs)
-    out = self._ring.numpy().tolist()
+    out = self._ring.tolist()  # (not .numpy(): the CLI never imports numpy, ~10 MB of resident memory)
     toks = [int(out[(p + 1) % RING]) for p in range(pos, pos + n)]
     self._ring_holds = (pos + n, toks[-1])
     return toks
