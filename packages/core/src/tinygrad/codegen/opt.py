@@ -330,15 +330,15 @@ def _bytes_per_step(ast: UOp, outs: list[UOp], reds: list[UOp]) -> tuple[float, 
   return matrix, vector
 
 
-def _rows_per_thread(ast: UOp, outs: list[UOp], reds: list[UOp], most: int) -> list[Opt]:
+def _rows_per_thread(outs: list[UOp], loads: tuple[float, float], most: int) -> list[Opt]:
   """UPCAST of the output loop where the vector's loads outweigh the matrix's VECTOR_HEAVY-fold or more (a norm's weight
   fused into the input of a float16 matrix, or the float32 input of a quantized one): each lane then computes 2 rows (up to
   `most` where GROUP_MIN_ROW_GROUPS groups of rows are still left), and each vector load serves all of them. Measured on the
   H200 in device graphs (bench/gpu_matvec.py): Llama-1B's gate/up with its norm fused 33.7 -> 18.9 us with 2 rows (4 rows:
   22.2); SmolLM2's Q4_1 matrices 6-20% faster with 2 rows (4 rows slower), its Q8_0 output matrix 42 -> 27 us with 4.
-  Float16 rows times a plain float32 vector (2x) gained nothing."""
+  Float16 rows times a plain float32 vector (2x) gained nothing. `loads`: _bytes_per_step's (matrix, vector)."""
   if not GROUP_ROWS.value or len(outs) != 1 or (n := range_size(outs[0])) is None: return []
-  matrix, vector = _bytes_per_step(ast, outs, reds)
+  matrix, vector = loads
   if vector < VECTOR_HEAVY * matrix: return []
   k = next((k for k in (4, 2) if k <= most and n % k == 0 and (k == 2 or n // k >= GROUP_MIN_ROW_GROUPS)), 1)
   return [Opt(OptOps.UPCAST, outs[0].arg[0], k)] if k > 1 else []
@@ -364,6 +364,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
       inners.append(inner)
   if not inners: return []
   inners.sort(key=lambda r: r.arg[0])
+  loads = _bytes_per_step(ast, outs, reds)
   outers = [r for r in reds if r not in inners and (range_size(r) or 0) >= 16]
   if GROUP_QUANT.value == "blocks" and outers and all((range_size(r) or 0) <= 32 for r in inners):
     # lanes over the outer loop (a quantized row's blocks: 18 of them in a 576-long row), each lane a whole block, unrolled:
@@ -372,7 +373,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
     n_blocks = min(range_size(r) or 0 for r in outers)
     g = n_blocks if n_blocks <= 64 else 32
     opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in outers] + [Opt(OptOps.UNROLL, r.arg[0], range_size(r) or 1) for r in inners])
-    if opts and (rows := _rows_per_thread(ast, outs, reds, 4)) and _valid(ast, rows + opts): return rows + opts
+    if opts and (rows := _rows_per_thread(outs, loads, 4)) and _valid(ast, rows + opts): return rows + opts
     if opts: return opts
   # one reduce loop read contiguously (a float matrix-vector product, a norm): UNROLL it first, so each lane reads v
   # neighbours in one 16-byte load of the narrowest input (the copies are combined before the exchange, codegen/group.py);
@@ -385,12 +386,12 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
       if v * itemsize <= 16 and size % (v * g) == 0:
         while g < 256 and total * g < GROUP_TARGET_THREADS and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
-        if (rows := _rows_per_thread(ast, outs, reds, 2)) and _valid(ast, rows + opts): return rows + opts
+        if (rows := _rows_per_thread(outs, loads, 2)) and _valid(ast, rows + opts): return rows + opts
         # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,
         # whose vector loads the copies repeat: measured on the H200, Llama-1B's down and o projections 11.7 -> 10.5 and
         # 4.7 -> 3.9 us without it
         more = [Opt(OptOps.UNROLL, ax, u) for ax in axes if (u := _largest_divisor(size // (v * g), (4, 2))) > 1]
-        if more and not _bytes_per_step(ast, outs, reds)[1] and _valid(ast, opts + more): opts += more
+        if more and not loads[1] and _valid(ast, opts + more): opts += more
         return _valid(ast, opts)
   g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
   if any((range_size(r) or 0) < g for r in inners): return []
