@@ -9,10 +9,13 @@ nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "llm"]
 
 CORE_TESTS = "packages/core/tests"
+# The CLANG renderer's tests use the C compiler the README promises (the ziglang wheel), never one installed by hand:
+# a system clang on the CI machine once hid that `zig cc` rejected our -march names. `python` is the session's own.
+BUNDLED_CC = {"CC": "python -m ziglang cc"}
 
 
 def _pytest(session: nox.Session, *args: str, dev: str) -> None:
-  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *args, *session.posargs, env={"DEV": dev})
+  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *args, *session.posargs, env={"DEV": dev, **BUNDLED_CC})
 
 
 @nox.session
@@ -81,7 +84,7 @@ def parity(session: nox.Session) -> None:
   session.install("-e", "packages/core", "-e", "packages/backend-cpu", "pytest", "pytest-xdist", "numpy", "ziglang")
   for dev in ("PYTHON", "CPU:LLVM", "CPU:CLANG"):
     session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "packages/core/tests/parity", *session.posargs,
-                env={"DEV": dev})
+                env={"DEV": dev, **BUNDLED_CC})
 
 
 @nox.session(venv_backend="venv", default=False)

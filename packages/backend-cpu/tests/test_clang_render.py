@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import platform
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +17,7 @@ from tinygrad.renderer import CompileError, UnsupportedDTypeError
 from tinygrad.renderer.builder import ProgramBuilder as Prog
 from tinygrad.uop.alu import cast_scalar, eval_scalar, exec_alu, from_bits, to_bits
 from tinygrad.uop.ops import GroupOp, Ops, UOp
-from tinygrad_backend_cpu.clang import ClangCompiler, ClangRenderer, clang_available, feature_flags, find_c_compiler
+from tinygrad_backend_cpu.clang import _PROBES, ClangCompiler, ClangRenderer, clang_available, feature_flags, find_c_compiler, is_zig, march_flag
 from tinygrad_backend_cpu.runtime import CPUAllocator, CPUProgram
 
 pytestmark = pytest.mark.skipif(clang_available() is not None, reason=str(clang_available()))
@@ -379,13 +381,45 @@ def test_unknown_op_is_rejected() -> None:
 def test_target_flags_and_cachekey() -> None:
   r = ClangRenderer(Target("CPU", "CLANG", "x86-64-v3", ("+avx2", "-avx512f", "fma")))
   flags = r.compiler.flags
-  assert flags[-3:] == ["-mavx2", "-mno-avx512f", "-mfma"] and "-march=x86-64-v3" in flags
+  march = march_flag(r.compiler.cc, "x86-64-v3")
+  assert flags[-3:] == ["-mavx2", "-mno-avx512f", "-mfma"] and march in flags
   assert {"-ffp-contract=off", "-fno-math-errno", "-fPIC", "-O2", "-c"} <= set(r.compiler.flags)
   key = r.compiler.cachekey
-  assert r.compiler.cc[0] in key and "-march=x86-64-v3" in key and "version" in key.lower()
+  assert r.compiler.cc[0] in key and march in key and "version" in key.lower()
   assert key != RENDERER.compiler.cachekey
   with pytest.raises(ValueError):
     feature_flags(("avx2; rm -rf",))
+
+
+def test_march_names_for_zig() -> None:
+  # zig cc rejects LLVM's hyphenated CPU names ("unknown CPU: 'x86'") and takes them with underscores
+  zig, zig_path, clang = [sys.executable, "-m", "ziglang", "cc"], ["/opt/zig/zig", "cc"], ["/usr/bin/clang-19"]
+  assert march_flag(zig, "x86-64-v3") == march_flag(zig_path, "x86-64-v3") == "-march=x86_64_v3"
+  assert march_flag(zig, "skylake-avx512") == "-march=skylake_avx512" and march_flag(zig, "native") == "-march=native"
+  assert march_flag(clang, "x86-64-v3") == "-march=x86-64-v3"
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 CPU names")
+def test_hyphenated_arch_compiles_half() -> None:
+  # with any compiler found here (zig cc on a fresh machine), LLVM's CPU name works and half arithmetic is found
+  r = ClangRenderer(Target("CPU", "CLANG", "x86-64"))
+  assert r.compiler.probe_error(_PROBES[dtypes.half]) is None, r.compiler.probe_error(_PROBES[dtypes.half])
+  assert dtypes.half in r.supported_dtypes
+
+
+def test_bundled_compiler_when_asked() -> None:
+  # the nox sessions set CC to the ziglang wheel's compiler, so CI tests what a fresh machine has, not a clang installed by hand
+  if os.environ.get("CC") != "python -m ziglang cc": pytest.skip("CC is not the bundled compiler")
+  cc = find_c_compiler()
+  assert cc is not None and is_zig(cc), cc
+
+
+def test_probe_failure_shows_compiler_error() -> None:
+  # a CPU the compiler doesn't know must not read as "no half arithmetic": the compiler's own error is in the message
+  r = ClangRenderer(Target("CPU", "CLANG", "no-such-cpu-xyz"))
+  with pytest.raises(UnsupportedDTypeError) as e: r.render_dtype(dtypes.half)
+  assert "no-such-cpu-xyz" in str(e.value) or "no_such_cpu_xyz" in str(e.value)
+  assert "failed to compile" in str(e.value) and "check the arch" in str(e.value)
 
 
 def test_find_c_compiler_order(monkeypatch: pytest.MonkeyPatch) -> None:

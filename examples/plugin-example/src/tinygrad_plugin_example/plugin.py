@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -16,7 +17,10 @@ from typing import Any
 from tinygrad.device.plugin import Allocator, Compiled, CompileError, Compiler, CStyleRenderer, DeviceSpec, RendererSpec, Target, hookimpl
 
 
-def _cc() -> str | None: return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+def _cc() -> list[str] | None:
+  """$CC (a command line, e.g. "python -m ziglang cc"), else cc, gcc or clang on PATH."""
+  if (cc := os.environ.get("CC", "").strip()): return shlex.split(cc)
+  return next(([p] for p in map(shutil.which, ("cc", "gcc", "clang")) if p), None)
 
 
 class SharedLibCompiler(Compiler):
@@ -30,8 +34,8 @@ class SharedLibCompiler(Compiler):
     if cc is None: raise CompileError("example", src, "no C compiler found (set CC or install gcc)")
     with tempfile.TemporaryDirectory() as tmp:
       out = os.path.join(tmp, "kernel.so")
-      proc = subprocess.run([cc, "-x", "c", "-", "-shared", "-fPIC", "-O2", "-lm", "-o", out], input=src.encode(), capture_output=True)
-      if proc.returncode != 0: raise CompileError(cc, src, proc.stderr.decode())
+      proc = subprocess.run([*cc, "-x", "c", "-", "-shared", "-fPIC", "-O2", "-lm", "-o", out], input=src.encode(), capture_output=True)
+      if proc.returncode != 0: raise CompileError(" ".join(cc), src, proc.stderr.decode())
       with open(out, "rb") as f: return f.read()
 
 

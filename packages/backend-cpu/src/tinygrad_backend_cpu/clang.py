@@ -64,6 +64,17 @@ def clang_available() -> str | None:
   return None
 
 
+def is_zig(cc: list[str] | tuple[str, ...]) -> bool:
+  """Whether `cc` is zig's clang driver (`python -m ziglang cc`, or `zig cc` from $CC)."""
+  return "ziglang" in cc or any(os.path.basename(a) in ("zig", "zig.exe") for a in cc[:2])
+
+
+def march_flag(cc: list[str] | tuple[str, ...], arch: str) -> str:
+  """-march for this compiler. LLVM names CPUs with hyphens (x86-64-v3, skylake-avx512, cortex-a72); zig cc takes
+  the same CPUs only with underscores (x86_64_v3) and rejects the hyphenated names."""
+  return f"-march={arch.replace('-', '_') if is_zig(cc) else arch}"
+
+
 def feature_flags(opts: tuple[str, ...]) -> list[str]:
   """DEV arch options to clang flags: '+avx2' or 'avx2' -> -mavx2, '-avx512f' -> -mno-avx512f."""
   flags = []
@@ -95,7 +106,7 @@ class ClangCompiler(Compiler):
   @functools.cached_property
   def flags(self) -> list[str]:
     # the DEV options come last so that e.g. '+avx512bf16' turns an instruction set that exact_bf16_flags removed back on
-    return [*BASE_FLAGS, f"-march={self.arch}", *exact_bf16_flags(tuple(self.cc)), *self._features]
+    return [*BASE_FLAGS, march_flag(self.cc, self.arch), *exact_bf16_flags(tuple(self.cc)), *self._features]
 
   @property
   def cc(self) -> list[str]:
@@ -124,6 +135,10 @@ class ClangCompiler(Compiler):
 
   def supports(self, probe: str) -> bool:
     """Whether this compiler (with these flags) compiles the C snippet `probe`; cached per compiler and flags."""
+    return self.probe_error(probe) is None
+
+  def probe_error(self, probe: str) -> str | None:
+    """None when the C snippet `probe` compiles with these flags, else the compiler's own error."""
     return _probe(tuple(self.cc), tuple(self.flags), probe)
 
   def disassemble(self, lib: bytes) -> str:
@@ -140,16 +155,20 @@ def exact_bf16_flags(cc: tuple[str, ...]) -> tuple[str, ...]:
   """x86's float->bf16 instructions (AVX512-BF16, AVX-NE-CONVERT) flush subnormals to zero, alu.truncate keeps them:
   turn them off (clang then converts in software), as far as this compiler knows the flags."""
   if platform.machine().lower() not in ("x86_64", "amd64"): return ()
-  return tuple(f for f in ("-mno-avx512bf16", "-mno-avxneconvert") if _probe(cc, (*BASE_FLAGS, f), "int tg_probe;"))
+  return tuple(f for f in ("-mno-avx512bf16", "-mno-avxneconvert") if _probe(cc, (*BASE_FLAGS, f), "int tg_probe;") is None)
 
 
 @functools.cache
-def _probe(cc: tuple[str, ...], flags: tuple[str, ...], src: str) -> bool:
+def _probe(cc: tuple[str, ...], flags: tuple[str, ...], src: str) -> str | None:
+  """None when `src` compiles, else the compiler's error (its first lines: enough to tell a missing type from bad flags)."""
   comp = ClangCompiler(cc=list(cc))
   comp.flags = list(flags)
   try: comp.compile(src)
-  except (CompileError, RuntimeError): return False
-  return True
+  except CompileError as e:
+    lines = e.message.strip().splitlines()
+    return "\n".join(([ln for ln in lines if "error" in ln.lower()] or lines)[:4]) or "failed without a message"
+  except RuntimeError as e: return str(e)
+  return None
 
 
 # Conversions clang calls out for (to compiler-rt/libgcc) when the CPU lacks native half/bf16 converts, or always for
@@ -221,8 +240,11 @@ class ClangRenderer(CStyleRenderer):
 
   def render_dtype(self, dt: DType) -> str:
     if dt in _PROBES and not self._compiler_handles(dt):
-      raise UnsupportedDTypeError(self.name, dt, f"{self.compiler.describe()} has no arithmetic on {self.type_map[dt]}; "
-                                  "use clang >= 17 (or pip install ziglang)")
+      # show the compiler's own words: a flag it rejects looks the same to the probe as a missing type
+      error = self.compiler.probe_error(_PROBES[dt])
+      raise UnsupportedDTypeError(self.name, dt, f"{self.compiler.describe()} with flags {' '.join(self.compiler.flags)} failed to compile "
+                                  f"arithmetic on {self.type_map[dt]}:\n{error}\nuse clang >= 17 (or pip install ziglang), "
+                                  "or check the arch and options in DEV")
     return super().render_dtype(dt)
 
   def helpers(self) -> list[tuple[str, str]]:
