@@ -161,3 +161,43 @@ def test_bad_tokenizer_model():
     Tokenizer(["a"], model="bert")
   with pytest.raises(ValueError, match="no tokenizer"):
     Tokenizer.from_gguf({})
+
+
+def _quadratic_merge(parts, rank_of):
+  """The previous BPE loop (rescan every pair after each merge): the reference the heap version must agree with."""
+  parts = list(parts)
+  while len(parts) > 1:
+    best, best_rank = -1, None
+    for i in range(len(parts) - 1):
+      r = rank_of(parts[i], parts[i + 1])
+      if r is not None and (best_rank is None or r < best_rank): best, best_rank = i, r
+    if best < 0: break
+    parts[best:best + 2] = [parts[best] + parts[best + 1]]
+  return parts
+
+
+def test_bpe_merges_match_the_quadratic_reference():
+  import random
+
+  from tinygrad.llm.tokenizer import _merge_pairs
+  rng = random.Random(0)
+  merges = ["a a", "b b", "aa a", "a b", "ab a", "aa aa", "b a", "bb b", "aaa a", "ba b", "ab ab"]
+  ranks = {m: i for i, m in enumerate(merges)}
+  scores = {m.replace(" ", ""): rng.choice([-1.0, -2.0, -3.0]) for m in merges}  # SentencePiece style: ties between scores
+  for _ in range(500):
+    word = "".join(rng.choice("abc") for _ in range(rng.randint(0, 40)))
+    for rank_of in (lambda x, y: ranks.get(x + " " + y), lambda x, y: -scores[x + y] if x + y in scores else None):
+      assert _merge_pairs(list(word), rank_of) == _quadratic_merge(list(word), rank_of), word
+
+
+def test_bpe_is_not_quadratic():
+  import time
+  merges = ["a a", "aa aa", "aaaa aaaa", "Ġ a"]
+  tok = byte_level_tokenizer(merges=merges)
+  t = time.perf_counter()
+  ids = tok.encode("a" * 16384)  # one 16 KB pre-token: the quadratic loop took ~10 s, this takes ~0.05 s
+  assert time.perf_counter() - t < 2.0
+  assert ids == [tok.vocab["aaaaaaaa"]] * 2048
+  t = time.perf_counter()
+  ids = spm_tokenizer().encode("l" * 16384, add_bos=False)
+  assert time.perf_counter() - t < 2.0 and len(ids) == 1 + 8192  # "▁" then "ll"s

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import heapq
 import json
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import regex
@@ -44,6 +45,36 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 BYTE_TO_CHAR = _bytes_to_unicode()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
+
+
+def _merge_pairs(parts: list[str], rank_of: Callable[[str, str], Any]) -> list[str]:
+  """BPE: merge the adjacent pair of lowest rank (the leftmost of equal ranks) until no pair has a rank, in O(n log n).
+
+  A heap of candidate pairs (rank, left index) over a linked list of symbols; a merge bumps the left symbol's version and kills
+  the right one, so stale heap entries are skipped when popped. The same merges as rescanning all pairs after every merge, which
+  is quadratic (16 KB of 'a' took seconds)."""
+  n = len(parts)
+  if n < 2: return parts
+  nxt, prv, ver = list(range(1, n + 1)), list(range(-1, n - 1)), [0] * n
+  nxt[-1] = -1
+  heap = [(r, i, 0, 0) for i in range(n - 1) if (r := rank_of(parts[i], parts[i + 1])) is not None]
+  heapq.heapify(heap)
+  while heap:
+    _, i, vi, vj = heapq.heappop(heap)
+    j = nxt[i]
+    if ver[i] != vi or j < 0 or ver[j] != vj: continue  # a symbol of this pair changed since it was pushed
+    parts[i] += parts[j]
+    ver[i], ver[j] = ver[i] + 1, -1
+    k = nxt[j]
+    nxt[i] = k
+    if k >= 0: prv[k] = i
+    if (h := prv[i]) >= 0 and (r := rank_of(parts[h], parts[i])) is not None: heapq.heappush(heap, (r, h, ver[h], ver[i]))
+    if k >= 0 and (r := rank_of(parts[i], parts[k])) is not None: heapq.heappush(heap, (r, i, ver[i], ver[k]))
+  out, i = [], 0
+  while i >= 0:
+    out.append(parts[i])
+    i = nxt[i]
+  return out
 
 
 class Tokenizer:
@@ -128,20 +159,19 @@ class Tokenizer:
     """Byte-level BPE on one pre-token: merge the lowest-ranked adjacent pair until none is left."""
     if (cached := self._cache.get(word)) is not None: return cached
     if word in self.vocab and len(word) == 1: return [self.vocab[word]]
-    parts = list(word)
-    while len(parts) > 1:
-      best, best_rank = -1, None
-      for i in range(len(parts) - 1):
-        rank = self.ranks.get(parts[i] + " " + parts[i + 1])
-        if rank is not None and (best_rank is None or rank < best_rank): best, best_rank = i, rank
-      if best < 0: break
-      parts[best:best + 2] = [parts[best] + parts[best + 1]]
+    parts = _merge_pairs(list(word), self._bpe_rank)
     out = []
     for p in parts:
       if p in self.vocab: out.append(self.vocab[p])
       else: out += [self.vocab[c] for c in p if c in self.vocab]  # a merge product missing from the vocabulary: fall back to pieces
-    if len(self._cache) < 100_000: self._cache[word] = out
+    if len(word) <= 64 and len(self._cache) < 100_000: self._cache[word] = out  # (long words are rare: keep memory bounded)
     return out
+
+  def _bpe_rank(self, a: str, b: str) -> int | None: return self.ranks.get(a + " " + b)
+
+  def _spm_rank(self, a: str, b: str) -> float | None:
+    tid = self.vocab.get(a + b)  # the best score merges first: rank by -score
+    return -self.scores[tid] if tid is not None and self.types[tid] in (NORMAL, USER_DEFINED, UNUSED) else None
 
   def _encode_spm(self, text: str, first: bool) -> list[int]:
     """SentencePiece-style BPE: spaces become '▁', then the adjacent pair whose merge is in the vocabulary with the best score
@@ -149,15 +179,7 @@ class Tokenizer:
     if not text: return []
     text = text.replace(" ", "▁")
     if first and self.add_space_prefix: text = "▁" + text
-    parts = list(text)
-    while len(parts) > 1:
-      best, best_score = -1, None
-      for i in range(len(parts) - 1):
-        tid = self.vocab.get(parts[i] + parts[i + 1])
-        if tid is not None and self.types[tid] in (NORMAL, USER_DEFINED, UNUSED) and (best_score is None or self.scores[tid] > best_score):
-          best, best_score = i, self.scores[tid]
-      if best < 0: break
-      parts[best:best + 2] = [parts[best] + parts[best + 1]]
+    parts = _merge_pairs(list(text), self._spm_rank)
     out = []
     for p in parts:
       if p in self.vocab: out.append(self.vocab[p])
