@@ -88,6 +88,7 @@ def answer(llm, messages: list[dict], args: argparse.Namespace, out=sys.stdout) 
 
 def chat(llm, args: argparse.Namespace) -> None:
   from tinygrad.llm.engine import ContextLengthExceeded
+  from tinygrad.llm.tokenizer import ChatTemplateError
   history: list[dict] = [{"role": "system", "content": args.system}] if args.system else []
   print(f"{llm.name} (max context {llm.max_context} tokens). /reset clears the conversation, /exit or Ctrl-D quits.", file=sys.stderr)
   while True:
@@ -106,6 +107,9 @@ def chat(llm, args: argparse.Namespace) -> None:
       history.pop()
       print(f"error: {e}; /reset starts a new conversation", file=sys.stderr)
       continue
+    except ChatTemplateError as e:  # the model's template ran past its limits: no prompt can be built
+      print(f"error: {e}", file=sys.stderr)
+      return
     except KeyboardInterrupt:
       print("\n[interrupted]", file=sys.stderr)
       history.pop()
@@ -125,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
   from tinygrad.llm.gguf import GGUFError
   from tinygrad.llm.model import UnsupportedModel
   from tinygrad.llm.quants import UnsupportedQuantization
+  from tinygrad.llm.tokenizer import ChatTemplateError
   if "COMPILE_WORKER" not in os.environ: COMPILE_WORKER.value = 1
   prestart()
   t0 = time.perf_counter()
@@ -151,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
       return 1
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     try: answer(llm, messages, args)
-    except ContextLengthExceeded as e:
+    except (ContextLengthExceeded, ChatTemplateError) as e:
       print(f"error: {e}", file=sys.stderr)
       return 1
     return 0

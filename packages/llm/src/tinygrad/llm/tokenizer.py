@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import functools
 import heapq
 import json
+import re
+import secrets
+import sys
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import regex
+
+# a chat template (from the model file: untrusted) may run this long and produce this many characters (or any one value as long)
+TEMPLATE_TIME_S = 2.0
+TEMPLATE_MAX_CHARS = 1 << 22
+
+
+class ChatTemplateError(ValueError):
+  """The model's chat template ran past its limits (time, size): the model can't chat."""
+
+
+class TemplateLimit(Exception):
+  """Raised inside a template render that went past a limit."""
+
 
 # token types (llama.cpp's llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -94,6 +112,8 @@ class Tokenizer:
     self._special_re = regex.compile("|".join(regex.escape(t) for t in sorted(self.special, key=len, reverse=True))) if self.special else None
     self.eog_ids = {i for i in (eos_id, eot_id) if i is not None} | set(extra_eog) | {self.vocab[t] for t in EOG_TEXTS if t in self.vocab}
     self._cache: dict[str, list[int]] = {}
+    self.source = "the model"  # named in errors about the chat template (LLM.load sets the file name)
+    self.template_time_s = TEMPLATE_TIME_S
     if model == "gpt2":
       # keyed by the merge's own "left right" string (byte-level pieces never hold a space): no tuple and no two new strings
       # per merge, which for a 49k-merge vocabulary is ~8 MB less resident memory
@@ -211,12 +231,38 @@ class Tokenizer:
 
   # ---- chat
   def render_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
-    """The prompt text for a conversation: the GGUF's chat template (jinja2), or a plain fallback if it has none or it fails."""
+    """The prompt text for a conversation: the GGUF's chat template (jinja2), or a plain fallback if it has none or it fails.
+    Raises ChatTemplateError if the template runs past its time or size limits."""
     if self.chat_template:
-      try: return _render_template(self.chat_template, messages, add_generation_prompt, self._tok(self.bos_id), self._tok(self.eos_id), **extra)
+      try:
+        return _render_template(self.chat_template, messages, add_generation_prompt, self._tok(self.bos_id), self._tok(self.eos_id),
+                                self.template_time_s, **extra)
+      except TemplateLimit as e:
+        raise ChatTemplateError(f"the chat template of {self.source} {e}; it is not usable (a broken or hostile file?)") from None
       except Exception as e:  # noqa: BLE001 - a broken template in a file must not stop the chat
-        warnings.warn(f"the model's chat template failed ({type(e).__name__}: {e}); using a plain template", stacklevel=2)
+        warnings.warn(f"the chat template failed ({self.source}: {type(e).__name__}: {e}); using a plain template", stacklevel=2)
     return self._fallback_chat(messages, add_generation_prompt)
+
+  def encode_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> list[int]:
+    """The prompt ids of a conversation. Message text is text: a special token typed in it (`<|im_end|>`) is encoded as plain
+    text; only the template's own literal parts produce special tokens. Each special token found in a message is wrapped in
+    random markers before rendering; after rendering, matches that sit between markers are plain, and the markers are dropped."""
+    if self._special_re is None: return self.encode(self.render_chat(messages, add_generation_prompt, **extra))
+    rand = secrets.SystemRandom()
+    mark = ["".join(chr(rand.randrange(0xF0000, 0xFFFFE)) for _ in range(8)) for _ in range(2)]  # (plane-15 private use: unguessable)
+    shield = lambda v: self._special_re.sub(lambda m: mark[0] + m.group() + mark[1], v) if isinstance(v, str) else v
+    text = self.render_chat([{k: shield(v) for k, v in m.items()} for m in messages], add_generation_prompt, **extra)
+    ids: list[int] = []
+    if self.add_bos and self.bos_id is not None and not text.startswith(self.tokens[self.bos_id]): ids.append(self.bos_id)
+    unmark = lambda t: t.replace(mark[0], "").replace(mark[1], "")
+    pos, first = 0, True
+    for m in self._special_re.finditer(text):
+      if text.endswith(mark[0], 0, m.start()) and text.startswith(mark[1], m.end()): continue  # typed by a user: plain text
+      if m.start() > pos: ids += self._encode_plain(unmark(text[pos:m.start()]), first)
+      ids.append(self.special[m.group()])
+      pos, first = m.end(), False
+    if pos < len(text): ids += self._encode_plain(unmark(text[pos:]), first)
+    return ids
 
   def _tok(self, tid: int | None) -> str: return self.tokens[tid] if tid is not None and 0 <= tid < len(self.tokens) else ""
 
@@ -249,14 +295,124 @@ class StreamDecoder:
   def flush(self) -> str: return self.utf8.decode(b"", final=True)
 
 
-def _render_template(template: str, messages: list[dict[str, Any]], add_generation_prompt: bool, bos: str, eos: str, **extra: Any) -> str:
+_HUGE_FORMAT = re.compile(r"%[^a-zA-Z%]*(\*|\d{6,})|\{[^{}]*\d{6,}")  # printf / str.format fields with 6+ digit widths
+
+
+def _limit_size(n: int, what: str) -> None:
+  if n > TEMPLATE_MAX_CHARS: raise TemplateLimit(f"built a value of {n} items with {what} (the limit is {TEMPLATE_MAX_CHARS})")
+
+
+def _check_args(name: str, args: Iterable[Any]) -> None:
+  for a in args:
+    if isinstance(a, int) and not isinstance(a, bool) and abs(a) > TEMPLATE_MAX_CHARS: raise TemplateLimit(f"passed {a} to {name}")
+
+
+def _bounded_filter(name: str, f: Callable) -> Callable:
+  """A filter that refuses arguments which would make a huge value (center(10**10), indent, join of a huge list, format widths)."""
+  @functools.wraps(f)  # (keeps jinja's pass_context / pass_eval_context marks: those filters get the context first)
+  def run(*args: Any, **kwargs: Any) -> Any:
+    _check_args(f"the '{name}' filter", list(args) + list(kwargs.values()))
+    rest = list(args[1:]) if name in ("join", "replace") else list(args)  # (eval_ctx, value, ...) for these two
+    value = rest[0] if rest else None
+    if name == "indent" and isinstance(value, str):
+      width = kwargs.get("width", rest[1] if len(rest) > 1 else 4)
+      _limit_size(len(value) + value.count("\n") * (width if isinstance(width, int) else len(str(width))), "indent")
+    if name == "join" and isinstance(value, (list, tuple)): _limit_size(sum(len(str(x)) + len(str(rest[1:2] or "")) for x in value), "join")
+    if name == "format" and isinstance(value, str) and _HUGE_FORMAT.search(value): raise TemplateLimit("used a huge format width")
+    if name == "replace" and isinstance(value, str) and len(rest) >= 3:
+      _limit_size((value.count(str(rest[1])) + 1) * (len(str(rest[2])) + 1) + len(value), "replace")
+    return f(*args, **kwargs)
+  return run
+
+
+@functools.lru_cache(maxsize=4)
+def _compile_template(template: str):
+  """The template compiled in a bounded jinja2 sandbox (see _render_template); cached: compiling takes ~10 ms a chat."""
   import jinja2
+  from jinja2.compiler import CodeGenerator
   from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+  class Gen(CodeGenerator):
+    def visit_Concat(self, node, frame) -> None:  # `a ~ b`: through a size check (jinja folds constant ones at compile time)
+      self.write("environment.bounded_concat((")
+      for arg in node.nodes:
+        self.visit(arg, frame)
+        self.write(", ")
+      self.write("))")
+
+  class Env(ImmutableSandboxedEnvironment):
+    code_generator_class = Gen
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+
+    def bounded_concat(self, parts: tuple) -> str:
+      strs = [str(p) for p in parts]
+      _limit_size(sum(map(len, strs)), "~")
+      return "".join(strs)
+
+    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+      seq = (str, list, tuple)
+      if operator == "*":
+        for a, b in ((left, right), (right, left)):
+          if isinstance(a, seq) and isinstance(b, int): _limit_size(len(a) * b, "*")
+      elif operator == "+" and isinstance(left, seq) and isinstance(right, seq): _limit_size(len(left) + len(right), "+")
+      elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right * abs(left).bit_length() > 4096:
+        raise TemplateLimit(f"computed {left} ** {right}")
+      elif operator == "%" and isinstance(left, str) and _HUGE_FORMAT.search(left): raise TemplateLimit("used a huge % format width")
+      return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context, __obj, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's own signature
+      name = getattr(__obj, "__name__", "a function")
+      _check_args(name, list(args) + list(kwargs.values()))
+      target = getattr(__obj, "__self__", None)
+      if isinstance(target, str):
+        if name == "join" and args: _limit_size(sum(len(str(x)) + len(target) for x in args[0]), "join")
+        if name == "replace" and len(args) >= 2: _limit_size((target.count(str(args[0])) + 1) * (len(str(args[1])) + 1) + len(target), "replace")
+        if name == "expandtabs" and args and isinstance(args[0], int): _limit_size(len(target) * args[0], "expandtabs")
+      return super().call(__context, __obj, *args, **kwargs)
+
+    def wrap_str_format(self, value: Any) -> Callable | None:  # '{:>99999999}'.format(x): the sandbox wraps it on attribute access
+      target = getattr(value, "__self__", None)
+      if isinstance(target, str) and getattr(value, "__name__", "") in ("format", "format_map") and _HUGE_FORMAT.search(target):
+        def refuse(*args: Any, **kwargs: Any) -> str: raise TemplateLimit("used a huge format width")
+        return refuse
+      return super().wrap_str_format(value)
+
   def raise_exception(msg: str) -> None: raise jinja2.TemplateError(msg)
-  env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+  env = Env(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
   env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False, **kw: json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
+  env.filters = {k: _bounded_filter(k, f) for k, f in env.filters.items()}
+  env.globals.pop("lipsum", None)  # lipsum(n) makes n paragraphs
   env.globals["raise_exception"] = raise_exception
   env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-  return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
-                                          tools=None, **extra)
+  return env.from_string(template)
+
+
+def _render_template(template: str, messages: list[dict[str, Any]], add_generation_prompt: bool, bos: str, eos: str,
+                     time_s: float = TEMPLATE_TIME_S, **extra: Any) -> str:
+  """Render a chat template from a model file in jinja2's immutable sandbox, bounded: string/list repetition, concatenation,
+  powers, format widths and big numeric arguments are checked before they run (a value is at most TEMPLATE_MAX_CHARS), the
+  output is capped, and a deadline is checked on every line the template's code runs (loops, macros, recursion) via
+  sys.settrace. Raises TemplateLimit past a limit. (Best effort against memory bombs: a C-level call that slips past the
+  checks can't be interrupted; a render in a child process with rlimits would be the airtight alternative.)"""
+  compiled = _compile_template(template)
+  deadline = time.monotonic() + time_s
+
+  def on_line(frame, event: str, arg: Any):
+    if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
+    return on_line
+
+  def on_call(frame, event: str, arg: Any):  # trace only the template's own code (jinja compiles it with this file name)
+    if frame.f_code.co_filename != "<template>": return None
+    return on_line(frame, event, arg)
+  before = sys.gettrace()
+  sys.settrace(on_call)
+  try:
+    out, n = [], 0
+    for piece in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
+                                                     eos_token=eos, tools=None, **extra):
+      n += len(piece)
+      if n > TEMPLATE_MAX_CHARS + sum(len(str(m.get("content", ""))) for m in messages) * 2:
+        raise TemplateLimit(f"produced over {n} characters")
+      out.append(piece)
+    return "".join(out)
+  finally: sys.settrace(before)
