@@ -151,7 +151,7 @@ def test_bad_content_length_gets_an_answer(server, length, status):
   if length is not None: head += f"Content-Length: {length}\r\n"
   t = time.perf_counter()
   got, _ = raw(server, head.encode() + b"\r\n" + OK_BODY)
-  assert got == status and time.perf_counter() - t < 3
+  assert got == status and time.perf_counter() - t < 10  # (an answer, not a hang: the old server never answered)
 
 
 def test_chunked_body_is_refused_clearly(server):
@@ -171,7 +171,7 @@ def test_oversized_body_is_refused_before_reading(server):
 def test_slow_and_idle_clients_time_out(server):
   t = time.perf_counter()
   s = socket.create_connection(("127.0.0.1", port(server)), timeout=10)
-  assert s.recv(10) == b"" and time.perf_counter() - t < 4  # idle: closed after the request deadline (1 s here)
+  assert s.recv(10) == b"" and time.perf_counter() - t < 8  # idle: closed after the request deadline (1 s here)
   s.close()
   # slowloris: a header byte every 0.2 s never finishes; a per-recv timeout alone would wait forever
   s = socket.create_connection(("127.0.0.1", port(server)), timeout=10)
@@ -180,17 +180,17 @@ def test_slow_and_idle_clients_time_out(server):
     for c in b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100:
       s.sendall(bytes([c]))
       time.sleep(0.2)
-      if time.perf_counter() - t > 6: break
+      if time.perf_counter() - t > 8: break
   except (BrokenPipeError, ConnectionResetError): pass
   try: got = s.recv(1000)
   except (ConnectionResetError, TimeoutError): pass
   s.close()
-  assert time.perf_counter() - t < 6 and (got.startswith(b"HTTP/1.1 408") or got == b"")
+  assert time.perf_counter() - t < 8 and (got.startswith(b"HTTP/1.1 408") or got == b"")
   # a body that trickles in: 408 too
   s = socket.create_connection(("127.0.0.1", port(server)), timeout=10)
   s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
   t = time.perf_counter()
-  assert s.recv(1000).startswith(b"HTTP/1.1 408") and time.perf_counter() - t < 4
+  assert s.recv(1000).startswith(b"HTTP/1.1 408") and time.perf_counter() - t < 8
   s.close()
 
 
@@ -268,7 +268,7 @@ def test_long_prompt_refused_before_tokenizing(server):
   t = time.perf_counter()
   status, _, data = request(server, body=body)
   assert_openai_error(status, data, 400, "messages")
-  assert data["error"]["code"] == "context_length_exceeded" and time.perf_counter() - t < 2
+  assert data["error"]["code"] == "context_length_exceeded" and time.perf_counter() - t < 10  # (~0.02 s; quadratic BPE: hours)
 
 
 def test_user_text_cannot_inject_control_tokens(server):
@@ -285,7 +285,7 @@ def test_hostile_chat_template_is_bounded(server):
   try:
     t = time.perf_counter()
     status, _, data = request(server)
-    assert status == 500 and "chat.gguf" in data["error"]["message"] and time.perf_counter() - t < 5
+    assert status == 500 and "chat.gguf" in data["error"]["message"] and time.perf_counter() - t < 10
     tok.chat_template = "{{ 'a' * 10**10 }}"
     status, _, data = request(server)
     assert status == 500 and "chat.gguf" in data["error"]["message"]

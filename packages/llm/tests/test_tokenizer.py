@@ -196,11 +196,11 @@ def test_bpe_is_not_quadratic():
   tok = byte_level_tokenizer(merges=merges)
   t = time.perf_counter()
   ids = tok.encode("a" * 16384)  # one 16 KB pre-token: the quadratic loop took ~10 s, this takes ~0.05 s
-  assert time.perf_counter() - t < 2.0
+  assert time.perf_counter() - t < 5.0
   assert ids == [tok.vocab["aaaaaaaa"]] * 2048
   t = time.perf_counter()
   ids = spm_tokenizer().encode("l" * 16384, add_bos=False)
-  assert time.perf_counter() - t < 2.0 and len(ids) == 1 + 8192  # "▁" then "ll"s
+  assert time.perf_counter() - t < 5.0 and len(ids) == 1 + 8192  # "▁" then "ll"s
 
 
 def chatml_tokenizer():
@@ -265,7 +265,7 @@ def test_chat_template_is_bounded(name):
   t = time.perf_counter()
   with pytest.raises(ChatTemplateError, match="chat template of evil.gguf"):
     tok.encode_chat([{"role": "user", "content": "hi"}])
-  assert time.perf_counter() - t < 5
+  assert time.perf_counter() - t < 10
 
 
 def test_chat_template_limits_allow_normal_templates():

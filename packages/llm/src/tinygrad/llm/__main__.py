@@ -38,6 +38,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   return p.parse_args(argv)
 
 
+def server_options(args: argparse.Namespace):
+  from tinygrad.llm.server import ServerOptions
+  return ServerOptions(set(args.allow_origin), set(args.allow_host), args.max_body, args.request_timeout, max_connections=args.max_connections,
+                       max_queue=args.max_queue, max_tokens=args.max_tokens)
+
+
 def load(args: argparse.Namespace):
   from tinygrad import dtypes
   from tinygrad.llm.engine import LLM
@@ -154,9 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     warmup(llm)
     if args.verbose: print(f"[warmed up in {time.perf_counter() - t1:.1f} s]", file=sys.stderr)
   if args.serve is not None:
-    from tinygrad.llm.server import ServerOptions, serve
-    serve(llm, args.host, args.serve, ServerOptions(set(args.allow_origin), set(args.allow_host), args.max_body, args.request_timeout,
-                                                    max_connections=args.max_connections, max_queue=args.max_queue, max_tokens=args.max_tokens))
+    from tinygrad.llm.server import serve
+    serve(llm, args.host, args.serve, server_options(args))
     return 0
   if not sys.stdin.isatty():
     prompt = sys.stdin.read().strip()

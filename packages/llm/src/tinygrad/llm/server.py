@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -267,6 +268,7 @@ class Handler(BaseHTTPRequestHandler):
     super().setup()
     self.deadline = time.monotonic() + self.service.options.request_timeout
     self._reader = _DeadlineReader(self)
+    self.rfile.close()  # (the stdlib's reader: closed, or it would keep the socket's file descriptor open after close)
     self.rfile = io.BufferedReader(self._reader)
 
   def handle_one_request(self) -> None:
@@ -351,7 +353,7 @@ class Handler(BaseHTTPRequestHandler):
     else: raise RequestError(403, f"requests from the origin {origin!r} are not allowed (start the server with --allow-origin to allow it)",
                              kind="permission_error")
 
-  def _guarded(self, handler) -> None:
+  def _guarded(self, handler: Callable[[], None]) -> None:
     try:
       self._check_caller()
       handler()
@@ -439,7 +441,7 @@ class Handler(BaseHTTPRequestHandler):
     except BlockingIOError: return False
     except (OSError, ValueError): return True
 
-  def _wait_turn(self, ticket: object, on_wait=None) -> None:
+  def _wait_turn(self, ticket: object, on_wait: Callable[[int], None] | None = None) -> None:
     last = -1
     while (ahead := self.service.queue.wait(ticket, 1.0)) > 0:
       if self._client_gone(): raise ClientGone()
@@ -519,7 +521,7 @@ class Server(ThreadingHTTPServer):
     super().__init__(*args, **kwargs)
     self.active, self.active_lock = 0, threading.Lock()
 
-  def process_request(self, request, client_address) -> None:
+  def process_request(self, request: socket.socket, client_address: Any) -> None:
     with self.active_lock:
       full = self.active >= self.max_connections
       if not full: self.active += 1
@@ -537,7 +539,7 @@ class Server(ThreadingHTTPServer):
       with self.active_lock: self.active -= 1
       raise
 
-  def process_request_thread(self, request, client_address) -> None:
+  def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
     try: super().process_request_thread(request, client_address)
     finally:
       with self.active_lock: self.active -= 1
