@@ -264,6 +264,8 @@ class Handler(BaseHTTPRequestHandler):
   service: ChatService  # set on the subclass made by make_server
   quiet = False
 
+  def version_string(self) -> str: return self.server_version  # (not the Python version)
+
   def setup(self) -> None:
     super().setup()
     self.deadline = time.monotonic() + self.service.options.request_timeout
@@ -276,7 +278,7 @@ class Handler(BaseHTTPRequestHandler):
     opts = self.service.options
     self.deadline, self._reader.nbytes = time.monotonic() + opts.request_timeout, 0
     self.cors_origin: str | None = None
-    self._started, self.requestline, self.request_version, self.command = False, "", "HTTP/1.1", ""
+    self._started, self._sent_connection, self.requestline, self.request_version, self.command = False, False, "", "HTTP/1.1", ""
     try:
       self.raw_requestline = self.rfile.readline(65537)
       if len(self.raw_requestline) > 65536:
@@ -314,11 +316,15 @@ class Handler(BaseHTTPRequestHandler):
     if self.request_version == "HTTP/0.9": self.request_version = "HTTP/1.0"  # (garbage request lines get a status line too)
     super().send_response(code, message)
 
+  def send_header(self, keyword: str, value: str) -> None:
+    if keyword.lower() == "connection": self._sent_connection = True
+    super().send_header(keyword, value)
+
   def end_headers(self) -> None:
     if self.cors_origin is not None:
       self.send_header("Access-Control-Allow-Origin", self.cors_origin)
       self.send_header("Vary", "Origin")
-    if self.close_connection: self.send_header("Connection", "close")
+    if self.close_connection and not self._sent_connection: self.send_header("Connection", "close")
     super().end_headers()
 
   def _send(self, status: int, body: bytes, ctype: str = "application/json", headers: dict[str, str] | None = None) -> None:
