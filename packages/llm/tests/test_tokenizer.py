@@ -252,6 +252,11 @@ BOMBS = {
   "indent blowup": "{{ ('a\n' * 1000000) | indent(1000) }}",
   "power": "{{ 7 ** 100000000 }}",
   "output flood": "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
+  "map center join": "{{ range(100000) | map('string') | map('center', 100000) | join }}",
+  "list of big strings": "{% set s = 'a' * 4000000 %}{{ [s, s, s, s, s, s, s, s] }}",
+  "repeated list printed": "{{ [messages[0]['content'] * 1000000] * 100 }}",
+  "tojson indent": "{{ [[[[1]]]] | tojson(indent=1000000) }}",
+  "str join generator": "{{ ''.join(range(100000) | map('string') | map('center', 100000)) }}",
 }
 
 

@@ -10,6 +10,7 @@ import json
 import re
 import secrets
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -296,10 +297,46 @@ class StreamDecoder:
 
 
 _HUGE_FORMAT = re.compile(r"%[^a-zA-Z%]*(\*|\d{6,})|\{[^{}]*\d{6,}")  # printf / str.format fields with 6+ digit widths
+_render_state = threading.local()  # .left: characters a render may still build (size-increasing operations spend it)
 
 
 def _limit_size(n: int, what: str) -> None:
   if n > TEMPLATE_MAX_CHARS: raise TemplateLimit(f"built a value of {n} items with {what} (the limit is {TEMPLATE_MAX_CHARS})")
+
+
+def _spend(n: int, what: str) -> None:
+  """A value of n characters (or items) is about to be built: each is bounded, and so is their sum over a render (a pipeline
+  like range(10**5)|map('center', 10**5)|join makes many values that are each small enough)."""
+  _limit_size(n, what)
+  left = getattr(_render_state, "left", None)
+  if left is None: return  # (compile-time constant folding: only the size of one value is checked)
+  _render_state.left = left - n
+  if _render_state.left < 0: raise TemplateLimit(f"built too many characters in all (the last with {what})")
+
+
+def _size(x: Any) -> int:
+  """About how many characters str(x) has (containers included), counting no further than just past the limit."""
+  total, stack = 0, [x]
+  while stack and total <= TEMPLATE_MAX_CHARS:
+    v = stack.pop()
+    if isinstance(v, str): total += len(v)
+    elif isinstance(v, (list, tuple, set, frozenset)):
+      total += 2 + 2 * len(v)
+      if total <= TEMPLATE_MAX_CHARS: stack.extend(v)
+    elif isinstance(v, dict):
+      total += 2 + 4 * len(v)
+      if total <= TEMPLATE_MAX_CHARS:
+        stack.extend(v.keys())
+        stack.extend(v.values())
+    else: total += 8  # numbers, None, undefined: short
+  return total
+
+
+def _counted(items: Any, sep: str, what: str) -> Any:
+  """The items of a join, each paid for as it is consumed (a generator's total is not known in advance)."""
+  for x in items:
+    _spend(_size(x) + len(sep), what)
+    yield x
 
 
 def _check_args(name: str, args: Iterable[Any]) -> None:
@@ -308,20 +345,28 @@ def _check_args(name: str, args: Iterable[Any]) -> None:
 
 
 def _bounded_filter(name: str, f: Callable) -> Callable:
-  """A filter that refuses arguments which would make a huge value (center(10**10), indent, join of a huge list, format widths)."""
+  """A filter that pays for what it builds before building it (center, indent, replace, join, tojson, string) and refuses
+  arguments that would make a huge value; any string it returns is paid for too."""
   @functools.wraps(f)  # (keeps jinja's pass_context / pass_eval_context marks: those filters get the context first)
   def run(*args: Any, **kwargs: Any) -> Any:
     _check_args(f"the '{name}' filter", list(args) + list(kwargs.values()))
-    rest = list(args[1:]) if name in ("join", "replace") else list(args)  # (eval_ctx, value, ...) for these two
+    lead = 1 if name in ("join", "replace") else 0  # (eval_ctx, value, ...) for these two
+    rest = list(args[lead:])
     value = rest[0] if rest else None
+    if name == "center" and isinstance(value, str): _spend(max(len(value), rest[1] if len(rest) > 1 else kwargs.get("width", 80)), "center")
     if name == "indent" and isinstance(value, str):
       width = kwargs.get("width", rest[1] if len(rest) > 1 else 4)
-      _limit_size(len(value) + value.count("\n") * (width if isinstance(width, int) else len(str(width))), "indent")
-    if name == "join" and isinstance(value, (list, tuple)): _limit_size(sum(len(str(x)) + len(str(rest[1:2] or "")) for x in value), "join")
-    if name == "format" and isinstance(value, str) and _HUGE_FORMAT.search(value): raise TemplateLimit("used a huge format width")
+      _spend(len(value) + value.count("\n") * (width if isinstance(width, int) else len(str(width))), "indent")
     if name == "replace" and isinstance(value, str) and len(rest) >= 3:
-      _limit_size((value.count(str(rest[1])) + 1) * (len(str(rest[2])) + 1) + len(value), "replace")
-    return f(*args, **kwargs)
+      _spend((value.count(str(rest[1])) + 1) * (len(str(rest[2])) + 1) + len(value), "replace")
+    if name == "join" and rest:
+      sep = str(rest[1] if len(rest) > 1 else kwargs.get("d", ""))
+      args = (*args[:lead], _counted(value, sep, "join"), *args[lead + 1:])
+    if name in ("string", "tojson", "pprint"): _spend(_size(value), name)
+    if name == "format" and isinstance(value, str) and _HUGE_FORMAT.search(value): raise TemplateLimit("used a huge format width")
+    out = f(*args, **kwargs)
+    if isinstance(out, str) and name not in ("center", "indent", "replace", "join", "string", "tojson", "pprint"): _spend(len(out), name)
+    return out
   return run
 
 
@@ -345,19 +390,20 @@ def _compile_template(template: str):
     intercepted_binops = frozenset({"*", "**", "%", "+"})
 
     def bounded_concat(self, parts: tuple) -> str:
-      strs = [str(p) for p in parts]
-      _limit_size(sum(map(len, strs)), "~")
-      return "".join(strs)
+      _spend(sum(_size(p) for p in parts), "~")
+      return "".join(str(p) for p in parts)
 
     def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
       seq = (str, list, tuple)
       if operator == "*":
         for a, b in ((left, right), (right, left)):
-          if isinstance(a, seq) and isinstance(b, int): _limit_size(len(a) * b, "*")
-      elif operator == "+" and isinstance(left, seq) and isinstance(right, seq): _limit_size(len(left) + len(right), "+")
+          if isinstance(a, seq) and isinstance(b, int): _spend(len(a) * b, "*")
+      elif operator == "+" and isinstance(left, seq) and isinstance(right, seq): _spend(len(left) + len(right), "+")
       elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right * abs(left).bit_length() > 4096:
         raise TemplateLimit(f"computed {left} ** {right}")
-      elif operator == "%" and isinstance(left, str) and _HUGE_FORMAT.search(left): raise TemplateLimit("used a huge % format width")
+      elif operator == "%" and isinstance(left, str):
+        if _HUGE_FORMAT.search(left): raise TemplateLimit("used a huge % format width")
+        _spend(len(left) + _size(right), "%")
       return super().call_binop(context, operator, left, right)
 
     def call(__self, __context, __obj, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's own signature
@@ -365,10 +411,14 @@ def _compile_template(template: str):
       _check_args(name, list(args) + list(kwargs.values()))
       target = getattr(__obj, "__self__", None)
       if isinstance(target, str):
-        if name == "join" and args: _limit_size(sum(len(str(x)) + len(target) for x in args[0]), "join")
-        if name == "replace" and len(args) >= 2: _limit_size((target.count(str(args[0])) + 1) * (len(str(args[1])) + 1) + len(target), "replace")
-        if name == "expandtabs" and args and isinstance(args[0], int): _limit_size(len(target) * args[0], "expandtabs")
-      return super().call(__context, __obj, *args, **kwargs)
+        if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int): _spend(args[0], name)
+        if name == "join" and args: args = (_counted(args[0], target, "join"), *args[1:])
+        if name == "replace" and len(args) >= 2: _spend((target.count(str(args[0])) + 1) * (len(str(args[1])) + 1) + len(target), "replace")
+        if name == "expandtabs": _spend(len(target) * (args[0] if args and isinstance(args[0], int) else 8), "expandtabs")
+      out = super().call(__context, __obj, *args, **kwargs)
+      if isinstance(out, str) and not (isinstance(target, str) and name in ("center", "ljust", "rjust", "zfill", "replace", "expandtabs", "join")):
+        _spend(len(out), name)
+      return out
 
     def wrap_str_format(self, value: Any) -> Callable | None:  # '{:>99999999}'.format(x): the sandbox wraps it on attribute access
       target = getattr(value, "__self__", None)
@@ -378,8 +428,16 @@ def _compile_template(template: str):
       return super().wrap_str_format(value)
 
   def raise_exception(msg: str) -> None: raise jinja2.TemplateError(msg)
-  env = Env(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-  env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False, **kw: json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
+
+  def tojson(x: Any, indent: int | None = None, ensure_ascii: bool = False, **kw: Any) -> str:
+    if indent is not None and not 0 <= indent <= 16: raise TemplateLimit(f"used tojson(indent={indent})")
+    return json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
+
+  def finalize(value: Any) -> Any:  # every {{ value }} before it becomes a string (str() of a list of big strings)
+    _limit_size(_size(value), "{{ }}")
+    return value
+  env = Env(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"], finalize=finalize)
+  env.filters["tojson"] = tojson
   env.filters = {k: _bounded_filter(k, f) for k, f in env.filters.items()}
   env.globals.pop("lipsum", None)  # lipsum(n) makes n paragraphs
   env.globals["raise_exception"] = raise_exception
@@ -389,12 +447,14 @@ def _compile_template(template: str):
 
 def _render_template(template: str, messages: list[dict[str, Any]], add_generation_prompt: bool, bos: str, eos: str,
                      time_s: float = TEMPLATE_TIME_S, **extra: Any) -> str:
-  """Render a chat template from a model file in jinja2's immutable sandbox, bounded: string/list repetition, concatenation,
-  powers, format widths and big numeric arguments are checked before they run (a value is at most TEMPLATE_MAX_CHARS), the
-  output is capped, and a deadline is checked on every line the template's code runs (loops, macros, recursion) via
-  sys.settrace. Raises TemplateLimit past a limit. (Best effort against memory bombs: a C-level call that slips past the
-  checks can't be interrupted; a render in a child process with rlimits would be the airtight alternative.)"""
+  """Render a chat template from a model file in jinja2's immutable sandbox, bounded. Operations that build values (string and
+  list repetition, + and ~, % and format, center/indent/replace/join/..., str methods) check the size first: one value is at
+  most TEMPLATE_MAX_CHARS, and all of them together at most a budget of a few times that plus the messages' size. Powers and
+  numeric arguments are bounded, the output is capped, and a deadline is checked on every line the template's code runs
+  (loops, macros, recursion) via sys.settrace. Raises TemplateLimit past a limit. (Best effort: a C-level call that slips
+  past these checks can't be interrupted; rendering in a child process with rlimits would be the airtight alternative.)"""
   compiled = _compile_template(template)
+  size = _size(messages)
   deadline = time.monotonic() + time_s
 
   def on_line(frame, event: str, arg: Any):
@@ -405,14 +465,16 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
     if frame.f_code.co_filename != "<template>": return None
     return on_line(frame, event, arg)
   before = sys.gettrace()
+  _render_state.left = 4 * TEMPLATE_MAX_CHARS + 8 * size
   sys.settrace(on_call)
   try:
     out, n = [], 0
-    for piece in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
-                                                     eos_token=eos, tools=None, **extra):
+    for piece in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
+                                   tools=None, **extra):
       n += len(piece)
-      if n > TEMPLATE_MAX_CHARS + sum(len(str(m.get("content", ""))) for m in messages) * 2:
-        raise TemplateLimit(f"produced over {n} characters")
+      if n > TEMPLATE_MAX_CHARS + 2 * size: raise TemplateLimit(f"produced over {n} characters")
       out.append(piece)
     return "".join(out)
-  finally: sys.settrace(before)
+  finally:
+    sys.settrace(before)
+    _render_state.left = None
