@@ -6,6 +6,7 @@ test_abuse_suite runs a list of hostile requests and counts them: tried / clean 
 wrong (another answer) / crash (the handler raised) / hang (no answer in time); it prints the counts."""
 import http.client
 import json
+import os
 import socket
 import threading
 import time
@@ -30,7 +31,7 @@ def llm(tmp_path_factory):
 def start(llm, **options):
   from tinygrad.llm.server import ServerOptions, make_server
   opts = ServerOptions(**{"request_timeout": 1.0, "write_timeout": 2.0, "max_connections": 16, "max_queue": 2, "max_body": 1 << 16, **options})
-  srv = make_server(llm, "127.0.0.1", 0, model_id="tiny", quiet=True, options=opts)
+  srv = make_server(llm, "127.0.0.1", 0, model_id="tiny", quiet=not os.environ.get("LOUD"), options=opts)  # (LOUD=1: the server's log)
   srv.crashes = []
   srv.handle_error = lambda request, address: srv.crashes.append(address)  # (socketserver calls it when a handler raises)
   threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -415,3 +416,32 @@ def test_abuse_suite(server, capsys):
   with capsys.disabled(): print(f"\nserver abuse suite: {counts}")
   assert counts["crash"] == counts["hang"] == 0 and not wrong, (counts, wrong)
   assert counts["clean"] == counts["tried"]
+
+
+def test_stalled_reader_is_dropped(llm):
+  """A client that stops reading a stream: the server's writes block, time out (write_timeout), and the model is freed."""
+  srv = start(llm, write_timeout=1.0)
+  accept = srv.get_request
+
+  def small_buffers():  # (tiny socket buffers, so that a short answer already fills them)
+    conn, addr = accept()
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2048)
+    return conn, addr
+  srv.get_request = small_buffers
+  try:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    s.connect(("127.0.0.1", port(srv)))
+    body = body_of({"messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": 80, "temperature": 0,
+                    "stream_options": {"include_usage": True}})
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(body)).encode() + b"\r\n\r\n" + body)  # ... and never read
+    time.sleep(0.5)
+    t = time.perf_counter()
+    status, _, data = request(srv, body=OK_BODY)  # served once the stalled stream is dropped (or done)
+    assert status == 200 and time.perf_counter() - t < 30
+    assert srv.RequestHandlerClass.service.dropped == 1  # the stalled stream was cut, not finished
+    s.close()
+  finally:
+    srv.shutdown()
+    srv.server_close()

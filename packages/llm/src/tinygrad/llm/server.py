@@ -188,6 +188,7 @@ class ChatService:
     self.queue = GenerationQueue(self.options.max_queue)
     self.created = int(time.time())
     self.seed_counter = 0
+    self.dropped = 0  # streams cut short because the client left or stopped reading
     # the most bytes one token stands for (UTF-8 of its text: at least its bytes): a prompt of B bytes has >= B / this tokens
     self.max_token_bytes = max((len(t.encode("utf-8", "replace")) for t in llm.tokenizer.tokens), default=1) or 1
 
@@ -509,6 +510,7 @@ class Handler(BaseHTTPRequestHandler):
       self.wfile.flush()
     except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ClientGone, TimeoutError):
       # the client went away (or stopped reading): the generator is closed (the model freed) and the server keeps serving
+      self.service.dropped += 1
       self.log_message("client disconnected during a streamed reply after %d tokens", stats.completion_tokens)
     except ContextLengthExceeded as e:
       self.wfile.write(b"data: " + json.dumps(RequestError(400, str(e), code="context_length_exceeded").body()).encode() + b"\n\n")
