@@ -119,3 +119,14 @@ def test_interactive_chat_in_a_terminal(model):
   # the second turn's prompt holds the first turn, and reuses its cached tokens
   cached = [int(n) for n in re.findall(r"\((\d+) cached\)", text)]
   assert cached[0] == 0 and cached[1] > 0, text
+
+
+def test_server_options():
+  from tinygrad.llm.__main__ import parse_args, server_options
+  o = server_options(parse_args(["--serve"]))
+  assert o.allow_origins == set() and o.allow_hosts == set() and o.max_body == 4 << 20 and o.max_queue == 16
+  o = server_options(parse_args(["--serve", "9000", "--allow-origin", "http://localhost:3000", "--allow-origin", "http://x.example",
+                                 "--allow-host", "box.lan", "--max-body", "1000", "--request-timeout", "5", "--max-queue", "2",
+                                 "--max-connections", "8", "--max-tokens", "64"]))
+  assert o.allow_origins == {"http://localhost:3000", "http://x.example"} and o.allow_hosts == {"box.lan"}
+  assert (o.max_body, o.request_timeout, o.max_queue, o.max_connections, o.max_tokens) == (1000, 5.0, 2, 8, 64)

@@ -113,7 +113,7 @@ def test_concurrent_clients(client):
 def test_errors(server, client):
   status, ctype, data = raw_request(server, "POST", "/v1/chat/completions", b"{not json", {"Content-Type": "application/json"})
   assert status == 400 and json.loads(data)["error"]["type"] == "invalid_request_error"
-  status, _, data = raw_request(server, "POST", "/v1/chat/completions", json.dumps({"messages": []}).encode())
+  status, _, data = raw_request(server, "POST", "/v1/chat/completions", json.dumps({"messages": []}).encode(), {"Content-Type": "application/json"})
   assert status == 400 and "messages" in json.loads(data)["error"]["message"]
   with pytest.raises(openai.BadRequestError) as e:
     client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x" * (CTX * 2)}])
@@ -128,7 +128,7 @@ def test_client_disconnect_mid_stream(server, client):
   import socket
   body = json.dumps({"messages": MSG, "stream": True, "max_tokens": 60, "temperature": 0}).encode()
   s = socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=60)
-  s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+  s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: "
             + str(len(body)).encode() + b"\r\n\r\n" + body)
   assert s.recv(64).startswith(b"HTTP/1.1 200")
   s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # close with a reset

@@ -24,10 +24,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   p.add_argument("--system", default=None, help="a system prompt")
   p.add_argument("--serve", nargs="?", type=int, const=8000, default=None, metavar="PORT", help="serve the OpenAI API and a chat page (default port 8000)")
   p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+  p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                 help="let web pages from ORIGIN (e.g. http://localhost:3000; '*': any) call the API (default: only the server's own page)")
+  p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                 help="accept requests whose Host header names HOST (default: localhost and the --host address; '*': any)")
+  p.add_argument("--max-body", type=int, default=4 << 20, metavar="BYTES", help="largest request body (default 4 MiB; larger: 413)")
+  p.add_argument("--request-timeout", type=float, default=30.0, metavar="S", help="seconds a request may take to arrive (default 30)")
+  p.add_argument("--max-queue", type=int, default=16, metavar="N", help="requests that may wait for the model (default 16; more: 429)")
+  p.add_argument("--max-connections", type=int, default=64, metavar="N", help="open connections (default 64; more: 503)")
   p.add_argument("--benchmark", nargs="?", type=int, const=20, default=None, metavar="N", help="time prefill and N decoded tokens, print JSON and exit")
   p.add_argument("--warmup", action="store_true", help="compile and capture the kernels before the first prompt")
   p.add_argument("--verbose", "-v", action="store_true", help="print timings after each answer")
   return p.parse_args(argv)
+
+
+def server_options(args: argparse.Namespace):
+  from tinygrad.llm.server import ServerOptions
+  return ServerOptions(set(args.allow_origin), set(args.allow_host), args.max_body, args.request_timeout, max_connections=args.max_connections,
+                       max_queue=args.max_queue, max_tokens=args.max_tokens)
 
 
 def load(args: argparse.Namespace):
@@ -88,6 +102,7 @@ def answer(llm, messages: list[dict], args: argparse.Namespace, out=sys.stdout) 
 
 def chat(llm, args: argparse.Namespace) -> None:
   from tinygrad.llm.engine import ContextLengthExceeded
+  from tinygrad.llm.tokenizer import ChatTemplateError
   history: list[dict] = [{"role": "system", "content": args.system}] if args.system else []
   print(f"{llm.name} (max context {llm.max_context} tokens). /reset clears the conversation, /exit or Ctrl-D quits.", file=sys.stderr)
   while True:
@@ -106,6 +121,9 @@ def chat(llm, args: argparse.Namespace) -> None:
       history.pop()
       print(f"error: {e}; /reset starts a new conversation", file=sys.stderr)
       continue
+    except ChatTemplateError as e:  # the model's template ran past its limits: no prompt can be built
+      print(f"error: {e}", file=sys.stderr)
+      return
     except KeyboardInterrupt:
       print("\n[interrupted]", file=sys.stderr)
       history.pop()
@@ -125,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
   from tinygrad.llm.gguf import GGUFError
   from tinygrad.llm.model import UnsupportedModel
   from tinygrad.llm.quants import UnsupportedQuantization
+  from tinygrad.llm.tokenizer import ChatTemplateError
   if "COMPILE_WORKER" not in os.environ: COMPILE_WORKER.value = 1
   prestart()
   t0 = time.perf_counter()
@@ -142,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose: print(f"[warmed up in {time.perf_counter() - t1:.1f} s]", file=sys.stderr)
   if args.serve is not None:
     from tinygrad.llm.server import serve
-    serve(llm, args.host, args.serve)
+    serve(llm, args.host, args.serve, server_options(args))
     return 0
   if not sys.stdin.isatty():
     prompt = sys.stdin.read().strip()
@@ -151,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
       return 1
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     try: answer(llm, messages, args)
-    except ContextLengthExceeded as e:
+    except (ContextLengthExceeded, ChatTemplateError) as e:
       print(f"error: {e}", file=sys.stderr)
       return 1
     return 0

@@ -82,6 +82,7 @@ class LLM:
   def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, **kwargs) -> LLM:
     g: GGUFFile = read_gguf(path)
     tok = Tokenizer.from_gguf(g.metadata)
+    tok.source = os.path.basename(path)
     model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
     name = g.get("general.name") or os.path.basename(path)
     return LLM(model, tok, name=name, **kwargs)
@@ -195,7 +196,7 @@ class LLM:
 
   # ---- text in, text out
   def chat_ids(self, messages: list[dict]) -> list[int]:
-    return self.tokenizer.encode(self.tokenizer.render_chat(messages, add_generation_prompt=True))
+    return self.tokenizer.encode_chat(messages, add_generation_prompt=True)  # (message text never becomes special tokens)
 
   def stream_text(self, ids: list[int], max_new_tokens: int | None = None, params: SamplingParams | None = None,
                   stats: GenerationStats | None = None) -> Iterator[str]:

@@ -4,12 +4,32 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import functools
+import heapq
 import json
+import re
+import secrets
+import sys
+import threading
+import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import regex
+
+# a chat template (from the model file: untrusted) may run this long and produce this many characters (or any one value as long)
+TEMPLATE_TIME_S = 2.0
+TEMPLATE_MAX_CHARS = 1 << 22
+
+
+class ChatTemplateError(ValueError):
+  """The model's chat template ran past its limits (time, size): the model can't chat."""
+
+
+class TemplateLimit(Exception):
+  """Raised inside a template render that went past a limit."""
+
 
 # token types (llama.cpp's llama_token_type)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -46,6 +66,36 @@ BYTE_TO_CHAR = _bytes_to_unicode()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
 
 
+def _merge_pairs(parts: list[str], rank_of: Callable[[str, str], Any]) -> list[str]:
+  """BPE: merge the adjacent pair of lowest rank (the leftmost of equal ranks) until no pair has a rank, in O(n log n).
+
+  A heap of candidate pairs (rank, left index) over a linked list of symbols; a merge bumps the left symbol's version and kills
+  the right one, so stale heap entries are skipped when popped. The same merges as rescanning all pairs after every merge, which
+  is quadratic (16 KB of 'a' took seconds)."""
+  n = len(parts)
+  if n < 2: return parts
+  nxt, prv, ver = list(range(1, n + 1)), list(range(-1, n - 1)), [0] * n
+  nxt[-1] = -1
+  heap = [(r, i, 0, 0) for i in range(n - 1) if (r := rank_of(parts[i], parts[i + 1])) is not None]
+  heapq.heapify(heap)
+  while heap:
+    _, i, vi, vj = heapq.heappop(heap)
+    j = nxt[i]
+    if ver[i] != vi or j < 0 or ver[j] != vj: continue  # a symbol of this pair changed since it was pushed
+    parts[i] += parts[j]
+    ver[i], ver[j] = ver[i] + 1, -1
+    k = nxt[j]
+    nxt[i] = k
+    if k >= 0: prv[k] = i
+    if (h := prv[i]) >= 0 and (r := rank_of(parts[h], parts[i])) is not None: heapq.heappush(heap, (r, h, ver[h], ver[i]))
+    if k >= 0 and (r := rank_of(parts[i], parts[k])) is not None: heapq.heappush(heap, (r, i, ver[i], ver[k]))
+  out, i = [], 0
+  while i >= 0:
+    out.append(parts[i])
+    i = nxt[i]
+  return out
+
+
 class Tokenizer:
   """`encode(text) -> ids`, `decode(ids) -> text`, `decoder()` for streaming, `render_chat(messages) -> text`."""
 
@@ -63,6 +113,8 @@ class Tokenizer:
     self._special_re = regex.compile("|".join(regex.escape(t) for t in sorted(self.special, key=len, reverse=True))) if self.special else None
     self.eog_ids = {i for i in (eos_id, eot_id) if i is not None} | set(extra_eog) | {self.vocab[t] for t in EOG_TEXTS if t in self.vocab}
     self._cache: dict[str, list[int]] = {}
+    self.source = "the model"  # named in errors about the chat template (LLM.load sets the file name)
+    self.template_time_s = TEMPLATE_TIME_S
     if model == "gpt2":
       # keyed by the merge's own "left right" string (byte-level pieces never hold a space): no tuple and no two new strings
       # per merge, which for a 49k-merge vocabulary is ~8 MB less resident memory
@@ -128,20 +180,19 @@ class Tokenizer:
     """Byte-level BPE on one pre-token: merge the lowest-ranked adjacent pair until none is left."""
     if (cached := self._cache.get(word)) is not None: return cached
     if word in self.vocab and len(word) == 1: return [self.vocab[word]]
-    parts = list(word)
-    while len(parts) > 1:
-      best, best_rank = -1, None
-      for i in range(len(parts) - 1):
-        rank = self.ranks.get(parts[i] + " " + parts[i + 1])
-        if rank is not None and (best_rank is None or rank < best_rank): best, best_rank = i, rank
-      if best < 0: break
-      parts[best:best + 2] = [parts[best] + parts[best + 1]]
+    parts = _merge_pairs(list(word), self._bpe_rank)
     out = []
     for p in parts:
       if p in self.vocab: out.append(self.vocab[p])
       else: out += [self.vocab[c] for c in p if c in self.vocab]  # a merge product missing from the vocabulary: fall back to pieces
-    if len(self._cache) < 100_000: self._cache[word] = out
+    if len(word) <= 64 and len(self._cache) < 100_000: self._cache[word] = out  # (long words are rare: keep memory bounded)
     return out
+
+  def _bpe_rank(self, a: str, b: str) -> int | None: return self.ranks.get(a + " " + b)
+
+  def _spm_rank(self, a: str, b: str) -> float | None:
+    tid = self.vocab.get(a + b)  # the best score merges first: rank by -score
+    return -self.scores[tid] if tid is not None and self.types[tid] in (NORMAL, USER_DEFINED, UNUSED) else None
 
   def _encode_spm(self, text: str, first: bool) -> list[int]:
     """SentencePiece-style BPE: spaces become '▁', then the adjacent pair whose merge is in the vocabulary with the best score
@@ -149,15 +200,7 @@ class Tokenizer:
     if not text: return []
     text = text.replace(" ", "▁")
     if first and self.add_space_prefix: text = "▁" + text
-    parts = list(text)
-    while len(parts) > 1:
-      best, best_score = -1, None
-      for i in range(len(parts) - 1):
-        tid = self.vocab.get(parts[i] + parts[i + 1])
-        if tid is not None and self.types[tid] in (NORMAL, USER_DEFINED, UNUSED) and (best_score is None or self.scores[tid] > best_score):
-          best, best_score = i, self.scores[tid]
-      if best < 0: break
-      parts[best:best + 2] = [parts[best] + parts[best + 1]]
+    parts = _merge_pairs(list(text), self._spm_rank)
     out = []
     for p in parts:
       if p in self.vocab: out.append(self.vocab[p])
@@ -189,12 +232,38 @@ class Tokenizer:
 
   # ---- chat
   def render_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> str:
-    """The prompt text for a conversation: the GGUF's chat template (jinja2), or a plain fallback if it has none or it fails."""
+    """The prompt text for a conversation: the GGUF's chat template (jinja2), or a plain fallback if it has none or it fails.
+    Raises ChatTemplateError if the template runs past its time or size limits."""
     if self.chat_template:
-      try: return _render_template(self.chat_template, messages, add_generation_prompt, self._tok(self.bos_id), self._tok(self.eos_id), **extra)
+      try:
+        return _render_template(self.chat_template, messages, add_generation_prompt, self._tok(self.bos_id), self._tok(self.eos_id),
+                                self.template_time_s, **extra)
+      except TemplateLimit as e:
+        raise ChatTemplateError(f"the chat template of {self.source} {e}; it is not usable (a broken or hostile file?)") from None
       except Exception as e:  # noqa: BLE001 - a broken template in a file must not stop the chat
-        warnings.warn(f"the model's chat template failed ({type(e).__name__}: {e}); using a plain template", stacklevel=2)
+        warnings.warn(f"the chat template failed ({self.source}: {type(e).__name__}: {e}); using a plain template", stacklevel=2)
     return self._fallback_chat(messages, add_generation_prompt)
+
+  def encode_chat(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **extra: Any) -> list[int]:
+    """The prompt ids of a conversation. Message text is text: a special token typed in it (`<|im_end|>`) is encoded as plain
+    text; only the template's own literal parts produce special tokens. Each special token found in a message is wrapped in
+    random markers before rendering; after rendering, matches that sit between markers are plain, and the markers are dropped."""
+    if self._special_re is None: return self.encode(self.render_chat(messages, add_generation_prompt, **extra))
+    rand = secrets.SystemRandom()
+    mark = ["".join(chr(rand.randrange(0xF0000, 0xFFFFE)) for _ in range(8)) for _ in range(2)]  # (plane-15 private use: unguessable)
+    shield = lambda v: self._special_re.sub(lambda m: mark[0] + m.group() + mark[1], v) if isinstance(v, str) else v
+    text = self.render_chat([{k: shield(v) for k, v in m.items()} for m in messages], add_generation_prompt, **extra)
+    ids: list[int] = []
+    if self.add_bos and self.bos_id is not None and not text.startswith(self.tokens[self.bos_id]): ids.append(self.bos_id)
+    unmark = lambda t: t.replace(mark[0], "").replace(mark[1], "")
+    pos, first = 0, True
+    for m in self._special_re.finditer(text):
+      if text.endswith(mark[0], 0, m.start()) and text.startswith(mark[1], m.end()): continue  # typed by a user: plain text
+      if m.start() > pos: ids += self._encode_plain(unmark(text[pos:m.start()]), first)
+      ids.append(self.special[m.group()])
+      pos, first = m.end(), False
+    if pos < len(text): ids += self._encode_plain(unmark(text[pos:]), first)
+    return ids
 
   def _tok(self, tid: int | None) -> str: return self.tokens[tid] if tid is not None and 0 <= tid < len(self.tokens) else ""
 
@@ -227,14 +296,185 @@ class StreamDecoder:
   def flush(self) -> str: return self.utf8.decode(b"", final=True)
 
 
-def _render_template(template: str, messages: list[dict[str, Any]], add_generation_prompt: bool, bos: str, eos: str, **extra: Any) -> str:
+_HUGE_FORMAT = re.compile(r"%[^a-zA-Z%]*(\*|\d{6,})|\{[^{}]*\d{6,}")  # printf / str.format fields with 6+ digit widths
+_render_state = threading.local()  # .left: characters a render may still build (size-increasing operations spend it)
+
+
+def _limit_size(n: int, what: str) -> None:
+  if n > TEMPLATE_MAX_CHARS: raise TemplateLimit(f"built a value of {n} items with {what} (the limit is {TEMPLATE_MAX_CHARS})")
+
+
+def _spend(n: int, what: str) -> None:
+  """A value of n characters (or items) is about to be built: each is bounded, and so is their sum over a render (a pipeline
+  like range(10**5)|map('center', 10**5)|join makes many values that are each small enough)."""
+  _limit_size(n, what)
+  left = getattr(_render_state, "left", None)
+  if left is None: return  # (compile-time constant folding: only the size of one value is checked)
+  _render_state.left = left - n
+  if _render_state.left < 0: raise TemplateLimit(f"built too many characters in all (the last with {what})")
+
+
+def _size(x: Any) -> int:
+  """About how many characters str(x) has (containers included), counting no further than just past the limit."""
+  total, stack = 0, [x]
+  while stack and total <= TEMPLATE_MAX_CHARS:
+    v = stack.pop()
+    if isinstance(v, str): total += len(v)
+    elif isinstance(v, (list, tuple, set, frozenset)):
+      total += 2 + 2 * len(v)
+      if total <= TEMPLATE_MAX_CHARS: stack.extend(v)
+    elif isinstance(v, dict):
+      total += 2 + 4 * len(v)
+      if total <= TEMPLATE_MAX_CHARS:
+        stack.extend(v.keys())
+        stack.extend(v.values())
+    else: total += 8  # numbers, None, undefined: short
+  return total
+
+
+def _counted(items: Any, sep: str, what: str) -> Any:
+  """The items of a join, each paid for as it is consumed (a generator's total is not known in advance)."""
+  for x in items:
+    _spend(_size(x) + len(sep), what)
+    yield x
+
+
+def _check_args(name: str, args: Iterable[Any]) -> None:
+  for a in args:
+    if isinstance(a, int) and not isinstance(a, bool) and abs(a) > TEMPLATE_MAX_CHARS: raise TemplateLimit(f"passed {a} to {name}")
+
+
+def _bounded_filter(name: str, f: Callable) -> Callable:
+  """A filter that pays for what it builds before building it (center, indent, replace, join, tojson, string) and refuses
+  arguments that would make a huge value; any string it returns is paid for too."""
+  @functools.wraps(f)  # (keeps jinja's pass_context / pass_eval_context marks: those filters get the context first)
+  def run(*args: Any, **kwargs: Any) -> Any:
+    _check_args(f"the '{name}' filter", list(args) + list(kwargs.values()))
+    lead = 1 if name in ("join", "replace") else 0  # (eval_ctx, value, ...) for these two
+    rest = list(args[lead:])
+    value = rest[0] if rest else None
+    if name == "center" and isinstance(value, str): _spend(max(len(value), rest[1] if len(rest) > 1 else kwargs.get("width", 80)), "center")
+    if name == "indent" and isinstance(value, str):
+      width = kwargs.get("width", rest[1] if len(rest) > 1 else 4)
+      _spend(len(value) + value.count("\n") * (width if isinstance(width, int) else len(str(width))), "indent")
+    if name == "replace" and isinstance(value, str) and len(rest) >= 3:
+      _spend((value.count(str(rest[1])) + 1) * (len(str(rest[2])) + 1) + len(value), "replace")
+    if name == "join" and rest:
+      sep = str(rest[1] if len(rest) > 1 else kwargs.get("d", ""))
+      args = (*args[:lead], _counted(value, sep, "join"), *args[lead + 1:])
+    if name in ("string", "tojson", "pprint"): _spend(_size(value), name)
+    if name == "format" and isinstance(value, str) and _HUGE_FORMAT.search(value): raise TemplateLimit("used a huge format width")
+    out = f(*args, **kwargs)
+    if isinstance(out, str) and name not in ("center", "indent", "replace", "join", "string", "tojson", "pprint"): _spend(len(out), name)
+    return out
+  return run
+
+
+@functools.lru_cache(maxsize=4)
+def _compile_template(template: str):
+  """The template compiled in a bounded jinja2 sandbox (see _render_template); cached: compiling takes ~10 ms a chat."""
   import jinja2
+  from jinja2.compiler import CodeGenerator
   from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+  class Gen(CodeGenerator):
+    def visit_Concat(self, node, frame) -> None:  # `a ~ b`: through a size check (jinja folds constant ones at compile time)
+      self.write("environment.bounded_concat((")
+      for arg in node.nodes:
+        self.visit(arg, frame)
+        self.write(", ")
+      self.write("))")
+
+  class Env(ImmutableSandboxedEnvironment):
+    code_generator_class = Gen
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+
+    def bounded_concat(self, parts: tuple) -> str:
+      _spend(sum(_size(p) for p in parts), "~")
+      return "".join(str(p) for p in parts)
+
+    def call_binop(self, context, operator: str, left: Any, right: Any) -> Any:
+      seq = (str, list, tuple)
+      if operator == "*":
+        for a, b in ((left, right), (right, left)):
+          if isinstance(a, seq) and isinstance(b, int): _spend(len(a) * b, "*")
+      elif operator == "+" and isinstance(left, seq) and isinstance(right, seq): _spend(len(left) + len(right), "+")
+      elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right * abs(left).bit_length() > 4096:
+        raise TemplateLimit(f"computed {left} ** {right}")
+      elif operator == "%" and isinstance(left, str):
+        if _HUGE_FORMAT.search(left): raise TemplateLimit("used a huge % format width")
+        _spend(len(left) + _size(right), "%")
+      return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context, __obj, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's own signature
+      name = getattr(__obj, "__name__", "a function")
+      _check_args(name, list(args) + list(kwargs.values()))
+      target = getattr(__obj, "__self__", None)
+      if isinstance(target, str):
+        if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int): _spend(args[0], name)
+        if name == "join" and args: args = (_counted(args[0], target, "join"), *args[1:])
+        if name == "replace" and len(args) >= 2: _spend((target.count(str(args[0])) + 1) * (len(str(args[1])) + 1) + len(target), "replace")
+        if name == "expandtabs": _spend(len(target) * (args[0] if args and isinstance(args[0], int) else 8), "expandtabs")
+      out = super().call(__context, __obj, *args, **kwargs)
+      if isinstance(out, str) and not (isinstance(target, str) and name in ("center", "ljust", "rjust", "zfill", "replace", "expandtabs", "join")):
+        _spend(len(out), name)
+      return out
+
+    def wrap_str_format(self, value: Any) -> Callable | None:  # '{:>99999999}'.format(x): the sandbox wraps it on attribute access
+      target = getattr(value, "__self__", None)
+      if isinstance(target, str) and getattr(value, "__name__", "") in ("format", "format_map") and _HUGE_FORMAT.search(target):
+        def refuse(*args: Any, **kwargs: Any) -> str: raise TemplateLimit("used a huge format width")
+        return refuse
+      return super().wrap_str_format(value)
+
   def raise_exception(msg: str) -> None: raise jinja2.TemplateError(msg)
-  env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-  env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False, **kw: json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
+
+  def tojson(x: Any, indent: int | None = None, ensure_ascii: bool = False, **kw: Any) -> str:
+    if indent is not None and not 0 <= indent <= 16: raise TemplateLimit(f"used tojson(indent={indent})")
+    return json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
+
+  def finalize(value: Any) -> Any:  # every {{ value }} before it becomes a string (str() of a list of big strings)
+    _limit_size(_size(value), "{{ }}")
+    return value
+  env = Env(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"], finalize=finalize)
+  env.filters["tojson"] = tojson
+  env.filters = {k: _bounded_filter(k, f) for k, f in env.filters.items()}
+  env.globals.pop("lipsum", None)  # lipsum(n) makes n paragraphs
   env.globals["raise_exception"] = raise_exception
   env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
-  return env.from_string(template).render(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
-                                          tools=None, **extra)
+  return env.from_string(template)
+
+
+def _render_template(template: str, messages: list[dict[str, Any]], add_generation_prompt: bool, bos: str, eos: str,
+                     time_s: float = TEMPLATE_TIME_S, **extra: Any) -> str:
+  """Render a chat template from a model file in jinja2's immutable sandbox, bounded. Operations that build values (string and
+  list repetition, + and ~, % and format, center/indent/replace/join/..., str methods) check the size first: one value is at
+  most TEMPLATE_MAX_CHARS, and all of them together at most a budget of a few times that plus the messages' size. Powers and
+  numeric arguments are bounded, the output is capped, and a deadline is checked on every line the template's code runs
+  (loops, macros, recursion) via sys.settrace. Raises TemplateLimit past a limit. (Best effort: a C-level call that slips
+  past these checks can't be interrupted; rendering in a child process with rlimits would be the airtight alternative.)"""
+  compiled = _compile_template(template)
+  size = _size(messages)
+  deadline = time.monotonic() + time_s
+
+  def on_line(frame, event: str, arg: Any):
+    if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
+    return on_line
+
+  def on_call(frame, event: str, arg: Any):  # trace only the template's own code (jinja compiles it with this file name)
+    if frame.f_code.co_filename != "<template>": return None
+    return on_line(frame, event, arg)
+  before = sys.gettrace()
+  _render_state.left = 4 * TEMPLATE_MAX_CHARS + 8 * size
+  sys.settrace(on_call)
+  try:
+    out, n = [], 0
+    for piece in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
+                                   tools=None, **extra):
+      n += len(piece)
+      if n > TEMPLATE_MAX_CHARS + 2 * size: raise TemplateLimit(f"produced over {n} characters")
+      out.append(piece)
+    return "".join(out)
+  finally:
+    sys.settrace(before)
+    _render_state.left = None
