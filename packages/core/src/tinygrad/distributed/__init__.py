@@ -9,7 +9,7 @@ NCCL (tinygrad-backend-nv) moves CUDA buffers on the GPU's stream. `python -m ti
 starts N local processes with the torchrun variables set. See docs/distributed.md.
 """
 from tinygrad.distributed.group import ProcessGroup, destroy, group, init, is_initialized
-from tinygrad.distributed.ops import all_gather, all_reduce, barrier, broadcast, reduce_scatter
+from tinygrad.distributed.ops import all_gather, all_reduce, average_gradients, barrier, broadcast, reduce_scatter
 from tinygrad.distributed.store import TCPStore
 
 
@@ -20,4 +20,4 @@ def device() -> str: return group().device
 
 
 __all__ = ["init", "destroy", "group", "is_initialized", "rank", "world_size", "local_rank", "device", "all_reduce", "all_gather",
-           "reduce_scatter", "broadcast", "barrier", "ProcessGroup", "TCPStore"]
+           "reduce_scatter", "broadcast", "barrier", "average_gradients", "ProcessGroup", "TCPStore"]

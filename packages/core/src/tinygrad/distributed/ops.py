@@ -5,7 +5,7 @@ buffers, when a jitted function's argument is passed straight to it). Results ar
 through a collective."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tinygrad.device.collectives import REDUCE_OPS, ReduceOp
 from tinygrad.device.runtime import Buffer
@@ -87,3 +87,16 @@ def barrier() -> None:
   """Wait until every rank got here (inside TinyJit: at this point of every replay)."""
   comm = group().comm
   run_exec_items([(ExecItem("call", [], call=_Call("barrier", lambda bufs: comm.barrier())), {})])
+
+
+def average_gradients(params: Sequence[Tensor]) -> None:
+  """Data parallelism's step: every parameter's `.grad` becomes its mean over the ranks. The gradients travel flattened
+  into one tensor, so a step costs one all-reduce, not one per parameter."""
+  g, grads = group(), [p.grad for p in params]
+  if any(x is None for x in grads): raise RuntimeError("average_gradients: a parameter has no .grad: call loss.backward() first")
+  flat = all_reduce(Tensor.cat(*[x.flatten() for x in grads if x is not None])) / g.world_size
+  start = 0
+  for p, x in zip(params, grads):
+    assert x is not None
+    p.grad = flat[start:start + x.numel()].reshape(x.shape)
+    start += x.numel()
