@@ -33,7 +33,7 @@ def launch(n: int, argv: list[str], port: int | None = None, timeout: float | No
   deadline = None if timeout is None else time.monotonic() + timeout
   code = 0
   try:
-    while any(p.poll() is None for p in procs):
+    while [p.poll() for p in procs].count(None):  # poll every process: each one's returncode must be fresh
       failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
       if failed or (deadline is not None and time.monotonic() > deadline):
         code = failed[0] if failed else 124
