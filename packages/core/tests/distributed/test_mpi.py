@@ -1,9 +1,9 @@
 """Real multi-process jobs on the CPU: 2 and 3 MPI ranks (mpiexec from the mpich wheel) run every collective against
 numpy, and the data-parallel example trained on 2 ranks equals one process training on the whole batch."""
 import json
-import re
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
