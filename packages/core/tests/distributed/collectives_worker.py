@@ -17,7 +17,12 @@ def value(rank: int, shape: tuple[int, ...], dtype: np.dtype, salt: int = 0) -> 
 
 
 def main() -> int:
-  dist.init(backend=sys.argv[1] if len(sys.argv) > 1 else None)
+  backend = sys.argv[1] if len(sys.argv) > 1 else None
+  if backend == "store":  # the test backend (store_backend.py): the launcher + TCP store path without a GPU
+    from store_backend import register
+    register()
+    backend = None  # picked as the default for this device kind, as NCCL is for CUDA
+  dist.init(backend=backend)
   r, w, dev = dist.rank(), dist.world_size(), dist.device()
   checks = 0
 
@@ -57,6 +62,12 @@ def main() -> int:
     want = np.concatenate([(np.sum(parts, axis=0) * 2 + 1) * 3] * w, axis=0)
     expect(f"jit call {i}", step(Tensor(parts[r], device=dev)), want)
   assert step.cnt >= 2 and step.captured, "the jitted step was not captured"
+
+  @TinyJit
+  def direct(a: Tensor) -> Tensor: return dist.all_reduce(a, "max")  # the argument goes straight in: replays use each call's buffer
+  for i in range(4):
+    parts = [value(k, (3,), np.float32, salt=i) for k in range(w)]
+    expect(f"jit direct input {i}", direct(Tensor(parts[r], device=dev)), np.max(parts, axis=0))
   expect("scalar after jit", dist.all_reduce(Tensor([1.0], device=dev, dtype=dtypes.float32)), np.array([w], np.float32))
   print(f"rank {r}: {checks} checks passed ({dist.group().backend} on {dev}, world {w})", flush=True)
   dist.destroy()
