@@ -19,7 +19,9 @@ T=${STAGE_TIMEOUT:-600}
 LAUNCH="$PY -m tinygrad.distributed.launch -n $NGPU --timeout $T"
 STAGES=${*:-unit collectives dp bench}
 SUMMARY=()
+FAILED=0
 note() { SUMMARY+=("$1"); echo "=== $1"; }
+fail_if() { if [ "$1" != 0 ]; then FAILED=1; fi; }
 
 echo "=== environment"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1 | head -8
@@ -45,22 +47,22 @@ for stage in $STAGES; do
       echo "=== unit: NCCL ctypes layer and the store/launcher tests"
       timeout $T $PY -m pytest -q -p no:cacheprovider -rs packages/backend-nv/tests/test_nccl.py packages/core/tests/distributed/test_store.py \
         > "$LOGDIR/unit.log" 2>&1
-      rc=$?
+      rc=$?; fail_if $rc
       tail -5 "$LOGDIR/unit.log"
       note "unit (exit $rc): $(grep -E '[0-9]+ (passed|failed)' "$LOGDIR/unit.log" | tail -1)" ;;
     collectives)
       echo "=== collectives on NCCL, $NGPU processes (every collective vs numpy, eager and TinyJit)"
       timeout $T $LAUNCH packages/core/tests/distributed/collectives_worker.py nccl > "$LOGDIR/collectives.log" 2>&1
-      rc=$?
+      rc=$?; fail_if $rc
       tail -8 "$LOGDIR/collectives.log"
       note "collectives nccl x$NGPU: exit $rc, $(grep -c 'checks passed' "$LOGDIR/collectives.log")/$NGPU ranks passed" ;;
     dp)
       echo "=== examples/data_parallel_mlp.py: $NGPU GPUs (NCCL) vs 1 GPU, same seed and global batch"
       ARGS="--steps 20 --batch 64 --hidden 256"
       timeout $T $PY examples/data_parallel_mlp.py $ARGS --out "$LOGDIR/dp_w1.npz" > "$LOGDIR/dp_1gpu.log" 2>&1
-      rc1=$?
+      rc1=$?; fail_if $rc1
       timeout $T $LAUNCH examples/data_parallel_mlp.py $ARGS --out "$LOGDIR/dp_w$NGPU.npz" > "$LOGDIR/dp_${NGPU}gpu.log" 2>&1
-      rc2=$?
+      rc2=$?; fail_if $rc2
       tail -3 "$LOGDIR/dp_1gpu.log" "$LOGDIR/dp_${NGPU}gpu.log"
       cmp=$($PY - "$LOGDIR/dp_w1.npz" "$LOGDIR/dp_w$NGPU.npz" <<'PYEOF' 2>&1
 import sys, numpy as np
@@ -70,11 +72,12 @@ ok = all(np.allclose(a[k], b[k], rtol=1e-4, atol=1e-5) for k in a.files)
 print(f"{'EQUAL' if ok else 'DIFFERENT'} weights (max abs diff {diff:.3g})")
 PYEOF
 )
+      case $cmp in EQUAL*) ;; *) FAILED=1 ;; esac
       note "dp example 1 GPU (exit $rc1) vs $NGPU GPUs (exit $rc2): $cmp" ;;
     bench)
       echo "=== bench/allreduce_nccl.py: 256 MiB, ours vs torch.distributed NCCL"
       timeout $T $PY bench/allreduce_nccl.py -n $NGPU --json "$LOGDIR/allreduce_nccl.json" > "$LOGDIR/allreduce_nccl.out" 2> "$LOGDIR/allreduce_nccl.log"
-      rc=$?
+      rc=$?; fail_if $rc
       tail -5 "$LOGDIR/allreduce_nccl.log"
       note "bench allreduce_nccl (exit $rc): $(cat "$LOGDIR/allreduce_nccl.out")" ;;
     *) echo "unknown stage $stage (unit, collectives, dp, bench)"; exit 2 ;;
@@ -85,3 +88,5 @@ echo
 echo "================ summary ================"
 for line in "${SUMMARY[@]}"; do echo "$line"; done
 echo "(logs in $LOGDIR)"
+[ $FAILED = 0 ] && echo "ALL STAGES PASSED" || echo "SOME STAGE FAILED"
+exit $FAILED
