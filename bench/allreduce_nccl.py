@@ -74,7 +74,8 @@ def bench_torch(numel: int, warmup: int, runs: int) -> dict[str, Any]:
   x = torch.ones(numel, device="cuda")
   t = timed(lambda: tdist.all_reduce(x), torch.cuda.synchronize, warmup, runs)
   out = bandwidth(numel * 4, t, world)
-  out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+  v = torch.cuda.nccl.version()
+  out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
   tdist.destroy_process_group()
   return out
 
