@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from nv_harness import HAS_GPU
 from tinygrad.device.collectives import CommInit
-from tinygrad.device.registry import Device, registry
+from tinygrad.device.registry import registry
 from tinygrad.distributed.store import TCPStore
 from tinygrad.dtype import dtypes
 from tinygrad_backend_nv import nccl
@@ -71,10 +71,9 @@ def test_unique_id_travels_through_the_store(monkeypatch) -> None:
   monkeypatch.setattr(nccl, "load_nccl", lambda: fake)
   monkeypatch.setattr(nccl.NCCLCommunicator, "_use", lambda self: None)
   fake_device = SimpleNamespace(ctx=None, device="CUDA")
-  monkeypatch.setattr(type(Device), "__getitem__", lambda self, name: fake_device)
   server = TCPStore("127.0.0.1", 0, is_server=True, timeout=30)
   stores = [server] + [TCPStore("127.0.0.1", server.port, is_server=False, timeout=30) for _ in range(2)]
-  threads = [threading.Thread(target=nccl.NCCLCommunicator, args=(CommInit(r, 3, "CUDA", stores[r]),)) for r in (2, 1, 0)]
+  threads = [threading.Thread(target=nccl.NCCLCommunicator, args=(CommInit(r, 3, "CUDA", stores[r], fake_device),)) for r in (2, 1, 0)]
   for t in threads: t.start()
   for t in threads: t.join(30)
   assert fake.inits == {r: bytes(range(128)) for r in range(3)}

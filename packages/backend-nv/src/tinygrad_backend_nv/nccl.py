@@ -15,8 +15,7 @@ import os
 import sys
 from typing import Any
 
-from tinygrad.device.plugin import CommInit, Communicator
-from tinygrad.device.runtime import Buffer
+from tinygrad.device.plugin import Buffer, CommInit, Communicator
 from tinygrad.dtype import DType, dtypes
 
 INSTALL_HINT = "pip install 'tinygrad-backend-nv[nccl]' (the nvidia-nccl-cu13 wheel), or set TINYGRAD_NCCL_LIB=/path/to/libnccl.so.2"
@@ -110,9 +109,8 @@ class NCCLCommunicator(Communicator):
   name = "nccl"
 
   def __init__(self, init: CommInit, comm: Any = None):
-    from tinygrad.device.registry import Device
     self.lib, self.rank, self.world_size = load_nccl(), init.rank, init.world_size
-    self.device = Device[init.device]
+    self.device: Any = init.runtime
     if not hasattr(self.device, "ctx"): raise ValueError(f"NCCL moves CUDA buffers; {init.device} is not a CUDA device")
     self.comm = ctypes.c_void_p(comm)
     if comm is not None: return  # made by ncclCommInitAll (in-process)

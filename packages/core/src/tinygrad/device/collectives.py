@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from tinygrad.device.runtime import Buffer
+from tinygrad.device.runtime import Buffer, Compiled
 
 ReduceOp = Literal["sum", "prod", "max", "min"]
 REDUCE_OPS: tuple[str, ...] = ("sum", "prod", "max", "min")
@@ -28,11 +28,13 @@ class Bootstrap(Protocol):
 
 @dataclass(frozen=True)
 class CommInit:
-  """What a backend needs to join the group: this process's rank, the number of processes, its device, and a bootstrap."""
+  """What a backend needs to join the group: this process's rank, the number of processes, its device (the name and
+  the opened runtime, e.g. backend-nv's CUDADevice), and a bootstrap."""
   rank: int
   world_size: int
   device: str
   bootstrap: Bootstrap
+  runtime: Compiled | None = None
 
 
 class Communicator:

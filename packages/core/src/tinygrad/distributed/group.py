@@ -91,7 +91,7 @@ def init(backend: str | None = None, rank: int | None = None, world_size: int | 
   dev = Device.canonicalize(device or _default_device(env, backend))
   spec = _pick(backend, dev)
   bootstrap = _LazyBootstrap(env, None if init_method == "env://" else init_method, timeout)
-  comm = spec.make(CommInit(env.rank, env.world_size, dev, bootstrap))
+  comm = spec.make(CommInit(env.rank, env.world_size, dev, bootstrap, Device[dev]))
   _group = ProcessGroup(env.rank, env.world_size, env.local_rank, spec.name, dev, comm, bootstrap)
   return _group
 
