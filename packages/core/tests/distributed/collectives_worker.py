@@ -69,7 +69,8 @@ def main() -> int:
     parts = [value(k, (3,), np.float32, salt=i) for k in range(w)]
     expect(f"jit direct input {i}", direct(Tensor(parts[r], device=dev)), np.max(parts, axis=0))
   expect("scalar after jit", dist.all_reduce(Tensor([1.0], device=dev, dtype=dtypes.float32)), np.array([w], np.float32))
-  print(f"rank {r}: {checks} checks passed ({dist.group().backend} on {dev}, world {w})", flush=True)
+  boot = type(dist.group().bootstrap.impl).__name__  # NoneType: the backend never needed one (MPI)
+  print(f"rank {r}: {checks} checks passed ({dist.group().backend} on {dev}, world {w}, bootstrap {boot})", flush=True)
   dist.destroy()
   return 0
 

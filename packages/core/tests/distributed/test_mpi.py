@@ -45,6 +45,12 @@ def reference(tmp_path_factory):
   return _train(tmp_path_factory.mktemp("ref"), 1)
 
 
+def test_bootstrap_through_mpi():
+  """Under mpirun without MASTER_ADDR, a backend's bootstrap (NCCL's unique id) goes through MPI instead of the store."""
+  out = run_mpi(2, str(WORKER), "store").stdout
+  assert sorted(re.findall(r"rank (\d+): \d+ checks passed \(store on .*, bootstrap MPIBootstrap\)", out)) == ["0", "1"], out
+
+
 def _train(tmp_path, n: int) -> tuple[list[np.ndarray], dict]:
   out = tmp_path / f"w{n}.npz"
   argv = [str(EXAMPLE), "--steps", "6", "--batch", "12", "--out", str(out)]
