@@ -121,8 +121,10 @@ class NCCLCommunicator(Communicator):
     if len(raw) != NCCL_UNIQUE_ID_BYTES: raise RuntimeError(f"the NCCL unique id from rank 0 has {len(raw)} bytes, not {NCCL_UNIQUE_ID_BYTES}")
     ctypes.memmove(ctypes.addressof(uid), raw, NCCL_UNIQUE_ID_BYTES)
     self._use()
-    check(self.lib, self.lib.ncclCommInitRank(ctypes.byref(self.comm), init.world_size, uid, init.rank),
-          f"ncclCommInitRank (rank {init.rank} of {init.world_size} on {init.device})")
+    try:
+      check(self.lib, self.lib.ncclCommInitRank(ctypes.byref(self.comm), init.world_size, uid, init.rank),
+            f"ncclCommInitRank (rank {init.rank} of {init.world_size} on {init.device})")
+    finally: _forget_current()
 
   def _use(self) -> None:
     from tinygrad_backend_nv.runtime import _use
@@ -159,3 +161,38 @@ class NCCLCommunicator(Communicator):
 
 
 def make_nccl(init: CommInit) -> NCCLCommunicator: return NCCLCommunicator(init)
+
+
+class NCCLClique:
+  """Communicators for several GPUs of this one process (ncclCommInitAll), driven from one thread inside a group call:
+  the in-process all-reduce through NCCL, measured against our ring by bench/allreduce.py (--modes ring,nccl).
+  `runtimes` are opened CUDA devices (Device["CUDA:i"])."""
+
+  def __init__(self, runtimes: list[Any]):
+    self.lib, self.devices = load_nccl(), runtimes
+    n = len(runtimes)
+    self.comms = (ctypes.c_void_p * n)()
+    devlist = (ctypes.c_int * n)(*[d.index for d in runtimes])
+    try: check(self.lib, self.lib.ncclCommInitAll(self.comms, n, devlist), f"ncclCommInitAll({[d.device for d in runtimes]})")
+    finally: _forget_current()
+
+  def all_reduce(self, outs: list[Buffer], ins: list[Buffer], op: str = "sum") -> None:
+    from tinygrad_backend_nv.runtime import _use
+    check(self.lib, self.lib.ncclGroupStart(), "ncclGroupStart")
+    try:
+      for dev, comm, out, inp in zip(self.devices, self.comms, outs, ins):
+        _use(dev.ctx)
+        check(self.lib, self.lib.ncclAllReduce(inp.opaque, out.opaque, out.size, nccl_type(out.dtype), NCCL_OPS[op], comm, None),
+              f"ncclAllReduce on {dev.device}")
+    finally: check(self.lib, self.lib.ncclGroupEnd(), "ncclGroupEnd")
+
+  def close(self) -> None:
+    for comm in self.comms:
+      if comm: self.lib.ncclCommDestroy(comm)
+    _forget_current()
+
+
+def _forget_current() -> None:
+  """NCCL switches the thread's current CUDA context (cudaSetDevice per GPU): the runtime must make its own current again."""
+  from tinygrad_backend_nv import runtime
+  runtime._current.ctx = None

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tinygrad.distributed on a machine with 2+ NVIDIA GPUs, from a source checkout, without uv or installs:
 #   bash packages/core/tests/distributed/run_on_gpus.sh              # every stage
-#   bash packages/core/tests/distributed/run_on_gpus.sh bench        # only some (unit, collectives, dp, bench)
+#   bash packages/core/tests/distributed/run_on_gpus.sh bench        # only some (unit, collectives, dp, bench, inprocess)
 # Needs python3 with numpy, pluggy, pytest, cuda-bindings, nvidia-cuda-nvrtc and a libnccl.so.2 (torch's nvidia/nccl/lib
 # or the nvidia-nccl-cu13 wheel; TINYGRAD_NCCL_LIB=/path overrides); torch for the bench's comparison.
 # Each stage is time-bound (STAGE_TIMEOUT, default 600 s); logs and JSON go to $LOGDIR ($OUT if set). A summary is last.
@@ -17,7 +17,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 DEV=${DEV:-CUDA}
 T=${STAGE_TIMEOUT:-600}
 LAUNCH="$PY -m tinygrad.distributed.launch -n $NGPU --timeout $T"
-STAGES=${*:-unit collectives dp bench}
+STAGES=${*:-unit collectives dp bench inprocess}
 SUMMARY=()
 FAILED=0
 note() { SUMMARY+=("$1"); echo "=== $1"; }
@@ -80,7 +80,14 @@ PYEOF
       rc=$?; fail_if $rc
       tail -5 "$LOGDIR/allreduce_nccl.log"
       note "bench allreduce_nccl (exit $rc): $(cat "$LOGDIR/allreduce_nccl.out")" ;;
-    *) echo "unknown stage $stage (unit, collectives, dp, bench)"; exit 2 ;;
+    inprocess)
+      echo "=== bench/allreduce.py: in one process over CUDA:0..$((NGPU - 1)), our ring vs NCCL (ncclCommInitAll), 256 MiB"
+      DEVS=$(seq -s, -f "CUDA:%g" 0 $((NGPU - 1)))
+      timeout $T $PY bench/allreduce.py --devices $DEVS --modes ring,nccl --runs 10 --no-torch > "$LOGDIR/allreduce_inprocess.json" 2> "$LOGDIR/allreduce_inprocess.log"
+      rc=$?; fail_if $rc
+      tail -5 "$LOGDIR/allreduce_inprocess.log"
+      note "bench allreduce in-process ring vs nccl (exit $rc): $($PY -c "import json,sys; r=json.load(open(sys.argv[1]))['ours']; print({m: (round(v['busbw_gbs'], 1), v['correct']) for m, v in r.items()})" "$LOGDIR/allreduce_inprocess.json" 2>&1)" ;;
+    *) echo "unknown stage $stage (unit, collectives, dp, bench, inprocess)"; exit 2 ;;
   esac
 done
 
