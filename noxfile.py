@@ -6,16 +6,19 @@ each sets DEV for one device/renderer. The core suite is the same for every DEV.
 import nox
 
 nox.options.default_venv_backend = "none"
-nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "llm"]
+nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "llm",
+                        "distributed"]
 
 CORE_TESTS = "packages/core/tests"
 # The CLANG renderer's tests use the C compiler the README promises (the ziglang wheel), never one installed by hand:
 # a system clang on the CI machine once hid that `zig cc` rejected our -march names. `python` is the session's own.
 BUNDLED_CC = {"CC": "python -m ziglang cc"}
+DIST_TESTS = "packages/core/tests/distributed"  # multi-process jobs: they run once, in `distributed`, not under every DEV
 
 
 def _pytest(session: nox.Session, *args: str, dev: str) -> None:
-  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *args, *session.posargs, env={"DEV": dev, **BUNDLED_CC})
+  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--ignore", DIST_TESTS, *args, *session.posargs,
+              env={"DEV": dev, **BUNDLED_CC})
 
 
 @nox.session
@@ -95,6 +98,15 @@ def bench(session: nox.Session) -> None:
   session.install("torch==2.13.0")
   session.install("-e", "packages/core", "-e", "packages/backend-cpu", "numpy")
   session.run("python", "bench/run_all.py", *session.posargs)
+
+
+@nox.session
+def distributed(session: nox.Session) -> None:
+  """tinygrad.distributed on the CPU: 2- and 3-process MPI jobs (mpiexec from the mpich wheel) run every collective
+  against numpy and the data-parallel example against one process; the TCP store and the launcher; the NCCL ctypes
+  layer without a GPU. Real NCCL runs: packages/core/tests/distributed/run_on_gpus.sh on a machine with 2 GPUs."""
+  session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", DIST_TESTS, "packages/backend-nv/tests/test_nccl.py",
+              *session.posargs, env={"DEV": "CPU"})
 
 
 @nox.session

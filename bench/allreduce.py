@@ -47,6 +47,7 @@ def bench_ours(devices: list[str], numel: int, mode: str, warmup: int, runs: int
   from tinygrad.uop.ops import Ops
   # device i holds i+1 everywhere: the sum is n(n+1)/2
   parts = [Tensor.full((numel,), float(i + 1), device=d).contiguous().realize() for i, d in enumerate(devices)]
+  if mode == "nccl": return bench_nccl_inprocess(devices, parts, numel, warmup, runs)
   with Context(ALLREDUCE=mode): outs = allreduce(Ops.ADD, [p.uop for p in parts])
   items, becomes = create_schedule(outs)
   exec_items = lower_schedule(items)
@@ -67,6 +68,32 @@ def bench_ours(devices: list[str], numel: int, mode: str, warmup: int, runs: int
     buf = buffer_of(becomes[out].base)
     got = np.frombuffer(buf.as_bytes(), dtype=np.float32)
     ok = ok and bool((got == want).all())
+  return {**bandwidth(numel * 4, statistics.median(times), len(devices)), "times_s": times, "correct": ok}
+
+
+def bench_nccl_inprocess(devices: list[str], parts: list[Any], numel: int, warmup: int, runs: int) -> dict[str, Any]:
+  """The same all-reduce through NCCL inside this process (one communicator per GPU, ncclCommInitAll; backend-nv)."""
+  import numpy as np
+  from tinygrad import Device, dtypes
+  from tinygrad.device.runtime import Buffer
+  from tinygrad.engine.realize import buffer_of
+  from tinygrad_backend_nv.nccl import NCCLClique
+  ins = [buffer_of(p.uop.base) for p in parts]
+  outs = [Buffer(d, numel, dtypes.float32).ensure_allocated() for d in devices]
+  clique = NCCLClique([Device[d] for d in devices])
+
+  def run() -> float:
+    for d in devices: Device[d].synchronize()
+    st = time.perf_counter()
+    clique.all_reduce(outs, ins)
+    for d in devices: Device[d].synchronize()
+    return time.perf_counter() - st
+
+  for _ in range(warmup): run()
+  times = [run() for _ in range(runs)]
+  want = len(devices) * (len(devices) + 1) / 2
+  ok = all(bool((np.frombuffer(b.as_bytes(), dtype=np.float32) == want).all()) for b in outs)
+  clique.close()
   return {**bandwidth(numel * 4, statistics.median(times), len(devices)), "times_s": times, "correct": ok}
 
 
@@ -124,7 +151,7 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--devices", default="CPU:0,CPU:1", help="comma-separated device instances, e.g. CPU:0,CPU:1 or CUDA:0,CUDA:1")
   ap.add_argument("--size-mib", type=float, default=256.0, help="size of the float32 buffer on each device")
-  ap.add_argument("--modes", default="ring,naive", help="which of our all-reduces to run")
+  ap.add_argument("--modes", default="ring,naive", help="which of our all-reduces to run (ring, naive; nccl: NCCL in-process, CUDA only)")
   ap.add_argument("--warmup", type=int, default=1)
   ap.add_argument("--runs", type=int, default=5)
   ap.add_argument("--no-torch", action="store_true", help="skip the torch.distributed figure")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinygrad.device.plugin import DeviceSpec, RendererSpec, Target, hookimpl
+from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RendererSpec, Target, hookimpl
 
 from tinygrad_backend_nv.compiler import ARCHS, DEFAULT_ARCH
 
@@ -75,3 +75,18 @@ def register_renderers(register: Callable[..., None]) -> None:
 def register_tensor_cores(register: Callable[..., None]) -> None:
   from tinygrad_backend_nv.tensor_cores import SPECS
   for pattern, make in SPECS.items(): register(pattern, make())
+
+
+def _make_nccl(init):
+  from tinygrad_backend_nv.nccl import make_nccl  # loads libnccl only when a process group asks for NCCL
+  return make_nccl(init)
+
+
+def _nccl_available() -> str | None:
+  from tinygrad_backend_nv.nccl import nccl_available
+  return nccl_available()
+
+
+@hookimpl
+def register_collectives(register: Callable[..., None]) -> None:
+  register(CollectiveSpec("nccl", _make_nccl, devices=DEVICES, available=_nccl_available, package=PACKAGE + "[nccl]"))

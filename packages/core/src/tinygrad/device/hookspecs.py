@@ -48,3 +48,8 @@ def register_renderers(register: Callable[..., None]) -> None:
 @hookspec
 def register_tensor_cores(register: Callable[..., None]) -> None:
   """Register tensor-core specs: `register(arch_pattern, [TensorCore(...), ...])`; arch_pattern is an fnmatch pattern."""
+
+
+@hookspec
+def register_collectives(register: Callable[..., None]) -> None:
+  """Register multi-process collectives backends: `register(CollectiveSpec(...))` (see tinygrad.device.collectives)."""

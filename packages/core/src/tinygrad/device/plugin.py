@@ -8,15 +8,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tinygrad.device.collectives import CollectiveSpec, CommInit, Communicator
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
-from tinygrad.device.runtime import Allocator, Compiled, GraphExec, KernelLaunch, Program
+from tinygrad.device.runtime import Allocator, Buffer, Compiled, GraphExec, KernelLaunch, Program
 from tinygrad.dtype import DType
 from tinygrad.renderer import CompileError, Compiler, Renderer
 from tinygrad.renderer.cstyle import CStyleRenderer
 
 __all__ = ["hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "Target", "Allocator", "Compiled", "Program", "KernelLaunch", "GraphExec", "Renderer",
-           "Compiler", "CompileError", "CStyleRenderer", "OpenDevice"]
+           "Compiler", "CompileError", "CStyleRenderer", "OpenDevice",
+           "CollectiveSpec", "CommInit", "Communicator", "Buffer"]
 
 
 class OpenDevice(Protocol):

@@ -13,7 +13,7 @@ import pluggy
 
 from tinygrad.device import hookspecs
 from tinygrad.device.devstring import Target, closest, instance_name, parse_dev, parse_instance, unknown_name_error
-from tinygrad.device.plugin import DeviceSpec, RendererSpec, TensorCore
+from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RendererSpec, TensorCore
 from tinygrad.device.runtime import Compiled
 from tinygrad.helpers import DEBUG, DEV
 from tinygrad.renderer import Renderer
@@ -59,6 +59,7 @@ class Registry:
     self.devices: dict[str, DeviceSpec] = {}
     self.renderers: list[RendererSpec] = []
     self.tensor_core_specs: list[tuple[str, list[TensorCore]]] = []
+    self.collectives: list[CollectiveSpec] = []  # multi-process backends (tinygrad.distributed)
     self.plugin_errors: dict[str, str] = {}
     self.plugin_names: list[str] = []
     self._loaded = False
@@ -94,6 +95,7 @@ class Registry:
     pm.hook.register_devices(register=self._add_device)
     pm.hook.register_renderers(register=self.renderers.append)
     pm.hook.register_tensor_cores(register=lambda pattern, tcs: self.tensor_core_specs.append((pattern, list(tcs))))
+    pm.hook.register_collectives(register=self.collectives.append)
     return self
 
   def _add_device(self, spec: DeviceSpec) -> None:

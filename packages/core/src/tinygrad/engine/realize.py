@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,14 +111,17 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
 
 @dataclass
 class ExecItem:
-  """A kernel or copy with its buffers, ready to run."""
-  kind: str  # "kernel" or "copy"
+  """A kernel, copy or call with its buffers, ready to run. A "call" runs `call(bufs)`: e.g. a collective of
+  tinygrad.distributed, which TinyJit captures and replays like a copy (reading `bufs` anew each time)."""
+  kind: str  # "kernel", "copy" or "call"
   bufs: list[Buffer]
   runner: CompiledRunner | None = None
+  call: Callable[[list[Buffer]], None] | None = None
 
   def run(self, var_vals: dict[str, int] | None = None) -> None:
     for b in self.bufs: b.ensure_allocated()
     if self.kind == "copy": return copy_buffer(self.bufs[0], self.bufs[1])
+    if self.call is not None: return self.call(self.bufs)
     assert self.runner is not None
     timing = DEBUG >= 2
     elapsed = self.runner(self.bufs, var_vals, wait=timing)
@@ -197,7 +201,12 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   # a zero fill of a buffer not allocated yet is an allocation of zeroed memory where the device has it: no kernel, and no
   # pages touched until they are used (not while TinyJit captures: a replay must fill again)
   if not capturing: items = [si for si in items if not (si.ast.op is not Ops.COPY and is_zero_fill(si) and buffer_of(si.bufs[0]).allocate_zeroed())]
-  exec_items = lower_schedule(items)
+  run_exec_items(lower_schedule(items))
+  if DEBUG >= 3: print(f"ran {len(items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")
+
+
+def run_exec_items(exec_items: list[tuple[ExecItem, dict[str, int]]]) -> None:
+  """Run lowered items in order; while TinyJit captures, they are recorded for its replays."""
   for ei, var_vals in exec_items:
     if capturing:
       fresh = [b for b in ei.bufs if b.base is None and not b.is_allocated()]
@@ -210,4 +219,3 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     if JIT_PLAN.value and capturing[-1].unreleased >= RELEASE_AFTER_BYTES:
       release_dead(capturing[-1])
       capturing[-1].unreleased = 0
-  if DEBUG >= 3: print(f"ran {len(exec_items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")

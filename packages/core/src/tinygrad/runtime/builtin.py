@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinygrad.device.plugin import DeviceSpec, RendererSpec, hookimpl
+from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RendererSpec, hookimpl
 from tinygrad.runtime.disk import open_disk
 from tinygrad.runtime.null import open_null
 from tinygrad.runtime.python import PythonRenderer, open_python
@@ -21,3 +21,19 @@ def register_devices(register: Callable[..., None]) -> None:
 @hookimpl
 def register_renderers(register: Callable[..., None]) -> None:
   register(RendererSpec(device="PYTHON", name="PYTHON", make=PythonRenderer, default=True, archs=("*",), package="tinygrad"))
+
+
+def _make_mpi(init):
+  from tinygrad.distributed.mpi import MPICommunicator  # mpi4py is optional: imported when a group picks MPI
+  return MPICommunicator(init)
+
+
+def _mpi_available() -> str | None:
+  from tinygrad.distributed.mpi import mpi_available
+  return mpi_available()
+
+
+@hookimpl
+def register_collectives(register: Callable[..., None]) -> None:
+  # MPI moves host memory, so it serves every device (GPU buffers are staged through the host)
+  register(CollectiveSpec("mpi", _make_mpi, devices=("*",), available=_mpi_available, package="mpi4py"))
