@@ -63,7 +63,7 @@ for stage in $STAGES; do
       rc1=$?; fail_if $rc1
       timeout $T $LAUNCH examples/data_parallel_mlp.py $ARGS --out "$LOGDIR/dp_w$NGPU.npz" > "$LOGDIR/dp_${NGPU}gpu.log" 2>&1
       rc2=$?; fail_if $rc2
-      tail -3 "$LOGDIR/dp_1gpu.log" "$LOGDIR/dp_${NGPU}gpu.log"
+      tail -n 3 "$LOGDIR/dp_1gpu.log" "$LOGDIR/dp_${NGPU}gpu.log"
       cmp=$($PY - "$LOGDIR/dp_w1.npz" "$LOGDIR/dp_w$NGPU.npz" <<'PYEOF' 2>&1
 import sys, numpy as np
 a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
