@@ -100,7 +100,17 @@ function showMatches(st) {
     for (const r of document.querySelectorAll(".match.sel")) r.classList.remove("sel");
     row.classList.add("sel");
     const m = st.matches[+row.dataset.j];
-    for (const el of document.querySelectorAll("#graph .node")) el.classList.toggle("hit", +el.dataset.n === m[2] || +el.dataset.n === m[1]);
+    let first = null;
+    for (const el of document.querySelectorAll("#graph .node")) {
+      const hit = +el.dataset.n === m[2] || +el.dataset.n === m[1];
+      el.classList.toggle("hit", hit);
+      if (hit && !first) first = el;
+    }
+    if (first) {  // bring the rewritten node into view
+      const box = $("graph").getBoundingClientRect(), r = first.getBoundingClientRect();
+      pan.x += box.left + box.width / 2 - (r.left + r.width / 2); pan.y += box.top + box.height / 2 - (r.top + r.height / 2);
+      applyPan();
+    }
   });
 }
 
