@@ -134,18 +134,13 @@ class PatternMatcher:
 tracer: Callable[[UOp, Any, Any, bool, str], UOp] | None = None
 
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, name: str = "") -> UOp:
+def graph_rewrite(root: UOp, pm: PatternMatcher | Any, ctx: Any = None, bottom_up: bool = False, name: str = "") -> UOp:
   """Rewrite every node reachable from `root` with `pm` until no rule applies.
 
   Default order: a node's sources are rewritten first, then the node (and whatever it became, again).
   bottom_up=True tries the node before its sources, for rules that must see the original parent.
   """
-  if tracer is not None: return tracer(root, pm, ctx, bottom_up, name)
-  return rewrite_untraced(root, pm, ctx, bottom_up)
-
-
-def rewrite_untraced(root: UOp, pm: Any, ctx: Any = None, bottom_up: bool = False) -> UOp:
-  """graph_rewrite's work; `pm` is anything with PatternMatcher's `rewrite` (a tracer passes a recording one)."""
+  if tracer is not None: return tracer(root, pm, ctx, bottom_up, name)  # it calls back here with tracer None and its own `pm`
   done: dict[UOp, UOp] = {}
   # stack entries: (node, stage, rewritten_to); stage 0: visit, 1: sources done, 2: forward result
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]

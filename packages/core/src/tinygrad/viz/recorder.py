@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tinygrad.helpers import getenv
+from tinygrad.uop import rewrite
 from tinygrad.uop.ops import UOp
-from tinygrad.uop.rewrite import PatternMatcher, rewrite_untraced
+from tinygrad.uop.rewrite import PatternMatcher
 from tinygrad.viz import trace as fmt
 
 LIMITS = {"max_steps_per_kernel": getenv("VIZ_MAX_STEPS", 200), "max_nodes": getenv("VIZ_MAX_NODES", 200_000),
@@ -29,7 +30,7 @@ STAGES = ("apply_opts", "lower_tensor_core", "lower_groups", "to_thread_indices"
 
 
 class _RecordingMatcher:
-  """A PatternMatcher stand-in for rewrite_untraced: rewrites the same, and notes which rule fired on what."""
+  """A PatternMatcher stand-in for graph_rewrite: rewrites the same, and notes which rule fired on what."""
 
   def __init__(self, pm: PatternMatcher, on_match: Callable[[UOp, UOp, Any], None]):
     self.pm, self.on_match = pm, on_match
@@ -51,7 +52,6 @@ class Recorder:
     self.current: int | None = None  # the kernel being generated, None: outside any (its rewrites go to the "schedule" group)
     self.outside: int | None = None
     self.t0 = time.perf_counter()
-    self.depth = 0
 
   # --- graphs
   def node(self, u: UOp) -> int | None:
@@ -102,14 +102,14 @@ class Recorder:
                        "matches": [[self.rule(fn), self.node(m), self.node(r)] for m, r, fn in kept]})
 
   def graph_rewrite(self, root: UOp, pm: Any, ctx: Any, bottom_up: bool, name: str) -> UOp:
-    """uop/rewrite.py's tracer: the rewrite, recorded as one step when a rule fired."""
+    """uop/rewrite.py's tracer: the rewrite, recorded as one step when a rule fired (until the kernel's step cap)."""
     k = self._target()
-    if self.depth or len(k["steps"]) >= LIMITS["max_steps_per_kernel"] or not isinstance(pm, PatternMatcher):
-      return rewrite_untraced(root, pm, ctx, bottom_up)  # a rewrite inside a rule's function: part of the outer step
+    recording = len(k["steps"]) < LIMITS["max_steps_per_kernel"] and isinstance(pm, PatternMatcher)
     matches: list[tuple[UOp, UOp, Any]] = []
-    self.depth += 1
-    try: out = rewrite_untraced(root, _RecordingMatcher(pm, lambda u, r, fn: matches.append((u, r, fn))), ctx, bottom_up)
-    finally: self.depth -= 1
+    # the rewrite itself, with the hook off: rewrites made inside a rule's function are part of this step
+    rewrite.tracer = None
+    try: out = rewrite.graph_rewrite(root, _RecordingMatcher(pm, lambda u, r, fn: matches.append((u, r, fn))) if recording else pm, ctx, bottom_up)
+    finally: rewrite.tracer = self.graph_rewrite
     if matches:
       caller = sys._getframe(2)  # graph_rewrite's caller names the pass when it didn't
       loc = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
@@ -121,7 +121,7 @@ class Recorder:
     def staged(sink: UOp, *args: Any, **kwargs: Any) -> Any:
       out = fn(sink, *args, **kwargs)
       after = out[0] if isinstance(out, tuple) else out
-      if isinstance(after, UOp) and after is not sink and not self.depth:
+      if isinstance(after, UOp) and after is not sink:
         self.step(fn.__name__, "stage", f"{fn.__module__}.{fn.__name__}", sink, after, [])
       return out
     staged.__wrapped__ = fn  # type: ignore[attr-defined]
