@@ -108,6 +108,21 @@ def test_viz2_writes_the_trace_and_the_cli_prints_it(recorded):
   assert "lower_reduces" in one.stdout and "source:" in one.stdout
 
 
+def test_viz1_does_not_block_without_a_terminal(tmp_path):
+  """VIZ=1 serves at exit only when stdout is a terminal: under pytest (a pipe) it writes the trace, says so, and exits."""
+  env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json")}
+  proc = subprocess.run([sys.executable, "-c", "from tinygrad import Tensor; (Tensor.ones(3) + 1).realize()"], env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0 and "stdout is not a terminal" in proc.stderr and load(tmp_path / "t.json")["kernels"]
+
+
+def test_server_listens_on_localhost_only(recorded):
+  from tinygrad.viz.server import make_server
+  srv = make_server(str(recorded[1]), 0)
+  try: assert srv.server_address[0] == "127.0.0.1"
+  finally: srv.server_close()
+
+
 def test_bad_trace_files(tmp_path):
   (bad := tmp_path / "bad.json").write_text("{}")
   with pytest.raises(ValueError, match="not a VIZ trace"): load(bad)
