@@ -101,6 +101,7 @@ def test_viz2_writes_the_trace_and_the_cli_prints_it(recorded):
   cli = subprocess.run([sys.executable, "-m", "tinygrad.viz", str(path), "--cli"], capture_output=True, text=True, timeout=120)
   assert cli.returncode == 0, cli.stderr
   assert "kernels:" in cli.stdout and "profile:" in cli.stdout and all(n in cli.stdout for n in names)
+  assert f"{len(trace['schedules'])} schedules run" in cli.stdout
   n = next(i for i, k in enumerate(trace["kernels"]) if k["name"].startswith("r_"))
   one = subprocess.run([sys.executable, "-m", "tinygrad.viz", str(path), "--cli", "--kernel", str(n)], capture_output=True, text=True, timeout=120)
   assert one.returncode == 0, one.stderr
@@ -262,17 +263,23 @@ def test_page_in_chromium(recorded):
     page.js("(document.getElementById('step').value = 1, document.getElementById('step').dispatchEvent(new Event('input')))")
     assert page.js("window.vizState.step") == 1
     page.screenshot("3-after-first-stage.png")
+    # the schedules: each distinct one, its kernels linked
+    page.js("document.getElementById('tab-schedule').click()")
+    assert page.js("document.querySelectorAll('#schedules a').length") > 0
+    page.screenshot("4-schedules.png")
+    page.js("document.querySelector('#schedules a').click()")
+    assert page.js("document.getElementById('kernel-view').hidden") is False
     # the profile: lanes drawn, hovering a kernel shows its name, time and rates
     page.js("document.getElementById('tab-profile').click()")
     assert page.wait("window.vizState.events") > 0
-    page.screenshot("4-profile.png")
+    page.screenshot("5-profile.png")
     page.mouse("mouseWheel", 600, 200, deltaX=0, deltaY=-400)  # zoom in, then hover the first kernel drawn
     rect = page.wait("tl.rects.length && (() => { const c = document.getElementById('timeline').getBoundingClientRect(); const r = tl.rects[0];"
                      " return {x: c.left + (r.x0 + r.x1) / 2, y: c.top + (r.y0 + r.y1) / 2}; })()")
     page.mouse("mouseMoved", rect["x"], rect["y"])
     tip = page.wait("!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent")
     assert "GB/s" in tip and " us" in tip or " ms" in tip
-    page.screenshot("5-profile-hover.png")
+    page.screenshot("6-profile-hover.png")
   finally:
     dt.close()
     srv.shutdown()

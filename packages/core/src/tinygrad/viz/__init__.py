@@ -16,7 +16,11 @@ import sys
 import tempfile
 from typing import Any
 
-from tinygrad.viz.recorder import STAGES, Recorder
+from tinygrad.codegen import program
+from tinygrad.engine import realize
+from tinygrad.uop import rewrite
+from tinygrad.viz.recorder import PAUSED, STAGES, Recorder
+from tinygrad.viz.trace import save
 
 _active: Recorder | None = None
 _swapped: list[tuple[Any, str, Any]] = []  # (module, name, original) put back by disable()
@@ -31,9 +35,6 @@ def _swap(module: Any, name: str, new: Any) -> None:
 def enable() -> Recorder:
   """Start recording (kernels generated before this are cached and not seen again: enable early)."""
   global _active
-  from tinygrad.codegen import program
-  from tinygrad.engine import realize
-  from tinygrad.uop import rewrite
   if _active is not None: return _active
   rec = _active = Recorder()
   rewrite.tracer = rec.graph_rewrite
@@ -42,14 +43,14 @@ def enable() -> Recorder:
   _swap(realize, "lower_schedule", rec.schedule(realize.lower_schedule))
   for name in STAGES:
     if hasattr(program, name): _swap(program, name, rec.stage(getattr(program, name)))
+  for name in PAUSED:
+    if hasattr(program, name): _swap(program, name, rec.paused(getattr(program, name)))
   return rec
 
 
 def disable() -> dict[str, Any] | None:
   """Stop recording and return the trace (None when nothing was recording)."""
   global _active
-  from tinygrad.engine import realize
-  from tinygrad.uop import rewrite
   if _active is None: return None
   rewrite.tracer, realize.recorder = None, None
   while _swapped:
@@ -64,7 +65,6 @@ def trace_path() -> str:
 
 
 def _at_exit(mode: int) -> None:
-  from tinygrad.viz.trace import save
   if (trace := disable()) is None: return
   path = trace_path()
   save(trace, path)
@@ -80,4 +80,6 @@ def enable_from_env() -> None:
   """What `import tinygrad` does when VIZ is set: record now, write (and maybe serve) at exit."""
   if (mode := int(os.environ.get("VIZ", "0") or 0)) <= 0 or _active is not None: return
   enable()
+  # worker processes (BEAM, COMPILE_WORKER) start from this environment: they must not record and write over our trace at exit
+  os.environ["VIZ"] = "0"
   atexit.register(_at_exit, mode)

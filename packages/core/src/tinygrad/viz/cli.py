@@ -56,6 +56,17 @@ def profile(trace: dict[str, Any], top: int = 10) -> list[str]:
   return lines or ["no runs recorded"]
 
 
+def schedules(trace: dict[str, Any], top: int = 10) -> list[str]:
+  """Each distinct schedule that ran (kernels and copies in order), most frequent first."""
+  names = [k["name"] for k in trace["kernels"]]
+  seen = Counter(tuple(s) for s in trace["schedules"])
+  lines = [f"{len(trace['schedules'])} schedules run, {len(seen)} distinct"]
+  for items, count in seen.most_common(top):
+    shown = ", ".join("copy" if i < 0 else f"{i}:{names[i]}" for i in items[:12]) + (f", ... {len(items) - 12} more" if len(items) > 12 else "")
+    lines.append(f"  {count:>5} x {len(items):>3} items: {shown}")
+  return lines
+
+
 def report(trace: dict[str, Any], kernel: int | None = None) -> str:
   meta = trace["meta"]
   dropped = {k: v for k, v in meta["dropped"].items() if v}
@@ -63,5 +74,5 @@ def report(trace: dict[str, Any], kernel: int | None = None) -> str:
            f"limits: {', '.join(f'{k}={v}' for k, v in meta['limits'].items())}" + (f"; dropped: {dropped}" if dropped else ""), "",
            "kernels:", *kernel_list(trace), ""]
   if kernel is not None: lines += ["rewrites:", *kernel_steps(trace, kernel), ""]
-  lines += ["profile:", *profile(trace)]
+  lines += ["schedules:", *schedules(trace), "", "profile:", *profile(trace)]
   return "\n".join(lines)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tinygrad.device.registry import Device
+from tinygrad.engine.realize import copy_buffer
 from tinygrad.helpers import getenv
 from tinygrad.uop import rewrite
 from tinygrad.uop.ops import UOp
@@ -27,6 +29,8 @@ LIMITS = {"max_steps_per_kernel": getenv("VIZ_MAX_STEPS", 200), "max_nodes": get
 # codegen/program.py's stages that are not graph_rewrites (those are recorded by the tracer itself)
 STAGES = ("apply_opts", "lower_tensor_core", "lower_groups", "to_thread_indices", "split_for_threads", "lower_reduces", "close_loops",
           "vectorize_memory")
+# codegen/program.py's calls during which nothing is recorded: BEAM lowers and times many candidates there
+PAUSED = ("choose_opts",)
 
 
 class _RecordingMatcher:
@@ -52,6 +56,7 @@ class Recorder:
     self.current: int | None = None  # the kernel being generated, None: outside any (its rewrites go to the "schedule" group)
     self.outside: int | None = None
     self.t0 = time.perf_counter()
+    self.pause = 0  # > 0: inside a PAUSED call
 
   # --- graphs
   def node(self, u: UOp) -> int | None:
@@ -104,12 +109,15 @@ class Recorder:
   def graph_rewrite(self, root: UOp, pm: Any, ctx: Any, bottom_up: bool, name: str) -> UOp:
     """uop/rewrite.py's tracer: the rewrite, recorded as one step when a rule fired (until the kernel's step cap)."""
     k = self._target()
-    recording = len(k["steps"]) < LIMITS["max_steps_per_kernel"] and isinstance(pm, PatternMatcher)
+    recording = not self.pause and len(k["steps"]) < LIMITS["max_steps_per_kernel"] and isinstance(pm, PatternMatcher)
     matches: list[tuple[UOp, UOp, Any]] = []
     # the rewrite itself, with the hook off: rewrites made inside a rule's function are part of this step
     rewrite.tracer = None
     try: out = rewrite.graph_rewrite(root, _RecordingMatcher(pm, lambda u, r, fn: matches.append((u, r, fn))) if recording else pm, ctx, bottom_up)
     finally: rewrite.tracer = self.graph_rewrite
+    if not recording and not self.pause and out is not root:  # over the step cap: counted, not stored
+      k["dropped_steps"] += 1
+      self.trace["meta"]["dropped"]["steps"] += 1
     if matches:
       caller = sys._getframe(2)  # graph_rewrite's caller names the pass when it didn't
       loc = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
@@ -121,11 +129,20 @@ class Recorder:
     def staged(sink: UOp, *args: Any, **kwargs: Any) -> Any:
       out = fn(sink, *args, **kwargs)
       after = out[0] if isinstance(out, tuple) else out
-      if isinstance(after, UOp) and after is not sink:
+      if isinstance(after, UOp) and after is not sink and not self.pause:
         self.step(fn.__name__, "stage", f"{fn.__module__}.{fn.__name__}", sink, after, [])
       return out
     staged.__wrapped__ = fn  # type: ignore[attr-defined]
     return staged
+
+  def paused(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, with nothing recorded while it runs."""
+    def quiet(*args: Any, **kwargs: Any) -> Any:
+      self.pause += 1
+      try: return fn(*args, **kwargs)
+      finally: self.pause -= 1
+    quiet.__wrapped__ = fn  # type: ignore[attr-defined]
+    return quiet
 
   def get_program(self, fn: Callable[..., Any]) -> Callable[..., Any]:
     """engine/realize.py's get_program, recorded: the kernel's steps are the rewrites made while it runs."""
@@ -162,8 +179,6 @@ class Recorder:
     self.event(ei.bufs[0].device, spec.name, "kernel", idx, time.perf_counter() - dur, dur, spec.estimated_ops, spec.estimated_mem)
 
   def copy(self, dest: Any, src: Any) -> None:
-    from tinygrad.device.registry import Device
-    from tinygrad.engine.realize import copy_buffer
     st = time.perf_counter()
     copy_buffer(dest, src)
     Device[dest.device].synchronize()
@@ -181,6 +196,7 @@ class Recorder:
     """engine/realize.py's lower_schedule, recorded: the order of each schedule's kernels and copies."""
     def traced(items: list, *args: Any, **kwargs: Any) -> Any:
       out = fn(items, *args, **kwargs)
+      if not out: return out
       if len(self.trace["schedules"]) >= LIMITS["max_schedules"]: self.trace["meta"]["dropped"]["schedules"] += 1
       else: self.trace["schedules"].append([-1 if ei.runner is None else self.kernel_of_spec.get(id(ei.runner.spec), -1) for ei, _ in out])
       return out

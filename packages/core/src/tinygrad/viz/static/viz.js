@@ -25,6 +25,8 @@ function init(trace) {
   for (const row of document.querySelectorAll(".krow")) row.addEventListener("click", () => openKernel(+row.dataset.i));
   $("tab-kernels").addEventListener("click", () => showTab("kernels"));
   $("tab-profile").addEventListener("click", () => showTab("profile"));
+  $("tab-schedule").addEventListener("click", () => showTab("schedule"));
+  showSchedules();
   $("step").addEventListener("input", () => setStep(+$("step").value));
   $("prev").addEventListener("click", () => setStep(state.step - 1));
   $("next").addEventListener("click", () => setStep(state.step + 1));
@@ -39,11 +41,23 @@ function init(trace) {
 }
 
 function showTab(name) {
-  $("tab-kernels").classList.toggle("active", name === "kernels");
-  $("tab-profile").classList.toggle("active", name === "profile");
+  for (const tab of ["kernels", "profile", "schedule"]) $("tab-" + tab).classList.toggle("active", name === tab);
   $("kernel-view").hidden = name !== "kernels";
   $("profile-view").hidden = name !== "profile";
+  $("schedule-view").hidden = name !== "schedule";
   if (name === "profile") drawTimeline();
+}
+
+function showSchedules() {  // each distinct schedule that ran, most frequent first; a kernel opens on click
+  const t = state.trace, counts = new Map();
+  for (const s of t.schedules) { const key = s.join(","); counts.set(key, (counts.get(key) || 0) + 1); }
+  const rows = [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([key, n]) => {
+    const items = key === "" ? [] : key.split(",").map(Number);
+    return `<div class="sched"><b>${n} ×</b> ${items.length} items: ` + items.map((i) => i < 0 ? `<span class="copy">copy</span>` :
+      `<a href="#" data-i="${i}">${esc(t.kernels[i].name)}</a>`).join(" → ") + "</div>";
+  });
+  $("schedules").innerHTML = `<p>${t.schedules.length} schedules run, ${counts.size} distinct</p>` + rows.join("");
+  for (const a of document.querySelectorAll("#schedules a")) a.addEventListener("click", (e) => { e.preventDefault(); showTab("kernels"); openKernel(+a.dataset.i); });
 }
 
 // --- one kernel: its steps, graph, source and disassembly
