@@ -69,8 +69,8 @@ def test_records_steps_rules_and_source():
   assert "lower_reduces" in names, names
   fired = [m for k in trace["kernels"] for s in k["steps"] for m in s["matches"]]
   assert fired, "some rule fired (building the kernel ASTs at least)"
-  loc, text = trace["rules"][fired[0][0]]
-  assert ".py:" in loc and text  # where the rule is, and its source line
+  loc, text, ops = trace["rules"][fired[0][0]]
+  assert ".py:" in loc and text and ops  # where the rule is, its source line, what its pattern matches
   assert all(s["before"] is not None and s["after"] is not None for s in matmul["steps"])
   assert graph_of(trace, matmul["steps"][-1]["after"])[-1] == matmul["steps"][-1]["after"]  # sources first, root last
   assert any(e["kernel"] == trace["kernels"].index(matmul) for e in trace["events"])

@@ -28,8 +28,8 @@ def kernel_steps(trace: dict[str, Any], n: int) -> list[str]:
     lines.append(f"  step {s:>3} {step['kind']:7s} {step['name']:24s} {step['loc']:34s} nodes {size(step['before'])} -> {size(step['after'])}")
     fired = Counter(m[0] for m in step["matches"])
     for rule, count in fired.most_common():
-      loc, text = rules[rule]
-      lines.append(f"             {count:>4} x {loc:24s} {text[:90]}")
+      loc, text, ops = rules[rule]
+      lines.append(f"             {count:>4} x {loc:24s} on {ops[:20]:20s} {text[:80]}")
     for m in step["matches"][:3]:  # the first few rewrites, node by node
       if m[1] is not None and m[2] is not None: lines.append(f"             e.g. {nodes[m[1]][0]} -> {nodes[m[2]][0]}  ({rules[m[0]][0]})")
     if step["more_matches"]: lines.append(f"             ... {step['more_matches']} more matches not stored")

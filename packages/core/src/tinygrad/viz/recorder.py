@@ -41,7 +41,7 @@ class _RecordingMatcher:
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
     if (hit := self.pm.rewrite_with_rule(u, ctx)) is None: return None
-    self.on_match(u, hit[0], hit[2])
+    self.on_match(u, hit[0], (hit[1], hit[2]))
     return hit[0]
 
 
@@ -73,13 +73,16 @@ class Recorder:
                     [self.node_ids[s] for s in n.src]])
     return self.node_ids[u]
 
-  def rule(self, fn: Any) -> int:
-    if (i := self.rule_ids.get(fn)) is None:
+  def rule(self, rule: tuple[Any, Any]) -> int:
+    """The index of a (pattern, function) rule in the rules table: where its function is, its source line, what it matches."""
+    if (i := self.rule_ids.get(rule)) is None:
+      pat, fn = rule
       code = getattr(fn, "__code__", None)
       loc = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else repr(fn)
       text = linecache.getline(code.co_filename, code.co_firstlineno).strip() if code else ""
-      i = self.rule_ids[fn] = len(self.trace["rules"])
-      self.trace["rules"].append([loc, text[:200]])
+      ops = "any op" if pat.ops is None else ",".join(sorted(o.name for o in pat.ops))
+      i = self.rule_ids[rule] = len(self.trace["rules"])
+      self.trace["rules"].append([loc, text[:200], ops])
     return i
 
   # --- kernels and steps
@@ -104,7 +107,7 @@ class Recorder:
     kept = matches[:LIMITS["max_matches_per_step"]]
     self.trace["meta"]["dropped"]["matches"] += len(matches) - len(kept)
     k["steps"].append({"name": name, "kind": kind, "loc": loc, "before": b, "after": a, "more_matches": len(matches) - len(kept),
-                       "matches": [[self.rule(fn), self.node(m), self.node(r)] for m, r, fn in kept]})
+                       "matches": [[self.rule(rule), self.node(m), self.node(r)] for m, r, rule in kept]})
 
   def graph_rewrite(self, root: UOp, pm: Any, ctx: Any, bottom_up: bool, name: str) -> UOp:
     """uop/rewrite.py's tracer: the rewrite, recorded as one step when a rule fired (until the kernel's step cap)."""

@@ -4,7 +4,7 @@
   meta                argv, default device, creation time, the limits in force and what they dropped
   nodes               [op, dtype, arg, [src node indices]]: every UOp any stored graph reaches, each once (UOps are
                       hash-consed, so a node that a pass leaves alone keeps its index: that is how a step shows what changed)
-  rules               [location "file.py:line", the rule's source line]
+  rules               [location "file.py:line" of the rule's function, its source line, the ops its pattern matches]
   kernels             {name, kind ("kernel" | "group"), device, src, disasm, opts, ops, mem, global_size, local_size,
                        steps: [{name, kind ("rewrite" | "stage"), loc, before, after (node index or null: over the node cap),
                                 matches: [[rule index, matched node, result node]], more_matches}],

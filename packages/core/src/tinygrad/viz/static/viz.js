@@ -104,9 +104,9 @@ function setStep(s) {
 function showMatches(st) {
   const t = state.trace;
   const rows = st.matches.map((m, j) => {
-    const [loc, text] = t.rules[m[0]];
+    const [loc, text, ops] = t.rules[m[0]];
     const what = m[1] == null || m[2] == null ? "" : `${t.nodes[m[1]][0]} → ${t.nodes[m[2]][0]}`;
-    return `<div class="match" data-j="${j}"><span class="loc">${esc(loc)}</span> ${esc(what)}<div class="txt">${esc(text)}</div></div>`;
+    return `<div class="match" data-j="${j}"><span class="loc" title="the rule's pattern matches ${esc(ops)}">${esc(loc)}</span> ${esc(what)}<div class="txt">${esc(text)}</div></div>`;
   });
   if (st.more_matches) rows.push(`<div class="match">... ${st.more_matches} more not stored</div>`);
   $("matches").innerHTML = rows.join("") || `<div class="match">${st.kind === "stage" ? "a pipeline stage (not a rule): changed nodes are outlined" : "no rule fired"}</div>`;
