@@ -117,6 +117,32 @@ def test_viz1_does_not_block_without_a_terminal(tmp_path):
   assert proc.returncode == 0 and "stdout is not a terminal" in proc.stderr and load(tmp_path / "t.json")["kernels"]
 
 
+def test_viz1_serves_at_exit_on_a_terminal(tmp_path):
+  """With stdout on a terminal (a pty here) VIZ=1 serves the page at exit, prints where, and stops on Ctrl-C."""
+  import pty
+  import re
+  import select
+  import signal
+  import urllib.request
+  master, slave = pty.openpty()
+  env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json"), "VIZ_PORT": "0"}
+  proc = subprocess.Popen([sys.executable, "-c", "from tinygrad import Tensor; (Tensor.ones(3) + 1).realize()"], env=env,
+                          stdout=slave, stderr=subprocess.PIPE, text=True)
+  os.close(slave)
+  try:
+    err, deadline = "", time.time() + 300
+    while "serving" not in err and time.time() < deadline and proc.poll() is None:
+      if select.select([proc.stderr], [], [], 1)[0]: err += proc.stderr.readline()
+    assert (m := re.search(r"http://127\.0\.0\.1:\d+/", err)), err
+    assert urllib.request.urlopen(m.group() + "trace.json", timeout=30).status == 200
+    assert b"tinygrad VIZ" in urllib.request.urlopen(m.group(), timeout=30).read()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+  finally:
+    if proc.poll() is None: proc.kill()
+    os.close(master)
+
+
 def test_server_listens_on_localhost_only(recorded):
   from tinygrad.viz.server import make_server
   srv = make_server(str(recorded[1]), 0)
