@@ -131,10 +131,10 @@ class PatternMatcher:
 
 
 # tinygrad.viz installs its recorder here when VIZ is on; None (the default) costs graph_rewrite one check per call
-tracer: Callable[[UOp, Any, Any, bool, str], UOp] | None = None
+tracer: Callable[[UOp, PatternMatcher, Any, bool, str], UOp] | None = None
 
 
-def graph_rewrite(root: UOp, pm: PatternMatcher | Any, ctx: Any = None, bottom_up: bool = False, name: str = "") -> UOp:
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, name: str = "") -> UOp:
   """Rewrite every node reachable from `root` with `pm` until no rule applies.
 
   Default order: a node's sources are rewritten first, then the node (and whatever it became, again).
@@ -170,6 +170,6 @@ def graph_rewrite(root: UOp, pm: PatternMatcher | Any, ctx: Any = None, bottom_u
   return done[root]
 
 
-def _rewrite_fixed(pm: Any, u: UOp, ctx: Any) -> UOp:
+def _rewrite_fixed(pm: PatternMatcher, u: UOp, ctx: Any) -> UOp:
   while (new := pm.rewrite(u, ctx)) is not None: u = new
   return u

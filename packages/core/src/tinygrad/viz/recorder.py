@@ -33,10 +33,10 @@ STAGES = ("apply_opts", "lower_tensor_core", "lower_groups", "to_thread_indices"
 PAUSED = ("choose_opts",)
 
 
-class _RecordingMatcher:
-  """A PatternMatcher stand-in for graph_rewrite: rewrites the same, and notes which rule fired on what."""
+class _RecordingMatcher(PatternMatcher):
+  """`pm` for graph_rewrite: rewrites the same, and notes which rule fired on what."""
 
-  def __init__(self, pm: PatternMatcher, on_match: Callable[[UOp, UOp, Any], None]):
+  def __init__(self, pm: PatternMatcher, on_match: Callable[[UOp, UOp, Any], None]):  # no super().__init__: pm has the rules
     self.pm, self.on_match = pm, on_match
 
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
@@ -109,10 +109,10 @@ class Recorder:
     k["steps"].append({"name": name, "kind": kind, "loc": loc, "before": b, "after": a, "more_matches": len(matches) - len(kept),
                        "matches": [[self.rule(rule), self.node(m), self.node(r)] for m, r, rule in kept]})
 
-  def graph_rewrite(self, root: UOp, pm: Any, ctx: Any, bottom_up: bool, name: str) -> UOp:
+  def graph_rewrite(self, root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, name: str) -> UOp:
     """uop/rewrite.py's tracer: the rewrite, recorded as one step when a rule fired (until the kernel's step cap)."""
     k = self._target()
-    recording = not self.pause and len(k["steps"]) < LIMITS["max_steps_per_kernel"] and isinstance(pm, PatternMatcher)
+    recording = not self.pause and len(k["steps"]) < LIMITS["max_steps_per_kernel"]
     matches: list[tuple[UOp, UOp, Any]] = []
     # the rewrite itself, with the hook off: rewrites made inside a rule's function are part of this step
     rewrite.tracer = None
