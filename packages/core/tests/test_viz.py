@@ -77,6 +77,15 @@ def test_records_steps_rules_and_source():
   assert rec.trace is trace
 
 
+def test_profile_0_records_no_timeline(monkeypatch):
+  monkeypatch.setenv("PROFILE", "0")
+  enable()
+  try: (Tensor.rand(4, 19).realize() + 1).realize()
+  finally: trace = disable()
+  assert trace is not None and not trace["events"] and trace["meta"]["profile"] is False
+  assert any(k["runs"] for k in trace["kernels"])  # still counted
+
+
 def test_caps_bound_what_is_stored(monkeypatch):
   monkeypatch.setitem(recorder.LIMITS, "max_steps_per_kernel", 2)
   monkeypatch.setitem(recorder.LIMITS, "max_nodes", 40)

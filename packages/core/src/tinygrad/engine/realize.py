@@ -126,7 +126,7 @@ class ExecItem:
       (copy_buffer if recorder is None else recorder.copy)(self.bufs[0], self.bufs[1])
       return
     assert self.runner is not None
-    timing = DEBUG >= 2 or recorder is not None
+    timing = DEBUG >= 2 or (recorder is not None and recorder.timing)
     elapsed = self.runner(self.bufs, var_vals, wait=timing)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += self.runner.spec.estimated_ops

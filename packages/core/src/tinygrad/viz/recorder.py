@@ -48,6 +48,7 @@ class _RecordingMatcher(PatternMatcher):
 class Recorder:
   def __init__(self) -> None:
     self.trace = fmt.empty({"argv": sys.argv, "pid": os.getpid(), "created": time.time(), "limits": LIMITS,
+                            "profile": os.environ.get("PROFILE", "1") != "0",
                             "dropped": {"steps": 0, "graphs": 0, "matches": 0, "events": 0, "schedules": 0}})
     self.node_ids: dict[UOp, int] = {}  # keeps the recorded UOps alive, so their indices stay valid
     self.rule_ids: dict[Any, int] = {}
@@ -57,6 +58,8 @@ class Recorder:
     self.outside: int | None = None
     self.t0 = time.perf_counter()
     self.pause = 0  # > 0: inside a PAUSED call
+    # PROFILE=0: no timeline, and no wait for each kernel to finish (the run counts are still recorded)
+    self.timing = os.environ.get("PROFILE", "1") != "0"
 
   # --- graphs
   def node(self, u: UOp) -> int | None:
@@ -179,11 +182,12 @@ class Recorder:
     if idx >= 0:
       self.trace["kernels"][idx]["runs"] += 1
       self.trace["kernels"][idx]["time_s"] += dur
-    self.event(ei.bufs[0].device, spec.name, "kernel", idx, time.perf_counter() - dur, dur, spec.estimated_ops, spec.estimated_mem)
+    if self.timing: self.event(ei.bufs[0].device, spec.name, "kernel", idx, time.perf_counter() - dur, dur, spec.estimated_ops, spec.estimated_mem)
 
   def copy(self, dest: Any, src: Any) -> None:
     st = time.perf_counter()
     copy_buffer(dest, src)
+    if not self.timing: return
     Device[dest.device].synchronize()
     dur = time.perf_counter() - st
     self.event(f"{src.device} -> {dest.device}", f"copy {src.nbytes} bytes", "copy", -1, st, dur, 0, src.nbytes)

@@ -1,7 +1,7 @@
 """The trace file: one JSON object, versioned, written by the recorder and read by the page, the server and the CLI.
 
   format, version     "tinygrad-viz", 1
-  meta                argv, default device, creation time, the limits in force and what they dropped
+  meta                argv, pid, creation time, profile (False: PROFILE=0, no events), the limits in force and what they dropped
   nodes               [op, dtype, arg, [src node indices]]: every UOp any stored graph reaches, each once (UOps are
                       hash-consed, so a node that a pass leaves alone keeps its index: that is how a step shows what changed)
   rules               [location "file.py:line" of the rule's function, its source line, the ops its pattern matches]

@@ -224,7 +224,8 @@ function setupTimeline() {
   tl.t1 = evs.length ? Math.max(...evs.map((e) => e.st + e.dur)) : 1;
   if (tl.t1 <= tl.t0) tl.t1 = tl.t0 + 1;
   tl.v0 = tl.t0; tl.v1 = tl.t1;
-  $("profile-sum").textContent = tl.lanes.map(([dev, es]) => `${dev}: ${es.length} runs, busy ${fmtUs(es.reduce((a, e) => a + e.dur, 0))}`).join(" · ");
+  $("profile-sum").textContent = tl.lanes.map(([dev, es]) => `${dev}: ${es.length} runs, busy ${fmtUs(es.reduce((a, e) => a + e.dur, 0))}`).join(" · ") ||
+    "no runs timed" + (state.trace.meta.profile === false ? " (recorded with PROFILE=0)" : "");
   const c = $("timeline");
   c.addEventListener("wheel", (e) => {
     e.preventDefault();
