@@ -4,6 +4,7 @@
   DEV=CPU:CLANG uv run python examples/mlp.py   # C through clang
   DEV=PYTHON uv run python examples/mlp.py      # the UOp interpreter (slow, exact)
   DEBUG=2 uv run python examples/mlp.py         # one line per kernel: name, time, GFLOP/s
+  VIZ=1 uv run python examples/mlp.py           # every kernel's rewrites, source and a timeline in the browser (docs/viz.md)
 """
 import math
 import time

@@ -10,4 +10,8 @@ from tinygrad.jit import TinyJit  # noqa: E402
 from tinygrad.tensor import Tensor  # noqa: E402
 from tinygrad.uop.ops import UOp, Variable  # noqa: E402
 
+if getenv("VIZ"):  # record for the VIZ page (tinygrad/viz): hooks installed only now, so without VIZ nothing is recorded
+  from tinygrad.viz import enable_from_env
+  enable_from_env()
+
 __all__ = ["Tensor", "TinyJit", "Variable", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp"]

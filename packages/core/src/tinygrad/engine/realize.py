@@ -23,6 +23,10 @@ from tinygrad.uop.ops import Ops, UOp
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
+# tinygrad.viz installs its recorder here when VIZ is on (told of each kernel compiled and each kernel/copy run); None: nothing
+recorder: Any = None
+
+
 def buffer_of(u: UOp) -> Buffer:
   """The Buffer for a BUFFER node, created (not yet allocated) on first use."""
   if (b := buffers.get(u)) is None:
@@ -37,6 +41,7 @@ class CompiledRunner:
     self.spec, self.device = spec, device
     self.lib = renderer.compiler.compile_cached(spec.src) if lib is None else lib
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
+    if recorder is not None: recorder.compiled(spec, self.lib, renderer)
     # worked out once: a TinyJit replays this call for every kernel of every step
     # (the thread index, codegen/threads.py, is not a value of ours: the device passes it to each thread)
     self._var_names = tuple(v.arg[0] for v in spec.vars if v.arg[0] != "core_id")
@@ -120,16 +125,19 @@ class ExecItem:
 
   def run(self, var_vals: dict[str, int] | None = None) -> None:
     for b in self.bufs: b.ensure_allocated()
-    if self.kind == "copy": return copy_buffer(self.bufs[0], self.bufs[1])
+    if self.kind == "copy":
+      (copy_buffer if recorder is None else recorder.copy)(self.bufs[0], self.bufs[1])
+      return
     if self.call is not None: return self.call(self.bufs)
     assert self.runner is not None
-    timing = DEBUG >= 2
+    timing = DEBUG >= 2 or (recorder is not None and recorder.timing)
     elapsed = self.runner(self.bufs, var_vals, wait=timing)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += self.runner.spec.estimated_ops
     GlobalCounters.global_mem += self.runner.spec.estimated_mem
     if elapsed is not None: GlobalCounters.time_sum_s += elapsed
-    if timing: _print_kernel(self.runner.spec, elapsed or 0.0)
+    if DEBUG >= 2: _print_kernel(self.runner.spec, elapsed or 0.0)
+    if recorder is not None: recorder.ran(self, elapsed)
 
 
 def _print_kernel(spec: ProgramSpec, elapsed: float) -> None:

@@ -121,6 +121,18 @@ class PatternMatcher:
         if result is not None and result is not u: return result
     return None
 
+  def rewrite_with_rule(self, u: UOp, ctx: Any = None) -> tuple[UOp, UPat, RewriteFn] | None:
+    """`rewrite`, also saying which rule fired (for tracing: `tracer` below; not on the hot path)."""
+    for pat, fn, wants_ctx in self._by_op.get(u.op, ()):
+      for bindings in pat.match(u, {}):
+        result = fn(ctx=ctx, **bindings) if wants_ctx else fn(**bindings)
+        if result is not None and result is not u: return result, pat, fn
+    return None
+
+
+# tinygrad.viz installs its recorder here when VIZ is on; None (the default) costs graph_rewrite one check per call
+tracer: Callable[[UOp, PatternMatcher, Any, bool, str], UOp] | None = None
+
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, name: str = "") -> UOp:
   """Rewrite every node reachable from `root` with `pm` until no rule applies.
@@ -128,6 +140,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
   Default order: a node's sources are rewritten first, then the node (and whatever it became, again).
   bottom_up=True tries the node before its sources, for rules that must see the original parent.
   """
+  if tracer is not None: return tracer(root, pm, ctx, bottom_up, name)  # it calls back here with tracer None and its own `pm`
   done: dict[UOp, UOp] = {}
   # stack entries: (node, stage, rewritten_to); stage 0: visit, 1: sources done, 2: forward result
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]

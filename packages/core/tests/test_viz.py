@@ -1,0 +1,321 @@
+"""VIZ: the recorder (hooks off by default, steps/rules/source recorded when on, caps), the trace file and its CLI, and the
+page itself in headless Chromium (driven over the DevTools pipe, standard library only, as packages/llm's chat page test)."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+from tinygrad import Tensor
+from tinygrad.codegen import program
+from tinygrad.engine import realize
+from tinygrad.uop import rewrite
+from tinygrad.viz import disable, enable, recorder
+from tinygrad.viz.cli import report
+from tinygrad.viz.trace import graph_of, load, save
+
+pytestmark = pytest.mark.compile_only  # nothing is read back: every test works where kernels only compile (NULL)
+
+# a small training program: two matmuls, relu, backward, an update (no .item(): it must run on NULL too)
+PROGRAM = """
+from tinygrad import Tensor
+Tensor.manual_seed(0)
+x = Tensor.rand(32, 8).realize()
+w1, w2 = Tensor.rand(8, 16, requires_grad=True).realize(), Tensor.rand(16, 4, requires_grad=True).realize()
+for _ in range(3):
+  loss = (x @ w1).relu().matmul(w2).softmax().sum()
+  loss.backward()
+  Tensor.realize_all(w1.assign(w1 - 0.1 * w1.grad), w2.assign(w2 - 0.1 * w2.grad))
+  w1.grad = w2.grad = None
+"""
+
+
+def record_program(tmp_path: pathlib.Path, mode: str = "2") -> tuple[subprocess.CompletedProcess, pathlib.Path]:
+  path = tmp_path / "trace.json"
+  env = {**os.environ, "VIZ": mode, "VIZ_TRACE": str(path)}
+  proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr
+  return proc, path
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[subprocess.CompletedProcess, pathlib.Path]:
+  return record_program(tmp_path_factory.mktemp("viz"))
+
+
+def test_off_by_default():
+  """Without VIZ nothing is installed: graph_rewrite and ExecItem.run see None, the pipeline functions are the originals."""
+  assert "VIZ" not in os.environ or os.environ["VIZ"] in ("", "0")
+  assert rewrite.tracer is None and realize.recorder is None
+  assert not hasattr(realize.get_program, "__wrapped__") and not hasattr(program.apply_opts, "__wrapped__")
+
+
+def test_records_steps_rules_and_source():
+  rec = enable()
+  try:
+    a, b = Tensor.rand(5, 7).realize(), Tensor.rand(7, 3).realize()  # shapes no other test uses: generated fresh here
+    (a @ b).relu().realize()
+  finally: trace = disable()
+  assert trace is not None and rewrite.tracer is None and realize.recorder is None and not hasattr(realize.get_program, "__wrapped__")
+  kernels = [k for k in trace["kernels"] if k["kind"] == "kernel"]
+  assert kernels and all(k["src"] and k["device"] and k["steps"][0]["name"] == "kernel AST" for k in kernels)
+  matmul = next(k for k in kernels if k["name"].startswith("r_"))
+  names = [s["name"] for s in matmul["steps"]]
+  assert "lower_reduces" in names, names
+  fired = [m for k in trace["kernels"] for s in k["steps"] for m in s["matches"]]
+  assert fired, "some rule fired (building the kernel ASTs at least)"
+  loc, text, ops = trace["rules"][fired[0][0]]
+  assert ".py:" in loc and text and ops  # where the rule is, its source line, what its pattern matches
+  assert all(s["before"] is not None and s["after"] is not None for s in matmul["steps"])
+  assert graph_of(trace, matmul["steps"][-1]["after"])[-1] == matmul["steps"][-1]["after"]  # sources first, root last
+  assert any(e["kernel"] == trace["kernels"].index(matmul) for e in trace["events"])
+  assert rec.trace is trace
+
+
+def test_profile_0_records_no_timeline(monkeypatch):
+  monkeypatch.setenv("PROFILE", "0")
+  enable()
+  try: (Tensor.rand(4, 19).realize() + 1).realize()
+  finally: trace = disable()
+  assert trace is not None and not trace["events"] and trace["meta"]["profile"] is False
+  assert any(k["runs"] for k in trace["kernels"])  # still counted
+
+
+def test_caps_bound_what_is_stored(monkeypatch):
+  monkeypatch.setitem(recorder.LIMITS, "max_steps_per_kernel", 2)
+  monkeypatch.setitem(recorder.LIMITS, "max_nodes", 40)
+  monkeypatch.setitem(recorder.LIMITS, "max_events", 1)
+  enable()
+  try: (Tensor.rand(6, 11).realize() @ Tensor.rand(11, 2).realize()).exp().realize()
+  finally: trace = disable()
+  assert trace is not None
+  assert all(len(k["steps"]) <= 2 for k in trace["kernels"]) and len(trace["nodes"]) <= 40 and len(trace["events"]) <= 1
+  dropped = trace["meta"]["dropped"]
+  assert dropped["steps"] and dropped["graphs"] and dropped["events"]
+  assert trace["meta"]["limits"]["max_nodes"] == 40  # the trace says which caps were in force
+  assert "dropped:" in report(trace)
+
+
+def test_viz2_writes_the_trace_and_the_cli_prints_it(recorded):
+  proc, path = recorded
+  assert str(path) in proc.stderr and "not serving" in proc.stderr
+  trace = load(path)
+  names = [k["name"] for k in trace["kernels"] if k["kind"] == "kernel"]
+  assert len(names) >= 5 and trace["events"] and trace["schedules"]
+  cli = subprocess.run([sys.executable, "-m", "tinygrad.viz", str(path), "--cli"], capture_output=True, text=True, timeout=120)
+  assert cli.returncode == 0, cli.stderr
+  assert "kernels:" in cli.stdout and "profile:" in cli.stdout and all(n in cli.stdout for n in names)
+  assert f"{len(trace['schedules'])} schedules run" in cli.stdout
+  n = next(i for i, k in enumerate(trace["kernels"]) if k["name"].startswith("r_"))
+  one = subprocess.run([sys.executable, "-m", "tinygrad.viz", str(path), "--cli", "--kernel", str(n)], capture_output=True, text=True, timeout=120)
+  assert one.returncode == 0, one.stderr
+  assert f"kernel {n}: {trace['kernels'][n]['name']}" in one.stdout and "step   0 stage   kernel AST" in one.stdout
+  assert "lower_reduces" in one.stdout and "source:" in one.stdout
+
+
+def test_viz1_does_not_block_without_a_terminal(tmp_path):
+  """VIZ=1 serves at exit only when stdout is a terminal: under pytest (a pipe) it writes the trace, says so, and exits."""
+  env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json")}
+  proc = subprocess.run([sys.executable, "-c", "from tinygrad import Tensor; (Tensor.ones(3) + 1).realize()"], env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0 and "stdout is not a terminal" in proc.stderr and load(tmp_path / "t.json")["kernels"]
+
+
+def test_viz1_serves_at_exit_on_a_terminal(tmp_path):
+  """With stdout on a terminal (a pty here) VIZ=1 serves the page at exit, prints where, and stops on Ctrl-C."""
+  import pty
+  import re
+  import select
+  import signal
+  import urllib.request
+  master, slave = pty.openpty()
+  env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json"), "VIZ_PORT": "0"}
+  proc = subprocess.Popen([sys.executable, "-c", "from tinygrad import Tensor; (Tensor.ones(3) + 1).realize()"], env=env,
+                          stdout=slave, stderr=subprocess.PIPE, text=True)
+  os.close(slave)
+  try:
+    err, deadline = "", time.time() + 300
+    while "serving" not in err and time.time() < deadline and proc.poll() is None:
+      if select.select([proc.stderr], [], [], 1)[0]: err += proc.stderr.readline()
+    assert (m := re.search(r"http://127\.0\.0\.1:\d+/", err)), err
+    assert urllib.request.urlopen(m.group() + "trace.json", timeout=30).status == 200
+    assert b"tinygrad VIZ" in urllib.request.urlopen(m.group(), timeout=30).read()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+  finally:
+    if proc.poll() is None: proc.kill()
+    os.close(master)
+
+
+def test_server_listens_on_localhost_only(recorded):
+  from tinygrad.viz.server import make_server
+  srv = make_server(str(recorded[1]), 0)
+  try: assert srv.server_address[0] == "127.0.0.1"
+  finally: srv.server_close()
+
+
+def test_bad_trace_files(tmp_path):
+  (bad := tmp_path / "bad.json").write_text("{}")
+  with pytest.raises(ValueError, match="not a VIZ trace"): load(bad)
+  save({"format": "tinygrad-viz", "version": 99}, old := tmp_path / "old.json")
+  with pytest.raises(ValueError, match="version 99"): load(old)
+  proc = subprocess.run([sys.executable, "-m", "tinygrad.viz", str(bad), "--cli"], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 1 and "not a VIZ trace" in proc.stderr
+
+
+def test_static_files_ship_with_the_package():
+  static = pathlib.Path(realize.__file__).parents[1] / "viz" / "static"
+  for name in ("index.html", "viz.js", "viz.css", "vendor/dagre.min.js", "vendor/LICENSE-dagre.txt"): assert (static / name).is_file(), name
+  assert "http" not in (static / "index.html").read_text().replace("http-equiv", "")  # offline: nothing from a CDN
+
+
+# --- the page in headless Chromium
+
+CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+SCREENSHOTS = pathlib.Path(os.environ.get("VIZ_SCREENSHOTS", os.path.join(tempfile.gettempdir(), "tinygrad-viz-screenshots")))
+
+
+class DevTools:
+  """Chromium's DevTools protocol over --remote-debugging-pipe: fd 3 takes commands, fd 4 gives replies (NUL separated)."""
+
+  def __init__(self, binary: str):
+    to_chrome_r, self._w = os.pipe()
+    self._r, from_chrome_w = os.pipe()
+
+    def fds():  # dup first: the pipes may already sit on 3 or 4
+      a, b = os.dup(to_chrome_r), os.dup(from_chrome_w)
+      os.dup2(a, 3)
+      os.dup2(b, 4)
+    self.proc = subprocess.Popen([binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
+                                  # no background connections: the machines have no network, and refused ones slow the start
+                                  "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
+                                  f"--user-data-dir={tempfile.gettempdir()}/tg-viz-chromium-{os.getpid()}", "about:blank"],
+                                 preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(to_chrome_r)
+    os.close(from_chrome_w)
+    self._buf, self._id = b"", 0
+
+  def call(self, method: str, session: str | None = None, **params):
+    self._id += 1
+    msg = {"id": self._id, "method": method, "params": params}
+    if session: msg["sessionId"] = session
+    os.write(self._w, json.dumps(msg).encode() + b"\0")
+    while True:
+      while b"\0" not in self._buf:
+        chunk = os.read(self._r, 1 << 16)
+        if not chunk: raise RuntimeError("chromium closed the DevTools pipe")
+        self._buf += chunk
+      raw, self._buf = self._buf.split(b"\0", 1)
+      reply = json.loads(raw)
+      if reply.get("id") == self._id:
+        if "error" in reply: raise RuntimeError(reply["error"])
+        return reply["result"]
+
+  def close(self):
+    self.proc.kill()
+    self.proc.wait()
+
+
+class Page:
+  def __init__(self, dt: DevTools, url: str):
+    self.dt = dt
+    target = dt.call("Target.createTarget", url="about:blank")["targetId"]
+    self.session = dt.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+    dt.call("Emulation.setDeviceMetricsOverride", self.session, width=1500, height=950, deviceScaleFactor=1, mobile=False)
+    dt.call("Page.navigate", self.session, url=url)
+
+  def js(self, expression: str):
+    result = self.dt.call("Runtime.evaluate", self.session, expression=f"JSON.stringify({expression})", returnByValue=True)["result"]
+    return json.loads(result["value"]) if "value" in result else None
+
+  def wait(self, expression: str, timeout: float = 60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+      if (value := self.js(expression)): return value
+      time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {expression}: state {self.js('window.vizState')}")
+
+  def screenshot(self, name: str) -> pathlib.Path:
+    import base64
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (path := SCREENSHOTS / name).write_bytes(base64.b64decode(self.dt.call("Page.captureScreenshot", self.session, format="png")["data"]))
+    print(f"screenshot: {path}")
+    return path
+
+  def mouse(self, kind: str, x: float, y: float, **kw) -> None:
+    self.dt.call("Input.dispatchMouseEvent", self.session, type=kind, x=x, y=y, **kw)
+
+
+def browser_wanted() -> bool:
+  # once per CI run is enough: the page doesn't depend on the device, so only the CPU:LLVM session drives it
+  return os.environ.get("DEV", "CPU:LLVM").upper() == "CPU:LLVM"
+
+
+@pytest.mark.skipif(not browser_wanted(), reason="the page is checked once, in the DEV=CPU:LLVM session")
+def test_page_in_chromium(recorded):
+  if CHROMIUM is None:
+    if os.environ.get("CI", "").lower() in ("1", "true"): pytest.fail("CI must run the VIZ page test: apt-get install chromium")
+    pytest.skip("chromium is not installed (apt-get install chromium)")
+  from tinygrad.viz.server import make_server
+  _, path = recorded
+  trace = load(path)
+  srv = make_server(str(path), 0)
+  threading.Thread(target=srv.serve_forever, daemon=True).start()
+  dt = DevTools(CHROMIUM)
+  try:
+    page = Page(dt, f"http://127.0.0.1:{srv.server_address[1]}/")
+    page.wait("window.vizState && window.vizState.trace !== null && window.vizState.drawn > 0")
+    assert page.js("window.vizState.error") is None
+    assert page.js("document.querySelectorAll('.krow').length") == len(trace["kernels"])
+    # open the kernel with the most rewrite steps (a reduction) and walk through them
+    n = max(range(len(trace["kernels"])), key=lambda i: (trace["kernels"][i]["kind"] == "kernel", len(trace["kernels"][i]["steps"])))
+    steps = trace["kernels"][n]["steps"]
+    assert len(steps) >= 3
+    page.js(f"document.querySelector('.krow[data-i=\"{n}\"]').click()")
+    assert page.wait("window.vizState.kernel") == n and page.js("window.vizState.step") == 0
+    assert page.js("document.getElementById('src').textContent") == trace["kernels"][n]["src"]
+    assert page.js("document.getElementById('disasm').textContent").strip()
+    page.screenshot("1-kernel-ast.png")
+    seen_changed, shot = 0, False
+    for s in range(1, len(steps)):
+      page.js("document.getElementById('next').click()")
+      assert page.js("window.vizState.step") == s
+      assert page.js("window.vizState.drawn") > 0 and page.js("document.querySelectorAll('#graph .node').length") > 0
+      assert steps[s]["name"] in page.js("document.getElementById('step-label').textContent")
+      seen_changed = max(seen_changed, page.js("window.vizState.changed"))
+      if steps[s]["matches"] and not shot:  # a rule-rewrite step: pick a match, its nodes are outlined
+        page.js("document.querySelector('.match[data-j]').click()")
+        assert page.js("document.querySelectorAll('#graph .node.hit').length") >= 1
+        page.screenshot("2-rewrite-step.png")
+        shot = True
+    assert seen_changed > 0, "some step changed nodes, and the page highlighted them"
+    assert shot, "a step where rules fired"
+    page.js("(document.getElementById('step').value = 1, document.getElementById('step').dispatchEvent(new Event('input')))")
+    assert page.js("window.vizState.step") == 1
+    page.screenshot("3-after-first-stage.png")
+    # the schedules: each distinct one, its kernels linked
+    page.js("document.getElementById('tab-schedule').click()")
+    assert page.js("document.querySelectorAll('#schedules a').length") > 0
+    page.screenshot("4-schedules.png")
+    page.js("document.querySelector('#schedules a').click()")
+    assert page.js("document.getElementById('kernel-view').hidden") is False
+    # the profile: lanes drawn, hovering a kernel shows its name, time and rates
+    page.js("document.getElementById('tab-profile').click()")
+    assert page.wait("window.vizState.events") > 0
+    page.screenshot("5-profile.png")
+    page.mouse("mouseWheel", 600, 200, deltaX=0, deltaY=-400)  # zoom in, then hover the first kernel drawn
+    rect = page.wait("tl.rects.length && (() => { const c = document.getElementById('timeline').getBoundingClientRect(); const r = tl.rects[0];"
+                     " return {x: c.left + (r.x0 + r.x1) / 2, y: c.top + (r.y0 + r.y1) / 2}; })()")
+    page.mouse("mouseMoved", rect["x"], rect["y"])
+    tip = page.wait("!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent")
+    assert "GB/s" in tip and " us" in tip or " ms" in tip
+    page.screenshot("6-profile-hover.png")
+  finally:
+    dt.close()
+    srv.shutdown()
+    srv.server_close()
