@@ -97,7 +97,7 @@ def host_info() -> HostInfo:
   if sig is not None:
     key = hashlib.sha256(f"{platform.machine()}\n{importlib.metadata.version('llvmlite')}\n{sig}".encode()).hexdigest()
     if isinstance(hit := diskcache_get("cpu_llvm_host", key), HostInfo): return hit
-  from tinygrad.engine.offload import offload  # COMPILE_WORKER=1: LLVM is loaded by the compile worker, not here
+  from tinygrad.workers import offload  # COMPILE_WORKER=1: LLVM is loaded by the compile worker, not here
   info = offload(_detect_host)
   return diskcache_put("cpu_llvm_host", key, info) if key is not None else info
 

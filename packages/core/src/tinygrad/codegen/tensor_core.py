@@ -43,8 +43,7 @@ from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
 
 if TYPE_CHECKING:
-  from tinygrad.device.plugin import TensorCore
-  from tinygrad.renderer import Renderer
+  from tinygrad.renderer import Renderer, TensorCore
 
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)

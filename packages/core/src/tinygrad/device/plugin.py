@@ -5,14 +5,13 @@ A backend imports only this module (and the base classes it names) from core.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
 from tinygrad.device.runtime import Allocator, Compiled, GraphExec, KernelLaunch, Program
-from tinygrad.dtype import DType
-from tinygrad.renderer import CompileError, Compiler, Renderer
+from tinygrad.renderer import CompileError, Compiler, Renderer, TensorCore
 from tinygrad.renderer.cstyle import CStyleRenderer
 
 __all__ = ["hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "Target", "Allocator", "Compiled", "Program", "KernelLaunch", "GraphExec", "Renderer",
@@ -54,22 +53,3 @@ class RendererSpec:
     import fnmatch
     if callable(self.archs): return self.archs(arch)
     return any(fnmatch.fnmatchcase(arch, pattern) for pattern in self.archs)
-
-
-@dataclass(frozen=True)
-class TensorCore:
-  """One matrix-multiply-accumulate instruction: D(MxN) = A(MxK) @ B(KxN) + C, done by `threads` lanes.
-
-  The lane layouts are data, so the PYTHON device can emulate the instruction exactly:
-  `a_layout[lane][i] = (row, k)` says which element of A lane `lane` holds in its i-th register,
-  likewise `b_layout[lane][i] = (k, col)` and `c_layout[lane][i] = (row, col)` (C and D share it).
-  """
-  dims: tuple[int, int, int]  # M, N, K
-  dtype_in: DType
-  dtype_out: DType
-  threads: int
-  a_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
-  b_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
-  c_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
-  name: str = ""
-  extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

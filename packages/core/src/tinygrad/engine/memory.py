@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Buffer
 from tinygrad.dtype import dtypes
+from tinygrad.engine.buffers import buffers
 
 if TYPE_CHECKING:
   from tinygrad.engine.realize import Capture, ExecItem
@@ -40,9 +41,8 @@ class _Block:
 def _reachable(items: Items, keep: set[int]) -> set[int]:
   """id()s of the buffers that something besides the captured items may use: live tensors' buffers (and their bases), the
   bases of views among the items, and `keep`."""
-  from tinygrad.engine.realize import buffers  # the Buffers behind live BUFFER nodes
   out = set(keep)
-  for b in list(buffers.values()):
+  for b in list(buffers.values()):  # the Buffers behind live BUFFER nodes
     out.add(id(b))
     if b.base is not None: out.add(id(b.base))
   for ei, _ in items:

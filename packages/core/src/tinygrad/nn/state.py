@@ -24,8 +24,8 @@ from typing import Any
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import DType, dtypes
+from tinygrad.frontend.disk import disk_file, disk_view
 from tinygrad.helpers import DEBUG, GlobalCounters, prod, round_up
-from tinygrad.runtime.disk import disk_file, disk_view
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 

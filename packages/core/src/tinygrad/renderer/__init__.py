@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import diskcache_get, diskcache_put
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher
-
-if TYPE_CHECKING:
-  from tinygrad.device.plugin import TensorCore
+from tinygrad.workers import offload
 
 
 class CompileError(RuntimeError):
@@ -41,10 +40,29 @@ class Compiler:
     if self.cachekey is None: return self.compile(src)
     table, key = f"{self.cachekey}_v{CACHE_VERSION}", hashlib.sha256(src.encode()).hexdigest()
     if (lib := diskcache_get(table, key)) is not None: return lib
-    from tinygrad.engine.offload import offload  # COMPILE_WORKER=1: in a worker process
+    # COMPILE_WORKER=1: compiled in a worker process (tinygrad/workers.py)
     return diskcache_put(table, key, offload(self.compile, src))
 
   def disassemble(self, lib: bytes) -> str: return f"<{len(lib)} bytes>"
+
+
+@dataclass(frozen=True)
+class TensorCore:
+  """One matrix-multiply-accumulate instruction: D(MxN) = A(MxK) @ B(KxN) + C, done by `threads` lanes.
+
+  The lane layouts are data, so the PYTHON device can emulate the instruction exactly:
+  `a_layout[lane][i] = (row, k)` says which element of A lane `lane` holds in its i-th register,
+  likewise `b_layout[lane][i] = (k, col)` and `c_layout[lane][i] = (row, col)` (C and D share it).
+  """
+  dims: tuple[int, int, int]  # M, N, K
+  dtype_in: DType
+  dtype_out: DType
+  threads: int
+  a_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
+  b_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
+  c_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
+  name: str = ""
+  extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
 class Renderer:

@@ -13,27 +13,27 @@ the body copies UPCAST x UNROLL make), BEAM_RUNS (timed runs per candidate, the 
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import os
-import pickle
-import queue
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
-from tinygrad.codegen.program import ProgramSpec, _stable_key, get_program, kernel_name, worth_threading
-from tinygrad.codegen.tensor_core import tc_opts, tc_setting
+from tinygrad.codegen.program import ProgramSpec, _stable_key, default_opts, get_program, kernel_name, worth_threading
+from tinygrad.codegen.tensor_core import tc_opts
 from tinygrad.codegen.threads import CORE_ID
+from tinygrad.device.registry import Device
+from tinygrad.device.runtime import Buffer
 from tinygrad.dtype import PtrDType
-from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, diskcache_get, diskcache_put, getenv, prod
+from tinygrad.helpers import DEBUG, NOOPT, ContextVar, diskcache_get, diskcache_put, getenv, prod
 from tinygrad.renderer import Renderer
 from tinygrad.uop.ops import Ops, UOp
+from tinygrad.workers import WorkerPool
 
 PARALLEL = ContextVar("PARALLEL", min(os.cpu_count() or 1, 8))
 UPCAST_AMOUNTS = (2, 4, 8, 16, 32)
@@ -48,30 +48,16 @@ MIN_PROGRESS = 0.02   # a round must beat the best time by 2% to go on: smaller 
 CACHE_TABLE = "beam_search_v1"  # bump when the meaning of a cached Opt list changes
 
 
-def beam_width() -> int:
-  """The beam width in force for the kernel being compiled now: JITBEAM while a TinyJit captures, else BEAM."""
-  from tinygrad.engine import realize  # lazy: realize imports codegen
-  if realize.capturing and JITBEAM.value: return int(JITBEAM.value)
-  return int(BEAM.value)
-
-
-def opt_setting() -> tuple[int, ...]:
-  """What decides the opts of a kernel beyond its AST and renderer (part of the compiled-runner cache key)."""
-  return int(NOOPT.value), beam_width(), *tc_setting()
-
-
-def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-  """The optimizations for a kernel: none with NOOPT, a BEAM search when one is asked for, else the heuristics."""
-  if NOOPT: return []
-  if (tc := tc_opts(ast, renderer)) is not None: return tc  # a matmul on tensor cores (codegen/tensor_core.py)
-  if (amt := beam_width()) > 0 and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
-    return beam_search(ast, renderer, amt, device)
-  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local)
+def choose_opts(ast: UOp, renderer: Renderer, beam: int) -> list[Opt]:
+  """The optimizations for a kernel: a BEAM search of width `beam` (> 0) where it applies (not with NOOPT, not for a
+  tensor-core matmul, and only with a device to time on), else codegen's choice (none with NOOPT, tensor cores, heuristics)."""
+  if beam > 0 and not NOOPT and tc_opts(ast, renderer) is None and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
+    return beam_search(ast, renderer, beam, device)
+  return default_opts(ast, renderer)
 
 
 def _timing_device(renderer: Renderer) -> Any:
   """The device instance that runs this renderer's code, or None when there is none to time on."""
-  from tinygrad.device.registry import Device
   try: dev = Device[renderer.device]
   except Exception as e:  # noqa: BLE001  no device to time on: BEAM falls back to the heuristics
     if DEBUG >= 1: print(f"BEAM: can't open {renderer.device} to time kernels ({e}); using the heuristics")
@@ -163,7 +149,7 @@ def extend(beam: list[Candidate], threads: int, seen: set[tuple], limit: int, ha
   return out
 
 
-# ---- compiling candidates in worker processes
+# ---- compiling candidates in worker processes (tinygrad/workers.py)
 
 @dataclass
 class Built:
@@ -172,7 +158,7 @@ class Built:
   error: str = ""
 
 
-def compile_candidate(ast: UOp, renderer: Renderer, opts: list[Opt]) -> Built:
+def compile_candidate(renderer: Renderer, ast: UOp, opts: list[Opt]) -> Built:
   """Lower, render and compile `ast` with `opts`; failures come back as an error string, not an exception."""
   try:
     spec = get_program(ast, renderer, opts)
@@ -182,87 +168,7 @@ def compile_candidate(ast: UOp, renderer: Renderer, opts: list[Opt]) -> Built:
   return Built(replace(spec, uops=[]), lib)  # the uops aren't needed to run it, and are costly to pickle
 
 
-def _worker_main() -> None:
-  """A compile worker: length-prefixed pickled jobs on stdin, results on the original stdout (prints go to stderr)."""
-  out = os.fdopen(os.dup(1), "wb")
-  os.dup2(2, 1)
-  inp = sys.stdin.buffer
-  renderers: dict[bytes, Renderer] = {}
-  fns: dict[bytes, Any] = {}  # ("call", fn, args) jobs (engine/offload.py): each fn (a compiler's compile) unpickled once
-  while len(hdr := inp.read(8)) == 8:
-    job = pickle.loads(inp.read(int.from_bytes(hdr, "little")))
-    if job[0] == "call":
-      _, fbytes, args = job
-      try:
-        if fbytes not in fns: fns[fbytes] = pickle.loads(fbytes)
-        data = pickle.dumps((True, fns[fbytes](*args)))
-      except Exception as e:  # noqa: BLE001  the caller raises it
-        try: data = pickle.dumps((False, e))
-        except Exception:  # noqa: BLE001  an exception that doesn't pickle
-          data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-    else:
-      rbytes, ast, opts = job
-      if rbytes not in renderers: renderers[rbytes] = pickle.loads(rbytes)
-      data = pickle.dumps(compile_candidate(ast, renderers[rbytes], opts))
-    out.write(len(data).to_bytes(8, "little") + data)
-    out.flush()
-
-
 WORKER_FAILED = "compile worker failed"
-WORKER_ARGS = ["-c", "from tinygrad.codegen.search import _worker_main; _worker_main()"]
-
-
-class _Worker:
-  def __init__(self, extra_env: dict[str, str] | None = None) -> None:
-    # the child finds tinygrad (and any plugin) where this process does; it never searches itself
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "DEBUG": "0", "BEAM": "0", "JITBEAM": "0", **(extra_env or {})}
-    self.proc = subprocess.Popen([sys.executable, *WORKER_ARGS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-
-  def call(self, job: bytes) -> Built:
-    assert self.proc.stdin is not None and self.proc.stdout is not None
-    self.proc.stdin.write(len(job).to_bytes(8, "little") + job)
-    self.proc.stdin.flush()
-    if len(hdr := self.proc.stdout.read(8)) < 8: raise EOFError("compile worker exited")
-    return pickle.loads(self.proc.stdout.read(int.from_bytes(hdr, "little")))
-
-  def close(self) -> None:
-    if self.proc.poll() is None:
-      try:
-        if self.proc.stdin is not None: self.proc.stdin.close()  # EOF: the worker's loop ends
-        self.proc.wait(timeout=5)
-      except (OSError, subprocess.TimeoutExpired): self.proc.kill()
-
-
-class WorkerPool:
-  """Long-lived compile workers (plain subprocesses: unlike multiprocessing's spawn they never re-run the user's
-  __main__). Threads here only wait on pipes; the lowering and compiling run in parallel in the children."""
-
-  def __init__(self, n: int):
-    self.idle: queue.Queue[_Worker] = queue.Queue()
-    for _ in range(n): self.idle.put(_Worker())
-    self.n = n
-
-  def _run(self, job: bytes) -> Built:
-    w = self.idle.get()
-    try: res = w.call(job)
-    except (OSError, EOFError, pickle.UnpicklingError) as e:  # the worker died (a crash in the compiler): replace it
-      w.close()
-      w = _Worker()
-      res = Built(None, error=f"{WORKER_FAILED}: {e}")
-    finally: self.idle.put(w)
-    return res
-
-  def map(self, jobs: list[bytes], done: Any = None) -> list[Built]:
-    def one(job: bytes) -> Built:
-      res = self._run(job)
-      if done is not None: done()
-      return res
-    with ThreadPoolExecutor(self.n) as ex: return list(ex.map(one, jobs))
-
-  def close(self) -> None:
-    while not self.idle.empty(): self.idle.get().close()
-
-
 _pool: WorkerPool | None = None
 _pool_broken = False
 _pool_lock = threading.Lock()
@@ -286,15 +192,16 @@ def compile_all(ast: UOp, renderer: Renderer, cands: list[Candidate], done: Any 
   """Compile every candidate, in parallel when workers are available. Results are in the order of `cands`."""
   global _pool_broken
   if not _pool_broken and (pool := _get_pool()) is not None and len(cands) > 1:
-    rbytes = pickle.dumps(renderer)
-    res = pool.map([pickle.dumps((rbytes, ast, c.opts)) for c in cands], done)
+    # one partial per search: each worker unpickles the renderer once
+    res = [value if ok else Built(None, error=f"{WORKER_FAILED}: {value}")
+           for ok, value in pool.map(functools.partial(compile_candidate, renderer), [(ast, c.opts) for c in cands], done)]
     if not all(r.error.startswith(WORKER_FAILED) for r in res): return res
     # every worker died: they can't run here (no importable tinygrad, say). Compile in this process from now on
     if DEBUG >= 1: print(f"BEAM: compile workers fail ({res[0].error}); compiling in this process")
     _pool_broken = True
   out = []
   for c in cands:
-    out.append(compile_candidate(ast, renderer, c.opts))
+    out.append(compile_candidate(renderer, ast, c.opts))
     if done is not None: done()
   return out
 
@@ -306,8 +213,6 @@ class Bench:
 
   def __init__(self, ast: UOp, device: Any):
     import numpy as np
-
-    from tinygrad.device.runtime import Buffer
     self.device = device
     rng = np.random.default_rng(0)
     self.bufs: dict[int, Buffer] = {}
