@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CORE = ROOT / "packages/core/src/tinygrad"
 
@@ -22,6 +24,9 @@ LAYERS: list[set[str]] = [
   {"__init__"},                          # the package's public names
 ]
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+# a backend (the in-tree ones and the out-of-tree example) imports only core's plugin surface
+BACKEND_SOURCES = [*sorted((ROOT / "packages").glob("backend-*/src")), ROOT / "examples/plugin-example/src"]
+PLUGIN_SURFACE = "tinygrad.device.plugin"
 # the Tensor mixins still import Tensor inside their functions (issue 13, item 2): the one cycle between folders left
 KNOWN_CYCLES = [{"tensor", "frontend"}]
 
@@ -128,3 +133,12 @@ def test_the_checks_see_what_they_look_for(tmp_path: pathlib.Path):
                                                           ("tinygrad.engine.realize", 6)]
   assert cycles({"a.x": {("b.y", 1)}, "b.y": {("c", 2)}, "c": {("a.x", 3)}, "d": {("a.x", 4)}}) == [["a.x", "b.y", "c"]]
   assert cycles({"a": {("b", 1)}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("src", BACKEND_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_backends_import_only_the_plugin_surface(src: pathlib.Path):
+  files = sorted(src.rglob("*.py"))
+  assert files
+  bad = [f"{p.relative_to(ROOT)}:{line} imports {target}" for p in files for target, line in imports(p, module_name(p, src))
+         if (target == "tinygrad" or target.startswith("tinygrad.")) and not target.startswith(PLUGIN_SURFACE + ".")]
+  assert not bad, "\n".join(bad)

@@ -1,6 +1,8 @@
-"""Everything a backend plugin imports from core: the hook marker and the types it registers.
+"""Everything a backend plugin imports from core: the hook marker, the types it registers, and what a renderer, compiler
+and runtime are built from (the IR, dtypes, rewrite rules, base classes, the disk cache, the compile worker).
 
-A backend imports only this module (and the base classes it names) from core.
+A backend imports only this module from core (packages/core/tests/test_layers.py checks the in-tree backends and the
+example); everything else in core may change.
 """
 from __future__ import annotations
 
@@ -10,12 +12,26 @@ from typing import Protocol
 
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
-from tinygrad.device.runtime import Allocator, Compiled, GraphExec, KernelLaunch, Program
-from tinygrad.renderer import CompileError, Compiler, Renderer, TensorCore
+from tinygrad.device.runtime import Allocator, Compiled, CopiesBetween, GraphExec, HostMemory, KernelLaunch, Program, Views, ZeroedAlloc
+from tinygrad.dtype import DType, PtrDType, dtypes, truncate
+from tinygrad.helpers import ContextVar, diskcache_get, diskcache_put, getenv
+from tinygrad.renderer import CompileError, Compiler, Renderer, TensorCore, TileConfig, UnsupportedDTypeError
 from tinygrad.renderer.cstyle import CStyleRenderer
+from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.rewrite import PatternMatcher, UPat
+from tinygrad.workers import offload
 
-__all__ = ["hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "Target", "Allocator", "Compiled", "Program", "KernelLaunch", "GraphExec", "Renderer",
-           "Compiler", "CompileError", "CStyleRenderer", "OpenDevice"]
+__all__ = [
+  # the hooks and what they register
+  "hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "TileConfig", "Target", "OpenDevice", "RegisterDevice", "RegisterRenderer", "RegisterTensorCores",
+  # runtime: device instances, memory (and its optional abilities), loaded kernels, device graphs
+  "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
+  # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
+  "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
+  "DType", "PtrDType", "dtypes", "truncate",
+  # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
+  "ContextVar", "getenv", "diskcache_get", "diskcache_put", "offload",
+]
 
 
 class OpenDevice(Protocol):
@@ -33,6 +49,13 @@ class DeviceSpec:
   available: Callable[[], str | None] = lambda: None
   runs_kernels: bool = True  # False for NULL (compile only) and DISK (storage only)
   package: str = ""          # the distribution that provides it, for error messages
+  # with DEV unset, the available device of lowest default_rank is the default (None: never picked by default)
+  default_rank: int | None = None
+  foreign_renderers: bool = False  # compiles with every other device's renderers (NULL: compile only)
+  lends_renderers: bool = True     # its renderers serve foreign_renderers devices too (not PYTHON's interpreter)
+  # instances are named by a file path, "DISK:/tmp/w.safetensors": such a name doesn't fit the DEVICE[:N] grammar, its
+  # opener gets the path as Target.arch (index 0), and asking it for a renderer is a clear "runs no kernels" error
+  path_instances: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,3 +76,9 @@ class RendererSpec:
     import fnmatch
     if callable(self.archs): return self.archs(arch)
     return any(fnmatch.fnmatchcase(arch, pattern) for pattern in self.archs)
+
+
+# what each hook's `register` callback takes (device/hookspecs.py)
+RegisterDevice = Callable[[DeviceSpec], None]
+RegisterRenderer = Callable[[RendererSpec], None]
+RegisterTensorCores = Callable[[str, Sequence[TensorCore]], None]

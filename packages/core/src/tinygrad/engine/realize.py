@@ -11,7 +11,7 @@ from tinygrad.codegen.opt import GROUP_MAX_OUTPUTS, GROUP_REDUCE
 from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.tensor_core import tc_setting
 from tinygrad.device.registry import Device
-from tinygrad.device.runtime import Buffer, Compiled, KernelLaunch, Program
+from tinygrad.device.runtime import Buffer, Compiled, CopiesBetween, HostMemory, KernelLaunch, Program
 from tinygrad.engine import search
 from tinygrad.engine.buffers import buffer_of, buffers  # noqa: F401  (buffers: re-exported, as tensor.py and disk.py reach them here)
 from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
@@ -163,13 +163,13 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
   from/into host-visible memory, else through a staging buffer."""
   if dest.nbytes != src.nbytes: raise ValueError(f"copy size mismatch: {src} -> {dest}")
   src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
-  if type(src_alloc) is type(dest_alloc) and hasattr(dest_alloc, "transfer"):
+  if type(src_alloc) is type(dest_alloc) and isinstance(dest_alloc, CopiesBetween):
     Device[src.device].synchronize()
     dest_alloc.transfer(dest.opaque, src.opaque, src.nbytes, src_alloc)
-  elif hasattr(src_alloc, "as_memoryview") and src.base is None:
+  elif isinstance(src_alloc, HostMemory) and src.base is None:
     Device[src.device].synchronize()
     dest.copyin(src_alloc.as_memoryview(src.opaque)[:src.nbytes])
-  elif hasattr(dest_alloc, "as_memoryview") and dest.base is None:
+  elif isinstance(dest_alloc, HostMemory) and dest.base is None:
     Device[dest.device].synchronize()
     src.copyout(dest_alloc.as_memoryview(dest.opaque)[:dest.nbytes])
   else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from tinygrad.device.registry import Device
-from tinygrad.device.runtime import Buffer
+from tinygrad.device.runtime import Buffer, Views
 from tinygrad.dtype import DType, dtypes, to_dtype
 from tinygrad.engine.buffers import buffer_of, buffers
 from tinygrad.helpers import prod
@@ -29,7 +29,7 @@ def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]
   if not is_contiguous_buffer(t.uop):
     raise ValueError(f"disk_view needs a realized contiguous tensor (a file or a view of one), got {t}: views of views go through disk_view itself")
   allocator = Device[t.device].allocator
-  if not hasattr(allocator, "view"): raise ValueError(f"{t.device} can't make buffer views; disk_view works on DISK (and PYTHON) tensors")
+  if not isinstance(allocator, Views): raise ValueError(f"{t.device} can't make buffer views; disk_view works on DISK (and PYTHON) tensors")
   nbytes = prod(shape) * dt.itemsize
   if offset < 0 or offset + nbytes > t.nbytes():
     raise ValueError(f"disk_view of bytes {offset}..{offset + nbytes} ({shape} x {dt!r}) is out of bounds for {t} ({t.nbytes()} bytes)")

@@ -109,6 +109,6 @@ class DiskDevice(Compiled):
 
 
 def open_disk(index: int, target: Target) -> Compiled:
-  # the registry hands a DISK:path instance its path as target.arch (see PATH_DEVICES in device/registry.py)
+  # the registry hands a DISK:path instance its path as target.arch (DeviceSpec.path_instances)
   if not target.arch: raise ValueError("DISK needs a file path: use device='DISK:/path/to/file'")
   return DiskDevice(target.arch)
