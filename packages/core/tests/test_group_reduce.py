@@ -9,8 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import tinygrad.engine.search as search
+import tinygrad.engine.timing as timing
 from tinygrad import Device, Tensor, Variable, dtypes
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
+from tinygrad.codegen.heuristics import hand_coded_opts
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
 from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
@@ -356,7 +358,7 @@ def test_beam_candidates_with_group_compile(gpu):
   (si,) = Tensor.empty(16, 512).sum(1).schedule()
   cands = [c for c in search.extend([search.Candidate([], si.ast)], 1, set(), 64, has_local=True) if c.opts[0].op is OptOps.GROUP]
   assert cands
-  for c in cands: assert search.compile_candidate(gpu, si.ast, c.opts).spec is not None, c.opts
+  for c in cands: assert timing.compile_candidate(gpu, si.ast, c.opts).spec is not None, c.opts
   assert not any(a.op is OptOps.GROUP for a in search.actions(si.ast, [], 1, has_local=False))
 
 

@@ -9,10 +9,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import tinygrad.engine.search as search
+import tinygrad.engine.timing as timing
 import tinygrad.helpers as helpers
 import tinygrad.workers as workers
 from tinygrad import Device, Tensor
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, hand_coded_opts, ranges_of
+from tinygrad.codegen.heuristics import hand_coded_opts
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, ranges_of
 from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
@@ -319,14 +321,14 @@ def test_beam_with_compile_workers(temp_cache, search_calls: list[UOp], monkeypa
   if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
   cands = search.extend([search.Candidate([], ast)], renderer.threads, set(), 8)
-  with Context(PARALLEL=2): built = search.compile_all(ast, renderer, cands)
-  with Context(PARALLEL=0): local = search.compile_all(ast, renderer, cands)
+  with Context(PARALLEL=2): built = timing.compile_all(ast, renderer, [c.opts for c in cands])
+  with Context(PARALLEL=0): local = timing.compile_all(ast, renderer, [c.opts for c in cands])
   assert [b.error for b in built] == [""] * len(cands)
   # the same programs (the PYTHON renderer's payload is a pickle, whose bytes may differ: compare its listing)
   def text(src: str) -> list[str]: return [ln for ln in src.splitlines() if not ln.startswith("PYTHONv")]
   assert [text(b.spec.src) for b in built] == [text(b.spec.src) for b in local]  # type: ignore[union-attr]
   assert [b.spec.opts for b in built] == [c.opts for c in cands]  # type: ignore[union-attr]
-  bench = search.Bench(ast, Device[renderer.device])
+  bench = timing.Bench(ast, Device[renderer.device])
   assert all(bench.time(b) >= 0 for b in built)
 
 
@@ -334,19 +336,19 @@ def test_compile_falls_back_when_workers_cannot_start(monkeypatch: pytest.Monkey
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
   cands = search.extend([search.Candidate([], ast)], renderer.threads, set(), 4)
   monkeypatch.setattr(workers, "WORKER_ARGS", ["-c", "import sys; sys.exit(3)"])  # workers that die at once
-  monkeypatch.setattr(search, "_pool", None)
-  monkeypatch.setattr(search, "_pool_broken", False)
-  with Context(PARALLEL=2): built = search.compile_all(ast, renderer, cands)
-  assert search._pool_broken and all(b.spec is not None for b in built), [b.error for b in built]
+  monkeypatch.setattr(timing, "_pool", None)
+  monkeypatch.setattr(timing, "_pool_broken", False)
+  with Context(PARALLEL=2): built = timing.compile_all(ast, renderer, [c.opts for c in cands])
+  assert timing._pool_broken and all(b.spec is not None for b in built), [b.error for b in built]
 
 
 def test_failed_candidates_are_skipped(monkeypatch: pytest.MonkeyPatch):
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
-  bad = search.compile_candidate(renderer, ast, [Opt(OptOps.UPCAST, 99, 2)])
+  bad = timing.compile_candidate(renderer, ast, [Opt(OptOps.UPCAST, 99, 2)])
   assert bad.spec is None and "KernelOptError" in bad.error
   def broken(src: str) -> bytes: raise RuntimeError("compiler says no")
   monkeypatch.setattr(renderer.compiler, "compile", broken)
-  assert "compiler says no" in search.compile_candidate(renderer, ast, []).error
+  assert "compiler says no" in timing.compile_candidate(renderer, ast, []).error
 
 
 def test_jitbeam_applies_only_while_capturing(temp_cache, search_calls: list[UOp], monkeypatch: pytest.MonkeyPatch):

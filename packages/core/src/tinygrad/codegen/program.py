@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
+from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
 from tinygrad.codegen.tensor_core import lower_tensor_core, tc_opts
 from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import vectorize_memory

@@ -7,7 +7,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinygrad.codegen.opt import GROUP_MAX_OUTPUTS, GROUP_REDUCE
+from tinygrad.codegen.heuristics import GROUP_MAX_OUTPUTS, GROUP_REDUCE
 from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.tensor_core import tc_setting
 from tinygrad.device.registry import Device

@@ -234,7 +234,7 @@ GROUP_MIN_ROWS, GROUP_MAX_ROW, GROUP_MAX_SMALL = 128, 1 << 16, 1 << 14
 
 
 def _grouped_instead(out: int, n: int, policy: SplitPolicy) -> bool:
-  """Rows that the codegen's GROUP heuristic reduces in one kernel, a block of threads per row (codegen/opt.py): a matrix-vector
+  """Rows that the codegen's GROUP heuristic reduces in one kernel, a block of threads per row (codegen/heuristics.py): a matrix-vector
   product's few hundred to few thousand rows, or a small reduction (a norm's sum of squares) that one block covers in a few
   steps. A second kernel for the partials would cost more than it gains there."""
   if not policy.group_rows or out >= policy.group_max_outputs or n > GROUP_MAX_ROW: return False
