@@ -330,8 +330,8 @@ def test_group_reduce_heuristic_runs(gpu, monkeypatch):
   import tinygrad.codegen.program as program
   monkeypatch.setattr(gpu, "supports_float4", True)  # the heuristics choose wide loads ...
   monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar on PYTHON
-  import tinygrad.codegen.opt as opt
-  monkeypatch.setattr(opt, "GROUP_MIN_ROW_GROUPS", 4)  # rows a lane (a norm fused into the vector) in a small test
+  import tinygrad.codegen.heuristics as heuristics
+  monkeypatch.setattr(heuristics, "GROUP_MIN_ROW_GROUPS", 4)  # rows a lane (a norm fused into the vector) in a small test
   wv, xv, nv = np.random.randn(40, 576).astype(F32), np.random.randn(576).astype(F32), np.random.randn(576).astype(F32)
   packed, d, m, wq = _q4_1(24, 576)
   def rmsnorm(x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt()
