@@ -40,7 +40,7 @@ def bandwidth(nbytes: int, seconds: float, n: int) -> dict[str, float]:
 def bench_ours(devices: list[str], numel: int, mode: str, warmup: int, runs: int) -> dict[str, Any]:
   import numpy as np
   from tinygrad import Device, Tensor
-  from tinygrad.engine.realize import buffer_of, lower_schedule
+  from tinygrad.engine.realize import buffer_of, lower_schedule, split_policy
   from tinygrad.frontend.multi import allreduce
   from tinygrad.helpers import Context
   from tinygrad.schedule.kernelize import create_schedule
@@ -49,7 +49,7 @@ def bench_ours(devices: list[str], numel: int, mode: str, warmup: int, runs: int
   parts = [Tensor.full((numel,), float(i + 1), device=d).contiguous().realize() for i, d in enumerate(devices)]
   if mode == "nccl": return bench_nccl_inprocess(devices, parts, numel, warmup, runs)
   with Context(ALLREDUCE=mode): outs = allreduce(Ops.ADD, [p.uop for p in parts])
-  items, becomes = create_schedule(outs)
+  items, becomes = create_schedule(outs, split_policy())
   exec_items = lower_schedule(items)
   log(f"ours {mode}: {sum(ei.kind == 'copy' for ei, _ in exec_items)} copies, {sum(ei.kind == 'kernel' for ei, _ in exec_items)} kernels")
 

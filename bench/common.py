@@ -130,10 +130,10 @@ def _empty(*shape: int) -> Any:
 def applied_opts(t: Any, beam: int) -> list[str]:
   """The opts of each kernel of `t` (heuristics, or BEAM's cached choice)."""
   from tinygrad import Context, Device
-  from tinygrad.codegen.search import choose_opts
+  from tinygrad.engine.search import choose_opts
   from tinygrad.uop.ops import Ops
   with Context(BEAM=beam):
-    return [" ".join(f"{o.op.name}({o.axis},{o.amount})" for o in choose_opts(si.ast, Device.renderer(Device.DEFAULT)))
+    return [" ".join(f"{o.op.name}({o.axis},{o.amount})" for o in choose_opts(si.ast, Device.renderer(Device.DEFAULT), beam))
             for si in t.schedule() if si.ast.op is Ops.SINK]
 
 

@@ -134,7 +134,7 @@ def main() -> None:
   args = ap.parse_args()
   from tinygrad import Device
   from tinygrad.codegen.opt import KernelOptError
-  from tinygrad.codegen.program import choose_opts
+  from tinygrad.codegen.program import default_opts
   from tinygrad.device.runtime import Buffer
   renderer = Device.renderer(Device.DEFAULT)
   results = []
@@ -144,7 +144,7 @@ def main() -> None:
       for b in bufs: b.ensure_allocated()
       w = max(bufs, key=lambda b: b.nbytes)
       copies = [w] + [Buffer(w.device, w.size, w.dtype).ensure_allocated() for _ in range(max(0, COLD_BYTES // w.nbytes))]
-      heur = choose_opts(ast, renderer)
+      heur = default_opts(ast, renderer)
       timed = []
       for opts in (variants(ast, heur) if not args.no_sweep else [heur]):
         try: timed.append((ours(ast, bufs, opts, copies, args.launches, args.runs), opts))

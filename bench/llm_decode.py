@@ -50,16 +50,16 @@ def peak_rss_mb() -> float: return round(resource.getrusage(resource.RUSAGE_SELF
 
 def child_ours(path: str, n: int, max_context: int, t0: float) -> dict[str, Any]:
   from tinygrad import Device, dtypes
-  from tinygrad.engine.offload import prestart
   from tinygrad.llm.__main__ import benchmark
   from tinygrad.llm.engine import LLM, SamplingParams
+  from tinygrad.workers import prestart
   prestart()  # as the CLI: kernels compile in a worker process (COMPILE_WORKER=1, set by ours())
   llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16)
   ids = llm.chat_ids([{"role": "user", "content": PROMPT}])
   next(iter(llm.generate(ids, max_new_tokens=1, params=SamplingParams(ignore_eos=True))))
   ttft = time.time() - t0
   res = benchmark(llm, n)
-  from tinygrad.engine import offload
+  from tinygrad import workers as offload
   offload.close()  # the compile worker exits: its own peak (reported apart, not added) becomes readable
   worker = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
   return {**res, "ttft_s": round(ttft, 3), "peak_rss_mb": peak_rss_mb(), "compile_worker_peak_rss_mb": worker, "device": Device.DEFAULT,

@@ -7,7 +7,7 @@ import sys
 SCRIPT = """
 import sys
 from tinygrad import Tensor
-from tinygrad.engine.offload import prestart
+from tinygrad.workers import prestart
 prestart()
 print((Tensor([1.0, 2.0, 3.0]) * 2 + 1).tolist(), "llvmlite" in sys.modules)
 """

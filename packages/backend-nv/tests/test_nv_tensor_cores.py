@@ -10,7 +10,6 @@ from nv_harness import needs_gpu
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import OptOps
 from tinygrad.codegen.program import get_program
-from tinygrad.codegen.tensor_core import CONFIGS
 from tinygrad.device.devstring import Target
 from tinygrad.helpers import Context
 from tinygrad.schedule.kernelize import create_schedule
@@ -18,6 +17,7 @@ from tinygrad.uop.ops import Ops
 from tinygrad_backend_nv.compiler import NVRTCCompiler
 from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL, STATIC_SHARED_MAX, CUDARenderer
 from tinygrad_backend_nv.ptx import PTXRenderer
+from tinygrad_backend_nv.tensor_cores import TILE_CONFIGS as CONFIGS
 
 CASES = [  # (A shape, B shape, dtype, bias+relu)
   ((256, 128), (128, 512), dtypes.float16, False),

@@ -13,13 +13,13 @@ pytestmark = pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason=
 @pytest.fixture(autouse=True)
 def gpu_style(monkeypatch):
   import tinygrad.codegen.program as program
-  from tinygrad.codegen import opt
+  from tinygrad.codegen import heuristics
   from tinygrad.engine import realize
   r = Device.renderer(Device.DEFAULT)
   monkeypatch.setattr(r, "has_local", True)
   monkeypatch.setattr(r, "supports_float4", True)  # the heuristics choose wide loads ...
   monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar here
-  monkeypatch.setattr(opt, "GPU_UPCAST_MIN_OUTPUTS", 64)
+  monkeypatch.setattr(heuristics, "GPU_UPCAST_MIN_OUTPUTS", 64)
   monkeypatch.setattr(realize, "_runner_cache", {})
   # the split paths: block-cooperative reductions (GROUP_REDUCE, on by default) would take the small rows here instead
   with Context(GPU_SPLIT_PARTIALS=2048, GPU_SPLIT_CHUNK=8, GROUP_REDUCE=0): yield
@@ -76,7 +76,8 @@ def test_matrix_vector_split_reads_vector_chunks(dtype):
 
 
 def test_matrix_vector_gets_no_register_block():
-  from tinygrad.codegen.opt import OptOps, hand_coded_opts
+  from tinygrad.codegen.heuristics import hand_coded_opts
+  from tinygrad.codegen.opt import OptOps
   x, w = Tensor.empty(1, 256), Tensor.empty(64, 256)
   for si in (x @ w.T).schedule():
     opts = hand_coded_opts(si.ast, wide_loads=True, gpu=True)

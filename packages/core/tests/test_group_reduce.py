@@ -8,10 +8,12 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-import tinygrad.codegen.search as search
+import tinygrad.engine.search as search
+import tinygrad.engine.timing as timing
 from tinygrad import Device, Tensor, Variable, dtypes
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, range_size, ranges_of
-from tinygrad.codegen.program import get_program
+from tinygrad.codegen.heuristics import hand_coded_opts
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
+from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
@@ -58,7 +60,7 @@ def group_each(g: int, before: Callable[[UOp], list[Opt]] = lambda ast: [], afte
 
 
 def recording(choose, seen: list[list[Opt]]):
-  def rec(ast: UOp, renderer) -> list[Opt]:
+  def rec(ast: UOp, renderer, beam: int = 0) -> list[Opt]:  # stands in for engine/search.py's choose_opts
     seen.append(opts := choose(ast, renderer))
     return opts
   return rec
@@ -171,8 +173,8 @@ def test_a_grouped_reduce_inside_another(gpu, monkeypatch):
   k_max, k_sum = (si.ast for si in (x - x.max(1, keepdim=True)).exp().sum(1).schedule())
   fused = _fuse_max_into_sum(k_max, k_sum)
   assert sum(1 for n in fused.toposort() if n.op is Ops.REDUCE) == 2
-  real_get_program = rz.get_program
-  monkeypatch.setattr(rz, "get_program", lambda ast, renderer, opts=None: real_get_program(fused if ast is k_sum else ast, renderer, opts))
+  real_program = rz._program  # the kernel's opts are chosen, and it is lowered, for the fused AST instead
+  monkeypatch.setattr(rz, "_program", lambda ast, renderer: real_program(fused if ast is k_sum else ast, renderer))
   seen: list[list[Opt]] = []
   monkeypatch.setattr(search, "choose_opts", recording(group_each(16), seen))
   got = (x - x.max(1, keepdim=True)).exp().sum(1).numpy()
@@ -317,7 +319,7 @@ def test_heuristic_lanes_over_quantized_blocks(gpu, monkeypatch, blocks: int):
   for quant in ("blocks", "elements"):
     seen: list[list[Opt]] = []
     with Context(GPU_SPLIT_PARTIALS=1, GROUP_QUANT=quant):
-      out = run(monkeypatch, recording(search.choose_opts, seen), _blockwise_matvec, packed, d, m, xv)
+      out = run(monkeypatch, recording(default_opts, seen), _blockwise_matvec, packed, d, m, xv)
     np.testing.assert_allclose(out, wq.astype(np.float64) @ xv, rtol=1e-4, atol=1e-3)
     groups = [o.amount for opts in seen for o in opts if o.op is OptOps.GROUP]
     assert groups == [blocks] if quant == "blocks" else groups and groups[0] in (16, 32), (quant, seen)
@@ -328,8 +330,8 @@ def test_group_reduce_heuristic_runs(gpu, monkeypatch):
   import tinygrad.codegen.program as program
   monkeypatch.setattr(gpu, "supports_float4", True)  # the heuristics choose wide loads ...
   monkeypatch.setattr(program, "vectorize_memory", lambda sink, allowed: sink)  # ... which stay scalar on PYTHON
-  import tinygrad.codegen.opt as opt
-  monkeypatch.setattr(opt, "GROUP_MIN_ROW_GROUPS", 4)  # rows a lane (a norm fused into the vector) in a small test
+  import tinygrad.codegen.heuristics as heuristics
+  monkeypatch.setattr(heuristics, "GROUP_MIN_ROW_GROUPS", 4)  # rows a lane (a norm fused into the vector) in a small test
   wv, xv, nv = np.random.randn(40, 576).astype(F32), np.random.randn(576).astype(F32), np.random.randn(576).astype(F32)
   packed, d, m, wq = _q4_1(24, 576)
   def rmsnorm(x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt()
@@ -338,7 +340,7 @@ def test_group_reduce_heuristic_runs(gpu, monkeypatch):
                        (lambda w, x, n: w.cast(dtypes.float32) @ (x * n), (wv.astype(np.float16), xv, nv), wv.astype(np.float16).astype(np.float64) @ (xv * nv))):
     seen: list[list[Opt]] = []
     with Context(GROUP_REDUCE=1, GPU_SPLIT_PARTIALS=1):
-      np.testing.assert_allclose(run(monkeypatch, recording(search.choose_opts, seen), f, *args), ref, rtol=1e-4, atol=1e-3)
+      np.testing.assert_allclose(run(monkeypatch, recording(default_opts, seen), f, *args), ref, rtol=1e-4, atol=1e-3)
   assert any(o.op is OptOps.UPCAST for o in seen[-1])  # the float16 rows times x * n: two rows a lane
 
 
@@ -356,7 +358,7 @@ def test_beam_candidates_with_group_compile(gpu):
   (si,) = Tensor.empty(16, 512).sum(1).schedule()
   cands = [c for c in search.extend([search.Candidate([], si.ast)], 1, set(), 64, has_local=True) if c.opts[0].op is OptOps.GROUP]
   assert cands
-  for c in cands: assert search.compile_candidate(si.ast, gpu, c.opts).spec is not None, c.opts
+  for c in cands: assert timing.compile_candidate(gpu, si.ast, c.opts).spec is not None, c.opts
   assert not any(a.op is OptOps.GROUP for a in search.actions(si.ast, [], 1, has_local=False))
 
 

@@ -1,10 +1,10 @@
-"""engine/offload.py: calls run in the compile worker process with COMPILE_WORKER=1 (results and exceptions come back), and
+"""tinygrad/workers.py (offload): calls run in the compile worker process with COMPILE_WORKER=1 (results and exceptions come back), and
 in this process when the setting is off or the call doesn't pickle."""
 import operator
 import os
 
 import pytest
-from tinygrad.engine import offload
+from tinygrad import workers as offload
 from tinygrad.helpers import Context
 
 

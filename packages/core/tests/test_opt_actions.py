@@ -8,11 +8,14 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-import tinygrad.codegen.search as search
+import tinygrad.engine.search as search
+import tinygrad.engine.timing as timing
 import tinygrad.helpers as helpers
+import tinygrad.workers as workers
 from tinygrad import Device, Tensor
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, hand_coded_opts, ranges_of
-from tinygrad.codegen.program import get_program
+from tinygrad.codegen.heuristics import hand_coded_opts
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, ranges_of
+from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
 from tinygrad.jit import TinyJit
@@ -62,7 +65,7 @@ def kernel_asts(name: str) -> list[UOp]:
 def run_with(name: str, monkeypatch: pytest.MonkeyPatch, opts_for: dict[UOp, list[Opt]]) -> np.ndarray:
   """The program on the session device, each kernel compiled with the opts given for its AST (none otherwise)."""
   # (the PYTHON reference runs the same ASTs under NOOPT: it stays unoptimized)
-  monkeypatch.setattr(search, "choose_opts", lambda ast, renderer: [] if helpers.NOOPT else opts_for.get(ast, []))
+  monkeypatch.setattr(search, "choose_opts", lambda ast, renderer, beam: [] if helpers.NOOPT else opts_for.get(ast, []))
   monkeypatch.setattr(realize, "_runner_cache", {})  # compile afresh: the cache doesn't know about the patched choice
   return PROGRAMS[name](*[Tensor(x) for x in inputs(name)]).numpy()
 
@@ -252,7 +255,7 @@ def test_actions_are_all_valid_and_bounded():
 def test_program_spec_carries_opts():
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
   with Context(NOOPT=1): assert get_program(ast, renderer).opts == []
-  with Context(NOOPT=0, BEAM=0): assert get_program(ast, renderer).opts == search.choose_opts(ast, renderer)
+  with Context(NOOPT=0, BEAM=0): assert get_program(ast, renderer).opts == search.choose_opts(ast, renderer, 0) == default_opts(ast, renderer)
   opts = [Opt(OptOps.UPCAST, axis_of(ast, "global"), 2), Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 4)]
   assert get_program(ast, renderer, opts).opts == opts
 
@@ -292,15 +295,15 @@ def test_beam_cache_is_used_on_the_second_run(temp_cache, search_calls: list[UOp
   if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
   monkeypatch.setattr(search, "MAX_COPIES", 8)  # a short search
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
-  with Context(BEAM=1, PARALLEL=0):
-    first = get_program(ast, renderer)
+  with Context(PARALLEL=0):
+    first = get_program(ast, renderer, search.choose_opts(ast, renderer, 1))
     assert search_calls == [ast]
-    second = get_program(ast, renderer)
+    second = get_program(ast, renderer, search.choose_opts(ast, renderer, 1))
   assert search_calls == [ast], "the second compile must come from the cache"
   assert first.opts == second.opts and first.src == second.src
   assert helpers.diskcache_get(search.CACHE_TABLE, search.cache_key(ast, renderer, 1)) is not None
   # another beam width is another search
-  with Context(BEAM=2, PARALLEL=0): get_program(ast, renderer)
+  with Context(PARALLEL=0): search.choose_opts(ast, renderer, 2)
   assert len(search_calls) == 2
 
 
@@ -318,34 +321,34 @@ def test_beam_with_compile_workers(temp_cache, search_calls: list[UOp], monkeypa
   if Device.DEFAULT.startswith("NULL"): pytest.skip("BEAM times kernels")
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
   cands = search.extend([search.Candidate([], ast)], renderer.threads, set(), 8)
-  with Context(PARALLEL=2): built = search.compile_all(ast, renderer, cands)
-  with Context(PARALLEL=0): local = search.compile_all(ast, renderer, cands)
+  with Context(PARALLEL=2): built = timing.compile_all(ast, renderer, [c.opts for c in cands])
+  with Context(PARALLEL=0): local = timing.compile_all(ast, renderer, [c.opts for c in cands])
   assert [b.error for b in built] == [""] * len(cands)
   # the same programs (the PYTHON renderer's payload is a pickle, whose bytes may differ: compare its listing)
   def text(src: str) -> list[str]: return [ln for ln in src.splitlines() if not ln.startswith("PYTHONv")]
   assert [text(b.spec.src) for b in built] == [text(b.spec.src) for b in local]  # type: ignore[union-attr]
   assert [b.spec.opts for b in built] == [c.opts for c in cands]  # type: ignore[union-attr]
-  bench = search.Bench(ast, Device[renderer.device])
+  bench = timing.Bench(ast, Device[renderer.device])
   assert all(bench.time(b) >= 0 for b in built)
 
 
 def test_compile_falls_back_when_workers_cannot_start(monkeypatch: pytest.MonkeyPatch):
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
   cands = search.extend([search.Candidate([], ast)], renderer.threads, set(), 4)
-  monkeypatch.setattr(search, "WORKER_ARGS", ["-c", "import sys; sys.exit(3)"])  # workers that die at once
-  monkeypatch.setattr(search, "_pool", None)
-  monkeypatch.setattr(search, "_pool_broken", False)
-  with Context(PARALLEL=2): built = search.compile_all(ast, renderer, cands)
-  assert search._pool_broken and all(b.spec is not None for b in built), [b.error for b in built]
+  monkeypatch.setattr(workers, "WORKER_ARGS", ["-c", "import sys; sys.exit(3)"])  # workers that die at once
+  monkeypatch.setattr(timing, "_pool", None)
+  monkeypatch.setattr(timing, "_pool_broken", False)
+  with Context(PARALLEL=2): built = timing.compile_all(ast, renderer, [c.opts for c in cands])
+  assert timing._pool_broken and all(b.spec is not None for b in built), [b.error for b in built]
 
 
 def test_failed_candidates_are_skipped(monkeypatch: pytest.MonkeyPatch):
   ast, renderer = matmul_ast(), Device.renderer(Device.DEFAULT)
-  bad = search.compile_candidate(ast, renderer, [Opt(OptOps.UPCAST, 99, 2)])
+  bad = timing.compile_candidate(renderer, ast, [Opt(OptOps.UPCAST, 99, 2)])
   assert bad.spec is None and "KernelOptError" in bad.error
   def broken(src: str) -> bytes: raise RuntimeError("compiler says no")
   monkeypatch.setattr(renderer.compiler, "compile", broken)
-  assert "compiler says no" in search.compile_candidate(ast, renderer, []).error
+  assert "compiler says no" in timing.compile_candidate(renderer, ast, []).error
 
 
 def test_jitbeam_applies_only_while_capturing(temp_cache, search_calls: list[UOp], monkeypatch: pytest.MonkeyPatch):
@@ -365,4 +368,4 @@ def test_jitbeam_applies_only_while_capturing(temp_cache, search_calls: list[UOp
     n = len(search_calls)
     np.testing.assert_allclose(f(x).numpy(), (np.arange(48).reshape(6, 8) * 3).sum(1))
     assert len(search_calls) == n, "replay compiles nothing"
-  with Context(JITBEAM=0, BEAM=0): assert search.beam_width() == 0
+  with Context(JITBEAM=0, BEAM=0): assert realize.beam_width() == 0

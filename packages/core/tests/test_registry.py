@@ -69,12 +69,13 @@ def test_context_dev_python_and_restore():
 
 @pytest.mark.compile_only
 def test_dev_unset_picks_best_available():
-  """With DEV unset the first usable device in DEFAULT_ORDER wins (a GPU where one works, else CPU, else PYTHON)."""
-  from tinygrad.device.registry import DEFAULT_ORDER
-  usable = [d for d in DEFAULT_ORDER if d in registry.devices and registry.devices[d].available() is None]
+  """With DEV unset the usable device of lowest DeviceSpec.default_rank wins (a GPU where one works, else CPU, else PYTHON)."""
+  order = [name for _, name in sorted((s.default_rank, name) for name, s in registry.devices.items() if s.default_rank is not None)]
+  assert order[-1] == "PYTHON" and (order[-2] == "CPU" if HAS_CPU else True)
+  usable = [d for d in order if registry.devices[d].available() is None]
   with Context(DEV=""):
-    assert Device.DEFAULT == (usable[0] if usable else "PYTHON")
-    if not any(d in usable for d in DEFAULT_ORDER[:DEFAULT_ORDER.index("CPU")]):  # no GPU here: the CPU plugin decides
+    assert Device.DEFAULT == usable[0]
+    if not any(d in usable for d in order[:order.index("CPU") if "CPU" in order else -1]):  # no GPU here: the CPU plugin decides
       assert Device.DEFAULT == ("CPU" if HAS_CPU and registry.devices["CPU"].available() is None else "PYTHON")
 
 

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from conftest import is_null_device
 from tinygrad import Device, Tensor, dtypes
+from tinygrad.frontend.disk import disk_file, disk_view
 from tinygrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save, torch_load
-from tinygrad.runtime.disk import DiskFile, disk_file, disk_view
+from tinygrad.runtime.disk import DiskFile
 
 pytestmark = pytest.mark.skipif(is_null_device(), reason="the NULL device has no data to read back")
 

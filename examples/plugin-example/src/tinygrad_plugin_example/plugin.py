@@ -11,10 +11,21 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
-from tinygrad.device.plugin import Allocator, Compiled, CompileError, Compiler, CStyleRenderer, DeviceSpec, RendererSpec, Target, hookimpl
+from tinygrad.device.plugin import (
+  Allocator,
+  Compiled,
+  CompileError,
+  Compiler,
+  CStyleRenderer,
+  DeviceSpec,
+  RegisterDevice,
+  RegisterRenderer,
+  RendererSpec,
+  Target,
+  hookimpl,
+)
 
 
 def _cc() -> list[str] | None:
@@ -79,11 +90,11 @@ def _available() -> str | None: return None if _cc() else "no C compiler found (
 
 
 @hookimpl
-def register_devices(register: Callable[..., None]) -> None:
+def register_devices(register: RegisterDevice) -> None:
   register(DeviceSpec("EXAMPLE", {"": open_example}, available=_available, package="tinygrad-plugin-example"))
 
 
 @hookimpl
-def register_renderers(register: Callable[..., None]) -> None:
+def register_renderers(register: RegisterRenderer) -> None:
   register(RendererSpec(device="EXAMPLE", name="C", make=ExampleRenderer, default=True, available=_available,
                         package="tinygrad-plugin-example"))

@@ -18,10 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from tinygrad.device.devstring import Target
-from tinygrad.dtype import DType, dtypes
-from tinygrad.renderer import CompileError, Compiler, UnsupportedDTypeError
-from tinygrad.renderer.cstyle import CStyleRenderer
+from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Target, UnsupportedDTypeError, dtypes
 
 from tinygrad_backend_cpu.threadpool import cpu_threads
 

@@ -25,11 +25,22 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.device.devstring import Target
-from tinygrad.dtype import DType, PtrDType, dtypes, truncate
-from tinygrad.helpers import diskcache_get, diskcache_put
-from tinygrad.renderer import CompileError, Compiler, Renderer, UnsupportedDTypeError
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.device.plugin import (
+  CompileError,
+  Compiler,
+  DType,
+  Ops,
+  PtrDType,
+  Renderer,
+  Target,
+  UnsupportedDTypeError,
+  UOp,
+  diskcache_get,
+  diskcache_put,
+  dtypes,
+  offload,
+  truncate,
+)
 
 from tinygrad_backend_cpu.threadpool import cpu_threads
 
@@ -97,7 +108,6 @@ def host_info() -> HostInfo:
   if sig is not None:
     key = hashlib.sha256(f"{platform.machine()}\n{importlib.metadata.version('llvmlite')}\n{sig}".encode()).hexdigest()
     if isinstance(hit := diskcache_get("cpu_llvm_host", key), HostInfo): return hit
-  from tinygrad.engine.offload import offload  # COMPILE_WORKER=1: LLVM is loaded by the compile worker, not here
   info = offload(_detect_host)
   return diskcache_put("cpu_llvm_host", key, info) if key is not None else info
 
@@ -265,7 +275,6 @@ class LLVMRenderer(Renderer):
   threads = cpu_threads()
   device = "CPU"
   name = "LLVM"
-  native_ops = NATIVE_OPS
   supported_dtypes = frozenset(set(_REG_TYPE) | {dtypes.void})
 
   def __init__(self, target: Target | None = None):

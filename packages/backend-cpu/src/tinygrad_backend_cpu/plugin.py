@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
-from tinygrad.device.plugin import DeviceSpec, RendererSpec, Target, hookimpl
+from tinygrad.device.plugin import DeviceSpec, RegisterDevice, RegisterRenderer, RendererSpec, Target, hookimpl
 
 PACKAGE = "tinygrad-backend-cpu"
 
@@ -38,12 +37,13 @@ def _host_arch() -> str: return "native"  # the CPU this runs on; both renderers
 
 
 @hookimpl
-def register_devices(register: Callable[..., None]) -> None:
-  register(DeviceSpec("CPU", {"": _open_cpu}, count=lambda: os.cpu_count() or 1, package=PACKAGE))
+def register_devices(register: RegisterDevice) -> None:
+  # the default device where no GPU backend has a working device (GPU backends rank below 100)
+  register(DeviceSpec("CPU", {"": _open_cpu}, count=lambda: os.cpu_count() or 1, package=PACKAGE, default_rank=100))
 
 
 @hookimpl
-def register_renderers(register: Callable[..., None]) -> None:
+def register_renderers(register: RegisterRenderer) -> None:
   # LLVM is the default: it needs nothing but the llvmlite wheel
   register(RendererSpec(device="CPU", name="LLVM", make=_make_llvm, default=True, archs=("*",), default_arch=_host_arch,
                         available=_llvm_available, package=PACKAGE))

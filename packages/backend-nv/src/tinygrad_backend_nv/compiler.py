@@ -12,7 +12,7 @@ import functools
 import os
 import re
 
-from tinygrad.renderer import CompileError, Compiler
+from tinygrad.device.plugin import CompileError, Compiler
 
 # archs both renderers accept; sm_90a is sm_90 with the arch-specific (wgmma, setmaxnreg) instructions
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")

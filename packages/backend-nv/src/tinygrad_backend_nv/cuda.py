@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.devstring import Target
-from tinygrad.device.plugin import TensorCore
-from tinygrad.dtype import DType, PtrDType, dtypes
-from tinygrad.renderer.cstyle import CStyleRenderer
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
 
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, NVRTCCompiler, arch_number
 
@@ -132,7 +128,7 @@ class CUDARenderer(CStyleRenderer):
   def render_wmma(self, u: UOp, operands: list[str]) -> str: return f"tg_{u.arg[0]}({', '.join(operands)})"
 
   def render_collective_load(self, u: UOp, ptr: str) -> str:
-    if u.arg[0] != "ldmatrix": return super().render_collective_load(u, ptr)
+    if u.arg[0] != "matrix": return super().render_collective_load(u, ptr)
     return f"tg_ldsm_x{u.arg[1]}{'_t' if u.arg[2] else ''}_{self.render_dtype(u.dtype.scalar())}({ptr})"
 
   def __init__(self, target: Target | None = None):

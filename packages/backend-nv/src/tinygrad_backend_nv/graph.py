@@ -18,8 +18,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from tinygrad.device.plugin import KernelLaunch
-from tinygrad.helpers import getenv
+from tinygrad.device.plugin import KernelLaunch, getenv
 
 from tinygrad_backend_nv.runtime import CUDAProgram, _Context, _use, check, cu
 

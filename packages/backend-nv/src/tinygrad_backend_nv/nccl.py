@@ -15,8 +15,7 @@ import os
 import sys
 from typing import Any
 
-from tinygrad.device.plugin import Buffer, CommInit, Communicator
-from tinygrad.dtype import DType, dtypes
+from tinygrad.device.plugin import Buffer, CommInit, Communicator, DType, dtypes
 
 INSTALL_HINT = "pip install 'tinygrad-backend-nv[nccl]' (the nvidia-nccl-cu13 wheel), or set TINYGRAD_NCCL_LIB=/path/to/libnccl.so.2"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RendererSpec, Target, hookimpl
+from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RegisterDevice, RegisterRenderer, RegisterTensorCores, RendererSpec, Target, hookimpl
 
 from tinygrad_backend_nv.compiler import ARCHS, DEFAULT_ARCH
 
@@ -58,13 +58,13 @@ def _nvrtc_available() -> str | None:
 
 
 @hookimpl
-def register_devices(register: Callable[..., None]) -> None:
-  for kind in DEVICES:
-    register(DeviceSpec(kind, {"": _opener(kind)}, count=_count, available=_available, package=PACKAGE))
+def register_devices(register: RegisterDevice) -> None:
+  for rank, kind in enumerate(DEVICES):  # a working GPU is the default device (before any CPU)
+    register(DeviceSpec(kind, {"": _opener(kind)}, count=_count, available=_available, package=PACKAGE, default_rank=rank))
 
 
 @hookimpl
-def register_renderers(register: Callable[..., None]) -> None:
+def register_renderers(register: RegisterRenderer) -> None:
   for kind in DEVICES:
     register(RendererSpec(device=kind, name="CUDA", make=_make_cuda, default=True, archs=ARCHS, default_arch=_default_arch,
                           available=_nvrtc_available, package=PACKAGE))
@@ -72,7 +72,7 @@ def register_renderers(register: Callable[..., None]) -> None:
 
 
 @hookimpl
-def register_tensor_cores(register: Callable[..., None]) -> None:
+def register_tensor_cores(register: RegisterTensorCores) -> None:
   from tinygrad_backend_nv.tensor_cores import SPECS
   for pattern, make in SPECS.items(): register(pattern, make())
 

@@ -16,7 +16,7 @@ Scalar code with one virtual register per value (ptxas allocates the real ones).
 - DEFINE_REG arrays indexed only by constants become plain registers; others live in .local memory.
 - Tensor-core programs (core's codegen/tensor_core.py): DEFINE_LOCAL is a .shared array (half/bf16 as raw 16 bits),
   BARRIER is bar.sync (after cp.async.commit_group/wait_group on sm_80+), WMMA is mma.sync, a LOAD with arg
-  ("ldmatrix", n, trans) is ldmatrix, a STORE with arg "async" is cp.async. Vectors (fragments, accumulators, 16-byte
+  ("matrix", n, trans) is ldmatrix, a STORE with arg "async" is cp.async. Vectors (fragments, accumulators, 16-byte
   copies) are lists of registers: float32 elements one .f32 each, half/bf16 elements packed two to a .b32, the form
   ldmatrix and mma.sync use.
 """
@@ -29,10 +29,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, getcontext
 from fractions import Fraction
 
-from tinygrad.device.devstring import Target
-from tinygrad.dtype import DType, PtrDType, dtypes, truncate
-from tinygrad.renderer import Renderer, UnsupportedDTypeError
-from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.device.plugin import DType, GroupOp, Ops, PtrDType, Renderer, Target, UnsupportedDTypeError, UOp, dtypes, truncate
 
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, PTXCompiler, arch_number
 
@@ -138,7 +135,6 @@ class PTXRenderer(Renderer):
   has_shared = False
   local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
   global_max = (2 ** 31 - 1, 65535, 65535)
-  native_ops = NATIVE_OPS
   supported_dtypes = frozenset(set(ITYPE) | {dtypes.void})
   reg_vectors = False  # register arrays hold f32 accumulators only: tensor-core fragments aren't carried across iterations
   compiler: PTXCompiler
@@ -438,8 +434,8 @@ class _Kernel:
       for d, x in zip(out, a.vregs): self.emit(f"mov.f32 {d}, {x}")
       return
     regs = self.vecs[u] = self._vregs(u.dtype)
-    if u.arg is not None:  # ("ldmatrix", matrices, trans)
-      if u.arg[0] != "ldmatrix" or a.space != "shared": raise NotImplementedError(f"PTX: collective load {u.arg!r} from {a.space}")
+    if u.arg is not None:  # ("matrix", matrices, trans): ldmatrix
+      if u.arg[0] != "matrix" or a.space != "shared": raise NotImplementedError(f"PTX: collective load {u.arg!r} from {a.space}")
       self.emit(f"ldmatrix.sync.aligned.m8n8.x{u.arg[1]}{'.trans' if u.arg[2] else ''}.shared.b16 {{{', '.join(regs)}}}, [{a.reg}]")
       return
     vec = f".v{len(regs)}" if len(regs) > 1 else ""

@@ -9,12 +9,37 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
+from dataclasses import replace
 
-from tinygrad.device.plugin import TensorCore
-from tinygrad.dtype import DType, dtypes
+from tinygrad.device.plugin import DType, TensorCore, TileConfig, dtypes
 
 Layout = tuple[tuple[tuple[int, int], ...], ...]
-WARP = 32
+WARP = 32  # mma.sync is one warp's instruction: its 32 lanes hold the fragments
+
+# How core's tensor-core lowering tiles a matmul here. Indexed by Opt(TC, _, amount): append only (BEAM caches name them).
+TILE_CONFIGS: tuple[TileConfig, ...] = (
+  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64, 2 blocks per SM: the fastest within 48 KB of shared memory
+  TileConfig(128, 128, 32, 2, 4),
+  TileConfig(128, 256, 16, 2, 4),
+  TileConfig(64, 64, 32, 2, 2),
+  TileConfig(32, 32, 32, 2, 2),
+  TileConfig(32, 16, 16, 2, 1),
+  TileConfig(16, 8, 16, 1, 1),
+  TileConfig(16, 8, 8, 1, 1),
+  TileConfig(16, 8, 32, 1, 1),
+  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64 (2 stages in 48 KB, more where the renderer has more shared memory)
+  TileConfig(256, 128, 32, 4, 2),
+  # the big tiles below need more than 48 KB of shared memory (renderer.shared_max: CUDA's dynamic shared memory)
+  TileConfig(128, 256, 64, 2, 4, 3),  # 8 warps of 64x64, 144 KB: the fastest on the H200
+  TileConfig(256, 128, 64, 4, 2, 3),
+  TileConfig(128, 128, 64, 2, 2, 4),
+  TileConfig(128, 256, 32, 2, 4, 3),
+  TileConfig(256, 128, 32, 4, 2, 3),
+)
+# the order the heuristic tries them in (the first that fits and leaves enough blocks wins): fastest measured first
+# (H200, 8192 fp16/bf16, bench/README.md: 11 at 0.62x/0.58x of cuBLAS, 0 at 0.58x/0.54x; renderers without dynamic shared
+# memory, like PTX's, or sm_86's 99 KB, don't fit 11 and take 0)
+TILE_ORDER: tuple[int, ...] = (11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15)
 
 
 def _layout(n: int, fn: Callable[[int, int, int], tuple[int, int]]) -> Layout:
@@ -44,24 +69,27 @@ B_M16N8K32_F8 = _layout(8, lambda g, t, i: (4 * t + (i & 3) + 16 * (i >> 2), g))
 _PTX_TYPE = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.float32: "tf32", dtypes.fp8e4m3: "e4m3", dtypes.fp8e5m2: "e5m2"}
 
 
-def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, **extra: object) -> TensorCore:
+def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, async_copy: bool = False, **extra: object) -> TensorCore:
+  """An mma.sync spec. Fragments of 16-bit operands load with ldmatrix (matrix_load); sm_80+ copies global -> shared
+  with cp.async (async_copy), waited for at the next barrier."""
   m, n, k = dims
   tin = _PTX_TYPE[dtype_in]
   # tf32 operands live in f32 registers: the f32 dtype stands for them (the instruction reads the top 19 bits)
   instr = f"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{tin}.{tin}.f32"
   regs = {"a": len(a[0]) * dtype_in.itemsize // 4, "b": len(b[0]) * dtype_in.itemsize // 4, "c": 4}
   return TensorCore(dims=dims, dtype_in=dtype_in, dtype_out=dtypes.float32, threads=WARP, a_layout=a, b_layout=b, c_layout=C_M16N8,
-                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, "ldmatrix": True, **extra})
+                    name=f"mma_m{m}n{n}k{k}_{tin}_f32", extra={"ptx": instr, "regs_b32": regs, **extra}, matrix_load=True,
+                    async_copy=async_copy, tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER)
 
 
 def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N8K8_F16, B_M16N8K8_F16, min_arch=75)]
 
 
 def _sm80() -> list[TensorCore]:
-  # cp_async: sm_80+ copies global -> shared asynchronously (cp.async), waited for at the next barrier
-  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80, cp_async=True),
-          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80, cp_async=True),
-          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", cp_async=True)]
+  # sm_80+ copies global -> shared asynchronously (cp.async)
+  return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80, async_copy=True),
+          _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80, async_copy=True),
+          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", async_copy=True)]
 
 
 def _sm89() -> list[TensorCore]:
@@ -75,8 +103,7 @@ _WGMMA = ("sm_90 also has warpgroup MMA: wgmma.mma_async.sync.aligned.m64nNk16.f
 
 
 def _sm90() -> list[TensorCore]:
-  return [TensorCore(tc.dims, tc.dtype_in, tc.dtype_out, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.name,
-                     {**tc.extra, "wgmma": _WGMMA}) for tc in _sm89()]
+  return [replace(tc, extra={**tc.extra, "wgmma": _WGMMA}) for tc in _sm89()]
 
 
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores

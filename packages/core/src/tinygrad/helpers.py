@@ -90,7 +90,7 @@ DEV = ContextVar("DEV", "")                  # the DEV string: which device, ren
 VERIFY = ContextVar("VERIFY", 0)             # check UOp graphs after every pipeline stage
 CACHELEVEL = ContextVar("CACHELEVEL", 2)     # 0 disables the on-disk compile cache
 NOOPT = ContextVar("NOOPT", 0)               # skip kernel optimizations
-BEAM = ContextVar("BEAM", 0)                 # BEAM search width for every kernel (codegen/search.py); 0: heuristics
+BEAM = ContextVar("BEAM", 0)                 # BEAM search width for every kernel (engine/search.py); 0: heuristics
 JITBEAM = ContextVar("JITBEAM", 0)           # BEAM search width for kernels captured by a TinyJit only
 TRACK_MATCH_STATS = ContextVar("TRACK_MATCH_STATS", 0)
 

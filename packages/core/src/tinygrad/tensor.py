@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
-from tinygrad.engine.realize import buffer_of, run_schedule
+from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
 from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.movement import MovementMixin
@@ -134,7 +134,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     # assign to one would change the other
     roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY) else _unique_contiguous(t.uop) for t in owners]
     if not roots: return
-    items, becomes = create_schedule(roots)
+    items, becomes = create_schedule(roots, split_policy())
     run_schedule(items)
     mark_applied(becomes)
     for t, root in zip(owners, roots):
@@ -152,7 +152,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     """The kernels and copies that realizing these tensors would run (not run)."""
     if any(has_multi(t.uop) for t in (self, *others)): return multi_schedule((self, *others))  # sharded tensors: see multi.py
     roots = [t.uop for t in (self, *others) if not is_buffer_view(t.uop)]
-    return create_schedule(roots)[0] if roots else []
+    return create_schedule(roots, split_policy())[0] if roots else []
 
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it

@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
+from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
-from tinygrad.codegen.tensor_core import lower_tensor_core
+from tinygrad.codegen.tensor_core import lower_tensor_core, tc_opts
 from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import vectorize_memory
-from tinygrad.helpers import DEBUG, VERIFY, prod
+from tinygrad.helpers import DEBUG, NOOPT, VERIFY, prod
 from tinygrad.renderer import Renderer
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.rewrite import graph_rewrite
@@ -62,18 +63,20 @@ def lower_kernel(ast: UOp, renderer: Renderer) -> list[UOp]:
   return lower_kernel_with_dims(ast, renderer)[0]
 
 
-def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-  """NOOPT: none; BEAM/JITBEAM: searched on the device (cached on disk); else the hand-coded heuristics."""
-  from tinygrad.codegen.search import choose_opts as choose  # lazy: the search compiles its candidates through this module
-  return choose(ast, renderer)
+def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+  """NOOPT: none; a matmul on tensor cores (codegen/tensor_core.py); else the hand-coded heuristics. (A BEAM search,
+  which times candidates on the device, is the engine's: engine/search.py; its result comes here as `opts`.)"""
+  if NOOPT: return []
+  if (tc := tc_opts(ast, renderer)) is not None: return tc
+  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local)
 
 
 def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> tuple[list[UOp], tuple, tuple]:
   """The linearized program and its launch dims (global_size, local_size; entries may be symbolic).
-  `opts` None: chosen by `choose_opts`."""
+  `opts` None: `default_opts`."""
   if VERIFY: verify_kernel(ast, "kernel AST")
   global_size, local_size = (1, 1, 1), (1, 1, 1)
-  if opts is None: opts = choose_opts(ast, renderer)
+  if opts is None: opts = default_opts(ast, renderer)
   ast = apply_opts(ast, opts)
   if VERIFY: verify_kernel(ast, "optimizations")
   if (tc := next((o for o in opts if o.op is OptOps.TC), None)) is not None:
@@ -128,7 +131,7 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
 
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
   name = kernel_name(ast)
-  if opts is None: opts = choose_opts(ast, renderer)
+  if opts is None: opts = default_opts(ast, renderer)
   uops, global_size, local_size = lower_kernel_with_dims(ast, renderer, opts)
   src = renderer.render(name, uops)
   if DEBUG >= 4: print(src)

@@ -28,11 +28,15 @@ memory. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no pad
 bytes per row, so the rows one instruction touches fall into different banks.
 
 The layout tables are fit as affine functions of groupID = lane >> 2 and threadID = lane & 3 (asserted over all
-lanes), so the same code serves every spec whose layout has that form. Tile parameters are `CONFIGS[amount]` of an
-`Opt(OptOps.TC, tc_index, amount)`, so heuristics, BEAM and its cache can name and replay them.
+lanes), so the same code serves every spec whose layout has that form. Vendor knowledge comes in as typed fields of
+the `TensorCore` (renderer/__init__.py) that a backend registers: `threads` (lanes per instruction: a warp), `matrix_load`
+and `async_copy` (which load/copy instructions the target offers), and its tile configs with the order the heuristic
+tries them in. Tile parameters are `tc.tile_configs[amount]` of an `Opt(OptOps.TC, tc_index, amount)`, so heuristics,
+BEAM and its cache can name and replay them.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,14 +47,13 @@ from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
 
 if TYPE_CHECKING:
-  from tinygrad.device.plugin import TensorCore
-  from tinygrad.renderer import Renderer
+  from tinygrad.renderer import Renderer, TensorCore, TileConfig
 
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
-TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force CONFIGS[TC_CONFIG] (for experiments)
-LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where ldmatrix fits
-ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the arch copies async
+TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force the tensor core's tile_configs[TC_CONFIG] (for experiments)
+LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where the spec's matrix_load fits
+ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
@@ -62,46 +65,6 @@ def tc_setting() -> tuple[int, ...]:
 
 
 class TensorCoreError(ValueError): pass
-
-
-@dataclass(frozen=True)
-class TileConfig:
-  bm: int        # block tile rows (M)
-  bn: int        # block tile columns (N)
-  bk: int        # K per shared-memory tile
-  warps_m: int   # warps along M
-  warps_n: int   # warps along N
-  stages: int = 0  # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
-
-  @property
-  def warps(self) -> int: return self.warps_m * self.warps_n
-
-
-# indexed by Opt(TC, _, amount) (append only: BEAM caches name them); HEURISTIC_ORDER says which the heuristic tries first
-CONFIGS: tuple[TileConfig, ...] = (
-  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64, 2 blocks per SM: the fastest within 48 KB of shared memory
-  TileConfig(128, 128, 32, 2, 4),
-  TileConfig(128, 256, 16, 2, 4),
-  TileConfig(64, 64, 32, 2, 2),
-  TileConfig(32, 32, 32, 2, 2),
-  TileConfig(32, 16, 16, 2, 1),
-  TileConfig(16, 8, 16, 1, 1),
-  TileConfig(16, 8, 8, 1, 1),
-  TileConfig(16, 8, 32, 1, 1),
-  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64 (2 stages in 48 KB, more where the renderer has more shared memory)
-  TileConfig(256, 128, 32, 4, 2),
-  # the big tiles below need more than 48 KB of shared memory (renderer.shared_max: CUDA's dynamic shared memory)
-  TileConfig(128, 256, 64, 2, 4, 3),  # 8 warps of 64x64, 144 KB: the fastest on the H200
-  TileConfig(256, 128, 64, 4, 2, 3),
-  TileConfig(128, 128, 64, 2, 2, 4),
-  TileConfig(128, 256, 32, 2, 4, 3),
-  TileConfig(256, 128, 32, 4, 2, 3),
-)
-# the order the heuristic tries them in (the first that fits and leaves enough blocks wins): fastest measured first
-# (H200, 8192 fp16/bf16, bench/README.md: 11 at 0.62x/0.58x of cuBLAS, 0 at 0.58x/0.54x; renderers without dynamic shared
-# memory, like PTX's, or sm_86's 99 KB, don't fit 11 and take 0)
-HEURISTIC_ORDER: tuple[int, ...] = (11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15)
-WARP = 32
 
 
 @dataclass(frozen=True)
@@ -183,11 +146,20 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   """Indices into renderer.tensor_cores whose instruction computes this matmul."""
   out = []
   for n, tc in enumerate(renderer.tensor_cores):
-    if tc.dtype_in != m.dtype_in or tc.threads != WARP or not dtypes.is_float(tc.dtype_out): continue
+    if tc.dtype_in != m.dtype_in or not dtypes.is_float(tc.dtype_out) or not tc.tile_configs or not _lanes_fit(tc): continue
     if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
     if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32): continue  # fp8 operands need fp8 loads/casts: later
     out.append(n)
   return out
+
+
+@functools.cache
+def _lanes_fit(tc: TensorCore) -> bool:
+  """The lowering builds fragments from layouts affine in (lane >> 2, lane & 3), one layout row per lane."""
+  if any(len(layout) != tc.threads for layout in (tc.a_layout, tc.b_layout, tc.c_layout)): return False
+  try: [_fit_layout(layout, which) for layout in (tc.a_layout, tc.b_layout, tc.c_layout) for which in (0, 1)]
+  except TensorCoreError: return False
+  return True
 
 
 def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, shared_max: int) -> bool:
@@ -195,17 +167,17 @@ def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, shared_max: int
   M, N, K = m.mnk
   if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
   if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
-  threads = cfg.warps * WARP
+  threads = cfg.warps * tc.threads
   stages = max(2, cfg.stages)
   return cfg.bm * cfg.bk % threads == 0 and cfg.bk * cfg.bn % threads == 0 and stages * _stage_bytes(cfg, tc, m.dtype_in) <= shared_max
 
 
-def _uses_ldmatrix(tc: TensorCore, din: DType) -> bool: return bool(tc.extra.get("ldmatrix")) and LDMATRIX.value != 0 and din.itemsize == 2
+def _uses_matrix_load(tc: TensorCore, din: DType) -> bool: return tc.matrix_load and LDMATRIX.value != 0 and din.itemsize == 2
 
 
 def _stage_bytes(cfg: TileConfig, tc: TensorCore, din: DType) -> int:
   """Shared memory for one A tile and one B tile: swizzled (no padding) with ldmatrix, else one 16-byte pad per row."""
-  pad = 0 if _uses_ldmatrix(tc, din) else 16 // din.itemsize
+  pad = 0 if _uses_matrix_load(tc, din) else 16 // din.itemsize
   def tile(outer: int) -> int: return max(outer * (cfg.bk + pad), cfg.bk * (outer + pad))  # rows along k or along outer
   return (tile(cfg.bm) + tile(cfg.bn)) * din.itemsize
 
@@ -216,14 +188,15 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
   if not TC or not renderer.tensor_cores or (m := match_matmul(ast)) is None: return None
   for n in usable_tensor_cores(renderer, m):
     tc = renderer.tensor_cores[n]
+    configs = tc.tile_configs
     if TC_CONFIG.value >= 0:
-      if config_fits(CONFIGS[TC_CONFIG.value], tc, m, renderer.shared_max): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
+      if TC_CONFIG.value < len(configs) and config_fits(configs[TC_CONFIG.value], tc, m, renderer.shared_max): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
       continue
     M, N, _ = m.mnk
-    fitting = [c for c in HEURISTIC_ORDER if config_fits(CONFIGS[c], tc, m, renderer.shared_max)]
+    fitting = [c for c in (tc.tile_order or range(len(configs))) if config_fits(configs[c], tc, m, renderer.shared_max)]
     # prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
-    blocks = {c: M // CONFIGS[c].bm * N // CONFIGS[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
-    enough = [c for c in fitting if blocks[c] >= 64 and CONFIGS[c].warps >= 4]
+    blocks = {c: M // configs[c].bm * N // configs[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
+    enough = [c for c in fitting if blocks[c] >= 64 and configs[c].warps >= 4]
     if enough or fitting: return [Opt(OptOps.TC, n, (enough or fitting)[0])]
   return None
 
@@ -296,9 +269,9 @@ def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
   return UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems))
 
 
-def _ldmatrix(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, int]]], tile: _Tile, buf_off: UOp, outer0: UOp,
+def _matrix_load(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, int]]], tile: _Tile, buf_off: UOp, outer0: UOp,
               k0: int, lane: UOp, din: DType) -> UOp | None:
-  """The fragment as one collective 8x8-matrix load (LOAD with arg ("ldmatrix", matrices, trans), NVIDIA's ldmatrix),
+  """The fragment as one collective 8x8-matrix load (LOAD with arg ("matrix", matrices, trans): NVIDIA's ldmatrix),
   when the layout is the one it delivers: register j (elements 2j, 2j+1) of every lane is (outer = c_j + groupID,
   k = c'_j + 2*threadID + {0, 1}). Each lane gives the address of one matrix row: lane l row l&7 of matrix l>>3."""
   n = len(fit)
@@ -317,7 +290,7 @@ def _ldmatrix(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, i
   kk = _c(k0 + bk[0]) + jb0 * bk[1] + jb1 * bk[2]
   trans = not tile.k_contig  # rows in memory run along outer: the matrix is read transposed
   idx = buf_off + (tile.index(o, kk + r) if trans else tile.index(o + r, kk))
-  return UOp(Ops.LOAD, din.vec(n), (UOp(Ops.INDEX, din.vec(n).ptr(smem.dtype.size, "local"), (smem, idx)),), ("ldmatrix", n // 2, trans))  # type: ignore[attr-defined]
+  return UOp(Ops.LOAD, din.vec(n), (UOp(Ops.INDEX, din.vec(n).ptr(smem.dtype.size, "local"), (smem, idx)),), ("matrix", n // 2, trans))  # type: ignore[attr-defined]
 
 
 def _same_lane_terms(x: UOp, y: UOp) -> bool:
@@ -340,21 +313,23 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   """The lowered kernel (ready for cleanup + linearize) and its (global_size, local_size)."""
   if (m := match_matmul(ast)) is None: raise TensorCoreError("TC opt on a kernel that is not a matmul this lowering handles")
   if not 0 <= tc_index < len(renderer.tensor_cores): raise TensorCoreError(f"renderer {renderer!r} has no tensor core {tc_index}")
-  if not 0 <= config < len(CONFIGS): raise TensorCoreError(f"no tile config {config}")
-  tc, cfg = renderer.tensor_cores[tc_index], CONFIGS[config]
+  tc = renderer.tensor_cores[tc_index]
+  if not 0 <= config < len(tc.tile_configs): raise TensorCoreError(f"{tc.name} has no tile config {config}")
+  cfg = tc.tile_configs[config]
   if tc_index not in usable_tensor_cores(renderer, m): raise TensorCoreError(f"{tc.name} can't compute this {m.dtype_in!r} matmul")
   if not config_fits(cfg, tc, m, renderer.shared_max): raise TensorCoreError(f"tile config {cfg} doesn't tile {m.mnk} with {tc.name}")
   M, N, K = m.mnk
   tm, tn, tk = tc.dims
-  threads = cfg.warps * WARP
+  lanes = tc.threads  # one instruction's lanes (a warp on NVIDIA)
+  threads = cfg.warps * lanes
   wtm, wtn = cfg.bm // cfg.warps_m // tm, cfg.bn // cfg.warps_n // tn  # TC tiles per warp along M and N
   din = m.dtype_in
   pad = 16 // din.itemsize  # one 16-byte pad per smem row: fragment reads of the 8 groupIDs hit different banks
 
   # thread and block indices
-  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", WARP))
+  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
   warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
-  tid = warp * WARP + lane
+  tid = warp * lanes + lane
   wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
   g, t = lane // 4, lane % 4
   bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
@@ -383,8 +358,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   nk = K // cfg.bk
 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
-  use_ldm = _uses_ldmatrix(tc, din)  # the arch's collective 8x8 load
-  use_async = bool(tc.extra.get("cp_async")) and ASYNC_COPY.value != 0
+  use_ldm = _uses_matrix_load(tc, din)  # the target's collective 8x8 load
+  use_async = tc.async_copy and ASYNC_COPY.value != 0
   chunk = 16 // din.itemsize if use_ldm else 0  # swizzled (no padding) where fragments come from ldmatrix
   a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
   b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk)
@@ -436,7 +411,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
-      if use_ldm and (ldm := _ldmatrix(a_rd, a_fit, a_tile, buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := _matrix_load(a_rd, a_fit, a_tile, buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
         a_frags.append(ldm)
         continue
       idxs = [buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
@@ -445,11 +420,11 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     for y in range(wtn):
       if len(b_frags) > y: continue  # filled by the pair load of y-1
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
-      if use_ldm and y + 1 < wtn and (ldm := _ldmatrix(b_rd, b_pair, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and y + 1 < wtn and (ldm := _matrix_load(b_rd, b_pair, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         half_n = len(b_ofit)
         b_frags += [UOp(Ops.VECTORIZE, din.vec(half_n), tuple(UOp(Ops.GEP, din, (ldm,), (h * half_n + e,)) for e in range(half_n))) for h in (0, 1)]
         continue
-      if use_ldm and (ldm := _ldmatrix(b_rd, b_ofit, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := _matrix_load(b_rd, b_ofit, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         b_frags.append(ldm)
         continue
       idxs = [buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
@@ -548,4 +523,4 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       stores.append(m.store.substitute(subst))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (N // cfg.bn, M // cfg.bm, nbatch)
-  return sink, global_size, (WARP, cfg.warps, 1)
+  return sink, global_size, (lanes, cfg.warps, 1)

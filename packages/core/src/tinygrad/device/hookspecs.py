@@ -26,9 +26,14 @@ See `tinygrad.device.plugin` for the types (DeviceSpec, RendererSpec, TensorCore
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import pluggy
+
+if TYPE_CHECKING:
+  from tinygrad.device.plugin import DeviceSpec, RendererSpec
+  from tinygrad.renderer import TensorCore
 
 PROJECT = "tinygrad"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -36,17 +41,17 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def register_devices(register: Callable[..., None]) -> None:
+def register_devices(register: Callable[[DeviceSpec], None]) -> None:
   """Register devices: `register(DeviceSpec(...))`, each with its interfaces (how to open the runtime)."""
 
 
 @hookspec
-def register_renderers(register: Callable[..., None]) -> None:
+def register_renderers(register: Callable[[RendererSpec], None]) -> None:
   """Register renderers: `register(RendererSpec(...))`, each with the device it serves, its archs and its compiler."""
 
 
 @hookspec
-def register_tensor_cores(register: Callable[..., None]) -> None:
+def register_tensor_cores(register: Callable[[str, Sequence[TensorCore]], None]) -> None:
   """Register tensor-core specs: `register(arch_pattern, [TensorCore(...), ...])`; arch_pattern is an fnmatch pattern."""
 
 

@@ -1,24 +1,40 @@
-"""Everything a backend plugin imports from core: the hook marker and the types it registers.
+"""Everything a backend plugin imports from core: the hook marker, the types it registers, and what a renderer, compiler
+and runtime are built from (the IR, dtypes, rewrite rules, base classes, the disk cache, the compile worker).
 
-A backend imports only this module (and the base classes it names) from core.
+A backend imports only this module from core (packages/core/tests/test_layers.py checks the in-tree backends and the
+example); everything else in core may change.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from tinygrad.device.collectives import CollectiveSpec, CommInit, Communicator
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
-from tinygrad.device.runtime import Allocator, Buffer, Compiled, GraphExec, KernelLaunch, Program
-from tinygrad.dtype import DType
-from tinygrad.renderer import CompileError, Compiler, Renderer
+from tinygrad.device.runtime import Allocator, Buffer, Compiled, CopiesBetween, GraphExec, HostMemory, KernelLaunch, Program, Views, ZeroedAlloc
+from tinygrad.dtype import DType, PtrDType, dtypes, truncate
+from tinygrad.helpers import ContextVar, diskcache_get, diskcache_put, getenv
+from tinygrad.renderer import CompileError, Compiler, Renderer, TensorCore, TileConfig, UnsupportedDTypeError
 from tinygrad.renderer.cstyle import CStyleRenderer
+from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.rewrite import PatternMatcher, UPat
+from tinygrad.workers import offload
 
-__all__ = ["hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "Target", "Allocator", "Compiled", "Program", "KernelLaunch", "GraphExec", "Renderer",
-           "Compiler", "CompileError", "CStyleRenderer", "OpenDevice",
-           "CollectiveSpec", "CommInit", "Communicator", "Buffer"]
+__all__ = [
+  # the hooks and what they register
+  "hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "TileConfig", "Target", "OpenDevice", "RegisterDevice", "RegisterRenderer", "RegisterTensorCores",
+  # runtime: device instances, memory (and its optional abilities), loaded kernels, device graphs
+  "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
+  # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
+  "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
+  "DType", "PtrDType", "dtypes", "truncate",
+  # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
+  "ContextVar", "getenv", "diskcache_get", "diskcache_put", "offload",
+  # collectives (process groups across processes: tinygrad.distributed) and the buffers they move
+  "CollectiveSpec", "CommInit", "Communicator", "Buffer",
+]
 
 
 class OpenDevice(Protocol):
@@ -36,6 +52,13 @@ class DeviceSpec:
   available: Callable[[], str | None] = lambda: None
   runs_kernels: bool = True  # False for NULL (compile only) and DISK (storage only)
   package: str = ""          # the distribution that provides it, for error messages
+  # with DEV unset, the available device of lowest default_rank is the default (None: never picked by default)
+  default_rank: int | None = None
+  foreign_renderers: bool = False  # compiles with every other device's renderers (NULL: compile only)
+  lends_renderers: bool = True     # its renderers serve foreign_renderers devices too (not PYTHON's interpreter)
+  # instances are named by a file path, "DISK:/tmp/w.safetensors": such a name doesn't fit the DEVICE[:N] grammar, its
+  # opener gets the path as Target.arch (index 0), and asking it for a renderer is a clear "runs no kernels" error
+  path_instances: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,20 +81,7 @@ class RendererSpec:
     return any(fnmatch.fnmatchcase(arch, pattern) for pattern in self.archs)
 
 
-@dataclass(frozen=True)
-class TensorCore:
-  """One matrix-multiply-accumulate instruction: D(MxN) = A(MxK) @ B(KxN) + C, done by `threads` lanes.
-
-  The lane layouts are data, so the PYTHON device can emulate the instruction exactly:
-  `a_layout[lane][i] = (row, k)` says which element of A lane `lane` holds in its i-th register,
-  likewise `b_layout[lane][i] = (k, col)` and `c_layout[lane][i] = (row, col)` (C and D share it).
-  """
-  dims: tuple[int, int, int]  # M, N, K
-  dtype_in: DType
-  dtype_out: DType
-  threads: int
-  a_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
-  b_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
-  c_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
-  name: str = ""
-  extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+# what each hook's `register` callback takes (device/hookspecs.py)
+RegisterDevice = Callable[[DeviceSpec], None]
+RegisterRenderer = Callable[[RendererSpec], None]
+RegisterTensorCores = Callable[[str, Sequence[TensorCore]], None]

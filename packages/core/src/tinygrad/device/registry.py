@@ -23,22 +23,6 @@ BUILTIN_PLUGIN = "tinygrad.runtime.builtin"
 # where a known backend comes from, for "not installed" errors
 KNOWN_PACKAGES = {"CPU": "tinygrad-backend-cpu", "CUDA": "tinygrad-backend-nv", "NV": "tinygrad-backend-nv",
                   "AMD": "tinygrad-backend-amd", "QCOM": "tinygrad-backend-qcom"}
-# the device used when DEV is not set: the first of these that is installed and available
-DEFAULT_ORDER = ("CUDA", "NV", "AMD", "QCOM", "CPU", "PYTHON")
-# devices that compile with any installed renderer instead of their own
-FOREIGN_RENDERER_DEVICES = ("NULL",)
-# devices whose instance name carries a file path, "DISK:/tmp/w.safetensors": such a name doesn't fit the
-# DEVICE[:N] grammar of parse_instance, so it passes through unchanged (only the device part is upper-cased),
-# its opener gets the path as Target.arch (index 0), and asking it for a renderer is a clear "runs no kernels" error
-PATH_DEVICES = ("DISK",)
-
-
-def split_path_instance(name: str) -> tuple[str, str] | None:
-  """'disk:/tmp/x.bin' -> ('DISK', '/tmp/x.bin'); None when `name` is not PATHDEVICE:path."""
-  kind, sep, path = name.partition(":")
-  return (kind.strip().upper(), path) if sep and path and kind.strip().upper() in PATH_DEVICES else None
-
-
 class DeviceNotFound(KeyError):
   def __str__(self) -> str: return str(self.args[0])
 
@@ -113,8 +97,25 @@ class Registry:
 
   def renderers_for(self, device: str) -> list[RendererSpec]:
     self.load()
-    if device.upper() in FOREIGN_RENDERER_DEVICES: return [r for r in self.renderers if r.device not in ("PYTHON",)]
+    if (spec := self.devices.get(device.upper())) is not None and spec.foreign_renderers:
+      return [r for r in self.renderers if self._lends(r.device)]
     return [r for r in self.renderers if r.device == device.upper()]
+
+  def _lends(self, device: str) -> bool: return (spec := self.devices.get(device)) is None or spec.lends_renderers
+
+  def split_path_instance(self, name: str) -> tuple[str, str] | None:
+    """'disk:/tmp/x.bin' -> ('DISK', '/tmp/x.bin'); None when `name` is not PATHDEVICE:path (DeviceSpec.path_instances)."""
+    kind, sep, path = name.partition(":")
+    if not (sep and path): return None
+    spec = self.load().devices.get(kind.strip().upper())
+    return (kind.strip().upper(), path) if spec is not None and spec.path_instances else None
+
+  def default_device(self) -> str:
+    """The available device of lowest `default_rank`."""
+    ranked = sorted((spec.default_rank, name) for name, spec in self.load().devices.items() if spec.default_rank is not None)
+    for _, name in ranked:
+      if self._device_usable(name): return name
+    raise DeviceNotFound(f"no device is available to be the default; installed: {', '.join(sorted(self.devices))}")
 
   def tensor_cores(self, arch: str) -> list[TensorCore]:
     self.load()
@@ -132,7 +133,8 @@ class Registry:
         hint = ""
         other = [r for r in self.renderers if r.name.upper() == target.renderer]
         if other:
-          compile_only = f" or NULL:{target.renderer}" if other[0].device not in ("PYTHON",) and dev.name != "NULL" else ""
+          null = [name for name, spec in self.devices.items() if spec.foreign_renderers]
+          compile_only = f" or {null[0]}:{target.renderer}" if null and self._lends(other[0].device) and dev.name not in null else ""
           hint = f"({target.renderer} renders for {other[0].device}; use DEV={other[0].device}:{target.renderer}{compile_only})"
         raise DeviceNotFound(unknown_name_error(f"renderer for {dev.name}", target.renderer, names, hint))
       candidates = named
@@ -158,7 +160,8 @@ class Registry:
       return False
 
   def _device_rank(self, device: str) -> int:
-    return DEFAULT_ORDER.index(device) if device in DEFAULT_ORDER else len(DEFAULT_ORDER)
+    spec = self.devices.get(device)
+    return spec.default_rank if spec is not None and spec.default_rank is not None else 1 << 30
 
 
 registry = Registry()
@@ -177,7 +180,7 @@ class _Device:
 
   def canonicalize(self, name: str | None) -> str:
     if name is None: return self.DEFAULT
-    if (pathdev := split_path_instance(name)) is not None: return f"{pathdev[0]}:{pathdev[1]}"
+    if (pathdev := registry.split_path_instance(name)) is not None: return f"{pathdev[0]}:{pathdev[1]}"
     dev, idx = parse_instance(name)
     return instance_name(dev, idx)
 
@@ -187,10 +190,7 @@ class _Device:
   @property
   def DEFAULT(self) -> str:
     if (targets := self.targets()): return instance_name(targets[0].device, targets[0].index or 0)
-    reg = self.registry
-    for name in DEFAULT_ORDER:
-      if name in reg.devices and reg.devices[name].available() is None: return name
-    return "PYTHON"
+    return self.registry.default_device()
 
   def target_for(self, device_kind: str) -> Target:
     """The DEV target that configures `device_kind` (its renderer and arch), or a bare one."""
@@ -201,7 +201,7 @@ class _Device:
   def __getitem__(self, name: str) -> Compiled:
     key = self.canonicalize(name)
     if key in self._opened: return self._opened[key]
-    if (pathdev := split_path_instance(key)) is not None:  # DISK:path, see PATH_DEVICES
+    if (pathdev := registry.split_path_instance(key)) is not None:  # DISK:path (DeviceSpec.path_instances)
       self._opened[key] = self.registry.device_spec(pathdev[0]).interfaces[""](0, Target(pathdev[0], arch=pathdev[1]))
       return self._opened[key]
     kind, index = parse_instance(key)
@@ -222,7 +222,7 @@ class _Device:
 
   def renderer(self, device: str) -> Renderer:
     """The renderer that compiles for a device instance under the current DEV."""
-    if split_path_instance(device) is not None:  # DISK:path, see PATH_DEVICES
+    if registry.split_path_instance(device) is not None:  # DISK:path (DeviceSpec.path_instances)
       raise RuntimeError(f"{device} only stores bytes and runs no kernels, but this computation needs a kernel there. "
                          "Move the tensor to a compute device first (t.to('CPU'), or t.to(None) for the default one), then compute on it")
     kind, _ = parse_instance(self.canonicalize(device))

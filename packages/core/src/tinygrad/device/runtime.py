@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import GlobalCounters
@@ -64,15 +64,36 @@ class Allocator:
   def copyin(self, dest: Any, src: memoryview) -> None: self._copyin(dest, src)
   def copyout(self, dest: memoryview, src: Any) -> None: self._copyout(dest, src)
 
-  # optional: alloc_zeroed(size) -> opaque   fresh memory that reads as zeros, not written (Buffer.allocate_zeroed)
-  # optional fast paths for copies between devices (engine/realize.py copy_buffer uses them when present):
-  #   as_memoryview(opaque) -> memoryview   host memory seen directly (CPU, PYTHON): no staging copy
-  #   transfer(dest, src, nbytes, src_allocator)   device to device between instances of one kind (GPU peer copies)
+  # what an allocator may also offer: the Protocols below (checked with isinstance)
 
   def _alloc(self, size: int, options: Any) -> Any: raise NotImplementedError
   def _free(self, opaque: Any, size: int, options: Any) -> None: pass
   def _copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
   def _copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
+
+
+@runtime_checkable
+class Views(Protocol):
+  """Buffers that are views of other buffers' memory (TinyJit's memory planning, disk_view)."""
+  def view(self, opaque: Any, offset: int, size: int) -> Any: ...
+
+
+@runtime_checkable
+class ZeroedAlloc(Protocol):
+  """Fresh memory that reads as zeros without being written (Buffer.allocate_zeroed: a zero fill costs no kernel)."""
+  def alloc_zeroed(self, size: int) -> Any: ...
+
+
+@runtime_checkable
+class HostMemory(Protocol):
+  """Memory the host sees directly (CPU, PYTHON): copies to and from other devices need no staging copy."""
+  def as_memoryview(self, opaque: Any) -> memoryview: ...
+
+
+@runtime_checkable
+class CopiesBetween(Protocol):
+  """Device-to-device copies between instances of one kind (GPU peer copies)."""
+  def transfer(self, dest: Any, src: Any, nbytes: int, src_allocator: Allocator) -> None: ...
 
 
 class Compiled:
@@ -122,7 +143,7 @@ class Buffer:
   def allocate_zeroed(self) -> bool:
     """Allocate memory that reads as zeros without writing it, where the allocator can (`alloc_zeroed`: e.g. fresh anonymous
     pages, which take no memory until touched). False, and nothing done, when it can't or the buffer is already allocated."""
-    if self._opaque is not None or self.base is not None or not hasattr(alloc := self._allocator(), "alloc_zeroed"): return False
+    if self._opaque is not None or self.base is not None or not isinstance(alloc := self._allocator(), ZeroedAlloc): return False
     self._opaque = alloc.alloc_zeroed(max(self.nbytes, 1))
     self._account(+1)
     return True

@@ -33,7 +33,7 @@ class _LazyBootstrap:
   def _make(self) -> Any:
     use_mpi = self.init_method == "mpi://" or (self.env.mpi and self.init_method is None and "MASTER_ADDR" not in os.environ)
     if use_mpi:
-      from tinygrad.distributed.mpi import MPIBootstrap
+      from tinygrad.runtime.mpi import MPIBootstrap
       return MPIBootstrap()
     host, port = master_address(self.init_method)
     return TCPStore(host, port, is_server=self.env.rank == 0, timeout=self.timeout)

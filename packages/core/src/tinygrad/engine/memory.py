@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tinygrad.device.registry import Device
-from tinygrad.device.runtime import Buffer
+from tinygrad.device.runtime import Buffer, Views
 from tinygrad.dtype import dtypes
+from tinygrad.engine.buffers import buffers
 
 if TYPE_CHECKING:
   from tinygrad.engine.realize import Capture, ExecItem
@@ -40,9 +41,8 @@ class _Block:
 def _reachable(items: Items, keep: set[int]) -> set[int]:
   """id()s of the buffers that something besides the captured items may use: live tensors' buffers (and their bases), the
   bases of views among the items, and `keep`."""
-  from tinygrad.engine.realize import buffers  # the Buffers behind live BUFFER nodes
   out = set(keep)
-  for b in list(buffers.values()):
+  for b in list(buffers.values()):  # the Buffers behind live BUFFER nodes
     out.add(id(b))
     if b.base is not None: out.add(id(b.base))
   for ei, _ in items:
@@ -79,7 +79,7 @@ def plan_memory(items: Items, fresh: set[int], keep: set[int]) -> int:
   function's inputs). Returns how many bytes the internal buffers need less than one allocation each."""
   reachable = _reachable(items, keep)
   objs, first, last = _uses(items)
-  internal = sorted((k for k in objs if k in fresh and k not in reachable and hasattr(Device[objs[k].device].allocator, "view")),
+  internal = sorted((k for k in objs if k in fresh and k not in reachable and isinstance(Device[objs[k].device].allocator, Views)),
                     key=lambda k: first[k])
   # greedy, in order of first use: reuse a free block (the smallest that fits, else the largest, grown), or start a new one
   blocks: list[_Block] = []

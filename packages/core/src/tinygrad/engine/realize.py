@@ -3,35 +3,26 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinygrad.codegen.heuristics import GROUP_MAX_OUTPUTS, GROUP_REDUCE
 from tinygrad.codegen.program import ProgramSpec, get_program
-from tinygrad.codegen.search import opt_setting
+from tinygrad.codegen.tensor_core import tc_setting
 from tinygrad.device.registry import Device
-from tinygrad.device.runtime import Buffer, Compiled, KernelLaunch, Program
+from tinygrad.device.runtime import Buffer, Compiled, CopiesBetween, HostMemory, KernelLaunch, Program
+from tinygrad.engine import search
+from tinygrad.engine.buffers import buffer_of, buffers  # noqa: F401  (buffers: re-exported, as tensor.py and disk.py reach them here)
 from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
-from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters, colored
+from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
-from tinygrad.schedule.kernelize import ScheduleItem
+from tinygrad.schedule.kernelize import ScheduleItem, SplitPolicy
 from tinygrad.uop.ops import Ops, UOp
-
-# the runtime Buffer behind each BUFFER node (weak: a buffer lives as long as some graph refers to its node)
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
-
 
 # tinygrad.viz installs its recorder here when VIZ is on (told of each kernel compiled and each kernel/copy run); None: nothing
 recorder: Any = None
-
-
-def buffer_of(u: UOp) -> Buffer:
-  """The Buffer for a BUFFER node, created (not yet allocated) on first use."""
-  if (b := buffers.get(u)) is None:
-    b = buffers[u] = Buffer(str(u.device), u.arg[1], u.dtype)
-  return b
 
 
 class CompiledRunner:
@@ -80,6 +71,33 @@ def _noop(*args: Any, **kwargs: Any) -> float: return 0.0
 _runner_cache: dict[tuple, CompiledRunner] = {}
 
 
+def _renders_for_gpu(device: str) -> bool:
+  try: return Device.renderer(device).has_local
+  except Exception:  # noqa: BLE001  no renderer for this device (DISK...): nothing to tune for
+    return False
+
+
+def split_policy() -> SplitPolicy:
+  """How the scheduler splits big reductions for the devices here (schedule/kernelize.py): the GPU split where the device's
+  renderer is GPU-style, except rows that codegen's GROUP heuristic reduces in one kernel."""
+  return SplitPolicy(_renders_for_gpu, bool(GROUP_REDUCE.value), GROUP_MAX_OUTPUTS)
+
+
+def beam_width() -> int:
+  """The beam width in force for the kernel being compiled now: JITBEAM while a TinyJit captures, else BEAM."""
+  if capturing and JITBEAM.value: return int(JITBEAM.value)
+  return int(BEAM.value)
+
+
+def opt_setting() -> tuple[int, ...]:
+  """What decides the opts of a kernel beyond its AST and renderer (part of the compiled-runner cache key)."""
+  return int(NOOPT.value), beam_width(), *tc_setting()
+
+
+def _program(ast: UOp, renderer: Renderer) -> ProgramSpec:
+  return get_program(ast, renderer, search.choose_opts(ast, renderer, beam_width()))
+
+
 def _runner_key(device: str, ast: UOp, renderer: Renderer) -> tuple:
   # NOOPT/BEAM are in the key: a TinyJit capture under JITBEAM recompiles the kernels its first call ran
   return (ast, device, renderer.device, renderer.name, renderer.arch, opt_setting())
@@ -89,7 +107,7 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   renderer = Device.renderer(device)
   key = _runner_key(device, ast, renderer)
   if (runner := _runner_cache.get(key)) is None:
-    runner = _runner_cache[key] = CompiledRunner(get_program(ast, renderer), Device[device], renderer)
+    runner = _runner_cache[key] = CompiledRunner(_program(ast, renderer), Device[device], renderer)
   return runner
 
 
@@ -107,7 +125,7 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
     device = str(si.bufs[0].device)
     renderer = Device.renderer(device)
     if (key := _runner_key(device, si.ast, renderer)) in _runner_cache or key in todo: continue
-    spec = get_program(si.ast, renderer)
+    spec = _program(si.ast, renderer)
     if _compile_thread is None: _compile_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinygrad-compile")
     todo[key] = (spec, device, renderer, _compile_thread.submit(renderer.compiler.compile_cached, spec.src))
   libs = {key: fut.result() for key, (_, _, _, fut) in todo.items()}
@@ -156,13 +174,13 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
   from/into host-visible memory, else through a staging buffer."""
   if dest.nbytes != src.nbytes: raise ValueError(f"copy size mismatch: {src} -> {dest}")
   src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
-  if type(src_alloc) is type(dest_alloc) and hasattr(dest_alloc, "transfer"):
+  if type(src_alloc) is type(dest_alloc) and isinstance(dest_alloc, CopiesBetween):
     Device[src.device].synchronize()
     dest_alloc.transfer(dest.opaque, src.opaque, src.nbytes, src_alloc)
-  elif hasattr(src_alloc, "as_memoryview") and src.base is None:
+  elif isinstance(src_alloc, HostMemory) and src.base is None:
     Device[src.device].synchronize()
     dest.copyin(src_alloc.as_memoryview(src.opaque)[:src.nbytes])
-  elif hasattr(dest_alloc, "as_memoryview") and dest.base is None:
+  elif isinstance(dest_alloc, HostMemory) and dest.base is None:
     Device[dest.device].synchronize()
     src.copyout(dest_alloc.as_memoryview(dest.opaque)[:dest.nbytes])
   else:

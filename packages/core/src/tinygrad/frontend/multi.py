@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import DType, dtypes
-from tinygrad.engine.realize import buffer_of, run_schedule
+from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
 from tinygrad.gradient import RULES
 from tinygrad.helpers import DEBUG, ContextVar, dedup, prod
 from tinygrad.schedule.kernelize import ScheduleItem, buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, mark_applied, new_buffer
@@ -312,7 +312,7 @@ def multi_items(tensors: Sequence[Tensor]) -> tuple[list[ScheduleItem], dict[UOp
     low = lower(t.uop)
     roots.extend(low.src if low.op is Ops.MULTI else (low,))
   roots = dedup(r for r in roots if not is_buffer_view(r))
-  return create_schedule(roots) if roots else ([], {})
+  return create_schedule(roots, split_policy()) if roots else ([], {})
 
 
 def multi_realize(tensors: Sequence[Tensor]) -> None:

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tinygrad.device.registry import Device
+from tinygrad.device.runtime import Views
 from tinygrad.dtype import DType, dtypes
+from tinygrad.frontend.disk import disk_file, disk_view
 from tinygrad.helpers import DEBUG, GlobalCounters, prod, round_up
-from tinygrad.runtime.disk import disk_file, disk_view
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 
@@ -45,7 +46,7 @@ class _Source:
     if t.dtype != dtypes.uint8 or t.ndim != 1: raise ValueError(f"expected a file path or a 1-D uint8 tensor of a file's bytes, got {t}")
     self.t, self.size = t, t.shape[0]
     self._bytes: bytes | None = None
-    if not (is_contiguous_buffer(t.uop) and hasattr(Device[t.device].allocator, "view")): self._bytes = bytes(t.data())
+    if not (is_contiguous_buffer(t.uop) and isinstance(Device[t.device].allocator, Views)): self._bytes = bytes(t.data())
 
   def read(self, offset: int, n: int) -> bytes:
     n = max(0, min(n, self.size - offset))

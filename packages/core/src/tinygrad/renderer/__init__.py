@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import diskcache_get, diskcache_put
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import UOp
 from tinygrad.uop.rewrite import PatternMatcher
-
-if TYPE_CHECKING:
-  from tinygrad.device.plugin import TensorCore
+from tinygrad.workers import offload
 
 
 class CompileError(RuntimeError):
@@ -41,10 +40,54 @@ class Compiler:
     if self.cachekey is None: return self.compile(src)
     table, key = f"{self.cachekey}_v{CACHE_VERSION}", hashlib.sha256(src.encode()).hexdigest()
     if (lib := diskcache_get(table, key)) is not None: return lib
-    from tinygrad.engine.offload import offload  # COMPILE_WORKER=1: in a worker process
+    # COMPILE_WORKER=1: compiled in a worker process (tinygrad/workers.py)
     return diskcache_put(table, key, offload(self.compile, src))
 
   def disassemble(self, lib: bytes) -> str: return f"<{len(lib)} bytes>"
+
+
+@dataclass(frozen=True)
+class TileConfig:
+  """How a tensor-core matmul is tiled: one block computes a bm x bn output tile with warps_m x warps_n groups of
+  `TensorCore.threads` lanes, staging bk-deep tiles of A and B through shared memory (codegen/tensor_core.py)."""
+  bm: int        # block tile rows (M)
+  bn: int        # block tile columns (N)
+  bk: int        # K per shared-memory tile
+  warps_m: int   # lane groups (warps) along M
+  warps_n: int   # lane groups along N
+  stages: int = 0  # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
+
+  @property
+  def warps(self) -> int: return self.warps_m * self.warps_n
+
+
+@dataclass(frozen=True)
+class TensorCore:
+  """One matrix-multiply-accumulate instruction: D(MxN) = A(MxK) @ B(KxN) + C, done by `threads` lanes together.
+
+  The lane layouts are data, so the PYTHON device can emulate the instruction exactly:
+  `a_layout[lane][i] = (row, k)` says which element of A lane `lane` holds in its i-th register,
+  likewise `b_layout[lane][i] = (k, col)` and `c_layout[lane][i] = (row, col)` (C and D share it).
+  What else the target offers to feed it, and how to tile a matmul with it, is typed data too: the generic lowering
+  (codegen/tensor_core.py) reads only these fields; `extra` is the backend's own (its renderer reads it).
+  """
+  dims: tuple[int, int, int]  # M, N, K
+  dtype_in: DType
+  dtype_out: DType
+  threads: int
+  a_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
+  b_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
+  c_layout: tuple[tuple[tuple[int, int], ...], ...] = ()
+  name: str = ""
+  extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+  # a collective load of 8x8 matrices of 16-bit elements from shared memory, one row address per lane (a LOAD with arg
+  # ("matrix", matrices, transposed)), where a fragment's layout is the one it delivers
+  matrix_load: bool = False
+  # global -> shared copies that bypass registers and complete by a later BARRIER (a STORE with arg "async")
+  async_copy: bool = False
+  # the tilings a TC opt may name (Opt(TC, tensor core, index into tile_configs)): append only, BEAM caches name them
+  tile_configs: tuple[TileConfig, ...] = ()
+  tile_order: tuple[int, ...] = ()  # the order the heuristic tries tile_configs in (empty: as listed)
 
 
 class Renderer:
@@ -67,8 +110,6 @@ class Renderer:
   extra_matcher: PatternMatcher | None = None
   # dtypes it can express (None: all)
   supported_dtypes: frozenset[DType] | None = None
-  # elementwise ops it renders natively; others are decomposed into these (see codegen/decompose.py)
-  native_ops: frozenset[Ops] = frozenset()
 
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError(f"{type(self).__name__}.render")
 

@@ -8,7 +8,7 @@ Extension points, in short:
   kernel_prefix / buffer_prefix / buffer_suffix / var_prefix   the kernel signature (render_kernel)
   helper_prefix                       how prelude helper functions are declared ("static inline ")
   special_index                       SPECIAL name prefix -> thread-index expression (render_special)
-  code_for_op                         op -> fn(renderer, dtype, *operands) -> expression string (native_ops follows it)
+  code_for_op                         op -> fn(renderer, dtype, *operands) -> expression string
   render_div_guard                    IDIV/MOD whose divisor may be 0 or -1 (alu: x/0 == 0, INT_MIN/-1 wraps)
   name_prefix                         variable-name prefix per op (val, alu, cast, ridx, acc)
   render_math / math_fn_name          transcendental function names per dtype (half/bf16 go through float)
@@ -108,10 +108,6 @@ class CStyleRenderer(Renderer):
     Ops.XOR: lambda r, dt, a, b: f"({a}^{b})", Ops.SHL: lambda r, dt, a, b: f"({a}<<{b})", Ops.SHR: lambda r, dt, a, b: f"({a}>>{b})",
     Ops.WHERE: lambda r, dt, c, a, b: f"({c}?{a}:{b})", Ops.MULACC: lambda r, dt, a, b, c: f"(({a}*{b})+{c})",
   }
-
-  @property
-  def native_ops(self) -> frozenset[Ops]:  # type: ignore[override]
-    return frozenset(self.code_for_op)
 
   # ---- types and constants
   def render_dtype(self, dt: DType) -> str:

@@ -3,33 +3,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RendererSpec, hookimpl
+from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RegisterDevice, RegisterRenderer, RendererSpec, hookimpl
 from tinygrad.runtime.disk import open_disk
 from tinygrad.runtime.null import open_null
 from tinygrad.runtime.python import PythonRenderer, open_python
 
 
 @hookimpl
-def register_devices(register: Callable[..., None]) -> None:
-  register(DeviceSpec("PYTHON", {"": open_python}, package="tinygrad"))
+def register_devices(register: RegisterDevice) -> None:
+  # the default of last resort (always available); its interpreter is no renderer for NULL
+  register(DeviceSpec("PYTHON", {"": open_python}, package="tinygrad", default_rank=1000, lends_renderers=False))
   # NULL has no renderer of its own: the registry lets it compile with every installed one
-  register(DeviceSpec("NULL", {"": open_null}, runs_kernels=False, package="tinygrad"))
-  # DISK:path, a memory-mapped file: storage only (the registry routes DISK:path names to it, see PATH_DEVICES)
-  register(DeviceSpec("DISK", {"": open_disk}, runs_kernels=False, package="tinygrad"))
+  register(DeviceSpec("NULL", {"": open_null}, runs_kernels=False, package="tinygrad", foreign_renderers=True))
+  # DISK:path, a memory-mapped file: storage only (the registry routes DISK:path names to it)
+  register(DeviceSpec("DISK", {"": open_disk}, runs_kernels=False, package="tinygrad", path_instances=True))
 
 
 @hookimpl
-def register_renderers(register: Callable[..., None]) -> None:
+def register_renderers(register: RegisterRenderer) -> None:
   register(RendererSpec(device="PYTHON", name="PYTHON", make=PythonRenderer, default=True, archs=("*",), package="tinygrad"))
 
 
 def _make_mpi(init):
-  from tinygrad.distributed.mpi import MPICommunicator  # mpi4py is optional: imported when a group picks MPI
+  from tinygrad.runtime.mpi import MPICommunicator  # mpi4py is optional: imported when a group picks MPI
   return MPICommunicator(init)
 
 
 def _mpi_available() -> str | None:
-  from tinygrad.distributed.mpi import mpi_available
+  from tinygrad.runtime.mpi import mpi_available
   return mpi_available()
 
 

@@ -8,20 +8,17 @@ Every DISK:path is its own device instance. A buffer maps the file lazily, on it
 that mapping (so a file replaced later is not seen by tensors made before). Writing (`x.to("DISK:path")`) writes the
 buffer's bytes from the start of the file, creating or growing it. DISK runs no kernels: computing on a DISK tensor
 (math, or a movement op that a COPY can't express as a byte range) is an error that says to `.to()` a compute
-device first; `disk_view` is how to take byte ranges and reinterpret them without computing.
+device first; `disk_view` is how to take byte ranges and reinterpret them without computing. (`disk_file` and
+`disk_view` make tensors, so they live above the runtime, in frontend/disk.py.)
 """
 from __future__ import annotations
 
 import mmap
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinygrad.device.devstring import Target
 from tinygrad.device.runtime import Allocator, Compiled
-from tinygrad.dtype import DType, dtypes, to_dtype
-
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
 
 
 class DiskFile:
@@ -112,42 +109,6 @@ class DiskDevice(Compiled):
 
 
 def open_disk(index: int, target: Target) -> Compiled:
-  # the registry hands a DISK:path instance its path as target.arch (see PATH_DEVICES in device/registry.py)
+  # the registry hands a DISK:path instance its path as target.arch (DeviceSpec.path_instances)
   if not target.arch: raise ValueError("DISK needs a file path: use device='DISK:/path/to/file'")
   return DiskDevice(target.arch)
-
-
-# ---- tensors on DISK
-
-def disk_file(path: str | os.PathLike) -> Tensor:
-  """The whole file as a uint8 DISK tensor; nothing is read until a part of it is used."""
-  from tinygrad.tensor import Tensor
-  path = os.path.abspath(os.fspath(path))
-  return Tensor.empty(os.stat(path).st_size, dtype=dtypes.uint8, device=f"DISK:{path}")
-
-
-def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]) -> Tensor:
-  """The bytes of `t` from byte `offset` on, reinterpreted as a `shape` tensor of `dtype`: a new buffer that is a
-  view of t's (nothing is read or computed). `t` must be a realized contiguous tensor on a device whose allocator
-  can make views (DISK, PYTHON), e.g. a DISK file or another view. `.to(device)` on the result copies only its bytes.
-  This is the byte-range slicing that tinygrad spells `t[a:b].bitcast(dtype).reshape(shape)` on a uint8 DISK tensor."""
-  from tinygrad.device.registry import Device
-  from tinygrad.device.runtime import Buffer
-  from tinygrad.engine.realize import buffer_of, buffers
-  from tinygrad.helpers import prod
-  from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
-  from tinygrad.tensor import Tensor
-  dt, shape = to_dtype(dtype), tuple(int(s) for s in shape)
-  if any(s < 0 for s in shape): raise ValueError(f"disk_view shape must be non-negative, got {shape}")
-  if not is_contiguous_buffer(t.uop):
-    raise ValueError(f"disk_view needs a realized contiguous tensor (a file or a view of one), got {t}: views of views go through disk_view itself")
-  allocator = Device[t.device].allocator
-  if not hasattr(allocator, "view"): raise ValueError(f"{t.device} can't make buffer views; disk_view works on DISK (and PYTHON) tensors")
-  nbytes = prod(shape) * dt.itemsize
-  if offset < 0 or offset + nbytes > t.nbytes():
-    raise ValueError(f"disk_view of bytes {offset}..{offset + nbytes} ({shape} x {dt!r}) is out of bounds for {t} ({t.nbytes()} bytes)")
-  src = buffer_of(t.uop.base).ensure_allocated()
-  node = new_buffer(t.device, prod(shape), dt)
-  # the view's Buffer holds its root buffer (so the file stays mapped while the view lives) and its own byte range
-  buffers[node] = Buffer(t.device, prod(shape), dt, opaque=allocator.view(src.opaque, offset, nbytes), base=src.base or src)
-  return Tensor(buffer_view(node, shape))

@@ -37,10 +37,6 @@ _DTYPES: dict[str, DType] = {dt.name: dt for dt in DTYPES_BY_NAME.values()} | {"
 _CONTROL = {Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL, Ops.CONST, Ops.SPECIAL, Ops.RANGE, Ops.END,
             Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST, Ops.SINK, Ops.VECTORIZE, Ops.GEP, Ops.BARRIER, Ops.WMMA}
 _SUPPORTED = frozenset(_CONTROL | GroupOp.ALU)
-# the elementwise ops named in the linear IR contract; SUB and POW are left for codegen to decompose
-_NATIVE = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC, Ops.ADD, Ops.MUL, Ops.FDIV,
-                     Ops.MAX, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
-                     Ops.WHERE, Ops.MULACC})
 # memoryview.cast knows these struct chars; other dtypes (half, bfloat16, fp8) are stored as raw unsigned ints
 _CASTABLE = frozenset("?bBhHiIqQfd")
 
@@ -70,7 +66,7 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return int(u.dtype.size)  # type: ignore[attr-defined]
   if u.op is Ops.SPECIAL: return (str(u.arg[0]), u.arg[1] if isinstance(u.arg[1], int) else None)
   if u.op is Ops.GEP: return int(u.arg[0])
-  if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("ldmatrix", matrices, trans)
+  if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("matrix", matrices, trans)
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
     if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
     return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name)
@@ -115,7 +111,6 @@ class PythonRenderer(Renderer):
   """Serializes the program for the interpreter. `arch` is kept for tensor-core emulation."""
   device = "PYTHON"
   name = "PYTHON"
-  native_ops = _NATIVE
   shared_max = 227 * 1024  # emulation has no limit of its own: sm_90's, so every tensor-core tile config runs here
 
   def __init__(self, target: Target | None = None):
@@ -199,12 +194,12 @@ def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Generator[Any, Any
   return step
 
 
-def _ldmatrix(i: int, x: int, buf: int) -> Callable[[list], Generator[Any, Any, None]]:
-  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("ldmatrix", i, v[x], v[buf])
+def _matrix_load(i: int, x: int, buf: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("matrix", i, v[x], v[buf])
   return step
 
 
-def ldmatrix_emulator(matrices: int, trans: bool, dt: DType, raw: bool) -> Callable[[list[int], Any], list[tuple]]:
+def matrix_load_emulator(matrices: int, trans: bool, dt: DType, raw: bool) -> Callable[[list[int], Any], list[tuple]]:
   """fn(each lane's address, the shared array) -> each lane's registers: lane l gives row l&7 of matrix l>>3 (8 elements
   from its address); register j of lane l is matrix j's elements (l>>2, 2*(l&3) + {0, 1}), or transposed
   (2*(l&3) + {0, 1}, l>>2)."""
@@ -381,11 +376,11 @@ class PythonProgram:
       elif op is Ops.WMMA:
         self.wmmas[i] = wmma_emulator(arg)
         stack[-1][2].append((True, _wmma(i, *src)))
-      elif op is Ops.LOAD and arg is not None:  # a warp-collective load (ldmatrix): runs in lockstep like WMMA
-        if arg[0] != "ldmatrix" or len(src) != 1: raise ValueError(f"kernel {self.name!r}: unknown collective LOAD {arg!r} at {i}")
+      elif op is Ops.LOAD and arg is not None:  # a warp-collective matrix load (NVIDIA's ldmatrix): runs in lockstep like WMMA
+        if arg[0] != "matrix" or len(src) != 1: raise ValueError(f"kernel {self.name!r}: unknown collective LOAD {arg!r} at {i}")
         mem, x = self._index(i, src[0])
-        self.wmmas[i] = ldmatrix_emulator(arg[1], arg[2], mem.dt, mem.raw)
-        stack[-1][2].append((True, _ldmatrix(i, x, mem.slot)))
+        self.wmmas[i] = matrix_load_emulator(arg[1], arg[2], mem.dt, mem.raw)
+        stack[-1][2].append((True, _matrix_load(i, x, mem.slot)))
       elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][2].append((False, step))
     if len(stack) > 1: raise ValueError(f"kernel {self.name!r}: the RANGE at {stack[-1][0]} has no END")
     return root
@@ -501,7 +496,7 @@ class PythonProgram:
       sends = []
       for w in range(0, len(threads), warp):
         lanes = events[w:w + warp]
-        if first[0] == "ldmatrix": sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
+        if first[0] == "matrix": sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
         else: sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),

@@ -158,12 +158,22 @@ GPU_SPLIT_PARTIALS = ContextVar("GPU_SPLIT_PARTIALS", 1 << 20)
 GPU_SPLIT_CHUNK = ContextVar("GPU_SPLIT_CHUNK", 64)
 
 
-def split_reduce(r: UOp) -> UOp | None:
+@dataclass(frozen=True)
+class SplitPolicy:
+  """What the reduce split needs to know about the targets; the caller (engine/realize.py) asks the registry and codegen.
+  `gpu(device)`: the device's renderer is GPU-style (`has_local`); `group_rows`: codegen reduces rows with a block of
+  threads each (GROUP) when there are fewer than `group_max_outputs` of them."""
+  gpu: Callable[[str], bool] = lambda device: False
+  group_rows: bool = False
+  group_max_outputs: int = 0
+
+
+def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   """A big reduction into few outputs runs as two kernels: k partial results per output, reading the input
   coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
   x = r.src[0]
   if not all(isinstance(s, int) for s in x.shape) or _is_one_hot_select(r): return None
-  if _renders_for_gpu(r.device): return _split_reduce_gpu(r)
+  if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]): return _split_reduce_gpu(r, policy)
   op, axes = r.arg
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
   if n < SPLIT_MIN_REDUCE or out > SPLIT_MAX_OUTPUT: return None
@@ -187,7 +197,7 @@ def _is_one_hot_select(r: UOp) -> bool:
   return r.arg[0] is Ops.ADD and x.op is Ops.WHERE and any(n.op is Ops.CMPEQ for n in x.src[0].toposort())
 
 
-def _split_reduce_gpu(r: UOp) -> UOp | None:
+def _split_reduce_gpu(r: UOp, policy: SplitPolicy) -> UOp | None:
   """GPU: every thread computes partial results, so enough partials to fill the chip (GPU_SPLIT_PARTIALS over all
   outputs), and neighbouring threads read neighbouring elements:
   - reduced axes last (a full sum, rows): partial j of an output sums elements j, j+k, j+2k, ... of its row;
@@ -198,7 +208,7 @@ def _split_reduce_gpu(r: UOp) -> UOp | None:
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
   keep = [i for i in range(len(x.shape)) if i not in axes]
   rows = not any(i > max(axes) for i in keep)
-  if rows and _grouped_instead(out, n): return None
+  if rows and _grouped_instead(out, n, policy): return None
   k = 1
   while n % (k * 2) == 0 and out * k * 2 <= GPU_SPLIT_PARTIALS.value and n // (k * 2) >= GPU_SPLIT_CHUNK.value: k *= 2
   if k < 16: return None
@@ -216,19 +226,18 @@ def _split_reduce_gpu(r: UOp) -> UOp | None:
     xr = UOp(Ops.RESHAPE, x.dtype, (xp,), kept + (n // k, k))
     partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(kept),))),))
     total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(kept) + 1,)))
-  if (again := _split_reduce_gpu(total)) is not None: total = again  # the partials may still be many
+  if (again := _split_reduce_gpu(total, policy)) is not None: total = again  # the partials may still be many
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
 
 
 GROUP_MIN_ROWS, GROUP_MAX_ROW, GROUP_MAX_SMALL = 128, 1 << 16, 1 << 14
 
 
-def _grouped_instead(out: int, n: int) -> bool:
-  """Rows that the codegen's GROUP heuristic reduces in one kernel, a block of threads per row (codegen/opt.py): a matrix-vector
+def _grouped_instead(out: int, n: int, policy: SplitPolicy) -> bool:
+  """Rows that the codegen's GROUP heuristic reduces in one kernel, a block of threads per row (codegen/heuristics.py): a matrix-vector
   product's few hundred to few thousand rows, or a small reduction (a norm's sum of squares) that one block covers in a few
   steps. A second kernel for the partials would cost more than it gains there."""
-  from tinygrad.codegen.opt import GROUP_MAX_OUTPUTS, GROUP_REDUCE  # the codegen's setting: the scheduler defers to it
-  if not GROUP_REDUCE.value or out >= GROUP_MAX_OUTPUTS or n > GROUP_MAX_ROW: return False
+  if not policy.group_rows or out >= policy.group_max_outputs or n > GROUP_MAX_ROW: return False
   return out >= GROUP_MIN_ROWS or out * n <= GROUP_MAX_SMALL
 
 
@@ -249,21 +258,14 @@ def _permute(x: UOp, order: tuple[int, ...]) -> UOp:
   return x if order == tuple(range(len(order))) else UOp(Ops.PERMUTE, x.dtype, (x,), order)
 
 
-def _renders_for_gpu(device: str | tuple) -> bool:
-  from tinygrad.device.registry import Device  # the scheduler asks the registry only for this capability
-  try: return Device.renderer(device if isinstance(device, str) else device[0]).has_local
-  except Exception:  # noqa: BLE001  no renderer for this device (DISK...): nothing to tune for
-    return False
-
-
-def create_schedule(roots: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels and copies, in execution order, that realize `roots`; and what each realized node became
-  (a view of its new buffer)."""
+  (a view of its new buffer). `policy`: how big reductions split (the default: as for CPUs)."""
   sink = UOp(Ops.SINK, src=tuple(roots))
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
-  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, _split_rebuilt)
+  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: split_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
   realize = find_realizes(sink)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
@@ -345,9 +347,6 @@ def _substitute_tracking(sink: UOp, mapping: dict[UOp, UOp], rewrite: Callable[[
       rebuilt = node if src == node.src else node.replace(src=src)
       new[node] = rebuilt if rewrite is None or (again := rewrite(rebuilt)) is None else again
   return new[sink], {k: v for k, v in new.items() if k is not v}
-
-
-def _split_rebuilt(n: UOp) -> UOp | None: return split_reduce(n) if n.op is Ops.REDUCE_AXIS else None
 
 
 def max_size(shape: tuple) -> int:

@@ -137,13 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     from tinygrad.llm.hub import ALIASES
     for k, v in ALIASES.items(): print(f"{k:16s} {v}")
     return 0
-  # kernels compile in a worker process: LLVM's ~90 MB of code and heap stay out of this one (engine/offload.py)
-  from tinygrad.engine.offload import COMPILE_WORKER, prestart
+  # kernels compile in a worker process: LLVM's ~90 MB of code and heap stay out of this one (tinygrad/workers.py)
   from tinygrad.llm.engine import ContextLengthExceeded
   from tinygrad.llm.gguf import GGUFError
   from tinygrad.llm.model import UnsupportedModel
   from tinygrad.llm.quants import UnsupportedQuantization
   from tinygrad.llm.tokenizer import ChatTemplateError
+  from tinygrad.workers import COMPILE_WORKER, prestart
   if "COMPILE_WORKER" not in os.environ: COMPILE_WORKER.value = 1
   prestart()
   t0 = time.perf_counter()

@@ -1,0 +1,316 @@
+"""Hand-coded heuristics: the optimizations (codegen/opt.py's actions) a kernel gets without a BEAM search.
+
+Register blocking for matmul-like reductions, independent accumulators for long reductions, threads for big CPU kernels,
+and on GPU renderers (has_local) a block of threads per output row (GROUP) for matrix-vector products and norms. The
+constants were tuned on the machines bench/README.md names (the GPU ones on an H200); the scheduler's reduce split
+defers to the GROUP ones (engine/realize.py passes them to it).
+"""
+from __future__ import annotations
+
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
+from tinygrad.dtype import PtrDType
+from tinygrad.helpers import ContextVar, prod
+from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import split_terms
+
+
+def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
+  if size is None: return 1
+  return next((c for c in choices if size % c == 0 and size >= c), 1)
+
+
+def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False) -> list[Opt]:
+  """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
+  split long reductions into independent accumulators, and use every core on big kernels."""
+  rngs = ranges_of(ast)
+  outs = sorted((r for r in rngs.values() if r.arg[1] == "global"), key=lambda r: r.arg[0])
+  reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
+  opts: list[Opt] = []
+  n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
+  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads)): return grouped
+  if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
+  if reds and n_reduces <= 2:
+    if not gpu and not _big_operand_is_shared(ast):
+      # CPU matrix-vector products (and the like): every output reads its own slice of the biggest input, so register
+      # blocking saves nothing on it and turns its contiguous loads into strided ones; vectorize along the reduction instead
+      opts.extend(_unroll_each_reduce(ast))
+      # these run at a few GFLOP/s per core: below ~1M loop iterations (~100 us) starting the threads costs more than they save
+      if _loop_work(ast) < MATVEC_THREAD_WORK: threads = 1
+    elif not gpu and n_reduces == 1 and (unrolls := _unroll_each_reduce(ast)) and (shared := _contiguous_shared_operand(ast)) is not None:
+      # a matrix times a few vectors (x @ W.T, W in rows): W's rows are contiguous along the reduction, so vectorize along it
+      # (UNROLL) and reuse each loaded piece of W for several vectors (UPCAST the output loop W doesn't depend on)
+      opts.extend(unrolls)
+      if (k := _largest_divisor(range_size(shared), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, shared.arg[0], k))
+      # THREAD splits the outermost loop, here the vectors': each thread would stream all of W (measured 7x slower, not 2x faster)
+      if outs and outs[0] is shared: threads = 1
+    elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
+      block = _register_block(outs, gpu)
+      # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
+      if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
+      opts.extend(block)
+      if not gpu and len(block) == 1 and block[0].axis == outs[-1].arg[0] and (size := range_size(inner := reds[-1])) and size >= 256 and size % 4 == 0:
+        # blocked along one loop only (attention's probabilities times V): 4 accumulators per output break the chain of
+        # dependent adds through a long reduction
+        opts.append(Opt(OptOps.UNROLL, inner.arg[0], 4))
+    else:  # a plain reduction (sum over an axis): independent accumulators so it vectorizes
+      inner = reds[-1]
+      if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
+        opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
+  if wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
+    opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
+  # on a CPU the threads split the outermost loop: one that doesn't divide evenly gets clamped indices and gated stores, which
+  # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower)
+  if not gpu and outs and (range_size(outs[0]) or 0) % max(threads, 1): threads = 1
+  if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
+  return opts
+
+
+GPU_MIN_THREADS = 1 << 16  # register blocking on a GPU keeps at least this many threads (the H200 holds ~270k)
+
+
+def _register_block(outs: list[UOp], gpu: bool) -> list[Opt]:
+  """UPCAST the innermost output loop by up to 16 and the next by up to 8. On a GPU only as far as the threads left
+  (outputs / block) still number GPU_MIN_THREADS; a block of fewer than 4 is not worth it there."""
+  total = 1
+  for o in outs: total *= range_size(o) or 1024  # a symbolic size counts as big
+  budget = max(total // GPU_MIN_THREADS, 1) if gpu else 1 << 30
+  opts: list[Opt] = []
+  k = _largest_divisor(range_size(outs[-1]), tuple(c for c in (16, 8, 4) if c <= budget))
+  if k > 1: opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], k))
+  if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), tuple(c for c in (8, 4, 2) if c * k <= budget))) > 1:
+    opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
+  if gpu and prod(o.amount for o in opts) < 4: return []
+  return opts
+
+
+MATVEC_THREAD_WORK = 1 << 20
+
+
+def _loop_work(ast: UOp) -> int:
+  work = 1
+  for r in ranges_of(ast).values(): work *= range_size(r) or 1024
+  return work
+
+
+def _unroll_each_reduce(ast: UOp) -> list[Opt]:
+  """UNROLL the innermost loop of every REDUCE (a kernel may hold two, e.g. a gated MLP's two matmuls), by 16, 8 or 4."""
+  opts: list[Opt] = []
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
+    if not rs: continue
+    inner = max(rs, key=lambda r: r.arg[0])
+    if (size := range_size(inner)) is None or size < 16: continue
+    if (k := _largest_divisor(size, (16, 8, 4))) > 1 and (o := Opt(OptOps.UNROLL, inner.arg[0], k)) not in opts: opts.append(o)
+  return opts
+
+
+def _loads_in_reduces(ast: UOp) -> list[UOp]:
+  return [ld for red in ast.toposort() if red.op is Ops.REDUCE for ld in red.src[0].toposort() if ld.op is Ops.LOAD]
+
+
+def _buffer_bytes(ld: UOp) -> int:
+  buf = ld.src[0].src[0] if ld.src and ld.src[0].op is Ops.INDEX else None
+  if buf is None or buf.op is not Ops.DEFINE_GLOBAL or not isinstance(buf.dtype, PtrDType) or buf.dtype.size < 0: return 0
+  return buf.dtype.size * buf.dtype.base.itemsize
+
+
+def _index_stride(ld: UOp, r: UOp) -> int | None:
+  """How far the load's address moves when loop r steps by one (others at 0); None when that isn't plain arithmetic."""
+  from tinygrad.uop.alu import eval_scalar
+  idx = ld.src[0].src[1] if ld.src and ld.src[0].op is Ops.INDEX and len(ld.src[0].src) > 1 else None
+  if idx is None or any(n.op not in _INDEX_OPS for n in idx.toposort()): return None
+  env: dict[UOp, int] = {n: (n.arg[1] if n.op is Ops.DEFINE_VAR else 0) for n in idx.toposort() if n.op in (Ops.RANGE, Ops.DEFINE_VAR)}
+  try: return int(eval_scalar(idx, {**env, r: 1})) - int(eval_scalar(idx, env))
+  except Exception: return None  # noqa: BLE001  anything unusual: no opinion
+
+
+_INDEX_OPS = {Ops.RANGE, Ops.DEFINE_VAR, Ops.CONST, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.SUB, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.WHERE,
+              Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.NEG, Ops.CAST}
+
+
+def _contiguous_shared_operand(ast: UOp) -> UOp | None:
+  """For a single reduction whose one big input is contiguous along the innermost reduce loop and doesn't depend on some output
+  loop (x @ W.T with several rows of x): that output loop, else None."""
+  loads = _loads_in_reduces(ast)
+  if not loads: return None
+  biggest = max(_buffer_bytes(ld) for ld in loads)
+  big = [ld for ld in loads if 2 * _buffer_bytes(ld) >= biggest]
+  if biggest == 0: return None
+  if len(bufs := {ld.src[0].src[0] for ld in big}) > 1:
+    # two big inputs (a few vectors times a small quantized matrix): reuse the one with the narrowest elements, packed data that
+    # each load has to decode, so decoding it once serves several outputs
+    narrow = min(b.dtype.base.itemsize for b in bufs if isinstance(b.dtype, PtrDType))
+    if sum(1 for b in bufs if isinstance(b.dtype, PtrDType) and b.dtype.base.itemsize == narrow) != 1: return None
+    big = [ld for ld in big if isinstance(ld.src[0].src[0].dtype, PtrDType) and ld.src[0].src[0].dtype.base.itemsize == narrow]
+  reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
+  if not reds: return None
+  inner = max(reds, key=lambda r: r.arg[0])
+  strides = [_index_stride(ld, inner) for ld in big]  # 0: a per-row scale of a quantized W, loaded once per block
+  if any(st not in (0, 1) for st in strides) or 1 not in strides: return None
+  used = {n for ld in big for n in ld.toposort() if n.op is Ops.RANGE}
+  missed = sorted((r for r in ranges_of(ast).values() if r.arg[1] == "global" and r not in used), key=lambda r: r.arg[0])
+  return missed[-1] if missed else None
+
+
+def _big_operand_is_shared(ast: UOp) -> bool:
+  """True when some big input of the reduction (at least half the size of the biggest) is read by several outputs (it
+  doesn't depend on some output loop): register blocking over that loop reuses it. False for a matrix-vector product,
+  where the matrix is the big input and each of its elements feeds exactly one output."""
+  outs = {n for n in ast.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
+  loads = _loads_in_reduces(ast)
+  if not loads: return True
+  biggest = max(_buffer_bytes(ld) for ld in loads)
+  if biggest == 0: return True
+  return any(outs - {n for n in ld.toposort() if n.op is Ops.RANGE} for ld in loads if 2 * _buffer_bytes(ld) >= biggest)
+
+
+def _is_reused_reduce(ast: UOp, gpu: bool = False) -> bool:
+  """True when some load inside a reduce doesn't depend on every output loop (matmul: A ignores j, B ignores i).
+  gpu: only loads that move with the reduce loop count (a per-row value, softmax's max, is no reuse)."""
+  outs = {n for n in ast.toposort() if n.op is Ops.RANGE and n.arg[1] == "global"}
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    for ld in (n for n in red.src[0].toposort() if n.op is Ops.LOAD):
+      used = {n for n in ld.toposort() if n.op is Ops.RANGE}
+      if gpu and not any(r.arg[1] == "reduce" for r in used): continue
+      if outs - used: return True
+  return False
+
+
+# reductions with few outputs share each one between the threads of a block (GROUP). Measured on the H200 (bench/llm_profile.py,
+# SmolLM2-shaped Q4_1 decode step): 7.07 ms without, 3.10 ms with; GROUP_REDUCE=0 turns it off
+GROUP_REDUCE = ContextVar("GROUP_REDUCE", 1)
+GROUP_MAX_OUTPUTS = 1 << 15  # 2^15: a 1B model's gate and up stacked (16384 rows)
+GROUP_MIN_REDUCE = ContextVar("GROUP_MIN_REDUCE", 64)  # 64: attention scores over a 64-wide head (Llama-1B decode step 0.984 -> 0.956 ms on the H200)
+GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
+GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
+GROUP_TARGET_THREADS = 1 << 17  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
+GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
+VECTOR_HEAVY, GROUP_MIN_ROW_GROUPS = 3, 4096
+
+
+def _bytes_per_step(ast: UOp, outs: list[UOp], reds: list[UOp]) -> tuple[float, float]:
+  """(matrix, vector) bytes a matrix-vector-like kernel loads per step of its reduce loops: the loads that depend on an output
+  loop (each output's own row), and those that don't (one vector every output reads). A load outside some reduce loops is
+  counted once per run of them (a quantized block's scales: once per block)."""
+  out_set, sizes = set(outs), {r: range_size(r) or 1 for r in reds}
+  matrix = vector = 0.0
+  for ld in _loads_in_reduces(ast):
+    used = {n for n in ld.src[0].toposort() if n.op is Ops.RANGE}
+    per_step = ld.dtype.itemsize / prod(n for r, n in sizes.items() if r not in used)
+    if used & out_set: matrix += per_step
+    else: vector += per_step
+  return matrix, vector
+
+
+def _rows_per_thread(outs: list[UOp], loads: tuple[float, float], most: int) -> list[Opt]:
+  """UPCAST of the output loop where the vector's loads outweigh the matrix's VECTOR_HEAVY-fold or more (a norm's weight
+  fused into the input of a float16 matrix, or the float32 input of a quantized one): each lane then computes 2 rows (up to
+  `most` where GROUP_MIN_ROW_GROUPS groups of rows are still left), and each vector load serves all of them. Measured on the
+  H200 in device graphs (bench/gpu_matvec.py): Llama-1B's gate/up with its norm fused 33.7 -> 18.9 us with 2 rows (4 rows:
+  22.2); SmolLM2's Q4_1 matrices 6-20% faster with 2 rows (4 rows slower), its Q8_0 output matrix 42 -> 27 us with 4.
+  Float16 rows times a plain float32 vector (2x) gained nothing. `loads`: _bytes_per_step's (matrix, vector)."""
+  if not GROUP_ROWS.value or len(outs) != 1 or (n := range_size(outs[0])) is None: return []
+  matrix, vector = loads
+  if vector < VECTOR_HEAVY * matrix: return []
+  k = next((k for k in (4, 2) if k <= most and n % k == 0 and (k == 2 or n // k >= GROUP_MIN_ROW_GROUPS)), 1)
+  return [Opt(OptOps.UPCAST, outs[0].arg[0], k)] if k > 1 else []
+
+
+def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
+  """A kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements per output) gets 32
+  threads per output (16 for a short innermost loop; up to 256 for a long contiguous row while the threads number fewer than
+  GROUP_TARGET_THREADS), grouped on the innermost loop of every REDUCE, so neighbouring threads read neighbouring elements;
+  each thread then sums every 32nd element or 16-byte vector (latency: one warp per output instead of one thread). What is
+  left of each thread's loop is unrolled a few times, so several loads are in flight at once rather than one per round trip
+  to memory. [] where that doesn't apply."""
+  total = 1
+  for o in outs: total *= range_size(o) or GROUP_MAX_MATVEC_OUTPUTS  # a symbolic output count counts as many
+  # a matrix-vector product (no input shared between outputs: nothing to block in registers) groups up to a vocabulary's
+  # rows: a thread per row would read its own row alone, uncoalesced
+  if total >= (GROUP_MAX_MATVEC_OUTPUTS if not _big_operand_is_shared(ast) else GROUP_MAX_OUTPUTS): return []
+  if any(range_size(r) is None for r in reds): return []
+  inners: list[UOp] = []
+  for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
+    if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE.value and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
+      inners.append(inner)
+  if not inners: return []
+  inners.sort(key=lambda r: r.arg[0])
+  loads = _bytes_per_step(ast, outs, reds)
+  outers = [r for r in reds if r not in inners and (range_size(r) or 0) >= 16]
+  if GROUP_QUANT.value == "blocks" and outers and all((range_size(r) or 0) <= 32 for r in inners):
+    # lanes over the outer loop (a quantized row's blocks: 18 of them in a 576-long row), each lane a whole block, unrolled:
+    # a lane per block up to 64 blocks, so a row takes one step (measured on the H200 for SmolLM2's Q4_1 matrices: the
+    # down projection 10.5 -> 3.7 us, the whole decode step's graph 1.38 -> 0.98 ms, against lanes over a block's elements)
+    n_blocks = min(range_size(r) or 0 for r in outers)
+    g = n_blocks if n_blocks <= 64 else 32
+    opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in outers] + [Opt(OptOps.UNROLL, r.arg[0], range_size(r) or 1) for r in inners])
+    if opts and (rows := _rows_per_thread(outs, loads, 4)) and _valid(ast, rows + opts): return rows + opts
+    if opts: return opts
+  # one reduce loop read contiguously (a float matrix-vector product, a norm): UNROLL it first, so each lane reads v
+  # neighbours in one 16-byte load of the narrowest input (the copies are combined before the exchange, codegen/group.py);
+  # else lanes read single neighbouring elements (packed quantized blocks, whose element loads aren't contiguous)
+  itemsize = min((ld.dtype.itemsize for ld in _loads_in_reduces(ast)), default=4)
+  sizes = {range_size(r) for r in inners}
+  if wide_loads and len(sizes) == 1 and all(_unit_stride(ast, r) for r in inners) and (size := sizes.pop()) is not None:
+    axes = [r.arg[0] for r in inners]  # a gated MLP's two matrix-vector products: each its own loop, split alike
+    for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
+      if v * itemsize <= 16 and size % (v * g) == 0:
+        while g < 256 and total * g < GROUP_TARGET_THREADS and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
+        opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
+        if (rows := _rows_per_thread(outs, loads, 2)) and _valid(ast, rows + opts): return rows + opts
+        # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,
+        # whose vector loads the copies repeat: measured on the H200, Llama-1B's down and o projections 11.7 -> 10.5 and
+        # 4.7 -> 3.9 us without it
+        more = [Opt(OptOps.UNROLL, ax, u) for ax in axes if (u := _largest_divisor(size // (v * g), (4, 2))) > 1]
+        if more and not loads[1] and _valid(ast, opts + more): opts += more
+        return _valid(ast, opts)
+  g = 32 if min(range_size(r) or 0 for r in inners) >= 32 else 16
+  if any((range_size(r) or 0) < g for r in inners): return []
+  opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in inners])
+  # the other reduce loops (a quantized row's blocks, outside the elements of a block the lanes share): unrolled
+  outer = [Opt(OptOps.UNROLL, r.arg[0], u) for r in reds if r not in inners and (u := _largest_divisor(range_size(r), (8, 6, 4, 3, 2))) > 1]
+  if opts and outer and _valid(ast, opts + outer): opts += outer
+  return opts
+
+
+def _valid(ast: UOp, opts: list[Opt]) -> list[Opt]:
+  try: apply_opts(ast, opts)
+  except KernelOptError: return []  # e.g. one reduce's inner loop is an outer loop of another: one lane index can't serve both
+  return opts
+
+
+GPU_RED_UPCAST = ContextVar("GPU_RED_UPCAST", 1)
+GPU_UPCAST_MIN_OUTPUTS = 1 << 18  # 4 outputs a thread still leaves 65536 threads
+
+
+def _gpu_plain_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
+  """A GPU thread per output of a sum/max over an axis. Where neighbouring outputs are neighbouring elements (the
+  partials of a split reduction, column sums), each thread takes 4 of them: one 16-byte load per step, 4 steps
+  unrolled, 16 independent accumulators. Else the reduce loop is unrolled 16 times (float4 loads along rows)."""
+  inner, last = reds[-1], (outs[-1] if outs else None)
+  red_size, out_size = range_size(inner) or 0, (range_size(last) or 0) if last is not None else 0
+  total = 1
+  for o in outs: total *= range_size(o) or 0
+  # only with threads to spare: a small kernel (the last levels of a split) is latency-bound, short loops win there
+  if wide_loads and GPU_RED_UPCAST.value and last is not None and out_size % 4 == 0 and total >= GPU_UPCAST_MIN_OUTPUTS and _unit_stride(ast, last):
+    opts = [Opt(OptOps.UPCAST, last.arg[0], 4)]
+    if (k := _largest_divisor(red_size, (4, 2))) > 1 and red_size >= 8: opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
+    return opts
+  if (k := _largest_divisor(red_size, (16, 8, 4))) > 1 and red_size >= 32: return [Opt(OptOps.UNROLL, inner.arg[0], k)]
+  # the short contiguous inner loop of a two-loop reduce (the vector chunk of a split matrix-vector product, see kernelize):
+  # unrolled whole, its loads become one 16-byte access
+  if len(reds) >= 2 and red_size in (2, 4, 8, 16) and _unit_stride(ast, inner): return [Opt(OptOps.UNROLL, inner.arg[0], red_size)]
+  return []
+
+
+def _unit_stride(ast: UOp, r: UOp) -> bool:
+  """True when every global load that uses loop r reads neighbouring elements for neighbouring values of r."""
+  found = False
+  for ld in (n for n in ast.toposort() if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0].op is Ops.DEFINE_GLOBAL):
+    idx = ld.src[0].src[1]
+    if r not in idx.toposort(): continue
+    terms, _ = split_terms(idx)
+    if [c for a, c in terms if a is r] != [1] or any(r in a.toposort() for a, _ in terms if a is not r): return False
+    found = True
+  return found
