@@ -21,6 +21,8 @@ from tinygrad import Tensor
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
+MAX_ARRAY_DEPTH = 32  # arrays of arrays nest this deep at most (real files: 1 or 2); deeper ones are refused, not recursed into
+MAX_SPLIT_COUNT = 99999  # split parts are numbered with 5 digits
 
 # metadata value types
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
@@ -141,11 +143,12 @@ class _Reader:
     try: return raw.decode("utf-8")
     except UnicodeDecodeError as e: raise self.fail(f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})", start) from None
 
-  def value(self, vtype: int, what: str) -> Any:
+  def value(self, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype in _SCALAR_FORMATS: return self.scalar(_SCALAR_FORMATS[vtype], what)
     if vtype == STRING: return self.string(what)
     if vtype == ARRAY:
       start = self.pos
+      if depth >= MAX_ARRAY_DEPTH: raise self.fail(f"{what[:200]}: arrays nested more than {MAX_ARRAY_DEPTH} deep", start)
       etype = self.u32(f"the element type of {what}")
       count = self.u64(f"the length of {what}")
       if etype not in VALUE_TYPE_NAMES: raise self.fail(f"{what}: unknown array element type {etype}", start)
@@ -156,9 +159,11 @@ class _Reader:
         out = list(struct.unpack_from(f"{self.endian}{count}{fmt}", self.buf, self.pos))
         self.pos += count * n
         return out
-      if count > (self.size - self.pos) // 8: raise self.fail(f"file is truncated or corrupt: {what} claims {count} elements", start)
+      # a string is at least its 8-byte length, an array its 12-byte header
+      if count > (self.size - self.pos) // (8 if etype == STRING else 12):
+        raise self.fail(f"file is truncated or corrupt: {what} claims {count} elements", start)
       if etype == STRING: return self._strings(count, what)
-      return [self.value(etype, f"{what}[{i}]") for i in range(count)]
+      return [self.value(etype, f"{what}[{i}]"[:300], depth + 1) for i in range(count)]
     raise self.fail(f"{what}: unknown value type {vtype}", self.pos - 4)
 
   def _strings(self, count: int, what: str) -> list[str]:
@@ -192,8 +197,9 @@ def _parse_one(path: str) -> tuple[int, dict[str, Any], list[tuple[str, tuple[in
       r.pos = 8
       n_tensors = r.u64("the tensor count")
       n_kv = r.u64("the metadata count")
-      if n_tensors > size // 24: raise r.fail(f"corrupt header: {n_tensors} tensors can't fit in a {size}-byte file", 8)
-      if n_kv > size // 12: raise r.fail(f"corrupt header: {n_kv} metadata entries can't fit in a {size}-byte file", 16)
+      # each count is bounded by what the rest of the file could hold: a tensor info is at least 24 bytes, a metadata entry 13
+      if n_tensors > (size - r.pos) // 24: raise r.fail(f"corrupt header: {n_tensors} tensors can't fit in a {size}-byte file", 8)
+      if n_kv > (size - r.pos) // 13: raise r.fail(f"corrupt header: {n_kv} metadata entries can't fit in a {size}-byte file", 16)
       metadata: dict[str, Any] = {}
       for i in range(n_kv):
         key = r.string(f"the key of metadata entry {i}")
@@ -239,7 +245,8 @@ _SPLIT_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf
 def split_paths(path: str, count: int) -> list[str]:
   """The paths of all parts of a split model, given any part (`name-00001-of-00003.gguf`)."""
   m = _SPLIT_RE.match(path)
-  if m is None: raise GGUFError(f"{path}: metadata says the model is split into {count} files, but the name doesn't follow NAME-00001-of-{count:05d}.gguf")
+  if m is None or int(m["count"]) != count:
+    raise GGUFError(f"{path}: metadata says the model is split into {count} files, but the name doesn't follow NAME-00001-of-{count:05d}.gguf")
   return [f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
@@ -250,7 +257,9 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
   count = metadata.get("split.count", 1)
   parts = [path]
   all_infos = [(path, i) for i in infos]
-  if isinstance(count, int) and count > 1:
+  if "split.count" in metadata and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLIT_COUNT):
+    raise GGUFError(f"{path}: metadata split.count is {str(count)[:50]}, expected a number of parts from 1 to {MAX_SPLIT_COUNT}")
+  if count > 1:
     parts = split_paths(path, count)
     for p in parts:
       if p == path: continue
