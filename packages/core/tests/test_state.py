@@ -531,3 +531,14 @@ def test_torch_load_errors_name_the_file(tmp_path):
   for pkl in [b"garbage", b"\x80\x02(((((", b"\x80\x02K\x01b.", b"\x80\x02Q."]:
     zip_with_pickle(fn, pkl)
     with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+
+
+def test_torch_load_pickle_lengths_bounded_by_the_file(tmp_path):
+  # found by the fuzzer: a legacy checkpoint whose pickle claims a 2^60-byte string was a MemoryError (the read allocated it)
+  import pickle
+  fn = tmp_path / "len.pt"
+  headers = b"".join(pickle.dumps(x, protocol=2) for x in (TF.LEGACY_MAGIC, 1001, {"little_endian": True}))
+  fn.write_bytes(headers + b"\x80\x02\x8d" + struct.pack("<Q", 2 ** 60) + b"abc")
+  with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+  fn.write_bytes(headers + b"\x80\x02c" + b"x" * (4 << 20))  # a GLOBAL line with no end
+  with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)

@@ -59,7 +59,19 @@ class _Source:
 
   def reader(self) -> io.BufferedReader:
     """A seekable binary file object over the bytes (for zipfile and pickle)."""
-    return io.BufferedReader(_RawReader(self), buffer_size=1 << 16)
+    return _BoundedReader(_RawReader(self), buffer_size=1 << 16)
+
+
+class _BoundedReader(io.BufferedReader):
+  """A read of n bytes allocates at most what is left of the file, and a line is at most 1 MiB: a pickle's length
+  fields (BINUNICODE8 of 2^60 bytes) and text opcodes come from the file."""
+
+  def read(self, n: int | None = -1) -> bytes:
+    if n is not None and n > 0: n = min(n, max(0, self.raw.src.size - self.tell()))  # type: ignore[attr-defined]
+    return super().read(n)
+
+  def readline(self, size: int | None = -1) -> bytes:
+    return super().readline(1 << 20 if size is None or size < 0 else min(size, 1 << 20))
 
 
 class _RawReader(io.RawIOBase):
