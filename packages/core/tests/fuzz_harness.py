@@ -59,11 +59,12 @@ def load_gguf(path: str) -> None:
 def _selftest(path: str) -> None:
   """A loader that misbehaves on purpose, by file name: the harness's own test."""
   import signal
-  if "crash" in path: os.kill(os.getpid(), signal.SIGSEGV)
-  if "hang" in path: time.sleep(3600)
-  if "keyerror" in path: raise KeyError(path)
-  if "unnamed" in path: raise ValueError("no file name here")
-  if "clean" in path: raise ValueError(f"{path}: bad")
+  name = os.path.basename(path)
+  if name == "crash": os.kill(os.getpid(), signal.SIGSEGV)
+  if name == "hang": time.sleep(3600)
+  if name == "keyerror": raise KeyError(path)
+  if name == "unnamed": raise ValueError("no file name here")
+  if name == "clean": raise ValueError(f"{path}: bad")
 
 
 LOADERS: dict[str, tuple[Callable[[str], None], str]] = {  # name -> (loader, the module.Class of its documented error)
@@ -146,7 +147,10 @@ class _Worker:
       if left <= 0: return None
       if not select.select([self.proc.stdout], [], [], left)[0]: return None
       chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-      if not chunk: return None
+      if not chunk:  # the worker closed its stdout: it died (reap it, so that run() sees its exit status)
+        try: self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired: pass
+        return None
       self.buf += chunk
 
   def run(self, path: str, timeout: float) -> dict:
