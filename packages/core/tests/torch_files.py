@@ -44,18 +44,22 @@ def tensor(key: str, arr: np.ndarray) -> Rebuild:
 
 
 class _Pickler(pickle._Pickler):  # type: ignore[name-defined]
+  legacy = False  # legacy checkpoints' ids carry a sixth element, the view (None)
+
   def save(self, obj: Any, save_persistent_id: bool = True) -> None:
     if isinstance(obj, Global): return self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
     return super().save(obj, save_persistent_id)
 
   def persistent_id(self, obj: Any) -> Any:
-    if isinstance(obj, Storage): return ("storage", Global("torch", obj.stype), obj.key, "cpu", obj.arr.size)
+    if isinstance(obj, Storage): return ("storage", Global("torch", obj.stype), obj.key, "cpu", obj.arr.size) + ((None,) if self.legacy else ())
     return None
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: Any, legacy: bool = False) -> bytes:
   f = io.BytesIO()
-  _Pickler(f, protocol=2).dump(obj)
+  p = _Pickler(f, protocol=2)
+  p.legacy = legacy
+  p.dump(obj)
   return f.getvalue()
 
 
@@ -84,6 +88,6 @@ def legacy_checkpoint(obj: Any) -> bytes:
   then each storage as a u64 element count and its bytes."""
   sts = storages(obj)
   out = b"".join(pickle.dumps(x, protocol=2) for x in (LEGACY_MAGIC, 1001, {"protocol_version": 1001, "little_endian": True}))
-  out += dumps(obj) + pickle.dumps(list(sts), protocol=2)
+  out += dumps(obj, legacy=True) + pickle.dumps(list(sts), protocol=2)
   for st in sts.values(): out += struct.pack("<Q", st.arr.size) + st.arr.tobytes()
   return out
