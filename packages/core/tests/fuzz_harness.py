@@ -51,9 +51,8 @@ def load_torch(path: str) -> None:
 
 
 def load_gguf(path: str) -> None:
-  from tinygrad.llm.gguf import read_gguf
-  from tinygrad.llm.model import Transformer
-  Transformer.from_gguf(read_gguf(path), max_context=64)
+  from tinygrad.llm.engine import LLM  # what the CLI and server load: read_gguf, the tokenizer, Transformer.from_gguf
+  LLM.load(path, max_context=64)
 
 
 def _selftest(path: str) -> None:

@@ -1,9 +1,9 @@
-"""Seeded, bounded fuzzing of the GGUF loader (read_gguf + Transformer.from_gguf): random byte damage to the header,
-metadata and tensor infos, and hostile contents (huge counts, deep nesting, NaN/negative/zero settings, wrong value types,
-tensor infos with huge or misaligned offsets, wrong shapes and types). Every case must load or raise the loader's error
-(GGUFError, which UnsupportedModel is, or UnsupportedQuantization) naming the file; a crash, hang or any other error fails.
-Each case runs in a worker process with a timeout and a memory limit (core's tests/fuzz_harness.py).
-FUZZ_CASES=N sets the number of cases."""
+"""Seeded, bounded fuzzing of the GGUF loader (LLM.load: read_gguf, the tokenizer, Transformer.from_gguf): random byte
+damage to the header, metadata and tensor infos, and hostile contents (huge counts, deep nesting, NaN/negative/zero
+settings, wrong value types, tensor infos with huge or misaligned offsets, wrong shapes and types). Every case must load
+or raise the loader's error (GGUFError, which UnsupportedModel is, or UnsupportedQuantization) naming the file; a crash,
+hang or any other error fails. Each case runs in a worker process with a timeout and a memory limit (core's
+tests/fuzz_harness.py). FUZZ_CASES=N sets the number of cases."""
 from __future__ import annotations
 
 import os
@@ -31,9 +31,13 @@ def deep_array(depth: int) -> bytes:
 
 def hostile_model(rng: random.Random, meta: dict, tensors: list, path: str) -> str:
   meta, tensors = dict(meta), list(tensors)
-  kind = rng.choice(["metadata", "metadata", "tensor_shape", "tensor_type", "drop", "duplicate", "offset", "counts", "split", "deep", "alignment"])
+  kind = rng.choice(["metadata", "metadata", "tokenizer", "tensor_shape", "tensor_type", "drop", "duplicate", "offset", "counts", "split", "deep", "alignment"])
   if kind == "metadata":
     for _ in range(rng.randint(1, 3)): meta[rng.choice([k for k in meta if not k.startswith("tokenizer.ggml.t")])] = rng.choice(HOSTILE)
+  elif kind == "tokenizer":
+    key = rng.choice([k for k in meta if k.startswith("tokenizer")] + ["tokenizer.ggml.add_bos_token", "tokenizer.ggml.eot_token_id", "tokenizer.chat_template"])
+    meta[key] = rng.choice([*HOSTILE, ["a", "b"], [1] * 64, ["x"] * 64, "<0xZZ>", "llama", "gpt2", None])
+    if meta[key] is None: del meta[key]
   elif kind == "tensor_shape":
     i = rng.randrange(len(tensors))
     n, s, ty, raw = tensors[i]

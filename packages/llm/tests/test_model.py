@@ -191,3 +191,19 @@ def test_rewritten_model_still_loads(tmp_path):
   write_gguf(tmp_path / "copy.gguf", *model_parts(src))
   a, b = Transformer.from_gguf(src), Transformer.from_gguf(str(tmp_path / "copy.gguf"))
   np.testing.assert_array_equal(a.logits([1, 2, 3]).numpy(), b.logits([1, 2, 3]).numpy())
+
+
+BAD_TOKENIZER = [("tokenizer.ggml.tokens", 5), ("tokenizer.ggml.tokens", []), ("tokenizer.ggml.tokens", [1, 2]),
+                 ("tokenizer.ggml.token_type", [1, 2]), ("tokenizer.ggml.token_type", "x"), ("tokenizer.ggml.bos_token_id", 10 ** 6),
+                 ("tokenizer.ggml.eos_token_id", -1), ("tokenizer.ggml.model", 3), ("tokenizer.ggml.model", "wordpiece"),
+                 ("tokenizer.ggml.merges", [1]), ("tokenizer.ggml.pre", [1]), ("tokenizer.ggml.add_bos_token", 2), ("tokenizer.chat_template", 7)]
+
+
+@pytest.mark.parametrize("key,value", BAD_TOKENIZER, ids=[f"{k.split('.')[-1]}={v!r}"[:40] for k, v in BAD_TOKENIZER])
+def test_bad_tokenizer_metadata_is_refused(tmp_path, key, value):
+  # these were TypeError/AttributeError/IndexError from inside the tokenizer (no file name), found by the GGUF fuzzer
+  meta, tensors = synth_parts(tmp_path)
+  meta[key] = value
+  p = tmp_path / "bad.gguf"
+  write_gguf(p, meta, tensors)
+  with pytest.raises(UnsupportedModel, match=f"{p}: .*(tokenizer|{key})"): LLM.load(str(p), max_context=64)

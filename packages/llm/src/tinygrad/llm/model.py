@@ -110,6 +110,31 @@ class ModelConfig:
       expert_ff_dim=_int_key(g, f"{arch}.expert_feed_forward_length", 0, 0, MAX_DIM))
 
 
+def check_tokenizer_metadata(g: GGUFFile) -> None:
+  """The tokenizer.* metadata has the types and ranges Tokenizer.from_gguf relies on (a list of strings, ids inside it, ...):
+  a corrupt file is an UnsupportedModel naming the key and the file, not a TypeError from deep inside the tokenizer."""
+  def fail(key: str, want: str) -> UnsupportedModel:
+    return UnsupportedModel(f"{g.path}: metadata {key} is {str(g.get(key))[:60]}, expected {want}; the file is corrupt")
+  tokens = g.get("tokenizer.ggml.tokens")
+  if tokens is None: raise UnsupportedModel(f"{g.path}: the GGUF has no tokenizer (tokenizer.ggml.tokens is missing)")
+  if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+    raise fail("tokenizer.ggml.tokens", "a non-empty list of strings")
+  n = len(tokens)
+  for name, kinds, want in (("token_type", (int,), "integers"), ("scores", (int, float), "numbers")):
+    v = g.get(f"tokenizer.ggml.{name}")
+    if v is not None and (not isinstance(v, list) or len(v) != n or not all(isinstance(x, kinds) and not isinstance(x, bool) for x in v)):
+      raise fail(f"tokenizer.ggml.{name}", f"a list of {n} {want}, one per token")
+  merges = g.get("tokenizer.ggml.merges")
+  if merges is not None and (not isinstance(merges, list) or not all(isinstance(x, str) for x in merges)): raise fail("tokenizer.ggml.merges", "a list of strings")
+  for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.chat_template"):
+    if g.get(key) is not None and not isinstance(g.get(key), str): raise fail(key, "a string")
+  for name in ("bos", "eos", "eot", "eom", "unknown"):
+    v = g.get(f"tokenizer.ggml.{name}_token_id")
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < n): raise fail(f"tokenizer.ggml.{name}_token_id", f"a token id below {n}")
+  for name in ("add_bos_token", "add_space_prefix"):
+    if g.get(f"tokenizer.ggml.{name}") is not None and not isinstance(g.get(f"tokenizer.ggml.{name}"), bool): raise fail(f"tokenizer.ggml.{name}", "a bool")
+
+
 # ---- weights
 
 class QuantWeight:
