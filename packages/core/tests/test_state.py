@@ -542,3 +542,12 @@ def test_torch_load_pickle_lengths_bounded_by_the_file(tmp_path):
   with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
   fn.write_bytes(headers + b"\x80\x02c" + b"x" * (4 << 20))  # a GLOBAL line with no end
   with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+
+
+def test_safe_load_header_size_is_bounded(tmp_path):
+  # the header is parsed whole: like the reference implementation, more than 100 MB is refused before reading it
+  fn = tmp_path / "big_header.safetensors"
+  with open(fn, "wb") as f:
+    f.write(struct.pack("<Q", 100_000_001))
+    f.truncate(100_000_001 + 8)  # sparse: the size is real, the bytes cost nothing
+  with pytest.raises(SafetensorsError, match=f"{fn}: the safetensors header claims 100000001 bytes, more than the format's limit"): safe_load(fn)

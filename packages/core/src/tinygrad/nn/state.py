@@ -116,6 +116,9 @@ SAFE_DTYPES: dict[str, DType] = {
 INVERSE_SAFE_DTYPES: dict[DType, str] = {v: k for k, v in SAFE_DTYPES.items()}
 
 
+MAX_SAFE_HEADER = 100_000_000
+
+
 class SafetensorsError(ValueError):
   """A file that is not a valid safetensors file; the message starts with the file's name."""
 
@@ -123,6 +126,8 @@ class SafetensorsError(ValueError):
 def _safe_header(src: _Source, name: str) -> tuple[int, dict[str, Any]]:
   if src.size < 8: raise SafetensorsError(f"{name}: not a safetensors file: {src.size} bytes, less than the 8-byte header length")
   n = int.from_bytes(src.read(0, 8), "little")
+  if n > MAX_SAFE_HEADER:  # as the reference implementation: a header is parsed whole, so its size is bounded
+    raise SafetensorsError(f"{name}: the safetensors header claims {n} bytes, more than the format's limit of {MAX_SAFE_HEADER}")
   if n > src.size - 8:
     raise SafetensorsError(f"{name}: not a safetensors file (or truncated): its header claims {n} bytes, but only {src.size - 8} follow")
   try: header = json.loads(src.read(8, n))
