@@ -214,3 +214,17 @@ def test_array_counts_bounded_by_the_bytes_left(tmp_path):
   p = tmp_path / "many.gguf"
   p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv_bytes("x", Typed(UINT8, 0))[:-5] + struct.pack("<IIQ", ARRAY, ARRAY, 2 ** 40) + b"\0" * 64)
   with pytest.raises(GGUFError, match=f"{p}: .*claims 1099511627776 elements"): read_gguf(p)
+
+
+def test_file_shrinking_while_parsed(tmp_path, monkeypatch):
+  # the header is read with pread, not through a memory map (where a file truncated meanwhile was a SIGBUS): a file shorter
+  # than its size said a moment ago reads short, a GGUFError
+  from types import SimpleNamespace
+
+  from tinygrad.llm import gguf as gguf_mod
+  p = tmp_path / "m.gguf"
+  write_all_types(p)
+  size = p.stat().st_size
+  p.write_bytes(p.read_bytes()[:200])
+  monkeypatch.setattr(gguf_mod.os, "fstat", lambda fd: SimpleNamespace(st_size=size))  # the size before it shrank
+  with pytest.raises(GGUFError, match=f"{p}: file is truncated: it shrank to 200 bytes while being read"): read_gguf(p)
