@@ -51,15 +51,13 @@ class DiskFile:
 
   def read(self, offset: int, dest: memoryview) -> None:
     if dest.nbytes == 0: return
-    self._mapped(offset + dest.nbytes, write=False)  # opens the file and checks that it is long enough
+    mm = self._mapped(offset + dest.nbytes, write=False)
     assert self.fd is not None
-    # pread, not a copy out of the mapping: a file truncated after it was mapped then reads short, an error, instead of
-    # touching pages past its end (SIGBUS kills the process). It too reads only these bytes
-    buf, done = dest.cast("B"), 0
-    while done < dest.nbytes:
-      n = os.preadv(self.fd, [buf[done:]], offset + done)
-      if n == 0: raise EOFError(f"DISK:{self.path} shrank to {os.fstat(self.fd).st_size} bytes while in use: a tensor on it reads up to byte {offset + dest.nbytes}")
-      done += n
+    # a file truncated or rewritten shorter since it was mapped: copying pages past its end would kill the process (SIGBUS).
+    # Checked before each copy (a copy out of the mapping is faster than pread for large tensors)
+    if (size := os.fstat(self.fd).st_size) < offset + dest.nbytes:
+      raise EOFError(f"DISK:{self.path} shrank to {size} bytes while in use: a tensor on it reads up to byte {offset + dest.nbytes}")
+    with memoryview(mm) as mv: dest[:] = mv[offset:offset + dest.nbytes]  # only these pages are touched
 
   def write(self, offset: int, src: memoryview) -> None:
     if src.nbytes == 0: return
