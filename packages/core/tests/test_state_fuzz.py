@@ -4,7 +4,7 @@ loader must refuse). Every case must load or raise the loader's error naming the
 fails the test. Each case runs in a worker process with a timeout and a memory limit (fuzz_harness.py).
 
 The loaders don't depend on the device, so the full run is once per CI run (DEV=CPU:LLVM, or DEV unset); the other
-DEVs run every 10th case. FUZZ_CASES=N overrides the number of cases per group."""
+DEVs run every 10th case. FUZZ_CASES=N overrides the number of cases per group, FUZZ_SEED=N the seed (20)."""
 from __future__ import annotations
 
 import io
@@ -87,10 +87,10 @@ def hostile_safetensors(rng: random.Random, header: dict, data: bytes) -> tuple[
 
 
 def test_fuzz_safetensors(tmp_path, capsys):
-  rng = random.Random(20)
+  rng = random.Random(int(os.environ.get("FUZZ_SEED", 20)))
   bases = safetensors_bases()
   paths = []
-  for i in range(n_cases(1500)):
+  for i in range(n_cases(4000)):
     header, data = bases[i % len(bases)]
     if i % 2: kind, raw = mutate_bytes(rng, safetensors_file(header, data), hot=len(json.dumps(header)) + 8)
     else: kind, raw = hostile_safetensors(rng, header, data)
@@ -180,10 +180,10 @@ def mutate_pickle(rng: random.Random, raw: bytes) -> tuple[str, bytes]:
 
 
 def test_fuzz_torch(tmp_path, capsys):
-  rng = random.Random(20)
+  rng = random.Random(int(os.environ.get("FUZZ_SEED", 20)))
   bases = [(fmt, checkpoint(fmt, obj)) for fmt, obj in torch_bases()]
   paths = []
-  for i in range(n_cases(600)):
+  for i in range(n_cases(2000)):
     fmt, raw = bases[i % len(bases)]
     r = i % 3
     if r == 0: kind, raw = hostile_torch(rng)
