@@ -542,6 +542,8 @@ def test_torch_load_pickle_lengths_bounded_by_the_file(tmp_path):
   with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
   fn.write_bytes(headers + b"\x80\x02c" + b"x" * (4 << 20))  # a GLOBAL line with no end
   with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+  fn.write_bytes(headers + b"\x80\x05\x96" + struct.pack("<Q", 2 ** 60) + b"abc")  # BYTEARRAY8 allocates before it reads
+  with pytest.raises(TorchLoadError, match=f"{fn}: .*protocol-5 bytearray"): torch_load(fn)
 
 
 def test_safe_load_header_size_is_bounded(tmp_path):

@@ -375,6 +375,11 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined]
       setattr(inst, k, v)
   dispatch[pickle.BUILD[0]] = load_build
 
+  def load_bytearray8(self) -> None:
+    # the one opcode that allocates its claimed length before reading it (protocol 5; torch writes protocol 2)
+    raise pickle.UnpicklingError("the pickle holds a protocol-5 bytearray, which a torch checkpoint doesn't")
+  dispatch[pickle.BYTEARRAY8[0]] = load_bytearray8
+
   def find_class(self, module: str, name: str) -> Any:
     # protocol-2 pickles (what torch writes) may name Python 2 modules, e.g. __builtin__.eval for builtins.eval
     py3 = _compat_pickle.NAME_MAPPING.get((module, name), (_compat_pickle.IMPORT_MAPPING.get(module, module), name))
