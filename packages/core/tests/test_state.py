@@ -553,3 +553,15 @@ def test_safe_load_header_size_is_bounded(tmp_path):
     f.write(struct.pack("<Q", 100_000_001))
     f.truncate(100_000_001 + 8)  # sparse: the size is real, the bytes cost nothing
   with pytest.raises(SafetensorsError, match=f"{fn}: the safetensors header claims 100000001 bytes, more than the format's limit"): safe_load(fn)
+
+
+def test_torch_load_other_compressions_fail_cleanly(tmp_path):
+  # found by the fuzzer: a damaged bz2 entry raised a bare OSError("Invalid data stream")
+  import zipfile
+  fn = tmp_path / "bz2.pt"
+  with zipfile.ZipFile(fn, "w", zipfile.ZIP_BZIP2) as z: z.writestr("archive/data.pkl", TF.dumps({"a": 1}))
+  raw = bytearray(fn.read_bytes())
+  at = raw.index(b"BZh") + 10
+  raw[at:at + 8] = b"\xff" * 8
+  fn.write_bytes(raw)
+  with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)

@@ -558,7 +558,7 @@ def torch_load(fn: FileLike) -> Any:
     return _load_legacy(tf, f)
   except TorchLoadError: raise
   except RecursionError: raise TorchLoadError(f"{name}: the checkpoint nests too deeply to load") from None
-  except (OSError, MemoryError): raise
+  except MemoryError: raise  # running out of memory is not the file's fault (every size read from it is bounded)
   except Exception as e:  # noqa: BLE001  whatever a corrupt pickle or zip raises: one error type, naming the file
     raise TorchLoadError(f"{name}: not a loadable torch checkpoint ({type(e).__name__}: {str(e)[:300]})") from e
 
