@@ -12,10 +12,21 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 import pytest
+import torch_files as TF
 from conftest import is_null_device
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.frontend.disk import disk_file, disk_view
-from tinygrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save, torch_load
+from tinygrad.nn.state import (
+  SafetensorsError,
+  TorchLoadError,
+  get_parameters,
+  get_state_dict,
+  load_state_dict,
+  safe_load,
+  safe_load_metadata,
+  safe_save,
+  torch_load,
+)
 from tinygrad.runtime.disk import DiskFile
 
 pytestmark = pytest.mark.skipif(is_null_device(), reason="the NULL device has no data to read back")
@@ -346,3 +357,212 @@ def test_torch_load_refuses_non_torch_files(tmp_path):
   fn = tmp_path / "x.pt"
   fn.write_bytes(b"this is not a checkpoint at all")
   with pytest.raises(ValueError, match="neither a zip nor a legacy torch checkpoint"): torch_load(fn)
+
+
+# ---- hostile and damaged files (issue 20): each fails with the format's error naming the file, in bounded time and memory
+
+
+
+def run_isolated(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+  """Run `code` in a fresh interpreter (a crash or hang there is a failed assertion here, not a dead test worker)."""
+  try: return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+  except subprocess.TimeoutExpired: pytest.fail(f"hung for more than {timeout} s:\n{code}")
+
+
+def test_safe_load_deeply_nested_header(tmp_path):
+  fn = tmp_path / "deep.safetensors"
+  j = b"[" * 200_000
+  fn.write_bytes(struct.pack("<Q", len(j)) + j)
+  with pytest.raises(SafetensorsError, match=f"{fn}: the safetensors header nests too deeply"): safe_load(fn)
+
+
+def test_safe_load_errors_are_safetensors_errors_naming_the_file(tmp_path):
+  fn = tmp_path / "bad.safetensors"
+  for raw in [b"\1\2", struct.pack("<Q", 99) + b"{}", struct.pack("<Q", 2) + b"[]", struct.pack("<Q", 6) + b'{"a":1}',
+              struct.pack("<Q", 5000) + b'{"a":' + b"9" * 4990 + b"}"]:
+    fn.write_bytes(raw)
+    with pytest.raises(SafetensorsError, match=str(fn)): safe_load(fn)
+
+
+@pytest.mark.parametrize("when", ["after_first_read", "before_first_read"])
+def test_safe_load_file_truncated_while_loaded(tmp_path, when):
+  # a DISK read of a file that shrank after it was mapped was a SIGBUS (the process died): now it is an EOFError naming the file
+  fn = tmp_path / "w.safetensors"
+  safe_save({"a": Tensor.arange(4096, dtype=dtypes.float32), "b": Tensor.arange(4096, dtype=dtypes.float32)}, fn)
+  out = run_isolated(f"""
+    import os
+    from tinygrad.nn.state import safe_load
+    w = safe_load({str(fn)!r})
+    {"w['a'].to(None).numpy()" if when == "after_first_read" else "pass"}
+    os.truncate({str(fn)!r}, 4096)
+    try: w["b"].to(None).numpy()
+    except EOFError as e: print("EOFError", e)
+  """)
+  assert out.returncode == 0, f"the process died (rc {out.returncode}): {out.stderr[-2000:]}"
+  assert "EOFError" in out.stdout and str(fn) in out.stdout, out.stdout + out.stderr
+
+
+def zip_with_pickle(path, pkl: bytes, extra: dict[str, bytes] | None = None) -> None:
+  import zipfile
+  with zipfile.ZipFile(path, "w") as z:
+    z.writestr("archive/data.pkl", pkl)
+    for k, v in (extra or {}).items(): z.writestr(k, v)
+
+
+def test_torch_load_shared_nested_persistent_id_fails_fast(tmp_path):
+  # 60 levels of (t, t): a few hundred bytes of pickle whose repr is 2^60 long; the error message used to expand it
+  fn = tmp_path / "pid.pt"
+  t: tuple = ()
+  for _ in range(60): t = (t, t)
+
+  class P(TF._Pickler):
+    def persistent_id(self, obj): return t if obj == "x" else None
+  import io
+  f = io.BytesIO()
+  P(f, protocol=2).dump({"a": "x"})
+  zip_with_pickle(fn, f.getvalue())
+  assert fn.stat().st_size < 2000
+  out = run_isolated(f"""
+    from tinygrad.nn.state import torch_load, TorchLoadError
+    try: torch_load({str(fn)!r})
+    except TorchLoadError as e: print("TorchLoadError", str(e)[:500])
+  """, timeout=60)
+  assert out.returncode == 0 and "TorchLoadError" in out.stdout and "unsupported persistent id" in out.stdout and str(fn) in out.stdout, out
+
+
+def test_torch_load_overlapping_strides_is_one_strided_copy(tmp_path):
+  # (n, n) with strides (1, 1): x[i, j] = storage[i + j]. It was gathered element by element in Python (minutes)
+  import time
+  n = 4000
+  fn = tmp_path / "hankel.pt"
+  storage = TF.Storage("0", np.arange(2 * n - 1, dtype=np.float32))
+  fn.write_bytes(TF.zip_checkpoint({"x": TF.Rebuild(storage, 0, (n, n), (1, 1))}))
+  assert fn.stat().st_size < 40_000
+  start = time.perf_counter()
+  x = torch_load(fn)["x"].numpy()
+  assert time.perf_counter() - start < 20
+  i, j = np.random.default_rng(0).integers(0, n, (2, 100))
+  np.testing.assert_array_equal(x[i, j], (i + j).astype(np.float32))
+  # expanding far beyond what the file holds is refused (one element seen as a 1e5 x 1e5 tensor)
+  fn.write_bytes(TF.zip_checkpoint({"x": TF.Rebuild(TF.Storage("0", np.ones(1, np.float32)), 0, (10**5, 10**5), (0, 0))}))
+  small = torch_load(fn)["x"]  # broadcast strides stay a lazy expand
+  assert small.shape == (10**5, 10**5)
+  fn.write_bytes(TF.zip_checkpoint({"x": TF.Rebuild(TF.Storage("0", np.ones(20_000, np.float32)), 0, (10**4, 10**4, 2), (1, 1, 1))}))
+  with pytest.raises(TorchLoadError, match=f"{fn}: .*overlapping strides .* into 800000000"): torch_load(fn)
+
+
+def test_torch_load_reads_only_referenced_zip_entries(tmp_path):
+  # a small zip holding an unused 64 MiB compressed entry (and a used one of which the tensor needs 12 bytes): neither is inflated
+  import tracemalloc
+  import zipfile
+  fn = tmp_path / "bomb.pt"
+  big = TF.Storage("1", np.zeros(3, np.float32))
+  obj = {"x": TF.Rebuild(big, 0, (3,), (1,))}
+  with zipfile.ZipFile(fn, "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("archive/data.pkl", TF.dumps(obj))
+    for name in ("archive/data/0", "archive/data/1"):
+      with z.open(name, "w", force_zip64=True) as e:
+        for _ in range(64): e.write(bytes(1 << 20))
+  assert fn.stat().st_size < 2 << 20
+  tracemalloc.start()
+  try:
+    out = torch_load(fn)
+    peak = tracemalloc.get_traced_memory()[1]
+  finally: tracemalloc.stop()
+  assert peak < 16 << 20, f"loading allocated {peak} bytes"
+  assert out["x"].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_torch_load_compressed_data_pkl_is_bounded(tmp_path):
+  import zipfile
+  fn = tmp_path / "pklbomb.pt"
+  with zipfile.ZipFile(fn, "w", zipfile.ZIP_DEFLATED) as z:
+    with z.open("archive/data.pkl", "w", force_zip64=True) as e:
+      for _ in range(80): e.write(b"0" * (1 << 20))
+  with pytest.raises(TorchLoadError, match=f"{fn}: zip entry archive/data.pkl is larger than"): torch_load(fn)
+
+
+BUILD_ON_GLOBAL = [
+  ("function", b"\x80\x02ctorch._utils\n_rebuild_parameter\n}X\x04\x00\x00\x00evilK\x01sb."),
+  ("slots", b"\x80\x02ctorch\nFloatStorage\nN}X\x05\x00\x00\x00dtypeK\x01s\x86b."),
+  ("rebuild_method", b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n}X\x04\x00\x00\x00evilK\x01sb."),
+  ("class", b"\x80\x02ccollections\nOrderedDict\n}X\x04\x00\x00\x00evilK\x01sb.")]
+
+
+@pytest.mark.parametrize("case,pkl", BUILD_ON_GLOBAL, ids=[c[0] for c in BUILD_ON_GLOBAL])
+def test_torch_load_build_cannot_mutate_our_objects(tmp_path, case, pkl):
+  # BUILD on a global the unpickler handed out set attributes on our own functions for the whole process
+  from tinygrad.nn import state
+  fn = tmp_path / "build.pt"
+  zip_with_pickle(fn, pkl)
+  with pytest.raises(TorchLoadError, match=f"{fn}: .*sets the state of"): torch_load(fn)
+  assert not hasattr(state._rebuild_parameter, "evil") and not hasattr(OrderedDict, "evil")
+  assert not hasattr(state._Unpickler._rebuild_tensor_v2, "evil")
+
+
+def test_torch_load_ordered_dict_metadata_still_loads(tmp_path):
+  # torch's state dicts are OrderedDicts with a _metadata attribute, set by BUILD: that stays allowed
+  od: OrderedDict = OrderedDict(w=TF.tensor("0", np.arange(3, dtype=np.float32)))
+  od._metadata = {"": {"version": 1}}  # type: ignore[attr-defined]
+  fn = tmp_path / "sd.pt"
+  fn.write_bytes(TF.zip_checkpoint(od))
+  out = torch_load(fn)
+  assert out._metadata == {"": {"version": 1}} and out["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("fmt", ["zip", "legacy"])
+def test_torch_load_round_trip_hand_built(tmp_path, fmt):
+  a, b = np.arange(12, dtype=np.float32).reshape(3, 4), np.arange(5, dtype=np.int64)
+  obj = {"a": TF.tensor("0", a), "b": [TF.tensor("1", b)], "t": TF.Rebuild(TF.Storage("0", a), 0, (4, 3), (1, 4))}
+  fn = tmp_path / "ok.pt"
+  fn.write_bytes(TF.zip_checkpoint(obj) if fmt == "zip" else TF.legacy_checkpoint(obj))
+  out = torch_load(fn)
+  np.testing.assert_array_equal(out["a"].numpy(), a)
+  np.testing.assert_array_equal(out["b"][0].numpy(), b)
+  np.testing.assert_array_equal(out["t"].numpy(), a.T)
+
+
+def test_torch_load_errors_name_the_file(tmp_path):
+  fn = tmp_path / "bad.pt"
+  good = TF.zip_checkpoint({"a": TF.tensor("0", np.arange(4, dtype=np.float32))})
+  cases = [b"\x80\x02}q\x00(X\x01", b"PK\x03\x04" + b"\0" * 40, good[:len(good) // 2], good.replace(b"_rebuild_tensor_v2", b"_rebuild_tensor_v9")]
+  for raw in cases:
+    fn.write_bytes(raw)
+    with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+  for pkl in [b"garbage", b"\x80\x02(((((", b"\x80\x02K\x01b.", b"\x80\x02Q."]:
+    zip_with_pickle(fn, pkl)
+    with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+
+
+def test_torch_load_pickle_lengths_bounded_by_the_file(tmp_path):
+  # found by the fuzzer: a legacy checkpoint whose pickle claims a 2^60-byte string was a MemoryError (the read allocated it)
+  import pickle
+  fn = tmp_path / "len.pt"
+  headers = b"".join(pickle.dumps(x, protocol=2) for x in (TF.LEGACY_MAGIC, 1001, {"little_endian": True}))
+  fn.write_bytes(headers + b"\x80\x02\x8d" + struct.pack("<Q", 2 ** 60) + b"abc")
+  with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+  fn.write_bytes(headers + b"\x80\x02c" + b"x" * (4 << 20))  # a GLOBAL line with no end
+  with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)
+  fn.write_bytes(headers + b"\x80\x05\x96" + struct.pack("<Q", 2 ** 60) + b"abc")  # BYTEARRAY8 allocates before it reads
+  with pytest.raises(TorchLoadError, match=f"{fn}: .*protocol-5 bytearray"): torch_load(fn)
+
+
+def test_safe_load_header_size_is_bounded(tmp_path):
+  # the header is parsed whole: like the reference implementation, more than 100 MB is refused before reading it
+  fn = tmp_path / "big_header.safetensors"
+  with open(fn, "wb") as f:
+    f.write(struct.pack("<Q", 100_000_001))
+    f.truncate(100_000_001 + 8)  # sparse: the size is real, the bytes cost nothing
+  with pytest.raises(SafetensorsError, match=f"{fn}: the safetensors header claims 100000001 bytes, more than the format's limit"): safe_load(fn)
+
+
+def test_torch_load_other_compressions_fail_cleanly(tmp_path):
+  # found by the fuzzer: a damaged bz2 entry raised a bare OSError("Invalid data stream")
+  import zipfile
+  fn = tmp_path / "bz2.pt"
+  with zipfile.ZipFile(fn, "w", zipfile.ZIP_BZIP2) as z: z.writestr("archive/data.pkl", TF.dumps({"a": 1}))
+  raw = bytearray(fn.read_bytes())
+  at = raw.index(b"BZh") + 10
+  raw[at:at + 8] = b"\xff" * 8
+  fn.write_bytes(raw)
+  with pytest.raises(TorchLoadError, match=str(fn)): torch_load(fn)

@@ -1,9 +1,13 @@
 """The GGUF reader: header, every metadata type, alignment, tensor infos and bytes, split files, and errors on bad files."""
 import struct
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
-from tinygrad.llm.gguf import GGUFError, read_gguf, split_paths
+from gguf_raw import Typed, kv_bytes, write_gguf
+from tinygrad.llm.gguf import ARRAY, UINT8, UINT16, UINT32, GGUFError, read_gguf, split_paths
 
 gguf = pytest.importorskip("gguf")
 
@@ -161,3 +165,66 @@ def test_unknown_tensor_type(tmp_path):
   raw[at:at + 4] = struct.pack("<I", 77)
   p.write_bytes(raw)
   with pytest.raises(GGUFError, match="tensor 'x' has unknown ggml type 77"): read_gguf(p)
+
+
+# ---- hostile files (issue 20): bounded time and memory, a GGUFError naming the file
+
+def run_limited(code: str, timeout: float = 60, mem_gb: int = 2) -> subprocess.CompletedProcess:
+  """`code` in a fresh interpreter with at most `mem_gb` of address space: unbounded memory or a hang fails the test instead of the machine."""
+  import resource
+  def limit() -> None: resource.setrlimit(resource.RLIMIT_AS, (mem_gb << 30, mem_gb << 30))
+  try: return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, preexec_fn=limit)
+  except subprocess.TimeoutExpired: pytest.fail(f"hung for more than {timeout} s:\n{code}")
+
+
+def test_split_count_huge_is_refused(tmp_path):
+  # a 51-byte file saying it is one of 2^31 parts: the list of part names grew without bound
+  p = tmp_path / "m-00001-of-00002.gguf"
+  write_gguf(p, {"split.count": Typed(UINT32, 2 ** 31)}, [])
+  assert p.stat().st_size == 51
+  out = run_limited(f"""
+    from tinygrad.llm.gguf import read_gguf, GGUFError
+    try: read_gguf({str(p)!r})
+    except GGUFError as e: print("GGUFError", e)
+  """)
+  assert out.returncode == 0 and "GGUFError" in out.stdout and "split.count" in out.stdout and str(p) in out.stdout, out
+  # a count that disagrees with the name is refused too (it would look for parts that can't exist)
+  write_gguf(p, {"split.count": Typed(UINT16, 3)}, [])
+  with pytest.raises(GGUFError, match="split into 3 files"): read_gguf(p)
+  write_gguf(p, {"split.count": "two"}, [])
+  with pytest.raises(GGUFError, match=f"{p}: metadata split.count is two"): read_gguf(p)
+
+
+def test_deeply_nested_arrays(tmp_path):
+  p = tmp_path / "deep.gguf"
+  deep = b"".join(struct.pack("<IQ", ARRAY, 1) for _ in range(5000)) + struct.pack("<IQ", UINT8, 0)
+  body = kv_bytes("x", Typed(UINT8, 0))[:-5] + struct.pack("<I", ARRAY) + deep  # key "x", type ARRAY, then the nest
+  p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + body)
+  with pytest.raises(GGUFError, match=f"{p}: metadata 'x'.*nested more than 32 deep"): read_gguf(p)
+  # 30 levels still load
+  ok = b"".join(struct.pack("<IQ", ARRAY, 1) for _ in range(29)) + struct.pack("<IQ", UINT8, 1) + b"\7"
+  p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv_bytes("x", Typed(UINT8, 0))[:-5] + struct.pack("<I", ARRAY) + ok)
+  v = read_gguf(p).metadata["x"]
+  for _ in range(29): v = v[0]
+  assert v == [7]
+
+
+def test_array_counts_bounded_by_the_bytes_left(tmp_path):
+  # 2^40 empty arrays would each need a 12-byte header: refused before any is read
+  p = tmp_path / "many.gguf"
+  p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + kv_bytes("x", Typed(UINT8, 0))[:-5] + struct.pack("<IIQ", ARRAY, ARRAY, 2 ** 40) + b"\0" * 64)
+  with pytest.raises(GGUFError, match=f"{p}: .*claims 1099511627776 elements"): read_gguf(p)
+
+
+def test_file_shrinking_while_parsed(tmp_path, monkeypatch):
+  # the header is read with pread, not through a memory map (where a file truncated meanwhile was a SIGBUS): a file shorter
+  # than its size said a moment ago reads short, a GGUFError
+  from types import SimpleNamespace
+
+  from tinygrad.llm import gguf as gguf_mod
+  p = tmp_path / "m.gguf"
+  write_all_types(p)
+  size = p.stat().st_size
+  p.write_bytes(p.read_bytes()[:200])
+  monkeypatch.setattr(gguf_mod.os, "fstat", lambda fd: SimpleNamespace(st_size=size))  # the size before it shrank
+  with pytest.raises(GGUFError, match=f"{p}: file is truncated: it shrank to 200 bytes while being read"): read_gguf(p)

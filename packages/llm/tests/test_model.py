@@ -5,8 +5,10 @@ package), ours computes in float32 and the reference in float64, so logits agree
 """
 import numpy as np
 import pytest
+from gguf_raw import Typed, model_parts, write_gguf
 from llm_synth import SynthConfig, reference_forward, write_model
 from tinygrad.llm.engine import LLM
+from tinygrad.llm.gguf import UINT32, GGUFError
 from tinygrad.llm.model import Transformer, UnsupportedModel
 from tinygrad.llm.quants import UnsupportedQuantization
 
@@ -115,3 +117,93 @@ def test_unsupported(tmp_path):
   w.add_tensor("token_embd.weight", np.zeros((2, 84), np.uint8), raw_shape=(2, 84), raw_dtype=gguf.GGMLQuantizationType.Q2_K)
   w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
   with pytest.raises(UnsupportedQuantization, match="'token_embd.weight' is Q2_K, which is not supported"): Transformer.from_gguf(p)
+
+
+# ---- hostile metadata and tensors (issue 20): an UnsupportedModel (a GGUFError) naming the key or tensor and the file
+
+def synth_parts(tmp_path, qtype="F32"):
+  from llm_synth import write_model
+  src = str(tmp_path / "src.gguf")
+  write_model(src, SynthConfig(), qtype)
+  return model_parts(src)
+
+
+BAD_METADATA = [
+  ("llama.rope.freq_base", float("nan")), ("llama.rope.freq_base", -10000.0), ("llama.rope.freq_base", 0.0),
+  ("llama.attention.layer_norm_rms_epsilon", float("nan")), ("llama.attention.layer_norm_rms_epsilon", -1e-5),
+  ("llama.attention.layer_norm_rms_epsilon", 0.0), ("llama.attention.layer_norm_rms_epsilon", float("inf")),
+  ("llama.attention.head_count", 0), ("llama.attention.head_count", -4), ("llama.attention.head_count_kv", 3),
+  ("llama.attention.head_count_kv", 0), ("llama.context_length", 0), ("llama.context_length", -5), ("llama.context_length", 2 ** 40),
+  ("llama.embedding_length", 0), ("llama.attention.key_length", 63), ("llama.vocab_size", 2 ** 40), ("llama.block_count", "1"),
+  ("llama.block_count", -1), ("llama.rope.freq_base", "fast"), ("llama.attention.head_count", [4, 4]), ("llama.expert_used_count", 2)]
+
+
+@pytest.mark.parametrize("key,value", BAD_METADATA, ids=[f"{k.split('.', 1)[1]}={v}" for k, v in BAD_METADATA])
+def test_bad_metadata_is_refused(tmp_path, key, value):
+  meta, tensors = synth_parts(tmp_path)
+  meta[key] = value
+  p = tmp_path / "bad.gguf"
+  write_gguf(p, meta, tensors)
+  with pytest.raises(UnsupportedModel, match=f"{p}: .*{key.split('.', 1)[1]}") as e: Transformer.from_gguf(str(p))
+  assert isinstance(e.value, GGUFError)
+
+
+def test_huge_block_count_fails_fast(tmp_path):
+  # block_count 2^31 looped over every layer index (forever, in effect)
+  meta, tensors = synth_parts(tmp_path)
+  for n in (2 ** 31, 1000):
+    meta["llama.block_count"] = Typed(UINT32, n)
+    write_gguf(tmp_path / "bad.gguf", meta, tensors)
+    with pytest.raises(UnsupportedModel, match=f"{tmp_path / 'bad.gguf'}: .*block_count is {n}"): Transformer.from_gguf(str(tmp_path / "bad.gguf"))
+
+
+def _drop(tensors, name): return [t for t in tensors if t[0] != name]
+def _reshape(tensors, name, shape): return [(n, shape if n == name else s, ty, raw) for n, s, ty, raw in tensors]
+
+
+BAD_TENSORS = [  # each raised a bare KeyError / IndexError / ZeroDivisionError, or loaded and failed later
+  ("head_count 0", lambda m, t: ({**m, "llama.attention.head_count": 0, "llama.attention.key_length": None}, t), "head_count"),
+  ("missing attn_output", lambda m, t: (m, _drop(t, "blk.0.attn_output.weight")), "'blk.0.attn_output.weight' is missing"),
+  ("missing ffn_down", lambda m, t: (m, _drop(t, "blk.0.ffn_down.weight")), "'blk.0.ffn_down.weight' is missing"),
+  ("missing output_norm", lambda m, t: (m, _drop(t, "output_norm.weight")), "'output_norm.weight' is missing"),
+  ("1-D embedding", lambda m, t: (m, _reshape(t, "token_embd.weight", (64 * 256,))), "'token_embd.weight' has shape"),
+  ("empty vocabulary", lambda m, t: ({**m, "llama.vocab_size": 0, "tokenizer.ggml.tokens": []}, _reshape(t, "token_embd.weight", (0, 256))),
+   "vocabulary is empty"),
+  ("q of the wrong width", lambda m, t: (m, _reshape(t, "blk.0.attn_q.weight", (256, 128))), "'blk.0.attn_q.weight' has shape"),
+  ("norm of the wrong size", lambda m, t: (m, _reshape(t, "blk.0.attn_norm.weight", (128,))), "'blk.0.attn_norm.weight' has shape"),
+  ("no architecture", lambda m, t: ({k: v for k, v in m.items() if k != "general.architecture"}, t), "architecture None is not supported")]
+
+
+@pytest.mark.parametrize("case,edit,match", BAD_TENSORS, ids=[c[0] for c in BAD_TENSORS])
+def test_bad_tensors_are_refused(tmp_path, case, edit, match):
+  meta, tensors = edit(*synth_parts(tmp_path))
+  meta = {k: v for k, v in meta.items() if v is not None}
+  p = tmp_path / "bad.gguf"
+  write_gguf(p, meta, tensors)
+  with pytest.raises(UnsupportedModel, match=f"{p}: .*{match}"): Transformer.from_gguf(str(p))
+
+
+def test_rewritten_model_still_loads(tmp_path):
+  # the raw writer's copy of a valid model loads and computes the same logits (so the cases above differ only in what they break)
+  from llm_synth import write_model
+  src = str(tmp_path / "src.gguf")
+  write_model(src, SynthConfig(), "F32")
+  write_gguf(tmp_path / "copy.gguf", *model_parts(src))
+  a, b = Transformer.from_gguf(src), Transformer.from_gguf(str(tmp_path / "copy.gguf"))
+  np.testing.assert_array_equal(a.logits([1, 2, 3]).numpy(), b.logits([1, 2, 3]).numpy())
+
+
+BAD_TOKENIZER = [("tokenizer.ggml.tokens", 5), ("tokenizer.ggml.tokens", []), ("tokenizer.ggml.tokens", [1, 2]),
+                 ("tokenizer.ggml.token_type", [1, 2]), ("tokenizer.ggml.token_type", "x"), ("tokenizer.ggml.bos_token_id", 10 ** 6),
+                 ("tokenizer.ggml.eos_token_id", -1), ("tokenizer.ggml.model", 3), ("tokenizer.ggml.model", "wordpiece"),
+                 ("tokenizer.ggml.merges", [1]), ("tokenizer.ggml.pre", [1]), ("tokenizer.ggml.add_bos_token", 2), ("tokenizer.chat_template", 7)]
+
+
+@pytest.mark.parametrize("key,value", BAD_TOKENIZER, ids=[f"{k.split('.')[-1]}={v!r}"[:40] for k, v in BAD_TOKENIZER])
+def test_bad_tokenizer_metadata_is_refused(tmp_path, key, value):
+  # these were TypeError/AttributeError/IndexError from inside the tokenizer (no file name), found by the GGUF fuzzer
+  meta, tensors = synth_parts(tmp_path)
+  meta[key] = value
+  p = tmp_path / "bad.gguf"
+  write_gguf(p, meta, tensors)
+  with pytest.raises(UnsupportedModel, match=f"{p}: .*(tokenizer|{key})"): LLM.load(str(p), max_context=64)

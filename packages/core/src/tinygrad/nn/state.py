@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import _compat_pickle
 import io
-import itertools
 import json
 import os
 import pickle
+import reprlib
 import struct
 import sys
 import tempfile
@@ -20,7 +20,7 @@ import time
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Views
@@ -30,7 +30,7 @@ from tinygrad.helpers import DEBUG, GlobalCounters, prod, round_up
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 
-__all__ = ["safe_load", "safe_save", "safe_load_metadata", "get_state_dict", "get_parameters", "load_state_dict", "torch_load"]
+__all__ = ["SafetensorsError", "TorchLoadError", "safe_load", "safe_save", "safe_load_metadata", "get_state_dict", "get_parameters", "load_state_dict", "torch_load"]
 
 FileLike = Tensor | str | os.PathLike
 
@@ -60,7 +60,19 @@ class _Source:
 
   def reader(self) -> io.BufferedReader:
     """A seekable binary file object over the bytes (for zipfile and pickle)."""
-    return io.BufferedReader(_RawReader(self), buffer_size=1 << 16)
+    return _BoundedReader(_RawReader(self), buffer_size=1 << 16)
+
+
+class _BoundedReader(io.BufferedReader):
+  """A read of n bytes allocates at most what is left of the file, and a line is at most 1 MiB: a pickle's length
+  fields (BINUNICODE8 of 2^60 bytes) and text opcodes come from the file."""
+
+  def read(self, n: int | None = -1) -> bytes:
+    if n is not None and n > 0: n = min(n, max(0, self.raw.src.size - self.tell()))  # type: ignore[attr-defined]
+    return super().read(n)
+
+  def readline(self, size: int | None = -1) -> bytes:
+    return super().readline(1 << 20 if size is None or size < 0 else min(size, 1 << 20))
 
 
 class _RawReader(io.RawIOBase):
@@ -83,6 +95,15 @@ class _RawReader(io.RawIOBase):
     return len(data)
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 60
+
+
+def _short(x: Any) -> str:
+  """repr of something read from a file, bounded in length and time (a shared, deeply nested value's full repr is exponential)."""
+  return _REPR.repr(x)
+
+
 def _name(fn: FileLike) -> str: return str(fn) if not isinstance(fn, Tensor) else f"the tensor {fn}"
 
 
@@ -96,14 +117,25 @@ SAFE_DTYPES: dict[str, DType] = {
 INVERSE_SAFE_DTYPES: dict[DType, str] = {v: k for k, v in SAFE_DTYPES.items()}
 
 
+MAX_SAFE_HEADER = 100_000_000
+
+
+class SafetensorsError(ValueError):
+  """A file that is not a valid safetensors file; the message starts with the file's name."""
+
+
 def _safe_header(src: _Source, name: str) -> tuple[int, dict[str, Any]]:
-  if src.size < 8: raise ValueError(f"{name} is not a safetensors file: {src.size} bytes, less than the 8-byte header length")
+  if src.size < 8: raise SafetensorsError(f"{name}: not a safetensors file: {src.size} bytes, less than the 8-byte header length")
   n = int.from_bytes(src.read(0, 8), "little")
+  if n > MAX_SAFE_HEADER:  # as the reference implementation: a header is parsed whole, so its size is bounded
+    raise SafetensorsError(f"{name}: the safetensors header claims {n} bytes, more than the format's limit of {MAX_SAFE_HEADER}")
   if n > src.size - 8:
-    raise ValueError(f"{name} is not a safetensors file (or is truncated): its header claims {n} bytes, but only {src.size - 8} follow")
+    raise SafetensorsError(f"{name}: not a safetensors file (or truncated): its header claims {n} bytes, but only {src.size - 8} follow")
   try: header = json.loads(src.read(8, n))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ValueError(f"{name}: the safetensors header is not valid JSON: {e}") from None
-  if not isinstance(header, dict): raise ValueError(f"{name}: the safetensors header is a JSON {type(header).__name__}, expected an object")
+  except RecursionError: raise SafetensorsError(f"{name}: the safetensors header nests too deeply to parse") from None
+  # ValueError: JSONDecodeError, and integers longer than Python converts
+  except (UnicodeDecodeError, ValueError) as e: raise SafetensorsError(f"{name}: the safetensors header is not valid JSON: {str(e)[:200]}") from None
+  if not isinstance(header, dict): raise SafetensorsError(f"{name}: the safetensors header is a JSON {type(header).__name__}, expected an object")
   return 8 + n, header
 
 
@@ -125,16 +157,17 @@ def safe_load(fn: FileLike) -> dict[str, Tensor]:
   for k, v in header.items():
     if k == "__metadata__": continue
     if not isinstance(v, dict) or not {"dtype", "shape", "data_offsets"} <= v.keys():
-      raise ValueError(f"{name}: tensor {k!r} has a malformed entry {v!r}, expected dtype, shape and data_offsets")
-    if v["dtype"] not in SAFE_DTYPES:
-      raise ValueError(f"{name}: tensor {k!r} has dtype {v['dtype']!r}, which tinygrad can't load (known: {', '.join(SAFE_DTYPES)})")
+      raise SafetensorsError(f"{name}: tensor {k!r:.100} has a malformed entry {_short(v)}, expected dtype, shape and data_offsets")
+    if not isinstance(v["dtype"], str) or v["dtype"] not in SAFE_DTYPES:
+      raise SafetensorsError(f"{name}: tensor {k!r:.100} has dtype {_short(v['dtype'])}, which tinygrad can't load (known: {', '.join(SAFE_DTYPES)})")
     dt, shape, offs = SAFE_DTYPES[v["dtype"]], v["shape"], v["data_offsets"]
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-      raise ValueError(f"{name}: tensor {k!r} has a bad shape {shape!r}")
-    if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs) and 0 <= offs[0] <= offs[1] <= data_len):
-      raise ValueError(f"{name}: tensor {k!r} has data_offsets {offs!r} outside the {data_len} data bytes of the file")
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+      raise SafetensorsError(f"{name}: tensor {k!r:.100} has a bad shape {_short(shape)}")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs) and 0 <= offs[0] <= offs[1] <= data_len):
+      raise SafetensorsError(f"{name}: tensor {k!r:.100} has data_offsets {_short(offs)} outside the {data_len} data bytes of the file")
     if offs[1] - offs[0] != prod(shape) * dt.itemsize:
-      raise ValueError(f"{name}: tensor {k!r} is {shape} x {v['dtype']} = {prod(shape) * dt.itemsize} bytes, but its data_offsets span {offs[1] - offs[0]}")
+      raise SafetensorsError(f"{name}: tensor {k!r:.100} is {_short(shape)} x {v['dtype']} = {prod(shape) * dt.itemsize} bytes, "
+                             f"but its data_offsets span {offs[1] - offs[0]}")
     out[k] = src.tensor(data_start + offs[0], dt, tuple(shape))
   return out
 
@@ -249,11 +282,28 @@ TORCH_DTYPES: dict[str, DType] = {
 LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
 
-class Refused(pickle.UnpicklingError):
+class TorchLoadError(ValueError):
+  """A file that torch_load can't load (not a torch checkpoint, corrupt, or asking for more than it holds); the message
+  starts with the file's name."""
+
+
+class Refused(TorchLoadError, pickle.UnpicklingError):
   """torch_load met a global it does not allow (and so ran nothing from the file)."""
 
 
-class _StorageType:
+MAX_PICKLE_BYTES = 64 << 20     # a data.pkl holds ~100 bytes per tensor: 64 MiB is far past any real checkpoint
+MAX_EXPANDED_BYTES = 256 << 20  # overlapping strides are copied out: at most this much beyond the bytes the tensor reads
+
+
+class _Immutable:
+  """Refuses pickle's BUILD opcode (`__setstate__`): a file may not set attributes on the objects torch_load hands it."""
+  __slots__ = ()
+
+  def __setstate__(self, state: Any) -> None:
+    raise pickle.UnpicklingError(f"the pickle sets the state of {self!r}, which is not allowed (only an OrderedDict's can be set)")
+
+
+class _StorageType(_Immutable):
   """What `torch.FloatStorage` (etc.) unpickles to: only its dtype. Not callable."""
   __slots__ = ("name", "dtype")
 
@@ -261,7 +311,7 @@ class _StorageType:
   def __repr__(self) -> str: return f"torch.{self.name}"
 
 
-class _TorchDType:
+class _TorchDType(_Immutable):
   """What `torch.float32` (etc.) unpickles to."""
   __slots__ = ("name", "dtype")
 
@@ -269,7 +319,16 @@ class _TorchDType:
   def __repr__(self) -> str: return f"torch.{self.name}"
 
 
-class _Storage:
+class _Global(_Immutable):
+  """An allowed callable global (a rebuild function, OrderedDict, torch.Size): callable, but its attributes can't be set."""
+  __slots__ = ("name", "fn")
+
+  def __init__(self, name: str, fn: Callable): self.name, self.fn = name, fn
+  def __call__(self, *args: Any) -> Any: return self.fn(*args)
+  def __repr__(self) -> str: return self.name
+
+
+class _Storage(_Immutable):
   """A storage named by a persistent id: `nbytes` bytes of `dtype` elements at byte `offset` of storage `key`."""
   __slots__ = ("key", "dtype", "nbytes", "offset")
 
@@ -277,52 +336,76 @@ class _Storage:
   def __repr__(self) -> str: return f"<torch storage {self.key} {self.dtype!r} {self.nbytes} bytes>"
 
 
-class _Unpickler(pickle.Unpickler):
+class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined]
   """Knows only the globals a checkpoint of tensors needs (the torch rebuild functions, storage types, dtypes,
-  OrderedDict); any other global is refused before anything is called, so no code from the file runs."""
+  OrderedDict); any other global is refused before anything is called, so no code from the file runs. The pure-Python
+  unpickler, so that BUILD can be restricted: it may set the attributes of an OrderedDict the file made (torch's
+  `_metadata`), never of anything else (the C unpickler sets them on whatever is on its stack)."""
+  dispatch: ClassVar[dict[int, Any]] = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined,misc]
+  stack: list[Any]  # the pure-Python unpickler's stack (set by load)
 
   def __init__(self, file: Any, name: str, make_tensor: Callable[[_Storage, int, tuple, tuple, DType | None], Tensor | None]):
     super().__init__(file)
     self.name, self.make_tensor = name, make_tensor
     self.storages: dict[str, _Storage] = {}  # root storages by key, as the persistent ids describe them
-    self.allowed: dict[tuple[str, str], Any] = {
+    fns: dict[tuple[str, str], Callable] = {
       ("torch._utils", "_rebuild_tensor"): self._rebuild_tensor,
       ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor_v2,
       ("torch._utils", "_rebuild_tensor_v3"): self._rebuild_tensor_v3,
       ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
       ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
       ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
+      ("torch", "Size"): _size,
+      ("torch", "device"): _torch_device,
+      ("collections", "OrderedDict"): OrderedDict}
+    self.allowed: dict[tuple[str, str], Any] = {
+      **{k: _Global(f"{k[0]}.{k[1]}", fn) for k, fn in fns.items()},
       ("torch", "Tensor"): _TypeMarker("torch.Tensor"),
       ("torch.nn.parameter", "Parameter"): _TypeMarker("torch.nn.Parameter"),
-      ("torch", "Size"): tuple,
-      ("torch", "device"): _torch_device,
-      ("collections", "OrderedDict"): OrderedDict,
       ("torch.storage", "UntypedStorage"): _StorageType("UntypedStorage", dtypes.uint8),
       **{("torch", k): _StorageType(k, v) for k, v in TORCH_STORAGES.items()},
       **{("torch", k): _TorchDType(k, v) for k, v in TORCH_DTYPES.items()}}
+
+  def load_build(self) -> None:
+    state = self.stack.pop()
+    inst = self.stack[-1]
+    if type(inst) is not OrderedDict or not isinstance(state, dict):
+      raise pickle.UnpicklingError(f"the pickle sets the state of a {type(inst).__name__}, which is not allowed (only an OrderedDict's can be set)")
+    for k, v in state.items():
+      if not isinstance(k, str) or k.startswith("__"): raise pickle.UnpicklingError(f"the pickle sets the attribute {_short(k)} of an OrderedDict")
+      setattr(inst, k, v)
+  dispatch[pickle.BUILD[0]] = load_build
+
+  def load_bytearray8(self) -> None:
+    # the one opcode that allocates its claimed length before reading it (protocol 5; torch writes protocol 2)
+    raise pickle.UnpicklingError("the pickle holds a protocol-5 bytearray, which a torch checkpoint doesn't")
+  dispatch[pickle.BYTEARRAY8[0]] = load_bytearray8
 
   def find_class(self, module: str, name: str) -> Any:
     # protocol-2 pickles (what torch writes) may name Python 2 modules, e.g. __builtin__.eval for builtins.eval
     py3 = _compat_pickle.NAME_MAPPING.get((module, name), (_compat_pickle.IMPORT_MAPPING.get(module, module), name))
     if py3 in self.allowed: return self.allowed[py3]
-    spelled = f" (pickled as '{module}.{name}')" if py3 != (module, name) else ""
+    spelled = f" (pickled as '{module:.100}.{name:.100}')" if py3 != (module, name) else ""
     raise Refused(
-      f"torch_load: {self.name} asks for the global '{py3[0]}.{py3[1]}'{spelled}, which is not allowed: only torch tensors, storages and "
-      "dicts/lists of them can be loaded (a pickled object of any other class could run code), so nothing from this file was executed. "
-      "If it is a whole pickled model, save its state_dict() instead.")
+      f"{self.name}: torch_load: the file asks for the global '{py3[0]:.100}.{py3[1]:.100}'{spelled}, which is not allowed: only torch tensors, "
+      "storages and dicts/lists of them can be loaded (a pickled object of any other class could run code), so nothing from this file was "
+      "executed. If it is a whole pickled model, save its state_dict() instead.")
 
   def persistent_load(self, pid: Any) -> _Storage:
     if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage" and isinstance(pid[1], _StorageType)):
-      raise pickle.UnpicklingError(f"torch_load: {self.name} has an unsupported persistent id {pid!r:.200}")
-    stype, key, numel = pid[1], str(pid[2]), pid[4]
-    if not isinstance(numel, int) or numel < 0: raise pickle.UnpicklingError(f"torch_load: storage {key} has a bad size {numel!r}")
+      raise pickle.UnpicklingError(f"unsupported persistent id {_short(pid)}")
+    stype, key, numel = pid[1], pid[2], pid[4]
+    if not isinstance(key, (str, int)) or len(str(key)) > 1000: raise pickle.UnpicklingError(f"a storage has a bad key {_short(key)}")
+    key = str(key)
+    if type(numel) is not int or numel < 0: raise pickle.UnpicklingError(f"storage {key} has a bad size {_short(numel)}")
     root = self.storages.setdefault(key, _Storage(key, stype.dtype, numel * stype.dtype.itemsize))
     view = pid[5] if len(pid) > 5 else None
     if view is None: return root
     # legacy storage views: (view key, offset, size) in elements of the root storage
+    if not (isinstance(view, tuple) and len(view) == 3): raise pickle.UnpicklingError(f"bad storage view {_short(view)} of storage {key}")
     _, offset, size = view
-    if not (isinstance(offset, int) and isinstance(size, int) and 0 <= offset and (offset + size) * stype.dtype.itemsize <= root.nbytes):
-      raise pickle.UnpicklingError(f"torch_load: storage view {view!r} is out of bounds of storage {key}")
+    if not (type(offset) is int and type(size) is int and 0 <= offset and 0 <= size and (offset + size) * stype.dtype.itemsize <= root.nbytes):
+      raise pickle.UnpicklingError(f"storage view {_short(view)} is out of bounds of storage {key}")
     return _Storage(key, stype.dtype, size * stype.dtype.itemsize, offset * stype.dtype.itemsize)
 
   def _rebuild_tensor(self, storage: Any, storage_offset: int, size: Any, stride: Any) -> Tensor | None:
@@ -334,18 +417,20 @@ class _Unpickler(pickle.Unpickler):
 
   def _rebuild_tensor_v3(self, storage: Any, storage_offset: int, size: Any, stride: Any, requires_grad: Any, backward_hooks: Any,
                          dtype: Any, metadata: Any = None) -> Tensor | None:
-    if not isinstance(dtype, _TorchDType): raise pickle.UnpicklingError(f"torch_load: _rebuild_tensor_v3 got {dtype!r}, expected a torch dtype")
+    if not isinstance(dtype, _TorchDType): raise pickle.UnpicklingError(f"_rebuild_tensor_v3 got {_short(dtype)}, expected a torch dtype")
     return self._rebuild(storage, storage_offset, size, stride, dtype.dtype)
 
   def _rebuild(self, storage: Any, offset: Any, size: Any, stride: Any, dtype: DType | None) -> Tensor | None:
-    if not isinstance(storage, _Storage): raise pickle.UnpicklingError(f"torch_load: a tensor was rebuilt from {storage!r}, not a storage")
+    if not isinstance(storage, _Storage): raise pickle.UnpicklingError(f"a tensor was rebuilt from {_short(storage)}, not a storage")
+    if not (isinstance(size, (tuple, list)) and isinstance(stride, (tuple, list)) and len(size) == len(stride) <= 64):
+      raise pickle.UnpicklingError(f"bad tensor layout: size {_short(size)}, stride {_short(stride)}")
     size, stride = tuple(size), tuple(stride)
-    if not (isinstance(offset, int) and offset >= 0 and len(size) == len(stride) and all(isinstance(x, int) and x >= 0 for x in size + stride)):
-      raise pickle.UnpicklingError(f"torch_load: bad tensor layout: offset {offset!r}, size {size!r}, stride {stride!r}")
+    if not (type(offset) is int and offset >= 0 and all(type(x) is int and 0 <= x < 1 << 62 for x in size + stride) and offset < 1 << 62):
+      raise pickle.UnpicklingError(f"bad tensor layout: offset {_short(offset)}, size {_short(size)}, stride {_short(stride)}")
     return self.make_tensor(storage, offset, size, stride, dtype)
 
 
-class _TypeMarker:
+class _TypeMarker(_Immutable):
   __slots__ = ("name",)
 
   def __init__(self, name: str): self.name = name
@@ -357,39 +442,64 @@ def _rebuild_parameter(data: Any, requires_grad: Any = None, backward_hooks: Any
 
 def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> Any:
   # func can only be something find_class returned (a rebuild function above), so calling it is safe
-  if not callable(func) or not isinstance(args, tuple): raise pickle.UnpicklingError(f"torch_load: can't rebuild a tensor with {func!r}")
+  if not isinstance(func, _Global) or not isinstance(args, tuple): raise pickle.UnpicklingError(f"can't rebuild a tensor with {_short(func)}")
   return func(*args)
 
 
-def _torch_device(*args: Any) -> str: return ":".join(str(a) for a in args)
+def _size(*args: Any) -> tuple: return tuple(*args)
+def _torch_device(*args: Any) -> str: return ":".join(_short(a) if not isinstance(a, (str, int)) else str(a)[:100] for a in args)
 
 
 class _TorchFile:
   """Turns (storage, offset, size, stride) into tensors: DISK views for contiguous layouts, else the covering bytes
-  moved to the default device and laid out there with movement ops."""
+  moved to the default device and laid out there with movement ops. A storage's bytes are found when a tensor uses
+  them: an entry of the zip no tensor refers to is never read, and a compressed one only as far as its tensors reach."""
 
   def __init__(self, src: _Source, name: str):
     self.src, self.name = src, name
     self.data_at: dict[str, tuple[int, int]] = {}  # storage key -> (byte offset in the file, bytes available)
-    self.data_bytes: dict[str, bytes] = {}         # storage key -> its bytes, for compressed zip entries
+    self.zf: zipfile.ZipFile | None = None
+    self.entries: dict[str, zipfile.ZipInfo] = {}  # storage key -> its zip entry, not located yet
+    self.data_bytes: dict[str, bytes] = {}         # storage key -> the decompressed start of a compressed zip entry
+
+  def _locate(self, key: str, need: int) -> int:
+    """Bytes available for storage `key` (at least `need` of them if it has them), reading what that takes."""
+    if key in self.data_at: return self.data_at[key][1]
+    if (info := self.entries.get(key)) is None: raise TorchLoadError(f"{self.name}: no data for storage {key}")
+    if info.file_size < need: return info.file_size
+    if info.compress_type == zipfile.ZIP_STORED:
+      local = self.src.read(info.header_offset, 30)
+      if local[:4] != b"PK\x03\x04": raise TorchLoadError(f"{self.name}: bad zip local header for {info.filename}")
+      name_len, extra_len = struct.unpack("<HH", local[26:30])
+      at = info.header_offset + 30 + name_len + extra_len
+      if at + info.file_size > self.src.size: raise TorchLoadError(f"{self.name} is truncated: zip entry {info.filename} ends past the end of the file")
+      self.data_at[key] = (at, info.file_size)
+      return info.file_size
+    # compressed (not written by torch): decompress only as far as the tensors need
+    if key not in self.data_bytes or len(self.data_bytes[key]) < need:
+      assert self.zf is not None
+      with self.zf.open(info) as zf: self.data_bytes[key] = zf.read(need)
+    return len(self.data_bytes[key])
 
   def tensor(self, storage: _Storage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], dtype: DType | None) -> Tensor:
     dt = dtype or storage.dtype
-    if storage.key in self.data_bytes: avail = len(self.data_bytes[storage.key])
-    elif storage.key in self.data_at: avail = self.data_at[storage.key][1]
-    else: raise ValueError(f"torch_load: {self.name} has no data for storage {storage.key}")
-    if prod(size) == 0: return self._flat(storage, 0, dt, 0).reshape(size)
+    if prod(size) == 0:
+      self._locate(storage.key, 0)
+      return self._flat(storage, 0, dt, 0).reshape(size)
     span = 1 + sum((s - 1) * st for s, st in zip(size, stride))
     start = storage.offset + offset * dt.itemsize
-    if start + span * dt.itemsize > min(avail, storage.offset + storage.nbytes):
-      raise ValueError(f"torch_load: {self.name}: a {size} tensor with strides {stride} at offset {offset} reads past the end of its storage "
-                       f"{storage.key} ({storage.nbytes} bytes)")
+    end = start + span * dt.itemsize
+    if end > min(self._locate(storage.key, end), storage.offset + storage.nbytes):
+      raise TorchLoadError(f"{self.name}: a {_short(size)} tensor with strides {_short(stride)} at offset {offset} reads past the end of its "
+                           f"storage {storage.key} ({storage.nbytes} bytes)")
     flat = self._flat(storage, start, dt, span)
     if _is_row_major(size, stride): return flat.reshape(size)
     if (out := _strided(flat.to(None), size, stride)) is not None: return out
-    # overlapping or otherwise exotic strides: gather the elements on the host (a layout conversion of the loaded bytes)
-    raw = bytes(flat.data().cast("B"))
-    return Tensor(_gather(raw, dt.itemsize, size, stride), dtype=dt).reshape(size)
+    # overlapping or otherwise exotic strides: one strided copy on the host (numpy), bounded in what it may expand to
+    if (nbytes := prod(size) * dt.itemsize) > span * dt.itemsize + MAX_EXPANDED_BYTES:
+      raise TorchLoadError(f"{self.name}: a {_short(size)} tensor with overlapping strides {_short(stride)} would expand {span * dt.itemsize} bytes "
+                           f"of storage {storage.key} into {nbytes}; save it contiguous (.contiguous()) instead")
+    return Tensor(_gather(bytes(flat.data().cast("B")), dt.itemsize, size, stride), dtype=dt).reshape(size)
 
   def _flat(self, storage: _Storage, start: int, dt: DType, n: int) -> Tensor:
     if storage.key in self.data_bytes:
@@ -428,45 +538,53 @@ def _strided(flat: Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> Te
 
 
 def _gather(raw: bytes, itemsize: int, size: tuple[int, ...], stride: tuple[int, ...]) -> bytes:
-  out = bytearray(prod(size) * itemsize)
-  for n, idx in enumerate(itertools.product(*(range(s) for s in size))):
-    o = sum(i * st for i, st in zip(idx, stride)) * itemsize
-    out[n * itemsize:(n + 1) * itemsize] = raw[o:o + itemsize]
-  return bytes(out)
+  """The elements of `raw` at torch's size/stride (in elements), row-major: one numpy strided view, copied."""
+  import numpy as np
+  flat = np.frombuffer(raw, dtype=np.dtype(f"V{itemsize}"))
+  return np.ascontiguousarray(np.lib.stride_tricks.as_strided(flat, size, tuple(st * itemsize for st in stride), writeable=False)).tobytes()
 
 
 def torch_load(fn: FileLike) -> Any:
   """Load a checkpoint written by `torch.save`, in the zip format (torch >= 1.6) or the legacy pickle format
   (`_use_new_zipfile_serialization=False`). Returns what was saved (usually a dict of name -> Tensor); contiguous
   tensors are lazy DISK views of the file, others are laid out on the default device. Only tensors, storages and
-  plain containers can be in the file: any other pickled class is refused with an error naming it."""
+  plain containers can be in the file: any other pickled class is refused with an error naming it. A file that can't
+  be loaded raises TorchLoadError (a ValueError) naming the file; a missing one, FileNotFoundError."""
   src, name = _Source(fn), _name(fn)
   tf = _TorchFile(src, name)
-  f = src.reader()
-  if zipfile.is_zipfile(f): return _load_zip(tf, f)
-  f.seek(0)
-  return _load_legacy(tf, f)
+  try:
+    f = src.reader()
+    if zipfile.is_zipfile(f): return _load_zip(tf, f)
+    f.seek(0)
+    return _load_legacy(tf, f)
+  except TorchLoadError: raise
+  except RecursionError: raise TorchLoadError(f"{name}: the checkpoint nests too deeply to load") from None
+  except MemoryError: raise  # running out of memory is not the file's fault (every size read from it is bounded)
+  except Exception as e:  # noqa: BLE001  whatever a corrupt pickle or zip raises: one error type, naming the file
+    raise TorchLoadError(f"{name}: not a loadable torch checkpoint ({type(e).__name__}: {str(e)[:300]})") from e
 
 
 def _load_zip(tf: _TorchFile, f: io.BufferedReader) -> Any:
   f.seek(0)
   with zipfile.ZipFile(f) as zf:
     pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
-    if len(pkls) != 1: raise ValueError(f"torch_load: {tf.name} is a zip file but not a torch checkpoint (found {len(pkls)} data.pkl)")
+    if len(pkls) != 1: raise TorchLoadError(f"{tf.name}: a zip file but not a torch checkpoint (found {len(pkls)} data.pkl)")
     prefix = pkls[0][:-len("data.pkl")]
-    if f"{prefix}byteorder" in zf.namelist() and zf.read(f"{prefix}byteorder").strip() == b"big":
-      raise ValueError(f"torch_load: {tf.name} was saved on a big-endian machine; only little-endian checkpoints are supported")
+    if f"{prefix}byteorder" in zf.namelist() and _read_entry(tf, zf, f"{prefix}byteorder", 64).strip() == b"big":
+      raise TorchLoadError(f"{tf.name} was saved on a big-endian machine; only little-endian checkpoints are supported")
+    # entries are only noted here: _TorchFile reads one when a tensor uses it
+    tf.zf = zf
     for info in zf.infolist():
-      if not info.filename.startswith(f"{prefix}data/") or info.is_dir(): continue
-      key = info.filename[len(f"{prefix}data/"):]
-      if info.compress_type != zipfile.ZIP_STORED: tf.data_bytes[key] = zf.read(info)  # not written by torch: read it whole
-      else:
-        local = tf.src.read(info.header_offset, 30)
-        if local[:4] != b"PK\x03\x04": raise ValueError(f"torch_load: {tf.name}: bad zip local header for {info.filename}")
-        name_len, extra_len = struct.unpack("<HH", local[26:30])
-        tf.data_at[key] = (info.header_offset + 30 + name_len + extra_len, info.file_size)
-    up = _Unpickler(io.BytesIO(zf.read(pkls[0])), tf.name, tf.tensor)
+      if info.filename.startswith(f"{prefix}data/") and not info.is_dir(): tf.entries[info.filename[len(f"{prefix}data/"):]] = info
+    up = _Unpickler(io.BytesIO(_read_entry(tf, zf, pkls[0], MAX_PICKLE_BYTES)), tf.name, tf.tensor)
     return up.load()
+
+
+def _read_entry(tf: _TorchFile, zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
+  """A zip entry's bytes, refusing one that decompresses to more than `limit` (whatever its header claims)."""
+  with zf.open(name) as e: data = e.read(limit + 1)
+  if len(data) > limit: raise TorchLoadError(f"{tf.name}: zip entry {name} is larger than {limit} bytes, too large for a checkpoint's {name.rsplit('/', 1)[-1]}")
+  return data
 
 
 def _load_legacy(tf: _TorchFile, f: io.BufferedReader) -> Any:
@@ -474,25 +592,26 @@ def _load_legacy(tf: _TorchFile, f: io.BufferedReader) -> Any:
     try: return _Unpickler(f, tf.name, lambda *a: None).load()
     except Refused: raise
     except Exception as e:  # noqa: BLE001  any failure to read the header pickles means this is not a legacy checkpoint
-      raise ValueError(f"torch_load: {tf.name} is neither a zip nor a legacy torch checkpoint (reading its {what}: {e})") from None
-  if header("magic number") != LEGACY_MAGIC: raise ValueError(f"torch_load: {tf.name} is neither a zip nor a legacy torch checkpoint (bad magic number)")
-  if header("protocol version") != 1001: raise ValueError(f"torch_load: {tf.name}: unsupported legacy protocol version")
+      raise TorchLoadError(f"{tf.name}: neither a zip nor a legacy torch checkpoint (reading its {what}: {str(e)[:200]})") from None
+  if header("magic number") != LEGACY_MAGIC: raise TorchLoadError(f"{tf.name}: neither a zip nor a legacy torch checkpoint (bad magic number)")
+  if header("protocol version") != 1001: raise TorchLoadError(f"{tf.name}: unsupported legacy protocol version")
   sys_info = header("system info")
   if isinstance(sys_info, dict) and not sys_info.get("little_endian", True):
-    raise ValueError(f"torch_load: {tf.name} was saved on a big-endian machine; only little-endian checkpoints are supported")
+    raise TorchLoadError(f"{tf.name} was saved on a big-endian machine; only little-endian checkpoints are supported")
   # pass 1: unpickle without data to learn the storages, then find each one's bytes after the list of storage keys
   main_at = f.tell()
   scan = _Unpickler(f, tf.name, lambda *a: None)
   scan.load()
   keys = _Unpickler(f, tf.name, lambda *a: None).load()
-  if not isinstance(keys, list): raise ValueError(f"torch_load: {tf.name}: expected the list of storage keys, got {type(keys).__name__}")
+  if not isinstance(keys, list): raise TorchLoadError(f"{tf.name}: expected the list of storage keys, got {type(keys).__name__}")
   pos = f.tell()
   for key in keys:
-    if (st := scan.storages.get(str(key))) is None: raise ValueError(f"torch_load: {tf.name}: storage {key} is saved but never described")
+    if not isinstance(key, (str, int)) or (st := scan.storages.get(str(key))) is None:
+      raise TorchLoadError(f"{tf.name}: storage {_short(key)} is saved but never described")
     numel = int.from_bytes(tf.src.read(pos, 8), "little")
     if numel * st.dtype.itemsize != st.nbytes:
-      raise ValueError(f"torch_load: {tf.name}: storage {key} holds {numel} elements, its description says {st.nbytes // st.dtype.itemsize}")
-    if pos + 8 + st.nbytes > tf.src.size: raise ValueError(f"torch_load: {tf.name} is truncated: storage {key} ends past the end of the file")
+      raise TorchLoadError(f"{tf.name}: storage {key} holds {numel} elements, its description says {st.nbytes // st.dtype.itemsize}")
+    if pos + 8 + st.nbytes > tf.src.size: raise TorchLoadError(f"{tf.name} is truncated: storage {key} ends past the end of the file")
     tf.data_at[str(key)] = (pos + 8, st.nbytes)
     pos += 8 + st.nbytes
   # pass 2: the same pickle, now making tensors

@@ -49,6 +49,11 @@ class DiskFile:
   def read(self, offset: int, dest: memoryview) -> None:
     if dest.nbytes == 0: return
     mm = self._mapped(offset + dest.nbytes, write=False)
+    assert self.fd is not None
+    # a file truncated or rewritten shorter since it was mapped: copying pages past its end would kill the process (SIGBUS).
+    # Checked before each copy (a copy out of the mapping is faster than pread for large tensors)
+    if (size := os.fstat(self.fd).st_size) < offset + dest.nbytes:
+      raise EOFError(f"DISK:{self.path} shrank to {size} bytes while in use: a tensor on it reads up to byte {offset + dest.nbytes}")
     with memoryview(mm) as mv: dest[:] = mv[offset:offset + dest.nbytes]  # only these pages are touched
 
   def write(self, offset: int, src: memoryview) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from tinygrad import Tensor, TinyJit, Variable, dtypes
 from tinygrad.engine.realize import buffer_of
 from tinygrad.llm.gguf import GGUFFile, read_gguf
-from tinygrad.llm.model import Transformer, scalar, select_rows
+from tinygrad.llm.model import Transformer, UnsupportedModel, check_tokenizer_metadata, scalar, select_rows
 from tinygrad.llm.sampling import greedy, sample
 from tinygrad.llm.tokenizer import Tokenizer
 
@@ -81,7 +81,9 @@ class LLM:
   @staticmethod
   def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, **kwargs) -> LLM:
     g: GGUFFile = read_gguf(path)
-    tok = Tokenizer.from_gguf(g.metadata)
+    check_tokenizer_metadata(g)
+    try: tok = Tokenizer.from_gguf(g.metadata)
+    except ValueError as e: raise UnsupportedModel(f"{path}: {e}") from e  # well-typed but unsupported (a tokenizer model, a byte token)
     tok.source = os.path.basename(path)
     model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
     name = g.get("general.name") or os.path.basename(path)

@@ -10,7 +10,6 @@ A string is a u64 length and that many UTF-8 bytes; an array is an element type 
 """
 from __future__ import annotations
 
-import mmap
 import os
 import re
 import struct
@@ -21,6 +20,8 @@ from tinygrad import Tensor
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
+MAX_ARRAY_DEPTH = 32  # arrays of arrays nest this deep at most (real files: 1 or 2); deeper ones are refused, not recursed into
+MAX_SPLIT_COUNT = 99999  # split parts are numbered with 5 digits
 
 # metadata value types
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
@@ -110,10 +111,26 @@ def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None) -
 
 
 class _Reader:
-  """Reads GGUF values from a memory map; every error names the file, what was being read and the offset."""
+  """Reads GGUF values from an open file; every error names the file, what was being read and the offset. The bytes are
+  read with pread into a buffer that grows (doubling) as far as the header goes, not memory-mapped: a file truncated
+  while it is parsed reads short, an error, instead of killing the process with SIGBUS."""
 
-  def __init__(self, buf: Any, path: str, endian: str = "<"):
-    self.buf, self.path, self.endian, self.pos, self.size = buf, path, endian, 0, len(buf)
+  def __init__(self, fd: int, size: int, path: str, endian: str = "<"):
+    self.fd, self.size, self.path, self.endian, self.pos = fd, size, path, endian, 0
+    self.buf = b""
+
+  def ensure(self, end: int) -> None:
+    """Bytes [0, end) are in the buffer (end <= size, checked by the caller)."""
+    if end <= len(self.buf): return
+    want, parts = min(self.size, max(end, 2 * len(self.buf), 1 << 16)), [self.buf]
+    have = len(self.buf)
+    while have < want:
+      chunk = os.pread(self.fd, want - have, have)
+      if not chunk: break
+      parts.append(chunk)
+      have += len(chunk)
+    self.buf = b"".join(parts)
+    if len(self.buf) < end: raise self.fail(f"file is truncated: it shrank to {len(self.buf)} bytes while being read")
 
   def fail(self, what: str, at: int | None = None) -> GGUFError:
     return GGUFError(f"{self.path}: {what} (at byte offset {self.pos if at is None else at})")
@@ -121,6 +138,7 @@ class _Reader:
   def need(self, n: int, what: str) -> None:
     if n < 0 or self.pos + n > self.size:
       raise self.fail(f"file is truncated or corrupt: reading {what} needs {n} bytes, only {self.size - self.pos} are left")
+    if self.pos + n > len(self.buf): self.ensure(self.pos + n)  # (inline test: this runs for every scalar of the header)
 
   def scalar(self, fmt: str, what: str) -> Any:
     n = struct.calcsize(fmt)
@@ -136,16 +154,18 @@ class _Reader:
     start = self.pos
     n = self.u64(f"the length of {what}")
     if n > self.size - self.pos: raise self.fail(f"file is truncated or corrupt: {what} claims {n} bytes, only {self.size - self.pos} are left", start)
-    raw = bytes(self.buf[self.pos:self.pos + n])
+    if self.pos + n > len(self.buf): self.ensure(self.pos + n)
+    raw = self.buf[self.pos:self.pos + n]
     self.pos += n
     try: return raw.decode("utf-8")
     except UnicodeDecodeError as e: raise self.fail(f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})", start) from None
 
-  def value(self, vtype: int, what: str) -> Any:
+  def value(self, vtype: int, what: str, depth: int = 0) -> Any:
     if vtype in _SCALAR_FORMATS: return self.scalar(_SCALAR_FORMATS[vtype], what)
     if vtype == STRING: return self.string(what)
     if vtype == ARRAY:
       start = self.pos
+      if depth >= MAX_ARRAY_DEPTH: raise self.fail(f"{what[:200]}: arrays nested more than {MAX_ARRAY_DEPTH} deep", start)
       etype = self.u32(f"the element type of {what}")
       count = self.u64(f"the length of {what}")
       if etype not in VALUE_TYPE_NAMES: raise self.fail(f"{what}: unknown array element type {etype}", start)
@@ -153,12 +173,15 @@ class _Reader:
         fmt = _SCALAR_FORMATS[etype]
         n = struct.calcsize(fmt)
         if count > (self.size - self.pos) // n: raise self.fail(f"file is truncated or corrupt: {what} claims {count} elements", start)
+        self.ensure(self.pos + count * n)
         out = list(struct.unpack_from(f"{self.endian}{count}{fmt}", self.buf, self.pos))
         self.pos += count * n
         return out
-      if count > (self.size - self.pos) // 8: raise self.fail(f"file is truncated or corrupt: {what} claims {count} elements", start)
+      # a string is at least its 8-byte length, an array its 12-byte header
+      if count > (self.size - self.pos) // (8 if etype == STRING else 12):
+        raise self.fail(f"file is truncated or corrupt: {what} claims {count} elements", start)
       if etype == STRING: return self._strings(count, what)
-      return [self.value(etype, f"{what}[{i}]") for i in range(count)]
+      return [self.value(etype, f"{what}[{i}]"[:300], depth + 1) for i in range(count)]
     raise self.fail(f"{what}: unknown value type {vtype}", self.pos - 4)
 
   def _strings(self, count: int, what: str) -> list[str]:
@@ -166,7 +189,8 @@ class _Reader:
     for i in range(count):
       n = self.u64(f"the length of {what}[{i}]")
       if n > self.size - self.pos: raise self.fail(f"file is truncated or corrupt: {what}[{i}] claims {n} bytes", self.pos - 8)
-      raw = bytes(self.buf[self.pos:self.pos + n])
+      if self.pos + n > len(self.buf): self.ensure(self.pos + n)
+      raw = self.buf[self.pos:self.pos + n]
       self.pos += n
       try: out.append(raw.decode("utf-8"))
       except UnicodeDecodeError: out.append(raw.decode("utf-8", errors="replace"))  # a vocabulary can hold partial bytes
@@ -180,57 +204,59 @@ def _parse_one(path: str) -> tuple[int, dict[str, Any], list[tuple[str, tuple[in
   with f:
     size = os.fstat(f.fileno()).st_size
     if size < 4 + 4 + 8 + 8: raise GGUFError(f"{path}: not a GGUF file: only {size} bytes, smaller than a GGUF header")
-    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-      magic = mm[:4]
-      if magic != GGUF_MAGIC: raise GGUFError(f"{path}: not a GGUF file: magic is {magic!r}, expected {GGUF_MAGIC!r} (at byte offset 0)")
-      version = struct.unpack_from("<I", mm, 4)[0]
-      endian = "<"
-      if version not in (1, 2, 3) and struct.unpack_from(">I", mm, 4)[0] in (1, 2, 3): version, endian = struct.unpack_from(">I", mm, 4)[0], ">"
-      if version == 1: raise GGUFError(f"{path}: GGUF version 1 is not supported (only 2 and 3); convert the file again with a current llama.cpp")
-      if version not in (2, 3): raise GGUFError(f"{path}: unsupported GGUF version {version} (this reader knows 2 and 3) (at byte offset 4)")
-      r = _Reader(mm, path, endian)
-      r.pos = 8
-      n_tensors = r.u64("the tensor count")
-      n_kv = r.u64("the metadata count")
-      if n_tensors > size // 24: raise r.fail(f"corrupt header: {n_tensors} tensors can't fit in a {size}-byte file", 8)
-      if n_kv > size // 12: raise r.fail(f"corrupt header: {n_kv} metadata entries can't fit in a {size}-byte file", 16)
-      metadata: dict[str, Any] = {}
-      for i in range(n_kv):
-        key = r.string(f"the key of metadata entry {i}")
-        vtype = r.u32(f"the type of metadata {key!r}")
-        if vtype not in VALUE_TYPE_NAMES: raise r.fail(f"metadata {key!r} has unknown value type {vtype}", r.pos - 4)
-        metadata[key] = r.value(vtype, f"metadata {key!r}")
-      alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-      if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
-        raise GGUFError(f"{path}: general.alignment must be a power of two, got {alignment!r}")
-      infos = []
-      for i in range(n_tensors):
-        start = r.pos
-        name = r.string(f"the name of tensor {i}")
-        n_dims = r.u32(f"the dimension count of tensor {name!r}")
-        if n_dims > 8: raise r.fail(f"tensor {name!r} claims {n_dims} dimensions (GGUF allows at most 4)", start)
-        dims = [r.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims)]
-        type_id = r.u32(f"the type of tensor {name!r}")
-        if type_id not in GGML_TYPES: raise r.fail(f"tensor {name!r} has unknown ggml type {type_id}", r.pos - 4)
-        ggml_type = GGML_TYPES[type_id]
-        offset = r.u64(f"the data offset of tensor {name!r}")
-        numel = 1
-        for d in dims: numel *= d
-        if dims and dims[0] % ggml_type.block_size:
-          raise GGUFError(f"{path}: tensor {name!r} ({ggml_type.name}) has a row of {dims[0]} elements, not a multiple of its block size {ggml_type.block_size}")
-        nbytes = numel // ggml_type.block_size * ggml_type.type_size
-        infos.append((name, tuple(reversed(dims)), ggml_type, offset, nbytes, start))
-      data_start = -(-r.pos // alignment) * alignment
-      out = []
-      for name, shape, ggml_type, offset, nbytes, at in infos:
-        if offset % alignment: raise GGUFError(f"{path}: tensor {name!r} data offset {offset} is not a multiple of the alignment {alignment} (info at byte offset {at})")
-        if data_start + offset + nbytes > size:
-          raise GGUFError(f"{path}: file is truncated: tensor {name!r} needs bytes {data_start + offset}..{data_start + offset + nbytes} "
-                          f"but the file has {size} (info at byte offset {at})")
-        out.append((name, shape, ggml_type, data_start + offset, nbytes))
-      if endian == ">" and out:
-        raise GGUFError(f"{path}: big-endian GGUF tensor data is not supported (the metadata was read; convert the file to little-endian)")
-      return version, metadata, out, alignment
+    r = _Reader(f.fileno(), size, path)
+    r.ensure(24)
+    magic = r.buf[:4]
+    if magic != GGUF_MAGIC: raise GGUFError(f"{path}: not a GGUF file: magic is {magic!r}, expected {GGUF_MAGIC!r} (at byte offset 0)")
+    version = struct.unpack_from("<I", r.buf, 4)[0]
+    endian = "<"
+    if version not in (1, 2, 3) and struct.unpack_from(">I", r.buf, 4)[0] in (1, 2, 3): version, endian = struct.unpack_from(">I", r.buf, 4)[0], ">"
+    if version == 1: raise GGUFError(f"{path}: GGUF version 1 is not supported (only 2 and 3); convert the file again with a current llama.cpp")
+    if version not in (2, 3): raise GGUFError(f"{path}: unsupported GGUF version {version} (this reader knows 2 and 3) (at byte offset 4)")
+    r.endian = endian
+    r.pos = 8
+    n_tensors = r.u64("the tensor count")
+    n_kv = r.u64("the metadata count")
+    # each count is bounded by what the rest of the file could hold: a tensor info is at least 24 bytes, a metadata entry 13
+    if n_tensors > (size - r.pos) // 24: raise r.fail(f"corrupt header: {n_tensors} tensors can't fit in a {size}-byte file", 8)
+    if n_kv > (size - r.pos) // 13: raise r.fail(f"corrupt header: {n_kv} metadata entries can't fit in a {size}-byte file", 16)
+    metadata: dict[str, Any] = {}
+    for i in range(n_kv):
+      key = r.string(f"the key of metadata entry {i}")
+      vtype = r.u32(f"the type of metadata {key!r}")
+      if vtype not in VALUE_TYPE_NAMES: raise r.fail(f"metadata {key!r} has unknown value type {vtype}", r.pos - 4)
+      metadata[key] = r.value(vtype, f"metadata {key!r}")
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+      raise GGUFError(f"{path}: general.alignment must be a power of two, got {str(alignment)[:60]}")
+    infos = []
+    for i in range(n_tensors):
+      start = r.pos
+      name = r.string(f"the name of tensor {i}")
+      n_dims = r.u32(f"the dimension count of tensor {name!r}")
+      if n_dims > 8: raise r.fail(f"tensor {name!r} claims {n_dims} dimensions (GGUF allows at most 4)", start)
+      dims = [r.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims)]
+      type_id = r.u32(f"the type of tensor {name!r}")
+      if type_id not in GGML_TYPES: raise r.fail(f"tensor {name!r} has unknown ggml type {type_id}", r.pos - 4)
+      ggml_type = GGML_TYPES[type_id]
+      offset = r.u64(f"the data offset of tensor {name!r}")
+      numel = 1
+      for d in dims: numel *= d
+      if dims and dims[0] % ggml_type.block_size:
+        raise GGUFError(f"{path}: tensor {name!r} ({ggml_type.name}) has a row of {dims[0]} elements, not a multiple of its block size {ggml_type.block_size}")
+      nbytes = numel // ggml_type.block_size * ggml_type.type_size
+      infos.append((name, tuple(reversed(dims)), ggml_type, offset, nbytes, start))
+    data_start = -(-r.pos // alignment) * alignment
+    out = []
+    for name, shape, ggml_type, offset, nbytes, at in infos:
+      if offset % alignment: raise GGUFError(f"{path}: tensor {name!r} data offset {offset} is not a multiple of the alignment {alignment} (info at byte offset {at})")
+      if data_start + offset + nbytes > size:
+        raise GGUFError(f"{path}: file is truncated: tensor {name!r} needs bytes {data_start + offset}..{data_start + offset + nbytes} "
+                        f"but the file has {size} (info at byte offset {at})")
+      out.append((name, shape, ggml_type, data_start + offset, nbytes))
+    if endian == ">" and out:
+      raise GGUFError(f"{path}: big-endian GGUF tensor data is not supported (the metadata was read; convert the file to little-endian)")
+    return version, metadata, out, alignment
 
 
 _SPLIT_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -239,7 +265,8 @@ _SPLIT_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf
 def split_paths(path: str, count: int) -> list[str]:
   """The paths of all parts of a split model, given any part (`name-00001-of-00003.gguf`)."""
   m = _SPLIT_RE.match(path)
-  if m is None: raise GGUFError(f"{path}: metadata says the model is split into {count} files, but the name doesn't follow NAME-00001-of-{count:05d}.gguf")
+  if m is None or int(m["count"]) != count:
+    raise GGUFError(f"{path}: metadata says the model is split into {count} files, but the name doesn't follow NAME-00001-of-{count:05d}.gguf")
   return [f"{m['prefix']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
 
 
@@ -250,7 +277,9 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
   count = metadata.get("split.count", 1)
   parts = [path]
   all_infos = [(path, i) for i in infos]
-  if isinstance(count, int) and count > 1:
+  if "split.count" in metadata and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_SPLIT_COUNT):
+    raise GGUFError(f"{path}: metadata split.count is {str(count)[:50]}, expected a number of parts from 1 to {MAX_SPLIT_COUNT}")
+  if count > 1:
     parts = split_paths(path, count)
     for p in parts:
       if p == path: continue

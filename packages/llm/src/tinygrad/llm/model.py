@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad import Tensor, dtypes
-from tinygrad.llm.gguf import GGUFFile, read_gguf
+from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
 from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, check_size, dequantize, to_native
 from tinygrad.uop.ops import UOp
 
@@ -29,8 +29,32 @@ SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
 ATTN_BUCKET = 64  # attention spans the cache up to a power of two >= this (see Transformer.attn_len)
 
 
-class UnsupportedModel(ValueError):
-  pass
+class UnsupportedModel(GGUFError):
+  """A GGUF file whose model this loader can't run: an unsupported architecture, or metadata or tensors missing or out of
+  range (a GGUFError, so a ValueError). The message names the file and the key or tensor."""
+
+
+MAX_DIM = 1 << 20          # any width (embedding, feed-forward, head dim, vocabulary) past this is a corrupt file, not a model
+MAX_CONTEXT = 1 << 24      # context_length: the KV cache is sized by it when no max_context is given
+MAX_HEADS = 1 << 12
+
+
+def _int_key(g: GGUFFile, key: str, default: int | None, lo: int, hi: int) -> int:
+  """Metadata `key` as an int in [lo, hi] (its default when absent, an error when that is None)."""
+  v = g.get(key, default)
+  if v is None: raise UnsupportedModel(f"{g.path}: metadata {key} is missing")
+  if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+    raise UnsupportedModel(f"{g.path}: metadata {key} is {str(v)[:60]}, expected an integer from {lo} to {hi}; the file is corrupt or not a model this loader knows")
+  return v
+
+
+def _float_key(g: GGUFFile, key: str, default: float, lo: float, hi: float) -> float:
+  """Metadata `key` as a finite number in (lo, hi] (its default when absent): NaN, negative or zero epsilons and RoPE bases
+  would load and then compute garbage."""
+  v = g.get(key, default)
+  if not isinstance(v, (int, float)) or isinstance(v, bool) or not (math.isfinite(v) and lo < v <= hi):
+    raise UnsupportedModel(f"{g.path}: metadata {key} is {str(v)[:60]}, expected a finite number above {lo} and at most {hi}; the file is corrupt")
+  return float(v)
 
 
 @dataclass
@@ -54,27 +78,62 @@ class ModelConfig:
 
   @staticmethod
   def from_gguf(g: GGUFFile) -> ModelConfig:
+    """The model's settings from the metadata, each checked (type and range): an error names the key and the file."""
     arch = g.get("general.architecture")
-    if arch not in SUPPORTED_ARCHS: raise UnsupportedModel(f"model architecture {arch!r} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
-
-    def need(key: str) -> Any:
-      v = g.get(f"{arch}.{key}")
-      if v is None: raise UnsupportedModel(f"{g.path}: metadata {arch}.{key} is missing")
-      return v
-    n_heads = need("attention.head_count")
-    dim = need("embedding_length")
-    n_kv = g.get(f"{arch}.attention.head_count_kv", n_heads)
-    head_dim = g.get(f"{arch}.attention.key_length", dim // n_heads)
-    vocab = g.get(f"{arch}.vocab_size") or (g.tensors["token_embd.weight"].shape[0] if "token_embd.weight" in g.tensors else len(g.get("tokenizer.ggml.tokens", [])))
-    rope_dim = g.get(f"{arch}.rope.dimension_count", head_dim)
-    if rope_dim != head_dim: raise UnsupportedModel(f"partial rotary embeddings (rope.dimension_count {rope_dim} != head dim {head_dim}) are not supported")
-    if g.get(f"{arch}.attention.value_length", head_dim) != head_dim: raise UnsupportedModel("attention value_length != key_length is not supported")
+    if arch not in SUPPORTED_ARCHS:
+      raise UnsupportedModel(f"{g.path}: model architecture {repr(arch)[:60]} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
+    n_heads = _int_key(g, f"{arch}.attention.head_count", None, 1, MAX_HEADS)
+    dim = _int_key(g, f"{arch}.embedding_length", None, 1, MAX_DIM)
+    n_kv = _int_key(g, f"{arch}.attention.head_count_kv", n_heads, 1, n_heads)
+    if n_heads % n_kv: raise UnsupportedModel(f"{g.path}: {n_heads} attention heads can't be shared by {n_kv} kv heads ({arch}.attention.head_count_kv)")
+    if f"{arch}.attention.key_length" not in g.metadata and dim % n_heads:
+      raise UnsupportedModel(f"{g.path}: {arch}.embedding_length {dim} is not a multiple of {arch}.attention.head_count {n_heads}")
+    head_dim = _int_key(g, f"{arch}.attention.key_length", dim // n_heads, 2, MAX_DIM)
+    if head_dim % 2: raise UnsupportedModel(f"{g.path}: metadata {arch}.attention.key_length is {head_dim}, but RoPE needs an even head dimension")
+    if "token_embd.weight" in g.tensors and len(g.tensors["token_embd.weight"].shape) == 2: table_rows = g.tensors["token_embd.weight"].shape[0]
+    else: table_rows = len(g.get("tokenizer.ggml.tokens", []) or [])
+    # vocab_size when given (0 means unset), else the embedding table's rows; Transformer.from_gguf checks the table against it
+    vocab = _int_key(g, f"{arch}.vocab_size", None, 1, 1 << 24) if g.get(f"{arch}.vocab_size") else table_rows
+    rope_dim = _int_key(g, f"{arch}.rope.dimension_count", head_dim, 1, MAX_DIM)
+    if rope_dim != head_dim:
+      raise UnsupportedModel(f"{g.path}: partial rotary embeddings (rope.dimension_count {rope_dim} != head dim {head_dim}) are not supported")
+    if _int_key(g, f"{arch}.attention.value_length", head_dim, 1, MAX_DIM) != head_dim:
+      raise UnsupportedModel(f"{g.path}: attention value_length != key_length is not supported")
+    n_experts = _int_key(g, f"{arch}.expert_count", 0, 0, 1 << 12)
     return ModelConfig(
-      arch=arch, n_layers=need("block_count"), dim=dim, ff_dim=g.get(f"{arch}.feed_forward_length", 0), n_heads=n_heads, n_kv_heads=n_kv,
-      head_dim=head_dim, vocab_size=vocab, norm_eps=g.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5),
-      rope_base=g.get(f"{arch}.rope.freq_base", 10000.0), rope_neox=arch != "llama", context_length=g.get(f"{arch}.context_length", 2048),
-      n_experts=g.get(f"{arch}.expert_count", 0), n_experts_used=g.get(f"{arch}.expert_used_count", 0),
-      expert_ff_dim=g.get(f"{arch}.expert_feed_forward_length", 0))
+      arch=arch, n_layers=_int_key(g, f"{arch}.block_count", None, 0, 1 << 16), dim=dim,
+      ff_dim=_int_key(g, f"{arch}.feed_forward_length", 0, 0, MAX_DIM), n_heads=n_heads, n_kv_heads=n_kv,
+      head_dim=head_dim, vocab_size=vocab, norm_eps=_float_key(g, f"{arch}.attention.layer_norm_rms_epsilon", 1e-5, 0.0, 1.0),
+      rope_base=_float_key(g, f"{arch}.rope.freq_base", 10000.0, 1.0, 1e30), rope_neox=arch != "llama",
+      context_length=_int_key(g, f"{arch}.context_length", 2048, 1, MAX_CONTEXT),
+      n_experts=n_experts, n_experts_used=_int_key(g, f"{arch}.expert_used_count", 0, 0, n_experts),
+      expert_ff_dim=_int_key(g, f"{arch}.expert_feed_forward_length", 0, 0, MAX_DIM))
+
+
+def check_tokenizer_metadata(g: GGUFFile) -> None:
+  """The tokenizer.* metadata has the types and ranges Tokenizer.from_gguf relies on (a list of strings, ids inside it, ...):
+  a corrupt file is an UnsupportedModel naming the key and the file, not a TypeError from deep inside the tokenizer."""
+  def fail(key: str, want: str) -> UnsupportedModel:
+    return UnsupportedModel(f"{g.path}: metadata {key} is {str(g.get(key))[:60]}, expected {want}; the file is corrupt")
+  tokens = g.get("tokenizer.ggml.tokens")
+  if tokens is None: raise UnsupportedModel(f"{g.path}: the GGUF has no tokenizer (tokenizer.ggml.tokens is missing)")
+  # a GGUF array has one element type, so its first element's type is every element's (no pass over a 50k vocabulary)
+  if not isinstance(tokens, list) or not tokens or type(tokens[0]) is not str:
+    raise fail("tokenizer.ggml.tokens", "a non-empty list of strings")
+  n = len(tokens)
+  for name, kinds, want in (("token_type", {int}, "integers"), ("scores", {int, float}, "numbers")):
+    v = g.get(f"tokenizer.ggml.{name}")
+    if v is not None and (not isinstance(v, list) or len(v) != n or type(v[0]) not in kinds):
+      raise fail(f"tokenizer.ggml.{name}", f"a list of {n} {want}, one per token")
+  merges = g.get("tokenizer.ggml.merges")
+  if merges is not None and (not isinstance(merges, list) or (merges and type(merges[0]) is not str)): raise fail("tokenizer.ggml.merges", "a list of strings")
+  for key in ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.chat_template"):
+    if g.get(key) is not None and not isinstance(g.get(key), str): raise fail(key, "a string")
+  for name in ("bos", "eos", "eot", "eom", "unknown"):
+    v = g.get(f"tokenizer.ggml.{name}_token_id")
+    if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < n): raise fail(f"tokenizer.ggml.{name}_token_id", f"a token id below {n}")
+  for name in ("add_bos_token", "add_space_prefix"):
+    if g.get(f"tokenizer.ggml.{name}") is not None and not isinstance(g.get(f"tokenizer.ggml.{name}"), bool): raise fail(f"tokenizer.ggml.{name}", "a bool")
 
 
 # ---- weights
@@ -357,6 +416,57 @@ def _stackable(g: GGUFFile, names: list[str]) -> bool:
   return len({(i.type_name, i.shape[1]) for i in infos if i is not None}) == 1
 
 
+def _check_tensors(g: GGUFFile, cfg: ModelConfig) -> None:
+  """Every tensor the model uses is there, with the shape the metadata implies, before anything is read: a corrupt file is an
+  error naming the tensor and the file, not a crash in the middle of loading or garbage at the first forward pass."""
+  D, V, hd, H, Hkv = cfg.dim, cfg.vocab_size, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+  if V < 1: raise UnsupportedModel(f"{g.path}: the vocabulary is empty (no {cfg.arch}.vocab_size, token_embd.weight or tokenizer.ggml.tokens)")
+  # a layer is at least 8 tensors: a block_count past what the file holds is corrupt (and isn't looped over)
+  if cfg.n_layers * 8 > len(g.tensors):
+    raise UnsupportedModel(f"{g.path}: metadata {cfg.arch}.block_count is {cfg.n_layers}, but the file holds only {len(g.tensors)} tensors")
+
+  def check(name: str, shape: tuple[int, ...] | None, required: bool = True) -> tuple[int, ...] | None:
+    info = g.tensors.get(name)
+    if info is None:
+      if required: raise UnsupportedModel(f"{g.path}: tensor {name!r} is missing")
+      return None
+    if shape is not None and info.shape != shape:
+      raise UnsupportedModel(f"{g.path}: tensor {name!r} has shape {info.shape}, but the metadata implies {shape} "
+                             f"(embedding {D}, heads {H}/{Hkv} of {hd}, vocabulary {V}); the file is corrupt")
+    return info.shape
+  check("token_embd.weight", (V, D))
+  check("output_norm.weight", (D,))
+  check("output.weight", (V, D), required=False)
+  check("rope_freqs.weight", (hd // 2,), required=False)
+  for i in range(cfg.n_layers):
+    p = f"blk.{i}."
+    for name, shape in (("attn_norm.weight", (D,)), ("ffn_norm.weight", (D,)), ("attn_output.weight", (D, H * hd)),
+                        ("attn_q.weight", (H * hd, D)), ("attn_k.weight", (Hkv * hd, D)), ("attn_v.weight", (Hkv * hd, D))):
+      check(p + name, shape)
+    for name, shape in (("attn_q.bias", (H * hd,)), ("attn_k.bias", (Hkv * hd,)), ("attn_v.bias", (Hkv * hd,)),
+                        ("attn_q_norm.weight", (hd,)), ("attn_k_norm.weight", (hd,))):
+      check(p + name, shape, required=False)
+    if p + "ffn_gate_inp.weight" in g.tensors:  # mixture of experts
+      E = cfg.n_experts
+      if not 1 <= cfg.n_experts_used <= E:
+        raise UnsupportedModel(f"{g.path}: layer {i} has experts, but {cfg.arch}.expert_used_count is {cfg.n_experts_used} of {E} "
+                               f"({cfg.arch}.expert_count)")
+      check(p + "ffn_gate_inp.weight", (E, D))
+      gate = check(p + "ffn_gate_exps.weight", None)
+      assert gate is not None
+      F = gate[1] if len(gate) == 3 else -1
+      check(p + "ffn_gate_exps.weight", (E, F, D))
+      check(p + "ffn_up_exps.weight", (E, F, D))
+      check(p + "ffn_down_exps.weight", (E, D, F))
+    else:
+      gate = check(p + "ffn_gate.weight", None)
+      assert gate is not None
+      F = gate[0] if len(gate) == 2 else -1
+      check(p + "ffn_gate.weight", (F, D))
+      check(p + "ffn_up.weight", (F, D))
+      check(p + "ffn_down.weight", (D, F))
+
+
 # tensors that are used as float vectors (norms, biases, rope factors): dequantized once at load
 _FLOAT_SUFFIXES = ("norm.weight", ".bias", "rope_freqs.weight")
 
@@ -391,6 +501,7 @@ class Transformer:
     for name, info in g.tensors.items():
       if info.type_name not in DEQUANTIZERS:
         raise UnsupportedQuantization(f"{g.path}: tensor {name!r} is {info.type_name}, which is not supported (supported: {', '.join(DEQUANTIZERS)})")
+    _check_tensors(g, cfg)
     # each layer's stacks read straight into one buffer (the parts are never all kept next to the stack: peak memory)
     stacked: set[str] = set()
     for i in range(cfg.n_layers):
@@ -406,8 +517,6 @@ class Transformer:
       raw = g.tensor_bytes(name, device)
       if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous().realize()
       else: weights[name] = QuantWeight.native(raw, info.type_name, info.shape)
-    for need in ("token_embd.weight", "output_norm.weight"):
-      if need not in weights: raise UnsupportedModel(f"{g.path}: tensor {need!r} is missing")
     emb = g.tensors["token_embd.weight"]
     return Transformer(cfg, weights, max_context, cache_dtype, (emb.path, emb.offset))
 
