@@ -73,6 +73,7 @@ class dtypes:
   # aliases, as in tinygrad and torch
   char, uchar, short, ushort, long, ulong = int8, uint8, int16, uint16, int64, uint64
   half, float, double = float16, float32, float64
+  int, uint = int32, uint32  # builtins.int/bool below: these names shadow the builtins in this class body
   default_float: DType = float32
   default_int: DType = int32
 
@@ -106,7 +107,7 @@ class dtypes:
     return True if dt == dtypes.bool else math.inf
 
   @staticmethod
-  def finfo(dt: DType) -> tuple[int, int]:
+  def finfo(dt: DType) -> tuple[builtins.int, builtins.int]:
     """(exponent bits, mantissa bits) of a float dtype."""
     return FLOAT_BITS[dt.scalar()]
 

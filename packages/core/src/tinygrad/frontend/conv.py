@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes
-from tinygrad.helpers import flatten, make_tuple, prod
+from tinygrad.helpers import InvalidArgumentError, flatten, make_tuple, prod
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
@@ -23,7 +23,7 @@ def _pad_pairs(padding: int | Sequence[int], nd: int) -> Pairs:
   p = [int(x) for x in padding]
   if len(p) == nd: return [(x, x) for x in p]
   if len(p) == 2 * nd: return [(p[2 * i], p[2 * i + 1]) for i in reversed(range(nd))]
-  raise ValueError(f"padding must be an int, {nd} ints or {2 * nd} ints for {nd} spatial dims, got {tuple(p)}")
+  raise InvalidArgumentError(f"padding must be an int, {nd} ints or {2 * nd} ints for {nd} spatial dims, got {tuple(p)}")
 
 
 def _conv_pad_pairs(padding: int | Sequence[int] | str, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> Pairs:
@@ -47,7 +47,7 @@ def _windows(x: Tensor, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int])
   nd = len(k_)
   lead, i_ = x.shape[:-nd], x.shape[-nd:]
   for i, k, d in zip(i_, k_, d_):
-    if d * (k - 1) + 1 > i: raise ValueError(f"kernel {tuple(k_)} (dilation {tuple(d_)}) is larger than the input {tuple(i_)}")
+    if d * (k - 1) + 1 > i: raise InvalidArgumentError(f"kernel {tuple(k_)} (dilation {tuple(d_)}) is larger than the input {tuple(i_)}")
   o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
   keep = [None] * len(lead)
   if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
@@ -162,10 +162,10 @@ class ConvMixin:
              padding: int | Sequence[int] | str = 0, dtype: DType | None = None) -> Tensor:
     """N-d convolution (cross-correlation like torch): input (bs, groups*cin, *spatial), weight (cout, cin, *kernel)."""
     if self.ndim != weight.ndim or self.ndim < 3:
-      raise ValueError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin, *kernel) of one rank, got {self.shape} and {weight.shape}")
+      raise InvalidArgumentError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin, *kernel) of one rank, got {self.shape} and {weight.shape}")
     (bs, cin_), (cout, cin), k_ = self.shape[:2], weight.shape[:2], weight.shape[2:]
-    if groups * cin != cin_: raise ValueError(f"input has {cin_} channels but weight {weight.shape} with groups={groups} needs {groups * cin}")
-    if cout % groups: raise ValueError(f"out channels {cout} must divide into groups={groups}")
+    if groups * cin != cin_: raise InvalidArgumentError(f"input has {cin_} channels but weight {weight.shape} with groups={groups} needs {groups * cin}")
+    if cout % groups: raise InvalidArgumentError(f"out channels {cout} must divide into groups={groups}")
     nd = len(k_)
     s_, d_ = make_tuple(stride, nd), make_tuple(dilation, nd)
     x = _windows(_pad_spatial(self, _conv_pad_pairs(padding, k_, s_, d_)), k_, s_, d_)  # (bs, cin_, *o, *k)
@@ -178,9 +178,9 @@ class ConvMixin:
   def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
                        dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
     """Transposed convolution: input (bs, cin, *spatial), weight (cin, cout/groups, *kernel), torch's output size."""
-    if self.ndim != weight.ndim or self.ndim < 3: raise ValueError(f"conv_transpose needs inputs of one rank >= 3, got {self.shape} and {weight.shape}")
+    if self.ndim != weight.ndim or self.ndim < 3: raise InvalidArgumentError(f"conv_transpose needs inputs of one rank >= 3, got {self.shape} and {weight.shape}")
     cin, rcout, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
-    if cin != self.shape[1] or cin % groups: raise ValueError(f"input has {self.shape[1]} channels, weight {weight.shape} with groups={groups}")
+    if cin != self.shape[1] or cin % groups: raise InvalidArgumentError(f"input has {self.shape[1]} channels, weight {weight.shape} with groups={groups}")
     nd = len(k_)
     s_, d_, op_ = make_tuple(stride, nd), make_tuple(dilation, nd), make_tuple(output_padding, nd)
     # the equivalent conv: flipped, in/out-swapped weight over the input with s-1 zeros between elements
@@ -201,7 +201,7 @@ class ConvMixin:
     if mode not in ("linear", "nearest", "nearest-exact"): raise ValueError(f"interpolate mode must be linear, nearest or nearest-exact, got {mode!r}")
     if align_corners and mode != "linear": raise ValueError("align_corners only goes with mode='linear'")
     size = tuple(size)
-    if not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size): raise ValueError(f"invalid size {size}")
+    if not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size): raise InvalidArgumentError(f"invalid size {size}")
     x = self.cast(dtypes.float32) if not dtypes.is_float(self.dtype) else self
     for ax in range(self.ndim - len(size), self.ndim):
       n_in, n_out = x.shape[ax], size[ax - (self.ndim - len(size))]

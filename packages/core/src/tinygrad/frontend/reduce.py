@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes, least_upper_float, to_dtype
-from tinygrad.helpers import prod
+from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp, identity_element
 
 if TYPE_CHECKING:
@@ -104,6 +104,9 @@ class ReduceMixin:
   def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     _, e, s = self._softmax_parts(axis, dtype)
     return e / s
+  def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """softmax of -x (torch.nn.functional.softmin, tinygrad's Tensor.softmin)."""
+    return (-self).softmax(axis, dtype)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     m, _, s = self._softmax_parts(axis, dtype)
     return m - s.log()
@@ -122,7 +125,7 @@ class ReduceMixin:
       return idx.reshape((1,) * self.ndim) if keepdim else idx
     axis = self._axis(axis)
     n = self.shape[axis] if self.ndim else 1
-    if n == 0: raise ValueError("argmax of an empty axis: it has no maximum")
+    if n == 0: raise OutOfRangeError("argmax of an empty axis: it has no maximum")
     if self.ndim == 0: return type(self).full((), 0, dtype=dtypes.int32, device=self.device)
     hit = self.eq(self.max(axis, keepdim=True))
     if dtypes.is_float(self.dtype): hit = hit | self.isnan()
@@ -244,5 +247,5 @@ class ReduceMixin:
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
     """The k largest (or smallest) values along dim and their int32 indices, in sorted order (also for sorted_=False)."""
     n = self.shape[self._axis(dim)] if self.ndim else 1
-    if not 0 <= k <= n: raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {n}")
+    if not 0 <= k <= n: raise InvalidArgumentError(f"topk: k={k} is out of range for dim {dim} of size {n}")
     return self._sorted(dim, largest, k)
