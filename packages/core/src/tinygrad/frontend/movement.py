@@ -242,6 +242,12 @@ class MovementMixin(IndexingMixin):
         raise InvalidArgumentError(f"cat along dim {d}: shapes must match except in that dim, tensor 0 has {self.shape}, tensor {i} has {t.shape}")
     dt = least_upper_dtype(*(t.dtype for t in tensors))
     # tensors empty along dim add nothing (and padding an empty buffer gives a kernel with a stray buffer argument)
+    if any(t.shape[d] == 0 and t.requires_grad is not False for t in tensors):  # they still get a (zero) gradient
+      nonempty = [t for t in tensors if t.shape[d] != 0] or tensors[:1]
+      out = nonempty[0].cat(*nonempty[1:], dim=d) if len(nonempty) > 1 else nonempty[0].cast(dt)
+      pads = tuple((0, out.shape[d]) if j == d else None for j in range(self.ndim))
+      empties = [t.cast(dt).pad(pads) for t in tensors if t.shape[d] == 0]
+      return functools.reduce(lambda a, b: a.logical_or(b) if dt == dtypes.bool else a + b, empties, out)
     if len(tensors := [t for t in tensors if t.shape[d] != 0] or tensors[:1]) == 1: return tensors[0].cast(dt)
     offsets = list(itertools.accumulate((t.shape[d] for t in tensors), initial=0))
     parts = [t.cast(dt).pad(tuple((offsets[i], offsets[-1] - offsets[i + 1]) if j == d else None for j in range(t.ndim)))

@@ -49,6 +49,9 @@ class ReduceMixin:
     if any(shape[a] == 0 for a in axes):  # reducing nothing gives the identity
       out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
       t = type(self).full(out_shape, identity_element(op, self.dtype), dtype=self.dtype, device=self.device)
+      if self.requires_grad is not False:  # keep self in the graph: its (empty) gradient, not "not part of it"
+        t = t + self.shrink(tuple((0, 0) if i in axes else None for i in range(self.ndim))).pad(
+          tuple((0, 1) if i in axes else None for i in range(self.ndim)))
     else:
       t = type(self)(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), requires_grad=self.requires_grad)
     return t if keepdim else t.reshape(tuple(s for i, s in enumerate(shape) if i not in axes))
@@ -234,7 +237,9 @@ class ReduceMixin:
     x = self.permute(order)
     if n == 0 or kk == 0:
       shape = x.shape[:-1] + (kk,)
-      return (type(self).full(shape, 0, dtype=self.dtype, device=self.device).permute(back),
+      vals = type(self).full(shape, 0, dtype=self.dtype, device=self.device)
+      if self.requires_grad is not False: vals = vals + x.shrink_to(shape)  # zeros linked to self: its gradient is zeros
+      return (vals.permute(back),
               type(self).full(shape, 0, dtype=dtypes.int32, device=self.device).permute(back))
     values, indices = x._select_ranked(x._rank(descending), kk)
     return values.permute(back), indices.permute(back)
