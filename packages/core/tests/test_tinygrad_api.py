@@ -169,3 +169,36 @@ def test_error_types_match_torch(name):
 def test_one_hot_float_is_type_and_runtime_error():
   with pytest.raises(RuntimeError) as e: Tensor([1.0]).one_hot(3)
   assert isinstance(e.value, TypeError)
+
+
+# ---- more of tinygrad's Tensor surface (bench/api_diff.py)
+def test_unfold():
+  x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+  for d, s, st in [(1, 2, 1), (2, 3, 1), (-1, 2, 2), (0, 1, 1), (2, 4, 1), (2, 0, 1)]:
+    want = np.lib.stride_tricks.sliding_window_view(np.moveaxis(x, d, -1), s, axis=-1)[..., ::st, :]
+    want = np.moveaxis(want, -2, d % x.ndim)
+    np.testing.assert_array_equal(Tensor(x).unfold(d, s, st).numpy(), want, err_msg=str((d, s, st)))
+
+
+def test_small_helpers():
+  assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0000001])) and not Tensor([1.0]).allclose(Tensor([1.1]))
+  assert Tensor([1.0]).is_floating_point() and not Tensor([1]).is_floating_point()
+  e = Tensor.ones(2, 3, dtype=dtypes.int16).empty_like()
+  assert e.shape == (2, 3) and e.dtype == dtypes.int16
+  np.testing.assert_array_equal(Tensor.ones(2).const_like(3).numpy(), [3, 3])
+  np.testing.assert_array_equal(Tensor([1.0]).pad_to(3, value=-1).numpy(), [1, -1, -1])
+  t = Tensor([1.0, 2.0])
+  assert t.to_(t.device) is t and t.clone(t.device).tolist() == [1.0, 2.0]
+  assert Tensor([0.0]).logaddexp(other=Tensor([0.0])).item() == pytest.approx(np.log(2))
+  assert dtypes.finfo(dtype=dtypes.float16) == (5, 10)
+  assert dtypes.int32 in dtypes.ints and dtypes.uint8 in dtypes.uints and dtypes.int8 in dtypes.sints and dtypes.half in dtypes.floats
+  assert dtypes.bool in dtypes.all
+
+
+def test_initializers_and_multinomial():
+  assert abs(float(Tensor.kaiming_normal(64, 32).numpy().std()) - (2 / 1.0001) ** 0.5 / 32 ** 0.5) < 0.02
+  g = Tensor.glorot_uniform(30, 40).numpy()
+  assert np.abs(g).max() <= (6 / 70) ** 0.5
+  counts = np.bincount(Tensor([0.1, 0.0, 0.9]).multinomial(1000, replacement=True).numpy(), minlength=3)
+  assert counts[1] == 0 and 800 < counts[2] < 980
+  assert Tensor([[0.0, 1.0], [1.0, 0.0]]).multinomial().tolist() == [[1], [0]]

@@ -205,7 +205,20 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     if self.grad is not None: out.grad = self.grad.to(device)
     return out
 
-  def clone(self) -> Tensor: return self.contiguous()
+  def clone(self, device: str | tuple[str, ...] | None = None) -> Tensor:
+    """A copy in a buffer of its own (on `device` when given)."""
+    return (self.to(device) if device is not None else self).contiguous()
+
+  def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
+    """Move this tensor to device in place (tinygrad's to_)."""
+    self.uop = self.to(device).uop
+    return self
+
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+
+  def allclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True when every element is close (torch.allclose; tinygrad's reads back the same way)."""
+    return bool(self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all().item())
 
   def assign(self, x: Tensor | ConstType) -> Tensor:
     """Write x into this tensor's buffer (in place, like tinygrad's assign)."""
@@ -251,6 +264,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   def full_like(self, fill_value: ConstType, **kwargs: Any) -> Tensor:
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
   def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
+  def empty_like(self, dtype: DType | str | None = None, device: str | tuple[str, ...] | None = None) -> Tensor:
+    """An uninitialized tensor of self's shape (and dtype and device unless given)."""
+    return Tensor.empty(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def const_like(self, b: ConstType, dtype: DType | None = None) -> Tensor:
+    """A tensor of self's shape and device filled with b (tinygrad's const_like)."""
+    return self.full_like(b, dtype=dtype or self.dtype)
   def ones_like(self, **kwargs: Any) -> Tensor: return self.full_like(1, **kwargs)
 
   @staticmethod
@@ -352,6 +371,32 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   def scaled_uniform(*shape: int, **kwargs: Any) -> Tensor:
     rg = kwargs.pop("requires_grad", None)
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5).requires_grad_(rg)
+
+  @staticmethod
+  def kaiming_normal(*shape: int, a: float = 0.01, **kwargs: Any) -> Tensor:
+    """Normal with std sqrt(2 / (1 + a^2)) / sqrt(fan_in) (torch.nn.init.kaiming_normal_, tinygrad's kaiming_normal)."""
+    rg = kwargs.pop("requires_grad", None)
+    shape = argfix(*shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.normal(*shape, mean=0.0, std=std, **kwargs).requires_grad_(rg)
+
+  @staticmethod
+  def glorot_uniform(*shape: int, **kwargs: Any) -> Tensor:
+    """Uniform in +-sqrt(6 / (fan_in + fan_out)) (tinygrad's glorot_uniform)."""
+    rg = kwargs.pop("requires_grad", None)
+    shape = argfix(*shape)
+    bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs).requires_grad_(rg)
+
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """num_samples int32 indices drawn with probabilities proportional to self (1-d or 2-d; torch.multinomial)."""
+    if not 1 <= self.ndim <= 2 or num_samples < 1: raise InvalidArgumentError(f"multinomial needs a 1-d or 2-d tensor and num_samples >= 1, got {self.shape}, {num_samples}")
+    if not replacement and num_samples != 1: raise NotImplementedError("multinomial without replacement draws one sample only (as tinygrad)")
+    w = self.unsqueeze(0) if self.ndim == 1 else self
+    cdf = (cw := w.float().cumsum(1)) / cw[:, -1:]
+    u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
+    out = (cdf.unsqueeze(1) <= u).sum(2, dtype=dtypes.int32)
+    return out[0] if self.ndim == 1 else out
 
   @staticmethod
   def kaiming_uniform(*shape: int, a: float = 0.01, **kwargs: Any) -> Tensor:

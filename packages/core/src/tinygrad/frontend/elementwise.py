@@ -533,9 +533,9 @@ class ElementwiseMixin:
     if self.dtype.itemsize not in (2, 4, 8) or not dtypes.is_float(self.dtype): return self < 0
     return self.detach().bitcast({2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]) < 0
 
-  def logaddexp(self: Tensor, x: Tensor | ConstType) -> Tensor:
-    """log(exp(self) + exp(x)) without overflow."""
-    a, b = self._broadcasted(x)
+  def logaddexp(self: Tensor, other: Tensor | ConstType) -> Tensor:
+    """log(exp(self) + exp(other)) without overflow."""
+    a, b = self._broadcasted(other)
     m = a.maximum(b)
     m = m.isinf().where(0.0, m).detach()
     return ((a - m).exp() + (b - m).exp()).log() + m

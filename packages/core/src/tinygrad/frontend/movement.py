@@ -153,11 +153,25 @@ class MovementMixin(IndexingMixin):
       if not (_sym_le(0, b) and _sym_le(b, e) and _sym_le(e, s)): raise InvalidArgumentError(f"shrink {bounds} is out of bounds for shape {self.shape}")
     return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else self._view(Ops.SHRINK, bounds)
 
-  def pad_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
-    """Pad with zeros at the end of each axis up to `shape` (None keeps an axis)."""
+  def pad_to(self, shape: int | Sequence[int | None], *args: int | None, value: float = 0.0) -> Tensor:
+    """Pad with `value` (zeros) at the end of each axis up to `shape` (None keeps an axis)."""
     new = argfix(shape, *args)
     if len(new) != self.ndim: raise InvalidArgumentError(f"pad_to shape {tuple(new)} needs {self.ndim} dims")
-    return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)))
+    return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)), value=value)
+
+  def unfold(self, dim: int, size: int, step: int) -> Tensor:
+    """Windows of `size` elements every `step` along dim, as a new last dim (torch.Tensor.unfold, tinygrad's unfold)."""
+    from tinygrad.tensor import Tensor
+    d = self._resolve_dim(dim)
+    n = self.shape[d] if self.ndim else 1
+    if size < 0 or size > n: raise InvalidArgumentError(f"unfold size {size} must be in [0, {n}] for dim {dim} of {self.shape}")
+    if step <= 0: raise InvalidArgumentError(f"unfold step must be > 0, got {step}")
+    count = (n - size) // step + 1
+    idx = (Tensor.arange(count, device=self.device).reshape(count, 1) * step + Tensor.arange(size, device=self.device).reshape(1, size))
+    x = self.reshape(1) if self.ndim == 0 else self
+    out = x.transpose(d, -1)[..., idx.flatten()] if count * size else x.transpose(d, -1).shrink_to(*x.transpose(d, -1).shape[:-1], 0)
+    out = out.reshape(*out.shape[:-1], count, size)
+    return out.transpose(d, -2) if self.ndim else out.reshape(count, size)
 
   def shrink_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
     """Keep the first `shape[i]` elements of each axis (None keeps an axis)."""
