@@ -202,3 +202,17 @@ def test_initializers_and_multinomial():
   counts = np.bincount(Tensor([0.1, 0.0, 0.9]).multinomial(1000, replacement=True).numpy(), minlength=3)
   assert counts[1] == 0 and 800 < counts[2] < 980
   assert Tensor([[0.0, 1.0], [1.0, 0.0]]).multinomial().tolist() == [[1], [0]]
+
+
+# ---- symbolic: a bound Variable in a slice, and reductions over the symbolic length
+def test_symbolic_slice_and_reductions():
+  from tinygrad import Variable
+  v = Variable("v", 2, 10).bind(3)
+  x = Tensor.arange(10).float()
+  assert x[:v].sum().item() == 3 and x[v:].sum().item() == 42 and x[:v].mean().item() == 1
+  assert x[:v].var().item() == 1 and x[:v].std().item() == 1
+  y = Tensor.ones(10, 4)[:v]
+  np.testing.assert_array_equal(y.sum(0).numpy(), [3, 3, 3, 3])
+  np.testing.assert_array_equal(y.max(0).numpy(), [1, 1, 1, 1])
+  assert y.sum().item() == 12
+  with pytest.raises(NotImplementedError): Tensor.ones(10, 4)[:v, 0]

@@ -136,3 +136,22 @@ def test_one_hot_linspace_meshgrid_errors():
   with pytest.raises(RuntimeError): Tensor.linspace(0, 1, -1)
   with pytest.raises(RuntimeError): torch.meshgrid(torch.ones(2), indexing="zz")
   with pytest.raises(RuntimeError): Tensor.ones(2).meshgrid(indexing="zz")
+
+
+# ---- accuracy: float16 GEMM on every device multiplies and accumulates in float32; uint8 bilinear rounds like torch
+def test_float16_matmul_matches_torch():
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((32, 512)).astype(np.float16), rng.standard_normal((512, 24)).astype(np.float16)
+  ours, theirs = (Tensor(a) @ Tensor(b)).numpy(), (torch.tensor(a) @ torch.tensor(b)).numpy()
+  assert ours.dtype == np.float16
+  np.testing.assert_allclose(ours.astype(np.float32), theirs.astype(np.float32), rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_uint8_bilinear_interpolate_rounds_like_torch(align_corners):
+  for seed in range(3):
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 256, (2, 3, int(rng.integers(2, 9)), int(rng.integers(2, 9)))).astype(np.uint8)
+    size = (int(rng.integers(2, 16)), int(rng.integers(2, 16)))
+    theirs = F.interpolate(torch.tensor(img), size=size, mode="bilinear", align_corners=align_corners)
+    compare(Tensor(img).interpolate(size, mode="linear", align_corners=align_corners), theirs, 0, 0, f"seed {seed}")

@@ -4,6 +4,7 @@ Everything here is movement views (pad, a strided window view made of reshape/ex
 elementwise and reduce ops, so a convolution is one fused kernel and autograd comes from the ops' own rules."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -95,6 +96,22 @@ def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool, device
   shift = 0.5 if mode == "nearest-exact" else 0.0
   idx = ((dst + shift) * (n_in / n_out)).floor().cast(dtypes.int32).minimum(n_in - 1).reshape(n_out, 1)
   return src_i.eq(idx).cast(dtypes.float32)
+
+
+def _max_linear_weight(n_in: int, n_out: int, align_corners: bool) -> float:
+  """The largest weight of the linear interpolation matrix (computed on the host: it sets the fixed-point precision)."""
+  best = 0.0
+  for j in range(n_out):
+    pos = j * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else min(max((j + 0.5) * (n_in / n_out) - 0.5, 0.0), n_in - 1)
+    frac = pos - math.floor(pos)
+    best = max(best, frac if math.floor(pos) + 1 <= n_in - 1 else 1.0, 1.0 - frac)
+  return best
+
+
+def _weight_precision(max_weight: float) -> int:
+  p = 0
+  while p < 15 and int(0.5 + max_weight * (1 << (p + 1))) < (1 << 15): p += 1
+  return p
 
 
 class ConvMixin:
@@ -203,12 +220,19 @@ class ConvMixin:
     size = tuple(size)
     if not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size): raise InvalidArgumentError(f"invalid size {size}")
     x = self.cast(dtypes.float32) if not dtypes.is_float(self.dtype) else self
-    for ax in range(self.ndim - len(size), self.ndim):
+    # ints (torch's uint8 kernels): one pass per axis, the last axis first, each rounded to nearest (half up) integers
+    round_ints = mode == "linear" and dtypes.is_int(self.dtype)
+    axes = range(self.ndim - len(size), self.ndim)
+    for ax in reversed(axes) if round_ints else axes:
       n_in, n_out = x.shape[ax], size[ax - (self.ndim - len(size))]
       if n_in == n_out: continue
       m = _interp_matrix(n_in, n_out, mode, align_corners, self.device).cast(x.dtype)  # (n_out, n_in)
+      if round_ints:  # torch's fixed-point weights: round(w * 2^p) with p as large as int16 allows for the largest weight
+        p = _weight_precision(_max_linear_weight(n_in, n_out, align_corners))
+        m = (m * 2.0 ** p + 0.5).floor()
       xe = x.unsqueeze(ax)  # (..., 1, n_in, ...)
       me = m.reshape(*[1] * ax, n_out, n_in, *[1] * (x.ndim - ax - 1))
       x = (xe * me).sum(ax + 1)
+      if round_ints: x = (x * 2.0 ** -p + 0.5).floor()  # exact: the integer sums stay below 2^24
     return x.cast(self.dtype) if x.dtype != self.dtype else x
 

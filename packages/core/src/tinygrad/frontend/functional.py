@@ -75,8 +75,11 @@ class FunctionalMixin(ConvMixin):
     x = x.reshape(*x.shape[:-1], *([1] * n_mid), x.shape[-1])
     w_ = w_.reshape(*w_.shape[:-2], *([1] * n_mid), *w_.shape[-min(w_.ndim, 2):]).transpose(-1, -min(w_.ndim, 2))
     out_dt = to_dtype(dtype) if dtype is not None else dt
-    # halves accumulate in float32 (like tinygrad and torch), then round once to the output dtype
-    return (x * w_).sum(-1, dtype=to_dtype(dtype) if dtype is not None else _acc_dtype(dt)).cast(out_dt)
+    acc = to_dtype(dtype) if dtype is not None else _acc_dtype(dt)
+    # halves multiply and accumulate in float32 (like torch's CPU GEMM and tensor cores, which match CAST(load) operands),
+    # then round once to the output dtype
+    if dtypes.is_float(acc) and acc.itemsize > dt.itemsize: x, w_ = x.cast(acc), w_.cast(acc)
+    return (x * w_).sum(-1, dtype=acc).cast(out_dt)
   def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
   def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DType | str | None = None) -> Tensor:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tinygrad.dtype import ConstType, dtypes
 from tinygrad.frontend.elementwise import _broadcast_shape
 from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, prod
-from tinygrad.uop.ops import Ops
+from tinygrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
@@ -83,6 +83,13 @@ class IndexingMixin:
         i %= size
         bounds.append((i, i + 1))
         steps.append(1)
+      elif isinstance(i, slice) and any(isinstance(b, UOp) for b in (i.start, i.stop)):  # x[:v] with a bound Variable
+        if i.step not in (None, 1): raise OutOfRangeError(f"a slice with a symbolic bound takes step 1, got {i.step}")
+        lo = 0 if i.start is None else i.start if isinstance(i.start, UOp) else int(i.start) % (size + 1)
+        hi = size if i.stop is None else i.stop if isinstance(i.stop, UOp) else int(i.stop) % (size + 1)
+        bounds.append((lo, hi))
+        steps.append(1)
+        plan.append(dim)
       elif isinstance(i, slice):
         if i.step == 0: raise ValueError("slice step cannot be zero")
         start, stop, step = i.indices(size)
@@ -94,14 +101,18 @@ class IndexingMixin:
         plan.append(dim)
       else: raise OutOfRangeError(f"unsupported index {i!r} of type {type(i).__name__}: use ints, slices, None, ..., lists or integer Tensors")
       dim += 1
-    strided = tuple(-(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
+    strided = tuple(hi - lo if st == 1 else -(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
     shape = tuple(1 if p is None else strided[p] for p in plan)
     return _IndexPlan(tuple(bounds), tuple(flips), tuple(steps), strided, shape, adv)
 
   def _basic_view(self, p: _IndexPlan) -> Tensor:
     x = self.shrink(p.bounds)
     if p.flips: x = x.flip(p.flips)
-    return x._strided(p.steps).reshape(p.shape)
+    x = x._strided(p.steps)
+    if not all(isinstance(d, int) for d in x.shape):  # symbolic (x[:v]): the plan's sizes are the shrink's, when nothing else changes
+      if len(p.shape) == x.ndim and all(a is b or a is n for a, b, n in zip(p.shape, x.shape, p.strided)): return x
+      raise NotImplementedError(f"indexing with a symbolic slice supports slices only (no int index or None next to it), got shape {p.shape}")
+    return x.reshape(p.shape)
 
   def _basic_unview(self, p: _IndexPlan, full: tuple[int, ...]) -> Tensor:
     """The inverse of _basic_view: a tensor of the view's shape placed where the view reads from, zeros elsewhere."""

@@ -90,7 +90,8 @@ class ReduceMixin:
   def var(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """sum((x - mean)^2) / max(0, n - correction)."""
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq.div(max(0, self._reduced_count(axis) - correction))
+    n = self._reduced_count(axis) - correction
+    return sq.div(max(0, n) if isinstance(n, int) else n)  # a symbolic count (x[:v]) is at least its Variable's min
   def std(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
