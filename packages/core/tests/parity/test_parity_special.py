@@ -71,6 +71,8 @@ ZERO = [
   ("cumprod", lambda a: a.cumprod(0), None, [(0, 3)]), ("tril", lambda a: a.tril(), None, [(0, 3)]), ("triu", lambda a: a.triu(), None, [(3, 0)]),
   ("pad_constant", lambda a: a.pad((1, 1)), lambda a: F.pad(a, (1, 1)), [(2, 0, 3)]),
   ("pad_circular", lambda a: a.pad((1, 1), mode="circular"), lambda a: F.pad(a, (1, 1), mode="circular"), [(2, 0, 3)]),
+  *[(f"pad_{m}_empty_batch", lambda a, m=m: a.pad((1, 1), mode=m), lambda a, m=m: F.pad(a, (1, 1), mode=m), [(0, 2, 3)])
+    for m in ("reflect", "replicate", "circular")],
   ("matmul_k0", lambda a, b: a @ b, None, [(2, 0), (0, 3)]), ("matmul_m0", lambda a, b: a @ b, None, [(0, 4), (4, 3)]),
   ("matmul_n0", lambda a, b: a @ b, None, [(2, 4), (4, 0)]), ("broadcast_mul", lambda a, b: (a * b).exp() + a.sigmoid(), None, [(0, 3), (1, 3)]),
   ("reshape", lambda a: a.reshape(3, 0, 2), None, [(0, 6)]), ("expand", lambda a: a.expand(0, 3), None, [(1, 3)]),
