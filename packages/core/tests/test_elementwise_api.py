@@ -71,7 +71,7 @@ SPECIAL_REF = {
   "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "asin": np.arcsin,
   "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
   "atanh": np.arctanh, "erf": _erf, "sigmoid": sigmoid, "softplus": softplus, "relu": lambda x: np.where(x > 0, x, np.where(np.isnan(x), x, 0)),
-  "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil, "round": np.round, "abs": np.abs, "sign": np.sign,
+  "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil, "round": np.round, "abs": np.abs, "sign": lambda x: np.where(np.isnan(x), 0, np.sign(x)),  # torch.sign(NaN) is 0
 }
 
 
@@ -203,7 +203,8 @@ def test_int_pow_is_exact_and_stays_int():
   same(Tensor(b) ** 9, b ** 9, dtypes.int32)  # 7**9 needs more than float32's 24 bits
   e = np.array([0, 1, 2, 3, 9, 5, 8], np.int32)
   same(Tensor(b) ** Tensor(e), (b.astype(np.int64) ** e).astype(np.int32), dtypes.int32)
-  same(Tensor([2, 3, 4]) ** 0.5, [1, 2, 2], dtypes.int32)  # int ** float rounds back to int (tinygrad)
+  same(Tensor([2, 3, 4]) ** 0.5, np.sqrt(np.array([2, 3, 4], np.float32)), dtypes.float32)  # int ** float is float (torch, tinygrad)
+  same(Tensor([2, 3]) ** Tensor([2.0, 0.5]), np.array([4, 3 ** 0.5], np.float32), dtypes.float32)
   same(Tensor([1, -1, 2, -1]) ** Tensor([-1, -1, -1, -2]), [1, -1, 0, 1], dtypes.int32)
   same(Tensor([2, 3]) ** -1, [0, 0], dtypes.int32)
   same(Tensor([1, 2, 3], dtype=dtypes.uint8) ** 2, [1, 4, 9], dtypes.uint8)

@@ -6,7 +6,7 @@ import math
 import struct
 from dataclasses import dataclass
 from functools import cache
-from typing import Final
+from typing import ClassVar, Final
 
 ConstType = float | int | bool
 
@@ -73,6 +73,13 @@ class dtypes:
   # aliases, as in tinygrad and torch
   char, uchar, short, ushort, long, ulong = int8, uint8, int16, uint16, int64, uint64
   half, float, double = float16, float32, float64
+  int, uint = int32, uint32  # builtins.int/bool below: these names shadow the builtins in this class body
+  # groups, as tinygrad names them (filled in below the class)
+  sints: ClassVar[tuple[DType, ...]]
+  uints: ClassVar[tuple[DType, ...]]
+  ints: ClassVar[tuple[DType, ...]]
+  floats: ClassVar[tuple[DType, ...]]
+  all: ClassVar[tuple[DType, ...]]
   default_float: DType = float32
   default_int: DType = int32
 
@@ -106,9 +113,9 @@ class dtypes:
     return True if dt == dtypes.bool else math.inf
 
   @staticmethod
-  def finfo(dt: DType) -> tuple[int, int]:
+  def finfo(dtype: DType) -> tuple[builtins.int, builtins.int]:
     """(exponent bits, mantissa bits) of a float dtype."""
-    return FLOAT_BITS[dt.scalar()]
+    return FLOAT_BITS[dtype.scalar()]
 
   @staticmethod
   def fields() -> dict[str, DType]: return DTYPES_BY_NAME
@@ -118,6 +125,8 @@ SIGNED: Final = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 UNSIGNED: Final = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 INTS: Final = SIGNED + UNSIGNED
 FLOATS: Final = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+dtypes.sints, dtypes.uints, dtypes.ints, dtypes.floats = SIGNED, UNSIGNED, INTS, FLOATS
+dtypes.all = (dtypes.bool, *INTS, *FLOATS)
 FLOAT_BITS: Final = {dtypes.fp8e4m3: (4, 3), dtypes.fp8e5m2: (5, 2), dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7),
                      dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
 DTYPES_BY_NAME: Final[dict[str, DType]] = {

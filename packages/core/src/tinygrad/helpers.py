@@ -16,6 +16,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+OSX, WIN = sys.platform == "darwin", sys.platform == "win32"  # as tinygrad's helpers name them
+
+
+class InvalidArgumentError(ValueError, RuntimeError):
+  """An invalid argument where torch and tinygrad raise RuntimeError (a bad reshape or permute, mismatched matmul shapes):
+  a ValueError for our callers and a RuntimeError for code written against them."""
+
+
+class OutOfRangeError(ValueError, IndexError):
+  """A dim or index out of range: an IndexError as in torch and tinygrad, and a ValueError for our callers."""
+
+
+class InvalidDTypeError(TypeError, RuntimeError):
+  """A dtype an op can't take where torch raises RuntimeError: a TypeError for our callers, a RuntimeError for theirs."""
 
 
 def prod(xs: Iterable[Any], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
@@ -86,13 +100,55 @@ class Context(contextlib.ContextDecorator):
 
 
 DEBUG = ContextVar("DEBUG", 0)
-DEV = ContextVar("DEV", "")                  # the DEV string: which device, renderer and arch run tensors
+class _DEV(ContextVar):
+  """The DEV setting. `.value` is the DEV string; `.device`, `.renderer`, `.arch`, `.interface` read its first parsed target and
+  `.target(device)` the target that configures a device kind, the way tinygrad's helpers.DEV reads them."""
+
+  # the DEV grammar belongs to the devices (device/devstring.py): that module installs its parser here when it is imported
+  # (tinygrad/__init__ imports it), so this layer reads parsed targets without importing a higher one
+  parse: Any = None
+
+  def targets(self) -> tuple[Any, ...]:
+    if self.parse is None: raise RuntimeError("DEV's parser is not installed: import tinygrad (tinygrad.device.devstring) first")
+    return self.parse(self.value) if self.value else ()
+
+  def target(self, dev: str, **defaults: Any) -> Any:
+    """The parsed target for device kind `dev` (fields not set in DEV filled from `defaults`), as tinygrad's DEV.target."""
+    import dataclasses
+    t = next((t for t in self.targets() if t.device == dev.upper()), None) or self.parse(dev.upper())[0]
+    return dataclasses.replace(t, **{k: v for k, v in defaults.items() if not getattr(t, k)})
+
+  def __getattr__(self, k: str) -> Any:
+    # only the Target fields: anything else is a real AttributeError
+    if k in ("device", "renderer", "arch", "interface", "opts", "indices", "index"):
+      ts = self.targets()
+      if ts: return getattr(ts[0], k)
+      return "" if k in ("device", "renderer", "arch", "interface") else None if k == "index" else ()
+    raise AttributeError(k)
+
+
+DEV = _DEV("DEV", "")                        # the DEV string: which device, renderer and arch run tensors
 VERIFY = ContextVar("VERIFY", 0)             # check UOp graphs after every pipeline stage
 CACHELEVEL = ContextVar("CACHELEVEL", 2)     # 0 disables the on-disk compile cache
 NOOPT = ContextVar("NOOPT", 0)               # skip kernel optimizations
 BEAM = ContextVar("BEAM", 0)                 # BEAM search width for every kernel (engine/search.py); 0: heuristics
 JITBEAM = ContextVar("JITBEAM", 0)           # BEAM search width for kernels captured by a TinyJit only
 TRACK_MATCH_STATS = ContextVar("TRACK_MATCH_STATS", 0)
+
+# settings tinygrad programs set with Context(...) or read that have no effect here (our compiler has no such knob, or
+# decides it another way): accepted so that such programs run unchanged, instead of a KeyError. docs/differences.md lists them.
+TINYGRAD_NOOP_SETTINGS: dict[str, Any] = {
+  "IMAGE": 0, "FLOAT16": 0, "OPENPILOT_HACKS": 0, "JIT_BATCH_SIZE": 32, "WINO": 0, "CAPTURING": 1, "TRACEMETA": 1, "NO_COLOR": 0,
+  "TRAINING": 0, "TC_SELECT": -1, "TC_OPT": 0, "TRANSCENDENTAL": 1, "NOLOCALS": 0, "SPLIT_REDUCEOP": 1, "NO_MEMORY_PLANNER": 0,
+  "LRU": 1, "ALL2ALL": 0, "ALLREDUCE_CAST": 1, "IGNORE_BEAM_CACHE": 0, "VALIDATE_WITH_CPU": 0, "DISABLE_FAST_IDIV": 1,
+  "FUSE_OPTIM": 0, "ALLOW_DEVICE_USAGE": 1, "MAX_BUFFER_SIZE": 0, "MAX_KERNEL_BUFFERS": 0, "EMULATED_DTYPES": "",
+  "DEFAULT_FLOAT": "float32", "DEFAULT_INT": "int32", "CAPTURE_PROCESS_REPLAY": 0, "NUM_CPU_THREADS": 0, "NULL_ALLOW_COPYOUT": 0,
+  "VIZ": 0, "PROFILE": 0, "SPEC": 1, "CHECK_OOB": 0, "PCONTIG": 0, "DEBUG_RANGEIFY": 0, "TUPLE_ORDER": 1, "CCACHE": 1,
+  "SCACHE": 1, "USE_ATOMICS": 0, "DISALLOW_BROADCAST": 0, "REWRITE_STACK_LIMIT": 250000, "HCQ_RUNTIME_DEV": "CPU", "SQTT": 0,
+  "PMC": 0, "PMA": 0,
+}
+for _k, _v in TINYGRAD_NOOP_SETTINGS.items():
+  if _k not in ContextVar._registry: ContextVar(_k, _v)
 
 
 class GlobalCounters:

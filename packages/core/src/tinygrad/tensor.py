@@ -2,6 +2,7 @@
 compiles them for the device and runs them."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import struct
@@ -18,7 +19,7 @@ from tinygrad.frontend.movement import MovementMixin
 from tinygrad.frontend.multi import MultiMixin, canonical_device, has_multi, multi_assign, multi_empty, multi_realize, multi_schedule, replicate
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
-from tinygrad.helpers import all_int, argfix, argsort, make_tuple, prod
+from tinygrad.helpers import InvalidArgumentError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
@@ -191,7 +192,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     return _unflatten(flat, self.shape)
 
   def item(self) -> ConstType:
-    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    if self.numel() != 1: raise InvalidArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.reshape(()).tolist()
 
   def contiguous(self) -> Tensor: return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
@@ -204,13 +205,26 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     if self.grad is not None: out.grad = self.grad.to(device)
     return out
 
-  def clone(self) -> Tensor: return self.contiguous()
+  def clone(self, device: str | tuple[str, ...] | None = None) -> Tensor:
+    """A copy in a buffer of its own (on `device` when given)."""
+    return (self.to(device) if device is not None else self).contiguous()
+
+  def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
+    """Move this tensor to device in place (tinygrad's to_)."""
+    self.uop = self.to(device).uop
+    return self
+
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+
+  def allclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True when every element is close (torch.allclose; tinygrad's reads back the same way)."""
+    return bool(self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all().item())
 
   def assign(self, x: Tensor | ConstType) -> Tensor:
     """Write x into this tensor's buffer (in place, like tinygrad's assign)."""
     if isinstance(self.device, tuple): return multi_assign(self, x)  # sharded: every device writes its part
     x = x if isinstance(x, Tensor) else Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
-    if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
+    if x.shape != self.shape: raise InvalidArgumentError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype!r}, value {x.dtype!r}; cast the value first")
     if x.device != self.device: x = x.to(self.device)
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop): self.realize()
@@ -221,7 +235,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     return self
 
   def replace(self, x: Tensor) -> Tensor:
-    if x.shape != self.shape: raise ValueError(f"replace shape mismatch: {self.shape} vs {x.shape}")
+    if x.shape != self.shape: raise InvalidArgumentError(f"replace shape mismatch: {self.shape} vs {x.shape}")
     self.uop = x.uop
     return self
 
@@ -250,6 +264,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   def full_like(self, fill_value: ConstType, **kwargs: Any) -> Tensor:
     return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device, **kwargs})
   def zeros_like(self, **kwargs: Any) -> Tensor: return self.full_like(0, **kwargs)
+  def empty_like(self, dtype: DType | str | None = None, device: str | tuple[str, ...] | None = None) -> Tensor:
+    """An uninitialized tensor of self's shape (and dtype and device unless given)."""
+    return Tensor.empty(*self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def const_like(self, b: ConstType, dtype: DType | None = None) -> Tensor:
+    """A tensor of self's shape and device filled with b (tinygrad's const_like)."""
+    return self.full_like(b, dtype=dtype or self.dtype)
   def ones_like(self, **kwargs: Any) -> Tensor: return self.full_like(1, **kwargs)
 
   @staticmethod
@@ -319,14 +339,14 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   @staticmethod
   def randint(*shape: int, low: int = 0, high: int = 10, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
     """Uniform integers in [low, high)."""
-    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise ValueError(f"randint needs int low < high, got {low}, {high}")
+    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise InvalidArgumentError(f"randint needs int low < high, got {low}, {high}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.int32
     return (Tensor.rand(*shape, device=device) * (high - low) + low).floor().cast(dt)
 
   @staticmethod
   def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included."""
-    if steps < 0: raise ValueError(f"linspace needs steps >= 0, got {steps}")
+    if steps < 0: raise InvalidArgumentError(f"linspace needs steps >= 0, got {steps}")
     dt = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
     if steps == 1: return Tensor.full((1,), start, dtype=dt, **kwargs)
     idx = Tensor.arange(steps, dtype=dtypes.float32, device=kwargs.get("device"))
@@ -353,6 +373,32 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5).requires_grad_(rg)
 
   @staticmethod
+  def kaiming_normal(*shape: int, a: float = 0.01, **kwargs: Any) -> Tensor:
+    """Normal with std sqrt(2 / (1 + a^2)) / sqrt(fan_in) (torch.nn.init.kaiming_normal_, tinygrad's kaiming_normal)."""
+    rg = kwargs.pop("requires_grad", None)
+    shape = argfix(*shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.normal(*shape, mean=0.0, std=std, **kwargs).requires_grad_(rg)
+
+  @staticmethod
+  def glorot_uniform(*shape: int, **kwargs: Any) -> Tensor:
+    """Uniform in +-sqrt(6 / (fan_in + fan_out)) (tinygrad's glorot_uniform)."""
+    rg = kwargs.pop("requires_grad", None)
+    shape = argfix(*shape)
+    bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs).requires_grad_(rg)
+
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """num_samples int32 indices drawn with probabilities proportional to self (1-d or 2-d; torch.multinomial)."""
+    if not 1 <= self.ndim <= 2 or num_samples < 1: raise InvalidArgumentError(f"multinomial needs a 1-d or 2-d tensor and num_samples >= 1, got {self.shape}, {num_samples}")
+    if not replacement and num_samples != 1: raise NotImplementedError("multinomial without replacement draws one sample only (as tinygrad)")
+    w = self.unsqueeze(0) if self.ndim == 1 else self
+    cdf = (cw := w.float().cumsum(1)) / cw[:, -1:]
+    u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
+    out = (cdf.unsqueeze(1) <= u).sum(2, dtype=dtypes.int32)
+    return out[0] if self.ndim == 1 else out
+
+  @staticmethod
   def kaiming_uniform(*shape: int, a: float = 0.01, **kwargs: Any) -> Tensor:
     rg = kwargs.pop("requires_grad", None)
     shape = argfix(*shape)
@@ -362,6 +408,39 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
     self.requires_grad = requires_grad
     return self
+
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """tinygrad's is_param_: mark (or unmark) a trainable parameter; here that is requires_grad_."""
+    return self.requires_grad_(is_param)
+
+  @property
+  def is_param(self) -> bool: return self.requires_grad is not False
+
+  def kernelize(self, *others: Tensor) -> Tensor:
+    """Older tinygrad's kernelize(): kernels are formed when the tensor is scheduled (realize/schedule), so this returns self."""
+    return self
+
+  def contiguous_backward(self) -> Tensor:
+    """tinygrad's contiguous_backward: the same values; our scheduler decides where the gradient is materialized."""
+    return self
+
+  @staticmethod
+  def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+    """A random permutation of 0..n-1 (torch.randperm, tinygrad's Tensor.randperm): the argsort of n uniform keys."""
+    rg = kwargs.pop("requires_grad", None)
+    if n < 0: raise ValueError(f"randperm needs n >= 0, got {n}")
+    if n == 0: return Tensor.zeros(0, device=device, dtype=dtype, requires_grad=rg)
+    return Tensor.rand(n, device=device, **kwargs).argsort().cast(to_dtype(dtype)).requires_grad_(rg)
+
+  @staticmethod
+  def train(mode: bool = True) -> _TrainMode:
+    """Set Tensor.training inside a `with` block (or as a decorator), as in tinygrad's `with Tensor.train():`."""
+    return _TrainMode(mode)
+
+  @staticmethod
+  def test() -> _TrainMode:
+    """`with Tensor.test():` runs with Tensor.training False."""
+    return _TrainMode(False)
 
   # ---- autograd
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
@@ -373,8 +452,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     out = []
     for t in targets:
       g = grads.get(t.uop)
-      if g is None: raise RuntimeError(f"{t} is not part of the computation of this tensor, so it has no gradient")
-      out.append(Tensor(g, device=t.device))
+      # a target the result doesn't depend on (differentiably) gets zeros, as in tinygrad
+      out.append(Tensor(g, device=t.device) if g is not None else Tensor.zeros(*t.shape, dtype=t.dtype, device=t.device))
     return out
 
   def backward(self, gradient: Tensor | None = None) -> Tensor:
@@ -389,6 +468,12 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
       for t in params:
         if t.uop is uop: t.grad = g if t.grad is None else t.grad + g
     return self
+
+
+class _TrainMode(contextlib.ContextDecorator):
+  def __init__(self, mode: bool = True): self.mode = mode
+  def __enter__(self) -> None: self.prev, Tensor.training = Tensor.training, self.mode
+  def __exit__(self, *exc: object) -> None: Tensor.training = self.prev
 
 
 def _threefry2x32(x0: Tensor, x1: Tensor, k0: int, k1: int) -> Tensor:

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tinygrad.helpers import DEV
+
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ARCH_RE = re.compile(r"[A-Za-z0-9_.+-]+")  # arch and opts; opts may start with '+'/'-' to toggle a feature
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -231,3 +233,6 @@ def unknown_name_error(kind: str, name: str, choices: Iterable[str], hint: str =
   best = closest(name, cs)
   msg = f"unknown {kind} {name!r}" + (f"; did you mean {best!r}?" if best is not None else ";") + f" installed: {', '.join(cs) if cs else 'none'}"
   return msg + (f" {hint}" if hint else "")
+
+
+DEV.parse = parse_dev  # helpers.DEV reads parsed targets through this (helpers sits below the devices)

@@ -108,6 +108,12 @@ class Compiled:
 
   def synchronize(self) -> None: pass
 
+  @property
+  def renderer(self) -> Any:
+    """The renderer that compiles for this device under the current DEV (tinygrad's `Device[d].renderer`)."""
+    from tinygrad.device.registry import Device
+    return Device.renderer(self.device)
+
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.device}>"
 
 

@@ -4,11 +4,12 @@ Everything here is movement views (pad, a strided window view made of reshape/ex
 elementwise and reduce ops, so a convolution is one fused kernel and autograd comes from the ops' own rules."""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes
-from tinygrad.helpers import flatten, make_tuple, prod
+from tinygrad.helpers import InvalidArgumentError, flatten, make_tuple, prod
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
@@ -23,7 +24,7 @@ def _pad_pairs(padding: int | Sequence[int], nd: int) -> Pairs:
   p = [int(x) for x in padding]
   if len(p) == nd: return [(x, x) for x in p]
   if len(p) == 2 * nd: return [(p[2 * i], p[2 * i + 1]) for i in reversed(range(nd))]
-  raise ValueError(f"padding must be an int, {nd} ints or {2 * nd} ints for {nd} spatial dims, got {tuple(p)}")
+  raise InvalidArgumentError(f"padding must be an int, {nd} ints or {2 * nd} ints for {nd} spatial dims, got {tuple(p)}")
 
 
 def _conv_pad_pairs(padding: int | Sequence[int] | str, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> Pairs:
@@ -47,7 +48,7 @@ def _windows(x: Tensor, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int])
   nd = len(k_)
   lead, i_ = x.shape[:-nd], x.shape[-nd:]
   for i, k, d in zip(i_, k_, d_):
-    if d * (k - 1) + 1 > i: raise ValueError(f"kernel {tuple(k_)} (dilation {tuple(d_)}) is larger than the input {tuple(i_)}")
+    if d * (k - 1) + 1 > i: raise InvalidArgumentError(f"kernel {tuple(k_)} (dilation {tuple(d_)}) is larger than the input {tuple(i_)}")
   o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
   keep = [None] * len(lead)
   if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
@@ -95,6 +96,22 @@ def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool, device
   shift = 0.5 if mode == "nearest-exact" else 0.0
   idx = ((dst + shift) * (n_in / n_out)).floor().cast(dtypes.int32).minimum(n_in - 1).reshape(n_out, 1)
   return src_i.eq(idx).cast(dtypes.float32)
+
+
+def _max_linear_weight(n_in: int, n_out: int, align_corners: bool) -> float:
+  """The largest weight of the linear interpolation matrix (computed on the host: it sets the fixed-point precision)."""
+  best = 0.0
+  for j in range(n_out):
+    pos = j * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners else min(max((j + 0.5) * (n_in / n_out) - 0.5, 0.0), n_in - 1)
+    frac = pos - math.floor(pos)
+    best = max(best, frac if math.floor(pos) + 1 <= n_in - 1 else 1.0, 1.0 - frac)
+  return best
+
+
+def _weight_precision(max_weight: float) -> int:
+  p = 0
+  while p < 15 and int(0.5 + max_weight * (1 << (p + 1))) < (1 << 15): p += 1
+  return p
 
 
 class ConvMixin:
@@ -162,10 +179,10 @@ class ConvMixin:
              padding: int | Sequence[int] | str = 0, dtype: DType | None = None) -> Tensor:
     """N-d convolution (cross-correlation like torch): input (bs, groups*cin, *spatial), weight (cout, cin, *kernel)."""
     if self.ndim != weight.ndim or self.ndim < 3:
-      raise ValueError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin, *kernel) of one rank, got {self.shape} and {weight.shape}")
+      raise InvalidArgumentError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin, *kernel) of one rank, got {self.shape} and {weight.shape}")
     (bs, cin_), (cout, cin), k_ = self.shape[:2], weight.shape[:2], weight.shape[2:]
-    if groups * cin != cin_: raise ValueError(f"input has {cin_} channels but weight {weight.shape} with groups={groups} needs {groups * cin}")
-    if cout % groups: raise ValueError(f"out channels {cout} must divide into groups={groups}")
+    if groups * cin != cin_: raise InvalidArgumentError(f"input has {cin_} channels but weight {weight.shape} with groups={groups} needs {groups * cin}")
+    if cout % groups: raise InvalidArgumentError(f"out channels {cout} must divide into groups={groups}")
     nd = len(k_)
     s_, d_ = make_tuple(stride, nd), make_tuple(dilation, nd)
     x = _windows(_pad_spatial(self, _conv_pad_pairs(padding, k_, s_, d_)), k_, s_, d_)  # (bs, cin_, *o, *k)
@@ -178,9 +195,9 @@ class ConvMixin:
   def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
                        dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
     """Transposed convolution: input (bs, cin, *spatial), weight (cin, cout/groups, *kernel), torch's output size."""
-    if self.ndim != weight.ndim or self.ndim < 3: raise ValueError(f"conv_transpose needs inputs of one rank >= 3, got {self.shape} and {weight.shape}")
+    if self.ndim != weight.ndim or self.ndim < 3: raise InvalidArgumentError(f"conv_transpose needs inputs of one rank >= 3, got {self.shape} and {weight.shape}")
     cin, rcout, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
-    if cin != self.shape[1] or cin % groups: raise ValueError(f"input has {self.shape[1]} channels, weight {weight.shape} with groups={groups}")
+    if cin != self.shape[1] or cin % groups: raise InvalidArgumentError(f"input has {self.shape[1]} channels, weight {weight.shape} with groups={groups}")
     nd = len(k_)
     s_, d_, op_ = make_tuple(stride, nd), make_tuple(dilation, nd), make_tuple(output_padding, nd)
     # the equivalent conv: flipped, in/out-swapped weight over the input with s-1 zeros between elements
@@ -201,14 +218,21 @@ class ConvMixin:
     if mode not in ("linear", "nearest", "nearest-exact"): raise ValueError(f"interpolate mode must be linear, nearest or nearest-exact, got {mode!r}")
     if align_corners and mode != "linear": raise ValueError("align_corners only goes with mode='linear'")
     size = tuple(size)
-    if not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size): raise ValueError(f"invalid size {size}")
+    if not 0 < len(size) <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size): raise InvalidArgumentError(f"invalid size {size}")
     x = self.cast(dtypes.float32) if not dtypes.is_float(self.dtype) else self
-    for ax in range(self.ndim - len(size), self.ndim):
+    # ints (torch's uint8 kernels): one pass per axis, the last axis first, each rounded to nearest (half up) integers
+    round_ints = mode == "linear" and dtypes.is_int(self.dtype)
+    axes = range(self.ndim - len(size), self.ndim)
+    for ax in reversed(axes) if round_ints else axes:
       n_in, n_out = x.shape[ax], size[ax - (self.ndim - len(size))]
       if n_in == n_out: continue
       m = _interp_matrix(n_in, n_out, mode, align_corners, self.device).cast(x.dtype)  # (n_out, n_in)
+      if round_ints:  # torch's fixed-point weights: round(w * 2^p) with p as large as int16 allows for the largest weight
+        p = _weight_precision(_max_linear_weight(n_in, n_out, align_corners))
+        m = (m * 2.0 ** p + 0.5).floor()
       xe = x.unsqueeze(ax)  # (..., 1, n_in, ...)
       me = m.reshape(*[1] * ax, n_out, n_in, *[1] * (x.ndim - ax - 1))
       x = (xe * me).sum(ax + 1)
+      if round_ints: x = (x * 2.0 ** -p + 0.5).floor()  # exact: the integer sums stay below 2^24
     return x.cast(self.dtype) if x.dtype != self.dtype else x
 

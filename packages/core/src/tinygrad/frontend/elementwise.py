@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from tinygrad.helpers import InvalidArgumentError
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   for dims in zip(*padded):
     sizes = {d for d in dims if d != 1}
     if len(sizes) > 1:
-      raise ValueError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together: "
+      raise InvalidArgumentError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together: "
                        f"sizes {sorted(sizes)} meet at one axis (each axis must match or be 1)")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
@@ -322,6 +323,10 @@ class ElementwiseMixin:
   def half(self: Tensor) -> Tensor: return self.cast(dtypes.float16)
   def int(self: Tensor) -> Tensor: return self.cast(dtypes.int32)
   def bool(self: Tensor) -> Tensor: return self.cast(dtypes.bool)
+  def bfloat16(self: Tensor) -> Tensor: return self.cast(dtypes.bfloat16)
+  def double(self: Tensor) -> Tensor: return self.cast(dtypes.float64)
+  def long(self: Tensor) -> Tensor: return self.cast(dtypes.int64)
+  def short(self: Tensor) -> Tensor: return self.cast(dtypes.int16)
 
   # ---- unary math
   def _float_unary(self: Tensor, op: Ops) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(op)
@@ -506,10 +511,9 @@ class ElementwiseMixin:
   def isfinite(self: Tensor) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
 
   def sign(self: Tensor) -> Tensor:
-    """-1, 0 or 1 (NaN stays NaN); its gradient is 0."""
+    """-1, 0 or 1, and 0 for NaN (as torch.sign); its gradient is 0."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self.ne(0).cast(self.dtype)
-    s = (self < 0).where(-1, self.ne(0).where(1, 0)).cast(self.dtype)
-    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
+    return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype)
   def abs(self: Tensor) -> Tensor:
     """|x|; the gradient at 0 is 0 (like torch)."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
@@ -529,28 +533,30 @@ class ElementwiseMixin:
     if self.dtype.itemsize not in (2, 4, 8) or not dtypes.is_float(self.dtype): return self < 0
     return self.detach().bitcast({2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]) < 0
 
-  def logaddexp(self: Tensor, x: Tensor | ConstType) -> Tensor:
-    """log(exp(self) + exp(x)) without overflow."""
-    a, b = self._broadcasted(x)
+  def logaddexp(self: Tensor, other: Tensor | ConstType) -> Tensor:
+    """log(exp(self) + exp(other)) without overflow."""
+    a, b = self._broadcasted(other)
     m = a.maximum(b)
     m = m.isinf().where(0.0, m).detach()
     return ((a - m).exp() + (b - m).exp()).log() + m
 
   def pow(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
-    """self ** x. Negative bases work with integral exponents (odd ones keep the sign), 0 ** 0 is 1, ints stay ints
-    (exactly, wrapping like C, for int exponents; an int base with a float exponent rounds back to the base's dtype)."""
+    """self ** x with IEEE/torch semantics: negative bases work with integral exponents (odd ones keep the sign), x ** 0 and
+    1 ** x are 1 (NaN too), (-1) ** +-inf is 1; ints stay ints (exactly, wrapping like C) for int exponents, and an int
+    base with a float exponent is float (as in torch and tinygrad)."""
     v = _scalar(x)
     if not reverse and v is not None:
+      if isinstance(v, float) and not dtypes.is_float(self.dtype): return self.cast(dtypes.default_float).pow(v)
       e = float(v)
       if math.isfinite(e) and e == int(e) and abs(e) <= 2 ** 31: return _int_pow(self, int(e))
+      if e == -0.5: return self.rsqrt()  # torch's rsqrt: (-0) ** -0.5 is -inf
       if math.isfinite(e) and e > 0 and (e - 0.5) == int(e - 0.5) and e <= 2 ** 31:  # k + 1/2: x**k * sqrt(x)
         k = int(e - 0.5)
-        r = self.sqrt() if k == 0 else _int_pow(self, k).cast(least_upper_float(self.dtype)) * self.sqrt()
-        return r if dtypes.is_float(self.dtype) else r.round().cast(self.dtype)
+        r = self.sqrt() if k == 0 else _int_pow(self, k) * self.sqrt()
+        return r if k == 0 else self.eq(-math.inf).where(math.inf, r)  # (-inf) ** 2.5 is inf, sqrt(-inf) is NaN
     base, ex = self._broadcasted(x, reverse)
     if (dtypes.is_int(base.dtype) or base.dtype == dtypes.bool) and dtypes.is_int(ex.dtype): return base._pow_int_tensor(ex)
-    ret = base._pow_float(ex)
-    return ret.round().cast(self.dtype) if not reverse and (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool) else ret
+    return base._pow_float(ex)
 
   def _pow_int_tensor(self: Tensor, ex: Tensor) -> Tensor:
     """int ** int tensor: square and multiply over every bit of the exponent (wraps like C). Negative exponents give
@@ -571,9 +577,11 @@ class ElementwiseMixin:
     if b.dtype != e.dtype: b, e = b.cast(least_upper_dtype(b.dtype, e.dtype)), e.cast(least_upper_dtype(b.dtype, e.dtype))
     mag = (e * b.abs().log2()).exp2()
     is_int = e.trunc().eq(e)
-    odd = is_int & (e - (e * 0.5).trunc() * 2).ne(0)
-    signed = (b < 0).where(is_int.where(odd.where(-mag, mag), math.nan), mag)
-    return (e.eq(0) | b.eq(1)).where(1.0, signed)
+    odd = is_int & e.isinf().logical_not() & (e - (e * 0.5).trunc() * 2).ne(0)  # +-inf counts as even
+    # a negative base needs an integral exponent, except -inf: (-inf) ** y is +-inf or +-0 for every y
+    signed = (b < 0).where((is_int | b.isinf()).where(odd.where(-mag, mag), math.nan), mag)
+    signed = (b.eq(0) & odd & b._signbit()).where(-mag, signed)  # (-0) ** odd keeps the sign: -0 or -inf
+    return (e.eq(0) | b.eq(1) | (b.eq(-1) & e.isinf())).where(1.0, signed)
 
   # ---- activations
   def relu(self: Tensor) -> Tensor: return (self <= 0).where(0, self)
@@ -607,8 +615,11 @@ class ElementwiseMixin:
   def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
   def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())
   def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
-  def gelu(self: Tensor) -> Tensor:
-    """The tanh approximation, written as x * sigmoid(2u) (= x/2 (1 + tanh u)) so that it is accurate for negative x too."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """GELU; approximate="tanh" (tinygrad's default) is written as x * sigmoid(2u) (= x/2 (1 + tanh u)) so that it is accurate
+    for negative x too, approximate="none" is torch's default x/2 (1 + erf(x/sqrt 2))."""
+    if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
     return self * (math.sqrt(8 / math.pi) * (self + 0.044715 * self * self * self)).sigmoid()
   def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
   def silu(self: Tensor) -> Tensor: return self * self.sigmoid()

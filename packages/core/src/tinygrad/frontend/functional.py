@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tinygrad.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from tinygrad.frontend.conv import ConvMixin
 from tinygrad.frontend.reduce import _acc_dtype
+from tinygrad.helpers import InvalidArgumentError
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
@@ -63,19 +64,22 @@ class FunctionalMixin(ConvMixin):
 
   # ---- linear algebra
   def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
-    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"matmul needs at least 1 dim on both sides, got {self.shape} and {w.shape}")
+    if self.ndim == 0 or w.ndim == 0: raise InvalidArgumentError(f"matmul needs at least 1 dim on both sides, got {self.shape} and {w.shape}")
     x, w_ = self, w
     k_x = x.shape[-1]
     k_w = w_.shape[-2] if w_.ndim > 1 else w_.shape[0]
-    if k_x != k_w: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_x} and {k_w} differ)")
+    if k_x != k_w: raise InvalidArgumentError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_x} and {k_w} differ)")
     dt = least_upper_dtype(x.dtype, w_.dtype)
     x, w_ = x.cast(dt), w_.cast(dt)
     n_mid = min(x.ndim - 1, w_.ndim - 1, 1)
     x = x.reshape(*x.shape[:-1], *([1] * n_mid), x.shape[-1])
     w_ = w_.reshape(*w_.shape[:-2], *([1] * n_mid), *w_.shape[-min(w_.ndim, 2):]).transpose(-1, -min(w_.ndim, 2))
     out_dt = to_dtype(dtype) if dtype is not None else dt
-    # halves accumulate in float32 (like tinygrad and torch), then round once to the output dtype
-    return (x * w_).sum(-1, dtype=to_dtype(dtype) if dtype is not None else _acc_dtype(dt)).cast(out_dt)
+    acc = to_dtype(dtype) if dtype is not None else _acc_dtype(dt)
+    # halves multiply and accumulate in float32 (like torch's CPU GEMM and tensor cores, which match CAST(load) operands),
+    # then round once to the output dtype
+    if dtypes.is_float(acc) and acc.itemsize > dt.itemsize: x, w_ = x.cast(acc), w_.cast(acc)
+    return (x * w_).sum(-1, dtype=acc).cast(out_dt)
   def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
   def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DType | str | None = None) -> Tensor:
@@ -89,29 +93,29 @@ class FunctionalMixin(ConvMixin):
     formula = formula.replace(" ", "")
     lhs, rhs = formula.split("->") if "->" in formula else (formula, None)
     specs = lhs.split(",")
-    if len(specs) != len(xs): raise ValueError(f"einsum {formula!r} names {len(specs)} operands, got {len(xs)}")
+    if len(specs) != len(xs): raise InvalidArgumentError(f"einsum {formula!r} names {len(specs)} operands, got {len(xs)}")
     # '...' becomes private letters, right-aligned like broadcasting
     ell_n = max([x.ndim - (len(s) - 3) for s, x in zip(specs, xs) if "..." in s], default=0)
     ell = [chr(0x3b1 + i) for i in range(ell_n)]
     for n, (s, x) in enumerate(zip(specs, xs)):
       if "..." in s: specs[n] = s.replace("...", "".join(ell[ell_n - (x.ndim - (len(s) - 3)):]))
-      if len(specs[n]) != x.ndim: raise ValueError(f"einsum operand {n} has {x.ndim} dims but its spec {s!r} names {len(specs[n])}")
+      if len(specs[n]) != x.ndim: raise InvalidArgumentError(f"einsum operand {n} has {x.ndim} dims but its spec {s!r} names {len(specs[n])}")
     letters = [c for s in specs for c in s]
     if rhs is None: rhs = "".join(ell) + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
     else: rhs = rhs.replace("...", "".join(ell))
-    if len(set(rhs)) != len(rhs) or any(c not in letters for c in rhs): raise ValueError(f"bad einsum output spec in {formula!r}")
+    if len(set(rhs)) != len(rhs) or any(c not in letters for c in rhs): raise InvalidArgumentError(f"bad einsum output spec in {formula!r}")
     # repeated letters inside one operand: take the diagonal
     for n in range(len(xs)):
       while len(set(specs[n])) != len(specs[n]):
         s = specs[n]
         c = next(c for c in s if s.count(c) > 1)
         a, b = s.index(c), s.index(c, s.index(c) + 1)
-        if xs[n].shape[a] != xs[n].shape[b]: raise ValueError(f"einsum: repeated index {c!r} has sizes {xs[n].shape[a]} and {xs[n].shape[b]}")
+        if xs[n].shape[a] != xs[n].shape[b]: raise InvalidArgumentError(f"einsum: repeated index {c!r} has sizes {xs[n].shape[a]} and {xs[n].shape[b]}")
         xs[n], specs[n] = _diagonal(xs[n], a, b), s[:b] + s[b + 1:]
     sizes: dict[str, int] = {}
     for s, x in zip(specs, xs):
       for c, d in zip(s, x.shape):
-        if c in sizes and sizes[c] not in (1, d) and d != 1: raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {d}")
+        if c in sizes and sizes[c] not in (1, d) and d != 1: raise InvalidArgumentError(f"einsum: index {c!r} has sizes {sizes[c]} and {d}")
         if d != 1 or c not in sizes: sizes[c] = d
     order = list(rhs) + sorted(set(letters) - set(rhs))
     aligned = []
@@ -125,6 +129,13 @@ class FunctionalMixin(ConvMixin):
     return prod_.sum(red, dtype=dtype) if red else prod_.cast(to_dtype(dtype)) if dtype is not None else prod_
 
   # ---- normalization
+  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p along dim, eps) (torch.nn.functional.normalize, tinygrad's Tensor.normalize)."""
+    a = self.abs()
+    norm = a.square().sum(dim, keepdim=True).sqrt() if p == 2 else a.max(dim, keepdim=True) if p == math.inf else \
+      (a ** p).sum(dim, keepdim=True) ** (1 / p)
+    return self / norm.maximum(eps)
+
   def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
     y = self - self.mean(axis, keepdim=True)
     return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
@@ -159,7 +170,7 @@ class FunctionalMixin(ConvMixin):
       value = _repeat_heads(value, self.shape[-3] // value.shape[-3])
     qk = self.matmul(key.transpose(-2, -1), dtype=least_upper_dtype(self.dtype, key.dtype, dtypes.float32)) * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
-      if attn_mask is not None: raise ValueError("attn_mask and is_causal=True can't both be set")
+      if attn_mask is not None: raise InvalidArgumentError("attn_mask and is_causal=True can't both be set")
       attn_mask = _tril_mask(qk.shape[-2], qk.shape[-1], self.device)
     if attn_mask is not None:
       qk = qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from tinygrad.dtype import ConstType, dtypes
 from tinygrad.frontend.elementwise import _broadcast_shape
-from tinygrad.helpers import prod
-from tinygrad.uop.ops import Ops
+from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, prod
+from tinygrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
@@ -51,9 +51,9 @@ class IndexingMixin:
     from tinygrad.tensor import Tensor
     if (isinstance(index, list) and all(_is_int(i) for i in index)) or not isinstance(index, (tuple, list)): idx = [index]
     else: idx = list(index)
-    if sum(1 for i in idx if i is Ellipsis) > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise OutOfRangeError("an index can only have a single ellipsis ('...')")
     n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if n_real > self.ndim: raise IndexError(f"too many indices for a tensor with {self.ndim} dims: {n_real} were given")
+    if n_real > self.ndim: raise OutOfRangeError(f"too many indices for a tensor with {self.ndim} dims: {n_real} were given")
     at = next((k for k, i in enumerate(idx) if i is Ellipsis), len(idx))
     idx[at:at + 1] = [slice(None)] * (self.ndim - n_real)
     bounds: list[tuple[int, int]] = []
@@ -70,7 +70,7 @@ class IndexingMixin:
       if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "shape")):
         i = Tensor(i, device=self.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and len(i) == 0 else None)
       if isinstance(i, Tensor):
-        if not dtypes.is_int(i.dtype): raise IndexError(f"tensors used as indices must have an integer dtype, got {i.dtype!r}")
+        if not dtypes.is_int(i.dtype): raise OutOfRangeError(f"tensors used as indices must have an integer dtype, got {i.dtype!r}")
         i = i.to(self.device)
         if not dtypes.is_unsigned(i.dtype): i = (i < 0).where(i + size, i)  # negative indices count from the end
         bounds.append((0, size))
@@ -79,10 +79,17 @@ class IndexingMixin:
         adv.append((len(plan) - 1, i))
       elif _is_int(i):
         i = int(i.__index__())
-        if not -size <= i < size: raise IndexError(f"index {i} is out of bounds for dim {dim} with size {size}")
+        if not -size <= i < size: raise OutOfRangeError(f"index {i} is out of bounds for dim {dim} with size {size}")
         i %= size
         bounds.append((i, i + 1))
         steps.append(1)
+      elif isinstance(i, slice) and any(isinstance(b, UOp) for b in (i.start, i.stop)):  # x[:v] with a bound Variable
+        if i.step not in (None, 1): raise OutOfRangeError(f"a slice with a symbolic bound takes step 1, got {i.step}")
+        lo = 0 if i.start is None else i.start if isinstance(i.start, UOp) else int(i.start) % (size + 1)
+        hi = size if i.stop is None else i.stop if isinstance(i.stop, UOp) else int(i.stop) % (size + 1)
+        bounds.append((lo, hi))
+        steps.append(1)
+        plan.append(dim)
       elif isinstance(i, slice):
         if i.step == 0: raise ValueError("slice step cannot be zero")
         start, stop, step = i.indices(size)
@@ -92,16 +99,20 @@ class IndexingMixin:
         bounds.append((lo, hi))
         steps.append(abs(step))
         plan.append(dim)
-      else: raise IndexError(f"unsupported index {i!r} of type {type(i).__name__}: use ints, slices, None, ..., lists or integer Tensors")
+      else: raise OutOfRangeError(f"unsupported index {i!r} of type {type(i).__name__}: use ints, slices, None, ..., lists or integer Tensors")
       dim += 1
-    strided = tuple(-(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
+    strided = tuple(hi - lo if st == 1 else -(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
     shape = tuple(1 if p is None else strided[p] for p in plan)
     return _IndexPlan(tuple(bounds), tuple(flips), tuple(steps), strided, shape, adv)
 
   def _basic_view(self, p: _IndexPlan) -> Tensor:
     x = self.shrink(p.bounds)
     if p.flips: x = x.flip(p.flips)
-    return x._strided(p.steps).reshape(p.shape)
+    x = x._strided(p.steps)
+    if not all(isinstance(d, int) for d in x.shape):  # symbolic (x[:v]): the plan's sizes are the shrink's, when nothing else changes
+      if len(p.shape) == x.ndim and all(a is b or a is n for a, b, n in zip(p.shape, x.shape, p.strided)): return x
+      raise NotImplementedError(f"indexing with a symbolic slice supports slices only (no int index or None next to it), got shape {p.shape}")
+    return x.reshape(p.shape)
 
   def _basic_unview(self, p: _IndexPlan, full: tuple[int, ...]) -> Tensor:
     """The inverse of _basic_view: a tensor of the view's shape placed where the view reads from, zeros elsewhere."""
@@ -116,7 +127,7 @@ class IndexingMixin:
     from tinygrad.tensor import Tensor
     dims, tensors = [d for d, _ in adv], [t for _, t in adv]
     try: big = _broadcast_shape(*(t.shape for t in tensors))
-    except ValueError as e: raise IndexError(f"index tensors of shapes {[t.shape for t in tensors]} can't be broadcast together") from e
+    except ValueError as e: raise OutOfRangeError(f"index tensors of shapes {[t.shape for t in tensors]} can't be broadcast together") from e
     d0, nb = dims[0], len(big)
     mask: Tensor | None = None
     for d, t in zip(dims, tensors):
@@ -178,7 +189,7 @@ class IndexingMixin:
       target = big + x.shape[:d0] + rest[d0:] if self._adv_permuted(dims) else x.shape[:d0] + big + rest[d0:]
     while v.ndim > len(target) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
     try: v = v.expand(target)
-    except ValueError as e: raise ValueError(f"setitem value of shape {v.shape} can't be broadcast to the indexed shape {target}") from e
+    except ValueError as e: raise InvalidArgumentError(f"setitem value of shape {v.shape} can't be broadcast to the indexed shape {target}") from e
     if 0 in target: return None  # an empty selection writes nothing
     if p.adv:
       mask, big, dims = self._adv_masks(x, p.adv)
@@ -205,19 +216,20 @@ class IndexingMixin:
 
   def one_hot(self, num_classes: int = -1) -> Tensor:
     """An int tensor with one more axis of size num_classes (-1: max + 1), 1 where the axis index equals the element."""
-    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype!r}")
+    if not dtypes.is_int(self.dtype): raise InvalidDTypeError(f"one_hot needs an integer tensor, got {self.dtype!r}")
+    if num_classes < -1: raise InvalidArgumentError(f"one_hot num_classes must be >= 0 (or -1: max + 1), got {num_classes}")
     if num_classes == -1:
-      if self.numel() == 0: raise ValueError("one_hot of an empty tensor needs num_classes")
+      if self.numel() == 0: raise InvalidArgumentError("one_hot of an empty tensor needs num_classes")
       num_classes = int(self.max().item()) + 1
     return self.unsqueeze(-1)._one_hot_along_dim(num_classes).where(1, 0)
 
   def gather(self, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = self[index[i][j][k]][j][k] (for dim=0): picks along dim by index."""
-    if index.ndim != self.ndim: raise ValueError(f"gather needs index with as many dims as self: index {index.shape}, self {self.shape}")
+    if index.ndim != self.ndim: raise InvalidArgumentError(f"gather needs index with as many dims as self: index {index.shape}, self {self.shape}")
     if not dtypes.is_int(index.dtype): raise TypeError(f"gather index must have an integer dtype, got {index.dtype!r}")
     d = self._resolve_dim(dim)
     if any(n > s for i, (s, n) in enumerate(zip(self.shape, index.shape)) if i != d):
-      raise ValueError(f"gather index {index.shape} can't be larger than self {self.shape} outside dim {d}")
+      raise InvalidArgumentError(f"gather index {index.shape} can't be larger than self {self.shape} outside dim {d}")
     x = self.shrink(tuple(None if i == d else (0, n) for i, n in enumerate(index.shape))).unsqueeze(-1).transpose(-1, d)
     return _select(index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]), x, -1)
 
@@ -228,11 +240,11 @@ class IndexingMixin:
     d = self._resolve_dim(dim)
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
     if not index.ndim == self.ndim == src.ndim:
-      raise ValueError(f"scatter needs self, index and src with one number of dims, got {self.shape}, {index.shape}, {src.shape}")
+      raise InvalidArgumentError(f"scatter needs self, index and src with one number of dims, got {self.shape}, {index.shape}, {src.shape}")
     if not dtypes.is_int(index.dtype): raise TypeError(f"scatter index must have an integer dtype, got {index.dtype!r}")
     if src.dtype != self.dtype: raise RuntimeError(f"scatter needs src with self's dtype {self.dtype!r}, got {src.dtype!r}")
     for i, (s, n, r) in enumerate(zip(self.shape, index.shape, src.shape)):
-      if n > r or (i != d and n > s): raise ValueError(f"scatter index {index.shape} must fit in src {src.shape} and, outside dim {d}, in self {self.shape}")
+      if n > r or (i != d and n > s): raise InvalidArgumentError(f"scatter index {index.shape} must fit in src {src.shape} and, outside dim {d}, in self {self.shape}")
     src = src.shrink(tuple((0, n) for n in index.shape))
     src = src.unsqueeze(-1).expand(src.shape + (self.shape[d],)).transpose(-1, d)
     mask = index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]).transpose(-1, d)
@@ -271,16 +283,31 @@ class IndexingMixin:
     """self with value where mask is True."""
     return mask.where(value, self)
 
-  def masked_select(self, mask: Tensor) -> Tensor:
-    """The elements of self where mask (broadcast together with self) is True, as a 1-d tensor. Reads the mask's count."""
+  def masked_select(self, mask: Tensor, size: int | None = None, fill_value: ConstType = 0) -> Tensor:
+    """The elements of self where mask (broadcast together with self) is True, as a 1-d tensor. Without `size` it reads the
+    mask's count; with it (tinygrad's signature) the result has `size` elements, cut or filled with fill_value, and nothing is read."""
     from tinygrad.tensor import Tensor
     if mask.dtype != dtypes.bool: raise TypeError(f"masked_select needs a bool mask, got {mask.dtype!r}")
     shape = _broadcast_shape(self.shape, mask.shape)
     x, m = self.expand(shape).flatten(), mask.expand(shape).flatten()
     n = m.shape[0]
-    count = int(m.cast(dtypes.int32).sum().item())
+    count = int(m.cast(dtypes.int32).sum().item()) if size is None else size
+    if size is not None and size < 0: raise ValueError(f"masked_select size must be >= 0, got {size}")
     # rank[j]: how many selected elements come before element j (an exclusive prefix sum, by a triangular mask)
     before = Tensor._tri(n, n, 1, self.device).logical_and(m.reshape(n, 1))
     rank = before.cast(dtypes.int32).sum(0)
     out_pos = Tensor.arange(max(count, 1), dtype=dtypes.int32, device=self.device)[:count].reshape(count, 1)
-    return _select(m.logical_and(rank.eq(out_pos)), x, 1)
+    sel = m.logical_and(rank.eq(out_pos))
+    if size is None: return _select(sel, x, 1)
+    return sel.any(1).where(_select(sel, x, 1), Tensor(fill_value, dtype=self.dtype, device=self.device))
+
+  def nonzero(self, size: int | None = None, fill_value: ConstType = 0) -> Tensor:
+    """The int32 indices of the nonzero elements, one row each in row-major order (torch.nonzero, tinygrad's Tensor.nonzero).
+    Without `size` it reads the count; with it, `size` rows, cut or filled with fill_value."""
+    from tinygrad.tensor import Tensor
+    mask = self.ne(0) if self.dtype != dtypes.bool else self
+    if self.ndim == 0: mask = mask.reshape(1)
+    cols = [Tensor.arange(s, dtype=dtypes.int32, device=self.device).reshape(tuple(s if i == d else 1 for i in range(mask.ndim)))
+            .expand(mask.shape).masked_select(mask, size=size, fill_value=fill_value) for d, s in enumerate(mask.shape)]
+    if self.ndim == 0: return cols[0].reshape(-1, 1).shrink((None, (0, 0)))
+    return Tensor.stack(*cols, dim=1)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinygrad.dtype import dtypes, least_upper_dtype
 from tinygrad.frontend.indexing import IndexingMixin
-from tinygrad.helpers import argfix, ceildiv, make_tuple, prod
+from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, argfix, ceildiv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -20,8 +20,8 @@ PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 def _flat_pads_to_pairs(flat: Sequence[int], ndim: int) -> list[tuple[int, int]]:
   """torch-style flat padding (last axis first: (left, right, top, bottom, ...)) -> one (before, after) pair per axis."""
-  if len(flat) % 2: raise ValueError(f"flat padding needs an even number of ints (before, after per axis), got {len(flat)}: {tuple(flat)}")
-  if len(flat) // 2 > ndim: raise ValueError(f"flat padding {tuple(flat)} covers {len(flat) // 2} axes, the tensor has only {ndim}")
+  if len(flat) % 2: raise InvalidArgumentError(f"flat padding needs an even number of ints (before, after per axis), got {len(flat)}: {tuple(flat)}")
+  if len(flat) // 2 > ndim: raise InvalidArgumentError(f"flat padding {tuple(flat)} covers {len(flat) // 2} axes, the tensor has only {ndim}")
   return [(0, 0)] * (ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
 
 
@@ -41,10 +41,10 @@ def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool
   current: list[str] | None = None
   for tok in side.replace("(", " ( ").replace(")", " ) ").replace("…", "...").split():
     if tok == "(":
-      if current is not None: raise ValueError(f"rearrange can't nest parentheses in {formula!r}")
+      if current is not None: raise InvalidArgumentError(f"rearrange can't nest parentheses in {formula!r}")
       current = []
     elif tok == ")":
-      if current is None: raise ValueError(f"unbalanced ')' in rearrange formula {formula!r}")
+      if current is None: raise InvalidArgumentError(f"unbalanced ')' in rearrange formula {formula!r}")
       groups.append((current, True))
       current = None
     elif tok == "1":
@@ -52,8 +52,8 @@ def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool
     elif tok == "..." or tok.isidentifier():
       if current is None: groups.append(([tok], False))
       else: current.append(tok)
-    else: raise ValueError(f"invalid axis name {tok!r} in rearrange formula {formula!r}")
-  if current is not None: raise ValueError(f"unbalanced '(' in rearrange formula {formula!r}")
+    else: raise InvalidArgumentError(f"invalid axis name {tok!r} in rearrange formula {formula!r}")
+  if current is not None: raise InvalidArgumentError(f"unbalanced '(' in rearrange formula {formula!r}")
   return groups
 
 
@@ -72,42 +72,42 @@ class MovementMixin(IndexingMixin):
 
   def _axis(self, axis: int) -> int:
     n = max(self.ndim, 1)
-    if not -n <= axis < n: raise IndexError(f"axis {axis} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
+    if not -n <= axis < n: raise OutOfRangeError(f"axis {axis} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
     return axis % n
 
   def _resolve_dim(self, dim: int, *, extra: bool = False) -> int:
     """A dim in [-n, n) as a non-negative int; `extra` allows one more (where a new axis is inserted)."""
     if isinstance(dim, bool) or not isinstance(dim, int): raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
     n = max(1, self.ndim + int(extra))
-    if not -n <= dim < n: raise IndexError(f"dim {dim} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
+    if not -n <= dim < n: raise OutOfRangeError(f"dim {dim} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
     return dim + self.ndim + int(extra) if dim < 0 else dim
 
   def reshape(self, shape: int | Sequence[int], *args: int) -> Tensor:
     new = [s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args))]
-    if new.count(-1) > 1: raise ValueError(f"only one -1 allowed in reshape, got {tuple(new)}")
+    if new.count(-1) > 1: raise InvalidArgumentError(f"only one -1 allowed in reshape, got {tuple(new)}")
     if -1 in new:
       known = prod(s for s in new if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"can't reshape {self.shape} to {tuple(new)}")
+      if known == 0 or self.numel() % known: raise InvalidArgumentError(f"can't reshape {self.shape} to {tuple(new)}")
       new[new.index(-1)] = self.numel() // known
-    if any(s < 0 for s in new): raise ValueError(f"reshape sizes must be >= 0 (or one -1), got {tuple(new)}")
-    if prod(new) != self.numel(): raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)} ({prod(new)} elements)")
+    if any(s < 0 for s in new): raise InvalidArgumentError(f"reshape sizes must be >= 0 (or one -1), got {tuple(new)}")
+    if prod(new) != self.numel(): raise InvalidArgumentError(f"can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)} ({prod(new)} elements)")
     return self if tuple(new) == self.shape else self._view(Ops.RESHAPE, tuple(new))
 
   def view(self, shape: int | Sequence[int], *args: int) -> Tensor: return self.reshape(shape, *args)
 
   def permute(self, order: int | Sequence[int], *args: int) -> Tensor:
     axes = tuple(self._axis(a) for a in argfix(order, *args))
-    if sorted(axes) != list(range(self.ndim)): raise ValueError(f"permute needs each of the {self.ndim} axes once, got {axes}")
+    if sorted(axes) != list(range(self.ndim)): raise InvalidArgumentError(f"permute needs each of the {self.ndim} axes once, got {axes}")
     return self if axes == tuple(range(self.ndim)) else self._view(Ops.PERMUTE, axes)
 
   def expand(self, shape: int | Sequence[int], *args: int) -> Tensor:
     new = argfix(shape, *args)
-    if len(new) < self.ndim: raise ValueError(f"can't expand {self.shape} to fewer dims {new}")
+    if len(new) < self.ndim: raise InvalidArgumentError(f"can't expand {self.shape} to fewer dims {new}")
     base = (1,) * (len(new) - self.ndim) + self.shape
     target = tuple(b if n is None or n == -1 else n for b, n in zip(base, new))
     for b, n in zip(base, target):
-      if b != n and b != 1: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: only size-1 axes can grow")
-      if isinstance(n, int) and n < 0: raise ValueError(f"can't expand {self.shape} to {tuple(new)}: negative size")  # symbolic sizes are >= 0
+      if b != n and b != 1: raise InvalidArgumentError(f"can't expand {self.shape} to {tuple(new)}: only size-1 axes can grow")
+      if isinstance(n, int) and n < 0: raise InvalidArgumentError(f"can't expand {self.shape} to {tuple(new)}: negative size")  # symbolic sizes are >= 0
     t = self.reshape(base) if base != self.shape else self
     return t if target == t.shape else t._view(Ops.EXPAND, target)
 
@@ -118,12 +118,12 @@ class MovementMixin(IndexingMixin):
     if len(padding) and all(p is not None and not isinstance(p, (tuple, list)) for p in padding):
       pairs = _flat_pads_to_pairs([int(p) for p in padding], self.ndim)  # type: ignore[arg-type]
     else: pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]  # type: ignore[index]
-    if len(pairs) != self.ndim: raise ValueError(f"padding has {len(pairs)} axes, tensor has {self.ndim} (padding={tuple(padding)})")
+    if len(pairs) != self.ndim: raise InvalidArgumentError(f"padding has {len(pairs)} axes, tensor has {self.ndim} (padding={tuple(padding)})")
     if all(p == (0, 0) for p in pairs): return self
     if mode == "constant":
       if any(b < 0 or a < 0 for b, a in pairs):  # negative padding shrinks
         for (b, a), s in zip(pairs, self.shape):
-          if max(0, -b) + max(0, -a) > s: raise ValueError(f"negative padding {tuple(pairs)} removes more than the {self.shape} tensor has")
+          if max(0, -b) + max(0, -a) > s: raise InvalidArgumentError(f"negative padding {tuple(pairs)} removes more than the {self.shape} tensor has")
         t = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape)))
         return t.pad(tuple((max(0, b), max(0, a)) for b, a in pairs), value=value)
       out = self._view(Ops.PAD, tuple(pairs))
@@ -136,38 +136,52 @@ class MovementMixin(IndexingMixin):
       b, a, s = max(b, 0), max(a, 0), x.shape[d]
       if b == 0 and a == 0: continue
       if mode == "reflect" and (b >= s or a >= s):
-        raise ValueError(f"reflect padding ({b}, {a}) must be less than the size {s} of dim {d}")
-      if mode == "replicate" and s == 0: raise ValueError(f"replicate padding of dim {d} needs a non-empty axis")
+        raise InvalidArgumentError(f"reflect padding ({b}, {a}) must be less than the size {s} of dim {d}")
+      if mode == "replicate" and s == 0: raise InvalidArgumentError(f"replicate padding of dim {d} needs a non-empty axis")
       if mode == "circular" and (b > s or a > s):
-        raise ValueError(f"circular padding ({b}, {a}) of dim {d} (size {s}) would wrap around more than once")
+        raise InvalidArgumentError(f"circular padding ({b}, {a}) of dim {d} (size {s}) would wrap around more than once")
       pieces = [p for p in (_pad_edge(x, d, b, mode, True), x, _pad_edge(x, d, a, mode, False)) if p is not None]
       x = pieces[0].cat(*pieces[1:], dim=d)
     # negative pads (reflect/replicate) shrink at the end
     return x.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape)))
 
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
-    if len(arg) != self.ndim: raise ValueError(f"shrink has {len(arg)} axes, tensor has {self.ndim}")
+    if len(arg) != self.ndim: raise InvalidArgumentError(f"shrink has {len(arg)} axes, tensor has {self.ndim}")
     bounds = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):
       # bounds may be symbolic (bound Variables): then their value ranges must fit
-      if not (_sym_le(0, b) and _sym_le(b, e) and _sym_le(e, s)): raise ValueError(f"shrink {bounds} is out of bounds for shape {self.shape}")
+      if not (_sym_le(0, b) and _sym_le(b, e) and _sym_le(e, s)): raise InvalidArgumentError(f"shrink {bounds} is out of bounds for shape {self.shape}")
     return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else self._view(Ops.SHRINK, bounds)
 
-  def pad_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
-    """Pad with zeros at the end of each axis up to `shape` (None keeps an axis)."""
+  def pad_to(self, shape: int | Sequence[int | None], *args: int | None, value: float = 0.0) -> Tensor:
+    """Pad with `value` (zeros) at the end of each axis up to `shape` (None keeps an axis)."""
     new = argfix(shape, *args)
-    if len(new) != self.ndim: raise ValueError(f"pad_to shape {tuple(new)} needs {self.ndim} dims")
-    return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)))
+    if len(new) != self.ndim: raise InvalidArgumentError(f"pad_to shape {tuple(new)} needs {self.ndim} dims")
+    return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)), value=value)
+
+  def unfold(self, dim: int, size: int, step: int) -> Tensor:
+    """Windows of `size` elements every `step` along dim, as a new last dim (torch.Tensor.unfold, tinygrad's unfold)."""
+    from tinygrad.tensor import Tensor
+    d = self._resolve_dim(dim)
+    n = self.shape[d] if self.ndim else 1
+    if size < 0 or size > n: raise InvalidArgumentError(f"unfold size {size} must be in [0, {n}] for dim {dim} of {self.shape}")
+    if step <= 0: raise InvalidArgumentError(f"unfold step must be > 0, got {step}")
+    count = (n - size) // step + 1
+    idx = (Tensor.arange(count, device=self.device).reshape(count, 1) * step + Tensor.arange(size, device=self.device).reshape(1, size))
+    x = self.reshape(1) if self.ndim == 0 else self
+    out = x.transpose(d, -1)[..., idx.flatten()] if count * size else x.transpose(d, -1).shrink_to(*x.transpose(d, -1).shape[:-1], 0)
+    out = out.reshape(*out.shape[:-1], count, size)
+    return out.transpose(d, -2) if self.ndim else out.reshape(count, size)
 
   def shrink_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
     """Keep the first `shape[i]` elements of each axis (None keeps an axis)."""
     new = argfix(shape, *args)
-    if len(new) != self.ndim: raise ValueError(f"shrink_to shape {tuple(new)} needs {self.ndim} dims")
+    if len(new) != self.ndim: raise InvalidArgumentError(f"shrink_to shape {tuple(new)} needs {self.ndim} dims")
     return self.shrink(tuple(None if n is None else (0, n) for n in new))
 
   def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
     axes = [self._axis(a) for a in argfix(axis, *args)]
-    if len(set(axes)) != len(axes): raise ValueError(f"flip got a dim twice: {tuple(argfix(axis, *args))}")
+    if len(set(axes)) != len(axes): raise InvalidArgumentError(f"flip got a dim twice: {tuple(argfix(axis, *args))}")
     return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes and self.ndim else self
 
   # ---- axes
@@ -201,8 +215,8 @@ class MovementMixin(IndexingMixin):
   # ---- compositions
   def repeat(self, repeats: int | Sequence[int], *args: int) -> Tensor:
     reps = argfix(repeats, *args)
-    if len(reps) < self.ndim: raise ValueError(f"repeat needs at least one count per dim: {len(reps)} counts {reps} for shape {self.shape}")
-    if any(r < 0 for r in reps): raise ValueError(f"repeat counts must be >= 0, got {reps}")
+    if len(reps) < self.ndim: raise InvalidArgumentError(f"repeat needs at least one count per dim: {len(reps)} counts {reps} for shape {self.shape}")
+    if any(r < 0 for r in reps): raise InvalidArgumentError(f"repeat counts must be >= 0, got {reps}")
     base = (1,) * (len(reps) - self.ndim) + self.shape
     unsqueezed = tuple(itertools.chain.from_iterable((1, s) for s in base))
     expanded = tuple(itertools.chain.from_iterable((r, s) for r, s in zip(reps, base)))
@@ -210,7 +224,7 @@ class MovementMixin(IndexingMixin):
 
   def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
     if isinstance(repeats, bool) or not isinstance(repeats, int): raise TypeError(f"repeat_interleave takes an int count, got {type(repeats).__name__}")
-    if repeats < 0: raise ValueError(f"repeat_interleave count must be >= 0, got {repeats}")
+    if repeats < 0: raise InvalidArgumentError(f"repeat_interleave count must be >= 0, got {repeats}")
     x, d = (self.flatten(), 0) if dim is None else (self, self._resolve_dim(dim))
     shp = x.shape
     return x.reshape(shp[:d + 1] + (1,) + shp[d + 1:]).expand(shp[:d + 1] + (repeats,) + shp[d + 1:]).reshape(
@@ -218,10 +232,10 @@ class MovementMixin(IndexingMixin):
 
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     if dims is None:
-      if not isinstance(shifts, int): raise ValueError(f"roll without dims takes one int shift, got {shifts}")
+      if not isinstance(shifts, int): raise InvalidArgumentError(f"roll without dims takes one int shift, got {shifts}")
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     dims_t, shifts_t = tuple(self._resolve_dim(d) for d in make_tuple(dims, 1)), make_tuple(shifts, 1)
-    if len(dims_t) != len(shifts_t): raise ValueError(f"roll needs one shift per dim, got shifts={shifts_t} dims={dims_t}")
+    if len(dims_t) != len(shifts_t): raise InvalidArgumentError(f"roll needs one shift per dim, got shifts={shifts_t} dims={dims_t}")
     x: Tensor = self  # type: ignore[assignment]
     for d, shift in zip(dims_t, shifts_t):
       n = x.shape[d]
@@ -232,15 +246,22 @@ class MovementMixin(IndexingMixin):
     return x
 
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    if isinstance(self, (tuple, list)): return self[0].cat(*self[1:], *args, dim=dim)  # Tensor.cat((a, b)) as in torch.cat
     tensors = [self, *args]
-    if any(t.ndim == 0 for t in tensors): raise ValueError("cat can't join 0-d tensors: unsqueeze them first (or use stack)")
+    if any(t.ndim == 0 for t in tensors): raise InvalidArgumentError("cat can't join 0-d tensors: unsqueeze them first (or use stack)")
     d = self._resolve_dim(dim)
     for i, t in enumerate(args, 1):
-      if t.ndim != self.ndim: raise ValueError(f"cat needs tensors with the same number of dims: tensor 0 has shape {self.shape}, tensor {i} has {t.shape}")
+      if t.ndim != self.ndim: raise InvalidArgumentError(f"cat needs tensors with the same number of dims: tensor 0 has shape {self.shape}, tensor {i} has {t.shape}")
       if any(a != b for j, (a, b) in enumerate(zip(self.shape, t.shape)) if j != d):
-        raise ValueError(f"cat along dim {d}: shapes must match except in that dim, tensor 0 has {self.shape}, tensor {i} has {t.shape}")
+        raise InvalidArgumentError(f"cat along dim {d}: shapes must match except in that dim, tensor 0 has {self.shape}, tensor {i} has {t.shape}")
     dt = least_upper_dtype(*(t.dtype for t in tensors))
     # tensors empty along dim add nothing (and padding an empty buffer gives a kernel with a stray buffer argument)
+    if any(t.shape[d] == 0 and t.requires_grad is not False for t in tensors):  # they still get a (zero) gradient
+      nonempty = [t for t in tensors if t.shape[d] != 0] or tensors[:1]
+      out = nonempty[0].cat(*nonempty[1:], dim=d) if len(nonempty) > 1 else nonempty[0].cast(dt)
+      pads = tuple((0, out.shape[d]) if j == d else None for j in range(self.ndim))
+      empties = [t.cast(dt).pad(pads) for t in tensors if t.shape[d] == 0]
+      return functools.reduce(lambda a, b: a.logical_or(b) if dt == dtypes.bool else a + b, empties, out)
     if len(tensors := [t for t in tensors if t.shape[d] != 0] or tensors[:1]) == 1: return tensors[0].cast(dt)
     offsets = list(itertools.accumulate((t.shape[d] for t in tensors), initial=0))
     parts = [t.cast(dt).pad(tuple((offsets[i], offsets[-1] - offsets[i + 1]) if j == d else None for j in range(t.ndim)))
@@ -248,8 +269,9 @@ class MovementMixin(IndexingMixin):
     return functools.reduce(lambda a, b: a.logical_or(b) if dt == dtypes.bool else a + b, parts)
 
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    if isinstance(self, (tuple, list)): return self[0].stack(*self[1:], *args, dim=dim)  # Tensor.stack((a, b)) as in torch.stack
     for i, t in enumerate(args, 1):
-      if t.shape != self.shape: raise ValueError(f"stack needs tensors of one shape: tensor 0 has {self.shape}, tensor {i} has {t.shape}")
+      if t.shape != self.shape: raise InvalidArgumentError(f"stack needs tensors of one shape: tensor 0 has {self.shape}, tensor {i} has {t.shape}")
     d = self._resolve_dim(dim, extra=True)
     return self.unsqueeze(d).cat(*[t.unsqueeze(d) for t in args], dim=d)
 
@@ -257,20 +279,20 @@ class MovementMixin(IndexingMixin):
     d = self._resolve_dim(dim)
     n = self.shape[d]
     if isinstance(sizes, int):
-      if sizes <= 0: raise ValueError(f"split size must be > 0, got {sizes}")
+      if sizes <= 0: raise InvalidArgumentError(f"split size must be > 0, got {sizes}")
       sizes = [min(sizes, n - i) for i in range(0, max(1, n), sizes)]
-    if any(s < 0 for s in sizes): raise ValueError(f"split sizes must be >= 0, got {tuple(sizes)}")
-    if sum(sizes) != n: raise ValueError(f"split sizes {tuple(sizes)} must sum to the size {n} of dim {d}, they sum to {sum(sizes)}")
+    if any(s < 0 for s in sizes): raise InvalidArgumentError(f"split sizes must be >= 0, got {tuple(sizes)}")
+    if sum(sizes) != n: raise InvalidArgumentError(f"split sizes {tuple(sizes)} must sum to the size {n} of dim {d}, they sum to {sum(sizes)}")
     offsets = list(itertools.accumulate(sizes, initial=0))
     return tuple(self.shrink(tuple((offsets[i], offsets[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes)))
 
   def chunk(self, chunks: int, dim: int = -1) -> list[Tensor]:
-    if chunks <= 0: raise ValueError(f"chunk needs chunks > 0, got {chunks}")
+    if chunks <= 0: raise InvalidArgumentError(f"chunk needs chunks > 0, got {chunks}")
     d = self._resolve_dim(dim)
     return list(self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else [0] * chunks, dim=d))
 
   def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
-    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+    if indexing not in ("ij", "xy"): raise InvalidArgumentError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
     tensors = (self, *args)
     if len(tensors) == 1: return tensors  # type: ignore[return-value]
     order = list(range(len(tensors)))
@@ -282,27 +304,27 @@ class MovementMixin(IndexingMixin):
   def rearrange(self, formula: str, **sizes: int) -> Tensor:
     """einops-style axis rearrangement: `x.rearrange("b (h w) c -> b c h w", h=2)`. Names group with parentheses, `...`
     stands for the axes not named, `1` or `()` is an axis of size 1."""
-    if formula.count("->") != 1: raise ValueError(f"rearrange formula needs exactly one '->', got {formula!r}")
+    if formula.count("->") != 1: raise InvalidArgumentError(f"rearrange formula needs exactly one '->', got {formula!r}")
     lhs_p, rhs_p = (_parse_rearrange_side(side, formula) for side in formula.split("->"))
     names_l, names_r = [n for g, _ in lhs_p for n in g], [n for g, _ in rhs_p for n in g]
     if sorted(names_l) != sorted(names_r) or len(set(names_l)) != len(names_l):
-      raise ValueError(f"rearrange needs the same axis names once on each side of {formula!r}: {names_l} vs {names_r}")
+      raise InvalidArgumentError(f"rearrange needs the same axis names once on each side of {formula!r}: {names_l} vs {names_r}")
     for name in sizes:
-      if name not in names_l: raise ValueError(f"rearrange size given for axis {name!r}, which {formula!r} does not use")
-    if any("..." in g and paren for g, paren in lhs_p): raise ValueError(f"rearrange can't have '...' inside parentheses on the left of {formula!r}")
+      if name not in names_l: raise InvalidArgumentError(f"rearrange size given for axis {name!r}, which {formula!r} does not use")
+    if any("..." in g and paren for g, paren in lhs_p): raise InvalidArgumentError(f"rearrange can't have '...' inside parentheses on the left of {formula!r}")
     n_ell = self.ndim - len(lhs_p) + 1 if "..." in names_l else 0
     ell = [f"...{i}" for i in range(max(n_ell, 0))]
     # a bare ... is one axis per unnamed axis; inside parentheses (right side only) they merge into one
     lhs = [new for g, _ in lhs_p for new in ([[e] for e in ell] if g == ["..."] else [g])]
     rhs = [new for g, paren in rhs_p for new in ([[e] for e in ell] if g == ["..."] and not paren else [[e for n in g for e in (ell if n == "..." else [n])]])]
-    if n_ell < 0 or len(lhs) != self.ndim: raise ValueError(f"rearrange: the left of {formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
+    if n_ell < 0 or len(lhs) != self.ndim: raise InvalidArgumentError(f"rearrange: the left of {formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
     known: dict[str, int] = {}
     for g, dim in zip(lhs, self.shape):
       unknown = [n for n in g if n not in sizes]
       fixed = prod(sizes[n] for n in g if n in sizes)
-      if len(unknown) > 1: raise ValueError(f"rearrange can't infer the sizes of {unknown} in {formula!r}: give all but one as keyword args")
+      if len(unknown) > 1: raise InvalidArgumentError(f"rearrange can't infer the sizes of {unknown} in {formula!r}: give all but one as keyword args")
       if (unknown and (fixed == 0 or dim % fixed)) or (not unknown and fixed != dim):
-        raise ValueError(f"rearrange: an axis of size {dim} can't be split into {g or '()'} with sizes {[sizes.get(n) for n in g]}")
+        raise InvalidArgumentError(f"rearrange: an axis of size {dim} can't be split into {g or '()'} with sizes {[sizes.get(n) for n in g]}")
       known.update({n: sizes[n] if n in sizes else dim // fixed for n in g})
     names = [n for g in lhs for n in g]
     t = self.reshape(tuple(known[n] for n in names)).permute([names.index(n) for g in rhs for n in g])
@@ -315,12 +337,41 @@ class MovementMixin(IndexingMixin):
     return (Tensor.arange(r, dtype=dtypes.int32, device=device).reshape(r, 1) + diagonal) <= Tensor.arange(c, dtype=dtypes.int32, device=device)
 
   def triu(self, diagonal: int = 0) -> Tensor:
-    if self.ndim < 2: raise ValueError(f"triu needs a tensor with at least 2 dims, got shape {self.shape}")
+    if self.ndim < 2: raise InvalidArgumentError(f"triu needs a tensor with at least 2 dims, got shape {self.shape}")
     return self._tri(self.shape[-2], self.shape[-1], diagonal, self.device).where(self, self.zeros_like())
 
   def tril(self, diagonal: int = 0) -> Tensor:
-    if self.ndim < 2: raise ValueError(f"tril needs a tensor with at least 2 dims, got shape {self.shape}")
+    if self.ndim < 2: raise InvalidArgumentError(f"tril needs a tensor with at least 2 dims, got shape {self.shape}")
     return self._tri(self.shape[-2], self.shape[-1], diagonal + 1, self.device).where(self.zeros_like(), self)
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of dims dim1 and dim2 (shifted right by offset > 0, down by offset < 0) as a new last dim (torch.diagonal)."""
+    from tinygrad.frontend.functional import _diagonal
+    a, b = self._resolve_dim(dim1), self._resolve_dim(dim2)
+    if a == b: raise InvalidArgumentError(f"diagonal needs two different dims, got dim1={dim1} and dim2={dim2} (both {a}) for shape {self.shape}")
+    n = max(0, min(self.shape[a] - max(-offset, 0), self.shape[b] - max(offset, 0)))
+    # the square block whose main diagonal is the one asked for, then that diagonal moved to the end
+    lo_a, lo_b = min(max(-offset, 0), self.shape[a]), min(max(offset, 0), self.shape[b])
+    x = self.shrink(tuple((lo_a, lo_a + n) if i == a else (lo_b, lo_b + n) if i == b else None for i in range(self.ndim)))
+    lo, hi = min(a, b), max(a, b)
+    d = _diagonal(x, lo, hi) if n else x.shrink(tuple((0, 0) if i == hi else None for i in range(x.ndim))).reshape(
+      tuple(s for i, s in enumerate(x.shape) if i != hi))
+    return d.permute(tuple(i for i in range(d.ndim) if i != lo) + (lo,))
+
+  def diag(self, diagonal: int = 0) -> Tensor:
+    """1-d input: the square matrix with it on the diagonal; 2-d input: its diagonal (torch.diag; tinygrad takes 1-d only)."""
+    from tinygrad.tensor import Tensor
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise InvalidArgumentError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
+    n, k = self.shape[0], abs(diagonal)
+    eye = Tensor.eye(n, dtype=dtypes.bool, device=self.device)
+    out = eye.where(self.reshape(1, n), Tensor.zeros(1, dtype=self.dtype, device=self.device))
+    if k == 0: return out
+    return out.pad(((0, k), (k, 0)) if diagonal > 0 else ((k, 0), (0, k)))
+
+  def sequential(self, ll: Sequence[Any]) -> Tensor:
+    """Apply the callables in ll one after another (tinygrad's Tensor.sequential)."""
+    return functools.reduce(lambda x, f: f(x), ll, self)
 
   def _strided(self, steps: Sequence[int]) -> Tensor:
     """Every steps[i]-th element along each axis: pad up to a multiple, reshape, take index 0."""

@@ -20,7 +20,7 @@ from tinygrad.device.registry import Device
 from tinygrad.dtype import DType, dtypes
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
 from tinygrad.gradient import RULES
-from tinygrad.helpers import DEBUG, ContextVar, dedup, prod
+from tinygrad.helpers import DEBUG, ContextVar, InvalidArgumentError, dedup, prod
 from tinygrad.schedule.kernelize import ScheduleItem, buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, mark_applied, new_buffer
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -90,7 +90,7 @@ def _join(parts: list[UOp]) -> UOp:
 
 def split_bounds(size: int, n: int) -> tuple[tuple[int, int], ...]:
   """n shards of an axis of `size`, the first size % n one element larger (like numpy's array_split)."""
-  if size < n: raise ValueError(f"can't shard an axis of size {size} over {n} devices: every device needs at least one element")
+  if size < n: raise InvalidArgumentError(f"can't shard an axis of size {size} over {n} devices: every device needs at least one element")
   sizes = [size // n + (i < size % n) for i in range(n)]
   starts = [sum(sizes[:i]) for i in range(n)]
   return tuple((s, s + z) for s, z in zip(starts, sizes))
@@ -368,7 +368,7 @@ def multi_assign(target: Tensor, x: Any) -> Tensor:
   """Tensor.assign into a sharded tensor: each device writes its part in place."""
   from tinygrad.tensor import Tensor
   x = x if isinstance(x, Tensor) else Tensor.full(target.shape, x, dtype=target.dtype, device=target.device)
-  if x.shape != target.shape: raise ValueError(f"assign shape mismatch: target {target.shape}, value {x.shape}")
+  if x.shape != target.shape: raise InvalidArgumentError(f"assign shape mismatch: target {target.shape}, value {x.shape}")
   if x.dtype != target.dtype: raise TypeError(f"assign dtype mismatch: target {target.dtype!r}, value {x.dtype!r}; cast the value first")
   if x.device != target.device: x = x.to(target.device)
   if not is_realized_multi(target.uop): target.realize()
@@ -402,6 +402,13 @@ class MultiMixin:
     # each shard gets a buffer of its own on its device (a copy, or a contiguous kernel on the tensor's own device)
     srcs = [UOp(Ops.CONTIGUOUS, p.dtype, (p,)) if p.device == d else _copy(p, d) for p, d in zip(parts, devs)]
     return type(t)(_multi(srcs, ax, bounds), requires_grad=t.requires_grad)
+
+  def shard_like(self, y: Tensor) -> Tensor:
+    """Shard the way y is sharded (its devices and axis), or move to y's device when y is not sharded (tinygrad's shard_like)."""
+    t: Tensor = self  # type: ignore[assignment]
+    if not isinstance(y.device, tuple): return t.to(y.device)
+    m = lower(y.uop)  # a view of a sharded tensor is a MULTI after lowering
+    return t.shard(y.device, m.arg[0] if m.op is Ops.MULTI else None)
 
   def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
     """shard in place: this tensor becomes the sharded one."""

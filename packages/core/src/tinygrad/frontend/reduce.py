@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes, least_upper_float, to_dtype
-from tinygrad.helpers import prod
+from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp, identity_element
 
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ class ReduceMixin:
     if any(shape[a] == 0 for a in axes):  # reducing nothing gives the identity
       out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
       t = type(self).full(out_shape, identity_element(op, self.dtype), dtype=self.dtype, device=self.device)
+      if self.requires_grad is not False:  # keep self in the graph: its (empty) gradient, not "not part of it"
+        t = t + self.shrink(tuple((0, 0) if i in axes else None for i in range(self.ndim))).pad(
+          tuple((0, 1) if i in axes else None for i in range(self.ndim)))
     else:
       t = type(self)(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), requires_grad=self.requires_grad)
     return t if keepdim else t.reshape(tuple(s for i, s in enumerate(shape) if i not in axes))
@@ -87,7 +90,8 @@ class ReduceMixin:
   def var(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     """sum((x - mean)^2) / max(0, n - correction)."""
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq.div(max(0, self._reduced_count(axis) - correction))
+    n = self._reduced_count(axis) - correction
+    return sq.div(max(0, n) if isinstance(n, int) else n)  # a symbolic count (x[:v]) is at least its Variable's min
   def std(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
     return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
@@ -104,6 +108,9 @@ class ReduceMixin:
   def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     _, e, s = self._softmax_parts(axis, dtype)
     return e / s
+  def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """softmax of -x (torch.nn.functional.softmin, tinygrad's Tensor.softmin)."""
+    return (-self).softmax(axis, dtype)
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     m, _, s = self._softmax_parts(axis, dtype)
     return m - s.log()
@@ -122,7 +129,7 @@ class ReduceMixin:
       return idx.reshape((1,) * self.ndim) if keepdim else idx
     axis = self._axis(axis)
     n = self.shape[axis] if self.ndim else 1
-    if n == 0: raise ValueError("argmax of an empty axis: it has no maximum")
+    if n == 0: raise OutOfRangeError("argmax of an empty axis: it has no maximum")
     if self.ndim == 0: return type(self).full((), 0, dtype=dtypes.int32, device=self.device)
     hit = self.eq(self.max(axis, keepdim=True))
     if dtypes.is_float(self.dtype): hit = hit | self.isnan()
@@ -231,7 +238,9 @@ class ReduceMixin:
     x = self.permute(order)
     if n == 0 or kk == 0:
       shape = x.shape[:-1] + (kk,)
-      return (type(self).full(shape, 0, dtype=self.dtype, device=self.device).permute(back),
+      vals = type(self).full(shape, 0, dtype=self.dtype, device=self.device)
+      if self.requires_grad is not False: vals = vals + x.shrink_to(shape)  # zeros linked to self: its gradient is zeros
+      return (vals.permute(back),
               type(self).full(shape, 0, dtype=dtypes.int32, device=self.device).permute(back))
     values, indices = x._select_ranked(x._rank(descending), kk)
     return values.permute(back), indices.permute(back)
@@ -244,5 +253,5 @@ class ReduceMixin:
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
     """The k largest (or smallest) values along dim and their int32 indices, in sorted order (also for sorted_=False)."""
     n = self.shape[self._axis(dim)] if self.ndim else 1
-    if not 0 <= k <= n: raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {n}")
+    if not 0 <= k <= n: raise InvalidArgumentError(f"topk: k={k} is out of range for dim {dim} of size {n}")
     return self._sorted(dim, largest, k)

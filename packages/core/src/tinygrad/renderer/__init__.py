@@ -26,6 +26,11 @@ class UnsupportedDTypeError(TypeError):
     super().__init__(f"renderer {renderer} can't express dtype {dtype!r}" + (f": {hint}" if hint else ""))
 
 
+class DTypeSet(frozenset):
+  """The dtypes a renderer can express. Calling it returns itself, so tinygrad's `renderer.supported_dtypes()` reads it too."""
+  def __call__(self) -> DTypeSet: return self
+
+
 # bump when what a compiler emits changes in a way its cachekey doesn't capture (e.g. code model, ABI)
 CACHE_VERSION = 1
 
@@ -108,8 +113,16 @@ class Renderer:
   tensor_cores: tuple[TensorCore, ...] = ()
   # rules this target needs before rendering (decompositions, dtype emulation); see codegen
   extra_matcher: PatternMatcher | None = None
-  # dtypes it can express (None: all)
-  supported_dtypes: frozenset[DType] | None = None
+  # dtypes it can express (a subclass's frozenset, or property returning one, becomes a DTypeSet: see __init_subclass__)
+  supported_dtypes: DTypeSet = DTypeSet(dtypes.fields().values())
+
+  def __init_subclass__(cls, **kwargs: Any) -> None:
+    super().__init_subclass__(**kwargs)
+    sd = cls.__dict__.get("supported_dtypes")
+    if isinstance(sd, frozenset) and not isinstance(sd, DTypeSet): cls.supported_dtypes = DTypeSet(sd)
+    elif isinstance(sd, property) and sd.fget is not None:
+      get = sd.fget
+      cls.supported_dtypes = property(lambda self: DTypeSet(get(self)))  # type: ignore[assignment]
 
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError(f"{type(self).__name__}.render")
 

@@ -114,6 +114,8 @@ def push_index(ctx: IndexingContext, node: UOp) -> UOp | None:
   if x.op is Ops.CONST: return x.arg.cast(x.dtype) if isinstance(x.arg, UOp) else UOp.const(x.dtype, x.arg)
   if x.op is Ops.IOTA: return idx[0]
   if x.op is Ops.BUFFER:
+    # an empty buffer has nothing to read: every access to it is gated off (a pad around it, a zero-length range)
+    if isinstance(x.arg[1], int) and x.arg[1] == 0: return UOp.const(x.dtype, 0)
     ptr = UOp(Ops.DEFINE_GLOBAL, x.dtype.ptr(x.arg[1]), (), ctx.param(x)).index(idx[0])
     return ptr.load() if g is TRUE else ptr.load(g, UOp.const(x.dtype, 0))
   if x.op in GroupOp.Elementwise:
