@@ -19,6 +19,7 @@ from tinygrad.frontend.multi import MultiMixin, canonical_device, has_multi, mul
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import all_int, argfix, argsort, make_tuple, prod
+from tinygrad.runtime.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
@@ -156,6 +157,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
 
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it
+    if is_storage_device(self.device):  # a file, or a contiguous part of it, is read as it is
+      if not is_writable_view(self.uop): self.realize()
+      if (view := range_view(self)) is not None: return buffer_of(view.uop.base)
     t = self if is_contiguous_buffer(self.uop) else self.contiguous()
     t.realize()
     return buffer_of(t.uop.base)
@@ -200,7 +204,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     device = canonical_device(device)  # a tuple of devices replicates (multi.py); from a sharded tensor it gathers
     if device == self.device: return self
-    out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
+    src = self.uop
+    # a contiguous part of a file is copied from a view of its bytes: DISK can't run the kernel that would gather it
+    if is_storage_device(self.device) and not is_contiguous_buffer(src) and (view := range_view(self)) is not None: src = view.uop
+    out = Tensor(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
     if self.grad is not None: out.grad = self.grad.to(device)
     return out
 
@@ -212,6 +219,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     x = x if isinstance(x, Tensor) else Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
     if x.shape != self.shape: raise ValueError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype!r}, value {x.dtype!r}; cast the value first")
+    if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
+      if not is_writable_view(self.uop): self.realize()
+      assign_bytes(self, x)
+      return self
     if x.device != self.device: x = x.to(self.device)
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop): self.realize()
     if not is_writable_view(self.uop):  # e.g. an expanded or padded view: there is no buffer slot per element
@@ -414,6 +425,8 @@ def _unique_contiguous(u: UOp) -> UOp:
 
 def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | tuple[str, ...]) -> UOp:
   if isinstance(device, tuple): return replicate(_from_bytes(raw, shape, dtype, device[0]), device)  # data for several devices
+  if is_storage_device(device):  # a file is written only when the tensor is realized (as x.to("DISK:path") would)
+    return UOp(Ops.COPY, dtype, (_from_bytes(raw, shape, dtype, "PYTHON"), UOp(Ops.DEVICE, arg=device)))
   buf = new_buffer(device, prod(shape), dtype)
   if raw: buffer_of(buf).copyin(raw)
   return buffer_view(buf, shape)

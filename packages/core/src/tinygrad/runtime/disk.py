@@ -5,10 +5,15 @@
     w.to("CPU")                                                            # a COPY: reads just those 48 bytes
 
 Every DISK:path is its own device instance. A buffer maps the file lazily, on its first read or write, and keeps
-that mapping (so a file replaced later is not seen by tensors made before). Writing (`x.to("DISK:path")`) writes the
-buffer's bytes from the start of the file, creating or growing it. DISK runs no kernels: computing on a DISK tensor
-(math, or a movement op that a COPY can't express as a byte range) is an error that says to `.to()` a compute
-device first; `disk_view` is how to take byte ranges and reinterpret them without computing.
+that mapping (so a file replaced later is not seen by tensors made before). Making a tensor on DISK never writes:
+the file is opened read-only until something is written to it, and that happens only by
+- `x.to("DISK:path")` (or `Tensor(data, device="DISK:path")`, the same thing): when realized, writes x's bytes from
+  the start of the file, creating or growing it;
+- `t.assign(x)` for a DISK tensor t that is a contiguous part of its file (`t[4:8]`, `t.reshape(4, 16)[1]`,
+  `disk_view(...)`): writes exactly t's bytes, at once.
+DISK runs no kernels: computing on a DISK tensor (math, or a movement op that is not a contiguous byte range) is an
+error that says to `.to()` a compute device first. A contiguous range (slices along the first axes, reshapes) is read
+directly; `disk_view` takes byte ranges and reinterprets them as another dtype without computing.
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from tinygrad.device.devstring import Target
 from tinygrad.device.runtime import Allocator, Compiled
 from tinygrad.dtype import DType, dtypes, to_dtype
+from tinygrad.helpers import all_int, prod
+from tinygrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from tinygrad.tensor import Tensor
@@ -119,6 +126,58 @@ def open_disk(index: int, target: Target) -> Compiled:
 
 # ---- tensors on DISK
 
+def is_storage_device(device: Any) -> bool:
+  """A device whose instances are files (DISK:path): it stores bytes and runs no kernels."""
+  from tinygrad.device.registry import split_path_instance
+  return isinstance(device, str) and split_path_instance(device) is not None
+
+
+def element_range(u: UOp) -> tuple[UOp, int] | None:
+  """(buffer, first element) when the view `u` is one run of consecutive elements of a BUFFER in row-major order
+  (reshapes and shrinks that keep the order: a slice along the leading axes), else None."""
+  chain: list[UOp] = []
+  while u.op in (Ops.RESHAPE, Ops.SHRINK):
+    chain.append(u)
+    u = u.src[0]
+  if u.op is not Ops.BUFFER or not isinstance(u.arg[1], int): return None
+  shape, strides, first = (u.arg[1],), (1,), 0
+  for v in reversed(chain):
+    if not all_int(v.shape): return None
+    if v.op is Ops.RESHAPE:
+      if not _row_major(shape, strides): return None
+      shape, strides = v.shape, tuple(prod(v.shape[i + 1:]) for i in range(len(v.shape)))
+    else:
+      first += sum(b * st for (b, _), st in zip(v.arg, strides))
+      shape = v.shape
+  return (u, first) if _row_major(shape, strides) else None
+
+
+def _row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+  expect = 1
+  for s, st in zip(reversed(shape), reversed(strides)):
+    if s != 1 and st != expect: return False
+    expect *= s
+  return True
+
+
+def range_view(t: Tensor) -> Tensor | None:
+  """`t` as a tensor over its own buffer (a view of its bytes, nothing read) when it is a contiguous range of a realized
+  buffer on a device that makes views (element_range), else None."""
+  if (r := element_range(t.uop)) is None: return None
+  from tinygrad.tensor import Tensor
+  buf, first = r
+  return disk_view(Tensor(buf), first * buf.dtype.itemsize, buf.dtype, t.shape)
+
+
+def assign_bytes(t: Tensor, x: Tensor) -> None:
+  """Write x's values into the bytes of the DISK tensor t (t.assign(x) on DISK): exactly t's byte range of the file."""
+  if (view := range_view(t)) is None:
+    raise ValueError(f"assign to {t} needs a contiguous part of its file (a slice along the leading axes, a reshape, a disk_view); "
+                     "this view's elements are not consecutive bytes")
+  from tinygrad.engine.realize import buffer_of
+  data = x.data().cast("B")  # computed where x lives, before anything is written: x may read this file
+  buffer_of(view.uop.base).copyin(data)
+
 def disk_file(path: str | os.PathLike) -> Tensor:
   """The whole file as a uint8 DISK tensor; nothing is read until a part of it is used."""
   from tinygrad.tensor import Tensor
@@ -134,7 +193,6 @@ def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]
   from tinygrad.device.registry import Device
   from tinygrad.device.runtime import Buffer
   from tinygrad.engine.realize import buffer_of, buffers
-  from tinygrad.helpers import prod
   from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
   from tinygrad.tensor import Tensor
   dt, shape = to_dtype(dtype), tuple(int(s) for s in shape)
