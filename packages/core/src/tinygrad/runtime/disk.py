@@ -140,7 +140,9 @@ def element_range(u: UOp) -> tuple[UOp, int] | None:
     chain.append(u)
     u = u.src[0]
   if u.op is not Ops.BUFFER or not isinstance(u.arg[1], int): return None
-  shape, strides, first = (u.arg[1],), (1,), 0
+  shape: tuple[int, ...] = (u.arg[1],)
+  strides: tuple[int, ...] = (1,)
+  first = 0
   for v in reversed(chain):
     if not all_int(v.shape): return None
     if v.op is Ops.RESHAPE:
