@@ -67,3 +67,47 @@ def test_disk_assign_to_scattered_view_raises(known_file):
   t = Tensor.empty(16, 32, dtype=dtypes.uint8, device=f"DISK:{known_file}")
   with pytest.raises(ValueError, match="contiguous"): t[:, 0:4].assign(Tensor.zeros(16, 4, dtype=dtypes.uint8))
   assert known_file.read_bytes() == KNOWN
+
+
+# ---- R3: shifts by any amount are defined as torch defines them (2.13: computed there, the values below)
+
+def test_shift_past_width_by_constant():
+  a = Tensor([1, 2, 3, 4], dtype=dtypes.uint32)
+  assert (a << 32).tolist() == [0, 0, 0, 0]
+  assert (a << 31).tolist() == [2147483648, 0, 2147483648, 0]
+  assert (a >> 40).tolist() == [0, 0, 0, 0]
+  assert (Tensor([5, -7], dtype=dtypes.int64) >> 64).tolist() == [0, -1]
+
+
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64])
+def test_shift_by_tensor_signed(dt):
+  bits = dt.itemsize * 8
+  x = Tensor([1, -2, 3, -100, 5, -6], dtype=dt)
+  s = Tensor([bits - 1, bits, bits + 1, -1, min(127, 4 * bits), -bits], dtype=dt)
+  assert (x << s).tolist() == [-(1 << (bits - 1)), 0, 0, 0, 0, 0]
+  assert (x >> s).tolist() == [0, -1, 0, -1, 0, -1]
+
+
+@pytest.mark.parametrize("dt", [dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64])
+def test_shift_by_tensor_unsigned(dt):
+  bits = dt.itemsize * 8
+  x = Tensor([1, 2, 3, 200], dtype=dt)
+  s = Tensor([bits - 1, bits, 255, 1], dtype=dt)
+  assert (x << s).tolist() == [1 << (bits - 1), 0, 0, (200 << 1) & ((1 << bits) - 1)]
+  assert (x >> s).tolist() == [0, 0, 0, 100]
+
+
+@pytest.mark.compile_only
+def test_shift_in_range_stays_plain():
+  """A shift by an amount known to be in range compiles to the bare shift (no select); others get one."""
+  from tinygrad.codegen.program import lower_kernel
+  from tinygrad.device.registry import Device
+  from tinygrad.uop.ops import Ops
+  def lowered(t):
+    (si,) = t.schedule()
+    return lower_kernel(si.ast, Device.renderer(Device.DEFAULT))
+  x = Tensor.empty(16, dtype=dtypes.uint32)
+  plain = lowered(x << 3)
+  assert not any(u.op is Ops.WHERE for u in plain) and any(u.op is Ops.SHL for u in plain)
+  guarded = lowered(x << Tensor.empty(16, dtype=dtypes.uint32))
+  assert any(u.op is Ops.WHERE for u in guarded)

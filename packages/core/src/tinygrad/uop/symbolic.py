@@ -62,6 +62,7 @@ def value_range(u: UOp) -> tuple[ConstType, ConstType]:
     if op is Ops.OR and dt == dtypes.bool:
       return s[0][0] or s[1][0], s[0][1] or s[1][1]
     if op is Ops.AND and s[0][0] >= 0 and s[1][0] >= 0: return 0, min(s[0][1], s[1][1])
+    if op is Ops.AND and u.src[1].op is Ops.CONST and u.src[1].arg >= 0: return 0, u.src[1].arg  # a mask: sign bit cleared
   return dtypes.min(dt), dtypes.max(dt)
 
 
