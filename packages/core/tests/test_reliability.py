@@ -111,3 +111,32 @@ def test_shift_in_range_stays_plain():
   assert not any(u.op is Ops.WHERE for u in plain) and any(u.op is Ops.SHL for u in plain)
   guarded = lowered(x << Tensor.empty(16, dtype=dtypes.uint32))
   assert any(u.op is Ops.WHERE for u in guarded)
+
+
+# ---- R4: Python ints get a dtype that holds them; an explicit dtype that can't is an error (torch's message)
+
+@pytest.mark.parametrize("v,dt", [(2**31, dtypes.int64), (2**40, dtypes.int64), (-2**31 - 1, dtypes.int64), (2**31 - 1, dtypes.int32),
+                                  (2**63 - 1, dtypes.int64), (2**63, dtypes.uint64), (2**64 - 1, dtypes.uint64)])
+def test_int_literal_dtype_holds_value(v, dt):
+  assert Tensor([v]).dtype == dt and Tensor(v).dtype == dt and Tensor.full((2,), v).dtype == dt
+  assert Tensor([v]).tolist() == [v]
+  assert Tensor(v).item() == v
+  assert Tensor([1, v]).tolist() == [1, v]
+
+
+def test_int_literal_too_big_raises():
+  with pytest.raises(OverflowError): Tensor([2**64])
+  with pytest.raises(OverflowError): Tensor([-1, 2**63])
+
+
+@pytest.mark.parametrize("v,dt", [(2**31, dtypes.int32), (300, dtypes.uint8), (200, dtypes.int8), (1e10, dtypes.int32), (-2**15 - 1, dtypes.int16)])
+def test_explicit_dtype_overflow_raises(v, dt):
+  with pytest.raises(RuntimeError, match="cannot be converted to type .* without overflow"): Tensor([v], dtype=dt)
+  with pytest.raises(RuntimeError, match="without overflow"): Tensor.full((2,), v, dtype=dt)
+
+
+def test_explicit_dtype_in_range_like_torch():
+  assert Tensor([-1], dtype=dtypes.uint8).tolist() == [255]  # torch wraps negatives into unsigned types
+  assert Tensor([3.7, -3.7], dtype=dtypes.int32).tolist() == [3, -3]
+  assert Tensor([2**40], dtype=dtypes.float32).tolist() == [2.0**40]
+  assert (Tensor([1, 2], dtype=dtypes.int32) + 2**31).tolist() == [-2147483647, -2147483646]  # a scalar next to a tensor wraps, as in torch

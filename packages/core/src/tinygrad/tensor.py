@@ -33,6 +33,7 @@ def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
   shape = _list_shape(data)
   flat = _flatten(data)
   from tinygrad.uop.alu import cast_scalar, to_bits
+  for x in flat: dtypes.check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
   if dtype.fmt is not None:
     return struct.pack(f"{len(flat)}{dtype.fmt}", *(cast_scalar(x, dtype) for x in flat)), shape
   size_fmt = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
@@ -88,7 +89,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     elif isinstance(data, UOp): self._uop = data
     elif isinstance(data, Tensor): self._uop = data.uop
     elif isinstance(data, (bool, int, float)):
-      self._uop = UOp.const(dtype or dtypes.from_py(data), data, (UOp(Ops.DEVICE, arg=device),))
+      dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
+      self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=device),))
     elif isinstance(data, (bytes, bytearray, memoryview)):
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, device)
     else:
