@@ -140,3 +140,29 @@ def test_explicit_dtype_in_range_like_torch():
   assert Tensor([3.7, -3.7], dtype=dtypes.int32).tolist() == [3, -3]
   assert Tensor([2**40], dtype=dtypes.float32).tolist() == [2.0**40]
   assert (Tensor([1, 2], dtype=dtypes.int32) + 2**31).tolist() == [-2147483647, -2147483646]  # a scalar next to a tensor wraps, as in torch
+
+
+# ---- minor: bad shapes, empty max/min, sound folding of comparisons
+
+@pytest.mark.parametrize("make", [lambda: Tensor.empty(-1), lambda: Tensor.empty(2, -3), lambda: Tensor.rand(-1)])
+def test_negative_size_raises(make):
+  with pytest.raises(RuntimeError, match="negative dimension"): make()
+
+
+def test_max_min_of_empty_raise():
+  with pytest.raises(RuntimeError, match="no identity"): Tensor.zeros(0).max()
+  with pytest.raises(RuntimeError, match="no identity"): Tensor.zeros(0).min()
+  with pytest.raises(RuntimeError, match="no identity"): Tensor.zeros(3, 0).max(1)
+  assert Tensor.zeros(0, 3).max(1).shape == (0,)
+  assert Tensor.zeros(0).any().item() is False and Tensor.zeros(0).all().item() is True
+
+
+def test_compare_fold_respects_wraparound():
+  from tinygrad.uop.ops import Ops, UOp
+  from tinygrad.uop.rewrite import graph_rewrite
+  from tinygrad.uop.symbolic import symbolic
+  big = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("q", 0, 2**31 - 1))
+  assert graph_rewrite((big + big) < 0, symbolic).op is not Ops.CONST  # 2**30 + 2**30 wraps to -2**31 in int32
+  small = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("q", 0, 1000))
+  assert graph_rewrite((small + small) < 0, symbolic).arg is False
+  assert graph_rewrite((small * 2 + 4) < 9, symbolic) is (small < 3)

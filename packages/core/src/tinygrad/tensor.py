@@ -242,7 +242,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   @staticmethod
   def empty(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    shape = argfix(*shape)
+    shape = _check_shape(argfix(*shape))
     if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]
     buf = new_buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(buffer_view(buf, tuple(shape)), **kwargs)
@@ -308,7 +308,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   @staticmethod
   def rand(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uniform in [0, 1)."""
-    shape = argfix(*shape)
+    shape = _check_shape(argfix(*shape))
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     n = prod(shape)
     if n == 0: return Tensor.empty(*shape, device=device, dtype=dt, **kwargs)
@@ -432,6 +432,14 @@ def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | 
   buf = new_buffer(device, prod(shape), dtype)
   if raw: buffer_of(buf).copyin(raw)
   return buffer_view(buf, shape)
+
+
+def _check_shape(shape: tuple) -> tuple:
+  """A shape to allocate: ints (or symbolic sizes) >= 0. A negative size is an error (torch's message), not a buffer of -1."""
+  if (bad := next((s for s in shape if not isinstance(s, UOp) and (not isinstance(s, int) or s < 0)), None)) is not None:
+    raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {list(shape)}" if isinstance(bad, int) else
+                       f"a tensor's dimensions must be ints, got {bad!r} in {shape}")
+  return shape
 
 
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and type(x).__name__ == "ndarray"

@@ -197,6 +197,10 @@ def fold_compare_const(x: UOp, c: UOp) -> UOp | None:
   if not terms: return None
   g = math.gcd(*(k for _, k in terms))
   if g <= 1: return None
+  # dividing through is only sound when x itself doesn't wrap: (q+q) < 0 is true for a large int32 q
+  lo = const + sum(min(k * a.vmin, k * a.vmax) for a, k in terms)
+  hi = const + sum(max(k * a.vmin, k * a.vmax) for a, k in terms)
+  if lo < dtypes.min(x.dtype) or hi > dtypes.max(x.dtype): return None
   # a*g + const < c  <=>  a < ceil((c - const) / g)
   bound = -((const - c.arg) // g)
   return build_sum([(a, k // g) for a, k in terms], 0, x) < bound
