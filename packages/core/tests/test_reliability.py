@@ -166,3 +166,56 @@ def test_compare_fold_respects_wraparound():
   small = UOp(Ops.DEFINE_VAR, dtypes.int32, (), ("q", 0, 1000))
   assert graph_rewrite((small + small) < 0, symbolic).arg is False
   assert graph_rewrite((small * 2 + 4) < 9, symbolic) is (small < 3)
+
+
+# ---- R2: 64-bit index math where a buffer or loop has 2**31 elements or more; int32 elsewhere
+
+BIG = 2**31 + 3
+
+
+def _programs(dev: str, build):
+  from tinygrad import Context, Device
+  from tinygrad.codegen.program import get_program
+  with Context(DEV=dev):
+    try: renderer = Device.renderer(Device.DEFAULT)
+    except Exception as e:  # noqa: BLE001  that backend isn't installed here
+      pytest.skip(f"{dev}: {e}")
+    return [get_program(si.ast, renderer) for si in build().schedule() if si.ast.op.name == "SINK"]
+
+
+@pytest.mark.compile_only
+@pytest.mark.parametrize("dev", ["NULL:CLANG", "NULL:LLVM", "NULL:CUDA:sm_90", "NULL:PTX:sm_80", "PYTHON"])
+@pytest.mark.parametrize("build", [lambda: Tensor.empty(BIG, dtype=dtypes.int8) + 1, lambda: Tensor.empty(BIG, dtype=dtypes.int8).sum(dtype=dtypes.int64),
+                                   lambda: Tensor.empty(BIG, dtype=dtypes.int8)[-1].contiguous(), lambda: Tensor.ones(2**32 + 3).sum(),
+                                   lambda: Tensor.empty(3, 2**30, dtype=dtypes.int8).permute(1, 0).contiguous()])
+def test_big_kernels_index_in_int64(dev, build):
+  from tinygrad.uop.ops import Ops
+  for p in _programs(dev, build):
+    loops = [u for u in p.uops if u.op is Ops.RANGE]
+    idxs = [u.src[1] for u in p.uops if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
+    assert idxs and all(u.dtype == dtypes.int64 for u in idxs), [(u.op, u.dtype) for u in idxs]
+    # the big loops count in int64 (a GPU's last step over a block's shared memory may stay int32)
+    assert all(u.dtype == dtypes.int64 or 0 < u.src[0].arg < 2**16 for u in loops), [(u.dtype, u.src[0].arg) for u in loops]
+    # no loop bound or index constant was cut to 32 bits on the way
+    assert not any(u.op is Ops.CONST and u.dtype == dtypes.int32 and u.arg < 0 for u in p.uops)
+    assert "-214748" not in p.src
+
+
+@pytest.mark.compile_only
+@pytest.mark.parametrize("dev", ["NULL:CLANG", "NULL:LLVM", "NULL:CUDA:sm_90", "NULL:PTX:sm_80"])
+def test_normal_kernels_keep_int32_indices(dev):
+  from tinygrad.uop.ops import Ops
+  for p in _programs(dev, lambda: (Tensor.empty(2**30, dtype=dtypes.int8) + 1).sum() + Tensor.empty(64, 64).sum(1).max()):
+    assert not any(u.dtype == dtypes.int64 for u in p.uops if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX))
+
+
+def test_big_buffer_runs_correctly(null_device):
+  """2**31 + 3 int8s (2 GiB) filled, summed and read at the end, on the CPU (the interpreter would take hours)."""
+  from tinygrad import Device
+  if null_device or not Device.DEFAULT.startswith("CPU"): pytest.skip("runs 2**31-element kernels: CPU only")
+  assert Tensor.ones(BIG, dtype=dtypes.int8).sum(dtype=dtypes.int64).item() == BIG
+  t = Tensor.full((BIG,), 1, dtype=dtypes.int8).contiguous().realize()
+  assert t[-1].item() == 1 and t[BIG - 3:].tolist() == [1, 1, 1]
+  assert (t[BIG - 2:] * 3).tolist() == [3, 3]
+  assert t.sum(dtype=dtypes.int64).item() == BIG
+  del t
