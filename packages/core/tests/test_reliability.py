@@ -219,3 +219,8 @@ def test_big_buffer_runs_correctly(null_device):
   assert (t[BIG - 2:] * 3).tolist() == [3, 3]
   assert t.sum(dtype=dtypes.int64).item() == BIG
   del t
+
+
+def test_arange_past_int32():
+  assert Tensor.arange(2**31 + 5)[-3:].tolist() == [2**31 + 2, 2**31 + 3, 2**31 + 4]
+  assert Tensor.arange(2**31 + 5, dtype=dtypes.float64)[2**31 + 1].item() == 2**31 + 1

@@ -277,8 +277,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
 
   @staticmethod
   def _index(n: int, device: str | None) -> Tensor:
-    """0..n-1 as int32: the IOTA node, which kernels turn into their loop index."""
-    return Tensor(UOp(Ops.IOTA, dtypes.int32, (UOp(Ops.DEVICE, arg=canonical_device(device)),), n))  # multi.py: a tuple replicates
+    """0..n-1 as int32 (int64 past what int32 holds): the IOTA node, which kernels turn into their loop index."""
+    dt = dtypes.int32 if n <= 2**31 else dtypes.int64
+    return Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=canonical_device(device)),), n))  # multi.py: a tuple replicates
 
   @staticmethod
   def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
