@@ -240,7 +240,7 @@ def test_predicates():
 # ---- from_py
 
 @pytest.mark.parametrize("x,expected", [
-  (True, D.bool), (False, D.bool), (0, D.int32), (-7, D.int32), (2**40, D.int32), (1.0, D.float32), (math.inf, D.float32),
+  (True, D.bool), (False, D.bool), (0, D.int32), (-7, D.int32), (2**40, D.int64), (2**31, D.int64), (2**63, D.uint64), (1.0, D.float32), (math.inf, D.float32),
   ([1, 2], D.int32), ([1, 2.0], D.float32), ([True, False], D.bool), ([True, 1], D.int32), ((1, 2.5), D.float32),
   ([[1, 2], [3.0, 4]], D.float32), ([[True], [2]], D.int32), ([], D.float32)])
 def test_from_py(x, expected: DType):

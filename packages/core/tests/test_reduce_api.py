@@ -70,7 +70,9 @@ def test_extremes_of_ints_and_special_values():
 
 def test_empty_and_zero_dim():
   e = Tensor.empty(0, 3)
-  same(e.sum(0), [0, 0, 0]); same(e.prod(0), [1, 1, 1]); same(e.max(0), [-np.inf] * 3); same(e.mean(0), [np.nan] * 3)
+  same(e.sum(0), [0, 0, 0]); same(e.prod(0), [1, 1, 1]); same(e.mean(0), [np.nan] * 3)
+  with pytest.raises(RuntimeError, match="no identity"): e.max(0)  # as torch: max of nothing has no value
+  same(e.max(1), np.zeros(0))
   same(e.sum(1), np.zeros(0)); same(e.any(), False); same(e.all(), True)
   s = Tensor(3.5)
   same(s.sum(), 3.5); same(s.max(), 3.5); same(s.mean(), 3.5); same(s.sum(0), 3.5); same(s.argmax(), 0, dtypes.int32)

@@ -94,13 +94,30 @@ class dtypes:
 
   @staticmethod
   def from_py(x) -> DType:
-    """The dtype a Python value gets: bool, default_int, default_float; lists use their widest element."""
+    """The dtype a Python value gets: bool, default_int, default_float; lists use their widest element. An int that
+    default_int can't hold gets int64, or uint64 from 2**63 on (as numpy); a larger one is an error."""
     if isinstance(x, bool): return dtypes.bool
-    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, int):
+      for dt in (dtypes.default_int, dtypes.int64, dtypes.uint64):
+        if dtypes.min(dt) <= x <= dtypes.max(dt): return dt
+      raise OverflowError(f"the int {x} doesn't fit any dtype (int64 holds -2**63..2**63-1, uint64 0..2**64-1)")
     if isinstance(x, float): return dtypes.default_float
     if isinstance(x, (list, tuple)):
-      return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+      dt = max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+      if dt == dtypes.uint64 and any(isinstance(v, int) and v < 0 for v in x):
+        raise OverflowError("no int dtype holds both negative values and values of 2**63 or more: pass dtype= explicitly")
+      return dt
     raise TypeError(f"can't infer a dtype from a {type(x).__name__}: pass dtype= explicitly")
+
+  @staticmethod
+  def check_fits(x: ConstType, dt: DType) -> None:
+    """Raise (like torch) when a Python int, or a finite float's integer part, is outside what int dtype `dt` holds. As in
+    torch, an unsigned dtype also takes negatives down to -max (they wrap: -1 is 255 as uint8); floats and bools take anything."""
+    if not dtypes.is_int(dt) or isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)): return
+    v, hi = math.trunc(x), dtypes.max(dt)
+    lo = -hi if dtypes.is_unsigned(dt) else dtypes.min(dt)
+    if not lo <= v <= hi:
+      raise RuntimeError(f"value {x} cannot be converted to type {'u' * dtypes.is_unsigned(dt)}int{dt.itemsize * 8} without overflow")
 
   @staticmethod
   def min(dt: DType) -> ConstType:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from tinygrad.device.registry import Device
 from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
+from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.movement import MovementMixin
@@ -33,6 +34,7 @@ def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
   shape = _list_shape(data)
   flat = _flatten(data)
   from tinygrad.uop.alu import cast_scalar, to_bits
+  for x in flat: dtypes.check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
   if dtype.fmt is not None:
     return struct.pack(f"{len(flat)}{dtype.fmt}", *(cast_scalar(x, dtype) for x in flat)), shape
   size_fmt = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
@@ -88,7 +90,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     elif isinstance(data, UOp): self._uop = data
     elif isinstance(data, Tensor): self._uop = data.uop
     elif isinstance(data, (bool, int, float)):
-      self._uop = UOp.const(dtype or dtypes.from_py(data), data, (UOp(Ops.DEVICE, arg=device),))
+      dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
+      self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=device),))
     elif isinstance(data, (bytes, bytearray, memoryview)):
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, device)
     else:
@@ -157,6 +160,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
 
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it
+    if is_storage_device(self.device):  # a file, or a contiguous part of it, is read as it is
+      if not is_writable_view(self.uop): self.realize()
+      if (view := range_view(self)) is not None: return buffer_of(view.uop.base)
     t = self if is_contiguous_buffer(self.uop) else self.contiguous()
     t.realize()
     return buffer_of(t.uop.base)
@@ -201,7 +207,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     device = canonical_device(device)  # a tuple of devices replicates (multi.py); from a sharded tensor it gathers
     if device == self.device: return self
-    out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
+    src = self.uop
+    # a contiguous part of a file is copied from a view of its bytes: DISK can't run the kernel that would gather it
+    if is_storage_device(self.device) and not is_contiguous_buffer(src) and (view := range_view(self)) is not None: src = view.uop
+    out = Tensor(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
     if self.grad is not None: out.grad = self.grad.to(device)
     return out
 
@@ -226,6 +235,10 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     x = x if isinstance(x, Tensor) else Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
     if x.shape != self.shape: raise InvalidArgumentError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
     if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype!r}, value {x.dtype!r}; cast the value first")
+    if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
+      if not is_writable_view(self.uop): self.realize()
+      assign_bytes(self, x)
+      return self
     if x.device != self.device: x = x.to(self.device)
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop): self.realize()
     if not is_writable_view(self.uop):  # e.g. an expanded or padded view: there is no buffer slot per element
@@ -243,7 +256,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   @staticmethod
   def empty(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    shape = argfix(*shape)
+    shape = _check_shape(argfix(*shape))
     if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]
     buf = new_buffer(Device.canonicalize(device), prod(shape), dt)
     return Tensor(buffer_view(buf, tuple(shape)), **kwargs)
@@ -284,8 +297,9 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
 
   @staticmethod
   def _index(n: int, device: str | None) -> Tensor:
-    """0..n-1 as int32: the IOTA node, which kernels turn into their loop index."""
-    return Tensor(UOp(Ops.IOTA, dtypes.int32, (UOp(Ops.DEVICE, arg=canonical_device(device)),), n))  # multi.py: a tuple replicates
+    """0..n-1 as int32 (int64 past what int32 holds): the IOTA node, which kernels turn into their loop index."""
+    dt = dtypes.int32 if n <= 2**31 else dtypes.int64
+    return Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=canonical_device(device)),), n))  # multi.py: a tuple replicates
 
   @staticmethod
   def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
@@ -315,7 +329,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   @staticmethod
   def rand(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uniform in [0, 1)."""
-    shape = argfix(*shape)
+    shape = _check_shape(argfix(*shape))
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     n = prod(shape)
     if n == 0: return Tensor.empty(*shape, device=device, dtype=dt, **kwargs)
@@ -499,9 +513,19 @@ def _unique_contiguous(u: UOp) -> UOp:
 
 def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | tuple[str, ...]) -> UOp:
   if isinstance(device, tuple): return replicate(_from_bytes(raw, shape, dtype, device[0]), device)  # data for several devices
+  if is_storage_device(device):  # a file is written only when the tensor is realized (as x.to("DISK:path") would)
+    return UOp(Ops.COPY, dtype, (_from_bytes(raw, shape, dtype, "PYTHON"), UOp(Ops.DEVICE, arg=device)))
   buf = new_buffer(device, prod(shape), dtype)
   if raw: buffer_of(buf).copyin(raw)
   return buffer_view(buf, shape)
+
+
+def _check_shape(shape: tuple) -> tuple:
+  """A shape to allocate: ints (or symbolic sizes) >= 0. A negative size is an error (torch's message), not a buffer of -1."""
+  if (bad := next((s for s in shape if not isinstance(s, UOp) and (not isinstance(s, int) or s < 0)), None)) is not None:
+    raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {list(shape)}" if isinstance(bad, int) else
+                       f"a tensor's dimensions must be ints, got {bad!r} in {shape}")
+  return shape
 
 
 def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and type(x).__name__ == "ndarray"

@@ -42,7 +42,7 @@ def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0)
   blocks_max = blocks if isinstance(blocks, int) else int(blocks.vmax)
   gidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", blocks_max))
   lidx = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1" if group else "lidx0", local))
-  flat = gidx * local + lidx
+  flat = gidx.cast(loops[0].dtype) * local + lidx.cast(loops[0].dtype)  # thread indices are int32; big kernels index in int64
   exact = isinstance(total, int) and total % local == 0
   in_bounds = None if exact else flat < (total if isinstance(total, int) else total)
   replace: dict[UOp, UOp] = {}
@@ -51,7 +51,7 @@ def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0)
     idx = flat // inner if not (isinstance(inner, int) and inner == 1) else flat
     replace[r] = idx % size if r is not loops[0] else idx
     inner = inner * size
-  if in_bounds is not None: replace[loops[0]] = in_bounds.where(replace[loops[0]], UOp.const(dtypes.int32, 0))
+  if in_bounds is not None: replace[loops[0]] = in_bounds.where(replace[loops[0]], UOp.const(loops[0].dtype, 0))
   new_sink = sink.substitute(replace)
   gate = in_bounds if lane is None else (lane.eq(0) if in_bounds is None else lane.eq(0) & in_bounds)
   if gate is not None: new_sink = _gate_stores(new_sink, gate)

@@ -78,6 +78,6 @@ def lower_groups(sink: UOp, max_local: int, shared_max: int) -> tuple[UOp, tuple
       final = parts[0]
       for p in parts[1:]: final = UOp(red.arg, red.dtype, (final, p))
       finals[red] = final
-    sink = sink.substitute(finals).substitute({lane: lane_idx})
+    sink = sink.substitute(finals).substitute({lane: lane_idx.cast(lane.dtype)})  # int64 lanes in a kernel that indexes in int64
   if smem_bytes > shared_max: raise KernelOptError(f"grouped reductions need {smem_bytes} bytes of shared memory, the block has {shared_max}")
   return sink, global_size, local_size

@@ -98,7 +98,23 @@ def _fold_gated_where(c: UOp, load: UOp, zero: UOp) -> UOp | None:
   return None
 
 
+_UNSIGNED_OF = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+
+def _defined_shift(sh: UOp, x: UOp, s: UOp) -> UOp | None:
+  """x << s and x >> s as torch defines them for every s: a shift by s < 0 or s >= the bit width gives 0 (`>>` of a negative
+  signed value: -1). C and LLVM leave those undefined (they returned stale memory), so such an amount is kept in range here
+  and the result chosen; amounts known to be in range (constants, masked values) stay a plain shift."""
+  bits = x.dtype.itemsize * 8
+  if not dtypes.is_int(x.dtype) or x.dtype.count != 1 or s.dtype.count != 1 or (0 <= s.vmin and s.vmax < bits): return None
+  ok = (s if dtypes.is_unsigned(s.dtype) else s.cast(_UNSIGNED_OF[s.dtype.itemsize])) < bits  # negative -> huge
+  amount = s & (bits - 1)  # in range: no undefined shift is ever executed
+  if sh.op is Ops.SHR and not dtypes.is_unsigned(x.dtype): return x.alu(Ops.SHR, ok.where(amount, s.const_like(bits - 1)))
+  return ok.where(x.alu(sh.op, amount), x.const_like(0))
+
+
 pm_cleanup = symbolic + PatternMatcher([
+  (UPat((Ops.SHL, Ops.SHR), src=(UPat.var("x"), UPat.var("s")), name="sh"), _defined_shift),
   (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(Ops.LOAD, name="load"), UPat(Ops.CONST, name="zero"))), _fold_gated_where),
   # a load gated by a condition that is always true needs no gate
   (UPat(Ops.LOAD, src=(UPat.var("p"), UPat.const(dtypes.bool, True), UPat.var("alt"))), lambda p, alt: p.load()),

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import Ops, UOp, identity_element
 
 
@@ -56,7 +55,7 @@ def _split(r: UOp, k: int) -> UOp:
   size = range_size(r)
   if size is None: raise KernelOptError(f"can't split loop {r.arg[0]}: its size is symbolic")
   if k < 2 or size % k: raise KernelOptError(f"can't split loop {r.arg[0]} of size {size} by {k}")
-  return r.replace(src=(UOp.const(dtypes.int32, size // k), *r.src[1:]))
+  return r.replace(src=(UOp.const(r.dtype, size // k), *r.src[1:]))
 
 
 def _at(r_outer: UOp, k: int, c: int) -> UOp: return r_outer * k + c if c else r_outer * k
@@ -99,9 +98,9 @@ def group(ast: UOp, axis: int, g: int) -> UOp:
     raise KernelOptError(f"GROUP by {g}: the kernel already groups by another size (one thread index serves every group)")
   size = r.src[0]
   if (n := range_size(r)) is not None and n < g: raise KernelOptError(f"GROUP by {g} of loop {axis} of size {n}: more threads than elements")
-  lane = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, g),), (max(rngs) + 1, "group"))
+  lane = UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, g),), (max(rngs) + 1, "group"))
   exact = n is not None and n % g == 0
-  outer = r.replace(src=(UOp.const(dtypes.int32, n // g) if exact and n is not None else (size + (g - 1)) // g, *r.src[1:]))
+  outer = r.replace(src=(UOp.const(r.dtype, n // g) if exact and n is not None else (size + (g - 1)) // g, *r.src[1:]))
   idx = outer * g + lane
   valid = None if exact else idx < size
   replace: dict[UOp, UOp] = {}
@@ -110,7 +109,7 @@ def group(ast: UOp, axis: int, g: int) -> UOp:
     # pairs of lanes with equal indices (the diagonal), not all G x G of them
     if _free_lanes(red.src[0]) or any(x.arg[1] == "group" for x in red.src[1:]):
       raise KernelOptError(f"GROUP of loop {axis}: its reduction is already grouped over another loop")
-    val = red.src[0].substitute({r: idx if valid is None else valid.where(idx, UOp.const(dtypes.int32, 0))})
+    val = red.src[0].substitute({r: idx if valid is None else valid.where(idx, UOp.const(r.dtype, 0))})
     if valid is not None: val = valid.where(val, UOp.const(red.dtype, identity_element(red.arg, red.dtype)))
     inner = UOp(Ops.REDUCE, red.dtype, (val, *(outer if x is r else x for x in red.src[1:])), red.arg)
     replace[red] = UOp(Ops.REDUCE, red.dtype, (inner, lane), red.arg)

@@ -21,12 +21,12 @@ def split_for_threads(sink: UOp, n: int) -> tuple[UOp, int]:
   n = min(n, size)
   if n <= 1: return sink, 1
   chunk = -(-size // n)
-  core = UOp(Ops.DEFINE_VAR, dtypes.int32, (), (CORE_ID, 0, n - 1))
-  inner = r.replace(src=(UOp.const(dtypes.int32, chunk), *r.src[1:]))
+  core = UOp(Ops.DEFINE_VAR, dtypes.int32, (), (CORE_ID, 0, n - 1)).cast(r.dtype)  # the index math's dtype (int64 in big kernels)
+  inner = r.replace(src=(UOp.const(r.dtype, chunk), *r.src[1:]))
   idx = core * chunk + inner
   if size % n == 0: return sink.substitute({r: idx}), n
   in_bounds = idx < size
-  new = sink.substitute({r: in_bounds.where(idx, UOp.const(dtypes.int32, 0))})
+  new = sink.substitute({r: in_bounds.where(idx, UOp.const(r.dtype, 0))})
   gated = {s: s.replace(src=(*s.src[:2], in_bounds)) for s in new.toposort()
            if s.op is Ops.STORE and len(s.src) == 2 and s.src[0].op is Ops.INDEX and s.src[0].src[0].op is Ops.DEFINE_GLOBAL}
   return new.substitute(gated), n

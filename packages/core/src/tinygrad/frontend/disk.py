@@ -1,22 +1,80 @@
-"""Tensors on the DISK device (runtime/disk.py): a whole file as a tensor, and byte ranges of one reinterpreted as
-tensors of any dtype and shape without computing (what nn/state.py and gguf loading read weights with)."""
+"""Tensors on the DISK device (runtime/disk.py): a whole file as a tensor, byte ranges of one reinterpreted as tensors of
+any dtype and shape without computing (what nn/state.py and gguf loading read weights with), and the contiguous ranges
+Tensor reads and assigns directly. Results are built with type(t), so this module needs Tensor only to make a file's."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
-from tinygrad.device.registry import Device
+from tinygrad.device.registry import Device, registry
 from tinygrad.device.runtime import Buffer, Views
 from tinygrad.dtype import DType, dtypes, to_dtype
 from tinygrad.engine.buffers import buffer_of, buffers
-from tinygrad.helpers import prod
+from tinygrad.helpers import all_int, prod
 from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
-from tinygrad.tensor import Tensor
+from tinygrad.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+  from tinygrad.tensor import Tensor
 
 
 def disk_file(path: str | os.PathLike) -> Tensor:
   """The whole file as a uint8 DISK tensor; nothing is read until a part of it is used."""
+  from tinygrad.tensor import Tensor  # (tensor.py imports this module: the Tensor/frontend cycle of issue 13, item 2)
   path = os.path.abspath(os.fspath(path))
   return Tensor.empty(os.stat(path).st_size, dtype=dtypes.uint8, device=f"DISK:{path}")
+
+
+def is_storage_device(device: Any) -> bool:
+  """A device whose instances are files (DISK:path): it stores bytes and runs no kernels."""
+  return isinstance(device, str) and registry.split_path_instance(device) is not None
+
+
+def element_range(u: UOp) -> tuple[UOp, int] | None:
+  """(buffer, first element) when the view `u` is one run of consecutive elements of a BUFFER in row-major order
+  (reshapes and shrinks that keep the order: a slice along the leading axes), else None."""
+  chain: list[UOp] = []
+  while u.op in (Ops.RESHAPE, Ops.SHRINK):
+    chain.append(u)
+    u = u.src[0]
+  if u.op is not Ops.BUFFER or not isinstance(u.arg[1], int): return None
+  shape: tuple[int, ...] = (u.arg[1],)
+  strides: tuple[int, ...] = (1,)
+  first = 0
+  for v in reversed(chain):
+    if not all_int(v.shape): return None
+    if v.op is Ops.RESHAPE:
+      if not _row_major(shape, strides): return None
+      shape, strides = v.shape, tuple(prod(v.shape[i + 1:]) for i in range(len(v.shape)))
+    else:
+      first += sum(b * st for (b, _), st in zip(v.arg, strides))
+      shape = v.shape
+  return (u, first) if _row_major(shape, strides) else None
+
+
+def _row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+  expect = 1
+  for s, st in zip(reversed(shape), reversed(strides)):
+    if s != 1 and st != expect: return False
+    expect *= s
+  return True
+
+
+def range_view(t: Tensor) -> Tensor | None:
+  """`t` as a tensor over its own buffer (a view of its bytes, nothing read) when it is a contiguous range of a realized
+  buffer on a device that makes views (element_range), else None."""
+  if (r := element_range(t.uop)) is None: return None
+  buf, first = r
+  return disk_view(type(t)(buf), first * buf.dtype.itemsize, buf.dtype, t.shape)
+
+
+def assign_bytes(t: Tensor, x: Tensor) -> None:
+  """Write x's values into the bytes of the DISK tensor t (t.assign(x) on DISK): exactly t's byte range of the file."""
+  if (view := range_view(t)) is None:
+    raise ValueError(f"assign to {t} needs a contiguous part of its file (a slice along the leading axes, a reshape, a disk_view); "
+                     "this view's elements are not consecutive bytes")
+  data = x.data().cast("B")  # computed where x lives, before anything is written: x may read this file
+  buffer_of(view.uop.base).copyin(data)
 
 
 def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]) -> Tensor:
@@ -37,4 +95,4 @@ def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]
   node = new_buffer(t.device, prod(shape), dt)
   # the view's Buffer holds its root buffer (so the file stays mapped while the view lives) and its own byte range
   buffers[node] = Buffer(t.device, prod(shape), dt, opaque=allocator.view(src.opaque, offset, nbytes), base=src.base or src)
-  return Tensor(buffer_view(node, shape))
+  return type(t)(buffer_view(node, shape))

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype, truncate
 from tinygrad.helpers import InvalidArgumentError
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -118,7 +118,9 @@ class ElementwiseMixin:
     else:
       v = _scalar(other)
       if v is None: raise TypeError(f"can't combine a Tensor with {type(other).__name__}")
-      y = type(self)(v, device=x.device, dtype=_scalar_dtype(x, v), requires_grad=False)
+      dt = _scalar_dtype(x, v)
+      # an int scalar wraps into an int tensor's dtype, as torch's arithmetic does (Tensor(v, dtype=) itself would raise)
+      y = type(self)(truncate(dt, v) if dtypes.is_int(dt) else v, device=x.device, dtype=dt, requires_grad=False)
     if match_dtype and x.dtype != y.dtype:
       dt = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(dt), y.cast(dt)

@@ -70,14 +70,22 @@ class ReduceMixin:
     """Product over axis, in self's dtype (or dtype)."""
     return self.cast(to_dtype(dtype) if dtype is not None else self.dtype)._reduce(Ops.MUL, axis, keepdim)
 
+  def _check_nonempty(self: Tensor, name: str, axis: int | Sequence[int] | None) -> None:
+    """max/min of nothing has no value (no identity to start from): an error, as in torch, not -inf/+inf."""
+    if self.ndim and any(self.shape[a] == 0 for a in self._reduce_axes(axis)):
+      raise RuntimeError(f"{name}(): the reduced axes of a tensor of shape {self.shape} are empty, and {name} of an empty tensor has no "
+                         "identity; reduce only over non-empty axes")
+
   def max(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """Largest value (NaN wins); the gradient is shared evenly between tied maxima."""
+    self._check_nonempty("max", axis)
     return self._reduce(Ops.MAX, axis, keepdim)
   def min(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    self._check_nonempty("min", axis)
     return self._inverse().max(axis, keepdim)._inverse()
 
   def any(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-    return self.cast(dtypes.bool).max(axis, keepdim)
+    return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)  # of nothing: False
   def all(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return self.logical_not().any(axis, keepdim).logical_not()
 

@@ -5,11 +5,16 @@
     w.to("CPU")                                                            # a COPY: reads just those 48 bytes
 
 Every DISK:path is its own device instance. A buffer maps the file lazily, on its first read or write, and keeps
-that mapping (so a file replaced later is not seen by tensors made before). Writing (`x.to("DISK:path")`) writes the
-buffer's bytes from the start of the file, creating or growing it. DISK runs no kernels: computing on a DISK tensor
-(math, or a movement op that a COPY can't express as a byte range) is an error that says to `.to()` a compute
-device first; `disk_view` is how to take byte ranges and reinterpret them without computing. (`disk_file` and
-`disk_view` make tensors, so they live above the runtime, in frontend/disk.py.)
+that mapping (so a file replaced later is not seen by tensors made before). Making a tensor on DISK never writes:
+the file is opened read-only until something is written to it, and that happens only by
+- `x.to("DISK:path")` (or `Tensor(data, device="DISK:path")`, the same thing): when realized, writes x's bytes from
+  the start of the file, creating or growing it;
+- `t.assign(x)` for a DISK tensor t that is a contiguous part of its file (`t[4:8]`, `t.reshape(4, 16)[1]`,
+  `disk_view(...)`): writes exactly t's bytes, at once.
+DISK runs no kernels: computing on a DISK tensor (math, or a movement op that is not a contiguous byte range) is an
+error that says to `.to()` a compute device first. A contiguous range (slices along the first axes, reshapes) is read
+directly; `disk_view` takes byte ranges and reinterprets them as another dtype without computing.
+(`disk_file`, `disk_view` and the DISK-tensor helpers make tensors, so they live above the runtime, in frontend/disk.py.)
 """
 from __future__ import annotations
 

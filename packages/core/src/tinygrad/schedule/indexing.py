@@ -12,21 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import DType, dtypes
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
 
 TRUE = UOp.const(dtypes.bool, True)
+INT32_MAX = 2**31 - 1
 
 
 @dataclass
 class IndexingContext:
-  """Per kernel: which buffer is which parameter, and a counter for new loop ranges."""
+  """Per kernel: which buffer is which parameter, a counter for new loop ranges, and the dtype of the index math (int64
+  only for a kernel over a buffer or loop of 2**31 elements or more, see index_dtype)."""
   buffers: dict[UOp, int] = field(default_factory=dict)
   next_range: int = 0
+  dtype: DType = dtypes.int32
 
   def new_range(self, size: int, kind: str) -> UOp:
-    r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, size),), (self.next_range, kind))
+    r = UOp(Ops.RANGE, self.dtype, (UOp.const(self.dtype, size),), (self.next_range, kind))
     self.next_range += 1
     return r
 
@@ -48,8 +51,9 @@ def strides_for(shape: tuple[int, ...]) -> tuple[int, ...]:
   return tuple(reversed(out))
 
 
-def flat_index(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
-  total = UOp.const(dtypes.int32, 0)
+def flat_index(idx: tuple[UOp, ...], shape: tuple[int, ...], dt: DType = dtypes.int32) -> UOp:
+  """Row-major position of idx in shape, in dt: the kernel's index dtype (see index_dtype)."""
+  total = UOp.const(dt, 0)
   for i, st, s in zip(idx, strides_for(shape), shape):
     if s != 1: total = total + i * st
   return total
@@ -58,7 +62,7 @@ def flat_index(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
 def unflatten_index(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
   out = []
   for j, (st, s) in enumerate(zip(strides_for(shape), shape)):
-    if s == 1: out.append(UOp.const(dtypes.int32, 0))
+    if s == 1: out.append(UOp.const(flat.dtype, 0))
       # a size-1 axis is always index 0
     else:
       v = flat // st if st != 1 else flat
@@ -68,26 +72,26 @@ def unflatten_index(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
 
 # ---- one rule per view op
 
-def _reshape(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...]) -> UOp:
+def _reshape(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...], dt: DType) -> UOp:
   if x.shape == arg: return index_at(x, g, idx)
-  return index_at(x, g, unflatten_index(flat_index(idx, arg), x.shape))
+  return index_at(x, g, unflatten_index(flat_index(idx, arg, dt), x.shape))
 
 
-def _permute(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...]) -> UOp:
-  new = [UOp.const(dtypes.int32, 0)] * len(arg)
+def _permute(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...], dt: DType) -> UOp:
+  new = [UOp.const(dt, 0)] * len(arg)
   for out_axis, in_axis in enumerate(arg): new[in_axis] = idx[out_axis]
   return index_at(x, g, tuple(new))
 
 
-def _expand(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...]) -> UOp:
-  return index_at(x, g, tuple(UOp.const(dtypes.int32, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, x.shape, arg)))
+def _expand(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...], dt: DType) -> UOp:
+  return index_at(x, g, tuple(UOp.const(dt, 0) if s == 1 and n != 1 else i for i, s, n in zip(idx, x.shape, arg)))
 
 
-def _shrink(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[tuple[int, int], ...]) -> UOp:
+def _shrink(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[tuple[int, int], ...], dt: DType) -> UOp:
   return index_at(x, g, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, arg)))
 
 
-def _flip(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[bool, ...]) -> UOp:
+def _flip(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[bool, ...], dt: DType) -> UOp:
   return index_at(x, g, tuple((s - 1) - i if f else i for i, s, f in zip(idx, x.shape, arg)))
 
 
@@ -109,10 +113,10 @@ _MOVEMENT: dict[Ops, Callable[..., UOp]] = {Ops.RESHAPE: _reshape, Ops.PERMUTE: 
 
 def push_index(ctx: IndexingContext, node: UOp) -> UOp | None:
   x, g, idx = node.src[0], node.src[1], node.src[2:]
-  if x.op in _MOVEMENT: return _MOVEMENT[x.op](x.src[0], g, idx, x.arg)
+  if x.op in _MOVEMENT: return _MOVEMENT[x.op](x.src[0], g, idx, x.arg, ctx.dtype)
   if x.op is Ops.PAD: return _pad(x.src[0], g, idx, x.arg, x.dtype)
   if x.op is Ops.CONST: return x.arg.cast(x.dtype) if isinstance(x.arg, UOp) else UOp.const(x.dtype, x.arg)
-  if x.op is Ops.IOTA: return idx[0]
+  if x.op is Ops.IOTA: return idx[0].cast(x.dtype)
   if x.op is Ops.BUFFER:
     # an empty buffer has nothing to read: every access to it is gated off (a pad around it, a zero-length range)
     if isinstance(x.arg[1], int) and x.arg[1] == 0: return UOp.const(x.dtype, 0)
@@ -126,7 +130,7 @@ def push_index(ctx: IndexingContext, node: UOp) -> UOp | None:
     src_shape = x.src[0].shape
     new_idx, ranges = list(idx), []
     for a in axes:
-      if src_shape[a] == 1: new_idx[a] = UOp.const(dtypes.int32, 0)
+      if src_shape[a] == 1: new_idx[a] = UOp.const(ctx.dtype, 0)
       else:
         ranges.append(ctx.new_range(src_shape[a], "reduce"))
         new_idx[a] = ranges[-1]
@@ -140,7 +144,19 @@ pm_indexing = PatternMatcher([(UPat(Ops.INDEX_AT, name="node"), push_index)])
 
 def output_ranges(ctx: IndexingContext, shape: tuple[int, ...]) -> tuple[UOp, ...]:
   """One loop per output axis (size-1 axes are index 0)."""
-  return tuple(ctx.new_range(s, "global") if s != 1 else UOp.const(dtypes.int32, 0) for s in shape)
+  return tuple(ctx.new_range(s, "global") if s != 1 else UOp.const(ctx.dtype, 0) for s in shape)
+
+
+def index_dtype(expr: UOp, out_buffer: UOp) -> DType:
+  """int32 index math where every buffer, view and loop of the kernel has fewer than 2**31 elements (then no in-bounds index
+  or loop bound can exceed int32, and normal kernels keep their code); int64 otherwise, on every renderer."""
+  def big(n: UOp) -> bool:
+    if n.op is Ops.BUFFER: return isinstance(n.arg[1], int) and n.arg[1] > INT32_MAX
+    size = 1
+    for s in n.shape: size *= s if isinstance(s, int) else int(s.vmax)
+    return size > INT32_MAX
+  nodes = UOp(Ops.SINK, src=(expr, out_buffer)).toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  return dtypes.int64 if any(big(n) for n in nodes if n.op not in (Ops.SINK, Ops.DEVICE) and n.dtype != dtypes.void) else dtypes.int32
 
 
 def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext, out_view: UOp | None = None) -> UOp:
@@ -149,12 +165,13 @@ def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext, out_view: UOp |
   from tinygrad.uop.rewrite import graph_rewrite
   from tinygrad.uop.symbolic import symbolic
   ctx.param(out_buffer)
+  ctx.dtype = index_dtype(expr, out_buffer)
   idx = output_ranges(ctx, expr.shape)
   value = graph_rewrite(index_at(expr, TRUE, idx), pm_indexing, ctx)
   if out_view is not None and out_view.op is not Ops.BUFFER:
     out_ptr = graph_rewrite(index_at(out_view, TRUE, idx), pm_indexing, ctx).src[0]  # LOAD(INDEX(out, i)) -> INDEX
   else:
-    out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape))
+    out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape, ctx.dtype))
   return graph_rewrite(out_ptr.store(value).sink(), symbolic + pm_collapse_one_hot)
 
 

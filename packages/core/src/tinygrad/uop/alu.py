@@ -93,7 +93,9 @@ _ALU = {
   Ops.FDIV: _fdiv, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max, Ops.POW: _pow,
   Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b, Ops.CMPEQ: lambda a, b: a == b,
   Ops.AND: lambda a, b: a & b, Ops.OR: lambda a, b: a | b, Ops.XOR: lambda a, b: a ^ b,
-  Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b,
+  # torch's shifts: an amount < 0 or past the width shifts everything out (the result's truncation makes 0, or -1 for
+  # a negative value shifted right); 128 is past every width and keeps Python from building huge ints
+  Ops.SHL: lambda a, b: a << b if 0 <= b < 128 else 0, Ops.SHR: lambda a, b: a >> (b if 0 <= b < 128 else 127),
   Ops.WHERE: lambda c, a, b: a if c else b, Ops.MULACC: lambda a, b, c: a * b + c,
 }
 

@@ -62,6 +62,7 @@ def value_range(u: UOp) -> tuple[ConstType, ConstType]:
     if op is Ops.OR and dt == dtypes.bool:
       return s[0][0] or s[1][0], s[0][1] or s[1][1]
     if op is Ops.AND and s[0][0] >= 0 and s[1][0] >= 0: return 0, min(s[0][1], s[1][1])
+    if op is Ops.AND and u.src[1].op is Ops.CONST and u.src[1].arg >= 0: return 0, u.src[1].arg  # a mask: sign bit cleared
   return dtypes.min(dt), dtypes.max(dt)
 
 
@@ -196,6 +197,10 @@ def fold_compare_const(x: UOp, c: UOp) -> UOp | None:
   if not terms: return None
   g = math.gcd(*(k for _, k in terms))
   if g <= 1: return None
+  # dividing through is only sound when x itself doesn't wrap: (q+q) < 0 is true for a large int32 q
+  lo = const + sum(min(k * a.vmin, k * a.vmax) for a, k in terms)
+  hi = const + sum(max(k * a.vmin, k * a.vmax) for a, k in terms)
+  if lo < dtypes.min(x.dtype) or hi > dtypes.max(x.dtype): return None
   # a*g + const < c  <=>  a < ceil((c - const) / g)
   bound = -((const - c.arg) // g)
   return build_sum([(a, k // g) for a, k in terms], 0, x) < bound
