@@ -176,6 +176,10 @@ def run_cases(fmt: str, paths: list[str], timeout: float = 20.0, mem_gb: int = 6
   rep, start = Report(fmt), time.perf_counter()
   env = os.environ.copy()
   env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+  # a GPU driver can't start under the worker's address-space limit (cuInit reserves far more): the loaders' parsing is
+  # the same on any device, so a run on a GPU fuzzes on the PYTHON device
+  device = env.get("DEV", "").split(";")[0].split("+")[-1].split(":")[0].upper()
+  if device not in ("", "CPU", "PYTHON", "NULL"): env["DEV"] = "PYTHON"
   worker = _Worker(fmt, mem_gb, env)
   try:
     for p in paths:

@@ -39,7 +39,7 @@ def _is_int(x: Any) -> bool:
 
 def _select(mask: Tensor, x: Tensor, axis: int | tuple[int, ...]) -> Tensor:
   """Reduce `axis` of mask.where(x, 0) where mask has at most one True along it: that element, or 0. Exact for every dtype."""
-  if x.dtype == dtypes.bool: return mask.logical_and(x).max(axis)
+  if x.dtype == dtypes.bool: return mask.logical_and(x)._amax(axis)
   return mask.where(x, 0).sum(axis, dtype=x.dtype)
 
 
@@ -202,7 +202,7 @@ class IndexingMixin:
       big_axes = tuple(range(d0, d0 + nb))
       # when index tensors repeat an element, the last write (in row-major order over `big`) wins
       order = Tensor.arange(max(prod(big), 1), dtype=dtypes.int32, device=self.device).reshape(big + (1,) * (x.ndim - d0))
-      last = mask.where(order, -1).max(big_axes, keepdim=True)
+      last = mask.where(order, -1)._amax(big_axes, keepdim=True)
       hit = mask.logical_and(order.eq(last))
       vals, written = _select(hit, v, big_axes), (last >= 0).reshape(x.shape)
     else: vals, written = v, Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
@@ -260,7 +260,7 @@ class IndexingMixin:
     src, mask = self._pre_scatter(dim, index, src)
     k = mask.shape[-1]
     order = Tensor.arange(max(k, 1), dtype=dtypes.int32, device=self.device)[:k]
-    last = mask.where(order, -1).max(-1, keepdim=True)  # repeated indices: the last one wins
+    last = mask.where(order, -1)._amax(-1, keepdim=True)  # repeated indices: the last one wins
     return (last >= 0).squeeze(-1).where(_select(mask.logical_and(order.eq(last)), src, -1), self)
 
   def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
@@ -269,12 +269,12 @@ class IndexingMixin:
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
       raise RuntimeError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
     src, mask = self._pre_scatter(dim, index, src)
-    untouched = mask.max(-1).logical_not()
+    untouched = mask._amax(-1).logical_not()
     def base(identity: ConstType) -> Any: return self if include_self else untouched.where(self, identity)
     if reduce == "sum": return mask.where(src, 0).sum(-1).add(base(0))
     if reduce == "prod": return mask.where(src, 1).prod(-1).mul(base(1))
-    if reduce == "amax": return mask.where(src, m := dtypes.min(src.dtype)).max(-1).maximum(base(m))
-    if reduce == "amin": return mask.where(src, m := dtypes.max(src.dtype)).min(-1).minimum(base(m))
+    if reduce == "amax": return mask.where(src, m := dtypes.min(src.dtype))._amax(-1).maximum(base(m))
+    if reduce == "amin": return mask.where(src, m := dtypes.max(src.dtype))._amin(-1).minimum(base(m))
     count = mask.where(1, 0).sum(-1).add(1 if include_self else untouched.where(1, 0))
     return mask.where(src, 0).sum(-1).add(base(0)).div(count)
 

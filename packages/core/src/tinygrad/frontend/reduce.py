@@ -84,6 +84,11 @@ class ReduceMixin:
     self._check_nonempty("min", axis)
     return self._inverse().max(axis, keepdim)._inverse()
 
+  # max/min without the empty check, for ops that are defined over an empty axis (softmax, scatter with no sources)
+  def _amax(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+  def _amin(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    return self._inverse()._amax(axis, keepdim)._inverse()
+
   def any(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)  # of nothing: False
   def all(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -110,7 +115,8 @@ class ReduceMixin:
   # ---- softmax family
   def _softmax_parts(self: Tensor, axis: int, dtype: DType | str | None) -> tuple[Tensor, Tensor, Tensor]:
     x = self.cast(to_dtype(dtype)) if dtype is not None else self
-    m = x - x.max(axis, keepdim=True).detach()
+    # the stabilizing max, unchecked: over an empty axis softmax is empty and logsumexp -inf (torch), not max's error
+    m = x - x._amax(axis, True).detach()
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
   def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
@@ -124,7 +130,7 @@ class ReduceMixin:
     return m - s.log()
   def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) without overflow; all -inf gives -inf, any +inf gives +inf."""
-    m = self.max(axis, keepdim=True)
+    m = self._amax(axis, True)  # unchecked, as in _softmax_parts
     m = m.isinf().where(0, m).detach()
     out = (self - m).exp().sum(axis, keepdim=True).log() + m
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in self._reduce_axes(axis)))
