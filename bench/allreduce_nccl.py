@@ -20,17 +20,9 @@ import sys
 import time
 from typing import Any
 
-os.environ["NCCL_NVLS_ENABLE"] = "0"  # no NVLink multicast: it can take a shared host's GPUs out of service
-os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
-os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
-
-
-def log(*args: Any) -> None: print(*args, file=sys.stderr, flush=True)
-
-
-def bandwidth(nbytes: int, seconds: float, n: int) -> dict[str, float]:
-  algbw = nbytes / seconds / 1e9
-  return {"median_s": seconds, "algbw_gbs": algbw, "busbw_gbs": algbw * 2 * (n - 1) / n}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the in-process bench's helpers; importing it also turns NVLink multicast off (it can take a shared host's GPUs out of service)
+from allreduce import bandwidth  # noqa: E402
 
 
 def timed(run, sync, warmup: int, runs: int) -> float:
