@@ -319,3 +319,11 @@ def test_page_in_chromium(recorded):
     dt.close()
     srv.shutdown()
     srv.server_close()
+
+
+def test_gzipped_trace_loads(recorded, tmp_path):
+  import gzip
+  (gz := tmp_path / "trace.json.gz").write_bytes(gzip.compress(pathlib.Path(recorded[1]).read_bytes()))
+  assert load(gz) == load(recorded[1])
+  (bad := tmp_path / "bad.json.gz").write_bytes(b"\x1f\x8b" + b"junk")
+  with pytest.raises(ValueError, match="not a VIZ trace"): load(bad)

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import gzip
 import json
 import pathlib
 from typing import Any
@@ -26,9 +27,10 @@ def save(trace: dict[str, Any], path: str | pathlib.Path) -> None:
 
 
 def load(path: str | pathlib.Path) -> dict[str, Any]:
-  """The trace at `path`; a clear error for a file that is not one, or of a version we can't read."""
-  try: trace = json.loads(pathlib.Path(path).read_text())
-  except json.JSONDecodeError as e: raise ValueError(f"{path}: not a VIZ trace (not JSON: {e})") from None
+  """The trace at `path` (gzipped or not); a clear error for a file that is not one, or of a version we can't read."""
+  raw = pathlib.Path(path).read_bytes()
+  try: trace = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)  # traces compress ~10x: keep them as .json.gz
+  except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as e: raise ValueError(f"{path}: not a VIZ trace ({type(e).__name__}: {e})") from None
   if not isinstance(trace, dict) or trace.get("format") != FORMAT: raise ValueError(f"{path}: not a VIZ trace (no format {FORMAT!r})")
   if trace.get("version") != VERSION: raise ValueError(f"{path}: VIZ trace version {trace.get('version')}, this tinygrad reads {VERSION}")
   return trace
