@@ -1,5 +1,7 @@
 """Reliability (issue 20): files are written only when asked, index math doesn't overflow, shifts and literal values are
 defined like torch's, empty reductions and bad shapes raise."""
+import math
+
 import numpy as np
 import pytest
 from tinygrad import Tensor, dtypes
@@ -190,8 +192,14 @@ def _programs(dev: str, build):
                                    lambda: Tensor.empty(3, 2**30, dtype=dtypes.int8).permute(1, 0).contiguous()])
 def test_big_kernels_index_in_int64(dev, build):
   from tinygrad.uop.ops import Ops
+  big_programs = 0
   for p in _programs(dev, build):
     loops = [u for u in p.uops if u.op is Ops.RANGE]
+    # a big sum is split: the kernels over its partials are small, and keep int32
+    dims = [u.src[0].arg for u in loops if u.src[0].op is Ops.CONST] + [u.arg[1] for u in p.uops if u.op is Ops.SPECIAL]  # and thread ids
+    sizes = [u.dtype.size for u in p.uops if u.op is Ops.DEFINE_GLOBAL] + [math.prod(d for d in dims if isinstance(d, int))]
+    if max(sizes) < 2**31: continue
+    big_programs += 1
     idxs = [u.src[1] for u in p.uops if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
     assert idxs and all(u.dtype == dtypes.int64 for u in idxs), [(u.op, u.dtype) for u in idxs]
     # the big loops count in int64 (a GPU's last step over a block's shared memory may stay int32)
@@ -199,6 +207,7 @@ def test_big_kernels_index_in_int64(dev, build):
     # no loop bound or index constant was cut to 32 bits on the way
     assert not any(u.op is Ops.CONST and u.dtype == dtypes.int32 and u.arg < 0 for u in p.uops)
     assert "-214748" not in p.src
+  assert big_programs, "no kernel of this program is big"
 
 
 @pytest.mark.compile_only
@@ -224,3 +233,21 @@ def test_big_buffer_runs_correctly(null_device):
 def test_arange_past_int32():
   assert Tensor.arange(2**31 + 5)[-3:].tolist() == [2**31 + 2, 2**31 + 3, 2**31 + 4]
   assert Tensor.arange(2**31 + 5, dtype=dtypes.float64)[2**31 + 1].item() == 2**31 + 1
+
+
+def test_long_sum_splits_even_when_its_length_doesnt_divide():
+  """A sum past 2**24 elements of odd length was one running float32 total (2**32 + 3 ones gave 2**24): now it is split
+  into partial sums, the reduced elements padded with zeros (ADD's identity) to whole chunks."""
+  from tinygrad import Device
+  if Device[Device.DEFAULT].renderer.has_local: pytest.skip("GPU renderers split reductions their own way (strided partials)")
+  n = 2**24 + 3
+  assert len(Tensor.empty(n).sum().schedule()) == 2  # partials, then their total
+  assert len(Tensor.empty(n).max().schedule()) == 1  # MAX has no zero identity: an odd length stays whole
+
+
+def test_long_float_sums_are_accurate(null_device):
+  from tinygrad import Device
+  if null_device or not Device.DEFAULT.startswith("CPU"): pytest.skip("sums 2**32 elements: CPU only")
+  assert Tensor.ones(2**32 + 3).sum().item() == 4294967296.0  # the issue's example (float32 of 2**32 + 3)
+  x = np.random.default_rng(0).random(2**24 + 3, dtype=np.float32)
+  assert abs(Tensor(x).sum().item() - x.astype(np.float64).sum()) < 1e-6 * x.size

@@ -152,6 +152,7 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
+PAD_SPLIT_MIN_REDUCE = 1 << 24  # sums this long are split even when their length doesn't divide (padded with zeros)
 # GPU: a thread per partial result, so the partials (all outputs together) should number about a chip's worth of
 # threads times the 4 that a float4 load gives each; every partial sums at least GPU_SPLIT_CHUNK elements.
 GPU_SPLIT_PARTIALS = ContextVar("GPU_SPLIT_PARTIALS", 1 << 20)
@@ -180,12 +181,21 @@ def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   # partials: about sqrt(n) on a CPU (a few threads), each one contiguous chunk
   k = 1
   while n % (k * 2) == 0 and (k * 2) ** 2 <= n: k *= 2
-  if k < 256: return None
+  padded = n
+  if k < 256:
+    # a length with few factors of 2 stays one running total, which for a float sum past 2**24 elements drops every addend
+    # below its ulp (2**32 + 3 ones summed to 2**24): a big sum is padded with zeros (ADD's identity) to k whole chunks
+    if op is not Ops.ADD or n < PAD_SPLIT_MIN_REDUCE: return None
+    k = 1 << ((n.bit_length() - 1) // 2)
+    padded = -(-n // k) * k
   keep = [i for i in range(len(x.shape)) if i not in axes]
-  xp = _permute(x, tuple(keep + list(axes)))
-  xr = UOp(Ops.RESHAPE, x.dtype, (xp,), tuple(x.shape[i] for i in keep) + (k, n // k))
+  kept_shape = tuple(x.shape[i] for i in keep)
+  xp = UOp(Ops.RESHAPE, x.dtype, (_permute(x, tuple(keep + list(axes))),), kept_shape + (n,))
+  if padded != n: xp = UOp(Ops.PAD, x.dtype, (xp,), ((0, 0),) * len(keep) + ((0, padded - n),))
+  xr = UOp(Ops.RESHAPE, x.dtype, (xp,), kept_shape + (k, padded // k))
   partial = UOp(Ops.CONTIGUOUS, x.dtype, (UOp(Ops.REDUCE_AXIS, x.dtype, (xr,), (op, (len(keep) + 1,))),))
   total = UOp(Ops.REDUCE_AXIS, x.dtype, (partial,), (op, (len(keep),)))
+  if (again := split_reduce(total, policy)) is not None: total = again  # 2**30 elements and more: the partials split too
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
 
 
