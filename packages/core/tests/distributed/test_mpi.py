@@ -48,7 +48,7 @@ def reference(tmp_path_factory):
 def test_bootstrap_through_mpi():
   """Under mpirun without MASTER_ADDR, a backend's bootstrap (NCCL's unique id) goes through MPI instead of the store."""
   out = run_mpi(2, str(WORKER), "store").stdout
-  assert sorted(re.findall(r"rank (\d+): \d+ checks passed \(store on .*, bootstrap MPIBootstrap\)", out)) == ["0", "1"], out
+  assert sorted(re.findall(r"rank (\d+): \d+ checks passed \(store on [^,]*, world \d+, bootstrap MPIBootstrap\)", out)) == ["0", "1"], out
 
 
 def _train(tmp_path, n: int) -> tuple[list[np.ndarray], dict]:
