@@ -70,7 +70,10 @@ def main() -> int:
     expect(f"jit direct input {i}", direct(Tensor(parts[r], device=dev)), np.max(parts, axis=0))
   expect("scalar after jit", dist.all_reduce(Tensor([1.0], device=dev, dtype=dtypes.float32)), np.array([w], np.float32))
   boot = type(dist.group().bootstrap.impl).__name__  # NoneType: the backend never needed one (MPI)
-  print(f"rank {r}: {checks} checks passed ({dist.group().backend} on {dev}, world {w}, bootstrap {boot})", flush=True)
+  # one write of the whole line (print writes text and newline apart when stdout is unbuffered): mpiexec merges
+  # ranks' output, and a line written in one piece below PIPE_BUF stays whole
+  sys.stdout.write(f"rank {r}: {checks} checks passed ({dist.group().backend} on {dev}, world {w}, bootstrap {boot})\n")
+  sys.stdout.flush()
   dist.destroy()
   return 0
 

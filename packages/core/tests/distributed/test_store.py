@@ -89,3 +89,14 @@ def test_launcher_returns_the_failing_rank_code(tmp_path):
   script.write_text("import os, sys, time\nif os.environ['RANK'] == '1': sys.exit(3)\ntime.sleep(60)\n")
   p = subprocess.run([sys.executable, "-m", "tinygrad.distributed.launch", "-n", "2", str(script)], capture_output=True, text=True, timeout=120)
   assert p.returncode == 3 and "exit codes by rank" in p.stderr
+
+
+def test_launcher_keeps_each_ranks_lines_whole(tmp_path):
+  """Ranks that write a line character by character (unbuffered stdout) still come out one whole line each."""
+  script = tmp_path / "pieces.py"
+  script.write_text("import os, sys\nfor i in range(50):\n  for ch in f\"rank{os.environ['RANK']} line{i}\\n\":\n"
+                    "    sys.stdout.write(ch); sys.stdout.flush()\n")
+  p = subprocess.run([sys.executable, "-m", "tinygrad.distributed.launch", "-n", "3", str(script)], capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr
+  lines = p.stdout.splitlines()
+  assert sorted(lines) == sorted(f"rank{r} line{i}" for r in range(3) for i in range(50)), p.stdout

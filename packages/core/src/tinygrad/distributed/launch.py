@@ -1,6 +1,7 @@
 """`python -m tinygrad.distributed.launch -n N script.py [args]`: N local processes with the variables torchrun sets
 (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). `-m module` runs a module instead of a
-script. If one process fails, the others are stopped; the exit code is the first failure's."""
+script. If one process fails, the others are stopped; the exit code is the first failure's. Each rank's output is
+forwarded a whole line at a time, so lines of different ranks never mix within a line."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from typing import BinaryIO, TextIO
 
 
 def free_port() -> int:
@@ -26,10 +29,24 @@ def worker_env(rank: int, world: int, port: int, base: dict[str, str] | None = N
   return env
 
 
+def _forward_lines(src: BinaryIO, dst: TextIO, lock: threading.Lock) -> None:
+  # one write per line under a lock: ranks that write a line in pieces (unbuffered stdout) still print it whole
+  for line in iter(src.readline, b""):
+    with lock:
+      dst.write(line.decode(errors="replace"))
+      dst.flush()
+  src.close()
+
+
 def launch(n: int, argv: list[str], port: int | None = None, timeout: float | None = None) -> int:
   """Run `argv` (a python command line after `python`) n times; the exit code of the first process that failed, else 0."""
   port = port or int(os.environ.get("MASTER_PORT", 0)) or free_port()
-  procs = [subprocess.Popen([sys.executable, *argv], env=worker_env(r, n, port)) for r in range(n)]
+  procs = [subprocess.Popen([sys.executable, *argv], env=worker_env(r, n, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+           for r in range(n)]
+  locks = {"out": threading.Lock(), "err": threading.Lock()}
+  forwarders = [threading.Thread(target=_forward_lines, args=(src, dst, locks[name]), daemon=True)
+                for p in procs for name, src, dst in (("out", p.stdout, sys.stdout), ("err", p.stderr, sys.stderr))]
+  for t in forwarders: t.start()
   deadline = None if timeout is None else time.monotonic() + timeout
   code = 0
   try:
@@ -46,6 +63,7 @@ def launch(n: int, argv: list[str], port: int | None = None, timeout: float | No
     for p in procs:
       try: p.wait(timeout=10)
       except subprocess.TimeoutExpired: p.kill()
+    for t in forwarders: t.join(timeout=10)
   if code == 0: code = next((p.returncode for p in procs if p.returncode), 0)
   if code: print(f"tinygrad.distributed.launch: exit codes by rank {[p.returncode for p in procs]}", file=sys.stderr)
   return code
