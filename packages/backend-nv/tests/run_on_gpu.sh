@@ -9,33 +9,15 @@
 # A summary of every stage is printed last.
 set -u
 cd "$(dirname "$0")/../../.."
-PY=${PYTHON:-python3}
-LOGDIR=${LOGDIR:-${OUT:-./nv_gpu_logs}}
-mkdir -p "$LOGDIR"
-export PYTHONPATH=packages/core/src:packages/backend-nv/src:packages/backend-cpu/src:packages/llm/src${PYTHONPATH:+:$PYTHONPATH}
-export TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin,tinygrad_backend_cpu.plugin
+LOGDIR_DEFAULT=./nv_gpu_logs
+source packages/backend-nv/tests/gpu_common.sh
 # the doc tests start subprocesses with their own environment: a .pth puts the source packages on every python's path
 # (only where site-packages is writable, as on the scratch GPU machines)
 SITE=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 if [ -w "$SITE" ]; then printf '%s\n' "$PWD"/packages/{core,backend-nv,backend-cpu,llm}/src > "$SITE/tinygrad_src.pth"; fi
-export PYTHONUNBUFFERED=1
 STAGES=${*:-tests core bench}
-SUMMARY=()
 
-note() { SUMMARY+=("$1"); echo "=== $1"; }
-
-echo "=== environment"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4
-$PY - <<'EOF'
-import importlib, platform
-print("python", platform.python_version())
-for m in ("numpy", "pluggy", "pytest", "torch", "cuda.bindings"):
-  try: print(m, getattr(importlib.import_module(m), "__version__", "?"))
-  except Exception as e: print(m, "MISSING:", e)
-from tinygrad_backend_nv.compiler import nvrtc_version, nvjitlink_version
-from tinygrad_backend_nv.runtime import driver_status, device_arch
-print("nvrtc", nvrtc_version(), "| nvjitlink", nvjitlink_version(), "| driver", driver_status(), "| arch", device_arch(0))
-EOF
+print_environment
 $PY -m tinygrad.device | tee "$LOGDIR/device_report.txt" | head -12
 
 XDIST=""
@@ -81,7 +63,4 @@ for stage in $STAGES; do
   esac
 done
 
-echo
-echo "================ summary ================"
-for line in "${SUMMARY[@]}"; do echo "$line"; done
-echo "(logs in $LOGDIR)"
+summary

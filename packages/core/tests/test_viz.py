@@ -1,9 +1,7 @@
 """VIZ: the recorder (hooks off by default, steps/rules/source recorded when on, caps), the trace file and its CLI, and the
 page itself in headless Chromium (driven over the DevTools pipe, standard library only, as packages/llm's chat page test)."""
-import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +14,7 @@ from tinygrad.codegen import program
 from tinygrad.engine import realize
 from tinygrad.uop import rewrite
 from tinygrad.viz import disable, enable, recorder
+from tinygrad.viz.browser import DevTools, Page, find_chromium
 from tinygrad.viz.cli import report
 from tinygrad.viz.trace import graph_of, load, save
 
@@ -176,79 +175,11 @@ def test_static_files_ship_with_the_package():
 
 # --- the page in headless Chromium
 
-CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p), None)
+CHROMIUM = find_chromium()
 SCREENSHOTS = pathlib.Path(os.environ.get("VIZ_SCREENSHOTS", os.path.join(tempfile.gettempdir(), "tinygrad-viz-screenshots")))
 
 
-class DevTools:
-  """Chromium's DevTools protocol over --remote-debugging-pipe: fd 3 takes commands, fd 4 gives replies (NUL separated)."""
-
-  def __init__(self, binary: str):
-    to_chrome_r, self._w = os.pipe()
-    self._r, from_chrome_w = os.pipe()
-
-    def fds():  # dup first: the pipes may already sit on 3 or 4
-      a, b = os.dup(to_chrome_r), os.dup(from_chrome_w)
-      os.dup2(a, 3)
-      os.dup2(b, 4)
-    self.proc = subprocess.Popen([binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-                                  # no background connections: the machines have no network, and refused ones slow the start
-                                  "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
-                                  f"--user-data-dir={tempfile.gettempdir()}/tg-viz-chromium-{os.getpid()}", "about:blank"],
-                                 preexec_fn=fds, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.close(to_chrome_r)
-    os.close(from_chrome_w)
-    self._buf, self._id = b"", 0
-
-  def call(self, method: str, session: str | None = None, **params):
-    self._id += 1
-    msg = {"id": self._id, "method": method, "params": params}
-    if session: msg["sessionId"] = session
-    os.write(self._w, json.dumps(msg).encode() + b"\0")
-    while True:
-      while b"\0" not in self._buf:
-        chunk = os.read(self._r, 1 << 16)
-        if not chunk: raise RuntimeError("chromium closed the DevTools pipe")
-        self._buf += chunk
-      raw, self._buf = self._buf.split(b"\0", 1)
-      reply = json.loads(raw)
-      if reply.get("id") == self._id:
-        if "error" in reply: raise RuntimeError(reply["error"])
-        return reply["result"]
-
-  def close(self):
-    self.proc.kill()
-    self.proc.wait()
-
-
-class Page:
-  def __init__(self, dt: DevTools, url: str):
-    self.dt = dt
-    target = dt.call("Target.createTarget", url="about:blank")["targetId"]
-    self.session = dt.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-    dt.call("Emulation.setDeviceMetricsOverride", self.session, width=1500, height=950, deviceScaleFactor=1, mobile=False)
-    dt.call("Page.navigate", self.session, url=url)
-
-  def js(self, expression: str):
-    result = self.dt.call("Runtime.evaluate", self.session, expression=f"JSON.stringify({expression})", returnByValue=True)["result"]
-    return json.loads(result["value"]) if "value" in result else None
-
-  def wait(self, expression: str, timeout: float = 60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-      if (value := self.js(expression)): return value
-      time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {expression}: state {self.js('window.vizState')}")
-
-  def screenshot(self, name: str) -> pathlib.Path:
-    import base64
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    (path := SCREENSHOTS / name).write_bytes(base64.b64decode(self.dt.call("Page.captureScreenshot", self.session, format="png")["data"]))
-    print(f"screenshot: {path}")
-    return path
-
-  def mouse(self, kind: str, x: float, y: float, **kw) -> None:
-    self.dt.call("Input.dispatchMouseEvent", self.session, type=kind, x=x, y=y, **kw)
+def shoot(page: Page, name: str) -> None: print(f"screenshot: {page.screenshot(SCREENSHOTS / name)}")
 
 
 def browser_wanted() -> bool:
@@ -280,7 +211,7 @@ def test_page_in_chromium(recorded):
     assert page.wait("window.vizState.kernel") == n and page.js("window.vizState.step") == 0
     assert page.js("document.getElementById('src').textContent") == trace["kernels"][n]["src"]
     assert page.js("document.getElementById('disasm').textContent").strip()
-    page.screenshot("1-kernel-ast.png")
+    shoot(page, "1-kernel-ast.png")
     seen_changed, shot = 0, False
     for s in range(1, len(steps)):
       page.js("document.getElementById('next').click()")
@@ -291,34 +222,39 @@ def test_page_in_chromium(recorded):
       if steps[s]["matches"] and not shot:  # a rule-rewrite step: pick a match, its nodes are outlined
         page.js("document.querySelector('.match[data-j]').click()")
         assert page.js("document.querySelectorAll('#graph .node.hit').length") >= 1
-        page.screenshot("2-rewrite-step.png")
+        shoot(page, "2-rewrite-step.png")
         shot = True
     assert seen_changed > 0, "some step changed nodes, and the page highlighted them"
     assert shot, "a step where rules fired"
     page.js("(document.getElementById('step').value = 1, document.getElementById('step').dispatchEvent(new Event('input')))")
     assert page.js("window.vizState.step") == 1
-    page.screenshot("3-after-first-stage.png")
+    shoot(page, "3-after-first-stage.png")
     # the schedules: each distinct one, its kernels linked
     page.js("document.getElementById('tab-schedule').click()")
     assert page.js("document.querySelectorAll('#schedules a').length") > 0
-    page.screenshot("4-schedules.png")
+    shoot(page, "4-schedules.png")
     page.js("document.querySelector('#schedules a').click()")
     assert page.js("document.getElementById('kernel-view').hidden") is False
     # the profile: lanes drawn, hovering a kernel shows its name, time and rates
     page.js("document.getElementById('tab-profile').click()")
     assert page.wait("window.vizState.events") > 0
-    page.screenshot("5-profile.png")
+    shoot(page, "5-profile.png")
     page.mouse("mouseWheel", 600, 200, deltaX=0, deltaY=-400)  # zoom in, then hover the first kernel drawn
     rect = page.wait("tl.rects.length && (() => { const c = document.getElementById('timeline').getBoundingClientRect(); const r = tl.rects[0];"
                      " return {x: c.left + (r.x0 + r.x1) / 2, y: c.top + (r.y0 + r.y1) / 2}; })()")
     page.mouse("mouseMoved", rect["x"], rect["y"])
     tip = page.wait("!document.getElementById('tooltip').hidden && document.getElementById('tooltip').textContent")
     assert "GB/s" in tip and " us" in tip or " ms" in tip
-    page.screenshot("6-profile-hover.png")
+    shoot(page, "6-profile-hover.png")
   finally:
     dt.close()
     srv.shutdown()
     srv.server_close()
+  # the same page as a PNG from the command line
+  p = subprocess.run([sys.executable, "-m", "tinygrad.viz", str(path), "--screenshot", str(path.parent / "page.png")],
+                     capture_output=True, text=True, timeout=120)
+  assert p.returncode == 0, p.stderr
+  assert (path.parent / "page.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_gzipped_trace_loads(recorded, tmp_path):

@@ -6,28 +6,15 @@ import threading
 import time
 
 import pytest
-from llm_synth import SynthConfig, write_model
-from tinygrad.llm.engine import LLM
+from live_server import CTX, start, stop
 
 openai = pytest.importorskip("openai")
 
-CTX = 96
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-  from tinygrad.llm.__main__ import warmup
-  from tinygrad.llm.server import make_server
-  path = str(tmp_path_factory.mktemp("srv") / "chat.gguf")
-  write_model(path, SynthConfig(dim=64, ff_dim=128, n_heads=2, n_kv_heads=1, head_dim=32, vocab=260, context=CTX), "F32")
-  llm = LLM.load(path, max_context=CTX, prefill_chunk=16)
-  warmup(llm)
-  srv = make_server(llm, "127.0.0.1", 0, model_id="tiny", quiet=True)
-  thread = threading.Thread(target=srv.serve_forever, daemon=True)
-  thread.start()
+def server(chat_llm):
+  srv = start(chat_llm)
   yield srv
-  srv.shutdown()
-  srv.server_close()
+  stop(srv)
 
 
 @pytest.fixture

@@ -11,39 +11,25 @@ import socket
 import threading
 import time
 
+import live_server
 import pytest
-from llm_synth import SynthConfig, write_model
-from tinygrad.llm.engine import LLM
-
-CTX = 96
-
-
-@pytest.fixture(scope="module")
-def llm(tmp_path_factory):
-  from tinygrad.llm.__main__ import warmup
-  path = str(tmp_path_factory.mktemp("abuse") / "chat.gguf")
-  write_model(path, SynthConfig(dim=64, ff_dim=128, n_heads=2, n_kv_heads=1, head_dim=32, vocab=260, context=CTX), "F32")
-  llm = LLM.load(path, max_context=CTX, prefill_chunk=16)
-  warmup(llm)
-  return llm
+from live_server import CTX, stop
 
 
 def start(llm, **options):
-  from tinygrad.llm.server import ServerOptions, make_server
-  opts = ServerOptions(**{"request_timeout": 1.0, "write_timeout": 2.0, "max_connections": 16, "max_queue": 2, "max_body": 1 << 16, **options})
-  srv = make_server(llm, "127.0.0.1", 0, model_id="tiny", quiet=not os.environ.get("LOUD"), options=opts)  # (LOUD=1: the server's log)
-  srv.crashes = []
-  srv.handle_error = lambda request, address: srv.crashes.append(address)  # (socketserver calls it when a handler raises)
-  threading.Thread(target=srv.serve_forever, daemon=True).start()
-  return srv
+  opts = {"request_timeout": 1.0, "write_timeout": 2.0, "max_connections": 16, "max_queue": 2, "max_body": 1 << 16, **options}
+  return live_server.start(llm, quiet=not os.environ.get("LOUD"), **opts)  # (LOUD=1: the server's log)
+
+
+@pytest.fixture(scope="module")
+def llm(chat_llm): return chat_llm
 
 
 @pytest.fixture(scope="module")
 def server(llm):
   srv = start(llm)
   yield srv
-  srv.shutdown()
-  srv.server_close()
+  stop(srv)
 
 
 def port(srv) -> int: return srv.server_address[1]

@@ -7,33 +7,16 @@
 # Each stage is time-bound (STAGE_TIMEOUT, default 600 s); logs and JSON go to $LOGDIR ($OUT if set). A summary is last.
 set -u
 cd "$(dirname "$0")/../../../.."
-PY=${PYTHON:-python3}
 NGPU=${NGPU:-2}
-LOGDIR=${LOGDIR:-${OUT:-./dist_gpu_logs}}
-mkdir -p "$LOGDIR"
-export PYTHONPATH=$PWD/packages/core/src:$PWD/packages/backend-nv/src:$PWD/packages/backend-cpu/src${PYTHONPATH:+:$PYTHONPATH}
-export TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin,tinygrad_backend_cpu.plugin
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # no NVLink multicast, ever
-export PYTHONUNBUFFERED=1 DEV=${DEV:-CUDA}
+LOGDIR_DEFAULT=./dist_gpu_logs
+source packages/backend-nv/tests/gpu_common.sh
+export DEV=${DEV:-CUDA}
 T=${STAGE_TIMEOUT:-600}
 LAUNCH="$PY -m tinygrad.distributed.launch -n $NGPU --timeout $T"
 STAGES=${*:-unit collectives dp bench inprocess}
-SUMMARY=()
-FAILED=0
-note() { SUMMARY+=("$1"); echo "=== $1"; }
-fail_if() { if [ "$1" != 0 ]; then FAILED=1; fi; }
-
-echo "=== environment"
-nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1 | head -8
+print_environment
 $PY - <<'PYEOF' 2>&1 | tee "$LOGDIR/environment.txt"
-import importlib, platform
-print("python", platform.python_version())
-for m in ("numpy", "pluggy", "pytest", "torch", "cuda.bindings"):
-  try: print(m, getattr(importlib.import_module(m), "__version__", "?"))
-  except Exception as e: print(m, "MISSING:", e)
 from tinygrad_backend_nv import nccl
-from tinygrad_backend_nv.runtime import driver_status
-print("GPUs/driver:", driver_status())
 print("libnccl candidates:", nccl.candidates()[:3])
 try: print("NCCL", nccl.version(), "from", nccl.load_nccl()._name)
 except Exception as e: print("NCCL NOT USABLE:", e)
@@ -91,9 +74,4 @@ PYEOF
   esac
 done
 
-echo
-echo "================ summary ================"
-for line in "${SUMMARY[@]}"; do echo "$line"; done
-echo "(logs in $LOGDIR)"
-[ $FAILED = 0 ] && echo "ALL STAGES PASSED" || echo "SOME STAGE FAILED"
-exit $FAILED
+summary
