@@ -1,5 +1,5 @@
 """All-reduce bandwidth: a float32 buffer (256 MiB by default) on each of N devices summed into every device, with our ring
-and naive all-reduces (frontend/multi.py) and, when torch is importable, torch.distributed from the same run (gloo for CPU
+and naive all-reduces (schedule/multi.py) and, when torch is importable, torch.distributed from the same run (gloo for CPU
 devices, NCCL for CUDA/NV ones; one process per device). Prints one JSON object on stdout, progress on stderr.
 
   uv run python bench/allreduce.py --devices CPU:0,CPU:1
@@ -41,9 +41,9 @@ def bench_ours(devices: list[str], numel: int, mode: str, warmup: int, runs: int
   import numpy as np
   from tinygrad import Device, Tensor
   from tinygrad.engine.realize import buffer_of, lower_schedule, split_policy
-  from tinygrad.frontend.multi import allreduce
   from tinygrad.helpers import Context
   from tinygrad.schedule.kernelize import create_schedule
+  from tinygrad.schedule.multi import allreduce
   from tinygrad.uop.ops import Ops
   # device i holds i+1 everywhere: the sum is n(n+1)/2
   parts = [Tensor.full((numel,), float(i + 1), device=d).contiguous().realize() for i, d in enumerate(devices)]

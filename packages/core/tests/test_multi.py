@@ -7,9 +7,9 @@ import pytest
 from conftest import is_null_device, require_instances
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.engine.realize import buffer_of
-from tinygrad.frontend.multi import allreduce_mode, split_bounds
 from tinygrad.helpers import Context
 from tinygrad.jit import TinyJit
+from tinygrad.schedule.multi import allreduce_mode, split_bounds
 from tinygrad.uop.ops import Ops
 
 KIND = Device.DEFAULT.split(":")[0]

@@ -17,11 +17,12 @@ from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.movement import MovementMixin
-from tinygrad.frontend.multi import MultiMixin, canonical_device, has_multi, multi_assign, multi_empty, multi_realize, multi_schedule, replicate
+from tinygrad.frontend.multi import MultiMixin, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import InvalidArgumentError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
+from tinygrad.schedule.multi import has_multi, lower_roots, realized
 from tinygrad.uop.ops import Ops, UOp
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -132,21 +133,21 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   # ---- running
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    if any(has_multi(t.uop) for t in tensors): return multi_realize(tensors)  # sharded tensors: lowered per device first
-    owners = [t for t in tensors if not is_buffer_view(t.uop)]
+    owners = [t for t in tensors if not is_buffer_view(t.uop) and not is_realized_multi(t.uop)]
     # each tensor gets a buffer of its own: identical graphs (two Tensor.zeros(3)) must not share one, or an
-    # assign to one would change the other
-    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY) else _unique_contiguous(t.uop) for t in owners]
+    # assign to one would change the other. (A sharded root gets its per-device buffers from the lowering.)
+    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY) or has_multi(t.uop) else _unique_contiguous(t.uop) for t in owners]
     if not roots: return
-    items, becomes = create_schedule(roots, split_policy())
-    run_schedule(items)
+    items, becomes = create_schedule(lower_roots(roots), split_policy())
+    # the NULL device has no data: a copy from it has nothing to move (kernels there compile and do nothing)
+    run_schedule([si for si in items if not (si.ast.op is Ops.COPY and str(si.bufs[1].device).split(":")[0].upper() == "NULL")])
     mark_applied(becomes)
     for t, root in zip(owners, roots):
-      if root in becomes: t._uop = becomes[root]
-    # every live tensor that was one of the realized nodes now is a view of its buffer. (Nodes are not
+      if (done := realized(root, becomes)) is not None: t._uop = done
+    # every live tensor that was one of the realized nodes now is a view of its buffer(s). (Nodes are not
     # remembered beyond this: after an assign the same graph would read new values.)
     for t in list(_all_tensors):
-      if (done := becomes.get(t._uop)) is not None: t._uop = done
+      if (done := realized(t._uop, becomes)) is not None: t._uop = done
 
   def realize(self, *others: Tensor) -> Tensor:
     Tensor.realize_all(self, *others)
@@ -154,9 +155,8 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
 
   def schedule(self, *others: Tensor) -> list:
     """The kernels and copies that realizing these tensors would run (not run)."""
-    if any(has_multi(t.uop) for t in (self, *others)): return multi_schedule((self, *others))  # sharded tensors: see multi.py
-    roots = [t.uop for t in (self, *others) if not is_buffer_view(t.uop)]
-    return create_schedule(roots, split_policy())[0] if roots else []
+    roots = lower_roots([t.uop for t in (self, *others) if not is_buffer_view(t.uop)])
+    return create_schedule([r for r in roots if not is_buffer_view(r)], split_policy())[0] if roots else []
 
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it

@@ -34,7 +34,7 @@ class Ops(Enum):
   IOTA = auto()         # arg: n; src: (DEVICE,); shape (n,): element i is i (int32)
   INDEX_AT = auto()     # src: (tensor, gate, *idx): the tensor's element at idx where gate holds (scheduler only)
   MULTI = auto()        # src: one tensor per device; arg: (axis, bounds): sharded along axis (bounds: (start, end) per device),
-                        # or (None, None): replicated. Its device is the tuple of devices (frontend/multi.py lowers it)
+                        # or (None, None): replicated. Its device is the tuple of devices (schedule/multi.py lowers it)
   # --- kernels and programs ---
   SINK = auto()         # groups outputs / side effects; a kernel AST is SINK(STORE...)
   DEFINE_GLOBAL = auto()  # arg: parameter number; dtype: PtrDType of a buffer
