@@ -369,3 +369,14 @@ def test_jitbeam_applies_only_while_capturing(temp_cache, search_calls: list[UOp
     np.testing.assert_allclose(f(x).numpy(), (np.arange(48).reshape(6, 8) * 3).sum(1))
     assert len(search_calls) == n, "replay compiles nothing"
   with Context(JITBEAM=0, BEAM=0): assert realize.beam_width() == 0
+
+
+def test_cpu_conv_blocks_output_channels_and_the_row():
+  """A convolution's register block: the output channels (whose lanes share each input pixel) and the innermost output loop
+  (contiguous, sharing each weight), not the two spatial loops (64 separate masked input loads per weight)."""
+  ast = _ast_of(Tensor.empty(2, 8, 16, 16).conv2d(Tensor.empty(16, 8, 3, 3), padding=1))
+  outs = sorted(r.arg[0] for r in ranges_of(ast).values() if r.arg[1] == "global")  # batch, cout, y, x
+  assert [o for o in hand_coded_opts(ast) if o.op is OptOps.UPCAST] == [Opt(OptOps.UPCAST, outs[3], 16), Opt(OptOps.UPCAST, outs[1], 8)]
+  # a matmul still blocks both of its output loops
+  mm = matmul_ast()
+  assert {o.axis for o in hand_coded_opts(mm) if o.op is OptOps.UPCAST} == {r.arg[0] for r in ranges_of(mm).values() if r.arg[1] == "global"}

@@ -126,6 +126,8 @@ def test_vmin_vmax_define_var_and_special():
   # gcd factoring
   ((i * 4 + j * 6) // 2, i * 2 + j * 3), ((i * 4 + j * 6) % 2, c(0)), ((i * 6 + j * 4) % 4, (i * 3 % 2) * 2),
   ((i * 4 + j * 6 + 2) // 2, i * 2 + j * 3 + 1),
+  # only each coefficient's remainder matters in a mod: a conv window's kx*19 % 18 (kx < 3) is kx
+  ((rng(4, 3) * 19) % 18, rng(4, 3)), ((rng(4, 3) * 19 + 37) % 18, rng(4, 3) + 1), ((i * 13 + j * 7) % 6, (i + j) % 6),
   # nested div and mod
   ((k // 2) // 3, k // 6), ((k // 3) // 2, k // 6), ((k % 12) % 4, k % 4), ((k % 12) // 4, (k // 4) % 3), ((k % 6) % 6, k % 6),
   # comparisons decided by the range

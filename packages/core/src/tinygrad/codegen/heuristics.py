@@ -44,7 +44,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       # THREAD splits the outermost loop, here the vectors': each thread would stream all of W (measured 7x slower, not 2x faster)
       if outs and outs[0] is shared: threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
-      block = _register_block(outs, gpu)
+      block = _register_block(outs if gpu else _blocking_order(ast, outs), gpu)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
       if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
       opts.extend(block)
@@ -81,6 +81,20 @@ def _register_block(outs: list[UOp], gpu: bool) -> list[Opt]:
     opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
   if gpu and prod(o.amount for o in opts) < 4: return []
   return opts
+
+
+def _blocking_order(ast: UOp, outs: list[UOp]) -> list[UOp]:
+  """outs reordered so that _register_block's second loop is the one whose upcast reuses what the first one's doesn't.
+  The first stays the innermost loop (contiguous stores and loads). A load inside the reduce that doesn't depend on a loop
+  is shared by that loop's upcast lanes: in a matmul the rows (A ignores j, B ignores i); in a convolution the output
+  channels, whose lanes share every input pixel, and not the output rows, which share only the weight that the innermost
+  loop's lanes already share (blocking the two spatial loops made 64 separate masked input loads per weight)."""
+  if len(outs) < 3: return outs
+  inner, loads = outs[-1], _loads_in_reduces(ast)
+  deps = [{n for n in ld.toposort() if n.op is Ops.RANGE} for ld in loads]
+  def new_reuse(r: UOp) -> int: return sum(1 for d in deps if r not in d and inner in d)
+  best = max(outs[:-1], key=lambda r: (new_reuse(r), r.arg[0]))  # ties: the inner one, as before
+  return [o for o in outs[:-1] if o is not best] + [best, inner]
 
 
 MATVEC_THREAD_WORK = 1 << 20

@@ -167,6 +167,10 @@ def fold_div_mod(x: UOp, c: UOp, is_div: bool) -> UOp | None:
   if g > 1:
     inner = build_sum([(a, k // g) for a, k in terms], const // g, x)
     return inner // (d // g) if is_div else (inner % (d // g)) * g
+  if not is_div and (any(k % d != k for _, k in terms) or const % d != const) and all(a.vmin >= 0 for a, _ in terms):
+    # (a*19 + 37) % 18 -> (a + 1) % 18: only each coefficient's remainder matters (the sum stays >= 0, so C's % agrees);
+    # a conv's window index (kx*19 % 18, from the pad/reshape that builds the windows) becomes plain kx
+    return build_sum([(a, k % d) for a, k in terms if k % d], const % d, x) % d
   exact = [(a, k // d) for a, k in terms if k % d == 0]
   rest = build_sum([(a, k) for a, k in terms if k % d != 0], const, x)
   lo, hi = rest.vmin, rest.vmax
