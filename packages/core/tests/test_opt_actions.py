@@ -380,3 +380,13 @@ def test_cpu_conv_blocks_output_channels_and_the_row():
   # a matmul still blocks both of its output loops
   mm = matmul_ast()
   assert {o.axis for o in hand_coded_opts(mm) if o.op is OptOps.UPCAST} == {r.arg[0] for r in ranges_of(mm).values() if r.arg[1] == "global"}
+
+
+def test_cpu_threads_divide_the_outer_loop():
+  """More cores than the outer loop's size divides into: as many threads as divide it evenly (a batch of 8 on 16 cores gets 8
+  threads, not 1), counted after the register block's upcast of that loop."""
+  assert Opt(OptOps.THREAD, 0, 8) in hand_coded_opts(_ast_of(Tensor.empty(8, 1 << 16) * 2), threads=16)
+  assert Opt(OptOps.THREAD, 0, 3) in hand_coded_opts(_ast_of(Tensor.empty(3, 1 << 16) * 2), threads=16)
+  mm = _ast_of(Tensor.empty(72, 64) @ Tensor.empty(64, 72))  # the rows upcast by 8 leave 9 row blocks to split
+  threaded = [o.amount for o in hand_coded_opts(mm, threads=16) if o.op is OptOps.THREAD]
+  assert threaded and 9 % threaded[0] == 0

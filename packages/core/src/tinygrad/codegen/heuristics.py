@@ -59,8 +59,12 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   if wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
   # on a CPU the threads split the outermost loop: one that doesn't divide evenly gets clamped indices and gated stores, which
-  # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower)
-  if not gpu and outs and (range_size(outs[0]) or 0) % max(threads, 1): threads = 1
+  # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower): so as many threads as
+  # divide it (a batch of 8 on 16 cores: 8 threads, not 1)
+  if not gpu and outs and (size := range_size(outs[0])) is not None:
+    left = size // prod(o.amount for o in opts if o.op is OptOps.UPCAST and o.axis == outs[0].arg[0])  # what the upcasts leave
+    threads = _largest_divisor(left, tuple(range(max(threads, 1), 1, -1)))
+  elif not gpu: threads = 1
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
 
