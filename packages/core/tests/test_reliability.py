@@ -218,6 +218,23 @@ def test_normal_kernels_keep_int32_indices(dev):
     assert not any(u.dtype == dtypes.int64 for u in p.uops if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX))
 
 
+@pytest.mark.compile_only
+@pytest.mark.parametrize("dev", ["NULL:CUDA:sm_90", "NULL:CUDA:sm_80", "NULL:PTX:sm_80"])
+def test_big_tensor_core_matmul_indexes_in_int64(dev):
+  """A half matmul on tensor cores whose A has more than 2**31 elements (its last rows start past 2**31): the global loads
+  and stores of the tensor-core lowering index in int64 (they were int32 and wrapped). A small one keeps int32."""
+  from tinygrad.uop.ops import Ops
+  M, K, N = 2**17 + 128, 2**14, 128
+  for shape, wide in (((M, K, N), True), ((256, 256, 256), False)):
+    progs = _programs(dev, lambda: Tensor.empty(shape[0], shape[1], dtype=dtypes.half) @ Tensor.empty(shape[1], shape[2], dtype=dtypes.half))
+    tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
+    assert len(tc) == 1, "the matmul didn't take the tensor-core path"
+    idxs = [u.src[1] for u in tc[0].uops if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
+    assert idxs and all(u.dtype == (dtypes.int64 if wide else dtypes.int32) for u in idxs), [u.dtype for u in idxs]
+    # no row offset was cut to 32 bits on the way (small negative offsets of the tile math are fine)
+    if wide: assert "-214748" not in tc[0].src and not any(u.op is Ops.CONST and u.dtype == dtypes.int32 and u.arg < -2**24 for u in tc[0].uops)
+
+
 def test_big_buffer_runs_correctly(null_device):
   """2**31 + 3 int8s (2 GiB) filled, summed and read at the end, on the CPU (the interpreter would take hours)."""
   from tinygrad import Device
