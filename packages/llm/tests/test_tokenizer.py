@@ -264,6 +264,8 @@ BOMBS = {
   "sort with key": "{{ ('ab ' * 1300000).split() | sort | length }}",
   "unique": "{{ range(100000) | map('string') | list | unique | list | length }}",
   "split into many strings": "{% set s = 'ab ' * 1300000 %}{{ s.split() | length }}",
+  "filter folded at compile time": "{{ 'a' | slice(4000000) | list | length }}",
+  "map list": "{% set x = ['ab'] * 4000000 %}{{ x | map('upper') | list | length }}",
   "squaring int": "{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}{{ ns.n > 0 }}",
 }
 

@@ -29,8 +29,13 @@ class ChatTemplateError(ValueError):
   """The model's chat template ran past its limits (time, size): the model can't chat."""
 
 
-class TemplateLimit(Exception):
-  """Raised inside a template render that went past a limit."""
+class TemplateLimit(BaseException):
+  """Raised inside a template render that went past a limit. A BaseException, so that no `except Exception` in jinja or in
+  code the template calls swallows it (a raise from the trace function also unsets it: the render must end)."""
+
+
+class _NotWhileCompiling(Exception):
+  """A filter called while jinja compiles the template (constant folding): refused, so it runs later, under the limits."""
 
 
 # token types (llama.cpp's llama_token_type)
@@ -351,6 +356,8 @@ def _bounded_filter(name: str, f: Callable) -> Callable:
   arguments that would make a huge value; any string it returns is paid for too."""
   @functools.wraps(f)  # (keeps jinja's pass_context / pass_eval_context marks: those filters get the context first)
   def run(*args: Any, **kwargs: Any) -> Any:
+    # jinja folds filters of constants at compile time ('a'|slice(4000000) ran there, unbounded); it catches this and defers
+    if getattr(_render_state, "left", None) is None: raise _NotWhileCompiling(name)
     _check_args(f"the '{name}' filter", list(args) + list(kwargs.values()))
     lead = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # (context / eval_ctx / environment, value, ...)
     rest = list(args[lead:])
@@ -463,7 +470,6 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
   sys.settrace, and between output pieces. Raises TemplateLimit past a limit. What runs in C without calling back (a
   regex, a sort, str methods) can't be interrupted: its input is bounded instead (one value's size; the superlinear
   filters' input to SLOW_FILTER_CHARS), so each such call is bounded in time and memory."""
-  compiled = _compile_template(template)
   size = _size(messages)
   deadline = time.monotonic() + time_s
 
@@ -477,9 +483,10 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
     if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
     return on_line if frame.f_code.co_filename == "<template>" else None
   before = sys.gettrace()
-  _render_state.left = 4 * TEMPLATE_MAX_CHARS + 8 * size
   sys.settrace(on_call)
   try:
+    compiled = _compile_template(template)  # (under the deadline too: a template from the file may be huge)
+    _render_state.left = 4 * TEMPLATE_MAX_CHARS + 8 * size
     out, n = [], 0
     for piece in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
                                    tools=None, **extra):
