@@ -285,7 +285,7 @@ def test_normal_kernels_keep_int32_indices(dev):
 
 
 @pytest.mark.compile_only
-@pytest.mark.parametrize("dev", ["NULL:CUDA:sm_90", "NULL:CUDA:sm_80", "NULL:PTX:sm_80"])
+@pytest.mark.parametrize("dev", ["NULL:CUDA:sm_90", "NULL:CUDA:sm_80", "NULL:PTX:sm_80", "PYTHON::sm_80"])
 def test_big_tensor_core_matmul_indexes_in_int64(dev):
   """A half matmul on tensor cores whose A has more than 2**31 elements (its last rows start past 2**31): the global loads
   and stores of the tensor-core lowering index in int64 (they were int32 and wrapped). A small one keeps int32."""
