@@ -144,6 +144,72 @@ def test_explicit_dtype_in_range_like_torch():
   assert (Tensor([1, 2], dtype=dtypes.int32) + 2**31).tolist() == [-2147483647, -2147483646]  # a scalar next to a tensor wraps, as in torch
 
 
+# ---- Python scalars outside an int tensor's range: exact comparisons and clamps, where raises (not a wrapped scalar)
+
+_INT_DTYPES = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64]
+
+
+def _edge_values(dt) -> list[int]:
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  return sorted({lo, lo + 1, 0, 1, hi - 1, hi})
+
+
+@pytest.mark.parametrize("dt", _INT_DTYPES, ids=lambda d: d.name)
+def test_compare_with_out_of_range_int_scalar_is_exact(dt):
+  """`x < 2**40` on int32 compared with the scalar wrapped into int32 (0): now every comparison is the exact one, as in
+  numpy 2 (torch wraps the scalar here: that silent wrong answer is not copied, see docs/differences.md)."""
+  import operator
+  vals = _edge_values(dt)
+  t = Tensor(vals, dtype=dt)
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  for s in (lo - 1, hi + 1, hi + 2**8, lo - 2**40, 2**40, -1, 2**70):
+    for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne):
+      assert op(t, s).tolist() == [op(v, s) for v in vals], (op.__name__, s)
+      assert op(s, t).tolist() == [op(s, v) for v in vals], (op.__name__, "reversed", s)
+
+
+@pytest.mark.parametrize("dt", _INT_DTYPES, ids=lambda d: d.name)
+def test_clamp_bounds_outside_the_dtype_saturate(dt):
+  """`int8.clip(-1000, 1000)` clamped to the wrapped bounds (-24 everywhere): a bound beyond the dtype's range now
+  saturates to it (the exact answer, as numpy 2's clip; torch raises), and a bound that would make every result
+  unrepresentable raises instead of wrapping."""
+  vals = _edge_values(dt)
+  t = Tensor(vals, dtype=dt)
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  for a, b in ((lo - 1000, hi + 1000), (lo - 2**40, 3), (-5, hi + 1), (1, 2**70), (None, hi + 1), (lo - 1, None)):
+    exact = [min(max(v, a) if a is not None else v, b) if b is not None else max(v, a) for v in vals]  # type: ignore[type-var]
+    assert t.clip(a, b).tolist() == exact, (a, b)
+    assert t.clip(a, b).dtype == dt
+  assert t.maximum(lo - 300).tolist() == vals and t.minimum(hi + 300).tolist() == vals
+  assert t.maximum(2**70 * -1).tolist() == vals
+  for bad in (lambda: t.clip(hi + 1, hi + 5), lambda: t.clip(None, lo - 1), lambda: t.maximum(hi + 1), lambda: t.minimum(lo - 1)):
+    with pytest.raises(ValueError, match=f"{dt.name}"): bad()
+
+
+@pytest.mark.parametrize("dt", _INT_DTYPES, ids=lambda d: d.name)
+def test_where_with_out_of_range_scalar_raises_like_torch(dt):
+  """`uint8.where(x, 300)` put 44 (300 wrapped) in the result: a scalar outside what the dtype holds raises like torch
+  ("value cannot be converted ... without overflow"); in range (and negatives down to -max for unsigned, as in torch) it
+  is the value."""
+  vals = _edge_values(dt)
+  t = Tensor(vals, dtype=dt)
+  cond = Tensor([i % 2 == 0 for i in range(len(vals))])
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  assert cond.where(t, hi).tolist() == [v if i % 2 == 0 else hi for i, v in enumerate(vals)]
+  assert cond.where(lo, t).tolist() == [lo if i % 2 == 0 else v for i, v in enumerate(vals)]
+  if dtypes.is_unsigned(dt): assert cond.where(t, -1).tolist() == [v if i % 2 == 0 else hi for i, v in enumerate(vals)]
+  for s in (hi + 1, -hi - 1 if dtypes.is_unsigned(dt) else lo - 1, 2**70):
+    with pytest.raises(RuntimeError, match="without overflow"): cond.where(t, s)
+    with pytest.raises(RuntimeError, match="without overflow"): cond.where(s, t)
+    with pytest.raises(RuntimeError, match="without overflow"): t.where(t, s)
+
+
+def test_where_of_two_scalars_ignores_the_condition_dtype():
+  # int8 condition, two scalars: they were made int8 and raised (torch: int64, the scalars' own dtype)
+  c = Tensor([1, 0, -3], dtype=dtypes.int8)
+  assert c.where(1000, 2000).tolist() == [1000, 2000, 1000]
+
+
 # ---- minor: bad shapes, empty max/min, sound folding of comparisons
 
 @pytest.mark.parametrize("make", [lambda: Tensor.empty(-1), lambda: Tensor.empty(2, -3), lambda: Tensor.rand(-1)])
@@ -216,6 +282,23 @@ def test_normal_kernels_keep_int32_indices(dev):
   from tinygrad.uop.ops import Ops
   for p in _programs(dev, lambda: (Tensor.empty(2**30, dtype=dtypes.int8) + 1).sum() + Tensor.empty(64, 64).sum(1).max()):
     assert not any(u.dtype == dtypes.int64 for u in p.uops if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX))
+
+
+@pytest.mark.compile_only
+@pytest.mark.parametrize("dev", ["NULL:CUDA:sm_90", "NULL:CUDA:sm_80", "NULL:PTX:sm_80", "PYTHON::sm_80"])
+def test_big_tensor_core_matmul_indexes_in_int64(dev):
+  """A half matmul on tensor cores whose A has more than 2**31 elements (its last rows start past 2**31): the global loads
+  and stores of the tensor-core lowering index in int64 (they were int32 and wrapped). A small one keeps int32."""
+  from tinygrad.uop.ops import Ops
+  M, K, N = 2**17 + 128, 2**14, 128
+  for shape, wide in (((M, K, N), True), ((256, 256, 256), False)):
+    progs = _programs(dev, lambda s=shape: Tensor.empty(s[0], s[1], dtype=dtypes.half) @ Tensor.empty(s[1], s[2], dtype=dtypes.half))
+    tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
+    assert len(tc) == 1, "the matmul didn't take the tensor-core path"
+    idxs = [u.src[1] for u in tc[0].uops if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
+    assert idxs and all(u.dtype == (dtypes.int64 if wide else dtypes.int32) for u in idxs), [u.dtype for u in idxs]
+    # no row offset was cut to 32 bits on the way (small negative offsets of the tile math are fine)
+    if wide: assert "-214748" not in tc[0].src and not any(u.op is Ops.CONST and u.dtype == dtypes.int32 and u.arg < -2**24 for u in tc[0].uops)
 
 
 def test_big_buffer_runs_correctly(null_device):

@@ -403,6 +403,28 @@ def test_safe_load_file_truncated_while_loaded(tmp_path, when):
   assert "EOFError" in out.stdout and str(fn) in out.stdout, out.stdout + out.stderr
 
 
+def test_safe_load_file_truncated_between_size_check_and_copy(tmp_path):
+  # the race a size check before the copy leaves open: the file shrinks right after the check (os.fstat reports its old size
+  # here). Copying out of a mapping then touched pages past the end of the file: SIGBUS, the process died. Reads go through
+  # pread now, which comes back short instead, and the short read is an EOFError naming the file.
+  fn = tmp_path / "w.safetensors"
+  safe_save({"a": Tensor.arange(4096, dtype=dtypes.float32), "b": Tensor.arange(4096, dtype=dtypes.float32)}, fn)
+  out = run_isolated(f"""
+    import os
+    import tinygrad.runtime.disk as disk
+    from tinygrad.nn.state import safe_load
+    w = safe_load({str(fn)!r})
+    w["a"].to(None).numpy()
+    old = os.stat({str(fn)!r})
+    disk.os = type("os_with_stale_fstat", (), {{"__getattr__": lambda self, k: getattr(os, k), "fstat": staticmethod(lambda fd: old)}})()
+    os.truncate({str(fn)!r}, 4096)
+    try: w["b"].to(None).numpy()
+    except EOFError as e: print("EOFError", e)
+  """)
+  assert out.returncode == 0, f"the process died (rc {out.returncode}): {out.stderr[-2000:]}"
+  assert "EOFError" in out.stdout and str(fn) in out.stdout, out.stdout + out.stderr
+
+
 def zip_with_pickle(path, pkl: bytes, extra: dict[str, bytes] | None = None) -> None:
   import zipfile
   with zipfile.ZipFile(path, "w") as z:

@@ -133,3 +133,17 @@ def test_big_tiles(config: int) -> None:
     assert configs[config].stages == 3 and configs[config].bk == 64
     (a, an), (b, bn), (c, cn) = _rand((256, 128), dt, 24), _rand((128, 256), dt, 25), _rand((256,), dt, 26)
     _check((a @ b + c).relu(), np.maximum(an @ bn + cn, 0), dt, True)
+
+
+def test_int64_global_indices_compute_the_same(monkeypatch) -> None:
+  """The lowering's int64 global index math (a buffer of 2**31 elements or more: test_reliability checks it is chosen) is
+  run here on small operands, the kernels' index dtype forced to int64, batched and with an epilogue: the same results."""
+  import tinygrad.schedule.indexing as indexing
+  monkeypatch.setattr(indexing, "index_dtype", lambda expr, out_buffer: dtypes.int64)
+  dev, dt = "PYTHON::sm_80", dtypes.float16
+  with Context(DEV=dev):
+    (a, an), (b, bn), (c, cn) = _rand((2, 48, 32), dt, 21), _rand((2, 32, 40), dt, 22), _rand((40,), dt, 23)
+    out = ((a @ b) + c).relu()
+    prog = next(p for p in _programs(out) if any(u.op is Ops.WMMA for u in p.uops))
+    assert {u.src[1].dtype for u in prog.uops if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL} == {dtypes.int64}
+    _check(out, np.maximum(an @ bn + cn, 0), dt, True)

@@ -257,20 +257,37 @@ BOMBS = {
   "repeated list printed": "{{ [messages[0]['content'] * 1000000] * 100 }}",
   "tojson indent": "{{ [[[[1]]]] | tojson(indent=1000000) }}",
   "str join generator": "{{ ''.join(range(100000) | map('string') | map('center', 100000)) }}",
+  # time spent inside filters and methods (no template line runs meanwhile), and values that grow without a sequence op
+  "striptags regex": "{{ ('<' * 4000000) | striptags }}",
+  "urlize": "{{ ('a ' * 2000000) | urlize }}",
+  "wordwrap": "{{ ('a ' * 2000000) | wordwrap(1) }}",
+  "sort with key": "{{ ('ab ' * 1300000).split() | sort | length }}",
+  "unique": "{{ range(100000) | map('string') | list | unique | list | length }}",
+  "split into many strings": "{% set s = 'ab ' * 1300000 %}{{ s.split() | length }}",
+  "filter folded at compile time": "{{ 'a' | slice(4000000) | list | length }}",
+  "map list": "{% set x = ['ab'] * 4000000 %}{{ x | map('upper') | list | length }}",
+  "squaring int": "{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}{{ ns.n > 0 }}",
 }
 
 
 @pytest.mark.parametrize("name", list(BOMBS))
 def test_chat_template_is_bounded(name):
+  """Each bomb stops with a ChatTemplateError naming the file, in bounded time and memory: the peak of what Python allocated
+  meanwhile (tracemalloc) stays far below what the bomb asks for (gigabytes), at the size limits' scale."""
   import time
+  import tracemalloc
 
   from tinygrad.llm.tokenizer import ChatTemplateError
   tok = chatml_tokenizer()
   tok.chat_template, tok.source, tok.template_time_s = BOMBS[name], "evil.gguf", 0.5
-  t = time.perf_counter()
-  with pytest.raises(ChatTemplateError, match="chat template of evil.gguf"):
-    tok.encode_chat([{"role": "user", "content": "hi"}])
-  assert time.perf_counter() - t < 10
+  tracemalloc.start()
+  try:
+    t = time.perf_counter()
+    with pytest.raises(ChatTemplateError, match="chat template of evil.gguf"):
+      tok.encode_chat([{"role": "user", "content": "hi"}])
+    took, peak = time.perf_counter() - t, tracemalloc.get_traced_memory()[1]
+  finally: tracemalloc.stop()
+  assert took < 10 and peak < 128 * 2**20, (took, peak)
 
 
 def test_chat_template_limits_allow_normal_templates():

@@ -194,3 +194,44 @@ def test_result_dtypes_match_torch(dt):
   for fn in cases:
     assert str(fn(t).dtype).replace("dtypes.", "") == {"torch.float32": "float", "torch.float16": "half", "torch.bool": "bool",
       "torch.int8": "char", "torch.uint8": "uchar", "torch.int16": "short", "torch.int32": "int", "torch.int64": "long"}[str(fn(x).dtype)]
+
+
+# ---- Python int scalars outside an int tensor's dtype (issue 20)
+
+_NP_INTS = {dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16, dtypes.int32: np.int32, dtypes.int64: np.int64}
+
+
+def _outcome(fn):
+  """('ok', values) or ('raises', None): torch, numpy and we may each refuse a scalar."""
+  try: r = fn()
+  except (RuntimeError, ValueError, OverflowError): return ("raises", None)
+  return ("ok", r.tolist() if hasattr(r, "tolist") else r)
+
+
+def _bound_cases(tt, nt, ours, s: int, fits: bool) -> list[tuple[str, object, object]]:
+  """(name, reference outcome, our outcome) for clamp/maximum/minimum with bound s: torch's answer where s fits the dtype;
+  beyond it numpy 2's clip (np.maximum/minimum refuse any out-of-range int, so their exact answer is np.clip's too)."""
+  refs = {"clip_lo": (lambda: tt.clip(s, None), lambda: np.clip(nt, s, None)), "clip_hi": (lambda: tt.clip(None, s), lambda: np.clip(nt, None, s)),
+          "maximum": (lambda: torch.maximum(tt, torch.tensor(s, dtype=tt.dtype)), lambda: np.clip(nt, s, None)),
+          "minimum": (lambda: torch.minimum(tt, torch.tensor(s, dtype=tt.dtype)), lambda: np.clip(nt, None, s))}
+  got = {"clip_lo": lambda: ours.clip(s, None), "clip_hi": lambda: ours.clip(None, s), "maximum": lambda: ours.maximum(s), "minimum": lambda: ours.minimum(s)}
+  return [(k, _outcome(refs[k][0] if fits else refs[k][1]), _outcome(got[k])) for k in refs]
+
+
+@pytest.mark.parametrize("dt", list(_NP_INTS), ids=lambda d: d.name)
+@pytest.mark.parametrize("which", ["lo-1", "hi+1", "lo-2**40", "hi+2**40", "-1", "0", "hi", "lo", "-hi", "-hi-1"])
+def test_out_of_range_scalars_torch_and_numpy(dt, which):
+  """where: exactly torch (raises where torch does). clamp/maximum/minimum: torch's answer where it has one; where torch
+  refuses a bound beyond the dtype, numpy 2's (the bound saturates; raises when no result is representable). Comparisons:
+  torch's where the scalar fits; beyond the dtype numpy 2's exact answer (torch compares with the wrapped scalar)."""
+  lo, hi = int(np.iinfo(_NP_INTS[dt]).min), int(np.iinfo(_NP_INTS[dt]).max)
+  s = eval(which, {"lo": lo, "hi": hi})  # noqa: S307  a fixed expression from the parametrize list
+  vals = sorted({lo, lo + 1, 0, 1, hi - 1, hi})
+  tt, nt, ours = torch.tensor(vals, dtype=getattr(torch, np.dtype(_NP_INTS[dt]).name)), np.array(vals, dtype=_NP_INTS[dt]), Tensor(vals, dtype=dt)
+  cond = [i % 2 == 0 for i in range(len(vals))]
+  assert _outcome(lambda: Tensor(cond).where(ours, s)) == _outcome(lambda: torch.where(torch.tensor(cond), tt, s)), "where"
+  fits = lo <= s <= hi
+  for name, ref, got in _bound_cases(tt, nt, ours, s, fits): assert got == ref, name
+  for op in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"):
+    ref = _outcome(lambda op=op: getattr(tt, op)(s)) if fits else _outcome(lambda op=op: getattr(nt, op)(s))
+    assert _outcome(lambda op=op: getattr(ours, op)(s)) == ref, op

@@ -218,6 +218,15 @@ def _fit_layout(layout: tuple, which: int) -> list[tuple[int, int, int]]:
 def _c(x: int) -> UOp: return UOp.const(dtypes.int32, x)
 
 
+def _global_index_dtype(ast: UOp, m: MatmulMatch) -> DType:
+  """int64 for the global-memory index math when a buffer has 2**31 elements or more or the AST already indexes in int64
+  (see schedule/indexing.index_dtype), else int32. Thread ids, tile loops and shared-memory offsets stay int32: they are
+  bounded by the block's tiles."""
+  if any(r.dtype == dtypes.int64 for r in (m.i, m.j, m.k, *m.batch)): return dtypes.int64
+  big = any(u.op is Ops.DEFINE_GLOBAL and u.dtype.size > 2**31 - 1 for u in ast.toposort())  # type: ignore[attr-defined]
+  return dtypes.int64 if big else dtypes.int32
+
+
 def _affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
   c0, cg, ct = fit
   out = _c(c0)
@@ -348,7 +357,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     # running at once share their A rows and B columns in L2
     pid = by * nbx + bx
     by, bx = pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
-  m0, n0 = by * cfg.bm, bx * cfg.bn
+  # global element offsets in idt: a block's first row times the row stride passes 2**31 in a big buffer
+  idt = _global_index_dtype(ast, m)
+  m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
 
   # accumulators: one vector register per TC tile, zeroed before the k loop
   acc_dt = tc.dtype_out.vec(len(tc.c_layout[0]))
@@ -386,9 +397,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         chunk_id = tid + it * threads
         row, col = chunk_id // per_row, (chunk_id % per_row) * w
         o, kk = (row, col) if tile.k_contig else (col, row)
-        gidx = _c(op.offset) + (outer0 + o) * op.stride(outer_r) + (k_tile * cfg.bk + kk) * op.stride(m.k)
+        gidx = UOp.const(idt, op.offset) + (outer0 + o.cast(idt)) * op.stride(outer_r) + (k_tile.cast(idt) * cfg.bk + kk.cast(idt)) * op.stride(m.k)
         for r in m.batch:
-          if op.stride(r): gidx = gidx + batch_vals[r] * op.stride(r)
+          if op.stride(r): gidx = gidx + batch_vals[r].cast(idt) * op.stride(r)
         vdt = din.vec(w)
         loads.append(val := UOp(Ops.LOAD, vdt, (UOp(Ops.INDEX, vdt.ptr(op.buf.dtype.size), (op.buf, gidx)),)))  # type: ignore[attr-defined]
         dst = UOp(Ops.INDEX, vdt.ptr(smem.dtype.size, "local"), (base, buf * tile.size + tile.index(o, kk)))  # type: ignore[attr-defined]
@@ -515,11 +526,13 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   stores = []
   for x, y in itertools.product(range(wtm), range(wtn)):
     final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()
-    row0 = m0 + wm * (cfg.bm // cfg.warps_m) + x * tm
-    col0 = n0 + wn * (cfg.bn // cfg.warps_n) + y * tn
+    row0 = m0 + (wm * (cfg.bm // cfg.warps_m) + x * tm).cast(idt)
+    col0 = n0 + (wn * (cfg.bn // cfg.warps_n) + y * tn).cast(idt)
     for e, (fr, fc) in enumerate(c_fit):
       val = UOp(Ops.GEP, tc.dtype_out, (final,), (e,)).cast(m.reduce.dtype)
-      subst = {m.reduce: val, m.i: row0 + _affine_uop(fr, g, t), m.j: col0 + _affine_uop(fc, g, t), **batch_vals}
+      # the loops' values in the AST's index dtype, so the store's index math keeps its width
+      subst = {m.reduce: val, m.i: (row0 + _affine_uop(fr, g, t).cast(idt)).cast(m.i.dtype),
+               m.j: (col0 + _affine_uop(fc, g, t).cast(idt)).cast(m.j.dtype), **{r: v.cast(r.dtype) for r, v in batch_vals.items()}}
       stores.append(m.store.substitute(subst))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (N // cfg.bn, M // cfg.bm, nbatch)

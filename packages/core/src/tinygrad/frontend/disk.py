@@ -93,6 +93,6 @@ def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]
     raise ValueError(f"disk_view of bytes {offset}..{offset + nbytes} ({shape} x {dt!r}) is out of bounds for {t} ({t.nbytes()} bytes)")
   src = buffer_of(t.uop.base).ensure_allocated()
   node = new_buffer(t.device, prod(shape), dt)
-  # the view's Buffer holds its root buffer (so the file stays mapped while the view lives) and its own byte range
+  # the view's Buffer holds its root buffer (so the file stays open while the view lives) and its own byte range
   buffers[node] = Buffer(t.device, prod(shape), dt, opaque=allocator.view(src.opaque, offset, nbytes), base=src.base or src)
   return type(t)(buffer_view(node, shape))

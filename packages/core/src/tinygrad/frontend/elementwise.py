@@ -68,6 +68,14 @@ def _scalar_dtype(t: Tensor, y: ConstType) -> DType:
   return dtypes.from_py(y)
 
 
+def _outside(t: Tensor, x: Any) -> int:
+  """+1 (-1) when x is a Python int above (below) every value int tensor t's dtype holds, else 0. Such a scalar would wrap
+  into the dtype (2**40 becomes 0 next to an int32): comparisons and clamps with it are answered exactly instead."""
+  v = _scalar(x)
+  if not dtypes.is_int(t.dtype) or not isinstance(v, int) or isinstance(v, bool): return 0
+  return 1 if v > dtypes.max(t.dtype) else -1 if v < dtypes.min(t.dtype) else 0
+
+
 def _poly(x: Tensor, coeffs: Sequence[float]) -> Tensor:
   """sum_i coeffs[i] * x**i by Horner's rule."""
   acc: Any = coeffs[-1]
@@ -197,14 +205,25 @@ class ElementwiseMixin:
     if dtypes.is_unsigned(a.dtype): return r
     return (r.ne(0) & (r < 0).ne(b < 0)).where(r + b, r)
 
-  def maximum(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.MAX, x)
+  def _saturated(self: Tensor, x: Any, is_lower: bool, what: str) -> Any:
+    """A lower (upper) bound x for self's values, brought into self's int dtype: one below (above) every value is the
+    dtype's min (max), the same bound; one above (below) every value would make every result unrepresentable: an error."""
+    if not (side := _outside(self, x)): return x
+    if (side < 0) == is_lower: return dtypes.min(self.dtype) if is_lower else dtypes.max(self.dtype)
+    raise ValueError(f"{what} {_scalar(x)} is {'above' if is_lower else 'below'} every {self.dtype.name} value "
+                     f"({dtypes.min(self.dtype)}..{dtypes.max(self.dtype)}), so no result is representable: cast the tensor to a wider dtype first")
+
+  def maximum(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.MAX, self._saturated(x, True, "maximum with"))
   def minimum(self: Tensor, x: Tensor | ConstType) -> Tensor:
-    a, b = self._broadcasted(x)
+    a, b = self._broadcasted(self._saturated(x, False, "minimum with"))
     return a._inverse().maximum(b._inverse())._inverse()
 
   def where(self: Tensor, x: Tensor | ConstType, y: Tensor | ConstType) -> Tensor:
     """self ? x : y elementwise (self is cast to bool); x and y are promoted to one dtype, all three broadcast."""
     cond = self if self.dtype == dtypes.bool else self.cast(dtypes.bool)
+    # an int scalar next to an int tensor takes its dtype: one that doesn't fit raises, as in torch (it used to wrap)
+    if isinstance(x, type(self)) and dtypes.is_int(x.dtype) and not isinstance(y, type(self)): dtypes.check_fits(_scalar(y), x.dtype)  # type: ignore[arg-type]
+    if isinstance(y, type(self)) and dtypes.is_int(y.dtype) and not isinstance(x, type(self)): dtypes.check_fits(_scalar(x), y.dtype)  # type: ignore[arg-type]
     if isinstance(x, type(self)): a, b = x._broadcasted(y)
     elif isinstance(y, type(self)): b, a = y._broadcasted(x)
     else:
@@ -212,6 +231,8 @@ class ElementwiseMixin:
       if vx is None or vy is None: raise TypeError(f"where needs Tensors or scalars, got {type(x).__name__} and {type(y).__name__}")
       dx, dy = _scalar_dtype(self, vx), _scalar_dtype(self, vy)
       dt = least_upper_dtype(dx, dy)
+      # two scalars that the condition's int dtype can't hold keep their own dtypes (the condition only picks)
+      if _outside(self, vx) or _outside(self, vy): dt = least_upper_dtype(dtypes.from_py(vx), dtypes.from_py(vy))
       a, b = type(self)(vx, device=self.device, dtype=dt, requires_grad=False), type(self)(vy, device=self.device, dtype=dt, requires_grad=False)
     shape = _broadcast_shape(cond.shape, a.shape, b.shape)
     return cond.expand(shape)._alu(Ops.WHERE, a.expand(shape), b.expand(shape))
@@ -222,6 +243,9 @@ class ElementwiseMixin:
   def clamp(self: Tensor, min_: Tensor | ConstType | None = None, max_: Tensor | ConstType | None = None) -> Tensor:
     """Limit to [min_, max_] (either may be None). The gradient passes where min_ <= x <= max_; NaN stays NaN."""
     if min_ is None and max_ is None: raise RuntimeError("at least one of 'min_' or 'max_' must not be None")
+    # bounds beyond an int dtype saturate to it (int8.clip(-1000, 1000) is the identity), as numpy does; they wrapped
+    if min_ is not None: min_ = self._saturated(min_, True, "clamp's min")
+    if max_ is not None: max_ = self._saturated(max_, False, "clamp's max")
     ret: Tensor = self
     if min_ is not None:
       a, lo = ret._broadcasted(min_)
@@ -241,17 +265,24 @@ class ElementwiseMixin:
     near_start = w.abs() < 0.5
     return near_start.where(a + d * w, e - d * (1 - w))
 
-  # ---- comparisons (NaN compares unequal and unordered, as in IEEE and torch)
-  def __lt__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPLT, x)
-  def __gt__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPLT, x, reverse=True)
+  # ---- comparisons (NaN compares unequal and unordered, as in IEEE and torch). A Python int beyond an int tensor's dtype
+  # is above or below every element: the answer is exact (as numpy's), not the comparison with the wrapped scalar (torch's)
+  def _known(self: Tensor, value: bool) -> Tensor:
+    t = self._always()  # computed from self: its shape, device and sharding
+    return t if value else t.logical_not()
+  def __lt__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._known(side > 0) if (side := _outside(self, x)) else self._binary(Ops.CMPLT, x)
+  def __gt__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    return self._known(side < 0) if (side := _outside(self, x)) else self._binary(Ops.CMPLT, x, reverse=True)
   def __le__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    if side := _outside(self, x): return self._known(side > 0)
     a, b = self._broadcasted(x)
     return (a < b) | a.eq(b) if dtypes.is_float(a.dtype) else (a > b).logical_not()
   def __ge__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+    if side := _outside(self, x): return self._known(side < 0)
     a, b = self._broadcasted(x)
     return (a > b) | a.eq(b) if dtypes.is_float(a.dtype) else (a < b).logical_not()
-  def eq(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPEQ, x)
-  def ne(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.CMPNE, x)
+  def eq(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._known(False) if _outside(self, x) else self._binary(Ops.CMPEQ, x)
+  def ne(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._known(True) if _outside(self, x) else self._binary(Ops.CMPNE, x)
   def __eq__(self: Tensor, x: object) -> Tensor: return self.eq(x)  # type: ignore[override, arg-type]
   def __ne__(self: Tensor, x: object) -> Tensor: return self.ne(x)  # type: ignore[override, arg-type]
 

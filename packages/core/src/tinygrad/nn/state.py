@@ -1,7 +1,7 @@
 """Saving and loading weights: safetensors, torch checkpoints, and the state dict of a model object.
 
-Loading is lazy: `safe_load` and `torch_load` return tensors that are views of the file on the DISK device (memory-
-mapped), so nothing is read until a tensor is used, and then only its bytes (`load_state_dict` moves each to the
+Loading is lazy: `safe_load` and `torch_load` return tensors that are views of the file on the DISK device (read
+with pread), so nothing is read until a tensor is used, and then only its bytes (`load_state_dict` moves each to the
 model's device). `torch_load` reads the pickle through a restricted unpickler that knows only what torch tensors
 need and never runs code from the file.
 """

@@ -15,7 +15,7 @@ def register_devices(register: RegisterDevice) -> None:
   register(DeviceSpec("PYTHON", {"": open_python}, package="tinygrad", default_rank=1000, lends_renderers=False))
   # NULL has no renderer of its own: the registry lets it compile with every installed one
   register(DeviceSpec("NULL", {"": open_null}, runs_kernels=False, package="tinygrad", foreign_renderers=True))
-  # DISK:path, a memory-mapped file: storage only (the registry routes DISK:path names to it)
+  # DISK:path, a file read and written with pread/pwrite: storage only (the registry routes DISK:path names to it)
   register(DeviceSpec("DISK", {"": open_disk}, runs_kernels=False, package="tinygrad", path_instances=True))
 
 

@@ -1,11 +1,11 @@
-"""The DISK device: a file seen as device memory, memory-mapped, so reading one tensor touches only its bytes.
+"""The DISK device: a file seen as device memory, read and written with pread/pwrite, so reading one tensor touches only its bytes.
 
     t = Tensor.empty(n, dtype=dtypes.uint8, device="DISK:/path/to/file")   # the file's first n bytes (or disk_file(path))
     w = disk_view(t, offset, dtypes.float32, (3, 4))                       # bytes offset.. as a (3, 4) float32 tensor
     w.to("CPU")                                                            # a COPY: reads just those 48 bytes
 
-Every DISK:path is its own device instance. A buffer maps the file lazily, on its first read or write, and keeps
-that mapping (so a file replaced later is not seen by tensors made before). Making a tensor on DISK never writes:
+Every DISK:path is its own device instance. A buffer opens the file lazily, on its first read or write, and keeps
+that descriptor (so a file replaced later is not seen by tensors made before; one truncated meanwhile reads as an EOFError). Making a tensor on DISK never writes:
 the file is opened read-only until something is written to it, and that happens only by
 - `x.to("DISK:path")` (or `Tensor(data, device="DISK:path")`, the same thing): when realized, writes x's bytes from
   the start of the file, creating or growing it;
@@ -18,7 +18,6 @@ directly; `disk_view` takes byte ranges and reinterprets them as another dtype w
 """
 from __future__ import annotations
 
-import mmap
 import os
 from typing import Any
 
@@ -27,55 +26,49 @@ from tinygrad.device.runtime import Allocator, Compiled
 
 
 class DiskFile:
-  """One open mapping of a file, shared by a buffer and all views of it. Opened on first use, read-only unless written."""
+  """One open file, shared by a buffer and all views of it. Opened on first use, read-only unless written.
+
+  Reads and writes go through pread/pwrite, not a memory map: a file truncated by someone else while its tensors exist
+  (between any size check and the copy) makes a mapped copy touch pages past the end, and the process dies with SIGBUS.
+  pread comes back short instead, which is an EOFError naming the file. (Either way the bytes are copied once.)"""
 
   def __init__(self, path: str):
     self.path = path
     self.fd: int | None = None
-    self.mm: mmap.mmap | None = None
     self.writable = False
 
-  def _mapped(self, end: int, write: bool) -> mmap.mmap:
-    """The mapping, covering at least bytes [0, end) of the file (grown when writing, an error when reading past the end)."""
+  def _open(self, write: bool) -> int:
     if self.fd is None or (write and not self.writable):
       self.close()
       self.fd = os.open(self.path, (os.O_RDWR | os.O_CREAT) if write else os.O_RDONLY, 0o644)
       self.writable = write
-    if self.mm is not None and len(self.mm) >= end: return self.mm
-    size = os.fstat(self.fd).st_size
-    if size < end:
-      if not write: raise EOFError(f"DISK:{self.path} has {size} bytes, but a tensor on it reads up to byte {end}: the file is shorter than expected")
-      os.ftruncate(self.fd, end)
-      size = end
-    if self.mm is not None: self.mm.close()
-    self.mm = mmap.mmap(self.fd, size, access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
-    return self.mm
+    return self.fd
 
   def read(self, offset: int, dest: memoryview) -> None:
     if dest.nbytes == 0: return
-    mm = self._mapped(offset + dest.nbytes, write=False)
-    assert self.fd is not None
-    # a file truncated or rewritten shorter since it was mapped: copying pages past its end would kill the process (SIGBUS).
-    # Checked before each copy (a copy out of the mapping is faster than pread for large tensors)
-    if (size := os.fstat(self.fd).st_size) < offset + dest.nbytes:
-      raise EOFError(f"DISK:{self.path} shrank to {size} bytes while in use: a tensor on it reads up to byte {offset + dest.nbytes}")
-    with memoryview(mm) as mv: dest[:] = mv[offset:offset + dest.nbytes]  # only these pages are touched
+    fd, end = self._open(write=False), offset + dest.nbytes
+    with dest.cast("B") if dest.format != "B" or dest.ndim != 1 else dest[:] as out:
+      done = 0
+      while done < len(out):
+        if (got := os.preadv(fd, [out[done:]], offset + done)) == 0:
+          size = os.fstat(fd).st_size
+          raise EOFError(f"DISK:{self.path} has {size} bytes, but a tensor on it reads up to byte {end}: the file is shorter than expected "
+                         "(truncated or rewritten while in use?)")
+        done += got
 
   def write(self, offset: int, src: memoryview) -> None:
     if src.nbytes == 0: return
-    mm = self._mapped(offset + src.nbytes, write=True)
-    with memoryview(mm) as mv: mv[offset:offset + src.nbytes] = src
+    fd = self._open(write=True)
+    with src.cast("B") if src.format != "B" or src.ndim != 1 else src[:] as data:
+      done = 0
+      while done < len(data): done += os.pwrite(fd, data[done:], offset + done)  # writing past the end grows the file
 
   def close(self) -> None:
-    if self.mm is not None:
-      try: self.mm.close()
-      except BufferError: return  # a memoryview of it is still alive somewhere: leave it to the garbage collector
-      self.mm = None
     if self.fd is not None:
       os.close(self.fd)
       self.fd = None
 
-  def __repr__(self) -> str: return f"<DiskFile {self.path}{' mapped' if self.mm is not None else ''}>"
+  def __repr__(self) -> str: return f"<DiskFile {self.path}{' open' if self.fd is not None else ''}>"
 
 
 class DiskBuffer:
@@ -87,7 +80,7 @@ class DiskBuffer:
 
 
 class DiskAllocator(Allocator):
-  """No caching of freed blocks: a freed DISK buffer closes its mapping."""
+  """No caching of freed blocks: a freed DISK buffer closes its file."""
 
   def __init__(self, device: DiskDevice):
     super().__init__()

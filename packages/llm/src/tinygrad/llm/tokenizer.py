@@ -21,14 +21,21 @@ import regex
 # a chat template (from the model file: untrusted) may run this long and produce this many characters (or any one value as long)
 TEMPLATE_TIME_S = 2.0
 TEMPLATE_MAX_CHARS = 1 << 22
+TEMPLATE_MAX_INT_BITS = 1 << 14  # ints a template builds with * (squaring in a loop doubles the size each time)
+SLOW_FILTER_CHARS = 1 << 14  # input of the filters that are superlinear in C (striptags' regex) or slow in Python (urlize, wordwrap)
 
 
 class ChatTemplateError(ValueError):
   """The model's chat template ran past its limits (time, size): the model can't chat."""
 
 
-class TemplateLimit(Exception):
-  """Raised inside a template render that went past a limit."""
+class TemplateLimit(BaseException):
+  """Raised inside a template render that went past a limit. A BaseException, so that no `except Exception` in jinja or in
+  code the template calls swallows it (a raise from the trace function also unsets it: the render must end)."""
+
+
+class _NotWhileCompiling(Exception):
+  """A filter called while jinja compiles the template (constant folding): refused, so it runs later, under the limits."""
 
 
 # token types (llama.cpp's llama_token_type)
@@ -349,10 +356,14 @@ def _bounded_filter(name: str, f: Callable) -> Callable:
   arguments that would make a huge value; any string it returns is paid for too."""
   @functools.wraps(f)  # (keeps jinja's pass_context / pass_eval_context marks: those filters get the context first)
   def run(*args: Any, **kwargs: Any) -> Any:
+    # jinja folds filters of constants at compile time ('a'|slice(4000000) ran there, unbounded); it catches this and defers
+    if getattr(_render_state, "left", None) is None: raise _NotWhileCompiling(name)
     _check_args(f"the '{name}' filter", list(args) + list(kwargs.values()))
-    lead = 1 if name in ("join", "replace") else 0  # (eval_ctx, value, ...) for these two
+    lead = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0  # (context / eval_ctx / environment, value, ...)
     rest = list(args[lead:])
     value = rest[0] if rest else None
+    if name in ("striptags", "urlize", "wordwrap") and isinstance(value, str) and len(value) > SLOW_FILTER_CHARS:
+      raise TemplateLimit(f"passed {len(value)} characters to the '{name}' filter (the limit is {SLOW_FILTER_CHARS})")
     if name == "center" and isinstance(value, str): _spend(max(len(value), rest[1] if len(rest) > 1 else kwargs.get("width", 80)), "center")
     if name == "indent" and isinstance(value, str):
       width = kwargs.get("width", rest[1] if len(rest) > 1 else 4)
@@ -366,6 +377,7 @@ def _bounded_filter(name: str, f: Callable) -> Callable:
     if name == "format" and isinstance(value, str) and _HUGE_FORMAT.search(value): raise TemplateLimit("used a huge format width")
     out = f(*args, **kwargs)
     if isinstance(out, str) and name not in ("center", "indent", "replace", "join", "string", "tojson", "pprint"): _spend(len(out), name)
+    if isinstance(out, (list, tuple)): _spend(_size(out), name)  # (list, sort, unique, ...: bounded by their input, but they add up)
     return out
   return run
 
@@ -398,6 +410,8 @@ def _compile_template(template: str):
       if operator == "*":
         for a, b in ((left, right), (right, left)):
           if isinstance(a, seq) and isinstance(b, int): _spend(len(a) * b, "*")
+        if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > TEMPLATE_MAX_INT_BITS:
+          raise TemplateLimit(f"multiplied ints of {left.bit_length()} and {right.bit_length()} bits")
       elif operator == "+" and isinstance(left, seq) and isinstance(right, seq): _spend(len(left) + len(right), "+")
       elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right * abs(left).bit_length() > 4096:
         raise TemplateLimit(f"computed {left} ** {right}")
@@ -418,6 +432,7 @@ def _compile_template(template: str):
       out = super().call(__context, __obj, *args, **kwargs)
       if isinstance(out, str) and not (isinstance(target, str) and name in ("center", "ljust", "rjust", "zfill", "replace", "expandtabs", "join")):
         _spend(len(out), name)
+      if isinstance(out, (list, tuple)): _spend(_size(out), name)  # str.split & co: many small strings
       return out
 
     def wrap_str_format(self, value: Any) -> Callable | None:  # '{:>99999999}'.format(x): the sandbox wraps it on attribute access
@@ -451,9 +466,10 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
   list repetition, + and ~, % and format, center/indent/replace/join/..., str methods) check the size first: one value is at
   most TEMPLATE_MAX_CHARS, and all of them together at most a budget of a few times that plus the messages' size. Powers and
   numeric arguments are bounded, the output is capped, and a deadline is checked on every line the template's code runs
-  (loops, macros, recursion) via sys.settrace. Raises TemplateLimit past a limit. (Best effort: a C-level call that slips
-  past these checks can't be interrupted; rendering in a child process with rlimits would be the airtight alternative.)"""
-  compiled = _compile_template(template)
+  (loops, macros, recursion) and on every Python call made meanwhile (filters and methods: sort keys, urlize, ...) via
+  sys.settrace, and between output pieces. Raises TemplateLimit past a limit. What runs in C without calling back (a
+  regex, a sort, str methods) can't be interrupted: its input is bounded instead (one value's size; the superlinear
+  filters' input to SLOW_FILTER_CHARS), so each such call is bounded in time and memory."""
   size = _size(messages)
   deadline = time.monotonic() + time_s
 
@@ -461,18 +477,23 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
     if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
     return on_line
 
-  def on_call(frame, event: str, arg: Any):  # trace only the template's own code (jinja compiles it with this file name)
-    if frame.f_code.co_filename != "<template>": return None
-    return on_line(frame, event, arg)
+  def on_call(frame, event: str, arg: Any):
+    # every Python call checks the deadline (time spent inside a filter runs no template line); lines are traced only in
+    # the template's own code (jinja compiles it with this file name)
+    if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
+    return on_line if frame.f_code.co_filename == "<template>" else None
   before = sys.gettrace()
-  _render_state.left = 4 * TEMPLATE_MAX_CHARS + 8 * size
   sys.settrace(on_call)
   try:
+    compiled = _compile_template(template)  # (under the deadline too: a template from the file may be huge)
+    _render_state.left = 4 * TEMPLATE_MAX_CHARS + 8 * size
     out, n = [], 0
     for piece in compiled.generate(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
                                    tools=None, **extra):
       n += len(piece)
       if n > TEMPLATE_MAX_CHARS + 2 * size: raise TemplateLimit(f"produced over {n} characters")
+      # (also here: a raise from the trace function unsets it, and code that swallowed that raise would run on unbounded)
+      if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
       out.append(piece)
     return "".join(out)
   finally:
