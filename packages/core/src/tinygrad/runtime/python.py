@@ -349,6 +349,7 @@ class PythonProgram:
     self.specials: list[tuple[int, str, int]] = []      # (slot, 'g' or 'l', dim)
     self.mems: dict[int, _Mem] = {}                     # INDEX position -> its buffer
     self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD position -> its emulator
+    self.lanes: dict[int, int] = {}                     # WMMA / collective LOAD position -> lanes per instruction
     # BARRIER/WMMA make the threads of a block run in lockstep (generators); other programs run thread after thread
     self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL") for op, _, _, _ in self.prog)
     if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
@@ -374,12 +375,12 @@ class PythonProgram:
         else: stack[-1][2].append((False, _loop(r, end, [f for _, f in body])))
       elif op is Ops.BARRIER: stack[-1][2].append((True, _barrier(i)))
       elif op is Ops.WMMA:
-        self.wmmas[i] = wmma_emulator(arg)
+        self.wmmas[i], self.lanes[i] = wmma_emulator(arg), int(arg[1])  # arg[1]: the TensorCore's threads (32, or AMD's wave64)
         stack[-1][2].append((True, _wmma(i, *src)))
       elif op is Ops.LOAD and arg is not None:  # a warp-collective matrix load (NVIDIA's ldmatrix): runs in lockstep like WMMA
         if arg[0] != "matrix" or len(src) != 1: raise ValueError(f"kernel {self.name!r}: unknown collective LOAD {arg!r} at {i}")
         mem, x = self._index(i, src[0])
-        self.wmmas[i] = matrix_load_emulator(arg[1], arg[2], mem.dt, mem.raw)
+        self.wmmas[i], self.lanes[i] = matrix_load_emulator(arg[1], arg[2], mem.dt, mem.raw), 32
         stack[-1][2].append((True, _matrix_load(i, x, mem.slot)))
       elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][2].append((False, step))
     if len(stack) > 1: raise ValueError(f"kernel {self.name!r}: the RANGE at {stack[-1][0]} has no END")
@@ -491,7 +492,7 @@ class PythonProgram:
       if first[0] == "barrier":
         sends = [None] * len(threads)
         continue
-      emulate, warp = self.wmmas[first[1]], 32
+      emulate, warp = self.wmmas[first[1]], self.lanes[first[1]]
       if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: {first[0]} needs whole warps, the block has {len(threads)} threads")
       sends = []
       for w in range(0, len(threads), warp):
