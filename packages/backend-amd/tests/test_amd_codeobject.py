@@ -12,7 +12,7 @@ from tinygrad_backend_amd.archs import ARCHS
 from tinygrad_backend_amd.codeobject import EM_AMDGPU, check_code_object, read_code_object
 
 PROGRAMS = {
-  "softmax_matmul": lambda: (Tensor.rand(32, 48) @ Tensor.rand(48, 16)).softmax(axis=1),
+  "softmax_matmul": lambda: (Tensor.rand(8, 12) @ Tensor.rand(12, 16)).softmax(axis=1),
   "reduce_transcendental": lambda: (Tensor.rand(64, 64).exp2() + 1).log2().sin().sum(axis=0),
   "half_bf16_int": lambda: Tensor.rand(40).cast(dtypes.half).sqrt().cast(dtypes.bfloat16).cast(dtypes.int32) // 3 + Tensor.arange(40),
   "float64": lambda: Tensor(np.linspace(-4, 4, 33)).exp2().log2().sin().max(),

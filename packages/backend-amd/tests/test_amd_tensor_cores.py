@@ -51,12 +51,12 @@ def test_epilogue_batched_transposed(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("config", [0, 1, 3])
+@pytest.mark.parametrize("config", [1, 3])
 def test_tile_configs(arch, config):
-  """Every tile config on a matmul it tiles: 4 waves (128 or 256 lanes) per workgroup, or one."""
+  """Tile configs other than the heuristic's pick here: 2x2 waves (128 or 256 lanes) with 2x2 tiles each, and one wave."""
   dt = dtypes.bfloat16
   with Context(DEV=f"PYTHON::{arch}", TC_CONFIG=config):
-    (a, an), (b, bn) = _rand((128, 64), dt, 8), _rand((64, 128), dt, 9)
+    (a, an), (b, bn) = _rand((64, 32), dt, 8), _rand((32, 64), dt, 9)
     _check(a @ b, an @ bn, dt, True)
 
 

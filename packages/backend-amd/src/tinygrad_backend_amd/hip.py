@@ -25,7 +25,8 @@ _HALFS = (dtypes.float16, dtypes.bfloat16)
 # float64 exp2/log2/sin in plain C: AMDGPU has no instructions for them and we link no device library (ocml).
 # exp2: x = n + f (|f| <= 1/2), 2^f by its Taylor series in f*ln2 (15 terms), scaled by 2^n (ldexp).
 # log2: x = m * 2^e (m in [sqrt(1/2), sqrt(2))), ln m = 2 atanh(s) with s = (m-1)/(m+1) (|s| < 0.172, 12 terms).
-# sin: Cody-Waite reduction by pi/2 in three parts (exact for |x| < 2^26 or so, then it loses digits), then the
+# sin: Cody-Waite reduction by pi/2 in four parts (fdlibm's 33-bit pio2_1..3 and a tail: q*part is exact for
+# |x| < 2^20 or so, beyond it loses digits), then the
 # sin/cos series on [-pi/4, pi/4] picked by the quadrant.
 _F64_MATH = """\
 static __attribute__((device)) __attribute__((always_inline)) double tg_exp2(double x) {
@@ -51,15 +52,17 @@ static __attribute__((device)) __attribute__((always_inline)) double tg_log2(dou
 static __attribute__((device)) __attribute__((always_inline)) double tg_sin(double x) {
   if (x - x != 0.0) return __builtin_nan("");
   double q = __builtin_rint(x * 0.63661977236758134308);
-  double r = ((x - q * 1.5707963267341256) - q * 6.077100506506192e-11) - q * 2.0222662487959506e-21;
-  long long n = (long long)q;
-  double r2 = r * r, s = -1.0 / 1307674368000.0, c = 1.0 / 87178291200.0;
-  const double sc[6] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};
-  const double cc[6] = {-1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5, 1.0};
-  for (int i = 0; i < 6; i++) { s = s * r2 + sc[i]; c = c * r2 + cc[i]; }
+  double r = (((x - q * 1.57079632673412561417) - q * 6.07710050630396597660e-11) - q * 2.02226624871116645580e-21) - q * 8.47842766036889956997e-32;
+  int n = (int)(q - 4.0 * __builtin_floor(q * 0.25));  /* the quadrant, q mod 4 (exact: q is an integer) */
+  double r2 = r * r, s = 1.0 / 355687428096000.0, c = 1.0 / 20922789888000.0;
+  const double sc[7] = {-1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};
+  const double cc[8] = {-1.0 / 87178291200.0, 1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5, 1.0};
+  for (int i = 0; i < 7; i++) s = s * r2 + sc[i];
+  for (int i = 0; i < 8; i++) c = c * r2 + cc[i];
   s = r + r * r2 * s;
   double v = (n & 1) ? c : s;
-  return (n & 2) ? -v : v;
+  v = (n & 2) ? -v : v;
+  return __builtin_fmin(__builtin_fmax(v, -1.0), 1.0);  /* past 2^52 the reduction is meaningless: stay in [-1, 1] */
 }"""
 
 _MATH32 = {"exp2": "__builtin_exp2f", "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "trunc": "__builtin_truncf"}

@@ -100,8 +100,8 @@ _LN2 = 0.6931471805599453094
 _INF, _NINF, _NAN = (const_literal(v, dtypes.float64) for v in (float('inf'), float('-inf'), float('nan')))
 _EXP2_COEFFS = [1.0 / 87178291200.0, 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
                 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0]
-_SIN_COEFFS = [-1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0]
-_COS_COEFFS = [1.0 / 87178291200.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5, 1.0]
+_SIN_COEFFS = [1.0 / 355687428096000.0, -1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0]
+_COS_COEFFS = [1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5, 1.0]
 
 
 class _AMDFunctionBuilder(_FunctionBuilder):
@@ -210,9 +210,11 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     xs = self.emit(f"select i1 {finite}, double {x}, double 0.0")
     q = self.call("llvm.rint.f64", "double", ("double", self.emit(f"fmul double {xs}, {self.d(0.63661977236758134308)}")))
     r = xs
-    for part in (1.5707963267341256, 6.077100506506192e-11, 2.0222662487959506e-21):
+    for part in (1.57079632673412561417, 6.07710050630396597660e-11, 2.02226624871116645580e-21, 8.47842766036889956997e-32):
       r = self.emit(f"fsub double {r}, {self.emit(f'fmul double {q}, {self.d(part)}')}")
-    n = self.emit(f"fptosi double {q} to i64")
+    quarter = self.call("llvm.floor.f64", "double", ("double", self.emit(f"fmul double {q}, 0.25")))
+    four_q = self.emit(f"fmul double {quarter}, 4.0")
+    n = self.emit(f"fptosi double {self.emit(f'fsub double {q}, {four_q}')} to i64")  # q mod 4 (exact: q is an integer)
     r2 = self.emit(f"fmul double {r}, {r}")
     r3 = self.emit(f"fmul double {r}, {r2}")
     s = self.emit(f"fadd double {r}, {self.emit(f'fmul double {r3}, {self.horner(r2, _SIN_COEFFS)}')}")
@@ -220,5 +222,6 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     v = self.emit(f"select i1 {self.emit(f'trunc i64 {n} to i1')}, double {c}, double {s}")
     neg = self.emit(f"icmp ne i64 {self.emit(f'and i64 {n}, 2')}, 0")
     v = self.emit(f"select i1 {neg}, double {self.emit(f'fneg double {v}')}, double {v}")
+    v = self.call("llvm.minnum.f64", "double", ("double", self.call("llvm.maxnum.f64", "double", ("double", v), ("double", "-1.0"))), ("double", "1.0"))
     return self.emit(f"select i1 {finite}, double {v}, double {_NAN}")
 
