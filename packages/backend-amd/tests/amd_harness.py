@@ -1,6 +1,8 @@
 """Shared by the backend-amd tests: which toolchains exist here, and compiling a tensor program's kernels for an arch."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from tinygrad import Device, Tensor
 from tinygrad.codegen.program import get_program
@@ -11,8 +13,9 @@ from tinygrad_backend_amd.archs import ARCHS, ToolchainError
 from tinygrad_backend_amd.hip import hip_available
 from tinygrad_backend_amd.toolchain import find_clang
 
-# CI installs clang-22 (.ci/run); elsewhere the HIP tests skip with the reason
+# CI installs clang-22 (.ci/run), and there a missing one is a failure; elsewhere the HIP tests skip with the reason
 HIP_MISSING = hip_available()
+if HIP_MISSING is not None and os.environ.get("CI") == "true": raise RuntimeError(f"CI=true but the HIP toolchain is missing: {HIP_MISSING}")
 needs_hip = pytest.mark.skipif(HIP_MISSING is not None, reason=f"HIP toolchain: {HIP_MISSING}")
 
 

@@ -55,7 +55,7 @@ def test_unknown_arch_is_clear():
 def test_amd_without_runtime_says_so():
   with Context(DEV="AMD"), pytest.raises(RuntimeError, match="no AMD runtime interface is available") as e: Tensor([1.0, 2.0]).realize()
   assert "not installed" not in str(e.value)
-  assert Device.DEFAULT != "AMD"  # never the default without a runtime
+  assert Device.registry.default_device() != "AMD"  # never the default without a runtime
 
 
 def test_toolchain_too_old():

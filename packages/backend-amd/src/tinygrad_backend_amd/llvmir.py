@@ -107,7 +107,8 @@ _COS_COEFFS = [1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0, 
 class _AMDFunctionBuilder(_FunctionBuilder):
   def __init__(self, name: str, uops: list[UOp], datalayout: str):
     super().__init__(name, uops)
-    self.datalayout, self.globals_ = datalayout, []
+    self.datalayout = datalayout
+    self.globals_: list[str] = []  # module-level definitions (shared memory)
 
   def d(self, v: float) -> str: return const_literal(v, dtypes.float64)
 
