@@ -19,7 +19,7 @@ def test_registered():
   reg = Device.registry
   assert "amd" in reg.plugin_names and "AMD" in reg.devices
   assert {(r.name, r.default) for r in reg.renderers_for("AMD")} == {("HIP", True), ("LLVM", False)}
-  for arch in ARCHS: assert Device.tensor_cores(arch) or arch == "gfx1201"  # RDNA4 WMMA: not yet
+  for arch in ARCHS: assert Device.tensor_cores(arch)
 
 
 @pytest.mark.parametrize("dev, kind, arch", [("NULL:LLVM:gfx942", "AMDLLVMRenderer", "gfx942"), ("NULL:LLVM:gfx1100", "AMDLLVMRenderer", "gfx1100"),
@@ -52,8 +52,9 @@ def test_unknown_arch_is_clear():
   with pytest.raises(Exception, match="unknown arch 'gfx9000'.*accepted: gfx1100"): _renderer("NULL:HIP:gfx9000")
 
 
-def test_amd_without_runtime_says_so():
-  with Context(DEV="AMD"), pytest.raises(RuntimeError, match="no AMD runtime interface is available") as e: Tensor([1.0, 2.0]).realize()
+@pytest.mark.parametrize("dev", ["AMD", "AMD:LLVM", "KFD+AMD", "MOCKKFD+AMD", "PCI+AMD"])
+def test_amd_without_runtime_says_so(dev):
+  with Context(DEV=dev), pytest.raises(RuntimeError, match="no AMD runtime interface is available") as e: Tensor([1.0, 2.0]).realize()
   assert "not installed" not in str(e.value)
   assert Device.registry.default_device() != "AMD"  # never the default without a runtime
 

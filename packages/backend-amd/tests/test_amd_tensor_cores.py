@@ -1,4 +1,4 @@
-"""AMD tensor cores emulated lane by lane on PYTHON::gfx1100 (RDNA3 WMMA, wave32) and PYTHON::gfx950 (CDNA MFMA, wave64):
+"""AMD tensor cores emulated lane by lane on PYTHON::gfx1100 / gfx1201 (RDNA3/4 WMMA, wave32) and PYTHON::gfx950 (CDNA MFMA, wave64):
 core's generic lowering builds the fragments from our layout tables and the PYTHON device runs them."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tinygrad.schedule.kernelize import create_schedule
 from tinygrad.uop.ops import Ops
 
 TOL = {dtypes.float16: 1e-2, dtypes.bfloat16: 3e-2}
-ARCHS = ["gfx1100", "gfx950"]
+ARCHS = ["gfx1100", "gfx1201", "gfx950"]
 
 
 def _rand(shape, dt, seed):
