@@ -42,7 +42,7 @@ def _check(fn: str, f) -> None:
 def test_hip_f64_helpers(fn: str):
   from tinygrad_backend_amd.hip import _F64_MATH
   from tinygrad_backend_amd.toolchain import find_clang
-  src = _F64_MATH.replace("static __attribute__((device)) __attribute__((always_inline))", "static inline")
+  src = "\n".join(_F64_MATH.values()).replace("static __attribute__((device)) __attribute__((always_inline))", "static inline")
   src += "".join(f'\nextern "C" double host_{f}(double x) {{ return tg_{f}(x); }}' for f in ("exp2", "log2", "sin"))
   with tempfile.TemporaryDirectory() as tmp:
     path, so = os.path.join(tmp, "m.cpp"), os.path.join(tmp, "m.so")

@@ -26,9 +26,9 @@ _HALFS = (dtypes.float16, dtypes.bfloat16)
 # exp2: x = n + f (|f| <= 1/2), 2^f by its Taylor series in f*ln2 (15 terms), scaled by 2^n (ldexp).
 # log2: x = m * 2^e (m in [sqrt(1/2), sqrt(2))), ln m = 2 atanh(s) with s = (m-1)/(m+1) (|s| < 0.172, 12 terms).
 # sin: Cody-Waite reduction by pi/2 in four parts (fdlibm's 33-bit pio2_1..3 and a tail: q*part is exact for
-# |x| < 2^20 or so, beyond it loses digits), then the
-# sin/cos series on [-pi/4, pi/4] picked by the quadrant.
-_F64_MATH = """\
+# |x| < 2^20 or so, beyond it loses digits), then the sin/cos series (to r^17, r^16) on [-pi/4, pi/4] by quadrant.
+_F64_MATH: dict[str, str] = {
+  "tg_exp2": """\
 static __attribute__((device)) __attribute__((always_inline)) double tg_exp2(double x) {
   if (x != x) return x;
   if (x > 1024.0) return __builtin_inf();
@@ -38,7 +38,8 @@ static __attribute__((device)) __attribute__((always_inline)) double tg_exp2(dou
                         1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
   for (int i = 0; i < 14; i++) p = p * f + c[i];
   return __builtin_ldexp(p, (int)n);
-}
+}""",
+  "tg_log2": """\
 static __attribute__((device)) __attribute__((always_inline)) double tg_log2(double x) {
   if (x != x || x < 0.0) return __builtin_nan("");
   if (x == 0.0) return -__builtin_inf();
@@ -48,7 +49,8 @@ static __attribute__((device)) __attribute__((always_inline)) double tg_log2(dou
   double s = (m - 1.0) / (m + 1.0), s2 = s * s, p = 1.0 / 23.0;
   for (int k = 21; k >= 1; k -= 2) p = p * s2 + 1.0 / k;
   return (double)e + 2.0 * s * p * 1.44269504088896340736;
-}
+}""",
+  "tg_sin": """\
 static __attribute__((device)) __attribute__((always_inline)) double tg_sin(double x) {
   if (x - x != 0.0) return __builtin_nan("");
   double q = __builtin_rint(x * 0.63661977236758134308);
@@ -63,7 +65,8 @@ static __attribute__((device)) __attribute__((always_inline)) double tg_sin(doub
   double v = (n & 1) ? c : s;
   v = (n & 2) ? -v : v;
   return __builtin_fmin(__builtin_fmax(v, -1.0), 1.0);  /* past 2^52 the reduction is meaningless: stay in [-1, 1] */
-}"""
+}""",
+}
 
 _MATH32 = {"exp2": "__builtin_exp2f", "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "trunc": "__builtin_truncf"}
 _MATH64 = {"exp2": "tg_exp2", "log2": "tg_log2", "sin": "tg_sin", "sqrt": "__builtin_sqrt", "trunc": "__builtin_trunc"}
@@ -142,8 +145,7 @@ class HIPRenderer(CStyleRenderer):
   def helpers(self) -> list[tuple[str, str]]:
     vec = [(f"{_vec_name(s)}{n}", f"typedef {s} {_vec_name(s)}{n} __attribute__((ext_vector_type({n})));")
            for s in ("float", "_Float16", "__bf16", "int", "unsigned int", "double") for n in (2, 4, 8, 16)]
-    math = [(f"{fn}(", code) for fn, code in zip(("tg_exp2", "tg_log2", "tg_sin"), _F64_MATH.split("\n}\n"))]
-    return [*vec, *((t, c if c.endswith("}") else c + "\n}") for t, c in math), *super().helpers()]
+    return [*vec, *((f"{fn}(", code) for fn, code in _F64_MATH.items()), *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     shared = sum(u.dtype.size * u.dtype.base.itemsize for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
