@@ -104,7 +104,6 @@ class HIPRenderer(CStyleRenderer):
     self.arch = target.arch or DEFAULT_ARCH
     self.info = arch_info(self.arch)
     self.shared_max = self.info.lds
-    if target.device == "AMD": self.device = target.device
     self.compiler = HIPCompiler(self.arch)
 
   def __reduce__(self) -> tuple: return HIPRenderer, (Target(self.device, self.name, self.arch),)
