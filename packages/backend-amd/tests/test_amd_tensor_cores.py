@@ -91,3 +91,16 @@ def test_layouts_cover_each_matrix_once(arch):
     assert {kc for lane in tc.b_layout for kc in lane} == {(k, c) for k in range(K) for c in range(N)}
     c_cells = [rc for lane in tc.c_layout for rc in lane]
     assert sorted(c_cells) == sorted((r, c) for r in range(M) for c in range(N))
+
+
+def test_emulation_rejects_lanes_that_disagree():
+  """RDNA3 WMMA reads A and B from lanes 0..15 and needs lanes 16..31 to repeat them: the emulation checks they do."""
+  from tinygrad.runtime.python import wmma_emulator
+  tc = next(tc for tc in Device.tensor_cores("gfx1100") if tc.dtype_in == dtypes.float16)
+  emulate = wmma_emulator((tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name))
+  a = [tuple(float(lane % 16) for _ in row) for lane, row in enumerate(tc.a_layout)]
+  b = [tuple(1.0 for _ in row) for row in tc.b_layout]
+  c = [tuple(0.0 for _ in row) for row in tc.c_layout]
+  assert emulate(a, b, c)[0][0] == 16 * 0.0
+  a[20] = tuple(9.0 for _ in a[20])  # lane 20 claims other values for row 4 than lane 4
+  with pytest.raises(RuntimeError, match=r"lanes hold different values for A\[4\]"): emulate(a, b, c)

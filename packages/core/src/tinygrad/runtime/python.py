@@ -233,10 +233,16 @@ def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]
     A = [[0.0] * K for _ in range(M)]
     B = [[0.0] * N for _ in range(K)]
     C = [[0.0] * N for _ in range(M)]
+    seen: dict[tuple[str, int, int], Any] = {}
+    def put(which: str, m: list[list[float]], i: int, j: int, v: Any) -> None:
+      # a layout may give one element to several lanes (RDNA3 WMMA repeats A and B in lanes 16..31): they must agree
+      if seen.setdefault((which, i, j), v) != v and v == v:
+        raise RuntimeError(f"WMMA: lanes hold different values for {which}[{i}][{j}] ({seen[(which, i, j)]!r} and {v!r})")
+      m[i][j] = v
     for lane in range(threads):
-      for e, (r, k) in enumerate(a_layout[lane]): A[r][k] = rd(a[lane][e])
-      for e, (k, col) in enumerate(b_layout[lane]): B[k][col] = rd(b[lane][e])
-      for e, (r, col) in enumerate(c_layout[lane]): C[r][col] = c[lane][e]
+      for e, (r, k) in enumerate(a_layout[lane]): put("A", A, r, k, rd(a[lane][e]))
+      for e, (k, col) in enumerate(b_layout[lane]): put("B", B, k, col, rd(b[lane][e]))
+      for e, (r, col) in enumerate(c_layout[lane]): put("C", C, r, col, c[lane][e])
     Bt = list(zip(*B))
     D = [[cast_scalar(sum(x * y for x, y in zip(A[r], Bt[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
     return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
