@@ -46,7 +46,7 @@ def test_hip_code_objects(arch: str, program: str):
 @needs_hip
 @pytest.mark.parametrize("arch, instr", [("gfx1100", "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32"), ("gfx1201", "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12"),
                                          ("gfx942", "__builtin_amdgcn_mfma_f32_16x16x16f16"),
-                                         ("gfx950", "__builtin_amdgcn_mfma_f32_16x16x16f16")])
+                                         ("gfx950", "__builtin_amdgcn_mfma_f32_16x16x32_f16")])
 def test_hip_matmul_uses_tensor_cores(arch: str, instr: str):
   def build():
     a = Tensor.rand(64, 64).cast(dtypes.half).realize()  # NULL runs nothing; the matmul then reads half

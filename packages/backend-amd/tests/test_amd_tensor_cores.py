@@ -60,6 +60,18 @@ def test_tile_configs(arch, config):
     _check(a @ b, an @ bn, dt, True)
 
 
+def test_gfx950_picks_k32_and_falls_back_to_k16():
+  with Context(DEV="PYTHON::gfx950"):
+    r = Device.renderer(Device.DEFAULT)
+    for k, want in ((64, "mfma_f32_16x16x32_f16"), (16, "mfma_f32_16x16x16_f16")):
+      (a, an), (b, bn) = _rand((32, k), dtypes.float16, 12), _rand((k, 32), dtypes.float16, 13)
+      out = a @ b
+      items, _ = create_schedule([out.uop])
+      (prog,) = [get_program(it.ast, r) for it in items if it.ast.op is Ops.SINK]
+      assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {want}
+      _check(out, an @ bn, dtypes.float16, True)
+
+
 def test_fallback_when_it_doesnt_tile():
   with Context(DEV="PYTHON::gfx950"):
     (a, an), (b, bn) = _rand((24, 20), dtypes.float16, 10), _rand((20, 12), dtypes.float16, 11)
@@ -70,8 +82,12 @@ def test_fallback_when_it_doesnt_tile():
 def test_emulation_matches_layouts(arch):
   """One instruction from made-up fragments: lane l's A element i is A[a_layout[l][i]], likewise B and C; the result
   in lane l's element i must be D[c_layout[l][i]] for D = A @ B + C, exactly."""
+  for tc in Device.tensor_cores(arch):
+    if tc.dtype_in == dtypes.float16: _emulate_one(tc)
+
+
+def _emulate_one(tc) -> None:
   from tinygrad.runtime.python import wmma_emulator
-  tc = next(tc for tc in Device.tensor_cores(arch) if tc.dtype_in == dtypes.float16)
   M, N, K = tc.dims
   A, B, C = np.arange(M * K).reshape(M, K) % 7 - 3.0, np.arange(K * N).reshape(K, N) % 5 - 2.0, np.arange(M * N).reshape(M, N) % 3 * 1.0
   emulate = wmma_emulator((tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name))

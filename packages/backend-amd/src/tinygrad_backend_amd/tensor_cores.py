@@ -14,7 +14,9 @@ accelerate AI applications on RDNA 3 using WMMA", and the CDNA3 ISA / AMD Matrix
   (row 8*(l // 16) + i, col l % 16).
 - v_mfma_f32_16x16x16{f16,bf16_1k} (wave64): lane l holds A's row l % 16 at k = 4*(l // 16) + i (i < 4), B's
   column l % 16 at the same k; D/C: element i of lane l is (row 4*(l // 16) + i, col l % 16).
-Not here yet: int8 WMMA and f16 accumulators, MFMA fp8 (gfx942+) and gfx950's 16x16x32 shapes.
+- gfx950's v_mfma_f32_16x16x32_{f16,bf16} (wave64): the same with 8 elements per lane, k = 8*(l // 16) + i; same D/C.
+  Listed first for gfx950, so matmuls whose K tiles by 32 use it; the x16 ones serve the rest.
+Not here yet: int8 WMMA and f16 accumulators, MFMA fp8 (gfx942+), and MFMA's 32x32 shapes.
 """
 from __future__ import annotations
 
@@ -57,6 +59,9 @@ A_MFMA16 = _layout(64, 4, lambda r, q, i: (r, 4 * q + i))
 B_MFMA16 = _layout(64, 4, lambda c, q, i: (4 * q + i, c))
 C_MFMA16_F32 = _layout(64, 4, lambda c, q, i: (4 * q + i, c))
 
+A_MFMA32 = _layout(64, 8, lambda r, q, i: (r, 8 * q + i))
+B_MFMA32 = _layout(64, 8, lambda c, q, i: (8 * q + i, c))
+
 _SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}
 
 
@@ -82,12 +87,20 @@ def _mfma(dtype_in: DType) -> TensorCore:
 
 
 def _rdna3() -> list[TensorCore]: return [_wmma(dtypes.float16), _wmma(dtypes.bfloat16)]
+def _mfma_k32(dtype_in: DType) -> TensorCore:
+  t = _SHORT[dtype_in]
+  return TensorCore(dims=(16, 16, 32), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=64, a_layout=A_MFMA32, b_layout=B_MFMA32,
+                    c_layout=C_MFMA16_F32, name=f"mfma_f32_16x16x32_{t}", tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER,
+                    extra={"builtin": f"__builtin_amdgcn_mfma_f32_16x16x32_{t}", "intrinsic": f"llvm.amdgcn.mfma.f32.16x16x32.{t}"})
+
+
 def _rdna4() -> list[TensorCore]: return [_wmma12(dtypes.float16), _wmma12(dtypes.bfloat16)]
 def _cdna3() -> list[TensorCore]: return [_mfma(dtypes.float16), _mfma(dtypes.bfloat16)]
+def _cdna4() -> list[TensorCore]: return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna3()]
 
 
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores
-SPECS: dict[str, Callable[[], list[TensorCore]]] = {"gfx11[0-9][0-9]": _rdna3, "gfx12[0-9][0-9]": _rdna4, "gfx94[0-9]": _cdna3, "gfx950": _cdna3}
+SPECS: dict[str, Callable[[], list[TensorCore]]] = {"gfx11[0-9][0-9]": _rdna3, "gfx12[0-9][0-9]": _rdna4, "gfx94[0-9]": _cdna3, "gfx950": _cdna4}
 
 
 def tensor_cores_for(arch: str) -> list[TensorCore]:
