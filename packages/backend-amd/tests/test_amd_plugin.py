@@ -1,6 +1,7 @@
 """backend-amd's registrations: DEV strings, renderers per arch, the missing runtime, toolchain errors."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -84,6 +85,16 @@ def test_hip_missing_clang_names_the_package(monkeypatch):
   try:
     with pytest.raises(ToolchainError, match="apt-get install clang-22 lld-22"): tc.find_clang()
   finally: tc.find_clang.cache_clear()
+
+
+def test_device_listing_says_what_is_missing():
+  """On a machine without clang the listing says so next to the HIP renderer, with the apt command; LLVM still works."""
+  env = {k: v for k, v in os.environ.items() if k not in ("AMD_CLANG", "PATH")}
+  out = subprocess.run([sys.executable, "-m", "tinygrad.device"], capture_output=True, text=True, check=True, env={**env, "PATH": "/nonexistent"}).stdout
+  amd = out[out.index("AMD:"):]
+  hip, llvm = (next(line for line in amd.splitlines() if f"renderer {name}" in line) for name in ("HIP", "LLVM"))
+  assert "needs clang >= 19" in hip and "apt-get install clang-22 lld-22" in hip, hip
+  assert "LLVM: ok" in llvm, llvm
 
 
 def test_device_listing():
