@@ -81,7 +81,8 @@ def _mulacc(r: HIPRenderer, dt: DType, a: str, b: str, c: str) -> str:
 
 
 class HIPRenderer(CStyleRenderer):
-  """HIP C: `extern "C" __global__ void __launch_bounds__(N) name(T* __restrict__ data0, ...)`, clang builtins only."""
+  """HIP C without headers: `extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, N))) void name(
+  T* __restrict__ data0, ...)`, thread indices, barriers and tensor cores from clang's __builtin_amdgcn_* builtins."""
   device = "AMD"
   name = "HIP"
   has_local = True
