@@ -95,7 +95,7 @@ def amd(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def amd_full(session: nox.Session) -> None:
-  """The whole core suite compiled for AMD by both renderers and three archs (about 6 x 3 minutes on 2 cores)."""
+  """The whole core suite compiled for AMD by both renderers and three archs (6 runs of 1.5-3 minutes on 2 busy cores)."""
   for dev in ("NULL:HIP:gfx1100", "NULL:HIP:gfx942", "NULL:HIP:gfx950", "NULL:LLVM:gfx1100", "NULL:LLVM:gfx942", "NULL:LLVM:gfx950"):
     _pytest(session, CORE_TESTS, "-m", "compile_only", dev=dev)
 
