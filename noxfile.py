@@ -6,7 +6,7 @@ each sets DEV for one device/renderer. The core suite is the same for every DEV.
 import nox
 
 nox.options.default_venv_backend = "none"
-nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "llm",
+nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "amd", "llm",
                         "distributed"]
 
 CORE_TESTS = "packages/core/tests"
@@ -77,6 +77,27 @@ def backend_nv(session: nox.Session) -> None:
   """backend-nv's own tests: registrations, renderer output, and every op of both renderers compiled for the GPU
   (and run against alu where a GPU is present; the GPU-only runtime tests skip without one)."""
   _pytest(session, "packages/backend-nv/tests", dev="CUDA")
+
+
+# the core suite's programs compiled for AMD in the default session (a subset: HIP's clang runs once per kernel)
+AMD_CORE_SUBSET = ("packages/core/tests/test_programs.py", "packages/core/tests/test_group_reduce.py")
+
+
+@nox.session
+def amd(session: nox.Session) -> None:
+  """backend-amd without a GPU: its own tests (DEV strings, code objects of both renderers for every arch, WMMA/MFMA
+  emulated on PYTHON::gfx1100/gfx950, the float64 math sequences on the host), then a subset of the core suite compiled
+  as our LLVM IR (llvmlite + ziglang's ld.lld) for gfx942 and as HIP C (Debian clang-22, installed by .ci/run) for gfx1100."""
+  _pytest(session, "packages/backend-amd/tests", dev="PYTHON")
+  for dev in ("NULL:LLVM:gfx942", "NULL:HIP:gfx1100"):
+    _pytest(session, *AMD_CORE_SUBSET, "-m", "compile_only", dev=dev)
+
+
+@nox.session(default=False)
+def amd_full(session: nox.Session) -> None:
+  """The whole core suite compiled for AMD by both renderers and three archs (6 runs of 1.5-3 minutes on 2 busy cores)."""
+  for dev in ("NULL:HIP:gfx1100", "NULL:HIP:gfx942", "NULL:HIP:gfx950", "NULL:LLVM:gfx1100", "NULL:LLVM:gfx942", "NULL:LLVM:gfx950"):
+    _pytest(session, CORE_TESTS, "-m", "compile_only", dev=dev)
 
 
 @nox.session(venv_backend="venv")

@@ -27,8 +27,10 @@ them, then one BARRIER. Above 48 KB (renderer.shared_max allows it) the shared t
 memory. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
 bytes per row, so the rows one instruction touches fall into different banks.
 
-The layout tables are fit as affine functions of groupID = lane >> 2 and threadID = lane & 3 (asserted over all
-lanes), so the same code serves every spec whose layout has that form. Vendor knowledge comes in as typed fields of
+The layout tables are fit as affine functions of groupID = lane >> s and threadID = lane & (2**s - 1) (asserted over
+all lanes), with the smallest split s that fits every table of the spec: NVIDIA's mma fragments need s = 2, AMD's
+WMMA/MFMA ones (a row or column per lane % 16, a k or row group per lane // 16) s = 4. The same code serves every
+spec whose layout has that form. Vendor knowledge comes in as typed fields of
 the `TensorCore` (renderer/__init__.py) that a backend registers: `threads` (lanes per instruction: a warp), `matrix_load`
 and `async_copy` (which load/copy instructions the target offers), and its tile configs with the order the heuristic
 tries them in. Tile parameters are `tc.tile_configs[amount]` of an `Opt(OptOps.TC, tc_index, amount)`, so heuristics,
@@ -155,11 +157,22 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
 
 @functools.cache
 def _lanes_fit(tc: TensorCore) -> bool:
-  """The lowering builds fragments from layouts affine in (lane >> 2, lane & 3), one layout row per lane."""
+  """The lowering builds fragments from layouts affine in (lane >> s, lane & (2**s - 1)), one layout row per lane."""
   if any(len(layout) != tc.threads for layout in (tc.a_layout, tc.b_layout, tc.c_layout)): return False
-  try: [_fit_layout(layout, which) for layout in (tc.a_layout, tc.b_layout, tc.c_layout) for which in (0, 1)]
-  except TensorCoreError: return False
-  return True
+  return _lane_split(tc) is not None
+
+
+LANE_SPLITS = (2, 3, 4, 5)  # s in groupID = lane >> s, threadID = lane & (2**s - 1); 2 first (NVIDIA's, ldmatrix's)
+
+
+@functools.cache
+def _lane_split(tc: TensorCore) -> int | None:
+  """The smallest s for which all of tc's layout tables are affine in (lane >> s, lane & (2**s - 1)), or None."""
+  for split in LANE_SPLITS:
+    try: [_fit_layout(layout, which, split) for layout in (tc.a_layout, tc.b_layout, tc.c_layout) for which in (0, 1)]
+    except TensorCoreError: continue
+    return split
+  return None
 
 
 def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, shared_max: int) -> bool:
@@ -203,14 +216,16 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
 
 # ---- the lowering
 
-def _fit_layout(layout: tuple, which: int) -> list[tuple[int, int, int]]:
-  """Per element: (c0, cg, ct) with layout[lane][e][which] == c0 + cg*(lane>>2) + ct*(lane&3) for every lane."""
+def _fit_layout(layout: tuple, which: int, split: int = 2) -> list[tuple[int, int, int]]:
+  """Per element: (c0, cg, ct) with layout[lane][e][which] == c0 + cg*(lane>>split) + ct*(lane&mask) for every lane."""
   out = []
+  mask = (1 << split) - 1
   for e in range(len(layout[0])):
     f = [layout[lane][e][which] for lane in range(len(layout))]
-    c0, cg, ct = f[0], f[4] - f[0], f[1] - f[0]
-    if any(f[lane] != c0 + cg * (lane >> 2) + ct * (lane & 3) for lane in range(len(layout))):
-      raise TensorCoreError(f"layout element {e} is not affine in (lane>>2, lane&3): {f}")
+    if len(f) <= 1 << split: raise TensorCoreError(f"{len(f)} lanes don't reach groupID 1 with split {split}")
+    c0, cg, ct = f[0], f[1 << split] - f[0], f[1] - f[0]
+    if any(f[lane] != c0 + cg * (lane >> split) + ct * (lane & mask) for lane in range(len(layout))):
+      raise TensorCoreError(f"layout element {e} is not affine in (lane>>{split}, lane&{mask}): {f}")
     out.append((c0, cg, ct))
   return out
 
@@ -340,7 +355,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
   tid = warp * lanes + lane
   wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
-  g, t = lane // 4, lane % 4
+  split = _lane_split(tc)
+  assert split is not None  # usable_tensor_cores checked _lanes_fit
+  g, t = lane // (1 << split), lane % (1 << split)
   bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
   by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
   nbatch = prod(r.src[0].arg for r in m.batch)
@@ -369,7 +386,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   nk = K // cfg.bk
 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
-  use_ldm = _uses_matrix_load(tc, din)  # the target's collective 8x8 load
+  use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
   use_async = tc.async_copy and ASYNC_COPY.value != 0
   chunk = 16 // din.itemsize if use_ldm else 0  # swizzled (no padding) where fragments come from ldmatrix
   a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
@@ -411,8 +428,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     return loads, stores
 
   # fragments of one k step: ldmatrix where the layout is its, else loads at the layout's (row, k)
-  a_fit = list(zip(_fit_layout(tc.a_layout, 0), _fit_layout(tc.a_layout, 1)))
-  b_fit = list(zip(_fit_layout(tc.b_layout, 0), _fit_layout(tc.b_layout, 1)))
+  a_fit = list(zip(_fit_layout(tc.a_layout, 0, split), _fit_layout(tc.a_layout, 1, split)))
+  b_fit = list(zip(_fit_layout(tc.b_layout, 0, split), _fit_layout(tc.b_layout, 1, split)))
   b_ofit = [(fc, fk) for fk, fc in b_fit]
   # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
   b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
@@ -522,7 +539,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
 
   # the epilogue: the AST's store, once per accumulator element
-  c_fit = list(zip(_fit_layout(tc.c_layout, 0), _fit_layout(tc.c_layout, 1)))
+  c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
   stores = []
   for x, y in itertools.product(range(wtm), range(wtn)):
     final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()

@@ -148,7 +148,8 @@ class Registry:
         near = closest(target.arch, archs)
         raise DeviceNotFound(f"unknown arch {target.arch!r} for {dev.name}:{candidates[0].name}" +
                              (f"; did you mean {near!r}?" if near else "") + f" accepted: {', '.join(archs) or 'see the backend docs'}")
-      renderer = accepting[0]
+      # a renderer that names the arch outright wins over one that takes any arch (NULL:LLVM:gfx942 is AMD's LLVM, not the CPU's '*')
+      renderer = sorted(accepting, key=lambda r: callable(r.archs) or target.arch not in r.archs)[0]
     else:
       renderer = candidates[0]
     return Resolved(target, dev, renderer, target.arch or renderer.default_arch())

@@ -233,10 +233,16 @@ def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]
     A = [[0.0] * K for _ in range(M)]
     B = [[0.0] * N for _ in range(K)]
     C = [[0.0] * N for _ in range(M)]
+    seen: dict[tuple[str, int, int], Any] = {}
+    def put(which: str, m: list[list[float]], i: int, j: int, v: Any) -> None:
+      # a layout may give one element to several lanes (RDNA3 WMMA repeats A and B in lanes 16..31): they must agree
+      if seen.setdefault((which, i, j), v) != v and v == v:
+        raise RuntimeError(f"WMMA: lanes hold different values for {which}[{i}][{j}] ({seen[(which, i, j)]!r} and {v!r})")
+      m[i][j] = v
     for lane in range(threads):
-      for e, (r, k) in enumerate(a_layout[lane]): A[r][k] = rd(a[lane][e])
-      for e, (k, col) in enumerate(b_layout[lane]): B[k][col] = rd(b[lane][e])
-      for e, (r, col) in enumerate(c_layout[lane]): C[r][col] = c[lane][e]
+      for e, (r, k) in enumerate(a_layout[lane]): put("A", A, r, k, rd(a[lane][e]))
+      for e, (k, col) in enumerate(b_layout[lane]): put("B", B, k, col, rd(b[lane][e]))
+      for e, (r, col) in enumerate(c_layout[lane]): put("C", C, r, col, c[lane][e])
     Bt = list(zip(*B))
     D = [[cast_scalar(sum(x * y for x, y in zip(A[r], Bt[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
     return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
@@ -349,6 +355,7 @@ class PythonProgram:
     self.specials: list[tuple[int, str, int]] = []      # (slot, 'g' or 'l', dim)
     self.mems: dict[int, _Mem] = {}                     # INDEX position -> its buffer
     self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD position -> its emulator
+    self.lanes: dict[int, int] = {}                     # WMMA / collective LOAD position -> lanes per instruction
     # BARRIER/WMMA make the threads of a block run in lockstep (generators); other programs run thread after thread
     self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL") for op, _, _, _ in self.prog)
     if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
@@ -374,12 +381,12 @@ class PythonProgram:
         else: stack[-1][2].append((False, _loop(r, end, [f for _, f in body])))
       elif op is Ops.BARRIER: stack[-1][2].append((True, _barrier(i)))
       elif op is Ops.WMMA:
-        self.wmmas[i] = wmma_emulator(arg)
+        self.wmmas[i], self.lanes[i] = wmma_emulator(arg), int(arg[1])  # arg[1]: the TensorCore's threads (32, or AMD's wave64)
         stack[-1][2].append((True, _wmma(i, *src)))
       elif op is Ops.LOAD and arg is not None:  # a warp-collective matrix load (NVIDIA's ldmatrix): runs in lockstep like WMMA
         if arg[0] != "matrix" or len(src) != 1: raise ValueError(f"kernel {self.name!r}: unknown collective LOAD {arg!r} at {i}")
         mem, x = self._index(i, src[0])
-        self.wmmas[i] = matrix_load_emulator(arg[1], arg[2], mem.dt, mem.raw)
+        self.wmmas[i], self.lanes[i] = matrix_load_emulator(arg[1], arg[2], mem.dt, mem.raw), 32
         stack[-1][2].append((True, _matrix_load(i, x, mem.slot)))
       elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][2].append((False, step))
     if len(stack) > 1: raise ValueError(f"kernel {self.name!r}: the RANGE at {stack[-1][0]} has no END")
@@ -491,7 +498,7 @@ class PythonProgram:
       if first[0] == "barrier":
         sends = [None] * len(threads)
         continue
-      emulate, warp = self.wmmas[first[1]], 32
+      emulate, warp = self.wmmas[first[1]], self.lanes[first[1]]
       if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: {first[0]} needs whole warps, the block has {len(threads)} threads")
       sends = []
       for w in range(0, len(threads), warp):
