@@ -7,12 +7,13 @@ import itertools
 import math
 import struct
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
+from tinygrad.frontend.custom_kernel import custom_kernel
 from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
@@ -136,7 +137,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     owners = [t for t in tensors if not is_buffer_view(t.uop) and not is_realized_multi(t.uop)]
     # each tensor gets a buffer of its own: identical graphs (two Tensor.zeros(3)) must not share one, or an
     # assign to one would change the other. (A sharded root gets its per-device buffers from the lowering.)
-    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY) or has_multi(t.uop) else _unique_contiguous(t.uop) for t in owners]
+    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER) or has_multi(t.uop) else _unique_contiguous(t.uop) for t in owners]
     if not roots: return
     items, becomes = create_schedule(lower_roots(roots), split_policy())
     # the NULL device has no data: a copy from it has nothing to move (kernels there compile and do nothing)
@@ -157,6 +158,11 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     """The kernels and copies that realizing these tensors would run (not run)."""
     roots = lower_roots([t.uop for t in (self, *others) if not is_buffer_view(t.uop)])
     return create_schedule([r for r in roots if not is_buffer_view(r)], split_policy())[0] if roots else []
+
+  def custom_kernel(self, *others: Tensor, fxn: Callable[..., UOp], grad_fxn: Callable[..., Any] | None = None) -> list[Tensor]:
+    """Run a kernel written in UOps on these tensors (frontend/custom_kernel.py, docs/kernels.md); returns them as the kernel
+    left them, lazily."""
+    return custom_kernel((self, *others), fxn, grad_fxn)
 
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it
