@@ -9,7 +9,7 @@ from conftest import is_null_device
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.codegen.program import get_program
-from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo
+from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo, program
 from tinygrad.uop.ops import Ops, UOp
 
 LANES = 16
@@ -187,3 +187,43 @@ def test_hand_written_kernels_compile(build: str):
 def test_dtype_of_placeholder():
   p = UOp.placeholder((2, 3), dtypes.half, 0, AddrSpace.LOCAL)
   assert p.shape == (2, 3) and p.src[0].dtype.addrspace == "local" and p.src[0].dtype.size == 6
+
+
+# ---- kernels handed in as the backend's source or binary (a PROGRAM UOp)
+
+C_ADD_ONE = """void add_one(float* restrict data0, const float* restrict data1) {
+  for (int i = 0; i < 4; i++) data0[i] = data1[i] + 1.0f;
+}"""
+
+CUDA_ADD_ONE = """extern "C" __global__ void add_one(float* data0, const float* data1) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < 4) data0[i] = data1[i] + 1.0f;
+}"""
+
+
+@runs
+def test_c_source_and_binary_kernels_run_on_clang():
+  if renderer().name != "CLANG": pytest.skip("the source is C: CPU:CLANG compiles it")
+  x = Tensor([1.0, 2.0, 3.0, 4.0])
+  out = Tensor.empty(4).custom_kernel(x * 2, fxn=lambda o, a: program("add_one", src=C_ADD_ONE))[0]
+  assert (out * 10).tolist() == [30.0, 50.0, 70.0, 90.0]  # a lazy input before it, an ordinary kernel after it
+  lib = renderer().compiler.compile(C_ADD_ONE)
+  out = Tensor.empty(4).custom_kernel(x, fxn=lambda o, a: program("add_one", binary=lib))[0]
+  assert out.tolist() == [2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.compile_only
+def test_cuda_source_kernel_compiles_through_custom_kernel():
+  """On NULL:CUDA the source goes through NVRTC like a generated kernel (on a GPU it would also run)."""
+  if renderer().name != "CUDA": pytest.skip("CUDA C needs the CUDA renderer's compiler (DEV=NULL:CUDA or CUDA)")
+  out = Tensor.empty(4).custom_kernel(Tensor.empty(4), fxn=lambda o, a: program("add_one", src=CUDA_ADD_ONE, local_size=(32,)))[0]
+  (item,) = out.schedule()
+  spec = get_program(item.ast, renderer())
+  assert spec.name == "add_one" and spec.globals == [0, 1] and spec.local_size == (32, 1, 1)
+  assert len(renderer().compiler.compile_cached(spec.src)) > 0
+  out.realize()
+
+
+def test_program_needs_source_or_binary():
+  with pytest.raises(ValueError, match="src="):
+    program("k")

@@ -41,6 +41,7 @@ class ProgramSpec:
   estimated_ops: int = 0
   estimated_mem: int = 0
   opts: list[Opt] = field(default_factory=list)          # the optimizations applied (heuristics, BEAM, or given)
+  lib: bytes | None = None                               # a binary handed in (a PROGRAM with BINARY): loaded, not compiled
 
 
 def kernel_name(ast: UOp) -> str:
@@ -67,6 +68,7 @@ def lower_kernel(ast: UOp, renderer: Renderer) -> list[UOp]:
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   """NOOPT: none; a matmul on tensor cores (codegen/tensor_core.py); else the hand-coded heuristics. (A BEAM search,
   which times candidates on the device, is the engine's: engine/search.py; its result comes here as `opts`.)"""
+  if ast.op is Ops.PROGRAM: return []
   if is_hand_written(ast): return list(ast.arg.opts_to_apply)  # a hand-written kernel: only the opts it asks for
   if NOOPT: return []
   if (tc := tc_opts(ast, renderer)) is not None: return tc
@@ -132,7 +134,19 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
   return ops, mem
 
 
+def program_spec(prog: UOp, renderer: Renderer) -> ProgramSpec:
+  """A PROGRAM handed in (uop/dsl.py `program`): its source or binary as it is, every buffer a parameter."""
+  info = prog.arg
+  src = next((s.arg for s in prog.src if s.op is Ops.SOURCE), "")
+  lib = next((s.arg for s in prog.src if s.op is Ops.BINARY), None)
+  if info.n_params is None: raise ValueError(f"program {info.name}: the number of its buffer parameters is unknown (custom_kernel sets it)")
+  if DEBUG >= 4 and src: print(src)
+  params = list(range(info.n_params))
+  return ProgramSpec(info.name, src, renderer.device, [], params, params, [], info.global_size, info.local_size, lib=lib)
+
+
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+  if ast.op is Ops.PROGRAM: return program_spec(ast, renderer)
   name = kernel_name(ast)
   # a hand-written kernel keeps its name, with the AST's hash: never a C keyword, never two kernels under one symbol
   if is_hand_written(ast) and ast.arg.name: name = f"{ast.arg.name}_{name.rsplit('_', 1)[1]}"

@@ -4,11 +4,13 @@
 returns the kernel, a SINK of stores. The graph gets CALL(*tensors) holding that kernel, and each tensor is returned as
 AFTER(tensor, CALL): its value once the kernel has run. The scheduler gives every argument a buffer (schedule/kernelize.py)
 and runs the kernel where its inputs are ready, like any other kernel; what reads a returned tensor runs after it.
+`fxn` may also return a PROGRAM (uop/dsl.py `program`): the kernel as the backend's source or binary, run as it is.
 `grad_fxn(gradient, call)` gives autograd a backward: the gradient of the returned tensor and the CALL (whose sources are the
 tensors passed in) -> one gradient UOp (or None) per argument.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,7 @@ def kernel_ast(fxn: Callable[..., UOp], tensors: tuple[Tensor, ...]) -> UOp:
   params = [param(i, t.shape, t.dtype, max(prod(t.shape), 1)) for i, t in enumerate(tensors)]
   sink = fxn(*params)
   if not isinstance(sink, UOp): raise TypeError(f"custom_kernel: fxn must return a UOp (the kernel's SINK), got {type(sink).__name__}")
+  if sink.op is Ops.PROGRAM: return sink.replace(arg=dataclasses.replace(sink.arg, n_params=len(tensors)))  # source or binary: as it is
   if sink.op is not Ops.SINK: sink = sink.sink()  # one store (or END of stores): its SINK
   if not isinstance(sink.arg, KernelInfo): sink = sink.replace(arg=KernelInfo())
   return finalize_kernel(sink)

@@ -63,6 +63,29 @@ class CustomKernel:
   uid: int = field(default_factory=lambda: next(_call_ids))
 
 
+@dataclass(frozen=True)
+class ProgramInfo:
+  """The arg of a PROGRAM: the kernel's symbol name, its launch dims, and how many buffer parameters it takes (custom_kernel
+  fills that in: one per tensor)."""
+  name: str
+  global_size: tuple[int, int, int] = (1, 1, 1)
+  local_size: tuple[int, int, int] = (1, 1, 1)
+  n_params: int | None = None
+
+
+def program(name: str, src: str | None = None, binary: bytes | None = None, global_size: tuple[int, ...] = (1, 1, 1),
+            local_size: tuple[int, ...] = (1, 1, 1)) -> UOp:
+  """A kernel as the backend's source (compiled by the device's compiler) or binary (loaded as it is): PROGRAM(SOURCE?, BINARY?).
+  It takes the buffers as parameters 0.. in order (then nothing else) under the symbol `name`."""
+  if src is None and binary is None: raise ValueError(f"program {name!r}: give its source (src=) or its binary (binary=)")
+  if not name.isidentifier(): raise ValueError(f"program name {name!r} must be the kernel's symbol, an identifier")
+  def dims(d: tuple[int, ...]) -> tuple[int, int, int]:
+    if not (1 <= len(d) <= 3 and all(isinstance(x, int) and x >= 1 for x in d)): raise ValueError(f"program {name!r}: launch dims {d} must be 1-3 ints >= 1")
+    return (*d, *(1,) * (3 - len(d)))  # type: ignore[return-value]
+  parts = ((UOp(Ops.SOURCE, arg=src),) if src is not None else ()) + ((UOp(Ops.BINARY, arg=bytes(binary)),) if binary is not None else ())
+  return UOp(Ops.PROGRAM, src=parts, arg=ProgramInfo(name, dims(tuple(global_size)), dims(tuple(local_size))))
+
+
 # ---- constructors (UOp.range, UOp.placeholder, ... call these)
 
 def make_range(end: int | UOp, rid: int, kind: AxisType | str = AxisType.LOOP) -> UOp:

@@ -59,6 +59,9 @@ class Ops(Enum):
   GEP = auto()          # arg: (lane,); one lane of a vector
   BIND = auto()         # src: (DEFINE_VAR, CONST) a symbolic variable with its value
   NOOP = auto()
+  PROGRAM = auto()      # src: (SOURCE, BINARY or both); arg: uop.dsl.ProgramInfo: a kernel handed in as the backend's source or binary
+  SOURCE = auto()       # arg: program text in the renderer's language (C, CUDA C, LLVM IR, ...)
+  BINARY = auto()       # arg: bytes the device's runtime loads
   # --- elementwise: unary ---
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
   CAST = auto(); BITCAST = auto()  # noqa: E702
