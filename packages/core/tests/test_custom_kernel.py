@@ -227,3 +227,18 @@ def test_cuda_source_kernel_compiles_through_custom_kernel():
 def test_program_needs_source_or_binary():
   with pytest.raises(ValueError, match="src="):
     program("k")
+
+
+def add_both(X: UOp, Y: UOp) -> UOp:
+  """X += 1 and Y += 10, in place: two outputs of one kernel."""
+  i = UOp.range(X.shape[0], 0, AxisType.GLOBAL)
+  return UOp.sink(X[i].store(X[i] + 1.0), Y[i].store(Y[i] + 10.0), arg=KernelInfo("add_both"))  # codegen closes loop i
+
+
+@runs
+def test_kernel_with_two_outputs_runs_once():
+  x, y = Tensor.zeros(3).contiguous().realize(), Tensor.zeros(3).contiguous().realize()
+  x2, y2 = x.custom_kernel(y, fxn=add_both)
+  assert x2.tolist() == [1.0, 1.0, 1.0]  # runs the kernel
+  assert y2.tolist() == [10.0, 10.0, 10.0]  # the same run's other output: not run again
+  assert (x2 + y2).tolist() == [11.0, 11.0, 11.0]

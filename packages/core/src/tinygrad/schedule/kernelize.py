@@ -290,7 +290,8 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   (a view of its new buffer). `policy`: how big reductions split (the default: as for CPUs)."""
   sink = UOp(Ops.SINK, src=tuple(roots))
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
-  done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.AFTER) and n in applied_assigns}
+  done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
+  done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: split_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
   realize = find_realizes(sink)
@@ -311,7 +312,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
       replaced[n] = rebuilt
       continue
     rebuilt_of[n] = rebuilt
-    if n.op is Ops.CALL: replaced[n] = rebuilt
+    if n.op is Ops.CALL: replaced[n] = rebuilt  # its arguments as buffer views (mark_applied keeps them)
     elif n.op is Ops.ASSIGN:
       if not is_writable_view(rebuilt.src[0]):
         raise ValueError(f"assign target must be a realized tensor or a reshape/permute/shrink/flip of one, got a {rebuilt.src[0].op}")
@@ -337,6 +338,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
       items.append(ScheduleItem(ast, bufs, var_vals))
     becomes[node] = replaced[node]
   becomes.update({n: replaced[n] for n in kernel_outputs})
+  becomes.update({n: replaced[n] for n in rebuilt_of if n.op is Ops.CALL})
   becomes.update(done)
   # the caller's tensors hold nodes as they were before the applied assigns were substituted
   for orig, new in renamed.items():
@@ -370,7 +372,14 @@ def cached_kernel_ast(value: UOp, out: UOp, out_view: UOp | None) -> tuple[UOp, 
 def mark_applied(becomes: dict[UOp, UOp]) -> None:
   """Call after running a schedule: its ASSIGNs (and custom kernels) have happened."""
   for node, view in becomes.items():
-    if node.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.AFTER): applied_assigns[node] = view
+    if node.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.CALL): applied_assigns[node] = view
+
+
+def _ran_output(after: UOp) -> UOp | None:
+  """What AFTER(arg, CALL) reads when that kernel already ran (realizing any of its outputs ran it): the argument's buffer."""
+  call = after.src[-1]
+  if (ran := applied_assigns.get(call)) is None: return None
+  return ran.src[call.src.index(after.src[0])]
 
 
 def _argument_buffer(arg: UOp, i: int, call: UOp) -> UOp:
