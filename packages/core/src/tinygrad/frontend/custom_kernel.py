@@ -6,7 +6,9 @@ AFTER(tensor, CALL): its value once the kernel has run. The scheduler gives ever
 and runs the kernel where its inputs are ready, like any other kernel; what reads a returned tensor runs after it.
 `fxn` may also return a PROGRAM (uop/dsl.py `program`): the kernel as the backend's source or binary, run as it is.
 `grad_fxn(gradient, call)` gives autograd a backward: the gradient of the returned tensor and the CALL (whose sources are the
-tensors passed in) -> one gradient UOp (or None) per argument.
+tensors passed in) -> one gradient UOp (or None) per argument. (One output of a kernel can carry a gradient: the gradients of
+several would arrive summed.) An argument that is not one whole buffer (a slice, a permuted view) is copied into a buffer of
+its own first, and the kernel writes that copy: the returned tensor has the result, the tensor passed in is unchanged.
 """
 from __future__ import annotations
 
