@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tinygrad.dtype import dtypes
 from tinygrad.renderer import Renderer
-from tinygrad.uop.dsl import KernelInfo
+from tinygrad.uop.dsl import KernelInfo, finalize_kernel
 from tinygrad.uop.ops import Ops, UOp
 
 
@@ -17,7 +17,9 @@ def is_hand_written(ast: UOp) -> bool: return ast.op is Ops.SINK and isinstance(
 
 
 def lower_hand_ranges(ast: UOp, renderer: Renderer) -> tuple[UOp, tuple, tuple]:
-  """(ast, global_size, local_size) with the kernel's GLOBAL/LOCAL ranges mapped to the renderer's threads."""
+  """(ast, global_size, local_size) with the kernel's GLOBAL/LOCAL ranges mapped to the renderer's threads. (The kernel may
+  come as written, straight from uop/dsl.py: finalizing it again changes nothing.)"""
+  ast = finalize_kernel(ast)
   nodes = ast.toposort()
   ranges = sorted((n for n in nodes if n.op is Ops.RANGE), key=lambda r: r.arg[0])
   glob = [r for r in ranges if r.arg[1] == "global"]
