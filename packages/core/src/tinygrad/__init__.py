@@ -5,6 +5,7 @@ __path__ = extend_path(__path__, __name__)  # tinygrad.llm and other add-ons liv
 
 from tinygrad.device.registry import Device  # noqa: E402
 from tinygrad.dtype import dtypes  # noqa: E402
+from tinygrad.frontend.function import function  # noqa: E402
 from tinygrad.helpers import Context, GlobalCounters, getenv  # noqa: E402
 from tinygrad.jit import TinyJit  # noqa: E402
 from tinygrad.tensor import Tensor  # noqa: E402
@@ -14,4 +15,4 @@ if getenv("VIZ"):  # record for the VIZ page (tinygrad/viz): hooks installed onl
   from tinygrad.viz import enable_from_env
   enable_from_env()
 
-__all__ = ["Tensor", "TinyJit", "Variable", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp"]
+__all__ = ["Tensor", "TinyJit", "function", "Variable", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp"]

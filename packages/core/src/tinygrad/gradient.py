@@ -54,6 +54,15 @@ def _reduce_grad(g: UOp, ret: UOp, x: UOp) -> Grads:
   raise NotImplementedError(f"no gradient for reduce {op}")
 
 
+def _call_grad(g: UOp, ret: UOp, *args: UOp) -> Grads:
+  """A custom kernel (Tensor.custom_kernel): its grad_fxn(gradient, call) gives one gradient (or None) per argument."""
+  name = ret.arg.ast.arg.name or "without a name"
+  if ret.arg.grad_fxn is None: raise NotImplementedError(f"custom kernel {name} has no backward: pass grad_fxn= to custom_kernel")
+  grads = tuple(ret.arg.grad_fxn(g, ret))
+  if len(grads) != len(args): raise ValueError(f"grad_fxn of custom kernel {name} returned {len(grads)} gradients for {len(args)} arguments")
+  return grads
+
+
 LN2 = math.log(2)
 
 RULES: dict[Ops, Callable[..., Grads]] = {
@@ -79,6 +88,9 @@ RULES: dict[Ops, Callable[..., Grads]] = {
   Ops.FLIP: lambda g, ret, a: (UOp(Ops.FLIP, g.dtype, (g,), ret.arg),),
   Ops.REDUCE_AXIS: _reduce_grad,
   Ops.CONTIGUOUS: lambda g, ret, a: (g,),
+  # a tensor after a custom kernel wrote it: the gradient goes to the kernel (whose grad_fxn knows it), not the old contents
+  Ops.AFTER: lambda g, ret, x, *deps: (None, *(g if d.op is Ops.CALL else None for d in deps)),
+  Ops.CALL: _call_grad,
   Ops.COPY: lambda g, ret, a, dev: (UOp(Ops.COPY, g.dtype, (g, UOp(Ops.DEVICE, arg=a.device))), None),
 }
 NO_GRADIENT = GroupOp.Comparison | {Ops.BITCAST, Ops.DETACH, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.IDIV, Ops.MOD,

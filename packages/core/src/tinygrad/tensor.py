@@ -7,12 +7,14 @@ import itertools
 import math
 import struct
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
+from tinygrad.engine.linear import to_linear
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
+from tinygrad.frontend.custom_kernel import custom_kernel
 from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
@@ -133,14 +135,24 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   # ---- running
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
+    if (planned := Tensor._plan(tensors)) is None: return
+    # the NULL device has no data: a copy from it has nothing to move (kernels there compile and do nothing)
+    run_schedule([si for si in planned[0] if not (si.ast.op is Ops.COPY and str(si.bufs[1].device).split(":")[0].upper() == "NULL")])
+    Tensor._point_at_buffers(*planned)
+
+  @staticmethod
+  def _plan(tensors: Sequence[Tensor]) -> tuple[list, dict[UOp, UOp], list[Tensor], list[UOp]] | None:
+    """The schedule that realizes these tensors, what each realized node becomes, and the tensors and roots scheduled."""
     owners = [t for t in tensors if not is_buffer_view(t.uop) and not is_realized_multi(t.uop)]
     # each tensor gets a buffer of its own: identical graphs (two Tensor.zeros(3)) must not share one, or an
     # assign to one would change the other. (A sharded root gets its per-device buffers from the lowering.)
-    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY) or has_multi(t.uop) else _unique_contiguous(t.uop) for t in owners]
-    if not roots: return
+    roots = [t.uop if t.uop.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER) or has_multi(t.uop) else _unique_contiguous(t.uop) for t in owners]
+    if not roots: return None
     items, becomes = create_schedule(lower_roots(roots), split_policy())
-    # the NULL device has no data: a copy from it has nothing to move (kernels there compile and do nothing)
-    run_schedule([si for si in items if not (si.ast.op is Ops.COPY and str(si.bufs[1].device).split(":")[0].upper() == "NULL")])
+    return items, becomes, owners, roots
+
+  @staticmethod
+  def _point_at_buffers(items: list, becomes: dict[UOp, UOp], owners: list[Tensor], roots: list[UOp]) -> None:
     mark_applied(becomes)
     for t, root in zip(owners, roots):
       if (done := realized(root, becomes)) is not None: t._uop = done
@@ -148,6 +160,14 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     # remembered beyond this: after an assign the same graph would read new values.)
     for t in list(_all_tensors):
       if (done := realized(t._uop, becomes)) is not None: t._uop = done
+
+  @staticmethod
+  def schedule_linear(*tensors: Tensor) -> UOp:
+    """The schedule that realizes these tensors as one LINEAR UOp of CALLs (engine/linear.py), not run: the tensors now
+    refer to the buffers it fills, so run it (`run_linear`) before reading them."""
+    if (planned := Tensor._plan(tensors)) is None: return to_linear([])
+    Tensor._point_at_buffers(*planned)
+    return to_linear(planned[0])
 
   def realize(self, *others: Tensor) -> Tensor:
     Tensor.realize_all(self, *others)
@@ -157,6 +177,11 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
     """The kernels and copies that realizing these tensors would run (not run)."""
     roots = lower_roots([t.uop for t in (self, *others) if not is_buffer_view(t.uop)])
     return create_schedule([r for r in roots if not is_buffer_view(r)], split_policy())[0] if roots else []
+
+  def custom_kernel(self, *others: Tensor, fxn: Callable[..., UOp], grad_fxn: Callable[..., Any] | None = None) -> list[Tensor]:
+    """Run a kernel written in UOps on these tensors (frontend/custom_kernel.py, docs/kernels.md); returns them as the kernel
+    left them, lazily."""
+    return custom_kernel((self, *others), fxn, grad_fxn)
 
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it

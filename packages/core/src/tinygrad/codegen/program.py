@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
 from tinygrad.codegen.heuristics import hand_coded_opts
@@ -40,6 +41,7 @@ class ProgramSpec:
   estimated_ops: int = 0
   estimated_mem: int = 0
   opts: list[Opt] = field(default_factory=list)          # the optimizations applied (heuristics, BEAM, or given)
+  lib: bytes | None = None                               # a binary handed in (a PROGRAM with BINARY): loaded, not compiled
 
 
 def kernel_name(ast: UOp) -> str:
@@ -66,6 +68,8 @@ def lower_kernel(ast: UOp, renderer: Renderer) -> list[UOp]:
 def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   """NOOPT: none; a matmul on tensor cores (codegen/tensor_core.py); else the hand-coded heuristics. (A BEAM search,
   which times candidates on the device, is the engine's: engine/search.py; its result comes here as `opts`.)"""
+  if ast.op is Ops.PROGRAM: return []
+  if is_hand_written(ast): return list(ast.arg.opts_to_apply)  # a hand-written kernel: only the opts it asks for
   if NOOPT: return []
   if (tc := tc_opts(ast, renderer)) is not None: return tc
   return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local)
@@ -88,7 +92,8 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
     return uops, global_size, local_size
   if any(o.op is OptOps.GROUP for o in opts) and not renderer.has_local:
     raise KernelOptError(f"GROUP shares a reduction between the threads of a block: {renderer.name} has no blocks (has_local)")
-  if renderer.has_local:
+  if is_hand_written(ast): ast, global_size, local_size = lower_hand_ranges(ast, renderer)
+  elif renderer.has_local:
     max_local = min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0])
     if any(o.op is OptOps.GROUP for o in opts): ast, global_size, local_size = lower_groups(ast, max_local, renderer.shared_max)
     else: ast, global_size, local_size = to_thread_indices(ast, max_local)
@@ -129,8 +134,22 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
   return ops, mem
 
 
+def program_spec(prog: UOp, renderer: Renderer) -> ProgramSpec:
+  """A PROGRAM handed in (uop/dsl.py `program`): its source or binary as it is, every buffer a parameter."""
+  info = prog.arg
+  src = next((s.arg for s in prog.src if s.op is Ops.SOURCE), "")
+  lib = next((s.arg for s in prog.src if s.op is Ops.BINARY), None)
+  if info.n_params is None: raise ValueError(f"program {info.name}: the number of its buffer parameters is unknown (custom_kernel sets it)")
+  if DEBUG >= 4 and src: print(src)
+  params = list(range(info.n_params))
+  return ProgramSpec(info.name, src, renderer.device, [], params, params, [], info.global_size, info.local_size, lib=lib)
+
+
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+  if ast.op is Ops.PROGRAM: return program_spec(ast, renderer)
   name = kernel_name(ast)
+  # a hand-written kernel keeps its name, with the AST's hash: never a C keyword, never two kernels under one symbol
+  if is_hand_written(ast) and ast.arg.name: name = f"{ast.arg.name}_{name.rsplit('_', 1)[1]}"
   if opts is None: opts = default_opts(ast, renderer)
   uops, global_size, local_size = lower_kernel_with_dims(ast, renderer, opts)
   src = renderer.render(name, uops)

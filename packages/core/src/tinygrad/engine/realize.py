@@ -30,7 +30,7 @@ class CompiledRunner:
 
   def __init__(self, spec: ProgramSpec, device: Compiled, renderer: Renderer, lib: bytes | None = None):
     self.spec, self.device = spec, device
-    self.lib = renderer.compiler.compile_cached(spec.src) if lib is None else lib
+    self.lib = lib if lib is not None else spec.lib if spec.lib is not None else renderer.compiler.compile_cached(spec.src)
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
     if recorder is not None: recorder.compiled(spec, self.lib, renderer)
     # worked out once: a TinyJit replays this call for every kernel of every step
@@ -119,7 +119,7 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
   releases the GIL (LLVM through llvmlite, NVRTC) compiles one kernel while Python lowers the next. The runners are made once
   every compile is done (loading a program never overlaps a compile)."""
   global _compile_thread
-  todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future]] = {}
+  todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | None]] = {}
   for si in items:
     if si.ast.op is Ops.COPY: continue
     device = str(si.bufs[0].device)
@@ -127,8 +127,8 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
     if (key := _runner_key(device, si.ast, renderer)) in _runner_cache or key in todo: continue
     spec = _program(si.ast, renderer)
     if _compile_thread is None: _compile_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinygrad-compile")
-    todo[key] = (spec, device, renderer, _compile_thread.submit(renderer.compiler.compile_cached, spec.src))
-  libs = {key: fut.result() for key, (_, _, _, fut) in todo.items()}
+    todo[key] = (spec, device, renderer, None if spec.lib is not None else _compile_thread.submit(renderer.compiler.compile_cached, spec.src))
+  libs = {key: spec.lib if fut is None else fut.result() for key, (spec, _, _, fut) in todo.items()}
   for key, (spec, device, renderer, _) in todo.items(): _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, libs[key])
 
 

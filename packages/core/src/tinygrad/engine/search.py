@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tinygrad.codegen.custom import is_hand_written
 from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
 from tinygrad.codegen.program import _stable_key, default_opts, kernel_name, worth_threading
@@ -26,7 +27,7 @@ from tinygrad.device.registry import Device
 from tinygrad.engine.timing import Bench, compile_all
 from tinygrad.helpers import DEBUG, NOOPT, diskcache_get, diskcache_put, getenv, prod
 from tinygrad.renderer import Renderer
-from tinygrad.uop.ops import UOp
+from tinygrad.uop.ops import Ops, UOp
 
 UPCAST_AMOUNTS = (2, 4, 8, 16, 32)
 UNROLL_AMOUNTS = (2, 4, 8, 16)
@@ -42,7 +43,7 @@ CACHE_TABLE = "beam_search_v1"  # bump when the meaning of a cached Opt list cha
 def choose_opts(ast: UOp, renderer: Renderer, beam: int) -> list[Opt]:
   """The optimizations for a kernel: a BEAM search of width `beam` (> 0) where it applies (not with NOOPT, not for a
   tensor-core matmul, and only with a device to time on), else codegen's choice (none with NOOPT, tensor cores, heuristics)."""
-  if beam > 0 and not NOOPT and tc_opts(ast, renderer) is None and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
+  if beam > 0 and not NOOPT and ast.op is not Ops.PROGRAM and not is_hand_written(ast) and tc_opts(ast, renderer) is None and ranges_of(ast) and (device := _timing_device(renderer)) is not None:
     return beam_search(ast, renderer, beam, device)
   return default_opts(ast, renderer)
 

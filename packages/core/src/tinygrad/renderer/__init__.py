@@ -102,6 +102,8 @@ class Renderer:
   arch: str = ""
   compiler: Compiler = Compiler()
   has_local: bool = False       # GPU-style: outer loops become thread indices (SPECIAL)
+  runs_blocks: bool = False     # not GPU-style, but runs programs with thread indices, shared memory and barriers (the PYTHON
+                                # interpreter): a hand-written kernel that needs blocks of threads gets them (codegen/custom.py)
   has_shared: bool = False
   reg_vectors: bool = True      # DEFINE_REG of packed 16-bit vectors (tensor-core fragments carried across loop iterations)
   shared_max: int = 48 * 1024   # shared memory bytes one block may use (above 48 KB the device needs it as dynamic smem)

@@ -111,6 +111,7 @@ class PythonRenderer(Renderer):
   """Serializes the program for the interpreter. `arch` is kept for tensor-core emulation."""
   device = "PYTHON"
   name = "PYTHON"
+  runs_blocks = True  # its threads run in lockstep: a hand-written kernel's LOCAL ranges and barriers run here
   shared_max = 227 * 1024  # emulation has no limit of its own: sm_90's, so every tensor-core tile config runs here
 
   def __init__(self, target: Target | None = None):

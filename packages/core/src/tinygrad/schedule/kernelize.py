@@ -5,6 +5,10 @@ Fusion rules: elementwise ops and views fuse into whatever consumes them. A redu
 elementwise inputs and with the elementwise chain after it, as long as that chain neither broadcasts
 the reduced value (which would recompute the reduction per element) nor feeds another reduction.
 Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer.
+
+A hand-written kernel (`Tensor.custom_kernel`: CALL(*args) whose arg holds the kernel AST) is one kernel on its arguments'
+buffers: each argument that is not already a contiguous buffer gets one, and AFTER(arg, CALL), the argument once the kernel
+ran, reads that buffer; like an ASSIGN it runs as late as its readers allow.
 """
 from __future__ import annotations
 
@@ -64,6 +68,10 @@ def find_realizes(sink: UOp) -> set[UOp]:
   targets = {n.src[0].base for n in nodes if n.op is Ops.ASSIGN}
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(n)
+    if n.op is Ops.CALL:
+      realize.add(n)
+      realize.update(a for a in map(_written, n.src) if not is_contiguous_buffer(a))
+    if _is_kernel_output(n): realize.discard(n)  # a view of the argument's buffer
     if n.op is Ops.ASSIGN and not is_buffer_view(n.src[1]) and (reads_target_elsewhere(n) or reads_other_targets(n, targets)):
       realize.add(n.src[1])
     if n.op is Ops.COPY:
@@ -75,6 +83,15 @@ def find_realizes(sink: UOp) -> set[UOp]:
     if n.op is not Ops.REDUCE_AXIS or n in realize: continue
     if not _fuses_into_one_kernel(n, consumers, realize): realize.add(n)
   return realize
+
+
+def _is_kernel_output(n: UOp) -> bool: return n.op is Ops.AFTER and n.src[-1].op is Ops.CALL
+
+
+def _written(arg: UOp) -> UOp:
+  """A custom kernel's argument under the AFTERs of earlier kernels that wrote it: what holds its buffer."""
+  while _is_kernel_output(arg): arg = arg.src[0]
+  return arg
 
 
 def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp]:
@@ -96,7 +113,7 @@ def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp]:
   pending = list(deps)
   while pending:
     ready = [n for n in pending if deps[n] <= done]
-    pick = next((n for n in ready if n.op is not Ops.ASSIGN), ready[0])
+    pick = next((n for n in ready if n.op not in (Ops.ASSIGN, Ops.CALL)), ready[0])
     order.append(pick)
     done.add(pick)
     pending.remove(pick)
@@ -274,6 +291,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   sink = UOp(Ops.SINK, src=tuple(roots))
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
+  done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: split_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
   realize = find_realizes(sink)
@@ -282,14 +300,20 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   replaced: dict[UOp, UOp] = {}
   rebuilt_of: dict[UOp, UOp] = {}
   outs: dict[UOp, UOp] = {}
+  kernel_outputs: list[UOp] = []
   for n in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER):
     src = tuple(replaced.get(x, x) for x in n.src)
     rebuilt = n if src == n.src else n.replace(src=src)
+    if _is_kernel_output(n):  # the argument's buffer, written by the kernel
+      replaced[n] = rebuilt.src[0]
+      kernel_outputs.append(n)
+      continue
     if n not in realize:
       replaced[n] = rebuilt
       continue
     rebuilt_of[n] = rebuilt
-    if n.op is Ops.ASSIGN:
+    if n.op is Ops.CALL: replaced[n] = rebuilt  # its arguments as buffer views (mark_applied keeps them)
+    elif n.op is Ops.ASSIGN:
       if not is_writable_view(rebuilt.src[0]):
         raise ValueError(f"assign target must be a realized tensor or a reshape/permute/shrink/flip of one, got a {rebuilt.src[0].op}")
       outs[n] = rebuilt.src[0].base
@@ -300,6 +324,9 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   becomes: dict[UOp, UOp] = {}
   items: list[ScheduleItem] = []
   for node in _kernel_order(sink, realize):
+    if node.op is Ops.CALL:
+      items.append(ScheduleItem(node.arg.ast, [_argument_buffer(a, i, node) for i, a in enumerate(rebuilt_of[node].src)]))
+      continue
     out, rebuilt = outs[node], rebuilt_of[node]
     value = rebuilt.src[1] if node.op is Ops.ASSIGN else rebuilt.src[0] if node.op in (Ops.CONTIGUOUS, Ops.COPY) else rebuilt
     if isinstance(out.arg[1], int) and out.arg[1] == 0: pass  # nothing to compute for an empty tensor
@@ -310,6 +337,8 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
       ast, var_vals = strip_binds(ast)
       items.append(ScheduleItem(ast, bufs, var_vals))
     becomes[node] = replaced[node]
+  becomes.update({n: replaced[n] for n in kernel_outputs})
+  becomes.update({n: replaced[n] for n in rebuilt_of if n.op is Ops.CALL})
   becomes.update(done)
   # the caller's tensors hold nodes as they were before the applied assigns were substituted
   for orig, new in renamed.items():
@@ -341,9 +370,24 @@ def cached_kernel_ast(value: UOp, out: UOp, out_view: UOp | None) -> tuple[UOp, 
 
 
 def mark_applied(becomes: dict[UOp, UOp]) -> None:
-  """Call after running a schedule: its ASSIGNs have happened."""
+  """Call after running a schedule: its ASSIGNs (and custom kernels) have happened."""
   for node, view in becomes.items():
-    if node.op in (Ops.ASSIGN, Ops.CONTIGUOUS): applied_assigns[node] = view
+    if node.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.CALL): applied_assigns[node] = view
+
+
+def _ran_output(after: UOp) -> UOp | None:
+  """What AFTER(arg, CALL) reads when that kernel already ran (realizing any of its outputs ran it): the argument's buffer."""
+  call = after.src[-1]
+  if (ran := applied_assigns.get(call)) is None: return None
+  return ran.src[call.src.index(after.src[0])]
+
+
+def _argument_buffer(arg: UOp, i: int, call: UOp) -> UOp:
+  """The BUFFER behind a custom kernel's argument (already a contiguous view of one: find_realizes saw to it)."""
+  if not is_contiguous_buffer(arg) or arg.base.arg[1] < prod(arg.shape):
+    raise ValueError(f"custom kernel {call.arg.ast.arg.name or ''}: argument {i} is a {arg.op.name} of its buffer, not the whole buffer; "
+                     "pass a tensor that is one buffer (e.g. .contiguous())")
+  return arg.base
 
 
 def _substitute_tracking(sink: UOp, mapping: dict[UOp, UOp], rewrite: Callable[[UOp], UOp | None] | None = None) -> tuple[UOp, dict[UOp, UOp]]:

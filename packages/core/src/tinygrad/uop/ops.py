@@ -33,6 +33,9 @@ class Ops(Enum):
   ASSIGN = auto()       # src: (target, value) writes value into target's buffer
   IOTA = auto()         # arg: n; src: (DEVICE,); shape (n,): element i is i (int32)
   INDEX_AT = auto()     # src: (tensor, gate, *idx): the tensor's element at idx where gate holds (scheduler only)
+  CALL = auto()         # tensor graph: src: the tensors a hand-written kernel reads and writes, in parameter order; arg: uop.dsl.CustomKernel
+                        # schedule (Tensor.schedule_linear): src: the BUFFERs; arg: (kernel AST or COPY, var values)
+  LINEAR = auto()       # src: CALLs, in the order they run (a schedule as one UOp)
   MULTI = auto()        # src: one tensor per device; arg: (axis, bounds): sharded along axis (bounds: (start, end) per device),
                         # or (None, None): replicated. Its device is the tuple of devices (schedule/multi.py lowers it)
   # --- kernels and programs ---
@@ -51,11 +54,14 @@ class Ops(Enum):
   INDEX = auto()        # src: (buf, idx); pointer to buf[idx]
   LOAD = auto()         # src: (ptr,) or (ptr, gate, alt): *ptr, or alt when gate is false
   STORE = auto()        # src: (ptr, value) or (ptr, value, gate)
-  AFTER = auto()        # src: (x, *deps): x, ordered after deps
+  AFTER = auto()        # src: (x, *deps): x, ordered after deps; tensor graph: (tensor, CALL): the tensor after the kernel wrote it
   VECTORIZE = auto()    # src: scalars -> one vector value
   GEP = auto()          # arg: (lane,); one lane of a vector
   BIND = auto()         # src: (DEFINE_VAR, CONST) a symbolic variable with its value
   NOOP = auto()
+  PROGRAM = auto()      # src: (SOURCE, BINARY or both); arg: uop.dsl.ProgramInfo: a kernel handed in as the backend's source or binary
+  SOURCE = auto()       # arg: program text in the renderer's language (C, CUDA C, LLVM IR, ...)
+  BINARY = auto()       # arg: bytes the device's runtime loads
   # --- elementwise: unary ---
   EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
   CAST = auto(); BITCAST = auto()  # noqa: E702
@@ -172,11 +178,36 @@ class UOp:
 
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
   def bitcast(self, dtype: DType) -> UOp: return UOp(Ops.BITCAST, dtype, (self,))
-  def sink(self, *more: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self, *more))
+  def sink(self, *more: UOp, arg: Any = None) -> UOp: return UOp(Ops.SINK, dtypes.void, (self, *more), arg)
   def index(self, idx: UOp) -> UOp: return UOp(Ops.INDEX, self.dtype, (self, idx))
   def load(self, *gate_alt: UOp, dtype: DType | None = None) -> UOp:
     return UOp(Ops.LOAD, dtype or self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype, (self, *gate_alt))
-  def store(self, value: UOp, *gate: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void, (self, value, *gate))
+  def store(self, value: UOp | ConstType, *gate: UOp) -> UOp:
+    if not isinstance(value, UOp): value = UOp.const(self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype, value)
+    return UOp(Ops.STORE, dtypes.void, (self, value, *gate))
+
+  # ---- writing kernels by hand (uop/dsl.py: tinygrad's names)
+  @staticmethod
+  def range(end: int | UOp, rid: int, kind: Any = "loop") -> UOp:
+    """A loop 0..end-1 with id `rid` (loops nest in id order); kind: a uop.dsl.AxisType."""
+    from tinygrad.uop.dsl import make_range
+    return make_range(end, rid, kind)
+
+  @staticmethod
+  def placeholder(shape: int | tuple[int, ...], dtype: DType, slot: int, addrspace: Any = "reg") -> UOp:
+    """A kernel-local array (uop.dsl.AddrSpace.REG: per thread; LOCAL: shared by a block's threads)."""
+    from tinygrad.uop.dsl import placeholder
+    return placeholder(shape, dtype, slot, addrspace)
+
+  def __getitem__(self, idx: Any) -> UOp:
+    from tinygrad.uop.dsl import index
+    return index(self, idx)
+
+  def after(self, *deps: UOp) -> UOp: return UOp(Ops.AFTER, self.dtype, (self, *deps))
+  def end(self, *ranges: UOp) -> UOp:
+    from tinygrad.uop.dsl import end
+    return end(self, ranges)
+  def barrier(self, *more: UOp) -> UOp: return UOp(Ops.BARRIER, dtypes.void, (self, *more))
   def where(self, a: UOp | ConstType, b: UOp | ConstType) -> UOp:
     a_, b_ = _as_uop(a, b), _as_uop(b, a)
     return UOp(Ops.WHERE, a_.dtype, (self, a_, b_))
@@ -307,6 +338,7 @@ def _shape(u: UOp) -> tuple[int, ...]:
   op, arg = u.op, u.arg
   if op is Ops.BUFFER: return (arg[1],)
   if op is Ops.IOTA: return (arg,)
+  if op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return (u.dtype.size,)  # type: ignore[attr-defined]  # a kernel's buffer
   if op in (Ops.CONST, Ops.DEVICE, Ops.BIND, Ops.DEFINE_VAR): return ()
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   src_shape = u.src[0].shape

@@ -1,0 +1,88 @@
+"""`@function`: a function (a model's `__call__`) whose tensor graph is built once per input signature and reused.
+
+The first call with tensors of a given (shape, dtype, device), and the same other arguments, runs the Python body on
+placeholder tensors (buffers never allocated) and keeps the graph it returns; every call then puts its own tensors where the
+placeholders were. So the body is one unit: its Python runs once, and each call's graph is the same nodes over other inputs,
+which the scheduler turns into the same kernels (compiled once per process). With `precompile=True` the first call also
+compiles those kernels right away, so later calls (and the first realize) compile nothing.
+
+The result is lazy and differentiable like the body's own. What the body must be: a function of its tensor arguments and of
+realized tensors (weights, updated in place by an optimizer's assign); it may not realize anything while traced (random
+numbers, `.item()`, `.numpy()`: their values would be fixed into every call), which is an error.
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tinygrad.engine.realize import lower_schedule, split_policy
+from tinygrad.helpers import GlobalCounters
+from tinygrad.schedule.kernelize import create_schedule, is_buffer_view
+from tinygrad.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+  from tinygrad.tensor import Tensor
+
+
+class function:
+  """Decorator: `@function` or `@function(precompile=True)`, on a function or a method."""
+
+  def __init__(self, fxn: Callable[..., Any] | None = None, *, precompile: bool = False):
+    self.fxn, self.precompile = fxn, precompile
+    self.traces: dict[tuple, tuple[tuple[UOp, ...], Any]] = {}  # signature -> (placeholders, outputs' uops)
+    self._bound: weakref.WeakKeyDictionary[Any, function] = weakref.WeakKeyDictionary()  # per instance, for methods
+    if fxn is not None: functools.update_wrapper(self, fxn)
+
+  def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    if self.fxn is None:  # @function(precompile=...) receiving the function
+      if len(args) != 1 or kwargs or not callable(args[0]): raise TypeError("@function(precompile=...) decorates one function")
+      return function(args[0], precompile=self.precompile)
+    from tinygrad.tensor import Tensor
+    key = tuple(_signature(a) for a in args) + tuple((k, _signature(v)) for k, v in sorted(kwargs.items()))
+    if (trace := self.traces.get(key)) is None: trace = self.traces[key] = self._trace(args, kwargs)
+    holders, outs = trace
+    inputs = [a.uop for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+    mapping = dict(zip(holders, inputs))
+    def rebuild(u: UOp) -> Tensor: return Tensor(u.substitute(mapping))
+    return rebuild(outs) if isinstance(outs, UOp) else type(outs)(rebuild(u) for u in outs)
+
+  def __get__(self, obj: Any, objtype: Any = None) -> Any:
+    """As a method: one traced function per instance (its weights are part of the graph)."""
+    if obj is None: return self
+    if (bound := self._bound.get(obj)) is None:
+      assert self.fxn is not None
+      bound = self._bound[obj] = function(self.fxn.__get__(obj, objtype), precompile=self.precompile)
+    return bound
+
+  def _trace(self, args: tuple, kwargs: dict) -> tuple[tuple[UOp, ...], Any]:
+    from tinygrad.tensor import Tensor
+    def holder(a: Any) -> Any: return Tensor.empty(*a.shape, dtype=a.dtype, device=a.device) if isinstance(a, Tensor) else a
+    p_args, p_kwargs = tuple(holder(a) for a in args), {k: holder(v) for k, v in kwargs.items()}
+    holders = tuple(a.uop for a in (*p_args, *p_kwargs.values()) if isinstance(a, Tensor))
+    ran = GlobalCounters.kernel_count
+    assert self.fxn is not None
+    out = self.fxn(*p_args, **p_kwargs)
+    if GlobalCounters.kernel_count != ran:
+      raise RuntimeError(f"@function {getattr(self.fxn, '__qualname__', self.fxn)}: the body ran kernels while traced (random numbers, .item(), "
+                         ".numpy() or realize inside it); their results would be the same in every call. Move them out of the function")
+    if isinstance(out, Tensor): outs: Any = out.uop
+    elif isinstance(out, (tuple, list)) and all(isinstance(t, Tensor) for t in out): outs = type(out)(t.uop for t in out)
+    else: raise TypeError(f"@function {getattr(self.fxn, '__qualname__', self.fxn)} must return a Tensor or a tuple/list of Tensors, got {type(out).__name__}")
+    if self.precompile: _compile(list(outs) if not isinstance(outs, UOp) else [outs])
+    return holders, outs
+
+
+def _signature(a: Any) -> Any:
+  from tinygrad.tensor import Tensor
+  if isinstance(a, Tensor): return ("tensor", a.shape, a.dtype, a.device)
+  try: hash(a)
+  except TypeError as e: raise TypeError(f"@function: argument {a!r} is neither a Tensor nor hashable; it is part of the function's signature") from e
+  return ("value", a)
+
+
+def _compile(roots: list[UOp]) -> None:
+  """Compile the kernels of the traced graph now (on its placeholders: the same ASTs every call schedules)."""
+  roots = [r if r.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER) else UOp(Ops.CONTIGUOUS, r.dtype, (r,), -1) for r in roots if not is_buffer_view(r)]
+  if roots: lower_schedule(create_schedule(roots, split_policy())[0])
