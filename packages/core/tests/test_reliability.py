@@ -263,6 +263,7 @@ def test_big_kernels_index_in_int64(dev, build):
     loops = [u for u in p.uops if u.op is Ops.RANGE]
     # a big sum is split: the kernels over its partials are small, and keep int32
     dims = [u.src[0].arg for u in loops if u.src[0].op is Ops.CONST] + [u.arg[1] for u in p.uops if u.op is Ops.SPECIAL]  # and thread ids
+    dims += [u.arg[2] + 1 for u in p.uops if u.op is Ops.DEFINE_VAR and u.arg[0] == "core_id"]  # and the CPU's threads (as many as cores)
     sizes = [u.dtype.size for u in p.uops if u.op is Ops.DEFINE_GLOBAL] + [math.prod(d for d in dims if isinstance(d, int))]
     if max(sizes) < 2**31: continue
     big_programs += 1
