@@ -176,7 +176,9 @@ class QCOMCLRenderer(CStyleRenderer):
 
   # ---- prelude
   def helpers(self) -> list[tuple[str, str]]:
-    return [*([] if self.native_half else _HALF_HELPERS), *super().helpers()]
+    floats = (dtypes.float32, dtypes.float64) if self.fp64 else (dtypes.float32,)  # the base's float -> int helpers, double only with fp64
+    f2i = [(f"tg_f2i_{self.render_dtype(dt)}(", self._f2i_helper(dt)) for dt in floats]
+    return [*([] if self.native_half else _HALF_HELPERS), *f2i]
 
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     pragmas = ["#pragma OPENCL FP_CONTRACT OFF"]
