@@ -47,7 +47,7 @@ def test_adreno_arch_features() -> None:
   a630 = QCOMCLRenderer()
   assert a630.arch == "a630" and a630.native_half and not a630.fp64
   from tinygrad.dtype import dtypes
-  assert dtypes.float16 in a630.supported_dtypes and dtypes.float64 not in a630.supported_dtypes and dtypes.bfloat16 not in a630.supported_dtypes
+  assert dtypes.float16 in a630.supported_dtypes and dtypes.bfloat16 in a630.supported_dtypes and dtypes.float64 not in a630.supported_dtypes
 
 
 @pytest.mark.parametrize("opts,match", [(("IMAGE_PITCH=64",), "unknown QCOMCL option"), (("fp16",), "KEY=VALUE"),

@@ -33,7 +33,7 @@ def exact(fn: Callable[[], Tensor]) -> None:
   else: np.testing.assert_array_equal(got, ref)
 
 
-FLOATS = [dtypes.float32, dtypes.float16, dtypes.float64]
+FLOATS = [dtypes.float32, dtypes.float16, dtypes.float64, dtypes.bfloat16]
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=str)
@@ -53,7 +53,7 @@ def test_float_ops_exact(dt: DType, op: str) -> None:
 def test_transcendentals_close(dt: DType, op: str) -> None:
   xs = [0.0, 0.5, 1.0, 2.0, -3.5, 10.0, 0.001, 100.0]
   got, ref = both(lambda: getattr(Tensor(xs, dtype=dt), op)())
-  tol = 1e-3 if dt == dtypes.float16 else 1e-6
+  tol = {dtypes.float16: 1e-3, dtypes.bfloat16: 1e-2}.get(dt, 1e-6)
   np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=tol, atol=tol)
 
 
@@ -71,11 +71,12 @@ def test_int_ops_exact(dt: DType) -> None:
   exact(lambda: Tensor(a, dtype=dt).maximum(Tensor(b, dtype=dt)))
 
 
-@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float16, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.bool], ids=str)
-@pytest.mark.parametrize("dst", [dtypes.float32, dtypes.float16, dtypes.float64, dtypes.int8, dtypes.int32, dtypes.uint32, dtypes.int64,
+@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.uint8,
                                  dtypes.bool], ids=str)
+@pytest.mark.parametrize("dst", [dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64, dtypes.int8, dtypes.int32, dtypes.uint32,
+                                 dtypes.int64, dtypes.bool], ids=str)
 def test_casts_exact(src: DType, dst: DType) -> None:
-  if dtypes.is_float(src): vals: list = [0.0, -0.0, 1.5, -2.5, 300.7, -1e4, 65519.0, 1e9, 3e38 if src != dtypes.float16 else 6e4]
+  if dtypes.is_float(src): vals: list = [0.0, -0.0, 1.5, -2.5, 300.7, -1e4, 65519.0, 1e9, 3e38 if src != dtypes.float16 else 6e4, 1.00390625]
   elif src == dtypes.bool: vals = [True, False, True]
   else: vals = [v for v in (0, 1, -1, 255, 65519, 2 ** 24 + 1, -(2 ** 31), 2 ** 40 + 3) if dtypes.min(src) <= v <= dtypes.max(src)]
   if dtypes.is_int(dst) and dtypes.is_float(src): vals = vals[:6]  # out-of-range float -> int: alu wraps, covered by the f2i helper below
@@ -87,14 +88,15 @@ def test_float_to_int_wraps_like_alu() -> None:
   exact(lambda: Tensor([1e10, -1e10, 4e9, -3e9], dtype=dtypes.float64).cast(dtypes.int32))
 
 
-@pytest.mark.parametrize("src,dst", [(dtypes.float16, dtypes.int16), (dtypes.uint16, dtypes.float16), (dtypes.float32, dtypes.uint32),
+@pytest.mark.parametrize("src,dst", [(dtypes.float16, dtypes.int16), (dtypes.uint16, dtypes.float16), (dtypes.bfloat16, dtypes.uint16), (dtypes.int16, dtypes.bfloat16), (dtypes.float32, dtypes.uint32),
                                      (dtypes.int32, dtypes.float32), (dtypes.float64, dtypes.int64)], ids=str)
 def test_bitcasts_exact(src: DType, dst: DType) -> None:
-  vals: list = [0.0, -0.0, 1.0, -2.5, 65504.0, 6e-5] if dtypes.is_float(src) else [0, 1, 15360, 31744, 48128, 65535 if src == dtypes.uint16 else -7]
+  vals: list = [0.0, -0.0, 1.0, -2.5, 65504.0, 6e-5] if dtypes.is_float(src) else [0, 1, 15360, 31744, 32704, -1, -16384, -7]
+  if src == dtypes.uint16: vals = [v & 0xffff for v in vals]
   exact(lambda: Tensor(vals, dtype=src).bitcast(dst))
 
 
-TOL = {dtypes.float32: 1e-5, dtypes.float16: 2e-3, dtypes.float64: 1e-12}
+TOL = {dtypes.float32: 1e-5, dtypes.float16: 2e-3, dtypes.float64: 1e-12, dtypes.bfloat16: 2e-2}
 
 
 def close(fn: Callable[[], Tensor], dt: DType, terms: int = 1) -> None:

@@ -49,6 +49,10 @@ class CLCompiler(Compiler):
 
   def compile(self, src: str) -> bytes:
     ctx, dev = compile_context()
+    if "cl_khr_fp16 : enable" in src and not device_info(dev)["fp16"]:
+      raise CompileError("QCOMCL", src, f"this kernel computes in half (cl_khr_fp16, as Adreno archs do), which the OpenCL device that "
+                         f"compiles it ({device_info(dev)['name']}) lacks. Such kernels compile only where an OpenCL has cl_khr_fp16; "
+                         "an arch without _fp16 (e.g. DEV=NULL:QCOMCL:cl_fp64) stores half as 16 bits and computes in float")
     prg = build(ctx, dev, src=src)
     binaries = prg.get_info(import_pyopencl().program_info.BINARIES)
     if not binaries or not binaries[0]: raise CompileError("QCOMCL", src, f"{device_info(dev)['name']} returned no program binary")
