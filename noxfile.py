@@ -7,7 +7,7 @@ import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "llm",
-                        "distributed"]
+                        "distributed", "qcom"]
 
 CORE_TESTS = "packages/core/tests"
 # The CLANG renderer's tests use the C compiler the README promises (the ziglang wheel), never one installed by hand:
@@ -77,6 +77,29 @@ def backend_nv(session: nox.Session) -> None:
   """backend-nv's own tests: registrations, renderer output, and every op of both renderers compiled for the GPU
   (and run against alu where a GPU is present; the GPU-only runtime tests skip without one)."""
   _pytest(session, "packages/backend-nv/tests", dev="CUDA")
+
+
+# backend-qcom in CI: OpenCL on the CPU (PoCL, from the pocl-binary-distribution wheel) runs the QCOMCL kernels. The default
+# session runs a representative part of the core suite there; qcom_full runs all of it
+QCOM_CORE_SUBSET = [f"{CORE_TESTS}/{f}.py" for f in ("test_programs", "test_gpu_reduce", "test_group_reduce", "test_jit")]
+# Adreno archs compute half natively (cl_khr_fp16), which PoCL lacks: their half kernels can't be compiled here
+QCOM_NO_HALF = ["-k", "not half and not float16 and not fp16"]
+
+
+@nox.session
+def qcom(session: nox.Session) -> None:
+  """backend-qcom: its own tests (registrations, OpenCL C per arch, every op against PYTHON on the CL device), part of the core
+  suite on DEV=CL:QCOMCL (PoCL), and the catalog's programs compiled for an Adreno a630 with the pitch option."""
+  _pytest(session, "packages/backend-qcom/tests", *QCOM_CORE_SUBSET, dev="CL:QCOMCL")
+  _pytest(session, f"{CORE_TESTS}/test_programs.py", "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
+
+
+@nox.session(default=False)
+def qcom_full(session: nox.Session) -> None:
+  """The whole core suite on DEV=CL:QCOMCL (PoCL), and every compile_only test compiled for a630 (its half kernels excepted:
+  see QCOM_NO_HALF). Not a default session: PoCL compiles each kernel with LLVM, which takes about half an hour on 2 cores."""
+  _pytest(session, CORE_TESTS, dev="CL:QCOMCL")
+  _pytest(session, CORE_TESTS, "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
 
 
 @nox.session(venv_backend="venv")
