@@ -7,6 +7,7 @@ implementation's (PoCL's: LLVM bitcode); the CL device loads it with clCreatePro
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 from tinygrad.device.plugin import CompileError, Compiler
@@ -15,6 +16,15 @@ from tinygrad_backend_qcom.opencl import cl_devices, cl_status, device_info, imp
 
 # OpenCL allows 2.5 ulp division and 3 ulp sqrt by default; tinygrad.uop.alu rounds them correctly
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
+
+
+@functools.cache
+def build_options(dev: Any) -> tuple[str, ...]:
+  """On a CPU OpenCL (PoCL) LLVM's optimizer takes most of each kernel's compile time (about 4x): it is off there unless
+  CL_OPT=1, which keeps the test suites fast and changes no result (the same IEEE operations, no contraction either way)."""
+  cl = import_pyopencl()
+  cpu = bool(dev.type & cl.device_type.CPU)
+  return BUILD_OPTIONS + (("-cl-opt-disable",) if cpu and os.environ.get("CL_OPT", "0") == "0" else ())
 
 
 @functools.cache
@@ -31,7 +41,7 @@ def build(ctx: Any, dev: Any, src: str | None = None, binary: bytes | None = Non
   """A built cl.Program from source or from a binary of this device; CompileError with the build log on failure."""
   cl = import_pyopencl()
   prg = cl.Program(ctx, src) if src is not None else cl.Program(ctx, [dev], [binary])
-  try: return prg.build(options=list(BUILD_OPTIONS))
+  try: return prg.build(options=list(build_options(dev)))
   except cl.Error as e:
     log = ""
     try: log = prg.get_build_info(dev, cl.program_build_info.LOG)
@@ -45,7 +55,7 @@ class CLCompiler(Compiler):
   @property
   def cachekey(self) -> str:  # type: ignore[override]
     info = device_info(compile_context()[1])
-    return f"qcomcl_{info['platform']}_{info['name']}_{info['driver']}_{'_'.join(BUILD_OPTIONS)}".replace(" ", "_")
+    return f"qcomcl_{info['platform']}_{info['name']}_{info['driver']}_{'_'.join(build_options(compile_context()[1]))}".replace(" ", "_")
 
   def compile(self, src: str) -> bytes:
     ctx, dev = compile_context()

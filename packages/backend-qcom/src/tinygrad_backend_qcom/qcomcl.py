@@ -149,7 +149,9 @@ class QCOMCLRenderer(CStyleRenderer):
     if dst == dtypes.float16 and dst in self.emulated and src != dtypes.bool:
       return f"tg_rhd((double){x})" if wide and self.fp64 else f"tg_rh((float){x})"
     if src in self.emulated: return self.render_cast(x, dtypes.float32, dst)  # x is a float already
-    if dst in (dtypes.float16, dtypes.float32) and wide and self.fp64 and dtypes.is_int(src): return f"(({self.render_dtype(dst)})(double){x})"
+    # a 64-bit int to float rounds twice in alu (through a double); int32 -> double is exact, so it needs no detour
+    if dst in (dtypes.float16, dtypes.float32) and self.fp64 and dtypes.is_int(src) and src.itemsize == 8:
+      return f"(({self.render_dtype(dst)})(double){x})"
     return super().render_cast(x, src, dst)
 
   def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
