@@ -58,9 +58,8 @@ def _compiler_available() -> str | None:
 
 @hookimpl
 def register_devices(register: RegisterDevice) -> None:
-  # CL ranks after the CPU (100): PoCL is OpenCL on the same CPU, and a GPU's own backend should win
-  register(DeviceSpec("CL", {"": _open_cl}, count=lambda: _cl_status()[0], available=lambda: _cl_status()[1], package=PACKAGE,
-                      default_rank=200))
+  # CL is never the default device (DEV=CL asks for it): on most machines it is PoCL, OpenCL on the CPU the CPU device has already
+  register(DeviceSpec("CL", {"": _open_cl}, count=lambda: _cl_status()[0], available=lambda: _cl_status()[1], package=PACKAGE))
   register(DeviceSpec("QCOM", {"": _open_qcom}, count=lambda: 1 if _kgsl_available() is None else 0, available=_kgsl_available,
                       package=PACKAGE))  # never the default device until the kgsl runtime exists
 
