@@ -152,3 +152,22 @@ def test_kernel_timing_and_copies() -> None:
     GlobalCounters.reset()
     with Context(DEBUG=2): (x + 1).realize()  # DEBUG=2 asks each kernel for its time (an OpenCL profiling event)
     assert GlobalCounters.time_sum_s > 0
+
+
+def test_buffer_views_become_sub_buffers() -> None:
+  """Views at an aligned offset reach kernels as OpenCL sub-buffers; unaligned ones are a clear error."""
+  from tinygrad.device.runtime import Buffer
+  with Context(DEV="CL:QCOMCL"):
+    dev = Device["CL"]
+    align = dev.info["base_align"]  # type: ignore[attr-defined]
+    base = Buffer("CL", 2 * align, dtypes.uint8).ensure_allocated()
+    base.copyin(memoryview(bytes(range(256)) * (2 * align // 256 + 1))[:2 * align])
+    view = Buffer("CL", 16, dtypes.uint8, base=base, offset=align).ensure_allocated()
+    out = Buffer("CL", 16, dtypes.uint8).ensure_allocated()
+    from tinygrad_backend_qcom.runtime import CLProgram
+    src = "__kernel void cp(__global uchar* restrict a, __global uchar* restrict b) { int i = get_global_id(0); a[i] = b[i] + 1; }"
+    prog = CLProgram(dev, "cp", Device.renderer("CL").compiler.compile(src))  # type: ignore[arg-type]
+    prog(out.opaque, view.opaque, global_size=(1, 1, 1), local_size=(16, 1, 1))
+    assert list(out.as_bytes()) == [(align + i) % 256 + 1 for i in range(16)]
+    bad = Buffer("CL", 16, dtypes.uint8, base=base, offset=3).ensure_allocated()
+    with pytest.raises(RuntimeError, match="not aligned"): prog(out.opaque, bad.opaque, local_size=(16, 1, 1))

@@ -44,9 +44,9 @@ class CLAllocator(Allocator):
 
 class CLView:
   """A byte range of a cl.Buffer."""
-  __slots__ = ("buf", "offset", "size")
+  __slots__ = ("buf", "offset", "size", "sub")
 
-  def __init__(self, buf: Any, offset: int, size: int): self.buf, self.offset, self.size = buf, offset, size
+  def __init__(self, buf: Any, offset: int, size: int): self.buf, self.offset, self.size, self.sub = buf, offset, size, None
 
 
 class CLProgram:
@@ -57,19 +57,18 @@ class CLProgram:
     self.program = build(dev.ctx, dev.cl_device, binary=lib)
     self.kernel = getattr(self.program, name)
     self.max_local = self.kernel.get_work_group_info(import_pyopencl().kernel_work_group_info.WORK_GROUP_SIZE, dev.cl_device)
-    self._subs: dict[tuple[int, int, int], Any] = {}
 
   def _arg(self, v: CLView) -> Any:
     if v.offset == 0: return v.buf
-    # a view that doesn't start at the buffer's start: an OpenCL sub-buffer (its origin must meet the device's alignment)
-    key = (v.buf.int_ptr, v.offset, v.size)
-    if key not in self._subs:
+    # a view that doesn't start at the buffer's start: an OpenCL sub-buffer (its origin must meet the device's alignment),
+    # made once per view and kept with it
+    if v.sub is None:
       align = self.dev.info["base_align"]
       if v.offset % align:
         raise RuntimeError(f"kernel {self.name}: a buffer view at byte offset {v.offset} is not aligned to {align} bytes, which "
                            f"{self.dev.info['name']} requires for sub-buffers; make the tensor contiguous first (.contiguous())")
-      self._subs[key] = v.buf.get_sub_region(v.offset, max(v.size, 1))
-    return self._subs[key]
+      v.sub = v.buf.get_sub_region(v.offset, max(v.size, 1))
+    return v.sub
 
   def __call__(self, *bufs: CLView, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
