@@ -7,7 +7,7 @@ import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["lint", "typecheck", "python", "clang", "llvm", "null", "backend_cpu", "parity", "null_cuda", "backend_nv", "amd", "llm",
-                        "distributed"]
+                        "distributed", "qcom"]
 
 CORE_TESTS = "packages/core/tests"
 # The CLANG renderer's tests use the C compiler the README promises (the ziglang wheel), never one installed by hand:
@@ -98,6 +98,32 @@ def amd_full(session: nox.Session) -> None:
   """The whole core suite compiled for AMD by both renderers and three archs (6 runs of 1.5-3 minutes on 2 busy cores)."""
   for dev in ("NULL:HIP:gfx1100", "NULL:HIP:gfx942", "NULL:HIP:gfx950", "NULL:LLVM:gfx1100", "NULL:LLVM:gfx942", "NULL:LLVM:gfx950"):
     _pytest(session, CORE_TESTS, "-m", "compile_only", dev=dev)
+
+
+# backend-qcom in CI: OpenCL on the CPU (PoCL, from the pocl-binary-distribution wheel) runs the QCOMCL kernels. PoCL compiles
+# each kernel with LLVM (about 0.3 s of CPU each, cold), so the default session runs a representative part of the core suite
+# there (measured cold: about 65 s of CPU for the package's tests, 65 s for this subset); qcom_full runs all of it
+QCOM_CORE_SUBSET = [f"{CORE_TESTS}/{f}.py" for f in ("test_programs", "test_gpu_reduce", "test_jit")]
+# Adreno archs compute half natively (cl_khr_fp16), which PoCL lacks: their half kernels can't be compiled here; and Adreno
+# has no double (QCOMCL says so: UnsupportedDTypeError), so those programs are left out too
+QCOM_NO_HALF = ["-k", "not half and not float16 and not fp16 and not double and not float64"]
+
+
+@nox.session
+def qcom(session: nox.Session) -> None:
+  """backend-qcom: its own tests (registrations, OpenCL C per arch, every op against PYTHON on the CL device), part of the core
+  suite on DEV=CL:QCOMCL (PoCL), and the catalog's programs compiled for an Adreno a630 with the pitch option."""
+  _pytest(session, "packages/backend-qcom/tests", *QCOM_CORE_SUBSET, dev="CL:QCOMCL")
+  _pytest(session, f"{CORE_TESTS}/test_programs.py", "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
+
+
+@nox.session(default=False)
+def qcom_full(session: nox.Session) -> None:
+  """The whole core suite on DEV=CL:QCOMCL (PoCL), and every compile_only test compiled for a630 (its half kernels excepted:
+  see QCOM_NO_HALF). Not a default session: PoCL compiles each kernel with LLVM; the suite took 19 CPU-minutes (33 minutes on a
+  busy 2-core machine, 2026-12-01, with LLVM's optimizer still on)."""
+  _pytest(session, CORE_TESTS, dev="CL:QCOMCL")
+  _pytest(session, CORE_TESTS, "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
 
 
 @nox.session(venv_backend="venv")

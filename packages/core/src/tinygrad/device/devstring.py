@@ -2,6 +2,7 @@
 
   DEV      := target (';' target)*
   target   := [IFACE[:indices] '+'] DEVICE [':' RENDERER [':' ARCH[,opt...]]]
+  opt      := a feature ('avx2', '+avx2', '-avx512f') or KEY=VALUE (a renderer setting: 'IMAGE_PITCH_ALIGNMENT=64')
 
 An all-digit RENDERER field is a device instance index instead (CUDA:1), and then nothing may follow it.
 Device *instance* names (what Tensor.to takes) are the smaller DEVICE[:N]. Stdlib only: this is imported before anything else.
@@ -18,8 +19,10 @@ from tinygrad.helpers import DEV
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ARCH_RE = re.compile(r"[A-Za-z0-9_.+-]+")  # arch and opts; opts may start with '+'/'-' to toggle a feature
+OPT_RE = re.compile(r"[A-Za-z0-9_.+-]+(=[A-Za-z0-9_.+-]+)?")  # an opt may also be KEY=VALUE
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _ARCH_CHARS = _NAME_CHARS | frozenset(".+-")
+_OPT_CHARS = _ARCH_CHARS | frozenset("=")
 
 _DEV_GRAMMAR = "DEV := target (';' target)*  with  target := [IFACE[:indices]+]DEVICE[:RENDERER[:ARCH[,opt...]]]  " \
                "(e.g. CPU, CPU:LLVM, AMD::gfx950, PCI:0+AMD, CUDA:PTX;CPU)"
@@ -80,10 +83,13 @@ def _name(s: str, a: int, b: int, kind: str, what: str) -> str:
   return s[a:b].upper()
 
 def _arch_piece(s: str, a: int, b: int, kind: str, what: str) -> str:
+  allowed, shown = (_OPT_CHARS, "'_.+-' (and one '=' in KEY=VALUE)") if kind == "arch option" else (_ARCH_CHARS, "'_.+-'")
   for i in range(a, b):
-    if s[i] not in _ARCH_CHARS:
-      raise DevStringError(f"unexpected {s[i]!r} in {kind} {s[a:b]!r}: allowed are letters, digits and '_.+-'{_bad_char_hint(s[i])}",
-                           s, i, what=what)
+    if s[i] not in allowed:
+      hint = "; KEY=VALUE settings go after the arch, e.g. a630,IMAGE_PITCH_ALIGNMENT=64" if s[i] == "=" else _bad_char_hint(s[i])
+      raise DevStringError(f"unexpected {s[i]!r} in {kind} {s[a:b]!r}: allowed are letters, digits and {shown}{hint}", s, i, what=what)
+  if kind == "arch option" and "=" in s[a:b] and not OPT_RE.fullmatch(s[a:b]):
+    raise DevStringError(f"bad arch option {s[a:b]!r}: a setting is KEY=VALUE, both non-empty (e.g. IMAGE_PITCH_ALIGNMENT=64)", s, a, b, what)
   return s[a:b]
 
 def _interface(s: str, a: int, b: int, what: str) -> tuple[str, tuple[int, ...]]:
@@ -171,7 +177,7 @@ def _check(t: Target) -> None:
     if v and not NAME_RE.fullmatch(v): bad(f"{kind} {v!r} is not a name")
   if t.arch and not ARCH_RE.fullmatch(t.arch): bad(f"arch {t.arch!r} has characters outside [A-Za-z0-9_.+-]")
   for o in t.opts:
-    if not ARCH_RE.fullmatch(o): bad(f"arch option {o!r} is empty or has characters outside [A-Za-z0-9_.+-]")
+    if not OPT_RE.fullmatch(o): bad(f"arch option {o!r} is empty or not [A-Za-z0-9_.+-]+ or KEY=VALUE")
   if t.indices and not t.interface: bad("interface indices need an interface")
   if any(i < 0 for i in t.indices): bad("interface indices must be non-negative")
   if t.index is not None:
