@@ -1,15 +1,6 @@
 """Tensors on several devices: `Tensor.shard(devices, axis)` splits a tensor along an axis (or replicates it, axis None),
-and every op works on the result as on one tensor whose `.device` is the tuple of devices.
-
-In the lazy graph a sharded tensor is a MULTI node: MULTI(x_0, ..., x_n-1) is one logical tensor whose part on device i
-is x_i, a slice `bounds[i]` of `axis` (or all of it, axis None). The frontends build ops on the logical shape as usual.
-Before scheduling, `lower` rewrites the graph bottom-up so that every MULTI holds plain single-device graphs:
-  elementwise  per device, once the operands share a layout (a replicated operand is sliced to each shard)
-  movement     per device with per-shard arguments while every shard stays whole; a view that mixes shards gathers first
-  reduce       per device; over the sharded axis the partial results are all-reduced (naive, or a ring)
-  copy         to one device gathers the shards (COPY + a cat kernel); copying to a tuple of devices replicates
-The copies between devices are ordinary COPY schedule items, so realize, TinyJit and the gradient need nothing new.
-"""
+and every op works on the result as on one tensor whose `.device` is the tuple of devices. These are the Tensor methods;
+the MULTI node they build and its lowering to per-device graphs before scheduling are in schedule/multi.py."""
 from __future__ import annotations
 
 from collections.abc import Sequence
