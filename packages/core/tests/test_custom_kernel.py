@@ -216,12 +216,14 @@ def test_c_source_and_binary_kernels_run_on_clang():
 def test_cuda_source_kernel_compiles_through_custom_kernel():
   """On NULL:CUDA the source goes through NVRTC like a generated kernel (on a GPU it would also run)."""
   if renderer().name != "CUDA": pytest.skip("CUDA C needs the CUDA renderer's compiler (DEV=NULL:CUDA or CUDA)")
-  out = Tensor.empty(4).custom_kernel(Tensor.empty(4), fxn=lambda o, a: program("add_one", src=CUDA_ADD_ONE, local_size=(32,)))[0]
+  x = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  out = Tensor.empty(4).custom_kernel(x, fxn=lambda o, a: program("add_one", src=CUDA_ADD_ONE, local_size=(32,)))[0]
   (item,) = out.schedule()
   spec = get_program(item.ast, renderer())
   assert spec.name == "add_one" and spec.globals == [0, 1] and spec.local_size == (32, 1, 1)
   assert len(renderer().compiler.compile_cached(spec.src)) > 0
   out.realize()
+  if not is_null_device(): assert out.tolist() == [2.0, 3.0, 4.0, 5.0]  # on a GPU it ran
 
 
 def test_program_needs_source_or_binary():
