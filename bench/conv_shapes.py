@@ -1,0 +1,49 @@
+"""Benchmark: CPU convolutions of ResNet shapes (3x3, 1x1, 3x3 stride 2; batch 8) and a 2048 matmul for calibration, ours
+(TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, best of 5. One JSON line.
+`python bench/conv_shapes.py [label]` (the H200 host's CPU figures in the issue 19 note came from this script)."""
+import json
+import os
+import sys
+import time
+
+import torch
+from tinygrad import Tensor, TinyJit
+
+SHAPES = [("3x3 b8 64x56", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1), ("1x1 b8 256x56", (8, 256, 56, 56), (64, 256, 1, 1), 0, 1),
+          ("3x3 s2 b8 128x28", (8, 128, 28, 28), (256, 128, 3, 3), 1, 2)]
+
+
+def best(f, n: int = 5) -> float:
+  times = []
+  for _ in range(n):
+    t = time.perf_counter()
+    f()
+    times.append(time.perf_counter() - t)
+  return min(times)
+
+
+def one_conv(xs: tuple, ws: tuple, pad: int, stride: int) -> dict:
+  x, w = Tensor.rand(*xs).realize(), Tensor.rand(*ws).realize()
+  conv = TinyJit(lambda x, w: x.conv2d(w, padding=pad, stride=stride).realize())
+  for _ in range(3): conv(x, w)
+  flops = 2 * conv(x, w).numel() * ws[1] * ws[2] * ws[3]
+  ours = flops / best(lambda: conv(x, w)) / 1e9
+  tx, tw = torch.rand(*xs), torch.rand(*ws)
+  for _ in range(3): torch.nn.functional.conv2d(tx, tw, padding=pad, stride=stride)
+  theirs = flops / best(lambda: torch.nn.functional.conv2d(tx, tw, padding=pad, stride=stride)) / 1e9
+  return {"ours_gflops": round(ours, 1), "torch_gflops": round(theirs, 1), "ratio": round(ours / theirs, 3)}
+
+
+def main() -> None:
+  out: dict = {"label": sys.argv[1] if len(sys.argv) > 1 else "", "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
+  for name, xs, ws, pad, stride in SHAPES: out[name] = one_conv(xs, ws, pad, stride)
+  a, b = Tensor.rand(2048, 2048).realize(), Tensor.rand(2048, 2048).realize()
+  mm = TinyJit(lambda a, b: (a @ b).realize())
+  for _ in range(3): mm(a, b)
+  ta, tb = torch.rand(2048, 2048), torch.rand(2048, 2048)
+  out["matmul 2048"] = {"ours_gflops": round(2 * 2048**3 / best(lambda: mm(a, b)) / 1e9, 1),
+                        "torch_gflops": round(2 * 2048**3 / best(lambda: ta @ tb) / 1e9, 1)}
+  print(json.dumps(out))
+
+
+if __name__ == "__main__": main()
