@@ -24,7 +24,7 @@ from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import InvalidArgumentError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
-from tinygrad.schedule.multi import has_multi, lower_roots, realized
+from tinygrad.schedule.multi import has_multi, lower_roots, lowered_key, realized
 from tinygrad.uop.ops import Ops, UOp
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -154,12 +154,13 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
   @staticmethod
   def _point_at_buffers(items: list, becomes: dict[UOp, UOp], owners: list[Tensor], roots: list[UOp]) -> None:
     mark_applied(becomes)
+    key = lowered_key()
     for t, root in zip(owners, roots):
-      if (done := realized(root, becomes)) is not None: t._uop = done
+      if (done := realized(root, becomes, key)) is not None: t._uop = done
     # every live tensor that was one of the realized nodes now is a view of its buffer(s). (Nodes are not
     # remembered beyond this: after an assign the same graph would read new values.)
     for t in list(_all_tensors):
-      if (done := realized(t._uop, becomes)) is not None: t._uop = done
+      if (done := realized(t._uop, becomes, key)) is not None: t._uop = done
 
   @staticmethod
   def schedule_linear(*tensors: Tensor) -> UOp:

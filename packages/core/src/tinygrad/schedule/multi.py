@@ -290,11 +290,12 @@ def lower_roots(roots: Sequence[UOp]) -> list[UOp]:
   return list(dict.fromkeys(out))
 
 
-def realized(u: UOp, becomes: dict[UOp, UOp]) -> UOp | None:
+def realized(u: UOp, becomes: dict[UOp, UOp], key: str | None = None) -> UOp | None:
   """What node u stands for after a schedule with the replacements `becomes` ran: its buffer view, or for a sharded
   node the MULTI of its parts' views; None when the schedule did not compute it."""
   if (done := becomes.get(u)) is not None: return done
-  if (low := u.__dict__.get(lowered_key())) is None: return None
+  # key: lowered_key(), passed in by a caller that asks for every live tensor (this runs once per tensor per realize)
+  if (low := u.__dict__.get(key or lowered_key())) is None: return None
   if low.op is not Ops.MULTI: return becomes.get(low)
   parts = tuple(becomes.get(s, s) for s in low.src)
   return low.replace(src=parts) if all(s.base.op is Ops.BUFFER for s in parts) else None
