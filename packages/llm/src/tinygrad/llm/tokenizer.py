@@ -460,6 +460,26 @@ def _compile_template(template: str):
   return env.from_string(template)
 
 
+def _rearm_after_swallowed_limit(unraisable: Any) -> None:
+  """sys.unraisablehook while renders run. A raise from a trace function unsets it; when the frame it raised in was a
+  finalizer (a __del__ or weakref callback the garbage collector ran in the middle of the template), Python swallows the
+  exception, and the render would go on untraced and unbounded. So a swallowed TemplateLimit re-installs this thread's
+  tracer, whose next check raises again in the template's own code."""
+  tracer = getattr(_render_state, "tracer", None)
+  if isinstance(unraisable.exc_value, TemplateLimit) and tracer is not None: sys.settrace(tracer)
+  else: _previous_unraisablehook(unraisable)
+
+
+_previous_unraisablehook: Callable[[Any], Any] = sys.unraisablehook
+
+
+def _install_rearm_hook() -> None:
+  # installed once for the process (renders may run in several threads); it delegates everything else to the hook before it
+  global _previous_unraisablehook
+  if sys.unraisablehook is not _rearm_after_swallowed_limit:
+    _previous_unraisablehook, sys.unraisablehook = sys.unraisablehook, _rearm_after_swallowed_limit
+
+
 def _render_template(template: str, messages: list[dict[str, Any]], add_generation_prompt: bool, bos: str, eos: str,
                      time_s: float = TEMPLATE_TIME_S, **extra: Any) -> str:
   """Render a chat template from a model file in jinja2's immutable sandbox, bounded. Operations that build values (string and
@@ -483,6 +503,8 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
     if time.monotonic() > deadline: raise TemplateLimit(f"ran for over {time_s:g} s")
     return on_line if frame.f_code.co_filename == "<template>" else None
   before = sys.gettrace()
+  _install_rearm_hook()
+  _render_state.tracer = on_call
   sys.settrace(on_call)
   try:
     compiled = _compile_template(template)  # (under the deadline too: a template from the file may be huge)
@@ -498,4 +520,4 @@ def _render_template(template: str, messages: list[dict[str, Any]], add_generati
     return "".join(out)
   finally:
     sys.settrace(before)
-    _render_state.left = None
+    _render_state.left = _render_state.tracer = None
