@@ -349,3 +349,13 @@ def test_target_cpu_and_features_from_devstring():
   assert resolve_cpu_features(Target("CPU", "LLVM"))[0] == resolve_cpu_features(Target("CPU", "LLVM", "x86_64"))[0]
   r2 = pickle.loads(pickle.dumps(r))  # renderers may be sent to worker processes
   assert (r2.cpu, r2.features, r2.compiler.cachekey) == (r.cpu, r.features, r.compiler.cachekey)
+
+
+def test_accumulator_budget_follows_the_vector_registers():
+  """The register block's budget: 12 free AVX registers of 8 floats, 28 with AVX-512 (LLVM still fills ymm), SSE's 4 lanes."""
+  from tinygrad_backend_cpu.llvmir import accumulator_budget
+  assert accumulator_budget("+sse2,+avx,+avx2,+fma,-avx512f") == 96
+  assert accumulator_budget("+sse2,+avx,+avx2,+avx512f") == 224
+  assert accumulator_budget("+sse2,-avx") == 48
+  assert accumulator_budget("+avx,+avx2,+avx512f,-avx512f") == 96  # DEV=CPU:LLVM:native,-avx512f
+  assert accumulator_budget("+neon", "aarch64-unknown-linux-gnu") == 112

@@ -14,7 +14,7 @@ import tinygrad.helpers as helpers
 import tinygrad.workers as workers
 from tinygrad import Device, Tensor
 from tinygrad.codegen.heuristics import hand_coded_opts
-from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, ranges_of
+from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, range_size, ranges_of
 from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
 from tinygrad.helpers import Context
@@ -88,8 +88,10 @@ def test_every_action_preserves_results(name: str, monkeypatch: pytest.MonkeyPat
   for ast in asts:
     acts = all_actions(ast)
     kinds = {r.arg[1] for r in ranges_of(ast).values()}
+    blockable = "reduce" in kinds and any(r.arg[1] == "global" and any(s % k == 0 and s > k for k in search.BLOCK_AMOUNTS)
+                                          for r in ranges_of(ast).values() if (s := range_size(r)) is not None)
     want = ({OptOps.UPCAST} | ({OptOps.THREAD} if threads() > 1 else set()) if "global" in kinds else set()) | \
-      ({OptOps.UNROLL} if "reduce" in kinds else set())
+      ({OptOps.UNROLL} if "reduce" in kinds else set()) | ({OptOps.BLOCK} if blockable else set())
     assert {a.op for a in acts} == want, acts
     for a in acts:
       out = run_with(name, monkeypatch, {ast: [a]})
@@ -380,6 +382,33 @@ def test_cpu_conv_blocks_output_channels_and_the_row():
   # a matmul still blocks both of its output loops
   mm = matmul_ast()
   assert {o.axis for o in hand_coded_opts(mm) if o.op is OptOps.UPCAST} == {r.arg[0] for r in ranges_of(mm).values() if r.arg[1] == "global"}
+
+
+def test_block_nests_the_inner_part_inside_the_other_output_loops():
+  """BLOCK(rows, k): the rows' loop keeps its id (outer part), the new inner loop of size k gets the id after the last output
+  loop, and the reduce loops move one id up, so the loops nest (row blocks, columns, rows in the block, reduction)."""
+  mm = _ast_of(Tensor.empty(64, 32) @ Tensor.empty(32, 48))
+  rows, cols = sorted(r.arg[0] for r in ranges_of(mm).values() if r.arg[1] == "global")
+  red = axis_of(mm, "reduce")
+  blocked = apply_opt(mm, Opt(OptOps.BLOCK, rows, 4))
+  sizes = {rid: (range_size(r), r.arg[1]) for rid, r in ranges_of(blocked).items()}
+  assert sizes == {rows: (16, "global"), cols: (48, "global"), cols + 1: (4, "global"), red + 1: (32, "reduce")}
+  with pytest.raises(KernelOptError): apply_opt(mm, Opt(OptOps.BLOCK, red, 4))  # a reduce loop is not an output loop
+  with pytest.raises(KernelOptError): apply_opt(mm, Opt(OptOps.BLOCK, rows, 3))  # 3 doesn't divide 64
+
+
+def test_cpu_register_block_fits_the_accumulator_budget():
+  """The register block holds at most Renderer.accumulators floats (AVX2: 96, so 16x4 where AVX-512 gets 16x8), and a long
+  reduction's row loop is cache-blocked after it."""
+  mm = _ast_of(Tensor.empty(512, 512) @ Tensor.empty(512, 512))
+  rows, cols = sorted(r.arg[0] for r in ranges_of(mm).values() if r.arg[1] == "global")
+  small, big = hand_coded_opts(mm, accumulators=96), hand_coded_opts(mm, accumulators=224)
+  assert [o for o in small if o.op is OptOps.UPCAST] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 4)]
+  assert [o for o in big if o.op is OptOps.UPCAST] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8)]
+  assert Opt(OptOps.BLOCK, rows, 8) in small and Opt(OptOps.BLOCK, rows, 8) in big
+  with Context(CACHE_BLOCK=1): assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(mm))
+  short = _ast_of(Tensor.empty(512, 64) @ Tensor.empty(64, 512))  # a short reduction: B's panel is small anyway
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(short))
 
 
 def test_cpu_threads_divide_the_outer_loop():

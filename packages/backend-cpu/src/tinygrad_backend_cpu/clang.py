@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Target, UnsupportedDTypeError, dtypes
+from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Target, UnsupportedDTypeError, dtypes, pm_fast_transcendentals
 
 from tinygrad_backend_cpu.threadpool import cpu_threads
 
@@ -90,6 +90,17 @@ def _host_cpu() -> str:
     return f"{host.cpu}:{hashlib.sha256(host.features.encode()).hexdigest()[:16]}"
   except Exception:  # noqa: BLE001  llvmlite missing or too old: fall back to coarser info
     return f"{platform.machine()}:{platform.processor()}"
+
+
+def _accumulators(arch: str, opts: tuple[str, ...]) -> int:
+  """The register block's budget (llvmir.accumulator_budget) for the host's features plus opts; for another arch, AVX2's."""
+  try:
+    from tinygrad_backend_cpu.llvmir import accumulator_budget, host_info
+    host = host_info()
+    if arch != "native": return accumulator_budget("+avx", host.triple)
+    return accumulator_budget(",".join([host.features, *(o if o[0] in "+-" else "+" + o for o in opts)]), host.triple)
+  except Exception:  # noqa: BLE001  llvmlite missing: what 16 AVX registers hold
+    return 96
 
 
 class ClangCompiler(Compiler):
@@ -218,6 +229,7 @@ class ClangRenderer(CStyleRenderer):
   threads = cpu_threads()
   device = "CPU"
   name = "CLANG"
+  extra_matcher = pm_fast_transcendentals  # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize
   type_map = {**CStyleRenderer.type_map, dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
   compiler: ClangCompiler
 
@@ -225,6 +237,7 @@ class ClangRenderer(CStyleRenderer):
     target = target or Target("CPU", "CLANG")
     self.arch, self.opts = target.arch or "native", tuple(target.opts)
     self.compiler = ClangCompiler(self.arch, self.opts)
+    self.accumulators = _accumulators(self.arch, self.opts)
 
   @property
   def supported_dtypes(self) -> frozenset[DType]:  # type: ignore[override]

@@ -39,6 +39,7 @@ from tinygrad.device.plugin import (
   diskcache_put,
   dtypes,
   offload,
+  pm_fast_transcendentals,
   truncate,
 )
 
@@ -147,6 +148,19 @@ def resolve_cpu_features(target: Target) -> tuple[str, str]:
     elif opt in names: extra.append("+" + opt)
     else: cpu = opt  # not a feature LLVM knows for this host: a cpu name (e.g. znver2)
   return cpu or host.cpu, ",".join([host.features, *extra]).strip(",")
+
+
+def accumulator_budget(features: str, triple: str = "") -> int:
+  """float32 accumulators a register block may hold without spilling, from LLVM's feature string: the vector registers
+  minus 4 (the operands of the multiply-adds and a broadcast), times the lanes LLVM fills (8 with AVX: it vectorizes with ymm
+  registers even where AVX-512 offers 32 of them, so AVX-512 doubles the registers, not the lanes)."""
+  on: set[str] = set()
+  for f in filter(None, features.split(",")):  # in order: a later '-avx512f' (a DEV option) turns off the host's '+avx512f'
+    (on.add if f[0] == "+" else on.discard)(f[1:])
+  if "avx512f" in on: return 28 * 8
+  if "avx" in on: return 12 * 8
+  if triple.startswith(("aarch64", "arm64")) or "neon" in on: return 28 * 4
+  return 12 * 4  # SSE: 16 xmm registers of 4 floats
 
 
 # ---------------------------------------------------------------- compiler
@@ -276,11 +290,13 @@ class LLVMRenderer(Renderer):
   device = "CPU"
   name = "LLVM"
   supported_dtypes = frozenset(set(_REG_TYPE) | {dtypes.void})
+  extra_matcher = pm_fast_transcendentals  # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize
 
   def __init__(self, target: Target | None = None):
     self.target = target if target is not None else Target("CPU", "LLVM")
     self.cpu, self.features = resolve_cpu_features(self.target)
     self.arch = self.cpu
+    self.accumulators = accumulator_budget(self.features, host_info().triple)
     self.compiler = LLVMCompiler(self.cpu, self.features)
 
   def __reduce__(self) -> tuple: return LLVMRenderer, (self.target,)

@@ -19,9 +19,10 @@ def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
   return next((c for c in choices if size % c == 0 and size >= c), 1)
 
 
-def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False) -> list[Opt]:
+def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False, accumulators: int = 128) -> list[Opt]:
   """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
-  split long reductions into independent accumulators, and use every core on big kernels."""
+  split long reductions into independent accumulators, and use every core on big kernels. `accumulators`: how many float32
+  accumulators a CPU register block may hold without spilling (Renderer.accumulators)."""
   rngs = ranges_of(ast)
   outs = sorted((r for r in rngs.values() if r.arg[1] == "global"), key=lambda r: r.arg[0])
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
@@ -44,10 +45,11 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       # THREAD splits the outermost loop, here the vectors': each thread would stream all of W (measured 7x slower, not 2x faster)
       if outs and outs[0] is shared: threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
-      block = _register_block(outs if gpu else _blocking_order(ast, outs), gpu)
+      block = _register_block(outs if gpu else _blocking_order(ast, outs), gpu, accumulators)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
       if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
       opts.extend(block)
+      if not gpu: opts.extend(_cache_block(ast, block, reds))
       if not gpu and len(block) == 1 and block[0].axis == outs[-1].arg[0] and (size := range_size(inner := reds[-1])) and size >= 256 and size % 4 == 0:
         # blocked along one loop only (attention's probabilities times V): 4 accumulators per output break the chain of
         # dependent adds through a long reduction
@@ -62,7 +64,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower): so as many threads as
   # divide it (a batch of 8 on 16 cores: 8 threads, not 1)
   if not gpu and outs and (size := range_size(outs[0])) is not None:
-    left = size // prod(o.amount for o in opts if o.op is OptOps.UPCAST and o.axis == outs[0].arg[0])  # what the upcasts leave
+    left = size // prod(o.amount for o in opts if o.op in (OptOps.UPCAST, OptOps.BLOCK) and o.axis == outs[0].arg[0])  # what's left
     threads = _largest_divisor(left, tuple(range(max(threads, 1), 1, -1)))
   elif not gpu: threads = 1
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
@@ -72,19 +74,35 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
 GPU_MIN_THREADS = 1 << 16  # register blocking on a GPU keeps at least this many threads (the H200 holds ~270k)
 
 
-def _register_block(outs: list[UOp], gpu: bool) -> list[Opt]:
+def _register_block(outs: list[UOp], gpu: bool, accumulators: int = 128) -> list[Opt]:
   """UPCAST the innermost output loop by up to 16 and the next by up to 8. On a GPU only as far as the threads left
-  (outputs / block) still number GPU_MIN_THREADS; a block of fewer than 4 is not worth it there."""
+  (outputs / block) still number GPU_MIN_THREADS; a block of fewer than 4 is not worth it there. On a CPU only as far as the
+  accumulators fit in the vector registers: a spilled accumulator is a store and a load per multiply-add (AVX2's 16
+  registers hold 4x16 floats plus the operands, measured 8x16 spilling 9 of them every iteration)."""
   total = 1
   for o in outs: total *= range_size(o) or 1024  # a symbolic size counts as big
   budget = max(total // GPU_MIN_THREADS, 1) if gpu else 1 << 30
   opts: list[Opt] = []
   k = _largest_divisor(range_size(outs[-1]), tuple(c for c in (16, 8, 4) if c <= budget))
   if k > 1: opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], k))
+  if not gpu: budget = accumulators
   if len(outs) >= 2 and (k2 := _largest_divisor(range_size(outs[-2]), tuple(c for c in (8, 4, 2) if c * k <= budget))) > 1:
     opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
   if gpu and prod(o.amount for o in opts) < 4: return []
   return opts
+
+
+CACHE_BLOCK = ContextVar("CACHE_BLOCK", 8)
+
+
+def _cache_block(ast: UOp, block: list[Opt], reds: list[UOp]) -> list[Opt]:
+  """BLOCK the second register-blocked loop (a matmul's rows) by CACHE_BLOCK tiles, so that several row tiles run over each
+  column panel of the other operand while that panel is in cache (without it a 2048 matmul streamed all of B from memory
+  once per row tile). Only for long reductions: a short one's panel is small anyway."""
+  if len(block) < 2 or (n := CACHE_BLOCK.value) <= 1 or not reds or (range_size(reds[-1]) or 1024) < 256: return []
+  rows = ranges_of(ast)[block[1].axis]
+  left = (range_size(rows) or 0) // block[1].amount
+  return [Opt(OptOps.BLOCK, rows.arg[0], b)] if left >= 2 * n and (b := _largest_divisor(left, (n, n // 2))) > 1 else []
 
 
 def _blocking_order(ast: UOp, outs: list[UOp]) -> list[UOp]:

@@ -25,7 +25,7 @@ from tinygrad.uop.ops import Ops, UOp, identity_element
 
 
 class OptOps(Enum):
-  UPCAST = auto(); UNROLL = auto(); THREAD = auto(); TC = auto(); GROUP = auto()  # noqa: E702
+  UPCAST = auto(); UNROLL = auto(); THREAD = auto(); TC = auto(); GROUP = auto(); BLOCK = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
@@ -86,6 +86,20 @@ def unroll(ast: UOp, axis: int, k: int) -> UOp:
   return ast.substitute(replace)
 
 
+def block(ast: UOp, axis: int, k: int) -> UOp:
+  """Cache blocking: output loop `axis` becomes an outer loop (same id, size/k) and an inner one of size k that nests inside
+  every other output loop (the reduces' loops move one id up). In a matmul blocked over its rows, the columns' loop then runs
+  k row tiles over each column panel of B while it is in cache, instead of streaming all of B once per row tile."""
+  rngs = ranges_of(ast)
+  r = rngs.get(axis)
+  if r is None or r.arg[1] != "global": raise KernelOptError(f"BLOCK needs an output loop, {axis} is {'missing' if r is None else r.arg[1]}")
+  outer = _split(r, k)
+  new_id = max(i for i, x in rngs.items() if x.arg[1] == "global") + 1
+  moved = {x: x.replace(arg=(i + 1, *x.arg[1:])) for i, x in rngs.items() if i >= new_id}
+  inner = UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, k),), (new_id, "global"))
+  return ast.substitute({**moved, r: outer * k + inner})
+
+
 def group(ast: UOp, axis: int, g: int) -> UOp:
   """REDUCE(x, r) -> REDUCE(REDUCE(x[r := r_outer*g + lane], r_outer), lane): `lane` (a "group" RANGE, a thread index once
   lowered) picks neighbouring elements for neighbouring threads. A size g doesn't divide gets ceil(N/g) steps, the
@@ -126,6 +140,7 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
   if opt.op is OptOps.UPCAST: return upcast(ast, opt.axis, opt.amount)
   if opt.op is OptOps.GROUP: return group(ast, opt.axis, opt.amount)
   if opt.op is OptOps.UNROLL: return unroll(ast, opt.axis, opt.amount)
+  if opt.op is OptOps.BLOCK: return block(ast, opt.axis, opt.amount)
   if opt.op is OptOps.THREAD: return ast  # applied when lowering for the device (threads.py)
   if opt.op is OptOps.TC: return ast  # applied when lowering (codegen/tensor_core.py)
   raise KernelOptError(f"unknown opt {opt}")

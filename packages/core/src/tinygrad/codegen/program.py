@@ -72,7 +72,8 @@ def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if is_hand_written(ast): return list(ast.arg.opts_to_apply)  # a hand-written kernel: only the opts it asks for
   if NOOPT: return []
   if (tc := tc_opts(ast, renderer)) is not None: return tc
-  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local)
+  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
+                         accumulators=renderer.accumulators)
 
 
 def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> tuple[list[UOp], tuple, tuple]:

@@ -86,6 +86,7 @@ def copies(opts: list[Opt]) -> int:
 
 
 GROUP_AMOUNTS = (8, 16, 32, 64, 128, 256)
+BLOCK_AMOUNTS = (2, 4, 8, 16)
 
 
 def actions(ast: UOp, opts: list[Opt], threads: int, has_local: bool = False) -> list[Opt]:
@@ -97,6 +98,10 @@ def actions(ast: UOp, opts: list[Opt], threads: int, has_local: bool = False) ->
     if (size := range_size(r)) is None or r.arg[1] not in ("global", "reduce"): continue
     op, amounts = (OptOps.UPCAST, UPCAST_AMOUNTS) if r.arg[1] == "global" else (OptOps.UNROLL, UNROLL_AMOUNTS)
     out.extend(Opt(op, rid, k) for k in amounts if size % k == 0)
+  if not has_local and any(r.arg[1] == "reduce" for r in rngs.values()):  # cache blocking: for a CPU's reductions
+    for rid, r in sorted(rngs.items()):
+      if r.arg[1] == "global" and (size := range_size(r)) is not None:
+        out.extend(Opt(OptOps.BLOCK, rid, k) for k in BLOCK_AMOUNTS if size % k == 0 and size > k)
   if has_local:
     sizes = {o.amount for o in opts if o.op is OptOps.GROUP}
     for rid, r in sorted(rngs.items()):
@@ -147,7 +152,7 @@ def _search(ast: UOp, renderer: Renderer, amt: int, device: Any) -> list[Opt]:
   from tqdm import tqdm
   st = time.perf_counter()
   name = kernel_name(ast)
-  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, gpu=renderer.has_local)
+  hc = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, gpu=renderer.has_local, accumulators=renderer.accumulators)
   try: bench = Bench(ast, device)
   except ValueError as e:
     if DEBUG >= 1: print(f"BEAM {name}: {e}; using the heuristics")

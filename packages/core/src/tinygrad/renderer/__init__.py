@@ -112,6 +112,7 @@ class Renderer:
   supports_float4: bool = False
   vector_dtypes: tuple[DType, ...] = (dtypes.float32,)  # with supports_float4: element types of the 16-byte accesses
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
+  accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
   tensor_cores: tuple[TensorCore, ...] = ()
   # rules this target needs before rendering (decompositions, dtype emulation); see codegen
   extra_matcher: PatternMatcher | None = None
