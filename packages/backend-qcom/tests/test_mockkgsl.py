@@ -23,6 +23,18 @@ SRC = """__kernel void axpb(__global float* out, __global const float* a, __glob
 }"""
 
 
+# the kgsl ABI: request numbers encode the struct sizes, so a misdeclared field changes them (values for a 64-bit kernel,
+# _IOWR/_IOW of msm_kgsl.h with the layouts of its structs)
+@pytest.mark.parametrize("name,number,size", [
+  ("IOCTL_KGSL_GPU_COMMAND", 0xc040094a, 64), ("IOCTL_KGSL_GPUOBJ_ALLOC", 0xc0300945, 48), ("IOCTL_KGSL_GPUOBJ_INFO", 0xc0300947, 48),
+  ("IOCTL_KGSL_GPUOBJ_FREE", 0x40200946, 32), ("IOCTL_KGSL_DRAWCTXT_CREATE", 0xc0080913, 8), ("IOCTL_KGSL_DRAWCTXT_DESTROY", 0x40040914, 4),
+  ("IOCTL_KGSL_DEVICE_WAITTIMESTAMP_CTXTID", 0x400c0907, 12)])
+def test_ioctl_numbers(name: str, number: int, size: int) -> None:
+  assert getattr(kgsl, name) == number
+  assert ctypes.sizeof(kgsl.IOCTL_STRUCTS[number]) == size
+  assert ctypes.sizeof(kgsl.kgsl_command_object) == 32
+
+
 # PM4 packets
 @pytest.mark.parametrize("words", [pm4.type4(pm4.HLSQ_CS_CNTL, 0x104), pm4.type4(pm4.HLSQ_CS_NDRANGE_0, *range(7)),
                                    pm4.type7(pm4.CP_EXEC_CS, 0, 4, 1, 1), pm4.type7(pm4.CP_WAIT_FOR_IDLE)])
@@ -224,6 +236,20 @@ def test_tinyjit_replays() -> None:
       before = k.cp.dispatches
       np.testing.assert_allclose(f(a, b).numpy(), np.full(8, 8 * (i + 2.0 ** i)), rtol=1e-6)
       assert k.cp.dispatches > before  # every call, replays included, dispatched on the mock command processor
+
+
+@needs_cl
+def test_tinyjit_graph_is_one_submission() -> None:
+  with Context(DEV=MOCK):
+    @TinyJit
+    def f(a: Tensor) -> Tensor: return ((a + 1).contiguous() * 2).contiguous().sum().realize()
+    k = Device[Device.DEFAULT].iface
+    for i in range(5):
+      a = Tensor.full((16,), float(i)).contiguous().realize()
+      subs, disp = k.submissions, k.cp.dispatches
+      assert f(a).item() == 16 * (i + 1) * 2
+      if i >= 2:  # replays: the captured kernels in one IB
+        assert k.submissions - subs == 1 and k.cp.dispatches - disp >= 3
 
 
 def test_plain_qcom_never_uses_the_mock() -> None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import ctypes
 import struct
 import time
-from typing import Any
+from typing import Any, cast
 
-from tinygrad.device.plugin import Allocator, Compiled
+from tinygrad.device.plugin import Allocator, Compiled, KernelLaunch
 
 from tinygrad_backend_qcom import kgsl, pm4
 from tinygrad_backend_qcom.shaderobj import pack_constants, pack_image
@@ -84,10 +84,10 @@ class QCOMProgram:
     self.shader.mem[:len(image)] = image
     self.instrlen = len(image) // 8
 
-  def __call__(self, *bufs: QCOMBuffer, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
-               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+  def dispatch(self, bufs: tuple[QCOMBuffer, ...], global_size: tuple[int, ...], local_size: tuple[int, ...], vals: tuple[int, ...]) -> list[int]:
+    """The PM4 packets of one launch (its constants are written to the constant ring now); [] for an empty grid."""
     groups, local = (tuple(global_size) + (1, 1, 1))[:3], (tuple(local_size) + (1, 1, 1))[:3]
-    if groups[0] * groups[1] * groups[2] == 0: return 0.0 if wait else None
+    if groups[0] * groups[1] * groups[2] == 0: return []
     if any(not 1 <= x <= MAX_LOCAL for x in local):
       raise RuntimeError(f"kernel {self.name}: local size {local} doesn't fit HLSQ_CS_NDRANGE_0 (1..{MAX_LOCAL} per dimension); "
                          "use a smaller LOCAL_SIZE (e.g. DEV=QCOM:QCOMCL:a630,LOCAL_SIZE=64)")
@@ -96,21 +96,47 @@ class QCOMProgram:
     constlen = (nvec4 + 3) // 4 * 4  # HLSQ_CS_CNTL stores it >> 2
     caddr = self.dev.ring_write("const", consts)
     dim = 3 if groups[2] > 1 or local[2] > 1 else 2 if groups[1] > 1 or local[1] > 1 else 1
-    fence = self.dev.next_fence()
-    ib = [*pm4.type7(pm4.CP_SET_MARKER, pm4.RM6_COMPUTE),
-          *pm4.type4(pm4.HLSQ_CS_CNTL, (constlen >> 2) | (1 << 8)),
-          *pm4.type4(pm4.SP_CS_OBJ_START_LO, *pm4.lo_hi(self.shader.gpuaddr)),
-          *pm4.type4(pm4.SP_CS_INSTRLEN, self.instrlen),
-          *pm4.load_state6(pm4.ST6_CONSTANTS, pm4.SS6_INDIRECT, pm4.SB6_CS_SHADER, nvec4, caddr),
-          *pm4.type4(pm4.HLSQ_CS_NDRANGE_0, dim | ((local[0] - 1) << 2) | ((local[1] - 1) << 12) | ((local[2] - 1) << 22),
-                     groups[0] * local[0], 0, groups[1] * local[1], 0, groups[2] * local[2], 0),
-          *pm4.type7(pm4.CP_EXEC_CS, 0, *groups),
-          *pm4.event_write_ts(pm4.CACHE_FLUSH_TS, self.dev.fence_addr, fence)]
+    return [*pm4.type7(pm4.CP_SET_MARKER, pm4.RM6_COMPUTE),
+            *pm4.type4(pm4.HLSQ_CS_CNTL, (constlen >> 2) | (1 << 8)),
+            *pm4.type4(pm4.SP_CS_OBJ_START_LO, *pm4.lo_hi(self.shader.gpuaddr)),
+            *pm4.type4(pm4.SP_CS_INSTRLEN, self.instrlen),
+            *pm4.load_state6(pm4.ST6_CONSTANTS, pm4.SS6_INDIRECT, pm4.SB6_CS_SHADER, nvec4, caddr),
+            *pm4.type4(pm4.HLSQ_CS_NDRANGE_0, dim | ((local[0] - 1) << 2) | ((local[1] - 1) << 12) | ((local[2] - 1) << 22),
+                       groups[0] * local[0], 0, groups[1] * local[1], 0, groups[2] * local[2], 0),
+            *pm4.type7(pm4.CP_EXEC_CS, 0, *groups)]
+
+  def __call__(self, *bufs: QCOMBuffer, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
+               vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+    ib = self.dispatch(bufs, global_size, local_size, vals)
+    if not ib: return 0.0 if wait else None
     start = time.perf_counter()
-    self.dev.submit(ib, fence)
+    self.dev.submit_with_fence(ib)
     if not wait: return None
     self.dev.synchronize()
     return time.perf_counter() - start  # host time of submit + wait: kgsl's own profiling isn't read yet
+
+
+def const_bytes(nbufs: int, nvals: int) -> int: return (16 + 8 * nbufs + 4 * nvals + 15) // 16 * 16  # = len(pack_constants(...))
+
+
+class QCOMGraph:
+  """TinyJit's launches as one IB: a single GPU_COMMAND (and one fence) per replay instead of one per kernel."""
+
+  def __init__(self, dev: QCOMDevice, launches: list[KernelLaunch]):
+    if not all(isinstance(launch.program, QCOMProgram) for launch in launches):
+      raise NotImplementedError("a QCOM graph holds only QCOM kernels")
+    self.dev, self.launches = dev, list(launches)
+    if self._const_bytes() > CONST_RING // 2 or len(launches) * 48 * 4 > CMD_RING // 2:
+      raise NotImplementedError(f"{len(launches)} launches don't fit one IB here: TinyJit runs them one by one")
+
+  def _const_bytes(self) -> int: return sum(const_bytes(len(x.bufs), len(x.vals)) for x in self.launches)
+
+  def update(self, i: int, launch: KernelLaunch) -> None: self.launches[i] = launch
+
+  def __call__(self) -> None:
+    self.dev.ring_make_room("const", self._const_bytes())  # no wrap while this IB's constants are written
+    ib = [w for x in self.launches for w in cast(QCOMProgram, x.program).dispatch(x.bufs, x.global_size, x.local_size, x.vals)]
+    if ib: self.dev.submit_with_fence(ib)
 
 
 class QCOMDevice(Compiled):
@@ -128,7 +154,7 @@ class QCOMDevice(Compiled):
     self.fence_obj = self.gpu_alloc(64)
     self.fence_addr = self.fence_obj.gpuaddr
     self.fence_value, self.last_timestamp, self.pending = 0, 0, False
-    super().__init__(name, QCOMAllocator(self), lambda n, lib: QCOMProgram(self, n, lib))
+    super().__init__(name, QCOMAllocator(self), lambda n, lib: QCOMProgram(self, n, lib), graph=lambda launches: QCOMGraph(self, launches))
 
   # memory
   def gpu_alloc(self, size: int, memtype: int = kgsl.KGSL_MEMTYPE_OBJECTANY) -> GPUObject:
@@ -144,14 +170,19 @@ class QCOMDevice(Compiled):
     obj.mem.close()
     self.iface.ioctl(kgsl.IOCTL_KGSL_GPUOBJ_FREE, kgsl.kgsl_gpuobj_free(id=obj.id))
 
-  def ring_write(self, ring: str, data: bytes) -> int:
-    """Copy `data` into a ring (16-byte aligned) and return its GPU address; a full ring waits for the GPU and starts over."""
-    obj, size = self.rings[ring], (len(data) + 15) // 16 * 16
-    if size > obj.size: raise RuntimeError(f"{self.device}: {len(data)} bytes don't fit the {ring} ring ({obj.size} bytes)")
+  def ring_make_room(self, ring: str, size: int) -> None:
+    """Make the next `size` bytes of a ring free and contiguous: when they aren't, wait for the GPU and start over."""
+    obj = self.rings[ring]
+    if size > obj.size: raise RuntimeError(f"{self.device}: {size} bytes don't fit the {ring} ring ({obj.size} bytes)")
     if self.ring_pos[ring] + size > obj.size:
       self.synchronize()
       self.ring_pos[ring] = 0
-    off = self.ring_pos[ring]
+
+  def ring_write(self, ring: str, data: bytes) -> int:
+    """Copy `data` into a ring (16-byte aligned) and return its GPU address."""
+    size = (len(data) + 15) // 16 * 16
+    self.ring_make_room(ring, size)
+    obj, off = self.rings[ring], self.ring_pos[ring]
     obj.mem[off:off + len(data)] = data
     self.ring_pos[ring] = off + size
     return obj.gpuaddr + off
@@ -160,6 +191,10 @@ class QCOMDevice(Compiled):
   def next_fence(self) -> int:
     self.fence_value = (self.fence_value + 1) & 0xffffffff
     return self.fence_value
+
+  def submit_with_fence(self, ib: list[int]) -> None:
+    fence = self.next_fence()
+    self.submit([*ib, *pm4.event_write_ts(pm4.CACHE_FLUSH_TS, self.fence_addr, fence)], fence)
 
   def submit(self, ib: list[int], fence: int) -> None:
     addr = self.ring_write("cmd", struct.pack(f"<{len(ib)}I", *ib))
