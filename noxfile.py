@@ -117,10 +117,14 @@ QCOM_NO_HALF = ["-k", "not half and not float16 and not fp16 and not double and 
 
 @nox.session
 def qcom(session: nox.Session) -> None:
-  """backend-qcom: its own tests (registrations, OpenCL C per arch, every op against PYTHON on the CL device), part of the core
-  suite on DEV=CL:QCOMCL (PoCL), and the catalog's programs compiled for an Adreno a630 with the pitch option."""
+  """backend-qcom: its own tests (registrations, OpenCL C per arch, every op against PYTHON on the CL device, PM4 packets and
+  the kgsl mock), part of the core suite on DEV=CL:QCOMCL (PoCL) and on DEV=MOCKKGSL+QCOM (the kgsl runtime on its mock), and
+  the catalog's programs compiled for an Adreno a630 with the pitch option."""
   _pytest(session, "packages/backend-qcom/tests", *QCOM_CORE_SUBSET, dev="CL:QCOMCL")
   _pytest(session, f"{CORE_TESTS}/test_programs.py", "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
+  # the kgsl runtime on its mock: the same subset, every kernel dispatched through PM4 packets the mock checks and executes
+  # (its float kernels are the CL run's sources, so PoCL's compiles come from the cache: about 25 s)
+  _pytest(session, *QCOM_CORE_SUBSET, *QCOM_NO_HALF, dev="MOCKKGSL+QCOM")
 
 
 @nox.session(default=False)
@@ -130,6 +134,20 @@ def qcom_full(session: nox.Session) -> None:
   busy 2-core machine, 2026-12-01, with LLVM's optimizer still on)."""
   _pytest(session, CORE_TESTS, dev="CL:QCOMCL")
   _pytest(session, CORE_TESTS, "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
+
+
+# the kgsl runtime's suite on its mock: the catalog, the JIT (device graphs), GPU reductions, and the elementwise, reduce,
+# movement, autograd, nn and dtype APIs
+QCOM_MOCK_FILES = [f"{CORE_TESTS}/{f}.py" for f in ("test_programs", "test_jit", "test_gpu_reduce", "test_elementwise_api", "test_reduce_api",
+                                                   "test_movement_api", "test_autograd", "test_nn", "test_dtype")]
+
+
+@nox.session(default=False)
+def qcom_mock(session: nox.Session) -> None:
+  """A larger part of the core suite (QCOM_MOCK_FILES) on the kgsl runtime over its mock, every dtype included: the QCOM device
+  with the generic arch cl_fp64 (half stored as 16 bits, double native), which PoCL, the mock's executor, can compile; the
+  default session's a630 run leaves half and double out. Not a default session: PoCL compiles each kernel (minutes)."""
+  _pytest(session, *QCOM_MOCK_FILES, dev="MOCKKGSL+QCOM::cl_fp64")
 
 
 @nox.session(venv_backend="venv")

@@ -320,3 +320,28 @@ def test_tinygrad_plugins_empty_cli_report():
   assert res.returncode == 0, res.stderr
   assert res.stdout.startswith("plugins: core\n")
   assert not re.search(r"^CPU", res.stdout, re.M)
+
+
+# ---- interfaces: IFACE+DEVICE
+
+def test_named_interface_opens_without_the_device_and_stays_apart(monkeypatch):
+  """DEV=MOCK+FAKEIF opens the named interface even where available() says the device (its default interface) is missing,
+  and an instance opened that way is never what DEV=FAKEIF gets: a mock is chosen by name only."""
+  from tinygrad.device.plugin import Allocator, Compiled, DeviceSpec, Target
+  opened: list[str] = []
+
+  def open_mock(index: int, target: Target) -> Compiled:
+    if target.interface != "MOCK": raise RuntimeError("the mock opens only when DEV names it")
+    opened.append(target.interface)
+    return Compiled("FAKEIF", Allocator(), None)
+
+  def open_hw(index: int, target: Target) -> Compiled: raise RuntimeError("no hardware")
+
+  monkeypatch.setitem(registry.devices, "FAKEIF", DeviceSpec("FAKEIF", {"HW": open_hw, "MOCK": open_mock}, available=lambda: "no FAKEIF here"))
+  monkeypatch.setattr(Device, "_opened", dict(Device._opened))
+  with Context(DEV="MOCK+FAKEIF"):
+    dev = Device["FAKEIF"]
+    assert Device["FAKEIF"] is dev and opened == ["MOCK"]
+  with Context(DEV="FAKEIF"), pytest.raises(RuntimeError, match="not available here: no FAKEIF here"): Device["FAKEIF"]
+  with Context(DEV="HW+FAKEIF"), pytest.raises(RuntimeError, match="HW: RuntimeError: no hardware"): Device["FAKEIF"]
+  with Context(DEV="TYPO+FAKEIF"), pytest.raises(DeviceNotFound, match="interface for FAKEIF"): Device["FAKEIF"]

@@ -3,8 +3,9 @@
 Devices:
   CL    any OpenCL device through pyopencl (PoCL from PyPI on a machine without a GPU): runs QCOMCL kernels for real.
         Its default arch describes the device (cl, cl_fp16, cl_fp64, cl_fp16_fp64: see qcomcl.py).
-  QCOM  an Adreno GPU through the kgsl kernel driver (/dev/kgsl-3d0). The kgsl runtime is not built yet: without the
-        device node it is unavailable, with it opening says what is missing.
+  QCOM  an Adreno GPU through the kgsl kernel driver (qcom.py), with two interfaces: KGSL (/dev/kgsl-3d0, the default) and
+        MOCKKGSL (mockkgsl.py: the ioctls and the command processor in Python, executing on PoCL). The mock is opened
+        only when DEV names it (DEV=MOCKKGSL+QCOM), never as a fallback.
 Renderer, for both: QCOMCL (OpenCL C; archs a6xx/a7xx for Adreno, default a630, and the cl* archs), with KEY=VALUE
 options after the arch: `NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64`.
 """
@@ -17,7 +18,7 @@ from tinygrad.device.plugin import DeviceSpec, RegisterDevice, RegisterRenderer,
 from tinygrad_backend_qcom.qcomcl import ARCHS, DEFAULT_ADRENO_ARCH
 
 PACKAGE = "tinygrad-backend-qcom"
-KGSL_PATH = "/dev/kgsl-3d0"
+KGSL_PATH = "/dev/kgsl-3d0"  # = qcom.KGSL_PATH (not imported: loading the plugin stays cheap)
 
 
 def _cl_status() -> tuple[int, str | None]:
@@ -39,12 +40,24 @@ def _open_cl(index: int, target: Target):
 
 def _kgsl_available() -> str | None:
   if not os.path.exists(KGSL_PATH):
-    return f"no kgsl device is available ({KGSL_PATH} not found: QCOM needs an Adreno GPU under Linux/Android); DEV=CL runs QCOMCL kernels on any OpenCL device"
+    return (f"no kgsl device is available ({KGSL_PATH} not found: QCOM needs an Adreno GPU under Linux/Android); "
+            "DEV=MOCKKGSL+QCOM runs the kgsl runtime on a mock of the driver, DEV=CL runs QCOMCL kernels on any OpenCL device")
   return None
 
 
-def _open_qcom(index: int, target: Target):
-  raise RuntimeError(f"{KGSL_PATH} exists, but the kgsl runtime of tinygrad-backend-qcom is not built yet; use DEV=CL (OpenCL) on this device")
+def _open_kgsl(index: int, target: Target):
+  from tinygrad_backend_qcom.kgsl import KgslInterface
+  from tinygrad_backend_qcom.qcom import open_qcom
+  if (why := _kgsl_available()) is not None: raise RuntimeError(why)
+  return open_qcom(index, KgslInterface())
+
+
+def _open_mockkgsl(index: int, target: Target):
+  if target.interface != "MOCKKGSL":  # tried in order with the others: a mock is chosen by name only
+    raise RuntimeError("the kgsl mock opens only when DEV names it (DEV=MOCKKGSL+QCOM)")
+  from tinygrad_backend_qcom.mockkgsl import MockKgsl
+  from tinygrad_backend_qcom.qcom import open_qcom
+  return open_qcom(index, MockKgsl())
 
 
 def _make_qcomcl(target: Target):
@@ -60,8 +73,10 @@ def _compiler_available() -> str | None:
 def register_devices(register: RegisterDevice) -> None:
   # CL is never the default device (DEV=CL asks for it): on most machines it is PoCL, OpenCL on the CPU the CPU device has already
   register(DeviceSpec("CL", {"": _open_cl}, count=lambda: _cl_status()[0], available=lambda: _cl_status()[1], package=PACKAGE))
-  register(DeviceSpec("QCOM", {"": _open_qcom}, count=lambda: 1 if _kgsl_available() is None else 0, available=_kgsl_available,
-                      package=PACKAGE))  # never the default device until the kgsl runtime exists
+  # available() speaks for the default interface (KGSL); DEV=MOCKKGSL+QCOM opens the mock without the device node.
+  # Never the default device: it has run on no Adreno yet (docs/backends.md)
+  register(DeviceSpec("QCOM", {"KGSL": _open_kgsl, "MOCKKGSL": _open_mockkgsl}, count=lambda: 1, available=_kgsl_available,
+                      package=PACKAGE))
 
 
 @hookimpl

@@ -199,24 +199,31 @@ class _Device:
       if t.device == device_kind: return t
     return Target(device_kind)
 
+  def _instance_key(self, key: str) -> str:
+    """Instances opened through an interface that DEV names are kept apart: DEV=QCOM never reuses what MOCKKGSL+QCOM opened."""
+    for t in self.targets():
+      if t.interface and t.device == key.partition(":")[0]: return f"{t.interface}+{key}"
+    return key
+
   def __getitem__(self, name: str) -> Compiled:
     key = self.canonicalize(name)
-    if key in self._opened: return self._opened[key]
+    if (ckey := self._instance_key(key)) in self._opened: return self._opened[ckey]
     if (pathdev := registry.split_path_instance(key)) is not None:  # DISK:path (DeviceSpec.path_instances)
       self._opened[key] = self.registry.device_spec(pathdev[0]).interfaces[""](0, Target(pathdev[0], arch=pathdev[1]))
       return self._opened[key]
     kind, index = parse_instance(key)
     spec = self.registry.device_spec(kind)
-    if (why := spec.available()) is not None: raise RuntimeError(f"device {key} is not available here: {why}")
     target = self.target_for(kind)
+    # available() speaks for the default interfaces; one named in DEV (MOCKKGSL+QCOM) is opened and reports its own failure
+    if not target.interface and (why := spec.available()) is not None: raise RuntimeError(f"device {key} is not available here: {why}")
     iface_names = [target.interface] if target.interface else list(spec.interfaces)
     errors = []
     for iface in iface_names:
       if iface not in spec.interfaces:
         raise DeviceNotFound(unknown_name_error(f"interface for {kind}", iface, [i for i in spec.interfaces if i]))
       try:
-        self._opened[key] = spec.interfaces[iface](index, target)
-        return self._opened[key]
+        self._opened[ckey] = spec.interfaces[iface](index, target)
+        return self._opened[ckey]
       except Exception as e:  # noqa: BLE001  try the next interface, report all if none opens
         errors.append(f"{iface or 'default'}: {type(e).__name__}: {e}")
     raise RuntimeError(f"could not open device {key}: " + "; ".join(errors))
