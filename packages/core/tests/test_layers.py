@@ -27,8 +27,8 @@ RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 # a backend (the in-tree ones and the out-of-tree example) imports only core's plugin surface
 BACKEND_SOURCES = [*sorted((ROOT / "packages").glob("backend-*/src")), ROOT / "examples/plugin-example/src"]
 PLUGIN_SURFACE = "tinygrad.device.plugin"
-# the Tensor mixins still import Tensor inside their functions (issue 13, item 2): the one cycle between folders left
-KNOWN_CYCLES = [{"tensor", "frontend"}]
+# cycles between folders that are tolerated for now (none: keep it that way)
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def module_name(path: pathlib.Path, root: pathlib.Path) -> str:
