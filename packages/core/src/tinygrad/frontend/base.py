@@ -10,7 +10,6 @@ Tensor's constructor, creation classmethods and realization, and the few ops of 
 declarations exist for the type checker only: at run time the one definition is Tensor's (or the later mixin's)."""
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -18,13 +17,13 @@ from tinygrad.dtype import ConstType, DType
 from tinygrad.helpers import prod
 from tinygrad.uop.ops import UOp
 
-Device = str | tuple[str, ...]  # a device name, or the devices of a sharded tensor (frontend/multi.py)
+DeviceArg = str | tuple[str, ...]  # a device name, or the devices of a sharded tensor (frontend/multi.py)
 
 
 class TensorBase:
   __slots__ = ("_uop", "requires_grad", "grad")
   _uop: UOp
-  requires_grad: builtins.bool | None
+  requires_grad: bool | None
   grad: Self | None
 
   # ---- the graph behind the tensor
@@ -35,41 +34,41 @@ class TensorBase:
   def uop(self, value: UOp) -> None: self._uop = value
 
   @property
-  def shape(self) -> tuple[builtins.int, ...]: return self.uop.shape
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
   @property
   def dtype(self) -> DType: return self.uop.dtype
   @property
   def device(self) -> str: return self.uop.device  # type: ignore[return-value]  # a tuple for sharded tensors
   @property
-  def ndim(self) -> builtins.int: return len(self.shape)
-  def numel(self) -> builtins.int: return prod(self.shape)
-  def element_size(self) -> builtins.int: return self.dtype.itemsize
-  def nbytes(self) -> builtins.int: return self.numel() * self.element_size()
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
 
   if TYPE_CHECKING:
     # ---- defined by Tensor (tensor.py): construction, creation, realization
-    training: ClassVar[builtins.bool]
-    def __init__(self, data: Any, device: Device | None = None, dtype: DType | str | None = None, requires_grad: builtins.bool | None = None) -> None: ...
+    training: ClassVar[bool]
+    def __init__(self, data: Any, device: DeviceArg | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None) -> None: ...
     @classmethod
-    def empty(cls, *shape: builtins.int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Self: ...
+    def empty(cls, *shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Self: ...
     @classmethod
-    def full(cls, shape: tuple[builtins.int, ...] | builtins.int, fill_value: ConstType, device: str | None = None,
+    def full(cls, shape: tuple[int, ...] | int, fill_value: ConstType, device: str | None = None,
              dtype: DType | str | None = None, **kwargs: Any) -> Self: ...
     @classmethod
-    def zeros(cls, *shape: builtins.int, **kwargs: Any) -> Self: ...
+    def zeros(cls, *shape: int, **kwargs: Any) -> Self: ...
     @classmethod
-    def ones(cls, *shape: builtins.int, **kwargs: Any) -> Self: ...
+    def ones(cls, *shape: int, **kwargs: Any) -> Self: ...
     @classmethod
-    def arange(cls, start: builtins.int | builtins.float, stop: builtins.int | builtins.float | None = None, step: builtins.int | builtins.float = 1,
+    def arange(cls, start: int | float, stop: int | float | None = None, step: int | float = 1,
                **kwargs: Any) -> Self: ...
     @classmethod
-    def eye(cls, n: builtins.int, m: builtins.int | None = None, **kwargs: Any) -> Self: ...
+    def eye(cls, n: int, m: int | None = None, **kwargs: Any) -> Self: ...
     @classmethod
-    def rand(cls, *shape: builtins.int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Self: ...
+    def rand(cls, *shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Self: ...
     def realize(self, *others: Self) -> Self: ...
     def contiguous(self) -> Self: ...
     def detach(self) -> Self: ...
-    def to(self, device: Device | None) -> Self: ...
+    def to(self, device: DeviceArg | None) -> Self: ...
     def item(self) -> ConstType: ...
     def data(self) -> memoryview: ...
     def assign(self, x: Self | ConstType) -> Self: ...
@@ -79,13 +78,13 @@ class TensorBase:
     def ones_like(self, **kwargs: Any) -> Self: ...
 
     # ---- defined by a later mixin and used by an earlier one
-    def reshape(self, shape: builtins.int | Sequence[builtins.int], *args: builtins.int) -> Self: ...  # movement, used by elementwise
-    def expand(self, shape: builtins.int | Sequence[builtins.int], *args: builtins.int) -> Self: ...  # movement, used by elementwise
-    def pad(self, padding: Sequence[tuple[builtins.int, builtins.int] | None] | Sequence[builtins.int], mode: str = "constant",
-            value: builtins.float = 0.0) -> Self: ...  # movement, used by elementwise
-    def shrink(self, arg: Sequence[tuple[builtins.int, builtins.int] | None]) -> Self: ...  # movement, used by elementwise
-    def unsqueeze(self, dim: builtins.int) -> Self: ...  # movement, used by elementwise
+    def reshape(self, shape: int | Sequence[int], *args: int) -> Self: ...  # movement, used by elementwise
+    def expand(self, shape: int | Sequence[int], *args: int) -> Self: ...  # movement, used by elementwise
+    def pad(self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant",
+            value: float = 0.0) -> Self: ...  # movement, used by elementwise
+    def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Self: ...  # movement, used by elementwise
+    def unsqueeze(self, dim: int) -> Self: ...  # movement, used by elementwise
     def __getitem__(self, index: Any) -> Self: ...  # indexing, used by movement
-    def max(self, axis: builtins.int | Sequence[builtins.int] | None = None, keepdim: builtins.bool = False) -> Self: ...  # reduce, used by elementwise
-    def min(self, axis: builtins.int | Sequence[builtins.int] | None = None, keepdim: builtins.bool = False) -> Self: ...  # reduce, used by elementwise
-    def matmul(self, x: Self, reverse: builtins.bool = False, dtype: DType | str | None = None) -> Self: ...  # functional, used by elementwise's @
+    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self: ...  # reduce, used by elementwise
+    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self: ...  # reduce, used by elementwise
+    def matmul(self, x: Self, reverse: bool = False, dtype: DType | str | None = None) -> Self: ...  # functional, used by elementwise's @
