@@ -7,7 +7,8 @@ its results with `type(self)(uop, ...)` and `type(self).arange(...)`, so they ar
 
 Under TYPE_CHECKING the base also declares, with their signatures, what mixins call but something above them defines:
 Tensor's constructor, creation classmethods and realization, and the few ops of a later mixin an earlier one uses. These
-declarations exist for the type checker only: at run time the one definition is Tensor's (or the later mixin's)."""
+declarations exist for the type checker only: at run time the one definition is Tensor's (or the later mixin's), and
+mypy checks that definition against the declaration as an override, so the two can't drift apart."""
 from __future__ import annotations
 
 from collections.abc import Sequence
