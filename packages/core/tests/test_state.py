@@ -15,10 +15,11 @@ import pytest
 import torch_files as TF
 from conftest import is_null_device
 from tinygrad import Device, Tensor, dtypes
-from tinygrad.frontend.disk import disk_file, disk_view
+from tinygrad.frontend.disk import disk_view
 from tinygrad.nn.state import (
   SafetensorsError,
   TorchLoadError,
+  disk_file,
   get_parameters,
   get_state_dict,
   load_state_dict,

@@ -14,13 +14,12 @@ from tinygrad.device.registry import Device
 from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
 from tinygrad.engine.linear import to_linear
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
+from tinygrad.frontend.conv import ConvMixin
 from tinygrad.frontend.custom_kernel import custom_kernel
 from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
-from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.frontend.functional import FunctionalMixin
-from tinygrad.frontend.movement import MovementMixin
+from tinygrad.frontend.indexing import IndexingMixin
 from tinygrad.frontend.multi import MultiMixin, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
-from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import InvalidArgumentError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
@@ -75,9 +74,11 @@ def _numpy_dtype_of(arr: Any) -> DType:
   return mapping[arr.dtype.type]
 
 
-class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, MultiMixin):
-  """A lazy tensor. `Tensor([1, 2, 3])`, `Tensor(np_array)`, `Tensor.rand(2, 3)`; `.numpy()` computes it."""
-  __slots__ = ("_uop", "requires_grad", "grad", "__weakref__")
+class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
+  """A lazy tensor. `Tensor([1, 2, 3])`, `Tensor(np_array)`, `Tensor.rand(2, 3)`; `.numpy()` computes it.
+  The ops are the mixins of frontend/ over frontend/base.py's TensorBase (the graph, shape, dtype, device); this class
+  adds construction from data, creation, realization and autograd."""
+  __slots__ = ("__weakref__",)
   training: ClassVar[bool] = False
   _seed: ClassVar[int] = 0
   _rng_counters: ClassVar[dict[Any, Tensor]] = {}
@@ -107,24 +108,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
       self._uop = _from_bytes(raw, shape, dtype, device)
     _all_tensors.add(self)
 
-  # ---- the graph behind the tensor
-  @property
-  def uop(self) -> UOp: return self._uop
-
-  @uop.setter
-  def uop(self, value: UOp) -> None: self._uop = value
-
-  @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
-  @property
-  def dtype(self) -> DType: return self.uop.dtype
-  @property
-  def device(self) -> str: return self.uop.device  # type: ignore[return-value]  # a tuple for sharded tensors
-  @property
-  def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
-  def element_size(self) -> int: return self.dtype.itemsize
-  def nbytes(self) -> int: return self.numel() * self.element_size()
+  # ---- the graph behind the tensor (uop, shape, dtype, device, ndim, numel, nbytes: TensorBase)
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
@@ -280,7 +264,7 @@ class Tensor(MovementMixin, ElementwiseMixin, ReduceMixin, FunctionalMixin, Mult
 
   # ---- creation
   @staticmethod
-  def empty(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+  def empty(*shape: int, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = _check_shape(argfix(*shape))
     if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Self, TypeVar
 
 from tinygrad.dtype import DType, dtypes
+from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.helpers import InvalidArgumentError, flatten, make_tuple, prod
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
+TensorT = TypeVar("TensorT", bound="ConvMixin")  # a Tensor, in the helpers of the mixin
 
 Pairs = list[tuple[int, int]]
 
@@ -35,11 +35,11 @@ def _conv_pad_pairs(padding: int | Sequence[int] | str, k_: Sequence[int], s_: S
   return [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(k_, d_)]
 
 
-def _pad_spatial(x: Tensor, pairs: Pairs, value: float = 0.0) -> Tensor:
+def _pad_spatial(x: TensorT, pairs: Pairs, value: float = 0.0) -> TensorT:
   return x.pad(((0, 0),) * (x.ndim - len(pairs)) + tuple(pairs), value=value) if any(p != (0, 0) for p in pairs) else x
 
 
-def _windows(x: Tensor, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> Tensor:
+def _windows(x: TensorT, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> TensorT:
   """(..., *i) -> (..., *o, *k): the sliding windows over the last len(k_) dims, as a view.
 
   Windows that overlap (k > s) or are dilated come from repeating the input: a row of the repeated data of length
@@ -80,11 +80,11 @@ def _ceil_pairs(i_: Sequence[int], pairs: Pairs, k_: Sequence[int], s_: Sequence
   return out
 
 
-def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool, device: str) -> Tensor:
-  """(n_out, n_in) weights: row j mixes the inputs that output j samples."""
-  from tinygrad.tensor import Tensor
-  dst = Tensor.arange(n_out, dtype=dtypes.float32, device=device)
-  src_i = Tensor.arange(n_in, dtype=dtypes.int32, device=device).reshape(1, n_in)
+def _interp_matrix(n_in: int, n_out: int, mode: str, align_corners: bool, like: TensorT) -> TensorT:
+  """(n_out, n_in) weights on like's device: row j mixes the inputs that output j samples."""
+  device = like.device
+  dst = type(like).arange(n_out, dtype=dtypes.float32, device=device)
+  src_i = type(like).arange(n_in, dtype=dtypes.int32, device=device).reshape(1, n_in)
   if mode == "linear":
     if align_corners: pos = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
     else: pos = ((dst + 0.5) * (n_in / n_out) - 0.5).maximum(0.0).minimum(float(n_in - 1))
@@ -114,16 +114,16 @@ def _weight_precision(max_weight: float) -> int:
   return p
 
 
-class ConvMixin:
+class ConvMixin(ReduceMixin):
   __slots__ = ()
 
-  def _pool(self, k_: Sequence[int], stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1) -> Tensor:
+  def _pool(self, k_: Sequence[int], stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1) -> Self:
     """The sliding windows of size k_ over the last len(k_) dims: (..., *i) -> (..., *o, *k_)."""
     return _windows(self, tuple(k_), make_tuple(stride, len(k_)), make_tuple(dilation, len(k_)))
 
   # ---- pooling
   def avg_pool2d(self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
-                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Self:
     k_ = make_tuple(kernel_size, 2)
     s_, d_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_))
     axes = tuple(range(-len(k_), 0))
@@ -137,7 +137,7 @@ class ConvMixin:
     return total / _windows(_pad_spatial(ones, extra), k_, s_, d_).sum(axes)
 
   def max_pool2d(self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
-                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, return_indices: bool = False) -> Self | tuple[Self, Self]:
     k_ = make_tuple(kernel_size, 2)
     s_, d_ = make_tuple(stride if stride is not None else k_, len(k_)), make_tuple(dilation, len(k_))
     axes = tuple(range(-len(k_), 0))
@@ -147,16 +147,15 @@ class ConvMixin:
     out = win.max(axes)
     if not return_indices: return out
     # flat index (into the spatial dims) of the first maximum of each window
-    from tinygrad.tensor import Tensor
     sp = self.shape[-len(k_):]
     n = prod(sp)
-    rev = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(sp)
+    rev = type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(sp)
     rev_win = _windows(_pad_spatial(rev, pairs), k_, s_, d_)
     hit = win.eq(out.reshape(*out.shape, *[1] * len(k_)))
     return out, (n - (hit.where(rev_win, 0)).max(axes)).cast(dtypes.int32)
 
-  def max_unpool2d(self, indices: Tensor, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,
-                   dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
+  def max_unpool2d(self, indices: Self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,
+                   dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Self:
     """Inverse of max_pool2d(return_indices=True): each value goes to its flat spatial index (output_size or the size the
     pooling came from), the rest is zero."""
     bs, c, *sp = self.shape
@@ -166,8 +165,7 @@ class ConvMixin:
       output_size = [(i - 1) * s - (pb + pa) + d * (k - 1) + 1 for i, k, s, d, (pb, pa) in zip(sp, k_, s_, d_, _pad_pairs(padding, len(sp)))]
     out_sp = tuple(output_size)[-len(sp):]
     n = prod(out_sp)
-    from tinygrad.tensor import Tensor
-    hot = Tensor.arange(n, dtype=dtypes.int32, device=self.device).reshape(1, 1, 1, n).eq(indices.cast(dtypes.int32).reshape(bs, c, -1, 1))
+    hot = type(self).arange(n, dtype=dtypes.int32, device=self.device).reshape(1, 1, 1, n).eq(indices.cast(dtypes.int32).reshape(bs, c, -1, 1))
     total = hot.where(self.reshape(bs, c, -1, 1), 0).sum(2)
     # overlapping windows can send one input to a position several times: keep the value once (like torch), while every
     # copy still gets the position's whole gradient
@@ -175,8 +173,8 @@ class ConvMixin:
     return (total - (total - total / hits).detach()).reshape(bs, c, *out_sp)
 
   # ---- convolution
-  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
-             padding: int | Sequence[int] | str = 0, dtype: DType | None = None) -> Tensor:
+  def conv2d(self, weight: Self, bias: Self | None = None, groups: int = 1, stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+             padding: int | Sequence[int] | str = 0, dtype: DType | None = None) -> Self:
     """N-d convolution (cross-correlation like torch): input (bs, groups*cin, *spatial), weight (cout, cin, *kernel)."""
     if self.ndim != weight.ndim or self.ndim < 3:
       raise InvalidArgumentError(f"conv needs input (bs, cin, *spatial) and weight (cout, cin, *kernel) of one rank, got {self.shape} and {weight.shape}")
@@ -192,8 +190,8 @@ class ConvMixin:
     out = (x * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *o_)
     return out if bias is None else out + bias.reshape(1, -1, *[1] * nd)
 
-  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
-                       dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+  def conv_transpose2d(self, weight: Self, bias: Self | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
+                       dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Self:
     """Transposed convolution: input (bs, cin, *spatial), weight (cin, cout/groups, *kernel), torch's output size."""
     if self.ndim != weight.ndim or self.ndim < 3: raise InvalidArgumentError(f"conv_transpose needs inputs of one rank >= 3, got {self.shape} and {weight.shape}")
     cin, rcout, k_ = weight.shape[0], weight.shape[1], weight.shape[2:]
@@ -212,7 +210,7 @@ class ConvMixin:
     return x.conv2d(w, bias, groups, 1, d_, flatten(reversed(pairs)))
 
   # ---- resampling
-  def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
+  def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> Self:
     """Resize the last len(size) dims to `size`: mode 'linear' (also 'bilinear'/'trilinear'), 'nearest' or 'nearest-exact'."""
     mode = {"bilinear": "linear", "trilinear": "linear"}.get(mode, mode)
     if mode not in ("linear", "nearest", "nearest-exact"): raise ValueError(f"interpolate mode must be linear, nearest or nearest-exact, got {mode!r}")
@@ -226,7 +224,7 @@ class ConvMixin:
     for ax in reversed(axes) if round_ints else axes:
       n_in, n_out = x.shape[ax], size[ax - (self.ndim - len(size))]
       if n_in == n_out: continue
-      m = _interp_matrix(n_in, n_out, mode, align_corners, self.device).cast(x.dtype)  # (n_out, n_in)
+      m = _interp_matrix(n_in, n_out, mode, align_corners, self).cast(x.dtype)  # (n_out, n_in)
       if round_ints:  # torch's fixed-point weights: round(w * 2^p) with p as large as int16 allows for the largest weight
         p = _weight_precision(_max_linear_weight(n_in, n_out, align_corners))
         m = (m * 2.0 ** p + 0.5).floor()

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
+from tinygrad.frontend.base import TensorBase
 from tinygrad.helpers import prod
 from tinygrad.uop.dsl import CustomKernel, KernelInfo, finalize_kernel, param
 from tinygrad.uop.ops import Ops, UOp
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
+TensorT = TypeVar("TensorT", bound=TensorBase)
 
 
-def kernel_ast(fxn: Callable[..., UOp], tensors: tuple[Tensor, ...]) -> UOp:
+def kernel_ast(fxn: Callable[..., UOp], tensors: tuple[TensorBase, ...]) -> UOp:
   """What `fxn` builds on parameters shaped like `tensors`, as codegen's AST (named by KernelInfo)."""
   for i, t in enumerate(tensors):
     if not all(isinstance(s, int) for s in t.shape): raise ValueError(f"custom_kernel: argument {i} has a symbolic shape {t.shape}; give it a buffer of fixed size")
@@ -38,9 +38,8 @@ def kernel_ast(fxn: Callable[..., UOp], tensors: tuple[Tensor, ...]) -> UOp:
   return finalize_kernel(sink)
 
 
-def custom_kernel(tensors: tuple[Tensor, ...], fxn: Callable[..., UOp], grad_fxn: Callable[..., Any] | None = None) -> list[Tensor]:
-  from tinygrad.tensor import Tensor
+def custom_kernel(tensors: tuple[TensorT, ...], fxn: Callable[..., UOp], grad_fxn: Callable[..., Any] | None = None) -> list[TensorT]:
   devices = {t.device for t in tensors}
   if len(devices) != 1: raise ValueError(f"custom_kernel: every argument must be on one device, got {sorted(map(str, devices))}; move them with .to()")
   call = UOp(Ops.CALL, tensors[0].dtype, tuple(t.uop for t in tensors), CustomKernel(kernel_ast(fxn, tensors), grad_fxn))
-  return [Tensor(UOp(Ops.AFTER, t.dtype, (t.uop, call)), requires_grad=t.requires_grad) for t in tensors]
+  return [type(t)(UOp(Ops.AFTER, t.dtype, (t.uop, call)), requires_grad=t.requires_grad) for t in tensors]

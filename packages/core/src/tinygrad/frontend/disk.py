@@ -1,28 +1,21 @@
 """Tensors on the DISK device (runtime/disk.py): a whole file as a tensor, byte ranges of one reinterpreted as tensors of
 any dtype and shape without computing (what nn/state.py and gguf loading read weights with), and the contiguous ranges
-Tensor reads and assigns directly. Results are built with type(t), so this module needs Tensor only to make a file's."""
+Tensor reads and assigns directly. Results are built with type(t): this module never names Tensor (a whole file as a
+tensor, `disk_file`, is made in nn/state.py, which has the class)."""
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from tinygrad.device.registry import Device, registry
 from tinygrad.device.runtime import Buffer, Views
-from tinygrad.dtype import DType, dtypes, to_dtype
+from tinygrad.dtype import DType, to_dtype
 from tinygrad.engine.buffers import buffer_of, buffers
+from tinygrad.frontend.base import TensorBase
 from tinygrad.helpers import all_int, prod
 from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
-
-
-def disk_file(path: str | os.PathLike) -> Tensor:
-  """The whole file as a uint8 DISK tensor; nothing is read until a part of it is used."""
-  from tinygrad.tensor import Tensor  # (tensor.py imports this module: the Tensor/frontend cycle of issue 13, item 2)
-  path = os.path.abspath(os.fspath(path))
-  return Tensor.empty(os.stat(path).st_size, dtype=dtypes.uint8, device=f"DISK:{path}")
+TensorT = TypeVar("TensorT", bound=TensorBase)
 
 
 def is_storage_device(device: Any) -> bool:
@@ -60,7 +53,7 @@ def _row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
   return True
 
 
-def range_view(t: Tensor) -> Tensor | None:
+def range_view(t: TensorT) -> TensorT | None:
   """`t` as a tensor over its own buffer (a view of its bytes, nothing read) when it is a contiguous range of a realized
   buffer on a device that makes views (element_range), else None."""
   if (r := element_range(t.uop)) is None: return None
@@ -68,7 +61,7 @@ def range_view(t: Tensor) -> Tensor | None:
   return disk_view(type(t)(buf), first * buf.dtype.itemsize, buf.dtype, t.shape)
 
 
-def assign_bytes(t: Tensor, x: Tensor) -> None:
+def assign_bytes(t: TensorBase, x: TensorBase) -> None:
   """Write x's values into the bytes of the DISK tensor t (t.assign(x) on DISK): exactly t's byte range of the file."""
   if (view := range_view(t)) is None:
     raise ValueError(f"assign to {t} needs a contiguous part of its file (a slice along the leading axes, a reshape, a disk_view); "
@@ -77,7 +70,7 @@ def assign_bytes(t: Tensor, x: Tensor) -> None:
   buffer_of(view.uop.base).copyin(data)
 
 
-def disk_view(t: Tensor, offset: int, dtype: DType | str, shape: tuple[int, ...]) -> Tensor:
+def disk_view(t: TensorT, offset: int, dtype: DType | str, shape: tuple[int, ...]) -> TensorT:
   """The bytes of `t` from byte `offset` on, reinterpreted as a `shape` tensor of `dtype`: a new buffer that is a
   view of t's (nothing is read or computed). `t` must be a realized contiguous tensor on a device whose allocator
   can make views (DISK, PYTHON), e.g. a DISK file or another view. `.to(device)` on the result copies only its bytes.

@@ -11,16 +11,17 @@ the part of the range where the branch is not selected (`_pick`), so the gradien
 """
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype, truncate
+from tinygrad.frontend.base import TensorBase
 from tinygrad.helpers import InvalidArgumentError
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
+TensorT = TypeVar("TensorT", bound="ElementwiseMixin")  # a Tensor, in the helpers of the mixin
 
 LN2 = math.log(2)
 LOG2E = 1 / math.log(2)
@@ -61,14 +62,14 @@ def _scalar(x: Any) -> ConstType | None:
   return None
 
 
-def _scalar_dtype(t: Tensor, y: ConstType) -> DType:
+def _scalar_dtype(t: TensorT, y: ConstType) -> DType:
   """The dtype a Python scalar takes next to tensor t (tinygrad's rule): the tensor's dtype when that holds it without
   changing kind (any scalar next to a float tensor, an int next to an int tensor), else the scalar's own dtype."""
   if dtypes.is_float(t.dtype) or (dtypes.is_int(t.dtype) and isinstance(y, int) and not isinstance(y, bool)): return t.dtype
   return dtypes.from_py(y)
 
 
-def _outside(t: Tensor, x: Any) -> int:
+def _outside(t: TensorT, x: Any) -> int:
   """+1 (-1) when x is a Python int above (below) every value int tensor t's dtype holds, else 0. Such a scalar would wrap
   into the dtype (2**40 becomes 0 next to an int32): comparisons and clamps with it are answered exactly instead."""
   v = _scalar(x)
@@ -76,26 +77,26 @@ def _outside(t: Tensor, x: Any) -> int:
   return 1 if v > dtypes.max(t.dtype) else -1 if v < dtypes.min(t.dtype) else 0
 
 
-def _poly(x: Tensor, coeffs: Sequence[float]) -> Tensor:
+def _poly(x: TensorT, coeffs: Sequence[float]) -> TensorT:
   """sum_i coeffs[i] * x**i by Horner's rule."""
   acc: Any = coeffs[-1]
   for c in reversed(coeffs[:-1]): acc = x * acc + c
   return acc
 
 
-def _pick(cond: Tensor, x: Tensor, f_true: Callable[[Tensor], Tensor], f_false: Callable[[Tensor], Tensor], safe_true: float,
-          safe_false: float) -> Tensor:
+def _pick(cond: TensorT, x: TensorT, f_true: Callable[[TensorT], TensorT], f_false: Callable[[TensorT], TensorT], safe_true: float,
+          safe_false: float) -> TensorT:
   """cond ? f_true(x) : f_false(x), each branch evaluated on x only where it is picked (elsewhere on its safe value)."""
   return cond.where(f_true(cond.where(x, safe_true)), f_false(cond.where(safe_false, x)))
 
 
-def _half_exp(z: Tensor) -> Tensor:
+def _half_exp(z: TensorT) -> TensorT:
   """exp(z)/2 as exp(z/2)**2/2: no overflow before the result overflows, and z/2 is exact."""
   e = (z * 0.5).exp()
   return e * 0.5 * e
 
 
-def _int_pow(x: Tensor, n: int) -> Tensor:
+def _int_pow(x: TensorT, n: int) -> TensorT:
   """x ** n for a Python int n, by square and multiply (exact for ints, a few ulps for floats)."""
   if n == 0:  # 1 everywhere (NaN ** 0 too); the branch through x carries a zero gradient
     return x._always().where(type(x)(1, device=x.device, dtype=x.dtype), x)
@@ -112,12 +113,12 @@ def _int_pow(x: Tensor, n: int) -> Tensor:
   return acc
 
 
-class ElementwiseMixin:
+class ElementwiseMixin(TensorBase):
   __slots__ = ()
 
   # ---- broadcasting and the one place that builds ALU nodes
-  def _broadcasted(self: Tensor, other: Tensor | ConstType, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
-    x: Tensor = self
+  def _broadcasted(self, other: Self | ConstType, reverse: bool = False, match_dtype: bool = True) -> tuple[Self, Self]:
+    x: Self = self
     if isinstance(other, type(self)):
       y = other
       if y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
@@ -136,37 +137,37 @@ class ElementwiseMixin:
     shape = _broadcast_shape(x.shape, y.shape)
     return x.expand(shape), y.expand(shape)
 
-  def _alu(self: Tensor, op: Ops, *srcs: Tensor) -> Tensor:
+  def _alu(self, op: Ops, *srcs: Self) -> Self:
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[0].dtype if op is Ops.WHERE else self.dtype
     # like tinygrad: True if any input requires grad, else None if any is undecided, else False
     flags = [t.requires_grad for t in (self, *srcs)]
     rg = True if any(flags) else None if None in flags else False
     return type(self)(UOp(op, out_dtype, (self.uop, *(s.uop for s in srcs))), requires_grad=rg)
 
-  def _binary(self: Tensor, op: Ops, other: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def _binary(self, op: Ops, other: Self | ConstType, reverse: bool = False) -> Self:
     x, y = self._broadcasted(other, reverse)
     return x._alu(op, y)
 
-  def _work(self: Tensor) -> tuple[Tensor, DType]:
+  def _work(self) -> tuple[Self, DType]:
     """(self in the float dtype the math runs in, the float dtype of the result): halves and fp8 compute in float32."""
     out = least_upper_float(self.dtype)
     return self.cast(dtypes.float32 if out.itemsize < 4 else out), out
 
-  def _inverse(self: Tensor) -> Tensor:
+  def _inverse(self) -> Self:
     """An order-reversing map that is its own inverse: -x for floats, ~x for ints (no overflow), not x for bools."""
     return -self if dtypes.is_float(self.dtype) else ~self if dtypes.is_int(self.dtype) else self.logical_not()
 
-  def _check_bits(self: Tensor, what: str) -> None:
+  def _check_bits(self, what: str) -> None:
     if self.dtype != dtypes.bool and not dtypes.is_int(self.dtype): raise RuntimeError(f"{what} is not supported for {self.dtype!r}: it needs ints or bools")
 
   # ---- arithmetic
-  def add(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.ADD, x, reverse)
-  def sub(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def add(self, x: Self | ConstType, reverse: bool = False) -> Self: return self._binary(Ops.ADD, x, reverse)
+  def sub(self, x: Self | ConstType, reverse: bool = False) -> Self:
     a, b = self._broadcasted(x, reverse)
     return a._alu(Ops.ADD, -b) if a.dtype != dtypes.bool else a._alu(Ops.XOR, b)
-  def mul(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._binary(Ops.MUL, x, reverse)
+  def mul(self, x: Self | ConstType, reverse: bool = False) -> Self: return self._binary(Ops.MUL, x, reverse)
 
-  def div(self: Tensor, x: Tensor | ConstType, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+  def div(self, x: Self | ConstType, reverse: bool = False, rounding_mode: str | None = None) -> Self:
     """True division (ints give the default float); rounding_mode "trunc" rounds toward zero, "floor" toward -inf (ints stay ints)."""
     if rounding_mode not in (None, "trunc", "floor"): raise RuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     a, b = self._broadcasted(x, reverse)
@@ -179,17 +180,17 @@ class ElementwiseMixin:
     q = a._alu(Ops.FDIV, b)
     return q if rounding_mode is None else q.trunc() if rounding_mode == "trunc" else q.floor()
 
-  def idiv(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def idiv(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Division truncated toward zero, like C (tinygrad's idiv; floats give the truncated float quotient). `//` floors instead."""
     return self.div(x, reverse, rounding_mode="trunc")
 
-  def fmod(self: Tensor, x: Tensor | ConstType) -> Tensor:
+  def fmod(self, x: Self | ConstType) -> Self:
     """C remainder: a - trunc(a/b)*b, with the sign of the dividend."""
     a, b = self._broadcasted(x)
     return a._fmod(b)
 
-  def _fmod(self: Tensor, b: Tensor) -> Tensor:
-    a: Tensor = self
+  def _fmod(self, b: Self) -> Self:
+    a: Self = self
     if dtypes.is_int(a.dtype): return a._alu(Ops.MOD, b)
     if a.dtype == dtypes.bool: raise RuntimeError("remainder is not supported for bools")
     r = a - (a / b).trunc() * b
@@ -198,14 +199,14 @@ class ElementwiseMixin:
     r = (r.ne(0) & (r < 0).ne(a < 0)).where(r + step, r)
     return (r.abs() >= b.abs()).where(r - step, r)
 
-  def mod(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def mod(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Python's %: the remainder has the sign of the divisor (a - floor(a/b)*b)."""
     a, b = self._broadcasted(x, reverse)
     r = a._fmod(b)
     if dtypes.is_unsigned(a.dtype): return r
     return (r.ne(0) & (r < 0).ne(b < 0)).where(r + b, r)
 
-  def _saturated(self: Tensor, x: Any, is_lower: bool, what: str) -> Any:
+  def _saturated(self, x: Any, is_lower: bool, what: str) -> Any:
     """A lower (upper) bound x for self's values, brought into self's int dtype: one below (above) every value is the
     dtype's min (max), the same bound; one above (below) every value would make every result unrepresentable: an error."""
     if not (side := _outside(self, x)): return x
@@ -213,12 +214,12 @@ class ElementwiseMixin:
     raise ValueError(f"{what} {_scalar(x)} is {'above' if is_lower else 'below'} every {self.dtype.name} value "
                      f"({dtypes.min(self.dtype)}..{dtypes.max(self.dtype)}), so no result is representable: cast the tensor to a wider dtype first")
 
-  def maximum(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._binary(Ops.MAX, self._saturated(x, True, "maximum with"))
-  def minimum(self: Tensor, x: Tensor | ConstType) -> Tensor:
+  def maximum(self, x: Self | ConstType) -> Self: return self._binary(Ops.MAX, self._saturated(x, True, "maximum with"))
+  def minimum(self, x: Self | ConstType) -> Self:
     a, b = self._broadcasted(self._saturated(x, False, "minimum with"))
     return a._inverse().maximum(b._inverse())._inverse()
 
-  def where(self: Tensor, x: Tensor | ConstType, y: Tensor | ConstType) -> Tensor:
+  def where(self, x: Self | ConstType, y: Self | ConstType) -> Self:
     """self ? x : y elementwise (self is cast to bool); x and y are promoted to one dtype, all three broadcast."""
     cond = self if self.dtype == dtypes.bool else self.cast(dtypes.bool)
     # an int scalar next to an int tensor takes its dtype: one that doesn't fit raises, as in torch (it used to wrap)
@@ -237,16 +238,16 @@ class ElementwiseMixin:
     shape = _broadcast_shape(cond.shape, a.shape, b.shape)
     return cond.expand(shape)._alu(Ops.WHERE, a.expand(shape), b.expand(shape))
 
-  def __neg__(self: Tensor) -> Tensor: return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
-  def neg(self: Tensor) -> Tensor: return -self
+  def __neg__(self) -> Self: return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
+  def neg(self) -> Self: return -self
 
-  def clamp(self: Tensor, min_: Tensor | ConstType | None = None, max_: Tensor | ConstType | None = None) -> Tensor:
+  def clamp(self, min_: Self | ConstType | None = None, max_: Self | ConstType | None = None) -> Self:
     """Limit to [min_, max_] (either may be None). The gradient passes where min_ <= x <= max_; NaN stays NaN."""
     if min_ is None and max_ is None: raise RuntimeError("at least one of 'min_' or 'max_' must not be None")
     # bounds beyond an int dtype saturate to it (int8.clip(-1000, 1000) is the identity), as numpy does; they wrapped
     if min_ is not None: min_ = self._saturated(min_, True, "clamp's min")
     if max_ is not None: max_ = self._saturated(max_, False, "clamp's max")
-    ret: Tensor = self
+    ret: Self = self
     if min_ is not None:
       a, lo = ret._broadcasted(min_)
       ret = (a < lo).where(lo, a)
@@ -254,9 +255,9 @@ class ElementwiseMixin:
       a, hi = ret._broadcasted(max_)
       ret = (a > hi).where(hi, a)
     return ret
-  def clip(self: Tensor, min_: Tensor | ConstType | None = None, max_: Tensor | ConstType | None = None) -> Tensor: return self.clamp(min_, max_)
+  def clip(self, min_: Self | ConstType | None = None, max_: Self | ConstType | None = None) -> Self: return self.clamp(min_, max_)
 
-  def lerp(self: Tensor, end: Tensor | ConstType, weight: Tensor | ConstType) -> Tensor:
+  def lerp(self, end: Self | ConstType, weight: Self | ConstType) -> Self:
     """self + (end - self) * weight, evaluated from the nearer end so that weight 0 and 1 give self and end exactly."""
     a, e = self._broadcasted(end)
     d = e - a
@@ -267,26 +268,26 @@ class ElementwiseMixin:
 
   # ---- comparisons (NaN compares unequal and unordered, as in IEEE and torch). A Python int beyond an int tensor's dtype
   # is above or below every element: the answer is exact (as numpy's), not the comparison with the wrapped scalar (torch's)
-  def _known(self: Tensor, value: bool) -> Tensor:
+  def _known(self, value: bool) -> Self:
     t = self._always()  # computed from self: its shape, device and sharding
     return t if value else t.logical_not()
-  def __lt__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._known(side > 0) if (side := _outside(self, x)) else self._binary(Ops.CMPLT, x)
-  def __gt__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+  def __lt__(self, x: Self | ConstType) -> Self: return self._known(side > 0) if (side := _outside(self, x)) else self._binary(Ops.CMPLT, x)
+  def __gt__(self, x: Self | ConstType) -> Self:
     return self._known(side < 0) if (side := _outside(self, x)) else self._binary(Ops.CMPLT, x, reverse=True)
-  def __le__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+  def __le__(self, x: Self | ConstType) -> Self:
     if side := _outside(self, x): return self._known(side > 0)
     a, b = self._broadcasted(x)
     return (a < b) | a.eq(b) if dtypes.is_float(a.dtype) else (a > b).logical_not()
-  def __ge__(self: Tensor, x: Tensor | ConstType) -> Tensor:
+  def __ge__(self, x: Self | ConstType) -> Self:
     if side := _outside(self, x): return self._known(side < 0)
     a, b = self._broadcasted(x)
     return (a > b) | a.eq(b) if dtypes.is_float(a.dtype) else (a < b).logical_not()
-  def eq(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._known(False) if _outside(self, x) else self._binary(Ops.CMPEQ, x)
-  def ne(self: Tensor, x: Tensor | ConstType) -> Tensor: return self._known(True) if _outside(self, x) else self._binary(Ops.CMPNE, x)
-  def __eq__(self: Tensor, x: object) -> Tensor: return self.eq(x)  # type: ignore[override, arg-type]
-  def __ne__(self: Tensor, x: object) -> Tensor: return self.ne(x)  # type: ignore[override, arg-type]
+  def eq(self, x: Self | ConstType) -> Self: return self._known(False) if _outside(self, x) else self._binary(Ops.CMPEQ, x)
+  def ne(self, x: Self | ConstType) -> Self: return self._known(True) if _outside(self, x) else self._binary(Ops.CMPNE, x)
+  def __eq__(self, x: object) -> Self: return self.eq(x)  # type: ignore[override, arg-type]
+  def __ne__(self, x: object) -> Self: return self.ne(x)  # type: ignore[override, arg-type]
 
-  def isclose(self: Tensor, other: Tensor | ConstType, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+  def isclose(self, other: Self | ConstType, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Self:
     """|self - other| <= atol + rtol * |other| elementwise (infinities are close only to themselves)."""
     a, b = self._broadcasted(other)
     close = a.eq(b)
@@ -295,38 +296,38 @@ class ElementwiseMixin:
     return close | (a.isnan() & b.isnan()) if equal_nan else close
 
   # ---- logic and bits
-  def logical_not(self: Tensor) -> Tensor: return self.cast(dtypes.bool).ne(True)
-  def logical_and(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.AND, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
-  def logical_or(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.OR, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
-  def logical_xor(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.XOR, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
+  def logical_not(self) -> Self: return self.cast(dtypes.bool).ne(True)
+  def logical_and(self, x: Self | ConstType) -> Self: return self.cast(dtypes.bool)._binary(Ops.AND, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
+  def logical_or(self, x: Self | ConstType) -> Self: return self.cast(dtypes.bool)._binary(Ops.OR, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
+  def logical_xor(self, x: Self | ConstType) -> Self: return self.cast(dtypes.bool)._binary(Ops.XOR, x.cast(dtypes.bool) if isinstance(x, type(self)) else bool(x))
 
-  def _bitwise(self: Tensor, op: Ops, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def _bitwise(self, op: Ops, x: Self | ConstType, reverse: bool = False) -> Self:
     a, b = self._broadcasted(x, reverse)
     a._check_bits(f"bitwise {op.name.lower()}")
     return a._alu(op, b)
-  def bitwise_and(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, x, reverse)
-  def bitwise_or(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, x, reverse)
-  def bitwise_xor(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
-  def bitwise_not(self: Tensor) -> Tensor:
+  def bitwise_and(self, x: Self | ConstType, reverse: bool = False) -> Self: return self._bitwise(Ops.AND, x, reverse)
+  def bitwise_or(self, x: Self | ConstType, reverse: bool = False) -> Self: return self._bitwise(Ops.OR, x, reverse)
+  def bitwise_xor(self, x: Self | ConstType, reverse: bool = False) -> Self: return self._bitwise(Ops.XOR, x, reverse)
+  def bitwise_not(self) -> Self:
     self._check_bits("bitwise not")
     return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.XOR, type(self)(-1, device=self.device, dtype=self.dtype).expand(self.shape))
 
-  def _shift(self: Tensor, op: Ops, x: Tensor | int, reverse: bool) -> Tensor:
+  def _shift(self, op: Ops, x: Self | int, reverse: bool) -> Self:
     if not isinstance(x, type(self)) and (not isinstance(x, int) or isinstance(x, bool) or (x < 0 and not reverse)):
       raise RuntimeError(f"shift amount must be a non-negative int or an int Tensor, got {x!r}")
     a, b = self._broadcasted(x, reverse)
     if not dtypes.is_int(a.dtype): raise RuntimeError(f"shifts are not supported for {a.dtype!r}: they need ints")
     return a._alu(op, b)
-  def lshift(self: Tensor, x: Tensor | int, reverse: bool = False) -> Tensor: return self._shift(Ops.SHL, x, reverse)
-  def rshift(self: Tensor, x: Tensor | int, reverse: bool = False) -> Tensor:
+  def lshift(self, x: Self | int, reverse: bool = False) -> Self: return self._shift(Ops.SHL, x, reverse)
+  def rshift(self, x: Self | int, reverse: bool = False) -> Self:
     """Shift right: arithmetic (sign-filling) for signed ints, logical for unsigned."""
     return self._shift(Ops.SHR, x, reverse)
 
   # ---- dtypes
-  def cast(self: Tensor, dtype: DType | str) -> Tensor:
+  def cast(self, dtype: DType | str) -> Self:
     dt = to_dtype(dtype)
     return self if dt == self.dtype else type(self)(UOp(Ops.CAST, dt, (self.uop,)), requires_grad=self.requires_grad)
-  def bitcast(self: Tensor, dtype: DType | str) -> Tensor:
+  def bitcast(self, dtype: DType | str) -> Self:
     """The same bytes read as dtype. Between sizes the last axis is reinterpreted (little endian): its byte count must
     divide into the new itemsize. Not differentiable."""
     dt = to_dtype(dtype)
@@ -352,23 +353,23 @@ class ElementwiseMixin:
     acc = joined[0]
     for p in joined[1:]: acc = acc | p
     return acc.reshape(*lead, shape[-1] // k).bitcast(dt)
-  def float(self: Tensor) -> Tensor: return self.cast(dtypes.float32)
-  def half(self: Tensor) -> Tensor: return self.cast(dtypes.float16)
-  def int(self: Tensor) -> Tensor: return self.cast(dtypes.int32)
-  def bool(self: Tensor) -> Tensor: return self.cast(dtypes.bool)
-  def bfloat16(self: Tensor) -> Tensor: return self.cast(dtypes.bfloat16)
-  def double(self: Tensor) -> Tensor: return self.cast(dtypes.float64)
-  def long(self: Tensor) -> Tensor: return self.cast(dtypes.int64)
-  def short(self: Tensor) -> Tensor: return self.cast(dtypes.int16)
+  def float(self) -> Self: return self.cast(dtypes.float32)
+  def half(self) -> Self: return self.cast(dtypes.float16)
+  def int(self) -> Self: return self.cast(dtypes.int32)
+  def bool(self) -> Self: return self.cast(dtypes.bool)
+  def bfloat16(self) -> Self: return self.cast(dtypes.bfloat16)
+  def double(self) -> Self: return self.cast(dtypes.float64)
+  def long(self) -> Self: return self.cast(dtypes.int64)
+  def short(self) -> Self: return self.cast(dtypes.int16)
 
   # ---- unary math
-  def _float_unary(self: Tensor, op: Ops) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(op)
-  def exp2(self: Tensor) -> Tensor: return self._float_unary(Ops.EXP2)
-  def log2(self: Tensor) -> Tensor: return self._float_unary(Ops.LOG2)
-  def sqrt(self: Tensor) -> Tensor: return self._float_unary(Ops.SQRT)
-  def sin(self: Tensor) -> Tensor: return self._float_unary(Ops.SIN)
-  def reciprocal(self: Tensor) -> Tensor: return self._float_unary(Ops.RECIPROCAL)
-  def exp(self: Tensor) -> Tensor:
+  def _float_unary(self, op: Ops) -> Self: return self.cast(least_upper_float(self.dtype))._alu(op)
+  def exp2(self) -> Self: return self._float_unary(Ops.EXP2)
+  def log2(self) -> Self: return self._float_unary(Ops.LOG2)
+  def sqrt(self) -> Self: return self._float_unary(Ops.SQRT)
+  def sin(self) -> Self: return self._float_unary(Ops.SIN)
+  def reciprocal(self) -> Self: return self._float_unary(Ops.RECIPROCAL)
+  def exp(self) -> Self:
     """e**x. float32 splits x = n ln2 + r first (Cody-Waite: n*ln2 in two exact parts) so that the rounding of x*log2(e)
     doesn't cost up to 1e-5 relative for large |x|; exp2 of the integer n is exact."""
     x = self.cast(least_upper_float(self.dtype))
@@ -377,21 +378,21 @@ class ElementwiseMixin:
     n = (n > 127).where(127.0, (n < -150).where(-150.0, n))  # 2**n stays finite; r takes the rest (NaN passes)
     r = (x - n * _LN2_HI) - n * _LN2_LO
     return n.exp2() * (r * LOG2E).exp2()
-  def log(self: Tensor) -> Tensor: return self.log2().mul(LN2)
-  def log10(self: Tensor) -> Tensor: return self.log2().mul(math.log10(2))
-  def rsqrt(self: Tensor) -> Tensor: return self.sqrt().reciprocal()
-  def square(self: Tensor) -> Tensor: return self * self
+  def log(self) -> Self: return self.log2().mul(LN2)
+  def log10(self) -> Self: return self.log2().mul(math.log10(2))
+  def rsqrt(self) -> Self: return self.sqrt().reciprocal()
+  def square(self) -> Self: return self * self
 
-  def expm1(self: Tensor) -> Tensor:
+  def expm1(self) -> Self:
     """exp(x) - 1, accurate near 0 (a Taylor series for |x| <= 1/2)."""
     x, out = self._work()
-    def series(z: Tensor) -> Tensor:
+    def series(z: Self) -> Self:
       p: Any = 1.0
       for k in range(11, 1, -1): p = z * p * (1 / k) + 1
       return z * p
     return _pick(x.abs() <= 0.5, x, series, lambda z: z.exp() - 1, 0.0, 1.0).cast(out)
 
-  def log1p(self: Tensor) -> Tensor:
+  def log1p(self) -> Self:
     """log(1 + x), accurate near 0: log(u) * x / (u - 1) with u = 1 + x rounded (Goldberg's trick)."""
     y, out = self._work()
     u = y + 1
@@ -400,32 +401,32 @@ class ElementwiseMixin:
     ratio = (exact | u.isinf()).where(1.0, y / exact.where(1.0, d))
     return exact.where(y, u.log() * ratio).cast(out)
 
-  def cos(self: Tensor) -> Tensor:
+  def cos(self) -> Self:
     """1 - 2 sin(x/2)^2: the absolute error stays at rounding level for large x too."""
     x = self.cast(least_upper_float(self.dtype))
     s = (x * 0.5).sin()
     return 1 - 2 * s * s
-  def tan(self: Tensor) -> Tensor: return self.sin() / self.cos()
+  def tan(self) -> Self: return self.sin() / self.cos()
 
-  def asin(self: Tensor) -> Tensor:
+  def asin(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
-    def small(z: Tensor) -> Tensor: return z * _poly(z * z, _ASIN_SERIES)
+    def small(z: Self) -> Self: return z * _poly(z * z, _ASIN_SERIES)
     # |x| > 1/2: asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2)), whose argument is below 1/2 again
     r = _pick(ax <= 0.5, ax, small, lambda z: HALF_PI - 2 * small(((1 - z) * 0.5).sqrt()), 0.0, 0.75)
     return neg.where(-r, r).cast(out)
 
-  def acos(self: Tensor) -> Tensor:
+  def acos(self) -> Self:
     x, out = self._work()
-    def small(z: Tensor) -> Tensor: return z * _poly(z * z, _ASIN_SERIES)
+    def small(z: Self) -> Self: return z * _poly(z * z, _ASIN_SERIES)
     mid, lo = x.abs() <= 0.5, x < -0.5
     m = HALF_PI - small(mid.where(x, 0.0))
     n = math.pi - 2 * small(((1 + lo.where(x, -0.75)) * 0.5).sqrt())
     p = 2 * small(((1 - (mid | lo).where(0.75, x)) * 0.5).sqrt())  # also takes NaN and |x| > 1 (-> NaN)
     return mid.where(m, lo.where(n, p)).cast(out)
 
-  def atan(self: Tensor) -> Tensor:
+  def atan(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
@@ -436,7 +437,7 @@ class ElementwiseMixin:
     res = le1.where(c, HALF_PI - c)
     return neg.where(-res, res).cast(out)
 
-  def atan2(self: Tensor, other: Tensor | ConstType) -> Tensor:
+  def atan2(self, other: Self | ConstType) -> Self:
     """The angle of the point (x=other, y=self), in [-pi, pi], with the signs of zeros and infinities like C's atan2."""
     y, x = self._broadcasted(other)
     y, out = y._work()
@@ -452,26 +453,26 @@ class ElementwiseMixin:
     r = both_inf.where(ysign.where(-r, r), r)
     return r.cast(out)
 
-  def sinh(self: Tensor) -> Tensor:
+  def sinh(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
-    def near0(z: Tensor) -> Tensor:
+    def near0(z: Self) -> Self:
       e = z.expm1()
       return (e + e / (e + 1)) * 0.5
-    def far(z: Tensor) -> Tensor:
+    def far(z: Self) -> Self:
       h = _half_exp(z)
       return h - 0.25 / h
     r = _pick(ax < 1, ax, near0, far, 0.0, 2.0)
     return neg.where(-r, r).cast(out)
 
-  def cosh(self: Tensor) -> Tensor:
+  def cosh(self) -> Self:
     x, out = self._work()
     ax = (x < 0).where(-x, x)
     h = _half_exp(ax)
     return (h + 0.25 / h).cast(out)
 
-  def tanh(self: Tensor) -> Tensor:
+  def tanh(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
@@ -479,17 +480,17 @@ class ElementwiseMixin:
     t = -em / (em + 2)
     return neg.where(-t, t).cast(out)
 
-  def asinh(self: Tensor) -> Tensor:
+  def asinh(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
-    def moderate(z: Tensor) -> Tensor: return (z + z * z / (1 + (z * z + 1).sqrt())).log1p()
+    def moderate(z: Self) -> Self: return (z + z * z / (1 + (z * z + 1).sqrt())).log1p()
     r = _pick(ax > 4096, ax, lambda z: z.log() + LN2, moderate, 8192.0, 1.0)
     return neg.where(-r, r).cast(out)
 
-  def acosh(self: Tensor) -> Tensor:
+  def acosh(self) -> Self:
     x, out = self._work()
-    def near1(z: Tensor) -> Tensor:
+    def near1(z: Self) -> Self:
       t = z - 1
       return (t + t.sqrt() * (t + 2).sqrt()).log1p()  # NaN for t < 0
     big, mid = x > 4096, (x >= 2) & (x <= 4096)
@@ -499,34 +500,34 @@ class ElementwiseMixin:
     n = near1((big | mid).where(1.5, x))  # x < 1 and NaN give NaN here
     return big.where(b, mid.where(m, n)).cast(out)
 
-  def atanh(self: Tensor) -> Tensor:
+  def atanh(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
     r = (2 * ax / (1 - ax)).log1p() * 0.5
     return neg.where(-r, r).cast(out)
 
-  def erf(self: Tensor) -> Tensor:
+  def erf(self) -> Self:
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
-    def small(z: Tensor) -> Tensor: return z * _poly(z * z, _ERF_SERIES)
-    def large(z: Tensor) -> Tensor:
+    def small(z: Self) -> Self: return z * _poly(z * z, _ERF_SERIES)
+    def large(z: Self) -> Self:
       t = 1 / (1 + 0.5 * z)
       return 1 - t * (_poly(t, _ERFC_FIT) - z * z).exp()
     r = _pick(ax <= 1, ax, small, large, 0.0, 2.0)
     return neg.where(-r, r).cast(out)
 
-  def trunc(self: Tensor) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._alu(Ops.TRUNC)
-  def floor(self: Tensor) -> Tensor:
+  def trunc(self) -> Self: return self if not dtypes.is_float(self.dtype) else self._alu(Ops.TRUNC)
+  def floor(self) -> Self:
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (self < t).where(t - 1, t)
-  def ceil(self: Tensor) -> Tensor:
+  def ceil(self) -> Self:
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
-  def round(self: Tensor) -> Tensor:
+  def round(self) -> Self:
     """Round half to even."""
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
@@ -535,45 +536,45 @@ class ElementwiseMixin:
     away = (frac > 0.5) | (frac.eq(0.5) & odd)
     return away.where((self < 0).where(t - 1, t + 1), t)
 
-  def isnan(self: Tensor) -> Tensor: return self.ne(self)
-  def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+  def isnan(self) -> Self: return self.ne(self)
+  def isinf(self, detect_positive: builtins.bool = True, detect_negative: builtins.bool = True) -> Self:
     if not dtypes.is_float(self.dtype): return self.full_like(False, dtype=dtypes.bool)
     pos, neg = self.eq(math.inf), self.eq(-math.inf)
     if detect_positive and detect_negative: return pos | neg
     return pos if detect_positive else neg if detect_negative else self.full_like(False, dtype=dtypes.bool)
-  def isfinite(self: Tensor) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+  def isfinite(self) -> Self: return (self.isinf() | self.isnan()).logical_not()
 
-  def sign(self: Tensor) -> Tensor:
+  def sign(self) -> Self:
     """-1, 0 or 1, and 0 for NaN (as torch.sign); its gradient is 0."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self.ne(0).cast(self.dtype)
     return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype)
-  def abs(self: Tensor) -> Tensor:
+  def abs(self) -> Self:
     """|x|; the gradient at 0 is 0 (like torch)."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
     if not dtypes.is_float(self.dtype): return (self < 0).where(-self, self)
     return (self > 0).where(self, (self < 0).where(-self, self - self))
-  def copysign(self: Tensor, other: Tensor | ConstType) -> Tensor:
+  def copysign(self, other: Self | ConstType) -> Self:
     """|self| with the sign bit of other (so -0.0 counts as negative)."""
     a, b = self._broadcasted(other)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     mag = a.abs()
     return b._always().where(b._signbit().where(-mag, mag), b)  # b's gradient is 0 (and not missing)
-  def _always(self: Tensor) -> Tensor:
+  def _always(self) -> Self:
     """True everywhere, but computed from self: where(self._always(), y, self) is y with a zero-gradient path to self (so
     that self gets a 0 gradient instead of "not part of the computation"), and self's buffer stays an input of the kernel."""
     return self.eq(self) | self.ne(self)
-  def _signbit(self: Tensor) -> Tensor:
+  def _signbit(self) -> Self:
     if self.dtype.itemsize not in (2, 4, 8) or not dtypes.is_float(self.dtype): return self < 0
     return self.detach().bitcast({2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]) < 0
 
-  def logaddexp(self: Tensor, other: Tensor | ConstType) -> Tensor:
+  def logaddexp(self, other: Self | ConstType) -> Self:
     """log(exp(self) + exp(other)) without overflow."""
     a, b = self._broadcasted(other)
     m = a.maximum(b)
     m = m.isinf().where(0.0, m).detach()
     return ((a - m).exp() + (b - m).exp()).log() + m
 
-  def pow(self: Tensor, x: Tensor | ConstType, reverse: bool = False) -> Tensor:
+  def pow(self, x: Self | ConstType, reverse: builtins.bool = False) -> Self:
     """self ** x with IEEE/torch semantics: negative bases work with integral exponents (odd ones keep the sign), x ** 0 and
     1 ** x are 1 (NaN too), (-1) ** +-inf is 1; ints stay ints (exactly, wrapping like C) for int exponents, and an int
     base with a float exponent is float (as in torch and tinygrad)."""
@@ -591,10 +592,10 @@ class ElementwiseMixin:
     if (dtypes.is_int(base.dtype) or base.dtype == dtypes.bool) and dtypes.is_int(ex.dtype): return base._pow_int_tensor(ex)
     return base._pow_float(ex)
 
-  def _pow_int_tensor(self: Tensor, ex: Tensor) -> Tensor:
+  def _pow_int_tensor(self, ex: Self) -> Self:
     """int ** int tensor: square and multiply over every bit of the exponent (wraps like C). Negative exponents give
     1/base truncated: 1 for base 1, +-1 for base -1, else 0."""
-    base: Tensor = self if self.dtype != dtypes.bool else self.cast(ex.dtype)
+    base: Self = self if self.dtype != dtypes.bool else self.cast(ex.dtype)
     one = type(self).full(base.shape, 1, dtype=base.dtype, device=base.device)
     acc, sq, e = one, base, ex.abs() if not dtypes.is_unsigned(ex.dtype) else ex
     for bit in range(ex.dtype.itemsize * 8 - (0 if dtypes.is_unsigned(ex.dtype) else 1)):
@@ -605,7 +606,7 @@ class ElementwiseMixin:
     neg_pow = base.eq(1).where(1, base.eq(-1).where(odd.where(-1, 1), 0)).cast(base.dtype)
     return (ex < 0).where(neg_pow, acc)
 
-  def _pow_float(self: Tensor, ex: Tensor) -> Tensor:
+  def _pow_float(self, ex: Self) -> Self:
     b, e = self.cast(least_upper_float(self.dtype)), ex.cast(least_upper_float(ex.dtype))
     if b.dtype != e.dtype: b, e = b.cast(least_upper_dtype(b.dtype, e.dtype)), e.cast(least_upper_dtype(b.dtype, e.dtype))
     mag = (e * b.abs().log2()).exp2()
@@ -617,86 +618,86 @@ class ElementwiseMixin:
     return (e.eq(0) | b.eq(1) | (b.eq(-1) & e.isinf())).where(1.0, signed)
 
   # ---- activations
-  def relu(self: Tensor) -> Tensor: return (self <= 0).where(0, self)
-  def relu6(self: Tensor) -> Tensor: return self.hardtanh(0, 6)
-  def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
-  def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
+  def relu(self) -> Self: return (self <= 0).where(0, self)
+  def relu6(self) -> Self: return self.hardtanh(0, 6)
+  def leaky_relu(self, neg_slope: builtins.float = 0.01) -> Self: return (self > 0).where(self, self * neg_slope)
+  def elu(self, alpha: builtins.float = 1.0) -> Self:
     pos = self > 0
     return pos.where(self, alpha * pos.where(0.0, self).expm1())
-  def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
+  def celu(self, alpha: builtins.float = 1.0) -> Self:
     pos = self > 0
     return pos.where(self, alpha * (pos.where(0.0, self) / alpha).expm1())
-  def selu(self: Tensor, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor: return gamma * self.elu(alpha)
-  def sigmoid(self: Tensor) -> Tensor:
+  def selu(self, alpha: builtins.float = 1.67326, gamma: builtins.float = 1.0507) -> Self: return gamma * self.elu(alpha)
+  def sigmoid(self) -> Self:
     """1 / (1 + exp(-x)) through exp(-|x|) <= 1: no overflow, and a finite gradient everywhere."""
     x, out = self._work()
     neg = x < 0
     e = neg.where(x, -x).exp()
     r = 1 / (1 + e)
     return neg.where(e * r, r).cast(out)
-  def hardsigmoid(self: Tensor, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).hardtanh(0, 1)
-  def hardtanh(self: Tensor, min_val: float = -1, max_val: float = 1) -> Tensor:
+  def hardsigmoid(self, alpha: builtins.float = 1 / 6, beta: builtins.float = 0.5) -> Self: return (alpha * self + beta).hardtanh(0, 1)
+  def hardtanh(self, min_val: builtins.float = -1, max_val: builtins.float = 1) -> Self:
     """Clamp to [min_val, max_val]; the gradient is 1 strictly inside, 0 at and beyond the edges."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
-  def hardswish(self: Tensor) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
-  def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
+  def hardswish(self) -> Self: return self * (self + 3).relu6() * (1 / 6)
+  def softplus(self, beta: builtins.float = 1.0) -> Self:
     """log(1 + exp(beta x)) / beta, computed as max(y, 0) + log1p(exp(-|y|)): exact for large |x|."""
     x, out = self._work()
     y = x * beta
     r = _pick(y > 0, y, lambda z: z + (-z).exp().log1p(), lambda z: z.exp().log1p(), 0.0, 0.0)
     return (r * (1 / beta)).cast(out)
-  def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
-  def softsign(self: Tensor) -> Tensor: return self / (1 + self.abs())
-  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
-  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+  def logsigmoid(self) -> Self: return -(-self).softplus()
+  def softsign(self) -> Self: return self / (1 + self.abs())
+  def mish(self) -> Self: return self * self.softplus().tanh()
+  def gelu(self, approximate: str = "tanh") -> Self:
     """GELU; approximate="tanh" (tinygrad's default) is written as x * sigmoid(2u) (= x/2 (1 + tanh u)) so that it is accurate
     for negative x too, approximate="none" is torch's default x/2 (1 + erf(x/sqrt 2))."""
     if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
     if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
     return self * (math.sqrt(8 / math.pi) * (self + 0.044715 * self * self * self)).sigmoid()
-  def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
-  def silu(self: Tensor) -> Tensor: return self * self.sigmoid()
-  def swish(self: Tensor) -> Tensor: return self.silu()
+  def quick_gelu(self) -> Self: return self * (self * 1.702).sigmoid()
+  def silu(self) -> Self: return self * self.sigmoid()
+  def swish(self) -> Self: return self.silu()
 
   # ---- python operators
-  def __add__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.add(x)
-  def __radd__(self: Tensor, x: ConstType) -> Tensor: return self.add(x, True)
-  def __sub__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.sub(x)
-  def __rsub__(self: Tensor, x: ConstType) -> Tensor: return self.sub(x, True)
-  def __mul__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.mul(x)
-  def __rmul__(self: Tensor, x: ConstType) -> Tensor: return self.mul(x, True)
-  def __truediv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.div(x)
-  def __rtruediv__(self: Tensor, x: ConstType) -> Tensor: return self.div(x, True)
-  def __floordiv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.div(x, rounding_mode="floor")  # python's //, also for negatives
-  def __rfloordiv__(self: Tensor, x: ConstType) -> Tensor: return self.div(x, True, rounding_mode="floor")
-  def __mod__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.mod(x)
-  def __rmod__(self: Tensor, x: ConstType) -> Tensor: return self.mod(x, True)
-  def __pow__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.pow(x)
-  def __rpow__(self: Tensor, x: ConstType) -> Tensor: return self.pow(x, True)
-  def __matmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x)
-  def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return x.matmul(self)
-  def __and__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.bitwise_and(x)
-  def __rand__(self: Tensor, x: ConstType) -> Tensor: return self.bitwise_and(x, True)
-  def __or__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.bitwise_or(x)
-  def __ror__(self: Tensor, x: ConstType) -> Tensor: return self.bitwise_or(x, True)
-  def __xor__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.bitwise_xor(x)
-  def __rxor__(self: Tensor, x: ConstType) -> Tensor: return self.bitwise_xor(x, True)
-  def __invert__(self: Tensor) -> Tensor: return self.bitwise_not()
-  def __lshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.lshift(x)
-  def __rlshift__(self: Tensor, x: int) -> Tensor: return self.lshift(x, True)
-  def __rshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.rshift(x)
-  def __rrshift__(self: Tensor, x: int) -> Tensor: return self.rshift(x, True)
-  def __abs__(self: Tensor) -> Tensor: return self.abs()
-  def __iadd__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self + x)
-  def __isub__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self - x)
-  def __imul__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self * x)
-  def __itruediv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self / x)
-  def __ifloordiv__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self // x)
-  def __imod__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self % x)
-  def __ipow__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self ** x)
-  def __iand__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self & x)
-  def __ior__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self | x)
-  def __ixor__(self: Tensor, x: Tensor | ConstType) -> Tensor: return self.assign(self ^ x)
-  def __ilshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.assign(self << x)
-  def __irshift__(self: Tensor, x: Tensor | int) -> Tensor: return self.assign(self >> x)
-  def __imatmul__(self: Tensor, x: Tensor) -> Tensor: return self.assign(self @ x)
+  def __add__(self, x: Self | ConstType) -> Self: return self.add(x)
+  def __radd__(self, x: ConstType) -> Self: return self.add(x, True)
+  def __sub__(self, x: Self | ConstType) -> Self: return self.sub(x)
+  def __rsub__(self, x: ConstType) -> Self: return self.sub(x, True)
+  def __mul__(self, x: Self | ConstType) -> Self: return self.mul(x)
+  def __rmul__(self, x: ConstType) -> Self: return self.mul(x, True)
+  def __truediv__(self, x: Self | ConstType) -> Self: return self.div(x)
+  def __rtruediv__(self, x: ConstType) -> Self: return self.div(x, True)
+  def __floordiv__(self, x: Self | ConstType) -> Self: return self.div(x, rounding_mode="floor")  # python's //, also for negatives
+  def __rfloordiv__(self, x: ConstType) -> Self: return self.div(x, True, rounding_mode="floor")
+  def __mod__(self, x: Self | ConstType) -> Self: return self.mod(x)
+  def __rmod__(self, x: ConstType) -> Self: return self.mod(x, True)
+  def __pow__(self, x: Self | ConstType) -> Self: return self.pow(x)
+  def __rpow__(self, x: ConstType) -> Self: return self.pow(x, True)
+  def __matmul__(self, x: Self) -> Self: return self.matmul(x)
+  def __rmatmul__(self, x: Self) -> Self: return x.matmul(self)
+  def __and__(self, x: Self | ConstType) -> Self: return self.bitwise_and(x)
+  def __rand__(self, x: ConstType) -> Self: return self.bitwise_and(x, True)
+  def __or__(self, x: Self | ConstType) -> Self: return self.bitwise_or(x)
+  def __ror__(self, x: ConstType) -> Self: return self.bitwise_or(x, True)
+  def __xor__(self, x: Self | ConstType) -> Self: return self.bitwise_xor(x)
+  def __rxor__(self, x: ConstType) -> Self: return self.bitwise_xor(x, True)
+  def __invert__(self) -> Self: return self.bitwise_not()
+  def __lshift__(self, x: Self | builtins.int) -> Self: return self.lshift(x)
+  def __rlshift__(self, x: builtins.int) -> Self: return self.lshift(x, True)
+  def __rshift__(self, x: Self | builtins.int) -> Self: return self.rshift(x)
+  def __rrshift__(self, x: builtins.int) -> Self: return self.rshift(x, True)
+  def __abs__(self) -> Self: return self.abs()
+  def __iadd__(self, x: Self | ConstType) -> Self: return self.assign(self + x)
+  def __isub__(self, x: Self | ConstType) -> Self: return self.assign(self - x)
+  def __imul__(self, x: Self | ConstType) -> Self: return self.assign(self * x)
+  def __itruediv__(self, x: Self | ConstType) -> Self: return self.assign(self / x)
+  def __ifloordiv__(self, x: Self | ConstType) -> Self: return self.assign(self // x)
+  def __imod__(self, x: Self | ConstType) -> Self: return self.assign(self % x)
+  def __ipow__(self, x: Self | ConstType) -> Self: return self.assign(self ** x)
+  def __iand__(self, x: Self | ConstType) -> Self: return self.assign(self & x)
+  def __ior__(self, x: Self | ConstType) -> Self: return self.assign(self | x)
+  def __ixor__(self, x: Self | ConstType) -> Self: return self.assign(self ^ x)
+  def __ilshift__(self, x: Self | builtins.int) -> Self: return self.assign(self << x)
+  def __irshift__(self, x: Self | builtins.int) -> Self: return self.assign(self >> x)
+  def __imatmul__(self, x: Self) -> Self: return self.assign(self @ x)

@@ -15,15 +15,13 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinygrad.engine.realize import lower_schedule, split_policy
+from tinygrad.frontend.base import TensorBase
 from tinygrad.helpers import GlobalCounters
 from tinygrad.schedule.kernelize import create_schedule, is_buffer_view
 from tinygrad.uop.ops import Ops, UOp
-
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
 
 
 class function:
@@ -31,7 +29,8 @@ class function:
 
   def __init__(self, fxn: Callable[..., Any] | None = None, *, precompile: bool = False):
     self.fxn, self.precompile = fxn, precompile
-    self.traces: dict[tuple, tuple[tuple[UOp, ...], Any]] = {}  # signature -> (placeholders, outputs' uops)
+    # signature -> (placeholders, outputs' uops, the tensor class the outputs are rebuilt as)
+    self.traces: dict[tuple, tuple[tuple[UOp, ...], Any, type[TensorBase]]] = {}
     self._bound: weakref.WeakKeyDictionary[Any, function] = weakref.WeakKeyDictionary()  # per instance, for methods
     if fxn is not None: functools.update_wrapper(self, fxn)
 
@@ -39,13 +38,12 @@ class function:
     if self.fxn is None:  # @function(precompile=...) receiving the function
       if len(args) != 1 or kwargs or not callable(args[0]): raise TypeError("@function(precompile=...) decorates one function")
       return function(args[0], precompile=self.precompile)
-    from tinygrad.tensor import Tensor
     key = tuple(_signature(a) for a in args) + tuple((k, _signature(v)) for k, v in sorted(kwargs.items()))
     if (trace := self.traces.get(key)) is None: trace = self.traces[key] = self._trace(args, kwargs)
-    holders, outs = trace
-    inputs = [a.uop for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+    holders, outs, cls = trace
+    inputs = [a.uop for a in (*args, *kwargs.values()) if isinstance(a, TensorBase)]
     mapping = dict(zip(holders, inputs))
-    def rebuild(u: UOp) -> Tensor: return Tensor(u.substitute(mapping))
+    def rebuild(u: UOp) -> TensorBase: return cls(u.substitute(mapping))
     return rebuild(outs) if isinstance(outs, UOp) else type(outs)(rebuild(u) for u in outs)
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -56,27 +54,27 @@ class function:
       bound = self._bound[obj] = function(self.fxn.__get__(obj, objtype), precompile=self.precompile)
     return bound
 
-  def _trace(self, args: tuple, kwargs: dict) -> tuple[tuple[UOp, ...], Any]:
-    from tinygrad.tensor import Tensor
-    def holder(a: Any) -> Any: return Tensor.empty(*a.shape, dtype=a.dtype, device=a.device) if isinstance(a, Tensor) else a
+  def _trace(self, args: tuple, kwargs: dict) -> tuple[tuple[UOp, ...], Any, type[TensorBase]]:
+    def holder(a: Any) -> Any: return type(a).empty(*a.shape, dtype=a.dtype, device=a.device) if isinstance(a, TensorBase) else a
     p_args, p_kwargs = tuple(holder(a) for a in args), {k: holder(v) for k, v in kwargs.items()}
-    holders = tuple(a.uop for a in (*p_args, *p_kwargs.values()) if isinstance(a, Tensor))
+    holders = tuple(a.uop for a in (*p_args, *p_kwargs.values()) if isinstance(a, TensorBase))
     ran = GlobalCounters.kernel_count
     assert self.fxn is not None
     out = self.fxn(*p_args, **p_kwargs)
     if GlobalCounters.kernel_count != ran:
       raise RuntimeError(f"@function {getattr(self.fxn, '__qualname__', self.fxn)}: the body ran kernels while traced (random numbers, .item(), "
                          ".numpy() or realize inside it); their results would be the same in every call. Move them out of the function")
-    if isinstance(out, Tensor): outs: Any = out.uop
-    elif isinstance(out, (tuple, list)) and all(isinstance(t, Tensor) for t in out): outs = type(out)(t.uop for t in out)
+    outs: Any
+    if isinstance(out, TensorBase): outs, cls = out.uop, type(out)
+    elif isinstance(out, (tuple, list)) and all(isinstance(t, TensorBase) for t in out):
+      outs, cls = type(out)(t.uop for t in out), type(out[0]) if out else TensorBase  # (an empty tuple rebuilds no tensor)
     else: raise TypeError(f"@function {getattr(self.fxn, '__qualname__', self.fxn)} must return a Tensor or a tuple/list of Tensors, got {type(out).__name__}")
     if self.precompile: _compile(list(outs) if not isinstance(outs, UOp) else [outs])
-    return holders, outs
+    return holders, outs, cls
 
 
 def _signature(a: Any) -> Any:
-  from tinygrad.tensor import Tensor
-  if isinstance(a, Tensor): return ("tensor", a.shape, a.dtype, a.device)
+  if isinstance(a, TensorBase): return ("tensor", a.shape, a.dtype, a.device)
   try: hash(a)
   except TypeError as e: raise TypeError(f"@function: argument {a!r} is neither a Tensor nor hashable; it is part of the function's signature") from e
   return ("value", a)

@@ -4,66 +4,53 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Self, TypeVar
 
 from tinygrad.dtype import DType, dtypes, least_upper_dtype, to_dtype
-from tinygrad.frontend.conv import ConvMixin
-from tinygrad.frontend.reduce import _acc_dtype
+from tinygrad.frontend.movement import _diagonal
+from tinygrad.frontend.reduce import ReduceMixin, _acc_dtype
 from tinygrad.helpers import InvalidArgumentError
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
+TensorT = TypeVar("TensorT", bound="FunctionalMixin")  # a Tensor, in the helpers of the mixin
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _reduce(x: Tensor, reduction: str) -> Tensor:
+def _reduce(x: TensorT, reduction: str) -> TensorT:
   if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
   return x.mean() if reduction == "mean" else x.sum() if reduction == "sum" else x
 
 
-def _one_hot(y: Tensor, n: int, dim: int) -> Tensor:
+def _one_hot(y: TensorT, n: int, dim: int) -> TensorT:
   """Boolean one-hot of integer labels y along a new axis `dim` of size n."""
-  from tinygrad.tensor import Tensor
   y = y.unsqueeze(dim)
   shape = [1] * y.ndim
   shape[dim] = n
-  return Tensor.arange(n, dtype=dtypes.int32, device=y.device).reshape(shape).eq(y.cast(dtypes.int32))
+  return type(y).arange(n, dtype=dtypes.int32, device=y.device).reshape(shape).eq(y.cast(dtypes.int32))
 
 
-def _logsigmoid(x: Tensor) -> Tensor:
+def _logsigmoid(x: TensorT) -> TensorT:
   """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|."""
   return x.minimum(0) - (-x.abs()).exp().add(1).log()
 
 
-def _tril_mask(r: int, c: int, device: str) -> Tensor:
-  from tinygrad.tensor import Tensor
-  return Tensor.arange(r, dtype=dtypes.int32, device=device).reshape(r, 1) >= Tensor.arange(c, dtype=dtypes.int32, device=device).reshape(1, c)
+def _tril_mask(r: int, c: int, like: TensorT) -> TensorT:
+  """Boolean (r, c) causal mask on like's device: True on and below the diagonal."""
+  arange = type(like).arange
+  return arange(r, dtype=dtypes.int32, device=like.device).reshape(r, 1) >= arange(c, dtype=dtypes.int32, device=like.device).reshape(1, c)
 
 
-def _repeat_heads(x: Tensor, n: int) -> Tensor:
+def _repeat_heads(x: TensorT, n: int) -> TensorT:
   """repeat_interleave(n, dim=-3): every head n times in a row."""
   if n == 1: return x
   return x.unsqueeze(-3).expand(*x.shape[:-3], x.shape[-3], n, *x.shape[-2:]).reshape(*x.shape[:-3], x.shape[-3] * n, *x.shape[-2:])
 
 
-def _diagonal(x: Tensor, a: int, b: int) -> Tensor:
-  """The diagonal of axes a < b (equal sizes), placed where axis a was; axis b goes away."""
-  n = x.shape[a]
-  order = [i for i in range(x.ndim) if i not in (a, b)] + [a, b]
-  y = x.permute(order).reshape(*[x.shape[i] for i in order[:-2]], n * n)
-  y = y.pad([None] * (y.ndim - 1) + [(0, n)]).reshape(*y.shape[:-1], n, n + 1)
-  y = y.shrink([None] * (y.ndim - 1) + [(0, 1)]).reshape(*y.shape[:-2], n)
-  back = list(range(y.ndim - 1))
-  back.insert(a, y.ndim - 1)
-  return y.permute(back)
-
-
-class FunctionalMixin(ConvMixin):
+class FunctionalMixin(ReduceMixin):
   __slots__ = ()
 
   # ---- linear algebra
-  def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+  def dot(self, w: Self, dtype: DType | str | None = None) -> Self:
     if self.ndim == 0 or w.ndim == 0: raise InvalidArgumentError(f"matmul needs at least 1 dim on both sides, got {self.shape} and {w.shape}")
     x, w_ = self, w
     k_x = x.shape[-1]
@@ -80,16 +67,16 @@ class FunctionalMixin(ConvMixin):
     # then round once to the output dtype
     if dtypes.is_float(acc) and acc.itemsize > dt.itemsize: x, w_ = x.cast(acc), w_.cast(acc)
     return (x * w_).sum(-1, dtype=acc).cast(out_dt)
-  def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
+  def matmul(self, x: Self, reverse: bool = False, dtype: DType | str | None = None) -> Self:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
-  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DType | str | None = None) -> Tensor:
+  def linear(self, weight: Self, bias: Self | None = None, dtype: DType | str | None = None) -> Self:
     out = self * weight if weight.ndim == 1 else self.dot(weight, dtype=dtype)
     return out + bias if bias is not None else out
 
   @staticmethod
-  def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+  def einsum(formula: str, *operands: TensorT | Sequence[TensorT], dtype: DType | str | None = None) -> TensorT:
     """Einstein summation: 'ij,jk->ik', repeated indices ('ii->i' takes a diagonal), '...' broadcasting, implicit output."""
-    xs: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)  # type: ignore[arg-type]
+    xs: list[TensorT] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)  # type: ignore[arg-type]
     formula = formula.replace(" ", "")
     lhs, rhs = formula.split("->") if "->" in formula else (formula, None)
     specs = lhs.split(",")
@@ -129,20 +116,20 @@ class FunctionalMixin(ConvMixin):
     return prod_.sum(red, dtype=dtype) if red else prod_.cast(to_dtype(dtype)) if dtype is not None else prod_
 
   # ---- normalization
-  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Self:
     """x / max(||x||_p along dim, eps) (torch.nn.functional.normalize, tinygrad's Tensor.normalize)."""
     a = self.abs()
     norm = a.square().sum(dim, keepdim=True).sqrt() if p == 2 else a.max(dim, keepdim=True) if p == math.inf else \
       (a ** p).sum(dim, keepdim=True) ** (1 / p)
     return self / norm.maximum(eps)
 
-  def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+  def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Self:
     y = self - self.mean(axis, keepdim=True)
     return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
-  def rms_norm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor:
+  def rms_norm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Self:
     return self * self.square().mean(axis, keepdim=True).add(eps).rsqrt()
-  def rmsnorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor: return self.rms_norm(axis, eps)
-  def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis: int | Sequence[int] = 1) -> Tensor:
+  def rmsnorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Self: return self.rms_norm(axis, eps)
+  def batchnorm(self, weight: Self | None, bias: Self | None, mean: Self, invstd: Self, axis: int | Sequence[int] = 1) -> Self:
     """(x - mean) * weight * invstd + bias, with the 1-d statistics broadcast along `axis`."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     axes = tuple(a % self.ndim for a in axes)
@@ -153,7 +140,7 @@ class FunctionalMixin(ConvMixin):
     return out + bias.reshape(shape) if bias is not None else out
 
   # ---- regularization
-  def dropout(self, p: float = 0.5) -> Tensor:
+  def dropout(self, p: float = 0.5) -> Self:
     """Zero each element with probability p and scale the rest by 1/(1-p); only when Tensor.training."""
     if not 0 <= p <= 1: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not type(self).training or p == 0: return self
@@ -162,8 +149,8 @@ class FunctionalMixin(ConvMixin):
     return keep.where(self, 0) * (1.0 / (1.0 - p))
 
   # ---- attention
-  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                   is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
+  def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
+                                   is_causal: bool = False, enable_gqa: bool = False) -> Self:
     """softmax(q @ k^T / sqrt(d) + mask) @ v over (..., heads, seq, dim) tensors; bool masks keep where True."""
     if enable_gqa:
       key = _repeat_heads(key, self.shape[-3] // key.shape[-3])
@@ -171,20 +158,20 @@ class FunctionalMixin(ConvMixin):
     qk = self.matmul(key.transpose(-2, -1), dtype=least_upper_dtype(self.dtype, key.dtype, dtypes.float32)) * (1 / math.sqrt(self.shape[-1]))
     if is_causal:
       if attn_mask is not None: raise InvalidArgumentError("attn_mask and is_causal=True can't both be set")
-      attn_mask = _tril_mask(qk.shape[-2], qk.shape[-1], self.device)
+      attn_mask = _tril_mask(qk.shape[-2], qk.shape[-1], self)
     if attn_mask is not None:
       qk = qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)
     return qk.cast(self.dtype).softmax(-1).dropout(dropout_p) @ value
 
   # ---- losses
-  def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+  def binary_crossentropy(self, Y: Self, reduction: str = "mean") -> Self:
     """self holds probabilities; logs are clamped at -100 like torch."""
     return _reduce(-(Y * self.log().maximum(-100.0) + (1 - Y) * (1 - self).log().maximum(-100.0)), reduction)
-  def binary_crossentropy_logits(self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+  def binary_crossentropy_logits(self, Y: Self, reduction: str = "mean", pos_weight: Self | None = None) -> Self:
     log_p, log_1mp = _logsigmoid(self), _logsigmoid(-self)
     return _reduce(-((Y if pos_weight is None else pos_weight * Y) * log_p + (1 - Y) * log_1mp), reduction)
 
-  def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+  def sparse_categorical_crossentropy(self, Y: Self, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Self:
     """Cross entropy of logits (..., classes) against integer labels (...); labels equal to ignore_index count for
     nothing (ignore_index=-1 means none are ignored, as in tinygrad)."""
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
@@ -195,7 +182,7 @@ class FunctionalMixin(ConvMixin):
     per = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(-1)) * mask
     return per.sum() / mask.sum() if reduction == "mean" else per.sum() if reduction == "sum" else per
 
-  def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100) -> Tensor:
+  def cross_entropy(self, Y: Self, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100) -> Self:
     """torch's cross_entropy: logits with classes at dim 1 (dim 0 for 1-d), targets as class indices or probabilities."""
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
     if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
@@ -209,7 +196,7 @@ class FunctionalMixin(ConvMixin):
     per = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(cdim)) * mask
     return per.sum() / mask.sum() if reduction == "mean" else per.sum() if reduction == "sum" else per
 
-  def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:
+  def nll_loss(self, Y: Self, weight: Self | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Self:
     """Negative log likelihood of log-probabilities (N, C, ...) against class indices (N, ...)."""
     if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     cdim = 0 if self.ndim == 1 else 1

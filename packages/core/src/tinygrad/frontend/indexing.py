@@ -7,19 +7,20 @@ Only one element of each sum is non-zero, so the result is exact for every dtype
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Self, TypeVar
 
 from tinygrad.dtype import ConstType, dtypes
+from tinygrad.frontend.base import TensorBase
 from tinygrad.frontend.elementwise import _broadcast_shape
+from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
+TensorT = TypeVar("TensorT", bound="IndexingMixin")  # a Tensor, in the helpers of the mixin
 
 
 @dataclass
-class _IndexPlan:
+class _IndexPlan(Generic[TensorT]):
   """What an index does: shrink to `bounds`, flip `flips`, take every `steps`-th element (giving `strided` shape), reshape
   to `shape` (dropping int-indexed axes, adding None axes). `adv` lists (axis of `shape`, index tensor) for tensor indices."""
   bounds: tuple[tuple[int, int], ...]
@@ -27,7 +28,7 @@ class _IndexPlan:
   steps: tuple[int, ...]
   strided: tuple[int, ...]
   shape: tuple[int, ...]
-  adv: list[tuple[int, Tensor]]
+  adv: list[tuple[int, TensorT]]
 
 
 def _is_int(x: Any) -> bool:
@@ -37,18 +38,17 @@ def _is_int(x: Any) -> bool:
   return hasattr(x, "__index__") and not hasattr(x, "shape") and type(x).__name__ != "Tensor"
 
 
-def _select(mask: Tensor, x: Tensor, axis: int | tuple[int, ...]) -> Tensor:
+def _select(mask: TensorT, x: TensorT, axis: int | tuple[int, ...]) -> TensorT:
   """Reduce `axis` of mask.where(x, 0) where mask has at most one True along it: that element, or 0. Exact for every dtype."""
   if x.dtype == dtypes.bool: return mask.logical_and(x)._amax(axis)
   return mask.where(x, 0).sum(axis, dtype=x.dtype)
 
 
-class IndexingMixin:
+class IndexingMixin(ReduceMixin):
   __slots__ = ()
 
   # ---- index parsing
-  def _index_plan(self, index: Any) -> _IndexPlan:
-    from tinygrad.tensor import Tensor
+  def _index_plan(self, index: Any) -> _IndexPlan[Self]:
     if (isinstance(index, list) and all(_is_int(i) for i in index)) or not isinstance(index, (tuple, list)): idx = [index]
     else: idx = list(index)
     if sum(1 for i in idx if i is Ellipsis) > 1: raise OutOfRangeError("an index can only have a single ellipsis ('...')")
@@ -60,16 +60,17 @@ class IndexingMixin:
     flips: list[int] = []
     steps: list[int] = []
     plan: list[int | None] = []  # per output axis: the input axis it comes from, or None for a new axis
-    adv: list[tuple[int, Tensor]] = []
+    adv: list[tuple[int, Self]] = []
     dim = 0
+    i: Any  # an index item, then what it becomes (a Tensor for lists, an int)
     for i in idx:
       if i is None:
         plan.append(None)
         continue
       size = self.shape[dim]
       if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "shape")):
-        i = Tensor(i, device=self.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and len(i) == 0 else None)
-      if isinstance(i, Tensor):
+        i = type(self)(i, device=self.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and len(i) == 0 else None)
+      if isinstance(i, type(self)):
         if not dtypes.is_int(i.dtype): raise OutOfRangeError(f"tensors used as indices must have an integer dtype, got {i.dtype!r}")
         i = i.to(self.device)
         if not dtypes.is_unsigned(i.dtype): i = (i < 0).where(i + size, i)  # negative indices count from the end
@@ -87,7 +88,7 @@ class IndexingMixin:
         if i.step not in (None, 1): raise OutOfRangeError(f"a slice with a symbolic bound takes step 1, got {i.step}")
         lo = 0 if i.start is None else i.start if isinstance(i.start, UOp) else int(i.start) % (size + 1)
         hi = size if i.stop is None else i.stop if isinstance(i.stop, UOp) else int(i.stop) % (size + 1)
-        bounds.append((lo, hi))
+        bounds.append((lo, hi))  # type: ignore[arg-type]  # symbolic (UOp) bounds: movement ops take them, shapes are typed as ints
         steps.append(1)
         plan.append(dim)
       elif isinstance(i, slice):
@@ -105,7 +106,7 @@ class IndexingMixin:
     shape = tuple(1 if p is None else strided[p] for p in plan)
     return _IndexPlan(tuple(bounds), tuple(flips), tuple(steps), strided, shape, adv)
 
-  def _basic_view(self, p: _IndexPlan) -> Tensor:
+  def _basic_view(self, p: _IndexPlan[Self]) -> Self:
     x = self.shrink(p.bounds)
     if p.flips: x = x.flip(p.flips)
     x = x._strided(p.steps)
@@ -114,25 +115,24 @@ class IndexingMixin:
       raise NotImplementedError(f"indexing with a symbolic slice supports slices only (no int index or None next to it), got shape {p.shape}")
     return x.reshape(p.shape)
 
-  def _basic_unview(self, p: _IndexPlan, full: tuple[int, ...]) -> Tensor:
+  def _basic_unview(self, p: _IndexPlan[Self], full: tuple[int, ...]) -> Self:
     """The inverse of _basic_view: a tensor of the view's shape placed where the view reads from, zeros elsewhere."""
     x = self.reshape(p.strided)._unstrided(p.steps, tuple(hi - lo for lo, hi in p.bounds))
     if p.flips: x = x.flip(p.flips)
     return x.pad(tuple((lo, s - hi) for (lo, hi), s in zip(p.bounds, full)))
 
   @staticmethod
-  def _adv_masks(x: Tensor, adv: list[tuple[int, Tensor]]) -> tuple[Tensor, tuple[int, ...], list[int]]:
+  def _adv_masks(x: TensorT, adv: list[tuple[int, TensorT]]) -> tuple[TensorT, tuple[int, ...], list[int]]:
     """The one-hot mask for tensor indices `adv` on x, of shape x.shape[:d0] + big + x.shape[d0:] (d0: the first indexed
     axis, big: the broadcast shape of the index tensors): True where the index tensors pick that element."""
-    from tinygrad.tensor import Tensor
     dims, tensors = [d for d, _ in adv], [t for _, t in adv]
     try: big = _broadcast_shape(*(t.shape for t in tensors))
     except ValueError as e: raise OutOfRangeError(f"index tensors of shapes {[t.shape for t in tensors]} can't be broadcast together") from e
     d0, nb = dims[0], len(big)
-    mask: Tensor | None = None
+    mask: TensorT | None = None
     for d, t in zip(dims, tensors):
       t = t.reshape((1,) * (nb - t.ndim) + t.shape + (1,) * (x.ndim - d0))
-      classes = Tensor.arange(x.shape[d], dtype=dtypes.int32, device=x.device).reshape((x.shape[d],) + (1,) * (x.ndim - d - 1))
+      classes = type(x).arange(x.shape[d], dtype=dtypes.int32, device=x.device).reshape((x.shape[d],) + (1,) * (x.ndim - d - 1))
       hit = t.eq(classes)
       mask = hit if mask is None else mask.logical_and(hit)
     assert mask is not None
@@ -144,7 +144,7 @@ class IndexingMixin:
     return dims[0] != 0 and dims != list(range(dims[0], dims[0] + len(dims)))
 
   # ---- __getitem__ / __setitem__
-  def __getitem__(self, index: Any) -> Tensor:
+  def __getitem__(self, index: Any) -> Self:
     """x[ints, slices (any step), None, ..., lists / integer Tensors (negative values count from the end)]."""
     p = self._index_plan(index)
     x = self._basic_view(p)
@@ -155,30 +155,28 @@ class IndexingMixin:
     if self._adv_permuted(dims): out = out.permute(*range(d0, d0 + nb), *range(d0), *range(d0 + nb, out.ndim))
     return out
 
-  def __setitem__(self, index: Any, v: Tensor | ConstType) -> None:
+  def __setitem__(self, index: Any, v: Self | ConstType) -> None:
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
     from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer
-    from tinygrad.tensor import Tensor
-    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
+    if self.requires_grad or (isinstance(v, type(self)) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
     if not is_contiguous_buffer(self.uop) and is_buffer_view(self.uop):
       raise RuntimeError(f"setitem needs a tensor with its own contiguous buffer; this {self.shape} tensor is a view of another one's buffer, "
                          "which the write would not reach: index the base tensor, or make a copy with .contiguous() first")
     parts = list(index) if isinstance(index, (tuple, list)) else [index]
-    inputs = [t for t in (v, *parts) if isinstance(t, Tensor)]
+    inputs = [t for t in (v, *parts) if isinstance(t, type(self))]
     # realize self together with what the value and the index read: a pending assign on self then runs once, before them
-    if not is_contiguous_buffer(self.uop): Tensor.realize_all(self, *inputs)
+    if not is_contiguous_buffer(self.uop): self.realize(*inputs)
     # the write kernel must not read self's buffer except at the element it writes: copy inputs that read it elsewhere
     copies = {id(t): t.contiguous().realize() for t in inputs if self.uop.base in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER)}
     if copies:
-      v = copies.get(id(v), v)  # type: ignore[arg-type]
+      v = copies.get(id(v), v)
       parts = [copies.get(id(i), i) for i in parts]
       index = type(index)(parts) if isinstance(index, (tuple, list)) else parts[0]
     if (new := self._setitem_result(index, v)) is not None: self.assign(new)
 
-  def _setitem_result(self, index: Any, v: Tensor | ConstType) -> Tensor | None:
+  def _setitem_result(self, index: Any, v: Self | ConstType) -> Self | None:
     """The whole tensor with self[index] replaced by v (None when the index selects nothing)."""
-    from tinygrad.tensor import Tensor
-    v = (v if isinstance(v, Tensor) else Tensor(v, device=self.device, dtype=self.dtype)).cast(self.dtype).to(self.device)
+    v = (v if isinstance(v, type(self)) else type(self)(v, device=self.device, dtype=self.dtype)).cast(self.dtype).to(self.device)
     p = self._index_plan(index)
     x = self._basic_view(p)
     target = x.shape
@@ -201,20 +199,19 @@ class IndexingMixin:
       v = v.reshape(tuple(pre_shape))
       big_axes = tuple(range(d0, d0 + nb))
       # when index tensors repeat an element, the last write (in row-major order over `big`) wins
-      order = Tensor.arange(max(prod(big), 1), dtype=dtypes.int32, device=self.device).reshape(big + (1,) * (x.ndim - d0))
+      order = type(self).arange(max(prod(big), 1), dtype=dtypes.int32, device=self.device).reshape(big + (1,) * (x.ndim - d0))
       last = mask.where(order, -1)._amax(big_axes, keepdim=True)
       hit = mask.logical_and(order.eq(last))
       vals, written = _select(hit, v, big_axes), (last >= 0).reshape(x.shape)
-    else: vals, written = v, Tensor.ones(*x.shape, dtype=dtypes.bool, device=self.device)
+    else: vals, written = v, type(self).ones(*x.shape, dtype=dtypes.bool, device=self.device)
     return written._basic_unview(p, self.shape).where(vals._basic_unview(p, self.shape), self)
 
   # ---- gather / scatter
-  def _one_hot_along_dim(self, num_classes: int, dim: int = -1) -> Tensor:
-    from tinygrad.tensor import Tensor
+  def _one_hot_along_dim(self, num_classes: int, dim: int = -1) -> Self:
     offset = self.ndim - self._resolve_dim(dim) - 1
-    return self.eq(Tensor.arange(num_classes, dtype=dtypes.int32, device=self.device).reshape((num_classes,) + (1,) * offset))
+    return self.eq(type(self).arange(num_classes, dtype=dtypes.int32, device=self.device).reshape((num_classes,) + (1,) * offset))
 
-  def one_hot(self, num_classes: int = -1) -> Tensor:
+  def one_hot(self, num_classes: int = -1) -> Self:
     """An int tensor with one more axis of size num_classes (-1: max + 1), 1 where the axis index equals the element."""
     if not dtypes.is_int(self.dtype): raise InvalidDTypeError(f"one_hot needs an integer tensor, got {self.dtype!r}")
     if num_classes < -1: raise InvalidArgumentError(f"one_hot num_classes must be >= 0 (or -1: max + 1), got {num_classes}")
@@ -223,7 +220,7 @@ class IndexingMixin:
       num_classes = int(self.max().item()) + 1
     return self.unsqueeze(-1)._one_hot_along_dim(num_classes).where(1, 0)
 
-  def gather(self, dim: int, index: Tensor) -> Tensor:
+  def gather(self, dim: int, index: Self) -> Self:
     """out[i][j][k] = self[index[i][j][k]][j][k] (for dim=0): picks along dim by index."""
     if index.ndim != self.ndim: raise InvalidArgumentError(f"gather needs index with as many dims as self: index {index.shape}, self {self.shape}")
     if not dtypes.is_int(index.dtype): raise TypeError(f"gather index must have an integer dtype, got {index.dtype!r}")
@@ -233,12 +230,11 @@ class IndexingMixin:
     x = self.shrink(tuple(None if i == d else (0, n) for i, n in enumerate(index.shape))).unsqueeze(-1).transpose(-1, d)
     return _select(index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]), x, -1)
 
-  def _pre_scatter(self, dim: int, index: Tensor, src: Tensor | ConstType) -> tuple[Tensor, Tensor]:
+  def _pre_scatter(self, dim: int, index: Self, src: Self | ConstType) -> tuple[Self, Self]:
     """src and the one-hot mask in the frame self.shape + (index.shape[dim],): mask[..., j] says whether the j-th index along
     dim points at this element of self."""
-    from tinygrad.tensor import Tensor
     d = self._resolve_dim(dim)
-    if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if not isinstance(src, TensorBase): src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if not index.ndim == self.ndim == src.ndim:
       raise InvalidArgumentError(f"scatter needs self, index and src with one number of dims, got {self.shape}, {index.shape}, {src.shape}")
     if not dtypes.is_int(index.dtype): raise TypeError(f"scatter index must have an integer dtype, got {index.dtype!r}")
@@ -251,19 +247,18 @@ class IndexingMixin:
     pads = tuple(None if i == d else (0, self.shape[i] - mask.shape[i]) for i in range(self.ndim)) + (None,)
     return src.pad(pads), mask.pad(pads)
 
-  def scatter(self, dim: int, index: Tensor, src: Tensor | ConstType, reduce: str | None = None) -> Tensor:
+  def scatter(self, dim: int, index: Self, src: Self | ConstType, reduce: str | None = None) -> Self:
     """self with self[index[i][j]][j] = src[i][j] (for dim=0). reduce 'add' / 'multiply' combine with self instead."""
     if reduce not in (None, "add", "multiply"): raise TypeError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
     if reduce == "add": return self.scatter_reduce(dim, index, src, "sum")
     if reduce == "multiply": return self.scatter_reduce(dim, index, src, "prod")
-    from tinygrad.tensor import Tensor
     src, mask = self._pre_scatter(dim, index, src)
     k = mask.shape[-1]
-    order = Tensor.arange(max(k, 1), dtype=dtypes.int32, device=self.device)[:k]
+    order = type(self).arange(max(k, 1), dtype=dtypes.int32, device=self.device)[:k]
     last = mask.where(order, -1)._amax(-1, keepdim=True)  # repeated indices: the last one wins
     return (last >= 0).squeeze(-1).where(_select(mask.logical_and(order.eq(last)), src, -1), self)
 
-  def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+  def scatter_reduce(self, dim: int, index: Self, src: Self | ConstType, reduce: str, include_self: bool = True) -> Self:
     """Combine src into self at index along dim with reduce 'sum', 'prod', 'mean', 'amax' or 'amin'; include_self=False
     leaves self's value out of the reduction where something is scattered."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
@@ -279,14 +274,13 @@ class IndexingMixin:
     return mask.where(src, 0).sum(-1).add(base(0)).div(count)
 
   # ---- masks
-  def masked_fill(self, mask: Tensor, value: Tensor | ConstType) -> Tensor:
+  def masked_fill(self, mask: Self, value: Self | ConstType) -> Self:
     """self with value where mask is True."""
     return mask.where(value, self)
 
-  def masked_select(self, mask: Tensor, size: int | None = None, fill_value: ConstType = 0) -> Tensor:
+  def masked_select(self, mask: Self, size: int | None = None, fill_value: ConstType = 0) -> Self:
     """The elements of self where mask (broadcast together with self) is True, as a 1-d tensor. Without `size` it reads the
     mask's count; with it (tinygrad's signature) the result has `size` elements, cut or filled with fill_value, and nothing is read."""
-    from tinygrad.tensor import Tensor
     if mask.dtype != dtypes.bool: raise TypeError(f"masked_select needs a bool mask, got {mask.dtype!r}")
     shape = _broadcast_shape(self.shape, mask.shape)
     x, m = self.expand(shape).flatten(), mask.expand(shape).flatten()
@@ -294,20 +288,19 @@ class IndexingMixin:
     count = int(m.cast(dtypes.int32).sum().item()) if size is None else size
     if size is not None and size < 0: raise ValueError(f"masked_select size must be >= 0, got {size}")
     # rank[j]: how many selected elements come before element j (an exclusive prefix sum, by a triangular mask)
-    before = Tensor._tri(n, n, 1, self.device).logical_and(m.reshape(n, 1))
+    before = type(self)._tri(n, n, 1, self.device).logical_and(m.reshape(n, 1))
     rank = before.cast(dtypes.int32).sum(0)
-    out_pos = Tensor.arange(max(count, 1), dtype=dtypes.int32, device=self.device)[:count].reshape(count, 1)
+    out_pos = type(self).arange(max(count, 1), dtype=dtypes.int32, device=self.device)[:count].reshape(count, 1)
     sel = m.logical_and(rank.eq(out_pos))
     if size is None: return _select(sel, x, 1)
-    return sel.any(1).where(_select(sel, x, 1), Tensor(fill_value, dtype=self.dtype, device=self.device))
+    return sel.any(1).where(_select(sel, x, 1), type(self)(fill_value, dtype=self.dtype, device=self.device))
 
-  def nonzero(self, size: int | None = None, fill_value: ConstType = 0) -> Tensor:
+  def nonzero(self, size: int | None = None, fill_value: ConstType = 0) -> Self:
     """The int32 indices of the nonzero elements, one row each in row-major order (torch.nonzero, tinygrad's Tensor.nonzero).
     Without `size` it reads the count; with it, `size` rows, cut or filled with fill_value."""
-    from tinygrad.tensor import Tensor
     mask = self.ne(0) if self.dtype != dtypes.bool else self
     if self.ndim == 0: mask = mask.reshape(1)
-    cols = [Tensor.arange(s, dtype=dtypes.int32, device=self.device).reshape(tuple(s if i == d else 1 for i in range(mask.ndim)))
+    cols = [type(self).arange(s, dtype=dtypes.int32, device=self.device).reshape(tuple(s if i == d else 1 for i in range(mask.ndim)))
             .expand(mask.shape).masked_select(mask, size=size, fill_value=fill_value) for d, s in enumerate(mask.shape)]
     if self.ndim == 0: return cols[0].reshape(-1, 1).shrink((None, (0, 0)))
-    return Tensor.stack(*cols, dim=1)
+    return type(self).stack(*cols, dim=1)

@@ -5,15 +5,14 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import dtypes, least_upper_dtype
-from tinygrad.frontend.indexing import IndexingMixin
+from tinygrad.frontend.elementwise import ElementwiseMixin
 from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, argfix, ceildiv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
 
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
+TensorT = TypeVar("TensorT", bound="MovementMixin")  # a Tensor, in the helpers of the mixin
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -25,14 +24,14 @@ def _flat_pads_to_pairs(flat: Sequence[int], ndim: int) -> list[tuple[int, int]]
   return [(0, 0)] * (ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
 
 
-def _pad_edge(x: Tensor, d: int, n: int, mode: str, before: bool) -> Tensor | None:
+def _pad_edge(x: TensorT, d: int, n: int, mode: str, before: bool) -> TensorT | None:
   """The n elements that reflect/replicate/circular padding puts before (or after) axis d of x; None when n is 0."""
   if n == 0: return None
   s = x.shape[d]
-  def part(lo: int, hi: int) -> Tensor: return x.shrink(tuple((lo, hi) if i == d else None for i in range(x.ndim)))
+  def part(lo: int, hi: int) -> TensorT: return x.shrink(tuple((lo, hi) if i == d else None for i in range(x.ndim)))
   if mode == "reflect": return part(1, n + 1).flip(d) if before else part(s - 1 - n, s - 1).flip(d)
   if mode == "circular": return part(s - n, s) if before else part(0, n)
-  return (part(0, 1) if before else part(s - 1, s)).expand(tuple(n if i == d else None for i in range(x.ndim)))
+  return (part(0, 1) if before else part(s - 1, s)).expand(tuple(n if i == d else x.shape[i] for i in range(x.ndim)))
 
 
 def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool]]:
@@ -63,12 +62,24 @@ def _sym_le(a: Any, b: Any) -> bool:
   if isinstance(a, UOp) or isinstance(b, UOp): return a is b or (b - a).simplify().vmin >= 0
   return a <= b
 
-class MovementMixin(IndexingMixin):
+def _diagonal(x: TensorT, a: int, b: int) -> TensorT:
+  """The diagonal of axes a < b (equal sizes), placed where axis a was; axis b goes away."""
+  n = x.shape[a]
+  order = [i for i in range(x.ndim) if i not in (a, b)] + [a, b]
+  y = x.permute(order).reshape(*[x.shape[i] for i in order[:-2]], n * n)
+  y = y.pad([None] * (y.ndim - 1) + [(0, n)]).reshape(*y.shape[:-1], n, n + 1)
+  y = y.shrink([None] * (y.ndim - 1) + [(0, 1)]).reshape(*y.shape[:-2], n)
+  back = list(range(y.ndim - 1))
+  back.insert(a, y.ndim - 1)
+  return y.permute(back)
+
+
+class MovementMixin(ElementwiseMixin):
   """Views and their compositions; indexing (getitem/setitem, gather, scatter, ...) comes from IndexingMixin."""
   __slots__ = ()
 
   # ---- the view primitives
-  def _view(self, op: Ops, arg: Any) -> Tensor: return type(self)(UOp(op, self.dtype, (self.uop,), arg), requires_grad=self.requires_grad)
+  def _view(self, op: Ops, arg: Any) -> Self: return type(self)(UOp(op, self.dtype, (self.uop,), arg), requires_grad=self.requires_grad)
 
   def _axis(self, axis: int) -> int:
     n = max(self.ndim, 1)
@@ -82,7 +93,7 @@ class MovementMixin(IndexingMixin):
     if not -n <= dim < n: raise OutOfRangeError(f"dim {dim} is out of range for a tensor with {self.ndim} dims (valid: {-n}..{n - 1})")
     return dim + self.ndim + int(extra) if dim < 0 else dim
 
-  def reshape(self, shape: int | Sequence[int], *args: int) -> Tensor:
+  def reshape(self, shape: int | Sequence[int], *args: int) -> Self:
     new = [s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args))]
     if new.count(-1) > 1: raise InvalidArgumentError(f"only one -1 allowed in reshape, got {tuple(new)}")
     if -1 in new:
@@ -93,14 +104,14 @@ class MovementMixin(IndexingMixin):
     if prod(new) != self.numel(): raise InvalidArgumentError(f"can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)} ({prod(new)} elements)")
     return self if tuple(new) == self.shape else self._view(Ops.RESHAPE, tuple(new))
 
-  def view(self, shape: int | Sequence[int], *args: int) -> Tensor: return self.reshape(shape, *args)
+  def view(self, shape: int | Sequence[int], *args: int) -> Self: return self.reshape(shape, *args)
 
-  def permute(self, order: int | Sequence[int], *args: int) -> Tensor:
+  def permute(self, order: int | Sequence[int], *args: int) -> Self:
     axes = tuple(self._axis(a) for a in argfix(order, *args))
     if sorted(axes) != list(range(self.ndim)): raise InvalidArgumentError(f"permute needs each of the {self.ndim} axes once, got {axes}")
     return self if axes == tuple(range(self.ndim)) else self._view(Ops.PERMUTE, axes)
 
-  def expand(self, shape: int | Sequence[int], *args: int) -> Tensor:
+  def expand(self, shape: int | Sequence[int], *args: int) -> Self:
     new = argfix(shape, *args)
     if len(new) < self.ndim: raise InvalidArgumentError(f"can't expand {self.shape} to fewer dims {new}")
     base = (1,) * (len(new) - self.ndim) + self.shape
@@ -111,7 +122,7 @@ class MovementMixin(IndexingMixin):
     t = self.reshape(base) if base != self.shape else self
     return t if target == t.shape else t._view(Ops.EXPAND, target)
 
-  def pad(self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+  def pad(self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant", value: float = 0.0) -> Self:
     """Pad with `mode` "constant" (with `value`), "reflect", "replicate" or "circular". `padding` is one (before, after) pair
     (or None) per axis, or torch-style flat ints starting from the last axis. Negative pads remove elements."""
     if mode not in PAD_MODES: raise NotImplementedError(f"pad mode {mode!r} is not supported, use one of {PAD_MODES}")
@@ -131,7 +142,7 @@ class MovementMixin(IndexingMixin):
       mask = type(self).ones(*self.shape, dtype=dtypes.bool, device=self.device)._view(Ops.PAD, tuple(pairs))
       return mask.where(out, value)
     if mode == "circular" and any(b < 0 or a < 0 for b, a in pairs): raise NotImplementedError("negative pads with mode='circular' are not supported")
-    x: Tensor = self  # type: ignore[assignment]
+    x = self
     for d, (b, a) in enumerate(pairs):
       b, a, s = max(b, 0), max(a, 0), x.shape[d]
       if b == 0 and a == 0: continue
@@ -145,7 +156,7 @@ class MovementMixin(IndexingMixin):
     # negative pads (reflect/replicate) shrink at the end
     return x.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape)))
 
-  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Self:
     if len(arg) != self.ndim: raise InvalidArgumentError(f"shrink has {len(arg)} axes, tensor has {self.ndim}")
     bounds = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):
@@ -153,67 +164,66 @@ class MovementMixin(IndexingMixin):
       if not (_sym_le(0, b) and _sym_le(b, e) and _sym_le(e, s)): raise InvalidArgumentError(f"shrink {bounds} is out of bounds for shape {self.shape}")
     return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else self._view(Ops.SHRINK, bounds)
 
-  def pad_to(self, shape: int | Sequence[int | None], *args: int | None, value: float = 0.0) -> Tensor:
+  def pad_to(self, shape: int | Sequence[int | None], *args: int | None, value: float = 0.0) -> Self:
     """Pad with `value` (zeros) at the end of each axis up to `shape` (None keeps an axis)."""
     new = argfix(shape, *args)
     if len(new) != self.ndim: raise InvalidArgumentError(f"pad_to shape {tuple(new)} needs {self.ndim} dims")
     return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)), value=value)
 
-  def unfold(self, dim: int, size: int, step: int) -> Tensor:
+  def unfold(self, dim: int, size: int, step: int) -> Self:
     """Windows of `size` elements every `step` along dim, as a new last dim (torch.Tensor.unfold, tinygrad's unfold)."""
-    from tinygrad.tensor import Tensor
     d = self._resolve_dim(dim)
     n = self.shape[d] if self.ndim else 1
     if size < 0 or size > n: raise InvalidArgumentError(f"unfold size {size} must be in [0, {n}] for dim {dim} of {self.shape}")
     if step <= 0: raise InvalidArgumentError(f"unfold step must be > 0, got {step}")
     count = (n - size) // step + 1
-    idx = (Tensor.arange(count, device=self.device).reshape(count, 1) * step + Tensor.arange(size, device=self.device).reshape(1, size))
+    idx = (type(self).arange(count, device=self.device).reshape(count, 1) * step + type(self).arange(size, device=self.device).reshape(1, size))
     x = self.reshape(1) if self.ndim == 0 else self
     out = x.transpose(d, -1)[..., idx.flatten()] if count * size else x.transpose(d, -1).shrink_to(*x.transpose(d, -1).shape[:-1], 0)
     out = out.reshape(*out.shape[:-1], count, size)
     return out.transpose(d, -2) if self.ndim else out.reshape(count, size)
 
-  def shrink_to(self, shape: int | Sequence[int | None], *args: int | None) -> Tensor:
+  def shrink_to(self, shape: int | Sequence[int | None], *args: int | None) -> Self:
     """Keep the first `shape[i]` elements of each axis (None keeps an axis)."""
     new = argfix(shape, *args)
     if len(new) != self.ndim: raise InvalidArgumentError(f"shrink_to shape {tuple(new)} needs {self.ndim} dims")
     return self.shrink(tuple(None if n is None else (0, n) for n in new))
 
-  def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+  def flip(self, axis: int | Sequence[int], *args: int) -> Self:
     axes = [self._axis(a) for a in argfix(axis, *args)]
     if len(set(axes)) != len(axes): raise InvalidArgumentError(f"flip got a dim twice: {tuple(argfix(axis, *args))}")
     return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes and self.ndim else self
 
   # ---- axes
-  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
     order = list(range(self.ndim))
     a, b = self._axis(dim0), self._axis(dim1)
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
 
   @property
-  def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))
+  def T(self) -> Self: return self.permute(tuple(reversed(range(self.ndim))))
 
-  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
     s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
-  def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+  def unflatten(self, dim: int, sizes: Sequence[int]) -> Self:
     d = self._resolve_dim(dim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
 
-  def unsqueeze(self, dim: int) -> Tensor:
+  def unsqueeze(self, dim: int) -> Self:
     d = self._resolve_dim(dim, extra=True)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
-  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+  def squeeze(self, dim: int | Sequence[int] | None = None) -> Self:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     dims = {self._resolve_dim(d) for d in make_tuple(dim, 1)}
     if self.ndim == 0: return self
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
 
   # ---- compositions
-  def repeat(self, repeats: int | Sequence[int], *args: int) -> Tensor:
+  def repeat(self, repeats: int | Sequence[int], *args: int) -> Self:
     reps = argfix(repeats, *args)
     if len(reps) < self.ndim: raise InvalidArgumentError(f"repeat needs at least one count per dim: {len(reps)} counts {reps} for shape {self.shape}")
     if any(r < 0 for r in reps): raise InvalidArgumentError(f"repeat counts must be >= 0, got {reps}")
@@ -222,7 +232,7 @@ class MovementMixin(IndexingMixin):
     expanded = tuple(itertools.chain.from_iterable((r, s) for r, s in zip(reps, base)))
     return self.reshape(unsqueezed).expand(expanded).reshape(tuple(r * s for r, s in zip(reps, base)))
 
-  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Self:
     if isinstance(repeats, bool) or not isinstance(repeats, int): raise TypeError(f"repeat_interleave takes an int count, got {type(repeats).__name__}")
     if repeats < 0: raise InvalidArgumentError(f"repeat_interleave count must be >= 0, got {repeats}")
     x, d = (self.flatten(), 0) if dim is None else (self, self._resolve_dim(dim))
@@ -230,13 +240,13 @@ class MovementMixin(IndexingMixin):
     return x.reshape(shp[:d + 1] + (1,) + shp[d + 1:]).expand(shp[:d + 1] + (repeats,) + shp[d + 1:]).reshape(
       shp[:d] + (shp[d] * repeats,) + shp[d + 1:])
 
-  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
     if dims is None:
       if not isinstance(shifts, int): raise InvalidArgumentError(f"roll without dims takes one int shift, got {shifts}")
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     dims_t, shifts_t = tuple(self._resolve_dim(d) for d in make_tuple(dims, 1)), make_tuple(shifts, 1)
     if len(dims_t) != len(shifts_t): raise InvalidArgumentError(f"roll needs one shift per dim, got shifts={shifts_t} dims={dims_t}")
-    x: Tensor = self  # type: ignore[assignment]
+    x = self
     for d, shift in zip(dims_t, shifts_t):
       n = x.shape[d]
       if n == 0 or shift % n == 0: continue
@@ -245,7 +255,7 @@ class MovementMixin(IndexingMixin):
         x.shrink(tuple((0, k) if i == d else None for i in range(x.ndim))), dim=d)
     return x
 
-  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+  def cat(self, *args: Self, dim: int = 0) -> Self:
     if isinstance(self, (tuple, list)): return self[0].cat(*self[1:], *args, dim=dim)  # Tensor.cat((a, b)) as in torch.cat
     tensors = [self, *args]
     if any(t.ndim == 0 for t in tensors): raise InvalidArgumentError("cat can't join 0-d tensors: unsqueeze them first (or use stack)")
@@ -268,14 +278,14 @@ class MovementMixin(IndexingMixin):
              for i, t in enumerate(tensors)]
     return functools.reduce(lambda a, b: a.logical_or(b) if dt == dtypes.bool else a + b, parts)
 
-  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+  def stack(self, *args: Self, dim: int = 0) -> Self:
     if isinstance(self, (tuple, list)): return self[0].stack(*self[1:], *args, dim=dim)  # Tensor.stack((a, b)) as in torch.stack
     for i, t in enumerate(args, 1):
       if t.shape != self.shape: raise InvalidArgumentError(f"stack needs tensors of one shape: tensor 0 has {self.shape}, tensor {i} has {t.shape}")
     d = self._resolve_dim(dim, extra=True)
     return self.unsqueeze(d).cat(*[t.unsqueeze(d) for t in args], dim=d)
 
-  def split(self, sizes: int | Sequence[int], dim: int = -1) -> tuple[Tensor, ...]:
+  def split(self, sizes: int | Sequence[int], dim: int = -1) -> tuple[Self, ...]:
     d = self._resolve_dim(dim)
     n = self.shape[d]
     if isinstance(sizes, int):
@@ -286,22 +296,22 @@ class MovementMixin(IndexingMixin):
     offsets = list(itertools.accumulate(sizes, initial=0))
     return tuple(self.shrink(tuple((offsets[i], offsets[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes)))
 
-  def chunk(self, chunks: int, dim: int = -1) -> list[Tensor]:
+  def chunk(self, chunks: int, dim: int = -1) -> list[Self]:
     if chunks <= 0: raise InvalidArgumentError(f"chunk needs chunks > 0, got {chunks}")
     d = self._resolve_dim(dim)
     return list(self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else [0] * chunks, dim=d))
 
-  def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+  def meshgrid(self, *args: Self, indexing: str = "ij") -> tuple[Self, ...]:
     if indexing not in ("ij", "xy"): raise InvalidArgumentError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
     tensors = (self, *args)
-    if len(tensors) == 1: return tensors  # type: ignore[return-value]
+    if len(tensors) == 1: return tensors
     order = list(range(len(tensors)))
     if indexing == "xy": order[0], order[1] = 1, 0
     shape = [0] * len(tensors)
     for pos, t in zip(order, tensors): shape[pos] = t.numel()
     return tuple(t.reshape(tuple(-1 if i == pos else 1 for i in range(len(tensors)))).expand(tuple(shape)) for pos, t in zip(order, tensors))
 
-  def rearrange(self, formula: str, **sizes: int) -> Tensor:
+  def rearrange(self, formula: str, **sizes: int) -> Self:
     """einops-style axis rearrangement: `x.rearrange("b (h w) c -> b c h w", h=2)`. Names group with parentheses, `...`
     stands for the axes not named, `1` or `()` is an axis of size 1."""
     if formula.count("->") != 1: raise InvalidArgumentError(f"rearrange formula needs exactly one '->', got {formula!r}")
@@ -330,23 +340,21 @@ class MovementMixin(IndexingMixin):
     t = self.reshape(tuple(known[n] for n in names)).permute([names.index(n) for g in rhs for n in g])
     return t.reshape(tuple(prod(known[n] for n in g) for g in rhs))
 
-  @staticmethod
-  def _tri(r: int, c: int, diagonal: int = 0, device: str | None = None) -> Tensor:
+  @classmethod
+  def _tri(cls, r: int, c: int, diagonal: int = 0, device: str | None = None) -> Self:
     """Boolean (r, c) mask of the elements on or above `diagonal` (col - row >= diagonal)."""
-    from tinygrad.tensor import Tensor
-    return (Tensor.arange(r, dtype=dtypes.int32, device=device).reshape(r, 1) + diagonal) <= Tensor.arange(c, dtype=dtypes.int32, device=device)
+    return (cls.arange(r, dtype=dtypes.int32, device=device).reshape(r, 1) + diagonal) <= cls.arange(c, dtype=dtypes.int32, device=device)
 
-  def triu(self, diagonal: int = 0) -> Tensor:
+  def triu(self, diagonal: int = 0) -> Self:
     if self.ndim < 2: raise InvalidArgumentError(f"triu needs a tensor with at least 2 dims, got shape {self.shape}")
     return self._tri(self.shape[-2], self.shape[-1], diagonal, self.device).where(self, self.zeros_like())
 
-  def tril(self, diagonal: int = 0) -> Tensor:
+  def tril(self, diagonal: int = 0) -> Self:
     if self.ndim < 2: raise InvalidArgumentError(f"tril needs a tensor with at least 2 dims, got shape {self.shape}")
     return self._tri(self.shape[-2], self.shape[-1], diagonal + 1, self.device).where(self.zeros_like(), self)
 
-  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Self:
     """The diagonal of dims dim1 and dim2 (shifted right by offset > 0, down by offset < 0) as a new last dim (torch.diagonal)."""
-    from tinygrad.frontend.functional import _diagonal
     a, b = self._resolve_dim(dim1), self._resolve_dim(dim2)
     if a == b: raise InvalidArgumentError(f"diagonal needs two different dims, got dim1={dim1} and dim2={dim2} (both {a}) for shape {self.shape}")
     n = max(0, min(self.shape[a] - max(-offset, 0), self.shape[b] - max(offset, 0)))
@@ -358,24 +366,23 @@ class MovementMixin(IndexingMixin):
       tuple(s for i, s in enumerate(x.shape) if i != hi))
     return d.permute(tuple(i for i in range(d.ndim) if i != lo) + (lo,))
 
-  def diag(self, diagonal: int = 0) -> Tensor:
+  def diag(self, diagonal: int = 0) -> Self:
     """1-d input: the square matrix with it on the diagonal; 2-d input: its diagonal (torch.diag; tinygrad takes 1-d only)."""
-    from tinygrad.tensor import Tensor
     if self.ndim == 2: return self.diagonal(diagonal)
     if self.ndim != 1: raise InvalidArgumentError(f"diag needs a 1-d or 2-d tensor, got shape {self.shape}")
     n, k = self.shape[0], abs(diagonal)
-    eye = Tensor.eye(n, dtype=dtypes.bool, device=self.device)
-    out = eye.where(self.reshape(1, n), Tensor.zeros(1, dtype=self.dtype, device=self.device))
+    eye = type(self).eye(n, dtype=dtypes.bool, device=self.device)
+    out = eye.where(self.reshape(1, n), type(self).zeros(1, dtype=self.dtype, device=self.device))
     if k == 0: return out
     return out.pad(((0, k), (k, 0)) if diagonal > 0 else ((k, 0), (0, k)))
 
-  def sequential(self, ll: Sequence[Any]) -> Tensor:
+  def sequential(self, ll: Sequence[Any]) -> Self:
     """Apply the callables in ll one after another (tinygrad's Tensor.sequential)."""
     return functools.reduce(lambda x, f: f(x), ll, self)
 
-  def _strided(self, steps: Sequence[int]) -> Tensor:
+  def _strided(self, steps: Sequence[int]) -> Self:
     """Every steps[i]-th element along each axis: pad up to a multiple, reshape, take index 0."""
-    t: Tensor = self  # type: ignore[assignment]
+    t = self
     for axis, step in enumerate(steps):
       if step == 1: continue
       size = t.shape[axis]
@@ -386,9 +393,9 @@ class MovementMixin(IndexingMixin):
       t = t.reshape(t.shape[:axis + 1] + t.shape[axis + 2:])
     return t
 
-  def _unstrided(self, steps: Sequence[int], sizes: Sequence[int]) -> Tensor:
+  def _unstrided(self, steps: Sequence[int], sizes: Sequence[int]) -> Self:
     """The inverse of _strided: element i of each axis goes to i*steps[axis], zeros between; axis length becomes sizes[axis]."""
-    t: Tensor = self  # type: ignore[assignment]
+    t = self
     for axis, (step, size) in enumerate(zip(steps, sizes)):
       if step == 1: continue
       n = t.shape[axis]

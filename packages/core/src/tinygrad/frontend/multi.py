@@ -4,11 +4,12 @@ the MULTI node they build and its lowering to per-device graphs before schedulin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import DType
 from tinygrad.engine.realize import buffer_of
+from tinygrad.frontend.movement import MovementMixin
 from tinygrad.helpers import InvalidArgumentError, prod
 from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
 from tinygrad.schedule.multi import Devices, copy_to, lower, make_multi, shrink_axis, split_bounds
@@ -16,7 +17,8 @@ from tinygrad.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
   from tinygrad.device.runtime import Buffer
-  from tinygrad.tensor import Tensor
+
+TensorT = TypeVar("TensorT", bound="MultiMixin")
 
 # ---- devices
 
@@ -40,12 +42,12 @@ def is_realized_multi(u: UOp) -> bool:
   return u.op is Ops.MULTI and all(is_contiguous_buffer(s) for s in u.src)
 
 
-def input_device(t: Tensor) -> Any:
+def input_device(t: TensorT) -> Any:
   """A TinyJit input's device, with how it is sharded: kernels captured for one split don't fit another."""
   return t.device if t.uop.op is not Ops.MULTI else f"{t.device} split {'nowhere' if t.uop.arg[0] is None else t.uop.arg}"
 
 
-def tensor_buffers(t: Tensor) -> list[Buffer]:
+def tensor_buffers(t: TensorT) -> list[Buffer]:
   """The buffers behind a realized tensor: one, or one per device of a sharded tensor."""
   return [buffer_of(s.base) for s in t.uop.src] if t.uop.op is Ops.MULTI else [buffer_of(t.uop.base)]
 
@@ -60,10 +62,9 @@ def multi_empty(shape: tuple[int, ...], dtype: DType, devices: Devices) -> UOp:
 def replicate(x: UOp, devices: Devices) -> UOp: return make_multi([copy_to(x, d) for d in devices])
 
 
-def multi_assign(target: Tensor, x: Any) -> Tensor:
+def multi_assign(target: TensorT, x: Any) -> TensorT:
   """Tensor.assign into a sharded tensor: each device writes its part in place."""
-  from tinygrad.tensor import Tensor
-  x = x if isinstance(x, Tensor) else Tensor.full(target.shape, x, dtype=target.dtype, device=target.device)
+  x = x if isinstance(x, type(target)) else type(target).full(target.shape, x, dtype=target.dtype, device=target.device)
   if x.shape != target.shape: raise InvalidArgumentError(f"assign shape mismatch: target {target.shape}, value {x.shape}")
   if x.dtype != target.dtype: raise TypeError(f"assign dtype mismatch: target {target.dtype!r}, value {x.dtype!r}; cast the value first")
   if x.device != target.device: x = x.to(target.device)
@@ -77,16 +78,16 @@ def multi_assign(target: Tensor, x: Any) -> Tensor:
 
 # ---- the Tensor methods
 
-class MultiMixin:
+class MultiMixin(MovementMixin):
   __slots__ = ()
 
-  def shard(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+  def shard(self, devices: Sequence[str], axis: int | None = None) -> Self:
     """Split along `axis` into one part per device (sizes differ by at most one), or copy whole to every device (axis
     None). The result's `.device` is the tuple of devices; ops on it run on every device, `.to(device)` gathers it."""
     if isinstance(devices, str): raise TypeError(f"shard takes a tuple of devices, got the string {devices!r}")
     devs = canonical_device(tuple(devices))
     assert isinstance(devs, tuple)
-    t: Tensor = self  # type: ignore[assignment]
+    t = self
     ax = None if axis is None else t._axis(axis)
     if isinstance(t.device, tuple):
       if t.device == devs and t.uop.op is Ops.MULTI and t.uop.arg[0] == ax: return t
@@ -99,15 +100,15 @@ class MultiMixin:
     srcs = [UOp(Ops.CONTIGUOUS, p.dtype, (p,)) if p.device == d else copy_to(p, d) for p, d in zip(parts, devs)]
     return type(t)(make_multi(srcs, ax, bounds), requires_grad=t.requires_grad)
 
-  def shard_like(self, y: Tensor) -> Tensor:
+  def shard_like(self, y: Self) -> Self:
     """Shard the way y is sharded (its devices and axis), or move to y's device when y is not sharded (tinygrad's shard_like)."""
-    t: Tensor = self  # type: ignore[assignment]
+    t = self
     if not isinstance(y.device, tuple): return t.to(y.device)
     m = lower(y.uop)  # a view of a sharded tensor is a MULTI after lowering
     return t.shard(y.device, m.arg[0] if m.op is Ops.MULTI else None)
 
-  def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+  def shard_(self, devices: Sequence[str], axis: int | None = None) -> Self:
     """shard in place: this tensor becomes the sharded one."""
-    t: Tensor = self  # type: ignore[assignment]
+    t = self
     t.uop = t.shard(devices, axis).uop
     return t

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Self
 
 from tinygrad.dtype import DType, dtypes, least_upper_float, to_dtype
+from tinygrad.frontend.movement import MovementMixin
 from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp, identity_element
-
-if TYPE_CHECKING:
-  from tinygrad.tensor import Tensor
 
 _SCAN_BLOCK = 128
 _HALVES = (dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2)
@@ -34,15 +32,15 @@ def _acc_dtype(dt: DType) -> DType:
   return dtypes.float32 if dt in _HALVES else _sum_dtype(dt)
 
 
-class ReduceMixin:
+class ReduceMixin(MovementMixin):
   __slots__ = ()
 
   # ---- the reduce primitive
-  def _reduce_axes(self: Tensor, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+  def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
     return tuple(sorted({self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)}))
 
-  def _reduce(self: Tensor, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     axes = self._reduce_axes(axis)
     if self.ndim == 0 or not axes: return self
     shape: tuple[int, ...] = self.shape
@@ -56,79 +54,79 @@ class ReduceMixin:
       t = type(self)(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)), requires_grad=self.requires_grad)
     return t if keepdim else t.reshape(tuple(s for i, s in enumerate(shape) if i not in axes))
 
-  def _reduced_count(self: Tensor, axis: int | Sequence[int] | None) -> int:
+  def _reduced_count(self, axis: int | Sequence[int] | None) -> int:
     return prod(self.shape[a] for a in self._reduce_axes(axis)) if self.ndim else 1
 
   # ---- sums and extremes
-  def sum(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+  def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Self:
     """Sum over axis (None: all). Bools and small ints sum as int32 (uint32 for unsigned), halves accumulate in float32."""
     if dtype is not None: return self.cast(to_dtype(dtype))._reduce(Ops.ADD, axis, keepdim)
     ret = self.cast(_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
     return ret.cast(self.dtype) if self.dtype in _HALVES else ret
 
-  def prod(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+  def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Self:
     """Product over axis, in self's dtype (or dtype)."""
     return self.cast(to_dtype(dtype) if dtype is not None else self.dtype)._reduce(Ops.MUL, axis, keepdim)
 
-  def _check_nonempty(self: Tensor, name: str, axis: int | Sequence[int] | None) -> None:
+  def _check_nonempty(self, name: str, axis: int | Sequence[int] | None) -> None:
     """max/min of nothing has no value (no identity to start from): an error, as in torch, not -inf/+inf."""
     if self.ndim and any(self.shape[a] == 0 for a in self._reduce_axes(axis)):
       raise RuntimeError(f"{name}(): the reduced axes of a tensor of shape {self.shape} are empty, and {name} of an empty tensor has no "
                          "identity; reduce only over non-empty axes")
 
-  def max(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     """Largest value (NaN wins); the gradient is shared evenly between tied maxima."""
     self._check_nonempty("max", axis)
     return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     self._check_nonempty("min", axis)
     return self._inverse().max(axis, keepdim)._inverse()
 
   # max/min without the empty check, for ops that are defined over an empty axis (softmax, scatter with no sources)
-  def _amax(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
-  def _amin(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def _amax(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self: return self._reduce(Ops.MAX, axis, keepdim)
+  def _amin(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     return self._inverse()._amax(axis, keepdim)._inverse()
 
-  def any(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)  # of nothing: False
-  def all(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     return self.logical_not().any(axis, keepdim).logical_not()
 
   # ---- moments
-  def mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     """Mean over axis; ints give float32, halves stay halves (accumulated in float32). Empty: NaN."""
     out_dt = least_upper_float(self.dtype)
     total = self.sum(axis, keepdim, dtype=_acc_dtype(self.dtype))
     return total.div(self._reduced_count(axis)).cast(out_dt)
-  def var(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+  def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     """sum((x - mean)^2) / max(0, n - correction)."""
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     n = self._reduced_count(axis) - correction
     return sq.div(max(0, n) if isinstance(n, int) else n)  # a symbolic count (x[:v]) is at least its Variable's min
-  def std(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+  def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     return self.var(axis, keepdim, correction).sqrt()
-  def var_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+  def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Self, Self]:
     return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
-  def std_mean(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+  def std_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Self, Self]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
   # ---- softmax family
-  def _softmax_parts(self: Tensor, axis: int, dtype: DType | str | None) -> tuple[Tensor, Tensor, Tensor]:
+  def _softmax_parts(self, axis: int, dtype: DType | str | None) -> tuple[Self, Self, Self]:
     x = self.cast(to_dtype(dtype)) if dtype is not None else self
     # the stabilizing max, unchecked: over an empty axis softmax is empty and logsumexp -inf (torch), not max's error
     m = x - x._amax(axis, True).detach()
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
-  def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+  def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
     _, e, s = self._softmax_parts(axis, dtype)
     return e / s
-  def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+  def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
     """softmax of -x (torch.nn.functional.softmin, tinygrad's Tensor.softmin)."""
     return (-self).softmax(axis, dtype)
-  def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+  def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
     m, _, s = self._softmax_parts(axis, dtype)
     return m - s.log()
-  def logsumexp(self: Tensor, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+  def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     """log(sum(exp(x))) without overflow; all -inf gives -inf, any +inf gives +inf."""
     m = self._amax(axis, True)  # unchecked, as in _softmax_parts
     m = m.isinf().where(0, m).detach()
@@ -136,7 +134,7 @@ class ReduceMixin:
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in self._reduce_axes(axis)))
 
   # ---- arg reductions (not differentiable: they return int32 indices)
-  def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Self:
     """Index of the first maximum (the first NaN if there is one), as int32."""
     if axis is None:
       idx = self.flatten().argmax(0)
@@ -149,22 +147,22 @@ class ReduceMixin:
     if dtypes.is_float(self.dtype): hit = hit | self.isnan()
     rev = (n - type(self).arange(n, dtype=dtypes.int32, device=self.device)).reshape(tuple(n if i == axis else 1 for i in range(self.ndim)))
     return (n - hit.where(rev, 0).max(axis, keepdim)).cast(dtypes.int32)
-  def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Self:
     """Index of the first minimum, as int32."""
     return self._inverse().argmax(axis, keepdim)
 
   # ---- cumulative ops
-  def _along_last(self: Tensor, axis: int, fn: Callable[[Tensor], Tensor]) -> Tensor:
+  def _along_last(self, axis: int, fn: Callable[[Self], Self]) -> Self:
     """fn applied with `axis` moved last, then moved back."""
     axis = self._axis(axis)
     order = [i for i in range(self.ndim) if i != axis] + [axis]
     back = [order.index(i) for i in range(len(order))]
     return fn(self.permute(order)).permute(back)
 
-  def _scan(self: Tensor, axis: int, direct: Callable[[Tensor], Tensor], combine: Callable[[Tensor, Tensor], Tensor], identity: float | int) -> Tensor:
+  def _scan(self, axis: int, direct: Callable[[Self], Self], combine: Callable[[Self, Self], Self], identity: float | int) -> Self:
     """Inclusive scan along axis: `direct` scans the last axis of a block, `combine(block_scan, prefix)` adds the
     total of the blocks before it."""
-    def scan_last(x: Tensor) -> Tensor:
+    def scan_last(x: Self) -> Self:
       n = x.shape[-1]
       if n <= _SCAN_BLOCK: return direct(x)
       m, b = -(-n // _SCAN_BLOCK), _SCAN_BLOCK
@@ -179,38 +177,38 @@ class ReduceMixin:
     if self.ndim == 0: return self
     return self._along_last(axis, scan_last)
 
-  def _window(self: Tensor) -> Tensor:
+  def _window(self) -> Self:
     """(..., n) -> (..., n, n) view with [..., i, j] = x[..., j], and the mask j <= i."""
     n = self.shape[-1]
     idx = type(self).arange(n, dtype=dtypes.int32, device=self.device)
     return idx.reshape(1, n) <= idx.reshape(n, 1)
 
-  def _cum_reduce(self: Tensor, axis: int, op: Ops) -> Tensor:
+  def _cum_reduce(self, axis: int, op: Ops) -> Self:
     ident = identity_element(op, self.dtype)
-    def direct(x: Tensor) -> Tensor:
+    def direct(x: Self) -> Self:
       w = x.unsqueeze(-2).expand(*x.shape[:-1], x.shape[-1], x.shape[-1])
       return x._window().where(w, ident)._reduce(op, -1)
     combine = {Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b, Ops.MAX: lambda a, b: a.maximum(b)}[op]
     return self._scan(axis, direct, combine, ident)
 
-  def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+  def cumsum(self, axis: int = 0) -> Self:
     """Running sum along axis (dtype like sum: small ints give int32)."""
     ret = self.cast(_acc_dtype(self.dtype))._cum_reduce(axis, Ops.ADD)
     return ret.cast(self.dtype) if self.dtype in _HALVES else ret
-  def cumprod(self: Tensor, axis: int = 0) -> Tensor:
+  def cumprod(self, axis: int = 0) -> Self:
     """Running product along axis, in self's dtype."""
     return self._cum_reduce(axis, Ops.MUL)
-  def cummax(self: Tensor, axis: int = 0) -> Tensor:
+  def cummax(self, axis: int = 0) -> Self:
     """Running maximum along axis (values only, like tinygrad)."""
     return self._cum_reduce(axis, Ops.MAX)
-  def cummin(self: Tensor, axis: int = 0) -> Tensor:
+  def cummin(self, axis: int = 0) -> Self:
     """Running minimum along axis (values only)."""
     return self._inverse().cummax(axis)._inverse()
 
-  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+  def logcumsumexp(self, axis: int = 0) -> Self:
     """log(cumsum(exp(x))) without overflow: each prefix is shifted by its running maximum."""
     x = self.cast(least_upper_float(self.dtype))
-    def direct(t: Tensor) -> Tensor:
+    def direct(t: Self) -> Self:
       c = t._cum_reduce(-1, Ops.MAX)
       c = c.isinf().where(0, c).detach()
       w = t.unsqueeze(-2).expand(*t.shape[:-1], t.shape[-1], t.shape[-1]) - c.unsqueeze(-1)
@@ -218,7 +216,7 @@ class ReduceMixin:
     return x._scan(axis, direct, lambda a, b: a.logaddexp(b), -math.inf)
 
   # ---- sorting
-  def _rank(self: Tensor, descending: bool) -> Tensor:
+  def _rank(self, descending: bool) -> Self:
     """For x of shape (..., n): the position of each element in the stably sorted last axis (int32)."""
     n = self.shape[-1]
     xi, xj = self.unsqueeze(-1), self.unsqueeze(-2)  # [..., i, j]
@@ -233,7 +231,7 @@ class ReduceMixin:
     earlier = idx.reshape(1, n) < idx.reshape(n, 1)  # j < i
     return (before | (tie & earlier)).sum(-1, dtype=dtypes.int32)
 
-  def _select_ranked(self: Tensor, rank: Tensor, k: int) -> tuple[Tensor, Tensor]:
+  def _select_ranked(self, rank: Self, k: int) -> tuple[Self, Self]:
     """Elements of rank 0..k-1 and their indices, along the last axis."""
     n = self.shape[-1]
     dev = self.device
@@ -242,7 +240,7 @@ class ReduceMixin:
     indices = onehot.where(type(self).arange(n, dtype=dtypes.int32, device=dev).reshape(1, n), 0).sum(-1, dtype=dtypes.int32)
     return values, indices
 
-  def _sorted(self: Tensor, dim: int, descending: bool, k: int | None) -> tuple[Tensor, Tensor]:
+  def _sorted(self, dim: int, descending: bool, k: int | None) -> tuple[Self, Self]:
     if self.ndim == 0: return self, type(self).full((), 0, dtype=dtypes.int32, device=self.device)
     dim = self._axis(dim)
     n = self.shape[dim]
@@ -259,12 +257,12 @@ class ReduceMixin:
     values, indices = x._select_ranked(x._rank(descending), kk)
     return values.permute(back), indices.permute(back)
 
-  def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+  def sort(self, dim: int = -1, descending: bool = False) -> tuple[Self, Self]:
     """(values, int32 indices) sorted along dim; equal values keep their order, NaN sorts as the largest value."""
     return self._sorted(dim, descending, None)
-  def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+  def argsort(self, dim: int = -1, descending: bool = False) -> Self:
     return self._sorted(dim, descending, None)[1]
-  def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Self, Self]:
     """The k largest (or smallest) values along dim and their int32 indices, in sorted order (also for sorted_=False)."""
     n = self.shape[self._axis(dim)] if self.ndim else 1
     if not 0 <= k <= n: raise InvalidArgumentError(f"topk: k={k} is out of range for dim {dim} of size {n}")

@@ -25,14 +25,20 @@ from typing import Any, ClassVar
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Views
 from tinygrad.dtype import DType, dtypes
-from tinygrad.frontend.disk import disk_file, disk_view
+from tinygrad.frontend.disk import disk_view
 from tinygrad.helpers import DEBUG, GlobalCounters, prod, round_up
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 
-__all__ = ["SafetensorsError", "TorchLoadError", "safe_load", "safe_save", "safe_load_metadata", "get_state_dict", "get_parameters", "load_state_dict", "torch_load"]
+__all__ = ["disk_file", "SafetensorsError", "TorchLoadError", "safe_load", "safe_save", "safe_load_metadata", "get_state_dict", "get_parameters", "load_state_dict", "torch_load"]
 
 FileLike = Tensor | str | os.PathLike
+
+
+def disk_file(path: str | os.PathLike) -> Tensor:
+  """The whole file as a uint8 DISK tensor; nothing is read until a part of it is used (frontend/disk.py has the views)."""
+  path = os.path.abspath(os.fspath(path))
+  return Tensor.empty(os.stat(path).st_size, dtype=dtypes.uint8, device=f"DISK:{path}")
 
 # ---- where a file's bytes come from
 

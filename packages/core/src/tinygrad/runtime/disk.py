@@ -14,7 +14,7 @@ the file is opened read-only until something is written to it, and that happens 
 DISK runs no kernels: computing on a DISK tensor (math, or a movement op that is not a contiguous byte range) is an
 error that says to `.to()` a compute device first. A contiguous range (slices along the first axes, reshapes) is read
 directly; `disk_view` takes byte ranges and reinterprets them as another dtype without computing.
-(`disk_file`, `disk_view` and the DISK-tensor helpers make tensors, so they live above the runtime, in frontend/disk.py.)
+(`disk_view` and the DISK-tensor helpers make tensors, so they live above the runtime, in frontend/disk.py; `disk_file` is in nn/state.py.)
 """
 from __future__ import annotations
 

@@ -103,7 +103,8 @@ def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None) -
   transient second copy and no growth of the malloc heap), and the mapping closes when the DISK view is dropped, so the
   file's pages don't stay in this process's resident memory next to the copy."""
   from tinygrad import Device
-  from tinygrad.frontend.disk import disk_file, disk_view
+  from tinygrad.frontend.disk import disk_view
+  from tinygrad.nn.state import disk_file
   size = os.stat(path).st_size
   if offset + nbytes > size: raise GGUFError(f"{path}: tensor data at offset {offset} (+{nbytes} bytes) runs past the end of the file ({size} bytes)")
   if nbytes == 0: return Tensor.empty(0, dtype="uint8", device=device)
