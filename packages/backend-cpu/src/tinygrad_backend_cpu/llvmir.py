@@ -43,6 +43,7 @@ from tinygrad.device.plugin import (
   truncate,
 )
 
+from tinygrad_backend_cpu.masked_loads import MaskedLoad, group_masked_loads
 from tinygrad_backend_cpu.threadpool import cpu_threads
 
 if TYPE_CHECKING:
@@ -315,6 +316,7 @@ class _FunctionBuilder:
   decls: dict[str, str] = field(default_factory=dict)
   cur: str = "entry"
   ntmp: int = 0
+  masked: dict[UOp, MaskedLoad] = field(default_factory=dict)  # by the lane rendered first (masked_loads.py)
 
   # ---- small emit helpers
   def tmp(self, hint: str = "t") -> str:
@@ -341,6 +343,7 @@ class _FunctionBuilder:
   # ---- the function
   def build(self) -> str:
     params = self._params()
+    self.uops, self.masked = group_masked_loads(self.uops)
     for u in self.uops: self._render(u)
     fname = self.name if _NAME_RE.fullmatch(self.name) else '"' + self.name.replace('"', "\\22") + '"'
     body = ["entry:", *self.allocas, *self.lines, "  ret void"]
@@ -407,6 +410,8 @@ class _FunctionBuilder:
     return raw
 
   def load(self, u: UOp) -> None:
+    if (group := self.masked.get(u)) is not None: self._masked_load(group)
+    if u in self.vals: return  # a lane of a masked load emitted before
     if len(u.src) == 1:
       self.vals[u] = self._load_value(u.src[0], u.dtype)
       return
@@ -421,6 +426,18 @@ class _FunctionBuilder:
     self.lines.append(f"  br label %G{i}_done")
     self.label(f"G{i}_done")
     self.vals[u] = self.emit(f"phi {reg_type(u.dtype)} [ {val}, %{loaded_in} ], [ {alt}, %{pred} ]")
+
+  def _masked_load(self, g: MaskedLoad) -> None:
+    """One llvm.masked.load for the group's lanes: lane k reads first_index + k where its gate holds, else its alt."""
+    n, buf = len(g.lanes), g.lanes[0].src[0].src[0]
+    vt, mt = f"<{n} x float>", f"<{n} x i1>"
+    mask = "poison"
+    for k, lane in enumerate(g.lanes): mask = self.emit(f"insertelement {mt} {mask}, i1 {self.v(lane.src[1])}, i32 {k}")
+    # (no inbounds: lane 0's address may lie before the buffer, where its gate is false and nothing is read)
+    ptr = self.emit(f"getelementptr float, ptr {self.v(buf)}, {reg_type(g.first_index.dtype)} {self.v(g.first_index)}", "p")
+    alts = ", ".join(f"float {const_literal(lane.src[2].arg, dtypes.float32)}" for lane in g.lanes)
+    vec = self.call(f"llvm.masked.load.v{n}f32.p0", vt, ("ptr", ptr), ("i32", "4"), (mt, mask), (vt, f"<{alts}>"))
+    for k, lane in enumerate(g.lanes): self.vals[lane] = self.emit(f"extractelement {vt} {vec}, i32 {k}")
 
   def _store_value(self, idx: UOp, val: UOp) -> None:
     assert isinstance(idx.dtype, PtrDType)
@@ -473,7 +490,10 @@ class _FunctionBuilder:
     if dt == dtypes.bool: return self._bool_alu(u.op, [self.v(s) for s in u.src])
     # LLVM wants both operands in one type (a shift amount may come in another int type)
     srcs = [self._int_to_int(self.v(s), s.dtype, dt) if dtypes.is_int(s.dtype) else self.v(s) for s in u.src]
-    return self._int_alu(u.op, reg_type(dt), dtypes.is_unsigned(dt), srcs)
+    # nsw where the bounds prove no signed overflow (index math: LLVM then knows neighbouring lanes' addresses are
+    # consecutive after the sign extension, which it needs to vectorize them; a bound that might overflow is the dtype's)
+    nsw = u.op in (Ops.ADD, Ops.MUL) and not dtypes.is_unsigned(dt) and (u.vmin, u.vmax) != (dtypes.min(dt), dtypes.max(dt))
+    return self._int_alu(u.op, reg_type(dt), dtypes.is_unsigned(dt), srcs, nsw)
 
   def _cmp(self, u: UOp) -> str:
     dt = u.src[0].dtype
@@ -519,10 +539,10 @@ class _FunctionBuilder:
     if op is Ops.MULACC: return self.emit(f"or i1 {self.emit(f'and i1 {s[0]}, {s[1]}')}, {s[2]}")
     raise NotImplementedError(f"LLVMRenderer: {op} on bool")
 
-  def _int_alu(self, op: Ops, t: str, unsigned: bool, s: list[str]) -> str:
+  def _int_alu(self, op: Ops, t: str, unsigned: bool, s: list[str], nsw: bool = False) -> str:
     simple = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.AND: "and", Ops.OR: "or", Ops.XOR: "xor", Ops.SHL: "shl",
               Ops.SHR: "lshr" if unsigned else "ashr"}
-    if op in simple: return self.emit(f"{simple[op]} {t} {s[0]}, {s[1]}")  # no nsw/nuw: ints wrap
+    if op in simple: return self.emit(f"{simple[op]}{' nsw' if nsw else ''} {t} {s[0]}, {s[1]}")  # else no nsw/nuw: ints wrap
     if op is Ops.NEG: return self.emit(f"sub {t} 0, {s[0]}")
     if op is Ops.MAX: return self.call(f"llvm.{'umax' if unsigned else 'smax'}.{t}", t, (t, s[0]), (t, s[1]))
     if op is Ops.MULACC: return self.emit(f"add {t} {self.emit(f'mul {t} {s[0]}, {s[1]}')}, {s[2]}")
