@@ -207,9 +207,10 @@ class _Device:
       return self._opened[key]
     kind, index = parse_instance(key)
     spec = self.registry.device_spec(kind)
-    if (why := spec.available()) is not None: raise RuntimeError(f"device {key} is not available here: {why}")
     target = self.target_for(kind)
-    iface_names = [target.interface] if target.interface else list(spec.interfaces)
+    if target.interface not in spec.mock_interfaces and (why := spec.available()) is not None:
+      raise RuntimeError(f"device {key} is not available here: {why}")
+    iface_names = [target.interface] if target.interface else [i for i in spec.interfaces if i not in spec.mock_interfaces]
     errors = []
     for iface in iface_names:
       if iface not in spec.interfaces:
@@ -228,10 +229,11 @@ class _Device:
                          "Move the tensor to a compute device first (t.to('CPU'), or t.to(None) for the default one), then compute on it")
     kind, _ = parse_instance(self.canonicalize(device))
     target = self.target_for(kind)
-    key = (kind, target.renderer, target.arch, target.opts)
+    key = (kind, target.renderer, target.arch, target.opts, target.interface)
     if key not in self._renderers:
       resolved = self.registry.resolve(target)
-      self._renderers[key] = resolved.renderer.make(Target(kind, resolved.renderer.name, resolved.arch, target.opts))
+      # the interface too: a mock interface's renderer may record what its mock needs to run the kernel (MOCKKFD+AMD)
+      self._renderers[key] = resolved.renderer.make(Target(kind, resolved.renderer.name, resolved.arch, target.opts, target.interface))
     return self._renderers[key]
 
   def tensor_cores(self, arch: str) -> list[TensorCore]: return self.registry.tensor_cores(arch)
