@@ -31,18 +31,23 @@ class AQLProcessor:
   def __init__(self, kfd: MockKFD, queue: Queue):
     self.kfd, self.q = kfd, queue
     self.n = queue.ring_size // hsa.PACKET_SIZE
+    self.error: PacketError | None = None
     self.loaded: dict[tuple[str, str], Any] = {}  # (image key, kernel name) -> its PYTHON program, loaded
 
   def _u64(self, addr: int) -> ctypes.c_uint64: return ctypes.c_uint64.from_address(addr)
 
   def ring(self, last: int) -> None:
     """The doorbell says packets up to index `last` are written: process them in order."""
+    if self.error is not None: raise PacketError(f"queue {self.q.queue_id} stopped at an earlier error and runs nothing more: {self.error}")
     write, read = self._u64(self.q.write_ptr), self._u64(self.q.read_ptr)
     if last >= write.value: raise PacketError(f"queue {self.q.queue_id}: doorbell names packet {last}, but the write dispatch id is {write.value}")
     while read.value <= last:
       idx = read.value
       slot = self.q.ring + (idx % self.n) * hsa.PACKET_SIZE
-      self._packet(idx, slot)
+      try: self._packet(idx, slot)
+      except PacketError as e:  # like a GPU queue after a fault: it stays stopped
+        self.error = e
+        raise
       ctypes.c_uint16.from_address(slot).value = hsa.PACKET_TYPE_INVALID << hsa.HEADER_TYPE  # consumed: the slot is free again
       read.value = idx + 1
 

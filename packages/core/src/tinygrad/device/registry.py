@@ -174,6 +174,7 @@ class _Device:
 
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
+    self._mockable: dict[str, str] = {}  # instance -> the DEV interface it was opened with, for devices with mock interfaces
     self._renderers: dict[tuple, Renderer] = {}
 
   @property
@@ -201,7 +202,9 @@ class _Device:
 
   def __getitem__(self, name: str) -> Compiled:
     key = self.canonicalize(name)
-    if key in self._opened: return self._opened[key]
+    if (opened := self._opened.get(key)) is not None:
+      # a device with a mock interface is reopened when DEV switches between the mock and the hardware (MOCKKFD+AMD, AMD)
+      if key not in self._mockable or self._mockable[key] == self.target_for(parse_instance(key)[0]).interface: return opened
     if (pathdev := registry.split_path_instance(key)) is not None:  # DISK:path (DeviceSpec.path_instances)
       self._opened[key] = self.registry.device_spec(pathdev[0]).interfaces[""](0, Target(pathdev[0], arch=pathdev[1]))
       return self._opened[key]
@@ -217,6 +220,7 @@ class _Device:
         raise DeviceNotFound(unknown_name_error(f"interface for {kind}", iface, [i for i in spec.interfaces if i]))
       try:
         self._opened[key] = spec.interfaces[iface](index, target)
+        if spec.mock_interfaces: self._mockable[key] = target.interface
         return self._opened[key]
       except Exception as e:  # noqa: BLE001  try the next interface, report all if none opens
         errors.append(f"{iface or 'default'}: {type(e).__name__}: {e}")
