@@ -21,6 +21,7 @@ from tinygrad.device.plugin import Allocator, Compiled, KernelLaunch
 
 from tinygrad_backend_amd import hsa
 from tinygrad_backend_amd import kfd_ioctl as kfd
+from tinygrad_backend_amd.codeobject import check_code_object
 from tinygrad_backend_amd.iface import MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE, TOPOLOGY
 from tinygrad_backend_amd.loader import KernelInfo, load_code_object
 
@@ -220,6 +221,7 @@ class AMDProgram:
 
   def __init__(self, dev: AMDDevice, name: str, lib: bytes):
     self.dev, self.name = dev, name
+    check_code_object(lib, dev.node.arch)  # a code object for another arch is a clear error, not a GPU fault
     loaded = load_code_object(lib)
     if name not in loaded.kernels: raise ValueError(f"code object has no kernel {name!r} (it has {', '.join(loaded.kernels)})")
     self.info: KernelInfo = loaded.kernels[name]
@@ -229,6 +231,11 @@ class AMDProgram:
     kd = loaded.image[self.info.kd_offset:self.info.kd_offset + 12]
     self.group_size, self.private_size = int.from_bytes(kd[0:4], "little"), int.from_bytes(kd[4:8], "little")
     self.explicit = [a for a in self.info.args if not a.kind.startswith("hidden_")]
+
+  def __del__(self) -> None:
+    try: self.dev.free(self.mem)
+    except Exception:  # noqa: BLE001  interpreter shutdown: the device may be gone already
+      return
 
   def fill_kernargs(self, addr: int, bufs: tuple[GPUMem, ...], vals: tuple[int, ...]) -> None:
     """Our kernels' arguments: the buffer pointers (8 bytes each), then the int32 values; hidden arguments zeroed."""
