@@ -232,3 +232,24 @@ def test_kernel_count_matches_dispatches():
     start = Device["AMD"].wptr
     (x * 3).realize()
     assert Device["AMD"].wptr == start + GlobalCounters.kernel_count - (GlobalCounters.kernel_count - 1)  # one packet per kernel
+
+
+def test_mock_takes_hip_only():
+  with Context(DEV="MOCKKFD+AMD:LLVM"), pytest.raises(RuntimeError, match="MOCKKFD\\+AMD runs kernels rendered by HIP.*LLVM is not supported"):
+    Tensor([1.0]).realize()
+
+
+def test_beam_search_runs_on_the_mock():
+  """BEAM times candidate kernels compiled outside the disk cache: the mock learns those programs too."""
+  with Context(DEV=MOCK):
+    x_np = np.random.default_rng(5).standard_normal((8, 16)).astype(np.float32)
+    with Context(BEAM=2): out = Tensor(x_np).sum(axis=1).numpy()
+  np.testing.assert_allclose(out, x_np.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_barrier_and_packet(dev):
+  done, pending = dev._signal(), dev._signal()
+  dev.submit([hsa.BarrierAndPacket(header=hsa.header(hsa.PACKET_TYPE_BARRIER_AND), completion_signal=done)])
+  assert hsa.AmdSignal.from_address(done).value == 0  # completed
+  with pytest.raises(PacketError, match="barrier waits on signal .* which nothing will complete"):
+    dev.submit([hsa.BarrierAndPacket(header=hsa.header(hsa.PACKET_TYPE_BARRIER_AND), dep_signal=(ctypes.c_uint64 * 5)(pending))])
