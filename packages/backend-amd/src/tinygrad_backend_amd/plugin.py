@@ -43,9 +43,6 @@ def _open_kfd(index: int, target: Target):
 def _open_mock(index: int, target: Target):
   from tinygrad_backend_amd.mockkfd import MockKFD
   from tinygrad_backend_amd.runtime import AMDDevice
-  if target.renderer not in ("", "HIP"):
-    raise RuntimeError(f"MOCKKFD+AMD runs kernels rendered by HIP (it records their uops as they render); {target.renderer} is not supported there: "
-                       f"use DEV=MOCKKFD+AMD or MOCKKFD+AMD:HIP:{target.arch or DEFAULT_ARCH}")
   return AMDDevice(MockKFD(arch=target.arch or DEFAULT_ARCH), index, target.arch)
 
 
@@ -58,6 +55,9 @@ def _make_hip(target: Target):
 
 
 def _make_llvm(target: Target):
+  if target.interface == "MOCKKFD":
+    raise RuntimeError("MOCKKFD+AMD runs kernels rendered by HIP (its renderer records their uops for the mock); LLVM is not supported there: "
+                       f"use DEV=MOCKKFD+AMD or MOCKKFD+AMD:HIP:{target.arch or DEFAULT_ARCH}")
   from tinygrad_backend_amd.llvmir import AMDLLVMRenderer
   return AMDLLVMRenderer(target)
 
