@@ -320,3 +320,33 @@ def test_tinygrad_plugins_empty_cli_report():
   assert res.returncode == 0, res.stderr
   assert res.stdout.startswith("plugins: core\n")
   assert not re.search(r"^CPU", res.stdout, re.M)
+
+
+def test_mock_interfaces_open_only_when_named(monkeypatch):
+  """DeviceSpec.mock_interfaces: tried only when DEV names one, not gated by available() (which is about the hardware),
+  the device is reopened when DEV switches between the mock and the hardware, and the renderer sees the interface."""
+  from tinygrad.device.plugin import DeviceSpec, RendererSpec
+  from tinygrad.runtime.python import PythonRenderer, open_python
+  opened: list[str] = []
+  def hw(index, target): raise RuntimeError("no such hardware")
+  def fake(index, target):
+    opened.append(target.interface)
+    return open_python(index, target)
+  made: list[str] = []
+  def make(target):
+    made.append(target.interface)
+    return PythonRenderer(target)
+  spec = DeviceSpec("MOCKTEST", {"HW": hw, "FAKE": fake}, available=lambda: "the hardware is missing", mock_interfaces=("FAKE",))
+  monkeypatch.setitem(registry.devices, "MOCKTEST", spec)
+  monkeypatch.setattr(registry, "renderers", [*registry.renderers, RendererSpec(device="MOCKTEST", name="PY", make=make, default=True)])
+  monkeypatch.setattr(Device, "_opened", {})
+  monkeypatch.setattr(Device, "_mockable", {})
+  monkeypatch.setattr(Device, "_renderers", {})
+  with Context(DEV="MOCKTEST"), pytest.raises(RuntimeError, match="not available here: the hardware is missing"): Device["MOCKTEST"]
+  with Context(DEV="FAKE+MOCKTEST"):
+    assert Device["MOCKTEST"] is Device["MOCKTEST"] and opened == ["FAKE"]
+    Device.renderer("MOCKTEST")
+    assert made == ["FAKE"]
+  monkeypatch.setitem(registry.devices, "MOCKTEST", DeviceSpec("MOCKTEST", {"HW": hw, "FAKE": fake}, mock_interfaces=("FAKE",)))
+  with Context(DEV="MOCKTEST"), pytest.raises(RuntimeError, match=r"could not open device MOCKTEST: HW: RuntimeError: no such hardware$"):
+    Device["MOCKTEST"]  # reopened for the hardware, and the mock is not tried
