@@ -253,3 +253,10 @@ def test_barrier_and_packet(dev):
   assert hsa.AmdSignal.from_address(done).value == 0  # completed
   with pytest.raises(PacketError, match="barrier waits on signal .* which nothing will complete"):
     dev.submit([hsa.BarrierAndPacket(header=hsa.header(hsa.PACKET_TYPE_BARRIER_AND), dep_signal=(ctypes.c_uint64 * 5)(pending))])
+
+
+def test_plain_hip_code_object_is_refused(dev, add_kernel):
+  """A code object from the plain HIP compiler carries no program: the mock can't run it and says why."""
+  from tinygrad_backend_amd.hip import HIPCompiler
+  spec, _ = add_kernel
+  with pytest.raises(ValueError, match="not compiled for MOCKKFD\\+AMD"): dev.runtime(spec.name, HIPCompiler("gfx1100").compile(spec.src))

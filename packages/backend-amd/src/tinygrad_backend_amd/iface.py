@@ -2,7 +2,8 @@
 
 The runtime (runtime.py) is written once against `Interface`; `MOCKKFD` (mockkfd.py) implements the same methods in
 Python, so the same queue, allocator and loader code runs on both. A doorbell write is a store to an MMIO page: it goes
-through `write_doorbell` so that the mock sees it (on KFD it is a plain 64-bit store to the mapped doorbell page).
+through `write_doorbell` so that the mock sees it (on KFD it is a plain 64-bit store to the mapped doorbell page), and
+the runtime shows each code object it loads to `code_object` (nothing on KFD; the mock reads the program attached to it).
 Never run on an AMD GPU: see the package README.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Interface(Protocol):
   def listdir(self, path: str) -> list[str]: ...
   def read_text(self, path: str) -> str: ...
   def write_doorbell(self, addr: int, value: int) -> None: ...
+  def code_object(self, lib: bytes) -> None: ...  # a program is being loaded from `lib` (the mock learns what it computes)
 
 
 class KFD:
@@ -59,6 +61,7 @@ class KFD:
     with open(path) as f: return f.read()
 
   def write_doorbell(self, addr: int, value: int) -> None: ctypes.c_uint64.from_address(addr).value = value
+  def code_object(self, lib: bytes) -> None: pass
 
 
 def kfd_present() -> bool: return os.path.exists("/dev/kfd")

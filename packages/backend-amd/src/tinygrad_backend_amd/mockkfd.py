@@ -201,6 +201,10 @@ class MockKFD:
     queue.processor = AQLProcessor(self, queue)
     self.queues[qid] = queue
 
+  def code_object(self, lib: bytes) -> None:
+    from tinygrad_backend_amd.mockprograms import register
+    register(lib)
+
   def write_doorbell(self, addr: int, value: int) -> None:
     if self.doorbells is None: raise _fail(errno.EFAULT, "doorbell write before the doorbell page was mapped")
     base = ctypes.addressof(ctypes.c_char.from_buffer(self.doorbells))

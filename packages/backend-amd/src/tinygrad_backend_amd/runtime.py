@@ -222,6 +222,7 @@ class AMDProgram:
   def __init__(self, dev: AMDDevice, name: str, lib: bytes):
     self.dev, self.name = dev, name
     check_code_object(lib, dev.node.arch)  # a code object for another arch is a clear error, not a GPU fault
+    dev.iface.code_object(lib)
     loaded = load_code_object(lib)
     if name not in loaded.kernels: raise ValueError(f"code object has no kernel {name!r} (it has {', '.join(loaded.kernels)})")
     self.info: KernelInfo = loaded.kernels[name]

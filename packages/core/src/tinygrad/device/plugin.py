@@ -48,6 +48,13 @@ class PythonInterpreter:
   encode: Callable[[str, list[UOp], Sequence[TensorCore]], bytes]
   load: Callable[[str, bytes], Program]
 
+  def __getattr__(self, name: str) -> Callable:
+    # not filled in yet: a compile worker process (PARALLEL) renders without having loaded the registry
+    from tinygrad.device.registry import registry
+    registry.load()
+    if name in self.__dict__: return self.__dict__[name]
+    raise AttributeError(f"the PYTHON interpreter has no {name!r} (tinygrad.runtime.python did not install it)")
+
 
 python_interpreter = PythonInterpreter()
 
