@@ -8,7 +8,8 @@ It implements `iface.Interface` like the real `KFD`, with the same rules the run
   an mmap of the render node at the allocation's mmap offset maps it for the host, MAP_MEMORY_TO_GPU for the GPU;
   the packet processor accepts only addresses in allocations mapped to the GPU;
 - CREATE_QUEUE (AQL only), a doorbell page mmapped from /dev/kfd at the returned offset; a doorbell write runs the
-  queue's packet processor (mockgpu.py) up to the packet it names.
+  queue's packet processor (mockgpu.py) up to the packet it names;
+- `code_object`: the runtime shows each code object it loads; the mock records the PYTHON program attached to it.
 Each misuse is an OSError (the errno KFD would give) whose message says what was wrong.
 """
 from __future__ import annotations
