@@ -111,12 +111,12 @@ def amd_full(session: nox.Session) -> None:
 # 3600 tests) takes hours on 2 cores. amd_mock runs the part that exercises the runtime most: the kernel catalog, TinyJit
 # graphs with patched kernargs, GPU-style and grouped reductions, tensor cores in wave32, custom kernels, BEAM (with compile
 # workers), the API suites of elementwise, movement, reduce, dtype and autograd ops, nn/optim/training, state, multi-device
-# (about 1600 tests; 10-15 minutes on 2 busy cores)
+# on the mock's four GPUs (about 1600 tests; 10-15 minutes on 2 busy cores)
 AMD_MOCK_SUBSET = [f"{CORE_TESTS}/{f}.py" for f in ("test_programs", "test_jit", "test_gpu_reduce", "test_group_reduce", "test_tensor_cores",
                                                      "test_custom_kernel", "test_creation", "test_function", "test_reduce_api",
                                                      "test_elementwise_api", "test_movement_api", "test_dtype", "test_autograd", "test_nn",
                                                      "test_optim", "test_training", "test_tensor_errors", "test_state", "test_tinygrad_api",
-                                                     "test_opt_actions", "test_multi")]
+                                                     "test_opt_actions", "test_multi", "test_data_parallel")]
 
 
 @nox.session(default=False)

@@ -1,7 +1,7 @@
 """MOCKKFD: the KFD ioctl surface in Python, for running the AMD runtime without a GPU (DEV=MOCKKFD+AMD).
 
 It implements `iface.Interface` like the real `KFD`, with the same rules the runtime must follow there:
-- a topology with one GPU node (the arch of the DEV target, default gfx1100) under the sysfs paths KFD uses;
+- a topology with four GPU nodes (AMD .. AMD:3, of the DEV target's arch, default gfx1100) under KFD's sysfs paths;
 - /dev/kfd and the node's render node; ACQUIRE_VM before any allocation;
 - memory: an anonymous PROT_NONE mmap reserves a VA range (the mock backs it with real host memory, so host and GPU
   addresses are the same numbers, as on KFD), ALLOC_MEMORY_OF_GPU places an allocation inside a reserved range,
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tinygrad_backend_amd import kfd_ioctl as kfd
 from tinygrad_backend_amd.iface import MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, TOPOLOGY
 
-GPU_ID, RENDER_MINOR = 0x1002, 128
+GPU_IDS, RENDER_MINOR = (0x1002, 0x1003, 0x1004, 0x1005), 128  # four mock GPUs (AMD .. AMD:3), render nodes renderD128 ..
 MMAP_DOORBELL = 0x1 << 40  # where /dev/kfd's doorbell pages sit in its mmap offsets
 # gfx_target_version per arch: major * 10000 + minor * 100 + stepping (the hex digits of the name)
 TARGET_VERSION = {"gfx1100": 110000, "gfx1101": 110001, "gfx1201": 120001, "gfx942": 90402, "gfx950": 90500}
@@ -75,17 +75,19 @@ class MockKFD:
   # ---- files: the topology and the device nodes
   def listdir(self, path: str) -> list[str]:
     if path != TOPOLOGY: raise FileNotFoundError(path)
-    return ["0", "1"]  # node 0 is the CPU
+    return ["0", *(str(n + 1) for n in range(len(GPU_IDS)))]  # node 0 is the CPU
 
   def read_text(self, path: str) -> str:
-    files = {f"{TOPOLOGY}/0/gpu_id": "0\n", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\n", f"{TOPOLOGY}/1/gpu_id": f"{GPU_ID}\n",
-             f"{TOPOLOGY}/1/properties": f"gfx_target_version {TARGET_VERSION[self.arch]}\ndrm_render_minor {RENDER_MINOR}\n"
-                                         "cwsr_size 4096\nctl_stack_size 4096\n"}
+    files = {f"{TOPOLOGY}/0/gpu_id": "0\n", f"{TOPOLOGY}/0/properties": "cpu_cores_count 2\n"}
+    for n, gpu_id in enumerate(GPU_IDS):
+      files[f"{TOPOLOGY}/{n + 1}/gpu_id"] = f"{gpu_id}\n"
+      files[f"{TOPOLOGY}/{n + 1}/properties"] = (f"gfx_target_version {TARGET_VERSION[self.arch]}\ndrm_render_minor {RENDER_MINOR + n}\n"
+                                                 "cwsr_size 4096\nctl_stack_size 4096\n")
     if path not in files: raise FileNotFoundError(path)
     return files[path]
 
   def open(self, path: str) -> int:
-    if path not in ("/dev/kfd", f"/dev/dri/renderD{RENDER_MINOR}"): raise _fail(errno.ENOENT, f"no such device node {path}")
+    if path != "/dev/kfd" and path not in (f"/dev/dri/renderD{RENDER_MINOR + n}" for n in range(len(GPU_IDS))): raise _fail(errno.ENOENT, f"no such device node {path}")
     fd = 1000 + len(self.fds)
     self.fds[fd] = path
     return fd
@@ -152,11 +154,12 @@ class MockKFD:
       if self.queues.pop(arg.queue_id, None) is None: raise _fail(errno.EINVAL, f"destroy of queue {arg.queue_id}, which does not exist")  # type: ignore[attr-defined]
 
   def _gpu(self, gpu_id: int) -> None:
-    if gpu_id != GPU_ID: raise _fail(errno.EINVAL, f"gpu_id {gpu_id:#x} is not a GPU of this topology (it has {GPU_ID:#x})")
+    if gpu_id not in GPU_IDS: raise _fail(errno.EINVAL, f"gpu_id {gpu_id:#x} is not a GPU of this topology (it has {', '.join(map(hex, GPU_IDS))})")
 
   def _acquire_vm(self, a: kfd.kfd_ioctl_acquire_vm_args) -> None:
     self._gpu(a.gpu_id)
-    if self.fds.get(a.drm_fd) != f"/dev/dri/renderD{RENDER_MINOR}": raise _fail(errno.EINVAL, f"ACQUIRE_VM: fd {a.drm_fd} is not the render node")
+    node = f"/dev/dri/renderD{RENDER_MINOR + GPU_IDS.index(a.gpu_id)}"
+    if self.fds.get(a.drm_fd) != node: raise _fail(errno.EINVAL, f"ACQUIRE_VM: fd {a.drm_fd} is not gpu {a.gpu_id:#x}'s render node {node}")
     self.vm_acquired = True
 
   def _alloc(self, a: kfd.kfd_ioctl_alloc_memory_of_gpu_args) -> None:
