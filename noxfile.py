@@ -92,7 +92,8 @@ AMD_CORE_SUBSET = ("packages/core/tests/test_programs.py", "packages/core/tests/
 @nox.session
 def amd(session: nox.Session) -> None:
   """backend-amd without a GPU: its own tests (DEV strings, code objects of both renderers for every arch, WMMA/MFMA
-  emulated on PYTHON::gfx1100/gfx950, the float64 math sequences on the host), then a subset of the core suite compiled
+  emulated on PYTHON::gfx1100/gfx950, the float64 math sequences on the host, the KFD runtime on MOCKKFD: packet checks and
+  Tensor programs run from their packets), then a subset of the core suite compiled
   as our LLVM IR (llvmlite + ziglang's ld.lld) for gfx942 and as HIP C (Debian clang-22, installed by .ci/run) for gfx1100."""
   _pytest(session, "packages/backend-amd/tests", dev="PYTHON")
   for dev in ("NULL:LLVM:gfx942", "NULL:HIP:gfx1100"):
@@ -104,6 +105,25 @@ def amd_full(session: nox.Session) -> None:
   """The whole core suite compiled for AMD by both renderers and three archs (6 runs of 1.5-3 minutes on 2 busy cores)."""
   for dev in ("NULL:HIP:gfx1100", "NULL:HIP:gfx942", "NULL:HIP:gfx950", "NULL:LLVM:gfx1100", "NULL:LLVM:gfx942", "NULL:LLVM:gfx950"):
     _pytest(session, CORE_TESTS, "-m", "compile_only", dev=dev)
+
+
+# MOCKKFD+AMD runs every kernel's uops in the PYTHON interpreter after clang compiled it, so the whole core suite (about
+# 3600 tests) takes hours on 2 cores. amd_mock runs the part that exercises the runtime most: the kernel catalog, TinyJit
+# graphs with patched kernargs, GPU-style and grouped reductions, tensor cores in wave32, custom kernels, BEAM (with compile
+# workers), the API suites of elementwise, movement, reduce, dtype and autograd ops, nn/optim/training, state, multi-device
+# on the mock's four GPUs (about 1600 tests; 10-15 minutes on 2 busy cores)
+AMD_MOCK_SUBSET = [f"{CORE_TESTS}/{f}.py" for f in ("test_programs", "test_jit", "test_gpu_reduce", "test_group_reduce", "test_tensor_cores",
+                                                     "test_custom_kernel", "test_creation", "test_function", "test_reduce_api",
+                                                     "test_elementwise_api", "test_movement_api", "test_dtype", "test_autograd", "test_nn",
+                                                     "test_optim", "test_training", "test_tensor_errors", "test_state", "test_tinygrad_api",
+                                                     "test_opt_actions", "test_multi", "test_data_parallel")]
+
+
+@nox.session(default=False)
+def amd_mock(session: nox.Session) -> None:
+  """A subset of the core suite (AMD_MOCK_SUBSET) on DEV=MOCKKFD+AMD: the KFD runtime on the mock KFD, each dispatch's packet
+  checked and its kernel run by the PYTHON interpreter on the mock's memory (HIP C through Debian clang-22)."""
+  _pytest(session, *AMD_MOCK_SUBSET, dev="MOCKKFD+AMD")
 
 
 # backend-qcom in CI: OpenCL on the CPU (PoCL, from the pocl-binary-distribution wheel) runs the QCOMCL kernels. PoCL compiles

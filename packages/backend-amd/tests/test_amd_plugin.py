@@ -54,11 +54,14 @@ def test_unknown_arch_is_clear():
   with pytest.raises(Exception, match="unknown arch 'gfx9000'.*accepted: gfx1100"): _renderer("NULL:HIP:gfx9000")
 
 
-@pytest.mark.parametrize("dev", ["AMD", "AMD:LLVM", "KFD+AMD", "MOCKKFD+AMD", "PCI+AMD"])
-def test_amd_without_runtime_says_so(dev):
-  with Context(DEV=dev), pytest.raises(RuntimeError, match="no AMD runtime interface is available") as e: Tensor([1.0, 2.0]).realize()
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this machine has /dev/kfd")
+@pytest.mark.parametrize("dev", ["AMD", "AMD:LLVM", "KFD+AMD", "PCI+AMD"])
+def test_amd_without_kfd_names_the_mock(dev):
+  """Without /dev/kfd, DEV=AMD is an error that names MOCKKFD+AMD: the registry never falls back to the mock by itself."""
+  with Context(DEV=dev), pytest.raises(RuntimeError, match=r"no /dev/kfd here.*DEV=MOCKKFD\+AMD runs the AMD runtime on a mock KFD") as e:
+    Tensor([1.0, 2.0]).realize()
   assert "not installed" not in str(e.value)
-  assert Device.registry.default_device() != "AMD"  # never the default without a runtime
+  assert Device.registry.default_device() != "AMD"  # never the default without a GPU
 
 
 def test_toolchain_too_old():
@@ -100,4 +103,4 @@ def test_device_listing_says_what_is_missing():
 def test_device_listing():
   out = subprocess.run([sys.executable, "-m", "tinygrad.device"], capture_output=True, text=True, check=True).stdout
   amd = out[out.index("AMD"):]
-  assert "no AMD runtime interface is available" in amd and "HIP" in amd and "LLVM" in amd
+  assert "no /dev/kfd here" in amd and "MOCKKFD (a mock: only when DEV names it)" in amd and "HIP" in amd and "LLVM" in amd

@@ -325,8 +325,8 @@ def test_tinygrad_plugins_empty_cli_report():
 # ---- interfaces: IFACE+DEVICE
 
 def test_named_interface_opens_without_the_device_and_stays_apart(monkeypatch):
-  """DEV=MOCK+FAKEIF opens the named interface even where available() says the device (its default interface) is missing,
-  and an instance opened that way is never what DEV=FAKEIF gets: a mock is chosen by name only."""
+  """DEV=MOCK+FAKEIF opens the named mock interface even where available() says the hardware is missing, and an instance
+  opened that way is never what DEV=FAKEIF gets: a mock is chosen by name only."""
   from tinygrad.device.plugin import Allocator, Compiled, DeviceSpec, Target
   opened: list[str] = []
 
@@ -337,11 +337,43 @@ def test_named_interface_opens_without_the_device_and_stays_apart(monkeypatch):
 
   def open_hw(index: int, target: Target) -> Compiled: raise RuntimeError("no hardware")
 
-  monkeypatch.setitem(registry.devices, "FAKEIF", DeviceSpec("FAKEIF", {"HW": open_hw, "MOCK": open_mock}, available=lambda: "no FAKEIF here"))
+  monkeypatch.setitem(registry.devices, "FAKEIF", DeviceSpec("FAKEIF", {"HW": open_hw, "MOCK": open_mock}, available=lambda: "no FAKEIF here",
+                                                             mock_interfaces=("MOCK",)))
   monkeypatch.setattr(Device, "_opened", dict(Device._opened))
   with Context(DEV="MOCK+FAKEIF"):
     dev = Device["FAKEIF"]
     assert Device["FAKEIF"] is dev and opened == ["MOCK"]
   with Context(DEV="FAKEIF"), pytest.raises(RuntimeError, match="not available here: no FAKEIF here"): Device["FAKEIF"]
-  with Context(DEV="HW+FAKEIF"), pytest.raises(RuntimeError, match="HW: RuntimeError: no hardware"): Device["FAKEIF"]
+  with Context(DEV="HW+FAKEIF"), pytest.raises(RuntimeError, match="not available here: no FAKEIF here"): Device["FAKEIF"]
   with Context(DEV="TYPO+FAKEIF"), pytest.raises(DeviceNotFound, match="interface for FAKEIF"): Device["FAKEIF"]
+
+
+def test_mock_interfaces_open_only_when_named(monkeypatch):
+  """DeviceSpec.mock_interfaces: tried only when DEV names one, not gated by available() (which is about the hardware),
+  the mock's instance and the hardware's are kept apart when DEV switches between them, and the renderer sees the interface."""
+  from tinygrad.device.plugin import DeviceSpec, RendererSpec
+  from tinygrad.runtime.python import PythonRenderer, open_python
+  opened: list[str] = []
+  def hw(index, target): raise RuntimeError("no such hardware")
+  def fake(index, target):
+    opened.append(target.interface)
+    return open_python(index, target)
+  made: list[str] = []
+  def make(target):
+    made.append(target.interface)
+    return PythonRenderer(target)
+  spec = DeviceSpec("MOCKTEST", {"HW": hw, "FAKE": fake}, available=lambda: "the hardware is missing", mock_interfaces=("FAKE",))
+  monkeypatch.setitem(registry.devices, "MOCKTEST", spec)
+  monkeypatch.setattr(registry, "renderers", [*registry.renderers, RendererSpec(device="MOCKTEST", name="PY", make=make, default=True)])
+  monkeypatch.setattr(Device, "_opened", {})
+  monkeypatch.setattr(Device, "_renderers", {})
+  with Context(DEV="MOCKTEST"), pytest.raises(RuntimeError, match="not available here: the hardware is missing"): Device["MOCKTEST"]
+  with Context(DEV="FAKE+MOCKTEST"):
+    assert Device["MOCKTEST"] is Device["MOCKTEST"] and opened == ["FAKE"]
+    Device.renderer("MOCKTEST")
+    assert made == ["FAKE"]
+  monkeypatch.setitem(registry.devices, "MOCKTEST", DeviceSpec("MOCKTEST", {"HW": hw, "FAKE": fake}, mock_interfaces=("FAKE",)))
+  with Context(DEV="MOCKTEST"), pytest.raises(RuntimeError, match=r"could not open device MOCKTEST: HW: RuntimeError: no such hardware$"):
+    Device["MOCKTEST"]  # opened apart for the hardware, and the mock is not tried
+  with Context(DEV="FAKE+MOCKTEST"): Device["MOCKTEST"]
+  assert opened == ["FAKE"]  # back on the mock: the instance it opened before

@@ -53,8 +53,7 @@ def _open_kgsl(index: int, target: Target):
 
 
 def _open_mockkgsl(index: int, target: Target):
-  if target.interface != "MOCKKGSL":  # tried in order with the others: a mock is chosen by name only
-    raise RuntimeError("the kgsl mock opens only when DEV names it (DEV=MOCKKGSL+QCOM)")
+  # (a mock interface: the registry opens it only when DEV names it, DeviceSpec.mock_interfaces)
   from tinygrad_backend_qcom.mockkgsl import MockKgsl
   from tinygrad_backend_qcom.qcom import open_qcom
   return open_qcom(index, MockKgsl())
@@ -76,7 +75,7 @@ def register_devices(register: RegisterDevice) -> None:
   # available() speaks for the default interface (KGSL); DEV=MOCKKGSL+QCOM opens the mock without the device node.
   # Never the default device: it has run on no Adreno yet (docs/backends.md)
   register(DeviceSpec("QCOM", {"KGSL": _open_kgsl, "MOCKKGSL": _open_mockkgsl}, count=lambda: 1, available=_kgsl_available,
-                      package=PACKAGE))
+                      package=PACKAGE, mock_interfaces=("MOCKKGSL",)))
 
 
 @hookimpl

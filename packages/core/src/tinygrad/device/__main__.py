@@ -24,7 +24,7 @@ def report() -> str:
   for name, spec in sorted(reg.devices.items()):
     why = _safe(spec.available)
     kind = "" if spec.runs_kernels else " (compile only)" if name == "NULL" else " (storage)"
-    ifaces = ", ".join(i or "default" for i in spec.interfaces)
+    ifaces = ", ".join((i or "default") + (" (a mock: only when DEV names it)" if i in spec.mock_interfaces else "") for i in spec.interfaces)
     lines.append(f"{name}{kind}: {_status(why)}  [from {spec.package or '?'}; interfaces: {ifaces}]")
     for r in reg.renderers_for(name):
       if name == "NULL": continue

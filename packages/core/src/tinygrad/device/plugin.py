@@ -35,7 +35,29 @@ __all__ = [
   "ContextVar", "getenv", "diskcache_get", "diskcache_put", "offload",
   # collectives (process groups across processes: tinygrad.distributed) and the buffers they move
   "CollectiveSpec", "CommInit", "Communicator", "Buffer",
+  # the PYTHON device's interpreter, for a mock device that runs each kernel's uops (MOCKKFD+AMD)
+  "python_interpreter",
 ]
+
+
+class PythonInterpreter:
+  """The PYTHON device's interpreter, for a backend whose mock device runs each kernel's uops on its mock memory
+  (MOCKKFD+AMD). `encode(name, uops, tensor_cores)` is the PYTHON program of a linearized kernel, `load(name, program)`
+  loads one (called with memoryviews, like the PYTHON device's programs). tinygrad.runtime.python fills these in when it
+  is imported, which the registry does (through the builtin plugin) before it loads any backend: runtime sits beside
+  device, and an import from here would close a cycle."""
+  encode: Callable[[str, list[UOp], Sequence[TensorCore]], bytes]
+  load: Callable[[str, bytes], Program]
+
+  def __getattr__(self, name: str) -> Callable:
+    # not filled in yet: a compile worker process (PARALLEL) renders without having loaded the registry
+    from tinygrad.device.registry import registry
+    registry.load()
+    if name in self.__dict__: return self.__dict__[name]
+    raise AttributeError(f"the PYTHON interpreter has no {name!r} (tinygrad.runtime.python did not install it)")
+
+
+python_interpreter = PythonInterpreter()
 
 
 class OpenDevice(Protocol):
@@ -60,6 +82,9 @@ class DeviceSpec:
   # instances are named by a file path, "DISK:/tmp/w.safetensors": such a name doesn't fit the DEVICE[:N] grammar, its
   # opener gets the path as Target.arch (index 0), and asking it for a renderer is a clear "runs no kernels" error
   path_instances: bool = False
+  # interfaces that emulate the device (MOCKKFD for AMD): opened only when DEV names one (MOCKKFD+AMD), never tried by
+  # default, and `available()` (which speaks of the real hardware) doesn't gate them
+  mock_interfaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ class _Device:
     return Target(device_kind)
 
   def _instance_key(self, key: str) -> str:
-    """Instances opened through an interface that DEV names are kept apart: DEV=QCOM never reuses what MOCKKGSL+QCOM opened."""
+    """Instances opened through an interface that DEV names are kept apart: DEV=QCOM never reuses what MOCKKGSL+QCOM opened,
+    nor DEV=AMD what MOCKKFD+AMD did (and switching DEV back finds the mock's instance again)."""
     for t in self.targets():
       if t.interface and t.device == key.partition(":")[0]: return f"{t.interface}+{key}"
     return key
@@ -214,9 +215,13 @@ class _Device:
     kind, index = parse_instance(key)
     spec = self.registry.device_spec(kind)
     target = self.target_for(kind)
-    # available() speaks for the default interfaces; one named in DEV (MOCKKGSL+QCOM) is opened and reports its own failure
-    if not target.interface and (why := spec.available()) is not None: raise RuntimeError(f"device {key} is not available here: {why}")
-    iface_names = [target.interface] if target.interface else list(spec.interfaces)
+    if target.interface and target.interface not in spec.interfaces:
+      raise DeviceNotFound(unknown_name_error(f"interface for {kind}", target.interface, [i for i in spec.interfaces if i]))
+    # available() speaks for the hardware; a mock interface (DeviceSpec.mock_interfaces: MOCKKFD+AMD, MOCKKGSL+QCOM) is not
+    # gated by it, and is opened only when DEV names it: never tried by default
+    if target.interface not in spec.mock_interfaces and (why := spec.available()) is not None:
+      raise RuntimeError(f"device {key} is not available here: {why}")
+    iface_names = [target.interface] if target.interface else [i for i in spec.interfaces if i not in spec.mock_interfaces]
     errors = []
     for iface in iface_names:
       if iface not in spec.interfaces:
@@ -235,10 +240,11 @@ class _Device:
                          "Move the tensor to a compute device first (t.to('CPU'), or t.to(None) for the default one), then compute on it")
     kind, _ = parse_instance(self.canonicalize(device))
     target = self.target_for(kind)
-    key = (kind, target.renderer, target.arch, target.opts)
+    key = (kind, target.renderer, target.arch, target.opts, target.interface)
     if key not in self._renderers:
       resolved = self.registry.resolve(target)
-      self._renderers[key] = resolved.renderer.make(Target(kind, resolved.renderer.name, resolved.arch, target.opts))
+      # the interface too: a mock interface's renderer may record what its mock needs to run the kernel (MOCKKFD+AMD)
+      self._renderers[key] = resolved.renderer.make(Target(kind, resolved.renderer.name, resolved.arch, target.opts, target.interface))
     return self._renderers[key]
 
   def tensor_cores(self, arch: str) -> list[TensorCore]: return self.registry.tensor_cores(arch)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from tinygrad.device.devstring import Target, instance_name
-from tinygrad.device.plugin import TensorCore
+from tinygrad.device.plugin import TensorCore, python_interpreter
 from tinygrad.device.runtime import Allocator, Compiled
 from tinygrad.dtype import DTYPES_BY_NAME, DType, PtrDType, dtypes
 from tinygrad.renderer import Renderer
@@ -531,3 +531,7 @@ class PythonAllocator(Allocator):
 
 def open_python(index: int, target: Target) -> Compiled:
   return Compiled(instance_name("PYTHON", index), PythonAllocator(), PythonProgram)
+
+
+python_interpreter.encode = lambda name, uops, tcs: serialize(name, encode(uops, tuple(tcs))).encode()
+python_interpreter.load = PythonProgram

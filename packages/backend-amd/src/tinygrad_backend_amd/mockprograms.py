@@ -1,0 +1,76 @@
+"""How MOCKKFD knows what a kernel computes: a renderer for MOCKKFD+AMD targets that, next to the HIP C it renders,
+records the PYTHON program of the same linearized uops, and a table from each code object's load image to those programs.
+
+The HIP source ends with the PYTHON program in a comment, `/* MOCKKFD-PYTHON`, the program's serialized line, `*/` (clang
+ignores it). The mock's compiler appends that program to the code object it built, after the ELF's last byte, with its
+length and a magic (the loader reads only PT_LOAD segments, so nothing of it reaches GPU memory; the disk cache and
+compile workers carry it like any code object). When the runtime loads a program it shows the code object to its
+interface (`code_object`: nothing on KFD); the mock then records the program under the sha256 of the code object's load
+image padded to whole pages, which is exactly what the runtime puts in the program's GPU allocation. At each dispatch the
+packet processor hashes the allocation its kernel object points into and looks the program up: a kernel object pointing
+anywhere else, or at memory that was overwritten, has no program and is an error.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+
+from tinygrad.device.plugin import Target, UOp, python_interpreter
+
+from tinygrad_backend_amd.hip import HIPCompiler, HIPRenderer
+from tinygrad_backend_amd.loader import KernelInfo, load_code_object
+
+PAGE = 4096
+_TAG = "/* MOCKKFD-PYTHON"
+_MAGIC = b"MOCKKFD1"
+# sha256 of a padded load image -> kernel name -> (its metadata, its PYTHON program); process-wide: the mock runs here
+PROGRAMS: dict[str, dict[str, tuple[KernelInfo, bytes]]] = {}
+
+
+def image_key(image: bytes) -> str:
+  return hashlib.sha256(image + bytes(-len(image) % PAGE)).hexdigest()
+
+
+def program_of(src: str) -> bytes:
+  """The PYTHON program a MOCKKFD-rendered HIP source carries."""
+  *_, head, program, end = src.rstrip("\n").rsplit("\n", 3)
+  if (head, end) != (_TAG, "*/"): raise ValueError("this HIP source was not rendered for MOCKKFD+AMD: it carries no PYTHON program")
+  return program.encode()
+
+
+def attach(lib: bytes, program: bytes) -> bytes: return lib + program + struct.pack("<Q", len(program)) + _MAGIC
+
+
+def register(lib: bytes) -> None:
+  """Record the PYTHON program attached to code object `lib` under its load image's key."""
+  if lib[-8:] != _MAGIC: raise ValueError("this code object was not compiled for MOCKKFD+AMD (DEV=MOCKKFD+AMD): the mock can't tell what it computes")
+  (n,) = struct.unpack("<Q", lib[-16:-8])
+  loaded = load_code_object(lib)
+  if len(loaded.kernels) != 1: raise ValueError(f"expected one kernel in the code object, found {', '.join(loaded.kernels)}")
+  (name, info), = loaded.kernels.items()
+  PROGRAMS.setdefault(image_key(loaded.image), {})[name] = (info, lib[-16 - n:-16])
+
+
+class MockHIPCompiler(HIPCompiler):
+  def __init__(self, arch: str):
+    super().__init__(arch)
+    self.cachekey = f"mockkfd_{self.cachekey}"  # its binaries carry the program: never shared with the plain HIP compiler's
+
+  def __reduce__(self) -> tuple: return MockHIPCompiler, (self.arch,)
+  def compile(self, src: str) -> bytes: return attach(super().compile(src), program_of(src))
+
+
+class MockHIPRenderer(HIPRenderer):
+  """The HIP renderer, plus the PYTHON program of the same uops as the source's last line (for MOCKKFD's packet processor)."""
+  compiler: MockHIPCompiler
+
+  def __init__(self, target: Target | None = None):
+    super().__init__(target)
+    self.compiler = MockHIPCompiler(self.arch)
+
+  def __reduce__(self) -> tuple: return MockHIPRenderer, (Target(self.device, self.name, self.arch, interface="MOCKKFD"),)
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    src = super().render(name, uops)
+    program = python_interpreter.encode(name, uops, self.tensor_cores).decode().rsplit("\n", 1)[-1]
+    return f"{src}\n{_TAG}\n{program}\n*/\n"
