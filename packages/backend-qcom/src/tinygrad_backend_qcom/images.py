@@ -16,8 +16,7 @@ read-modify-write of one lane).
 """
 from __future__ import annotations
 
-from tinygrad.device.plugin import ImageDType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
-from tinygrad.helpers import IMAGE
+from tinygrad.device.plugin import IMAGE, ImageDType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
 IMAGE_MAX = (16384, 16384)  # texels (width, height): Adreno 6xx/7xx's and PoCL's CL_DEVICE_IMAGE2D_MAX_WIDTH/HEIGHT
 

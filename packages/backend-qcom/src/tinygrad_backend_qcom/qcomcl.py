@@ -12,11 +12,11 @@ OpenCL lacks on every arch) is the same: a ushort in memory, a float in register
 Options after the arch (`NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64`), KEY=VALUE each:
   IMAGE_PITCH_ALIGNMENT  bytes each image row is padded to (a power of two; default 64). Recorded for Adreno's image
                          layouts; the CL device's images (IMAGE=1/2, images.py) are copies, so it changes no kernel.
+  LOCAL_SIZE             work-items per work-group the codegen uses (default 256; at most 1024)
 
 Images (IMAGE=1/2, on DEV=CL): buffers images.py chooses are `read_only image2d_t` / `write_only image2d_t` parameters;
 the renderer then has float4 vector types (so the codegen groups 4 consecutive floats into one access), and each such
 kernel's source lists its images in `// tg.image` lines, which the compiler passes on to the CL device (compiler.py).
-  LOCAL_SIZE             work-items per work-group the codegen uses (default 256; at most 1024)
 
 Numerics follow tinygrad.uop.alu: no FMA contraction (FP_CONTRACT OFF) except where the IR asks for MULACC, and
 correctly rounded float division and sqrt (compiler.BUILD_OPTIONS).
@@ -26,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable
+from typing import Any
 
 from tinygrad.device.plugin import CStyleRenderer, DType, GroupOp, ImageDType, Ops, PtrDType, Target, UOp, dtypes
 
@@ -197,7 +198,7 @@ class QCOMCLRenderer(CStyleRenderer):
   def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"(({self.render_dtype(dt)})({', '.join(parts)}))"
 
   # ---- images: INDEX -> texel coordinate and lane, LOAD -> read_imagef, STORE -> write_imagef
-  def _render_uop(self, k, u: UOp) -> None:
+  def _render_uop(self, k: Any, u: UOp) -> None:
     img = u.src[0].dtype if u.op is Ops.INDEX else u.src[0].src[0].dtype if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX else None
     r = [k.names.get(s, "") for s in u.src]
     if u.op is Ops.INDEX and not isinstance(img, ImageDType) and isinstance(u.dtype, PtrDType) and u.dtype.base.count > 1:
