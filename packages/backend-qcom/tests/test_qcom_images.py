@@ -93,6 +93,21 @@ def test_fallbacks_stay_buffers() -> None:
   assert "__global float* restrict data0" in src and "read_only image2d_t data1" in src
   (src,) = sources(Tensor.empty(64, dtype=dtypes.int32) + 1, 2)  # ints are no image
   assert "image2d_t" not in src
+  a = Tensor.zeros(64).contiguous().realize()
+  (src,) = sources(a.assign(a * 2 + 1), 2)  # read and written by one kernel
+  assert "image2d_t" not in src and "__global float* restrict data0" in src
+
+
+@needs_cl
+def test_in_place_updates_with_images_on() -> None:
+  with Context(DEV="CL:QCOMCL", IMAGE=2):
+    b = Tensor.arange(64).float().contiguous().realize()
+    b.assign(b * 2 + 1).realize()
+    b[3:7].assign(Tensor.ones(4) * 9).realize()
+    got = b.numpy()
+  want = np.arange(64, dtype=np.float32) * 2 + 1
+  want[3:7] = 9
+  np.testing.assert_array_equal(got, want)
 
 
 def test_the_kgsl_device_has_no_images() -> None:
