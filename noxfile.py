@@ -16,9 +16,9 @@ BUNDLED_CC = {"CC": "python -m ziglang cc"}
 DIST_TESTS = "packages/core/tests/distributed"  # multi-process jobs: they run once, in `distributed`, not under every DEV
 
 
-def _pytest(session: nox.Session, *args: str, dev: str) -> None:
+def _pytest(session: nox.Session, *args: str, dev: str, **env: str) -> None:
   session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--ignore", DIST_TESTS, *args, *session.posargs,
-              env={"DEV": dev, **BUNDLED_CC})
+              env={"DEV": dev, **BUNDLED_CC, **env})
 
 
 @nox.session
@@ -150,10 +150,13 @@ def qcom(session: nox.Session) -> None:
 @nox.session(default=False)
 def qcom_full(session: nox.Session) -> None:
   """The whole core suite on DEV=CL:QCOMCL (PoCL), and every compile_only test compiled for a630 (its half kernels excepted:
-  see QCOM_NO_HALF). Not a default session: PoCL compiles each kernel with LLVM; the suite took 19 CPU-minutes (33 minutes on a
-  busy 2-core machine, 2026-12-01, with LLVM's optimizer still on)."""
+  see QCOM_NO_HALF); then the qcom session's core subset with images, IMAGE=1 and IMAGE=2 (image2d_t reads and writes:
+  about 75 s of CPU each, cold, so not in the default session; the package's own image tests are). Not a default session:
+  PoCL compiles each kernel with LLVM; the suite took 19 CPU-minutes (33 minutes on a busy 2-core machine, 2026-12-01, with
+  LLVM's optimizer still on)."""
   _pytest(session, CORE_TESTS, dev="CL:QCOMCL")
   _pytest(session, CORE_TESTS, "-m", "compile_only", *QCOM_NO_HALF, dev="NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64")
+  for image in ("1", "2"): _pytest(session, *QCOM_CORE_SUBSET, dev="CL:QCOMCL", IMAGE=image)
 
 
 # the kgsl runtime's suite on its mock: the catalog, the JIT (device graphs), GPU reductions, and the elementwise, reduce,

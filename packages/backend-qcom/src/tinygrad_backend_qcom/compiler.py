@@ -7,7 +7,9 @@ implementation's (PoCL's: LLVM bitcode); the CL device loads it with clCreatePro
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 from typing import Any
 
 from tinygrad.device.plugin import CompileError, Compiler
@@ -16,6 +18,17 @@ from tinygrad_backend_qcom.opencl import cl_devices, cl_status, device_info, imp
 
 # OpenCL allows 2.5 ulp division and 3 ulp sqrt by default; tinygrad.uop.alu rounds them correctly
 BUILD_OPTIONS = ("-cl-fp32-correctly-rounded-divide-sqrt",)
+# a kernel with image parameters (qcomcl.py, IMAGE=1/2): its binary is prefixed by IMAGES_MAGIC, a JSON list of
+# [buffer position, "r" or "w", height, width, "f" or "h"], and a newline, which the CL device reads (runtime.py)
+IMAGES_MAGIC = b"TGIMG1"
+_IMAGE_LINE = re.compile(r"^// tg\.image (\d+) ([rw]) (\d+) (\d+) ([fh])$", re.M)
+
+
+def split_images(lib: bytes) -> tuple[list[tuple[int, str, int, int, str]], bytes]:
+  """(the image parameters, the program binary) of what CLCompiler.compile returned."""
+  if not lib.startswith(IMAGES_MAGIC): return [], lib
+  header, _, binary = lib[len(IMAGES_MAGIC):].partition(b"\n")
+  return [tuple(x) for x in json.loads(header)], binary  # type: ignore[misc]
 
 
 @functools.cache
@@ -66,4 +79,5 @@ class CLCompiler(Compiler):
     prg = build(ctx, dev, src=src)
     binaries = prg.get_info(import_pyopencl().program_info.BINARIES)
     if not binaries or not binaries[0]: raise CompileError("QCOMCL", src, f"{device_info(dev)['name']} returned no program binary")
-    return bytes(binaries[0])
+    images = [[int(p), a, int(h), int(w), f] for p, a, h, w, f in _IMAGE_LINE.findall(src)]
+    return (IMAGES_MAGIC + json.dumps(images).encode() + b"\n" if images else b"") + bytes(binaries[0])

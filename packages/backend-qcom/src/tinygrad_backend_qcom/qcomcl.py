@@ -10,9 +10,13 @@ since float carries enough bits that rounding twice gives the correctly rounded 
 OpenCL lacks on every arch) is the same: a ushort in memory, a float in registers, rounded by tg_rb (nearest even).
 
 Options after the arch (`NULL:QCOMCL:a630,IMAGE_PITCH_ALIGNMENT=64`), KEY=VALUE each:
-  IMAGE_PITCH_ALIGNMENT  bytes each image row is padded to (a power of two; default 64). Recorded for the image
-                         layouts; images (IMAGE=1/2) are not rendered yet, so today it changes no kernel.
+  IMAGE_PITCH_ALIGNMENT  bytes each image row is padded to (a power of two; default 64). Recorded for Adreno's image
+                         layouts; the CL device's images (IMAGE=1/2, images.py) are copies, so it changes no kernel.
   LOCAL_SIZE             work-items per work-group the codegen uses (default 256; at most 1024)
+
+Images (IMAGE=1/2, on DEV=CL): buffers images.py chooses are `read_only image2d_t` / `write_only image2d_t` parameters;
+the renderer then has float4 vector types (so the codegen groups 4 consecutive floats into one access), and each such
+kernel's source lists its images in `// tg.image` lines, which the compiler passes on to the CL device (compiler.py).
 
 Numerics follow tinygrad.uop.alu: no FMA contraction (FP_CONTRACT OFF) except where the IR asks for MULACC, and
 correctly rounded float division and sqrt (compiler.BUILD_OPTIONS).
@@ -22,10 +26,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable
+from typing import Any
 
-from tinygrad.device.plugin import CStyleRenderer, DType, GroupOp, Ops, PtrDType, Target, UOp, dtypes
+from tinygrad.device.plugin import CStyleRenderer, DType, GroupOp, ImageDType, Ops, PtrDType, Target, UOp, dtypes
 
 from tinygrad_backend_qcom.compiler import CLCompiler
+from tinygrad_backend_qcom.images import image_level, pm_images
 
 ADRENO_ARCHS = ("a6??", "a7??")  # fnmatch patterns; Adreno 6xx and 7xx
 GENERIC_ARCHS = ("cl", "cl_fp16", "cl_fp64", "cl_fp16_fp64")
@@ -77,11 +83,16 @@ def _rounded(fn: Callable[..., str]) -> Callable[..., str]:
   return lambda r, dt, *xs: f"{_ROUND[dt]}({fn(r, dt, *xs)})" if dt in r.emulated else fn(r, dt, *xs)
 
 
+_ACCESS_MARK = "__tg_access_"  # an image parameter's access qualifier, before render() knows whether the kernel stores to it
 _HALF_HELPERS = [  # half in float registers, 16 bits in memory (no cl_khr_fp16 needed)
   ("tg_rh(", "static inline float tg_rh(float x) { ushort h; vstore_half(x, 0, (half*)&h); return vload_half(0, (half*)&h); }"),
   ("tg_rhd(", "static inline float tg_rhd(double x) { ushort h; vstore_half(x, 0, (half*)&h); return vload_half(0, (half*)&h); }"),
   ("tg_h2b(", "static inline ushort tg_h2b(float x) { ushort h; vstore_half(x, 0, (half*)&h); return h; }"),
   ("tg_b2h(", "static inline float tg_b2h(ushort h) { return vload_half(0, (half*)&h); }"),
+]
+_IMAGE_HELPERS = [  # a nearest-texel sampler with integer coordinates; lane l of a texel
+  ("tg_smp", "__constant sampler_t tg_smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST;"),
+  ("tg_lane(", "static inline float tg_lane(float4 v, int l) { return l == 0 ? v.x : l == 1 ? v.y : l == 2 ? v.z : v.w; }"),
 ]
 _BF16_HELPERS = [  # bfloat16: the top half of a float; float -> bf16 rounds to nearest even, NaN stays NaN (as alu's truncate)
   ("tg_f2bf(", "static inline ushort tg_f2bf(float x) { uint u = as_uint(x);\n"
@@ -124,6 +135,14 @@ class QCOMCLRenderer(CStyleRenderer):
     self.code_for_op = {**CStyleRenderer.code_for_op, Ops.MULACC: _mulacc}
     self.code_for_op = {op: fn if op in GroupOp.Comparison else _rounded(fn) for op, fn in self.code_for_op.items()}
     self.compiler = CLCompiler()
+    # images on the CL device only: the kgsl runtime (QCOM) has no texture descriptors yet
+    self.supports_images = self.device == "CL"
+    self.extra_matcher = pm_images if self.supports_images else None
+
+  @property
+  def supports_float4(self) -> bool:  # type: ignore[override]
+    # float4 accesses only with images on (IMAGE=0 renders what it always did)
+    return self.supports_images and image_level() >= 1
 
   def __reduce__(self) -> tuple: return QCOMCLRenderer, (Target(self.device, self.name, self.arch, self.opts),)
 
@@ -167,7 +186,54 @@ class QCOMCLRenderer(CStyleRenderer):
     if dt == dtypes.bfloat16: return "ushort"
     return "half" if dt == dtypes.float16 else self.render_dtype(dt)
 
-  def render_buffer_param(self, name: str, dt: PtrDType) -> str: return f"__global {self._memory_type(dt.base)}* restrict {name}"
+  def render_buffer_param(self, name: str, dt: PtrDType) -> str:
+    if isinstance(dt, ImageDType): return f"{_ACCESS_MARK}{name} image2d_t {name}"  # render() fills in read_only / write_only
+    return f"__global {self._memory_type(dt.base)}* restrict {name}"
+
+  # ---- vectors (float4, with images on): OpenCL's vector literals take parentheses
+  def render_vector_dtype(self, dt: DType) -> str:
+    if dt.scalar() != dtypes.float32: return super().render_vector_dtype(dt)
+    return f"float{dt.count}"
+
+  def render_vectorize(self, dt: DType, parts: list[str]) -> str: return f"(({self.render_dtype(dt)})({', '.join(parts)}))"
+
+  # ---- images: INDEX -> texel coordinate and lane, LOAD -> read_imagef, STORE -> write_imagef
+  def _render_uop(self, k: Any, u: UOp) -> None:
+    img = u.src[0].dtype if u.op is Ops.INDEX else u.src[0].src[0].dtype if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX else None
+    r = [k.names.get(s, "") for s in u.src]
+    if u.op is Ops.INDEX and not isinstance(img, ImageDType) and isinstance(u.dtype, PtrDType) and u.dtype.base.count > 1:
+      # a float4 access to a buffer: OpenCL's pointer casts keep the address space
+      k.names[u] = f"((__{u.dtype.addrspace} {self.render_dtype(u.dtype.base)}*){self.render_index(r[0], r[1], u.dtype)})"
+      return None
+    if not isinstance(img, ImageDType) or u.arg is not None: return super()._render_uop(k, u)
+    if u.op is Ops.INDEX:
+      coord, width = k.new_name("tex"), img.shape[1]
+      k.emit(f"int {coord}_i = {r[1]};")
+      k.emit(f"int2 {coord} = (int2)(({coord}_i>>2)%{width}, ({coord}_i>>2)/{width});")
+      k.names[u] = coord
+    elif u.op is Ops.LOAD:
+      read = f"read_imagef({k.names[u.src[0].src[0]]}, tg_smp, {r[0]})"  # a half image reads as float too
+      if u.dtype.count == 1:
+        read = f"tg_lane({read}, {r[0]}_i&3)"
+        if u.dtype == dtypes.float16 and self.native_half: read = f"(half){read}"
+      self._declare(k, u, read if len(r) != 3 else f"({r[1]}?{read}:{r[2]})")
+    else:
+      store = f"write_imagef({k.names[u.src[0].src[0]]}, {r[0]}, {r[1]});"
+      k.emit(store if len(r) != 3 else f"if ({r[2]}) {store}")
+
+  def render(self, name: str, uops: list[UOp]) -> str:
+    src = super().render(name, uops)
+    if _ACCESS_MARK not in src: return src
+    images = [u for u in uops if u.op is Ops.DEFINE_GLOBAL and isinstance(u.dtype, ImageDType)]
+    stored = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+    position = {a: i for i, a in enumerate(sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL))}  # the launch's buffer order
+    lines = []
+    for u in images:
+      dt, access = u.dtype, "w" if u in stored else "r"
+      assert isinstance(dt, ImageDType)
+      src = src.replace(f"{_ACCESS_MARK}data{u.arg} ", "write_only " if access == "w" else "read_only ")
+      lines.append(f"// tg.image {position[u.arg]} {access} {dt.shape[0]} {dt.shape[1]} {'h' if dt.base == dtypes.float16 else 'f'}")
+    return "\n".join(lines) + "\n" + src
 
   def render_define_local(self, name: str, dt: PtrDType) -> str:
     if dt.base == dtypes.float16 and not self.native_half:  # half arrays need cl_khr_fp16: 16-bit words seen through a half*
@@ -199,7 +265,7 @@ class QCOMCLRenderer(CStyleRenderer):
   def helpers(self) -> list[tuple[str, str]]:
     floats = (dtypes.float32, dtypes.float64) if self.fp64 else (dtypes.float32,)  # the base's float -> int helpers, double only with fp64
     f2i = [(f"tg_f2i_{self.render_dtype(dt)}(", self._f2i_helper(dt)) for dt in floats]
-    return [*([] if self.native_half else _HALF_HELPERS), *_BF16_HELPERS, *f2i]
+    return [*([] if self.native_half else _HALF_HELPERS), *_BF16_HELPERS, *f2i, *_IMAGE_HELPERS]
 
   def render_kernel(self, name: str, params: list[str], body: list[str], prelude: list[str]) -> str:
     # extensions only where the kernel uses their types, so a float kernel builds with any OpenCL

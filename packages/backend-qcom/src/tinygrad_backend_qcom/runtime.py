@@ -3,6 +3,11 @@
 One context and one in-order command queue (with profiling, for kernel times) per instance. Buffers are cl.Buffer
 objects; views are sub-buffers where the offset meets the device's alignment, and copies otherwise go through the
 queue, so kernels and copies run in the order they were issued without explicit waits.
+
+Image parameters (IMAGE=1/2: images.py): the buffer stays the tensor's memory, and each launch copies it into a cl.Image
+(RGBA, FLOAT or HALF_FLOAT, kept with the view for the next launch) before the kernel, and a written image back after
+it, on the same queue. On Adreno an image aliases its buffer's memory with a pitch; PoCL has no
+cl_khr_image2d_from_buffer, so here images are device-side copies.
 """
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from typing import Any
 
 from tinygrad.device.plugin import Allocator, Compiled
 
-from tinygrad_backend_qcom.compiler import build
+from tinygrad_backend_qcom.compiler import build, split_images
 from tinygrad_backend_qcom.opencl import cl_devices, cl_status, device_info, import_pyopencl
 
 
@@ -26,7 +31,9 @@ class CLAllocator(Allocator):
     try: return CLView(cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, max(size, 1)), 0, size)
     except cl.MemoryError as e: raise MemoryError(f"{self.dev.device}: could not allocate {size} bytes ({e})") from e
 
-  def _free(self, opaque: CLView, size: int, options: Any) -> None: opaque.buf.release()
+  def _free(self, opaque: CLView, size: int, options: Any) -> None:
+    for img in (opaque.images or {}).values(): img.release()
+    opaque.buf.release()
 
   def view(self, opaque: CLView, offset: int, size: int) -> CLView: return CLView(opaque.buf, opaque.offset + offset, size)
 
@@ -44,9 +51,11 @@ class CLAllocator(Allocator):
 
 class CLView:
   """A byte range of a cl.Buffer."""
-  __slots__ = ("buf", "offset", "size", "sub")
+  __slots__ = ("buf", "offset", "size", "sub", "images")
 
-  def __init__(self, buf: Any, offset: int, size: int): self.buf, self.offset, self.size, self.sub = buf, offset, size, None
+  def __init__(self, buf: Any, offset: int, size: int):
+    self.buf, self.offset, self.size, self.sub = buf, offset, size, None
+    self.images: dict[tuple[int, int, str], Any] | None = None  # (height, width, 'f'/'h') -> cl.Image: the image copies of this range
 
 
 class CLProgram:
@@ -54,6 +63,7 @@ class CLProgram:
 
   def __init__(self, dev: CLDevice, name: str, lib: bytes):
     self.dev, self.name = dev, name
+    self.images, lib = split_images(lib)
     self.program = build(dev.ctx, dev.cl_device, binary=lib)
     self.kernel = getattr(self.program, name)
     self.max_local = self.kernel.get_work_group_info(import_pyopencl().kernel_work_group_info.WORK_GROUP_SIZE, dev.cl_device)
@@ -70,6 +80,19 @@ class CLProgram:
       v.sub = v.buf.get_sub_region(v.offset, max(v.size, 1))
     return v.sub
 
+  def _image(self, v: CLView, height: int, width: int, fmt: str) -> Any:
+    """The cl.Image copy of view v with the buffer's current contents (copied on the queue)."""
+    cl = import_pyopencl()
+    if height * width * 4 * (2 if fmt == "h" else 4) != v.size:
+      raise RuntimeError(f"kernel {self.name}: an image of {height}x{width} texels doesn't match its buffer of {v.size} bytes")
+    if v.images is None: v.images = {}
+    if (img := v.images.get((height, width, fmt))) is None:
+      ctype = cl.channel_type.HALF_FLOAT if fmt == "h" else cl.channel_type.FLOAT
+      img = v.images[(height, width, fmt)] = cl.create_image(self.dev.ctx, cl.mem_flags.READ_WRITE, cl.ImageFormat(cl.channel_order.RGBA, ctype),
+                                                        shape=(width, height))
+    cl.enqueue_copy(self.dev.queue, img, v.buf, offset=v.offset, origin=(0, 0), region=(width, height))
+    return img
+
   def __call__(self, *bufs: CLView, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
     import numpy as np  # only to pass int32 scalars to pyopencl
@@ -80,10 +103,13 @@ class CLProgram:
     if local[0] * local[1] * local[2] > self.max_local:
       raise RuntimeError(f"kernel {self.name}: local size {local} exceeds its limit of {self.max_local} work-items per work-group "
                          f"on {self.dev.info['name']}; use a smaller LOCAL_SIZE (e.g. DEV=CL:QCOMCL:{self.dev.arch},LOCAL_SIZE=64)")
-    for i, b in enumerate(bufs): self.kernel.set_arg(i, self._arg(b))
+    images = {pos: (self._image(bufs[pos], h, w, fmt), access, h, w) for pos, access, h, w, fmt in self.images}
+    for i, b in enumerate(bufs): self.kernel.set_arg(i, images[i][0] if i in images else self._arg(b))
     for j, v in enumerate(vals): self.kernel.set_arg(len(bufs) + j, np.int32(v))
     total = tuple(g * lo for g, lo in zip(groups, local))
     event = cl.enqueue_nd_range_kernel(self.dev.queue, self.kernel, total, local)
+    for pos, (img, access, h, w) in images.items():  # a written image back into its buffer
+      if access == "w": cl.enqueue_copy(self.dev.queue, bufs[pos].buf, img, origin=(0, 0), region=(w, h), offset=bufs[pos].offset)
     if not wait: return None
     event.wait()
     return (event.profile.end - event.profile.start) * 1e-9

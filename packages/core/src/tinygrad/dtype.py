@@ -51,6 +51,22 @@ class PtrDType(DType):
   def scalar(self) -> DType: return self
 
 
+@dataclass(frozen=True, eq=True)
+class ImageDType(PtrDType):
+  """A buffer laid out as a 2D image of RGBA texels: shape (height, width, 4), `base` half or float per channel. The codegen
+  (a renderer with images, IMAGE=1/2) gives a buffer this type; renderers without image types reject it."""
+  shape: tuple[int, ...] = ()
+
+  def __repr__(self) -> str: return f"dtypes.{self.name}({self.shape})"
+
+
+def _image(base: DType, shape: tuple[int, ...]) -> ImageDType:
+  if len(shape) != 3 or shape[2] != 4 or not all(isinstance(s, int) and s > 0 for s in shape):
+    raise ValueError(f"an image shape is (height, width, 4) of positive ints (RGBA texels), got {shape!r}")
+  return ImageDType(base.priority, base.itemsize, f"image{'h' if base == dtypes.float16 else 'f'}", None, 1, base, shape[0] * shape[1] * 4,
+                    "global", tuple(shape))
+
+
 class dtypes:
   """All dtypes by name, and predicates over them (tinygrad's `dtypes` namespace)."""
   void: Final = DType(-1, 0, "void", None)
@@ -82,6 +98,15 @@ class dtypes:
   all: ClassVar[tuple[DType, ...]]
   default_float: DType = float32
   default_int: DType = int32
+
+  @staticmethod
+  def imageh(shape: tuple[builtins.int, ...]) -> ImageDType:
+    """A half image of shape (height, width, 4)."""
+    return _image(dtypes.float16, shape)
+  @staticmethod
+  def imagef(shape: tuple[builtins.int, ...]) -> ImageDType:
+    """A float image of shape (height, width, 4)."""
+    return _image(dtypes.float32, shape)
 
   @staticmethod
   def is_float(x: DType) -> builtins.bool: return x.scalar() in FLOATS

@@ -15,8 +15,8 @@ from tinygrad.device.collectives import CollectiveSpec, CommInit, Communicator
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
 from tinygrad.device.runtime import Allocator, Buffer, Compiled, CopiesBetween, GraphExec, HostMemory, KernelLaunch, Program, Views, ZeroedAlloc
-from tinygrad.dtype import DType, PtrDType, dtypes, truncate
-from tinygrad.helpers import ContextVar, diskcache_get, diskcache_put, getenv
+from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
+from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
 from tinygrad.renderer import CompileError, Compiler, Renderer, TensorCore, TileConfig, UnsupportedDTypeError
 from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.ops import GroupOp, Ops, UOp
@@ -30,9 +30,9 @@ __all__ = [
   "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
-  "pm_fast_transcendentals", "DType", "PtrDType", "dtypes", "truncate",
+  "pm_fast_transcendentals", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
   # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
-  "ContextVar", "getenv", "diskcache_get", "diskcache_put", "offload",
+  "ContextVar", "IMAGE", "getenv", "diskcache_get", "diskcache_put", "offload",
   # collectives (process groups across processes: tinygrad.distributed) and the buffers they move
   "CollectiveSpec", "CommInit", "Communicator", "Buffer",
   # the PYTHON device's interpreter, for a mock device that runs each kernel's uops (MOCKKFD+AMD)

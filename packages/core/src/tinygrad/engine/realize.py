@@ -16,7 +16,7 @@ from tinygrad.device.runtime import Buffer, Compiled, CopiesBetween, HostMemory,
 from tinygrad.engine import search
 from tinygrad.engine.buffers import buffer_of, buffers  # noqa: F401  (buffers: re-exported, as tensor.py and disk.py reach them here)
 from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
-from tinygrad.helpers import BEAM, DEBUG, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
+from tinygrad.helpers import BEAM, DEBUG, IMAGE, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem, SplitPolicy
 from tinygrad.uop.ops import Ops, UOp
@@ -91,7 +91,7 @@ def beam_width() -> int:
 
 def opt_setting() -> tuple[int, ...]:
   """What decides the opts of a kernel beyond its AST and renderer (part of the compiled-runner cache key)."""
-  return int(NOOPT.value), beam_width(), *tc_setting()
+  return int(NOOPT.value), beam_width(), int(IMAGE.value), *tc_setting()
 
 
 def _program(ast: UOp, renderer: Renderer) -> ProgramSpec:

@@ -111,6 +111,7 @@ class Renderer:
   local_max: tuple[int, ...] | None = None
   supports_float4: bool = False
   vector_dtypes: tuple[DType, ...] = (dtypes.float32,)  # with supports_float4: element types of the 16-byte accesses
+  supports_images: bool = False  # renders buffers of dtype ImageDType (dtypes.imagef/imageh) as images
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
   tensor_cores: tuple[TensorCore, ...] = ()

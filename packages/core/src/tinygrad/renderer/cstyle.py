@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinygrad.dtype import DType, PtrDType, dtypes
+from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes
 from tinygrad.renderer import Renderer, UnsupportedDTypeError
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -294,6 +294,8 @@ class CStyleRenderer(Renderer):
     if op in (Ops.AFTER, Ops.NOOP): k.names[u] = r[0]  # ordering only: the value of src[0]
     elif op is Ops.CONST: k.names[u] = self.render_const(u.arg, u.dtype)
     elif op is Ops.DEFINE_GLOBAL:
+      if isinstance(u.dtype, ImageDType) and not self.supports_images:
+        raise UnsupportedDTypeError(self.name, u.dtype, "this renderer has no image types: image buffers (IMAGE=1/2) are QCOMCL's on DEV=CL")
       self.render_dtype(_ptr(u).base)  # fail early on an unsupported dtype
       k.names[u], k.bufs[u.arg] = f"data{u.arg}", u
     elif op is Ops.DEFINE_VAR:
