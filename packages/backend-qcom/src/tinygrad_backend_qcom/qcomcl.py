@@ -136,13 +136,18 @@ class QCOMCLRenderer(CStyleRenderer):
     self.code_for_op = {op: fn if op in GroupOp.Comparison else _rounded(fn) for op, fn in self.code_for_op.items()}
     self.compiler = CLCompiler()
     # images on the CL device only: the kgsl runtime (QCOM) has no texture descriptors yet
+    self._float4: bool | None = None
     self.supports_images = self.device == "CL"
     self.extra_matcher = pm_images if self.supports_images else None
 
   @property
   def supports_float4(self) -> bool:  # type: ignore[override]
-    # float4 accesses only with images on (IMAGE=0 renders what it always did)
+    # float4 accesses only with images on (IMAGE=0 renders what it always did), unless set on the instance
+    if self._float4 is not None: return self._float4
     return self.supports_images and image_level() >= 1
+
+  @supports_float4.setter
+  def supports_float4(self, value: bool) -> None: self._float4 = value  # (a renderer attribute like any other: tests set it)
 
   def __reduce__(self) -> tuple: return QCOMCLRenderer, (Target(self.device, self.name, self.arch, self.opts),)
 
