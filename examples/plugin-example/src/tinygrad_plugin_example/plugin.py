@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from typing import Any
 
@@ -29,9 +31,11 @@ from tinygrad.device.plugin import (
 
 
 def _cc() -> list[str] | None:
-  """$CC (a command line, e.g. "python -m ziglang cc"), else cc, gcc or clang on PATH."""
+  """$CC (a command line, e.g. "python -m ziglang cc"), else cc, gcc or clang on PATH, else the ziglang wheel's clang (a
+  dependency of this package, so a fresh machine without a C compiler still runs the example)."""
   if (cc := os.environ.get("CC", "").strip()): return shlex.split(cc)
-  return next(([p] for p in map(shutil.which, ("cc", "gcc", "clang")) if p), None)
+  if (found := next(([p] for p in map(shutil.which, ("cc", "gcc", "clang")) if p), None)) is not None: return found
+  return [sys.executable, "-m", "ziglang", "cc"] if importlib.util.find_spec("ziglang") is not None else None
 
 
 class SharedLibCompiler(Compiler):
