@@ -207,3 +207,42 @@ def test_bad_tokenizer_metadata_is_refused(tmp_path, key, value):
   p = tmp_path / "bad.gguf"
   write_gguf(p, meta, tensors)
   with pytest.raises(UnsupportedModel, match=f"{p}: .*(tokenizer|{key})"): LLM.load(str(p), max_context=64)
+
+
+def test_prefill_chunk_sizes(tmp_path):
+  """Prompts are cut into power-of-two chunks from 32 up to prefill_chunk (a short rest pads to the smallest chunk that holds it,
+  not to the longest), each size with its own capture; logits still match the reference."""
+  path, cfg, w = build(tmp_path, "llama", "F32", context=256)
+  tokens = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, 170)]
+  ref = reference_forward(w, cfg, tokens)
+  llm = LLM.load(path, prefill_chunk=128)
+  assert llm.chunks == [32, 64, 128]
+  assert [llm._chunk_size(n) for n in (2, 32, 33, 64, 65, 128, 500)] == [32, 32, 64, 64, 128, 128, 128]
+  logits, _ = llm.prefill(tokens)  # 128 + 42 (padded to 64)
+  check(logits.numpy()[0], ref[-1])
+  assert sorted(size for size, _ in llm._prefill_jits) == [64, 128]
+  with pytest.raises(ValueError, match="slack"): LLM.load(path, prefill_chunk=100_000)
+
+
+@pytest.mark.parametrize("qtype", ["F16", "Q8_0"])
+def test_prefill_on_tensor_cores(tmp_path, qtype):
+  """A chunk of >= TC_MIN_ROWS tokens on a device with float16 tensor cores (PYTHON::sm_80 emulates an A100's bit-exactly): the
+  matmuls read half activations and weights (F16 as stored, a quantized weight dequantized to half by its own kernel) and
+  accumulate in float32 on the tensor cores, and so do attention's two matmuls over a float16 cache; logits match the float64 reference to half precision's tolerance."""
+  from tinygrad import Tensor, dtypes
+  from tinygrad.codegen.opt import OptOps
+  from tinygrad.engine import realize
+  from tinygrad.helpers import Context
+  from tinygrad.llm.model import TC_MIN_ROWS, uses_tensor_cores
+  path, cfg, w = build(tmp_path, "llama", qtype, dim=128, ff_dim=128, n_heads=2, n_kv_heads=1)
+  tokens = TOKENS + TOKENS[:TC_MIN_ROWS - len(TOKENS)]
+  with Context(DEV="PYTHON::sm_80"):
+    model = Transformer.from_gguf(path, cache_dtype=dtypes.float16)  # a half cache: attention's two matmuls on tensor cores too
+    assert len(tokens) == TC_MIN_ROWS and uses_tensor_cores(Tensor.empty(1, TC_MIN_ROWS, cfg.dim), model.layers[0].ffn.down)
+    realize.capturing.append(seen := realize.Capture())  # what runs, as TinyJit records it
+    try: logits = model.logits(tokens).numpy()[0]
+    finally: realize.capturing.remove(seen)
+  tc = [it.runner.spec.name for it, _ in seen.items if it.runner is not None and any(o.op is OptOps.TC for o in it.runner.spec.opts)]
+  assert len(tc) >= 6 * cfg.n_layers, tc  # qkv, scores, probabilities x values, output, gate/up, down
+  ref = reference_forward(w, cfg, tokens)[-1]
+  np.testing.assert_allclose(logits, ref, rtol=0, atol=5e-3 * np.abs(ref).max())

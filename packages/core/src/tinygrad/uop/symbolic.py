@@ -178,7 +178,21 @@ def fold_div_mod(x: UOp, c: UOp, is_div: bool) -> UOp | None:
     return build_sum(exact, lo // d, x) if is_div else build_sum(*split_terms(rest - (lo // d) * d), x)
   if exact and lo >= 0:
     return build_sum(exact, 0, x) + rest // d if is_div else rest % d
+  if (split := _split_below(terms, const, d, x)) is not None:
+    high, low, f = split  # x = high*f + low with 0 <= low < f and f | d
+    return high // (d // f) if is_div else (high % (d // f)) * f + low
   return _fold_nested_div(x, d, is_div)
+
+
+def _split_below(terms: list[tuple[UOp, int]], const: int, d: int, x: UOp) -> tuple[UOp, UOp, int] | None:
+  """x = high*f + low with f a proper divisor of d and 0 <= low < f, the largest such f: then x // d = high // (d/f) and
+  x % d = (high % (d/f))*f + low. A reshape's index gives these: ((r*64 + k) // 1024 with k < 64 is r // 16), which the
+  recombination in canonical_sum then folds back into r*64 + k."""
+  for f in sorted({math.gcd(k, d) for _, k in terms} - {1, d}, reverse=True):
+    high = [(a, k // f) for a, k in terms if k % f == 0]
+    low = build_sum([(a, k) for a, k in terms if k % f], const % f, x)
+    if high and low.vmin >= 0 and low.vmax < f: return build_sum(high, const // f, x), low, f
+  return None
 
 
 def _fold_nested_div(x: UOp, d: int, is_div: bool) -> UOp | None:

@@ -13,11 +13,14 @@ from typing import Any
 from tinygrad import Tensor, TinyJit, Variable, dtypes
 from tinygrad.engine.realize import buffer_of
 from tinygrad.llm.gguf import GGUFFile, read_gguf
-from tinygrad.llm.model import Transformer, UnsupportedModel, check_tokenizer_metadata, scalar, select_rows
+from tinygrad.llm.model import CACHE_SLACK, Transformer, UnsupportedModel, check_tokenizer_metadata, fuses_cheaply, scalar, select_rows
 from tinygrad.llm.sampling import greedy, sample
 from tinygrad.llm.tokenizer import Tokenizer
 
 PREFILL_CHUNK = 32
+# a GPU prefills in chunks of up to GPU_PREFILL_CHUNK tokens (powers of two from PREFILL_CHUNK): fewer, fuller tensor-core matmuls
+# (every chunk reads all the weights once). A CPU keeps PREFILL_CHUNK: its matmuls are compute-bound at any chunk size.
+GPU_PREFILL_CHUNK = 512
 # decode runs ahead of the host: each step reads its token from, and writes the next one into, a ring of recent tokens on the
 # device, so steps are queued back to back and the host reads the ring once per batch of steps. A batch is sized to run about
 # BATCH_S (streamed text stays smooth on a slow device), at most RING steps.
@@ -55,21 +58,26 @@ class SamplingParams:
 
 
 class LLM:
-  def __init__(self, model: Transformer, tokenizer: Tokenizer, name: str = "model", prefill_chunk: int = PREFILL_CHUNK, jit: bool | None = None):
+  def __init__(self, model: Transformer, tokenizer: Tokenizer, name: str = "model", prefill_chunk: int | None = None, jit: bool | None = None):
     self.model, self.tokenizer, self.name = model, tokenizer, name
     self.max_context = model.max_context
+    if prefill_chunk is None: prefill_chunk = GPU_PREFILL_CHUNK if fuses_cheaply(model.norm.device) else PREFILL_CHUNK
+    if not 1 <= prefill_chunk <= CACHE_SLACK: raise ValueError(f"prefill_chunk {prefill_chunk} is not in 1..{CACHE_SLACK} (the KV cache's slack)")
     self.chunk = min(prefill_chunk, self.max_context)
+    # the chunk sizes a prompt is cut into: powers of two from PREFILL_CHUNK up to self.chunk (a short prompt pads to the
+    # smallest that holds it, not to the longest: less padded work, at the cost of one more capture per size used)
+    self.chunks = sorted({min(self.chunk, c) for c in (PREFILL_CHUNK << i for i in range(16)) if c < self.chunk} | {self.chunk})
     # a TinyJit replays fixed kernels, so the MoE router's host-side expert choice can't be inside one: those models run eagerly
     self.jit = (not model.is_moe) if jit is None else jit
     self.cached: list[int] = []  # tokens whose keys/values are at positions 0.. of the cache
     self._v_start = Variable("start_pos", 0, self.max_context - 1)
-    self._v_last = Variable("last", 0, self.chunk - 1)
     # every tensor the jitted pieces read besides their inputs (weights, cache, rope tables) is realized at load, so they capture
     # on their first call: one scheduling pass fewer before the first token and on the first step into a new attention span
     self._wrap = (lambda f: TinyJit(f, capture_after=0)) if self.jit else (lambda f: f)
     # one prefill and one decode capture per attention span (a power of two, Transformer.attn_len): attention's work grows with
     # the position instead of always spanning max_context; a new span is captured the first time a position reaches it
-    self._prefill_jits: dict[int, Any] = {}
+    self._prefill_jits: dict[tuple[int, int], Any] = {}  # (chunk size, attn_len) -> capture
+    self._v_last: dict[int, Variable] = {}  # chunk size -> the chunk's last real token, a symbolic index
     self._decode_jits: dict[int, Any] = {}
     self._sample = self._wrap(sample)
     self._greedy = self._wrap(greedy)
@@ -90,19 +98,25 @@ class LLM:
     return LLM(model, tok, name=name, **kwargs)
 
   # ---- the jitted pieces: pure functions of (token rows, start position) over the model's KV cache
-  def _jit_for(self, jits: dict[int, Any], attn_len: int) -> Any:
-    if (fn := jits.get(attn_len)) is None:
+  def _jit_for(self, jits: dict, key: Any, attn_len: int) -> Any:
+    if (fn := jits.get(key)) is None:
       def run(rows: Tensor, start_pos, last=None) -> Tensor: return self.model.forward(rows, start_pos, last, attn_len=attn_len).realize()
-      fn = jits[attn_len] = self._wrap(run)
+      fn = jits[key] = self._wrap(run)
     return fn
+
+  def _chunk_size(self, n: int) -> int:
+    """The chunk that holds the next n prompt tokens: the smallest size >= n, else the largest."""
+    return next((c for c in self.chunks if c >= n), self.chunks[-1])
 
   def _run_chunk(self, ids: list[int], start: int) -> Tensor:
     """Logits after `ids` (at most one chunk) written at positions start.."""
     n = len(ids)
     L = self.model.attn_len(start + n)
-    if n == 1: return self._jit_for(self._decode_jits, L)(self.model.token_rows(ids), self._v_start.bind(start))
-    padded = ids + [ids[-1]] * (self.chunk - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
-    return self._jit_for(self._prefill_jits, L)(self.model.token_rows(padded), self._v_start.bind(start), self._v_last.bind(n - 1))
+    if n == 1: return self._jit_for(self._decode_jits, L, L)(self.model.token_rows(ids), self._v_start.bind(start))
+    size = self._chunk_size(n)
+    padded = ids + [ids[-1]] * (size - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
+    last = self._v_last.setdefault(size, Variable(f"last{size}", 0, size - 1)).bind(n - 1)
+    return self._jit_for(self._prefill_jits, (size, L), L)(self.model.token_rows(padded), self._v_start.bind(start), last)
 
   def _step_for(self, attn_len: int, greedy_only: bool) -> Any:
     """The decode step: the token at start_pos from the ring -> the model -> the sampled next token into the ring at start_pos + 1."""

@@ -14,6 +14,7 @@ The KV cache is written with an assign into the slice at start_pos (`Attention._
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,8 @@ from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
 from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, check_size, dequantize, to_native
 from tinygrad.uop.ops import UOp
 
-CACHE_SLACK = 64  # >= the prefill chunk (engine.py): see Attention._write_cache
+CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
+TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
 ATTN_BUCKET = 64  # attention spans the cache up to a power of two >= this (see Transformer.attn_len)
@@ -157,6 +159,12 @@ class QuantWeight:
     if self.raw.dtype != dtypes.uint8: return self.raw.reshape(self.shape).cast(dtypes.float32)
     return dequantize(self.raw, self.type_name, self.shape)
 
+  def half(self) -> Tensor:
+    """The weight as float16 for a tensor-core matmul: the F16 bytes as they are, anything else dequantized by a kernel (each
+    prefill chunk: it costs one pass over the weight's bytes, small beside the matmul over the chunk's rows)."""
+    if self.raw.dtype == dtypes.float16: return self.raw.reshape(self.shape)
+    return self.dequant().cast(dtypes.float16).contiguous()
+
   def rows(self, start: int, end: int) -> QuantWeight:
     """Rows start..end of the outermost axis (e.g. one expert), still quantized (a view of the same bytes)."""
     row = self.raw.shape[0] // self.shape[0]  # bytes per row (elements, for a native weight)
@@ -166,7 +174,12 @@ class QuantWeight:
 def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor | None = None) -> Tensor:
   """x @ W.T (times `scale`, one factor per row of x, then plus bias) with W (out, in) dequantized inside the matmul kernel.
   Quantized weights reduce over (blocks, elements of a block), two loops, so each block's scales are loaded once per block and
-  the dequantized weight needs no index division."""
+  the dequantized weight needs no index division. Many rows (a prefill chunk) on a GPU with half-precision tensor cores: x (scaled)
+  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too)."""
+  if uses_tensor_cores(x, w):
+    xh = (x if scale is None else x * scale).cast(dtypes.float16).contiguous()  # the matmul reads stored half rows, not a fused cast
+    out = xh.matmul(w.half().T, dtype=dtypes.float32)
+    return out + bias if bias is not None else out
   block = BLOCK_SIZES[w.type_name][0]
   if block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
   else:
@@ -175,6 +188,19 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
   if scale is not None: out = out * scale
   return out + bias if bias is not None else out
+
+
+def uses_tensor_cores(x: Tensor, w: QuantWeight) -> bool:
+  """Whether linear(x, w) runs as a half-precision tensor-core matmul: a 2-D weight that is F16 or quantized (an F32 model keeps
+  float32), at least TC_MIN_ROWS rows of x, and a device whose renderer has float16 tensor cores accumulating in float32."""
+  if len(w.shape) != 2 or w.raw.dtype == dtypes.float32 or math.prod(x.shape[:-1]) < TC_MIN_ROWS: return False
+  return has_half_tensor_cores(x.device)
+
+
+@functools.cache
+def has_half_tensor_cores(device: str) -> bool:
+  from tinygrad import Device
+  return any(tc.dtype_in == dtypes.float16 and tc.dtype_out == dtypes.float32 for tc in Device.renderer(device).tensor_cores)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -301,10 +327,38 @@ class Attention:
     k = apply_rope(k, cos, sin, cfg.rope_neox)
     self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     attn_len = mask.shape[1]
-    keys = self.cache[0, :, :attn_len].cast(dtypes.float32)    # (Hkv, L, D)
-    values = self.cache[1, :, :attn_len].cast(dtypes.float32)
     G = cfg.n_heads // cfg.n_kv_heads
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
+    if T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device):
+      out = self._attend_on_tensor_cores(qh, mask)
+    else: out = self._attend(qh, mask, fused)
+    # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
+    if T == 1: out = out.reshape(B, 1, cfg.n_heads * cfg.head_dim)
+    else: out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
+    return linear(out, self.wo)
+
+  def _attend_on_tensor_cores(self, qh: Tensor, mask: Tensor) -> Tensor:
+    """Attention of a prefill chunk on a GPU with half tensor cores and a float16 cache: both matmuls read half operands (q and the
+    probabilities stored as half, the cache as it is) and accumulate in float32. A query head group's rows are one matrix
+    (G*T, D) against its kv head's (D, L): the matmul has one batch axis, the kv head, which both operands index."""
+    Hkv, G, T, D = qh.shape
+    L = mask.shape[1]
+    keys, values = self.cache[0, :, :L], self.cache[1, :, :L]  # (Hkv, L, D) float16
+    q16 = qh.cast(dtypes.float16).contiguous().reshape(Hkv, G * T, D)
+    # each matmul stored as it comes out: scaling and masking (the mask is the same for every head of a group) fused into it
+    # would split the (G*T) rows back into two axes, and the tensor-core lowering wants one row axis per operand
+    raw = q16.matmul(keys.transpose(-1, -2), dtype=dtypes.float32).contiguous().reshape(Hkv, G, T, L)
+    scores = mask.where(raw * (1.0 / math.sqrt(D)), -math.inf)  # recomputed by the two kernels below: cheap, not stored
+    e = (scores - scores.max(-1, keepdim=True).contiguous()).exp()
+    probs = (e / e.sum(-1, keepdim=True).contiguous()).cast(dtypes.float16).contiguous().reshape(Hkv, G * T, L)
+    return probs.matmul(values, dtype=dtypes.float32).contiguous().reshape(Hkv, G, T, D)
+
+  def _attend(self, qh: Tensor, mask: Tensor, fused: bool) -> Tensor:
+    """Attention in float32: qh (Hkv, G, T, D) against the cache's first L positions -> (Hkv, G, T, D)."""
+    cfg = self.cfg
+    attn_len = mask.shape[1]
+    keys = self.cache[0, :, :attn_len].cast(dtypes.float32)    # (Hkv, L, D)
+    values = self.cache[1, :, :attn_len].cast(dtypes.float32)
     scores = qh.matmul(keys.unsqueeze(1).transpose(-1, -2)) * (1.0 / math.sqrt(cfg.head_dim))  # (Hkv, G, T, L)
     scores = mask.where(scores, -math.inf)
     if fused:
@@ -319,10 +373,7 @@ class Attention:
       probs = (e / e.sum(-1, keepdim=True)).contiguous()
       # realized in its own (Hkv, G, T, D) layout: the kernel keeps a loop per axis (head dim innermost, contiguous in the cache)
       out = probs.matmul(values.unsqueeze(1)).contiguous()  # (Hkv, G, T, D)
-    # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
-    if T == 1: out = out.reshape(B, 1, cfg.n_heads * cfg.head_dim)
-    else: out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
-    return linear(out, self.wo)
+    return out
 
   def _write_cache(self, k: Tensor, v: Tensor, start_pos: int | UOp) -> None:
     """Write k, v (Hkv, T, D) at positions start_pos.. of the cache: an assign into that slice of the cache's buffer, a kernel
