@@ -323,3 +323,14 @@ def test_chat_template_deadline_survives_a_finalizer(monkeypatch):
   with pytest.raises(tk.TemplateLimit, match="ran for over"):
     tk._render_template("hi", [], False, "", "")
   assert calls_past_deadline == [] and sys.gettrace() is None
+
+
+def test_special_tokens_leftmost_longest_and_many():
+  """Special tokens are found leftmost first, the longest at a position; a vocabulary with tens of thousands of them builds
+  instantly (an alternation regex of all of them took seconds to compile) and encodes the same way."""
+  from tinygrad.llm.tokenizer import SpecialTokens
+  sp = SpecialTokens({"<a>": 0, "<a><b>": 1, "<b>": 2, "x": 3})
+  assert list(sp.finditer("<a><b><a>x<<b>")) == [(0, 6, "<a><b>"), (6, 9, "<a>"), (9, 10, "x"), (11, 14, "<b>")]
+  assert sp.sub(lambda t: f"[{t}]", "q<a>r<c>") == "q[<a>]r<c>"
+  many = SpecialTokens({f"<unused{i}>": i for i in range(50_000)})
+  assert list(many.finditer("a<unused49999>b<unused1><unused")) == [(1, 14, "<unused49999>"), (15, 24, "<unused1>")]

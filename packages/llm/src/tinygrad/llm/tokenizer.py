@@ -103,6 +103,33 @@ def _merge_pairs(parts: list[str], rank_of: Callable[[str, str], Any]) -> list[s
   return out
 
 
+class SpecialTokens:
+  """Finds special tokens in text: leftmost, and the longest at that position. A dict lookup per (candidate position, distinct
+  length), candidates being the positions of a special token's first character: building it is linear in the vocabulary
+  (one alternation regex of every special token took seconds to compile for a vocabulary with tens of thousands of them)."""
+
+  def __init__(self, special: dict[str, int]):
+    self.special = special
+    self.lengths = sorted({len(t) for t in special}, reverse=True)
+    self._starts = regex.compile("[" + "".join(regex.escape(c) for c in sorted({t[0] for t in special})) + "]")
+
+  def finditer(self, text: str) -> Iterable[tuple[int, int, str]]:
+    """(start, end, token) of each special token in text, left to right, not overlapping."""
+    pos = 0
+    while (m := self._starts.search(text, pos)) is not None:
+      at = m.start()
+      found = next((text[at:at + n] for n in self.lengths if text[at:at + n] in self.special), None)
+      if found is None: pos = at + 1
+      else:
+        yield at, at + len(found), found
+        pos = at + len(found)
+
+  def sub(self, repl: Callable[[str], str], text: str) -> str:
+    out, pos = [], 0
+    for start, end, tok in self.finditer(text): out += [text[pos:start], repl(tok)]; pos = end  # noqa: E702
+    return "".join(out) + text[pos:]
+
+
 class Tokenizer:
   """`encode(text) -> ids`, `decode(ids) -> text`, `decoder()` for streaming, `render_chat(messages) -> text`."""
 
@@ -117,7 +144,7 @@ class Tokenizer:
     self.bos_id, self.eos_id, self.unk_id, self.add_bos, self.add_space_prefix = bos_id, eos_id, unk_id, add_bos, add_space_prefix
     self.chat_template = chat_template
     self.special = {t: i for i, t in enumerate(tokens) if self.types[i] in (CONTROL, USER_DEFINED)}
-    self._special_re = regex.compile("|".join(regex.escape(t) for t in sorted(self.special, key=len, reverse=True))) if self.special else None
+    self._specials = SpecialTokens(self.special) if self.special else None
     self.eog_ids = {i for i in (eos_id, eot_id) if i is not None} | set(extra_eog) | {self.vocab[t] for t in EOG_TEXTS if t in self.vocab}
     self._cache: dict[str, list[int]] = {}
     self.source = "the model"  # named in errors about the chat template (LLM.load sets the file name)
@@ -157,12 +184,11 @@ class Tokenizer:
     if (self.add_bos if add_bos is None else add_bos) and self.bos_id is not None and not (parse_special and text.startswith(self.tokens[self.bos_id])):
       ids.append(self.bos_id)
     pos, first = 0, True
-    if parse_special and self._special_re is not None:
-      for m in self._special_re.finditer(text):
-        if m.start() > pos:
-          ids += self._encode_plain(text[pos:m.start()], first)
-        ids.append(self.special[m.group()])
-        pos, first = m.end(), False
+    if parse_special and self._specials is not None:
+      for start, end, tok in self._specials.finditer(text):
+        if start > pos: ids += self._encode_plain(text[pos:start], first)
+        ids.append(self.special[tok])
+        pos, first = end, False
     if pos < len(text): ids += self._encode_plain(text[pos:], first)
     return ids
 
@@ -255,20 +281,21 @@ class Tokenizer:
     """The prompt ids of a conversation. Message text is text: a special token typed in it (`<|im_end|>`) is encoded as plain
     text; only the template's own literal parts produce special tokens. Each special token found in a message is wrapped in
     random markers before rendering; after rendering, matches that sit between markers are plain, and the markers are dropped."""
-    if self._special_re is None: return self.encode(self.render_chat(messages, add_generation_prompt, **extra))
+    if self._specials is None: return self.encode(self.render_chat(messages, add_generation_prompt, **extra))
     rand = secrets.SystemRandom()
     mark = ["".join(chr(rand.randrange(0xF0000, 0xFFFFE)) for _ in range(8)) for _ in range(2)]  # (plane-15 private use: unguessable)
-    shield = lambda v: self._special_re.sub(lambda m: mark[0] + m.group() + mark[1], v) if isinstance(v, str) else v
+    specials = self._specials
+    shield = lambda v: specials.sub(lambda t: mark[0] + t + mark[1], v) if isinstance(v, str) else v
     text = self.render_chat([{k: shield(v) for k, v in m.items()} for m in messages], add_generation_prompt, **extra)
     ids: list[int] = []
     if self.add_bos and self.bos_id is not None and not text.startswith(self.tokens[self.bos_id]): ids.append(self.bos_id)
     unmark = lambda t: t.replace(mark[0], "").replace(mark[1], "")
     pos, first = 0, True
-    for m in self._special_re.finditer(text):
-      if text.endswith(mark[0], 0, m.start()) and text.startswith(mark[1], m.end()): continue  # typed by a user: plain text
-      if m.start() > pos: ids += self._encode_plain(unmark(text[pos:m.start()]), first)
-      ids.append(self.special[m.group()])
-      pos, first = m.end(), False
+    for start, end, tok in specials.finditer(text):
+      if text.endswith(mark[0], 0, start) and text.startswith(mark[1], end): continue  # typed by a user: plain text
+      if start > pos: ids += self._encode_plain(unmark(text[pos:start]), first)
+      ids.append(self.special[tok])
+      pos, first = end, False
     if pos < len(text): ids += self._encode_plain(unmark(text[pos:]), first)
     return ids
 
