@@ -72,6 +72,7 @@ class ContextVar:
 
   def __init__(self, key: str, default: Any):
     self.key, self.value = key, getenv(key, default)
+    self.initial = self.value  # what the environment gave: a worker process starts from the same (Context overrides: `overridden`)
     ContextVar._registry[key] = self
 
   def __bool__(self) -> bool: return bool(self.value)
@@ -82,6 +83,11 @@ class ContextVar:
   def __eq__(self, x: object) -> bool: return self.value == x
   def __hash__(self) -> int: return hash(self.key)
   def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+
+
+def overridden() -> dict[str, Any]:
+  """The settings a `Context` changed from what the environment gave: a worker process applies them to its own."""
+  return {k: v.value for k, v in ContextVar._registry.items() if v.value != v.initial}
 
 
 class Context(contextlib.ContextDecorator):

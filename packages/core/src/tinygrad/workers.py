@@ -30,6 +30,9 @@ from typing import Any, TypeVar
 from tinygrad.helpers import DEBUG, ContextVar
 
 COMPILE_WORKER = ContextVar("COMPILE_WORKER", 0)
+# processes that lower and compile a schedule's new kernels in parallel (engine/realize.py): -1 picks one per core beyond the
+# first two, at most 8 (none on a machine of two cores or fewer, where they would only compete with this process); 0 is off
+PARALLEL_COMPILE = ContextVar("PARALLEL_COMPILE", -1)
 T = TypeVar("T")
 WORKER_ARGS = ["-c", "from tinygrad.workers import worker_main; worker_main()"]
 
@@ -162,7 +165,31 @@ def offload(fn: Callable[..., T], *args: Any) -> T:
 
 
 def close() -> None:
-  global _worker
+  global _worker, _pool
   if _worker is not None:
     _worker.close()
     _worker = None
+  if _pool is not None:
+    _pool.close()
+    _pool = None
+
+
+# ---- the compile pool (PARALLEL_COMPILE)
+
+_pool: WorkerPool | None = None
+
+
+def parallel_workers() -> int:
+  if PARALLEL_COMPILE.value >= 0: return PARALLEL_COMPILE.value
+  return min(8, max(0, (os.cpu_count() or 1) - 2))
+
+
+def compile_pool() -> WorkerPool | None:
+  """The pool of compile processes, started on first use; None when PARALLEL_COMPILE (or the machine) gives none."""
+  global _pool
+  if (n := parallel_workers()) <= 0: return None
+  if _pool is None or _pool.n != n:
+    if _pool is not None: _pool.close()
+    _pool = WorkerPool(n)
+    atexit.register(close)
+  return _pool

@@ -117,19 +117,49 @@ _compile_thread: ThreadPoolExecutor | None = None
 def _compile_ahead(items: list[ScheduleItem]) -> None:
   """Lower the schedule's new kernels here and compile each on a worker thread as soon as it is lowered: a compiler that
   releases the GIL (LLVM through llvmlite, NVRTC) compiles one kernel while Python lowers the next. The runners are made once
-  every compile is done (loading a program never overlaps a compile)."""
+  every compile is done (loading a program never overlaps a compile). Several new kernels and a pool of compile processes
+  (PARALLEL_COMPILE, workers.py): each is lowered and compiled in one of those processes instead, in parallel."""
   global _compile_thread
-  todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | None]] = {}
+  new: dict[tuple, tuple[UOp, str, Renderer]] = {}
   for si in items:
     if si.ast.op is Ops.COPY: continue
     device = str(si.bufs[0].device)
     renderer = Device.renderer(device)
-    if (key := _runner_key(device, si.ast, renderer)) in _runner_cache or key in todo: continue
-    spec = _program(si.ast, renderer)
+    if (key := _runner_key(device, si.ast, renderer)) not in _runner_cache: new.setdefault(key, (si.ast, device, renderer))
+  built = _build_in_pool(list(new.values())) if len(new) >= PARALLEL_MIN_KERNELS else [None] * len(new)
+  todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | bytes | None]] = {}
+  for (key, (ast, device, renderer)), done in zip(new.items(), built):
+    if done is not None:
+      todo[key] = (done[0], device, renderer, done[1])
+      continue
+    spec = _program(ast, renderer)
     if _compile_thread is None: _compile_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinygrad-compile")
     todo[key] = (spec, device, renderer, None if spec.lib is not None else _compile_thread.submit(renderer.compiler.compile_cached, spec.src))
-  libs = {key: spec.lib if fut is None else fut.result() for key, (spec, _, _, fut) in todo.items()}
+  libs = {key: spec.lib if lib is None else lib if isinstance(lib, bytes) else lib.result() for key, (spec, _, _, lib) in todo.items()}
   for key, (spec, device, renderer, _) in todo.items(): _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, libs[key])
+
+
+PARALLEL_MIN_KERNELS = 4  # fewer new kernels than this are lowered here: handing them to the pool costs more than it saves
+
+
+def lower_and_compile(ast: UOp, renderer: Renderer, settings: dict[str, Any]) -> tuple[ProgramSpec, bytes]:
+  """One kernel, in a compile process: its program (opts chosen as here, under this process's Context overrides) and binary."""
+  from tinygrad.helpers import Context, ContextVar
+  with Context(**{k: v for k, v in settings.items() if k in ContextVar._registry}):
+    spec = _program(ast, renderer)
+    return spec, spec.lib if spec.lib is not None else renderer.compiler.compile_cached(spec.src)
+
+
+def _build_in_pool(kernels: list[tuple[UOp, str, Renderer]]) -> list[tuple[ProgramSpec, bytes] | None]:
+  """(program, binary) per kernel from the compile pool, None for each one it can't do (lowered here instead): no pool, a setting
+  the workers don't honour (BEAM searches with its own pool; DEBUG >= 3 and VIZ watch the lowering in this process), or a failure."""
+  from tinygrad.helpers import overridden
+  from tinygrad.workers import compile_pool
+  if DEBUG >= 3 or recorder is not None or beam_width() or (pool := compile_pool()) is None: return [None] * len(kernels)
+  settings = overridden()
+  try: results = pool.map(lower_and_compile, [(ast, renderer, settings) for ast, _, renderer in kernels])
+  except Exception: return [None] * len(kernels)  # noqa: BLE001  something didn't pickle: lower everything here
+  return [res if ok else None for ok, res in results]
 
 
 @dataclass
