@@ -326,7 +326,6 @@ class Attention:
     if not fused: q = q.contiguous()
     k = apply_rope(k, cos, sin, cfg.rope_neox)
     self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
-    attn_len = mask.shape[1]
     G = cfg.n_heads // cfg.n_kv_heads
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
     if T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device):
