@@ -119,6 +119,11 @@ def peer(path: str, ids: list[int], n: int) -> dict[str, Any]:
 
 # ---- the synthetic model
 
+def synthetic_name(name: str) -> str:
+  """The cached file's name; v2: the tokenizer has one merge (files written before it can't be read by llama.cpp)."""
+  return f"synthetic-{name}-{SYNTHETIC[name].get('quant', 'f16').lower()}-v2.gguf"
+
+
 def write_synthetic(name: str, path: str, seed: int = 0) -> None:
   """A GGUF with random weights (F16, or the shape's `quant`; F32 norms) in the shape of `name`, and a byte-level tokenizer
   with a ChatML template."""
@@ -135,9 +140,10 @@ def write_synthetic(name: str, path: str, seed: int = 0) -> None:
   w.add_uint32("llama.vocab_size", c["vocab"])
   w.add_tokenizer_model("gpt2"); w.add_tokenizer_pre("default")  # noqa: E702
   specials = ["<|im_start|>", "<|im_end|>"]
-  tokens = [BYTE_TO_CHAR[b] for b in range(256)] + specials + [f"<unused{i}>" for i in range(c["vocab"] - 258)]
-  w.add_token_list(tokens); w.add_token_types([1] * 256 + [3] * (len(tokens) - 256))  # noqa: E702
-  w.add_bos_token_id(256); w.add_eos_token_id(257); w.add_token_merges([])  # noqa: E702
+  # one merge ("a b" -> "ab"): llama.cpp refuses a BPE vocabulary without merges, and the same file serves both sides
+  tokens = [BYTE_TO_CHAR[b] for b in range(256)] + specials + ["ab"] + [f"<unused{i}>" for i in range(c["vocab"] - 259)]
+  w.add_token_list(tokens); w.add_token_types([1] * 256 + [3, 3, 1] + [3] * (len(tokens) - 259))  # noqa: E702
+  w.add_bos_token_id(256); w.add_eos_token_id(257); w.add_token_merges(["a b"])  # noqa: E702
   w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                       "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
@@ -167,7 +173,7 @@ def resolve(args: argparse.Namespace) -> str:
   if args.synthetic:
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinygrad-bench")
     os.makedirs(cache, exist_ok=True)
-    path = os.path.join(cache, f"synthetic-{args.synthetic}-{SYNTHETIC[args.synthetic].get('quant', 'f16').lower()}.gguf")
+    path = os.path.join(cache, synthetic_name(args.synthetic))
     if not os.path.exists(path):
       write_synthetic(args.synthetic, path + ".part")
       os.replace(path + ".part", path)

@@ -139,8 +139,10 @@ def _get() -> Worker:
 
 
 def prestart() -> None:
-  """Start the worker now: its Python starts while this process does its own work (the first call waits for it)."""
+  """Start the compile worker and the compile pool now: their Pythons start while this process does its own work (loading a
+  model, say), instead of when the first kernels need them."""
   global _broken
+  compile_pool()
   if COMPILE_WORKER.value and not _broken:
     with _lock:
       try: _get()

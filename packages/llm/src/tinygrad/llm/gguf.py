@@ -92,23 +92,25 @@ class GGUFFile:
 
   def get(self, key: str, default: Any = None) -> Any: return self.metadata.get(key, default)
 
-  def tensor_bytes(self, name: str, device: str | None = None) -> Tensor:
+  def tensor_bytes(self, name: str, device: str | None = None, realize: bool = True) -> Tensor:
     info = self.tensors[name]
-    return load_bytes(info.path, info.offset, info.nbytes, device)
+    return load_bytes(info.path, info.offset, info.nbytes, device, realize)
 
 
-def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None) -> Tensor:
+def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None, realize: bool = True) -> Tensor:
   """`nbytes` bytes of a file from `offset` as a 1-D uint8 Tensor on `device`. The one place that reads tensor data from files.
   A copy from the DISK device: straight from the file's mapping into the device buffer (no bytes object in between, so no
   transient second copy and no growth of the malloc heap), and the mapping closes when the DISK view is dropped, so the
-  file's pages don't stay in this process's resident memory next to the copy."""
+  file's pages don't stay in this process's resident memory next to the copy. realize=False: the copy is lazy (realize it, with
+  others, to load several tensors in one schedule)."""
   from tinygrad import Device
   from tinygrad.frontend.disk import disk_view
   from tinygrad.nn.state import disk_file
   size = os.stat(path).st_size
   if offset + nbytes > size: raise GGUFError(f"{path}: tensor data at offset {offset} (+{nbytes} bytes) runs past the end of the file ({size} bytes)")
   if nbytes == 0: return Tensor.empty(0, dtype="uint8", device=device)
-  return disk_view(disk_file(path), offset, "uint8", (nbytes,)).to(device or Device.DEFAULT).realize()
+  out = disk_view(disk_file(path), offset, "uint8", (nbytes,)).to(device or Device.DEFAULT)
+  return out.realize() if realize else out
 
 
 class _Reader:

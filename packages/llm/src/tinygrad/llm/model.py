@@ -149,11 +149,13 @@ class QuantWeight:
     self.raw, self.type_name, self.shape = raw, type_name, shape
 
   @staticmethod
-  def native(raw: Tensor, type_name: str, shape: tuple[int, ...]) -> QuantWeight:
-    """The weight in its own float dtype where it has one (F16, F32): one conversion kernel now, plain loads in every matmul."""
+  def native(raw: Tensor, type_name: str, shape: tuple[int, ...], realize: bool = True) -> QuantWeight:
+    """The weight in its own float dtype where it has one (F16, F32): one conversion kernel now, plain loads in every matmul.
+    realize=False: `raw` stays lazy (realize it, with others, later)."""
     if type_name not in NATIVE_DTYPES: return QuantWeight(raw, type_name, shape)
     check_size(raw, type_name, shape)
-    return QuantWeight(to_native(raw, type_name).contiguous().realize(), type_name, shape)
+    out = to_native(raw, type_name).contiguous()
+    return QuantWeight(out.realize() if realize else out, type_name, shape)
 
   def dequant(self) -> Tensor:
     if self.raw.dtype != dtypes.uint8: return self.raw.reshape(self.shape).cast(dtypes.float32)
@@ -552,21 +554,29 @@ class Transformer:
       if info.type_name not in DEQUANTIZERS:
         raise UnsupportedQuantization(f"{g.path}: tensor {name!r} is {info.type_name}, which is not supported (supported: {', '.join(DEQUANTIZERS)})")
     _check_tensors(g, cfg)
-    # each layer's stacks read straight into one buffer (the parts are never all kept next to the stack: peak memory)
+    # loaded a layer at a time: one schedule reads all of a layer's tensors (a schedule per tensor cost more than the reading);
+    # each stack is read straight into one buffer (its parts are never kept next to it: peak memory)
     stacked: set[str] = set()
-    for i in range(cfg.n_layers):
-      for stack, parts in STACKS.items():
-        names = [f"blk.{i}.{p}" for p in parts]
-        if not _stackable(g, names): continue
-        infos = [g.tensors[n] for n in names]
-        raw = Tensor.cat(*(g.tensor_bytes(n, device) for n in names)).contiguous().realize()
-        weights[f"blk.{i}.{stack}"] = QuantWeight.native(raw, infos[0].type_name, (sum(x.shape[0] for x in infos), infos[0].shape[1]))
-        stacked.update(names)
-    for name, info in g.tensors.items():
-      if name in stacked: continue
-      raw = g.tensor_bytes(name, device)
-      if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous().realize()
-      else: weights[name] = QuantWeight.native(raw, info.type_name, info.shape)
+    groups: dict[str, list[str]] = {}
+    for name in g.tensors: groups.setdefault(name.split(".")[1] if name.startswith("blk.") else "", []).append(name)
+    for group, names_in in groups.items():
+      pending: list[Tensor] = []
+      if group:
+        for stack, parts in STACKS.items():
+          names = [f"blk.{group}.{p}" for p in parts]
+          if not _stackable(g, names): continue
+          infos = [g.tensors[n] for n in names]
+          raw = Tensor.cat(*(g.tensor_bytes(n, device, realize=False) for n in names)).contiguous()
+          w = weights[f"blk.{group}.{stack}"] = QuantWeight.native(raw, infos[0].type_name, (sum(x.shape[0] for x in infos), infos[0].shape[1]), False)
+          pending.append(w.raw)
+          stacked.update(names)
+      for name in names_in:
+        if name in stacked: continue
+        info, raw = g.tensors[name], g.tensor_bytes(name, device, realize=False)
+        if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous()
+        else: weights[name] = QuantWeight.native(raw, info.type_name, info.shape, False)
+        pending.append(weights[name] if isinstance(weights[name], Tensor) else weights[name].raw)
+      Tensor.realize_all(*pending)
     emb = g.tensors["token_embd.weight"]
     return Transformer(cfg, weights, max_context, cache_dtype, (emb.path, emb.offset))
 
