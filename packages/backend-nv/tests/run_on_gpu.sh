@@ -3,7 +3,8 @@
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
 #   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm)
 # The core suites of both renderers run side by side (NPROC workers each). `llm` times tinygrad.llm decode on synthetic
-# models (bench/llm_decode.py --synthetic; needs the gguf package, e.g. carried as a wheel: see the device README).
+# models (bench/llm_decode.py --synthetic; needs the gguf package, e.g. carried as a wheel: see the device README), and
+# llama.cpp's llama-bench on the same files when its source tree is there (bench/llm_peer_llamacpp.py; LLAMACPP_SRC).
 # Needs python3 with numpy, pluggy, pytest, torch (CUDA), cuda-bindings and the nvidia-cuda-nvrtc wheel (nvidia-nvjitlink
 # too for PTX -> cubin; without it PTX goes to the driver's JIT). Logs and bench JSON go to $LOGDIR ($OUT if set).
 # A summary of every stage is printed last.
@@ -51,7 +52,13 @@ for stage in $STAGES; do
           > "$LOGDIR/llm_$m.json" 2> "$LOGDIR/llm_$m.log"
         tail -5 "$LOGDIR/llm_$m.log"
         note "bench llm_decode $m: $(cat "$LOGDIR/llm_$m.json")"
-      done ;;
+      done
+      # the peer on the same files: llama.cpp's llama-bench, from the tree `bench/llm_peer_llamacpp.py prepare` wrote (carried)
+      if [ -d "${LLAMACPP_SRC:-.peer/llama.cpp}" ]; then
+        timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_peer_llamacpp.py run --src "${LLAMACPP_SRC:-.peer/llama.cpp}" --build /tmp/llamacpp-build \
+          --synthetic "$(echo ${LLM_MODELS:-llama1b smollm2} | tr ' ' ,)" > "$LOGDIR/llm_peer_llamacpp.json" 2> "$LOGDIR/llm_peer_llamacpp.log"
+        note "llama.cpp peer: $(tr -d '\n' < "$LOGDIR/llm_peer_llamacpp.json")"
+      fi ;;
     bench)
       for b in ${BENCHES:-gpu_matmul gpu_elementwise gpu_reduce}; do
         echo "=== bench $b (DEV=${BENCH_DEV:-CUDA})"

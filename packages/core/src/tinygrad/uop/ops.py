@@ -73,6 +73,9 @@ class Ops(Enum):
   WHERE = auto(); MULACC = auto()  # noqa: E702
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
+  # members are singletons: identity hashing (in C) agrees with Enum's equality, and Enum's own __hash__ is a Python call made
+  # for every UOp interned (its key holds the op)
+  __hash__ = object.__hash__
 
 
 class GroupOp:
@@ -125,8 +128,8 @@ class UOp:
   def __reduce__(self) -> tuple: return UOp, (self.op, self.dtype, self.src, self.arg)
   def __setattr__(self, name: str, value: Any) -> None: raise AttributeError("UOp is immutable")
   def __delattr__(self, name: str) -> None: raise AttributeError("UOp is immutable")
-  def __hash__(self) -> int: return id(self)
-  def __eq__(self, other: object) -> bool: return self is other
+  # hash and == are object's own (identity, in C): interning makes identity equality; a Python __hash__ here was called millions
+  # of times per schedule (every set and dict of UOps)
   def __bool__(self) -> bool: raise TypeError("a UOp has no truth value; compare with .op / .arg, or use .simplify()")
 
   def replace(self, **kwargs: Any) -> UOp:
@@ -137,20 +140,32 @@ class UOp:
 
   # ---- graph traversal (iterative: graphs can be deep)
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
-    """Nodes reachable from self, children before parents. `gate(node)` False stops the walk below node."""
+    """Nodes reachable from self, children before parents. `gate(node)` False stops the walk below node. The ungated order is
+    remembered on the node (a graph never changes; the passes walk the same graphs many times): a copy is returned."""
+    if gate is None:
+      # kept without self (always last): a list holding its own node would be a reference cycle, and the node (with the
+      # buffers it holds) would then live until the cycle collector ran instead of dying with its last reference
+      if (below := self.__dict__.get("_toposort")) is None: below = self.__dict__["_toposort"] = self._walk(None)[:-1]
+      return [*below, self]
+    return self._walk(gate)
+
+  def _walk(self, gate: Callable[[UOp], bool] | None) -> list[UOp]:
+    # depth first with an iterator over each node's sources: a node is entered once (marked then: the graph is acyclic) and
+    # appended once all its sources are
     order: list[UOp] = []
-    seen: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(self, False)]
+    seen: set[UOp] = {self}
+    empty: tuple[UOp, ...] = ()
+    stack = [(self, iter(self.src if gate is None or gate(self) else empty))]
     while stack:
-      node, children_done = stack.pop()
-      if node in seen: continue
-      if children_done:
-        seen.add(node)
+      node, srcs = stack[-1]
+      for s in srcs:
+        if s not in seen:
+          seen.add(s)
+          stack.append((s, iter(s.src if gate is None or gate(s) else empty)))
+          break
+      else:
+        stack.pop()
         order.append(node)
-        continue
-      stack.append((node, True))
-      if gate is None or gate(node):
-        stack.extend((s, False) for s in reversed(node.src) if s not in seen)
     return order
 
   def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
