@@ -221,3 +221,12 @@ def test_hip_renders_and_compiles_every_shape(arch, tc_name):
   tc = next(tc for tc in tensor_cores_for(arch) if tc.name == tc_name)
   src, _ = compile_forced(f"NULL:HIP:{arch}", tc_name)
   assert tc.extra["builtin"] + "(" in src
+
+
+@pytest.mark.parametrize("arch,tc_name", _shapes())
+def test_llvm_renders_and_compiles_every_shape(arch, tc_name):
+  """NULL:LLVM:<arch>: the WMMA is the arch's llvm.amdgcn.* intrinsic, and llvmlite + ld.lld make a code object of it."""
+  from tinygrad_backend_amd.tensor_cores import tensor_cores_for
+  tc = next(tc for tc in tensor_cores_for(arch) if tc.name == tc_name)
+  src, _ = compile_forced(f"NULL:LLVM:{arch}", tc_name)
+  assert f"@{tc.extra['intrinsic']}(" in src

@@ -87,10 +87,14 @@ _SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.int8: "iu8", dt
 
 def _tc(dims: tuple[int, int, int], dtype_in: DType, dtype_out: DType, a: Layout, b: Layout, c: Layout, name: str, builtin: str,
         intrinsic: str, pack: str = "") -> TensorCore:
-  """`pack`: the builtin takes the operand packed into this vector of ints (int8/fp8 bytes, 4 per int32): HIP bitcasts the
-  fragment to it, LLVM to the intrinsic's integer type."""
+  """`builtin` is clang's (HIP renderer), `intrinsic` LLVM's (LLVM renderer; `ir_in` is its A/B operand type, from
+  `clang -emit-llvm` of the builtin). `pack`: the builtin takes the operand packed into this vector of ints (int8/fp8 bytes,
+  4 per int32): HIP bitcasts the fragment to it."""
+  n = len(a[0])
+  ir_in = {"int4": "<4 x i32>", "int2": "<2 x i32>", "long": "i64"}.get(pack) or \
+    f"<{n} x {'half' if dtype_in == dtypes.float16 else 'bfloat' if intrinsic.endswith('.bf16') else 'i16'}>"  # bf16 before gfx950: i16
   return TensorCore(dims=dims, dtype_in=dtype_in, dtype_out=dtype_out, threads=len(a), a_layout=a, b_layout=b, c_layout=c, name=name,
-                    tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER, extra={"builtin": builtin, "intrinsic": intrinsic, "pack": pack})
+                    tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER, extra={"builtin": builtin, "intrinsic": intrinsic, "pack": pack, "ir_in": ir_in})
 
 
 def _wmma(dtype_in: DType) -> TensorCore:
