@@ -1,8 +1,10 @@
-"""How MOCKKFD knows what a kernel computes: a renderer for MOCKKFD+AMD targets that, next to the HIP C it renders,
-records the PYTHON program of the same linearized uops, and a table from each code object's load image to those programs.
+"""How MOCKKFD knows what a kernel computes: renderers for MOCKKFD+AMD targets (HIP and LLVM) that, next to the source
+they render, record the PYTHON program of the same linearized uops, and a table from each code object's load image to
+those programs.
 
-The HIP source ends with the PYTHON program in a comment, `/* MOCKKFD-PYTHON`, the program's serialized line, `*/` (clang
-ignores it). The mock's compiler appends that program to the code object it built, after the ELF's last byte, with its
+The source ends with the PYTHON program in a comment: HIP C with `/* MOCKKFD-PYTHON`, the program's serialized line, `*/`
+(clang ignores it); LLVM IR with `; MOCKKFD-PYTHON`, `; ` + that line, `; MOCKKFD-END` (llvmlite's parser ignores it).
+The mock's compilers appends that program to the code object it built, after the ELF's last byte, with its
 length and a magic (the loader reads only PT_LOAD segments, so nothing of it reaches GPU memory; the disk cache and
 compile workers carry it like any code object). When the runtime loads a program it shows the code object to its
 interface (`code_object`: nothing on KFD); the mock then records the program under the sha256 of the code object's load
@@ -15,13 +17,15 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from tinygrad.device.plugin import Target, UOp, python_interpreter
+from tinygrad.device.plugin import Target, TensorCore, UOp, python_interpreter
 
 from tinygrad_backend_amd.hip import HIPCompiler, HIPRenderer
+from tinygrad_backend_amd.llvmir import AMDLLVMCompiler, AMDLLVMRenderer
 from tinygrad_backend_amd.loader import KernelInfo, load_code_object
 
 PAGE = 4096
-_TAG = "/* MOCKKFD-PYTHON"
+_TAG = "MOCKKFD-PYTHON"
+_COMMENTS = {"HIP": ("/* ", "", "*/"), "LLVM": ("; ", "; ", "; MOCKKFD-END")}  # head prefix, program-line prefix, end line
 _MAGIC = b"MOCKKFD1"
 # sha256 of a padded load image -> kernel name -> (its metadata, its PYTHON program); process-wide: the mock runs here
 PROGRAMS: dict[str, dict[str, tuple[KernelInfo, bytes]]] = {}
@@ -31,11 +35,17 @@ def image_key(image: bytes) -> str:
   return hashlib.sha256(image + bytes(-len(image) % PAGE)).hexdigest()
 
 
+def with_program(src: str, program: str, lang: str) -> str:
+  head, pre, end = _COMMENTS[lang]
+  return f"{src}\n{head}{_TAG}\n{pre}{program}\n{end}\n"
+
+
 def program_of(src: str) -> bytes:
-  """The PYTHON program a MOCKKFD-rendered HIP source carries."""
+  """The PYTHON program a MOCKKFD-rendered source (HIP C or LLVM IR) carries."""
   *_, head, program, end = src.rstrip("\n").rsplit("\n", 3)
-  if (head, end) != (_TAG, "*/"): raise ValueError("this HIP source was not rendered for MOCKKFD+AMD: it carries no PYTHON program")
-  return program.encode()
+  for h, pre, e in _COMMENTS.values():
+    if (head, end) == (h + _TAG, e) and program.startswith(pre): return program[len(pre):].encode()
+  raise ValueError("this source was not rendered for MOCKKFD+AMD: it carries no PYTHON program")
 
 
 def attach(lib: bytes, program: bytes) -> bytes: return lib + program + struct.pack("<Q", len(program)) + _MAGIC
@@ -70,7 +80,29 @@ class MockHIPRenderer(HIPRenderer):
 
   def __reduce__(self) -> tuple: return MockHIPRenderer, (Target(self.device, self.name, self.arch, interface="MOCKKFD"),)
 
-  def render(self, name: str, uops: list[UOp]) -> str:
-    src = super().render(name, uops)
-    program = python_interpreter.encode(name, uops, self.tensor_cores).decode().rsplit("\n", 1)[-1]
-    return f"{src}\n{_TAG}\n{program}\n*/\n"
+  def render(self, name: str, uops: list[UOp]) -> str: return with_program(super().render(name, uops), _program(name, uops, self.tensor_cores), "HIP")
+
+
+def _program(name: str, uops: list[UOp], tensor_cores: tuple[TensorCore, ...]) -> str:
+  return python_interpreter.encode(name, uops, tensor_cores).decode().rsplit("\n", 1)[-1]
+
+
+class MockLLVMCompiler(AMDLLVMCompiler):
+  def __init__(self, arch: str):
+    super().__init__(arch)
+    self.cachekey = f"mockkfd_{self.cachekey}"
+
+  def __reduce__(self) -> tuple: return MockLLVMCompiler, (self.arch,)
+  def compile(self, src: str) -> bytes: return attach(super().compile(src), program_of(src))
+
+
+class MockLLVMRenderer(AMDLLVMRenderer):
+  """The AMD LLVM renderer, plus the PYTHON program of the same uops in the IR's last comment lines."""
+  compiler: MockLLVMCompiler
+
+  def __init__(self, target: Target | None = None):
+    super().__init__(target)
+    self.compiler = MockLLVMCompiler(self.arch)
+
+  def __reduce__(self) -> tuple: return MockLLVMRenderer, (Target(self.device, self.name, self.arch, interface="MOCKKFD"),)
+  def render(self, name: str, uops: list[UOp]) -> str: return with_program(super().render(name, uops), _program(name, uops, self.tensor_cores), "LLVM")

@@ -63,8 +63,8 @@ def _make_hip(target: Target):
 
 def _make_llvm(target: Target):
   if target.interface == "MOCKKFD":
-    raise RuntimeError("MOCKKFD+AMD runs kernels rendered by HIP (its renderer records their uops for the mock); LLVM is not supported there: "
-                       f"use DEV=MOCKKFD+AMD or MOCKKFD+AMD:HIP:{target.arch or DEFAULT_ARCH}")
+    from tinygrad_backend_amd.mockprograms import MockLLVMRenderer
+    return MockLLVMRenderer(target)
   from tinygrad_backend_amd.llvmir import AMDLLVMRenderer
   return AMDLLVMRenderer(target)
 
