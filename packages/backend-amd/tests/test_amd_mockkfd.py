@@ -98,7 +98,7 @@ def _rejects(dev, spec, prg, bufs, match: str, **fields) -> None:
   ({"grid_size_x": 63}, "grid size 63 is not a multiple of the workgroup size"),
   ({"workgroup_size_x": 0}, "workgroup size 0"),
   ({"workgroup_size_x": 512, "grid_size_x": 512}, "workgroup of 512 work-items, its code object allows"),
-  ({"kernarg_address": 0x1000}, "kernarg buffer 0x1000.* is not in memory mapped to the GPU"),
+  ({"kernarg_address": 0x1000}, "kernarg buffer 0x1000.* is not in memory mapped to this GPU"),
   ({"completion_signal": 0x2000}, "completion signal 0x2000.* is not in memory mapped"),
 ])
 def test_malformed_packet_is_caught(dev, add_kernel, fields, match):
@@ -125,7 +125,7 @@ def test_a_queue_stops_at_its_first_error(dev, add_kernel):
 def test_unmapped_buffer_pointer_is_caught(dev, add_kernel):
   spec, prg, bufs = _setup(dev, add_kernel)
   dev.free(bufs[2])
-  with pytest.raises(PacketError, match="argument 2 \\(a buffer pointer\\) 0x[0-9a-f]+\\+0x1 is not in memory mapped to the GPU"):
+  with pytest.raises(PacketError, match="argument 2 \\(a buffer pointer\\) 0x[0-9a-f]+\\+0x1 is not in memory mapped to this GPU"):
     prg(*bufs, global_size=spec.launch_dims({})[0], local_size=spec.launch_dims({})[1])
 
 

@@ -55,8 +55,9 @@ class AQLProcessor:
 
   def _mapped(self, idx: int, what: str, addr: int, size: int) -> Alloc:
     a = self.kfd.find(addr, size)
-    if a is None or not a.gpu_mapped:
-      raise self._err(idx, f"{what} {addr:#x}+{size:#x} is not in memory mapped to the GPU (an unmapped or freed address, or one past an allocation's end)")
+    if a is None or self.q.gpu_id not in a.gpus:
+      raise self._err(idx, f"{what} {addr:#x}+{size:#x} is not in memory mapped to this GPU (an unmapped or freed address, one past an allocation's "
+                           "end, or another GPU's memory not mapped to this one)")
     return a
 
   def _packet(self, idx: int, slot: int) -> None:
@@ -144,3 +145,8 @@ class AQLProcessor:
     # the timestamps in the GPU's 100 MHz ticks, like the packet processor writes them with profiling on
     sig.start_ts, sig.end_ts = start * hsa.TIMESTAMP_HZ // 10**9, end * hsa.TIMESTAMP_HZ // 10**9
     sig.value -= 1
+    if sig.event_mailbox_ptr:  # the CP writes the event id to the mailbox and interrupts: KFD signals the event
+      if self.kfd.mailbox(sig.event_id) != sig.event_mailbox_ptr:
+        raise self._err(idx, f"completion signal {addr:#x}: event mailbox {sig.event_mailbox_ptr:#x} is not the mailbox of an event with id {sig.event_id}")
+      ctypes.c_uint64.from_address(sig.event_mailbox_ptr).value = sig.event_id
+      self.kfd.trigger(sig.event_id)

@@ -7,8 +7,11 @@ It implements `iface.Interface` like the real `KFD`, with the same rules the run
   addresses are the same numbers, as on KFD), ALLOC_MEMORY_OF_GPU places an allocation inside a reserved range,
   an mmap of the render node at the allocation's mmap offset maps it for the host, MAP_MEMORY_TO_GPU for the GPU;
   the packet processor accepts only addresses in allocations mapped to the GPU;
-- CREATE_QUEUE (AQL only), a doorbell page mmapped from /dev/kfd at the returned offset; a doorbell write runs the
-  queue's packet processor (mockgpu.py) up to the packet it names;
+- CREATE_QUEUE (AQL compute and SDMA), a doorbell page mmapped from /dev/kfd at the returned offset; a doorbell write
+  runs the queue's packet processor (mockgpu.py for AQL, mocksdma.py for SDMA) up to the packet it names;
+- signal events: CREATE_EVENT (the first names the events page by its allocation handle), DESTROY_EVENT, WAIT_EVENTS;
+  the packet processors set an event where the GPU would interrupt. Every packet runs at its doorbell, so a wait on an
+  event nothing has set would sleep forever: an error here;
 - `code_object`: the runtime shows each code object it loads; the mock records the PYTHON program attached to it.
 Each misuse is an OSError (the errno KFD would give) whose message says what was wrong.
 """
@@ -40,7 +43,18 @@ class Alloc:
   flags: int
   mmap_offset: int
   host_mapped: bool = False
-  gpu_mapped: bool = False
+  gpus: set[int] = field(default_factory=set)  # the GPUs it is mapped to (MAP_MEMORY_TO_GPU)
+
+  @property
+  def gpu_mapped(self) -> bool: return bool(self.gpus)
+
+
+@dataclass
+class Event:
+  event_id: int
+  slot: int
+  auto_reset: bool
+  signaled: bool = False
 
 
 @dataclass
@@ -51,6 +65,7 @@ class Queue:
   write_ptr: int
   read_ptr: int
   doorbell: int
+  gpu_id: int = 0
   processor: object = None
 
 
@@ -68,6 +83,8 @@ class MockKFD:
   vm_acquired: bool = False
   doorbells: mmap.mmap | None = None
   next_handle: int = 0
+  events: dict[int, Event] = field(default_factory=dict)
+  events_page: int = 0  # the allocation handle the first CREATE_EVENT named
 
   def __post_init__(self) -> None:
     if self.arch not in TARGET_VERSION: raise ValueError(f"MOCKKFD has no {self.arch!r} GPU; it emulates {', '.join(TARGET_VERSION)}")
@@ -150,6 +167,10 @@ class MockKFD:
     elif request in (kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU, kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU):
       self._map(arg, request == kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_CREATE_QUEUE: self._create_queue(arg)  # type: ignore[arg-type]
+    elif request == kfd.AMDKFD_IOC_CREATE_EVENT: self._create_event(arg)  # type: ignore[arg-type]
+    elif request == kfd.AMDKFD_IOC_DESTROY_EVENT:
+      if self.events.pop(arg.event_id, None) is None: raise _fail(errno.EINVAL, f"destroy of event {arg.event_id}, which does not exist")  # type: ignore[attr-defined]
+    elif request == kfd.AMDKFD_IOC_WAIT_EVENTS: self._wait_events(arg)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_DESTROY_QUEUE:
       if self.queues.pop(arg.queue_id, None) is None: raise _fail(errno.EINVAL, f"destroy of queue {arg.queue_id}, which does not exist")  # type: ignore[attr-defined]
 
@@ -188,21 +209,61 @@ class MockKFD:
     ids = (ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr) if a.n_devices else []
     for gpu_id in ids: self._gpu(gpu_id)
     if not ids: raise _fail(errno.EINVAL, "map/unmap with no devices")
-    al.gpu_mapped, a.n_success = on, a.n_devices
+    al.gpus = al.gpus | set(ids) if on else al.gpus - set(ids)
+    a.n_success = a.n_devices
+
+  # ---- events
+  def _create_event(self, e: kfd.kfd_ioctl_create_event_args) -> None:
+    if e.event_type != kfd.KFD_IOC_EVENT_SIGNAL: raise _fail(errno.EINVAL, f"event type {e.event_type}: MOCKKFD has signal events (0) only")
+    if not self.events_page:
+      page = self.allocs.get(e.event_page_offset)
+      if page is None or page.size < kfd.KFD_SIGNAL_EVENT_LIMIT * 8:
+        raise _fail(errno.EINVAL, f"the first CREATE_EVENT must name the events page ({kfd.KFD_SIGNAL_EVENT_LIMIT * 8} bytes) by its allocation handle, got {e.event_page_offset:#x}")
+      self.events_page = page.handle
+    slot = next(i for i in range(kfd.KFD_SIGNAL_EVENT_LIMIT) if i not in {ev.slot for ev in self.events.values()})
+    e.event_id = e.event_trigger_data = slot + 1
+    e.event_slot_index = slot
+    self.events[e.event_id] = Event(e.event_id, slot, bool(e.auto_reset))
+
+  def mailbox(self, event_id: int) -> int | None:
+    """The host/GPU address of a signal event's mailbox, or None for no such event."""
+    ev = self.events.get(event_id)
+    return None if ev is None else self.allocs[self.events_page].va + 8 * ev.slot
+
+  def trigger(self, event_id: int) -> None:
+    """What the GPU's interrupt does for an event: KFD marks it signaled and wakes its waiters."""
+    self.events[event_id].signaled = True
+
+  def _wait_events(self, w: kfd.kfd_ioctl_wait_events_args) -> None:
+    if w.num_events == 0: raise _fail(errno.EINVAL, "WAIT_EVENTS on no events")
+    data = (kfd.kfd_event_data * w.num_events).from_address(w.events_ptr)
+    evs = []
+    for d in data:
+      if d.event_id not in self.events: raise _fail(errno.EINVAL, f"WAIT_EVENTS on event {d.event_id}, which does not exist")
+      evs.append(self.events[d.event_id])
+    done = all(e.signaled for e in evs) if w.wait_for_all else any(e.signaled for e in evs)
+    if not done: raise _fail(errno.EDEADLK, f"WAIT_EVENTS on event(s) {[e.event_id for e in evs]} that nothing has signaled: the mock runs every packet "
+                                            "at its doorbell, so this wait would only time out (a signal the GPU never completes, or no event mailbox)")
+    for e in evs:
+      if e.signaled and e.auto_reset: e.signaled = False
+    w.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE
 
   def _create_queue(self, q: kfd.kfd_ioctl_create_queue_args) -> None:
     from tinygrad_backend_amd.mockgpu import AQLProcessor
+    from tinygrad_backend_amd.mocksdma import SDMAProcessor
     self._gpu(q.gpu_id)
-    if q.queue_type != kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL: raise _fail(errno.EINVAL, f"queue type {q.queue_type}: MOCKKFD emulates AQL compute queues only")
+    if q.queue_type not in (kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, kfd.KFD_IOC_QUEUE_TYPE_SDMA):
+      raise _fail(errno.EINVAL, f"queue type {q.queue_type}: MOCKKFD emulates AQL compute (2) and SDMA (1) queues only")
     if q.ring_size < kfd.KFD_MIN_QUEUE_RING_SIZE or q.ring_size & (q.ring_size - 1): raise _fail(errno.EINVAL, f"ring size {q.ring_size} is not a power of two >= 1024")
-    for what, addr, size in (("ring", q.ring_base_address, q.ring_size), ("write pointer", q.write_pointer_address, 8),
-                             ("read pointer", q.read_pointer_address, 8), ("EOP buffer", q.eop_buffer_address, q.eop_buffer_size),
-                             ("context save area", q.ctx_save_restore_address, q.ctx_save_restore_size + q.ctl_stack_size)):
-      if (al := self.find(addr, size)) is None or not al.gpu_mapped: raise _fail(errno.EINVAL, f"queue {what} at {addr:#x}+{size:#x} is not in GPU-mapped memory")
+    parts = [("ring", q.ring_base_address, q.ring_size), ("write pointer", q.write_pointer_address, 8), ("read pointer", q.read_pointer_address, 8)]
+    if q.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL:
+      parts += [("EOP buffer", q.eop_buffer_address, q.eop_buffer_size), ("context save area", q.ctx_save_restore_address, q.ctx_save_restore_size + q.ctl_stack_size)]
+    for what, addr, size in parts:
+      if (al := self.find(addr, size)) is None or q.gpu_id not in al.gpus: raise _fail(errno.EINVAL, f"queue {what} at {addr:#x}+{size:#x} is not in memory mapped to gpu {q.gpu_id:#x}")
     qid = len(self.queues)
     q.queue_id, q.doorbell_offset = qid, MMAP_DOORBELL + 8 * qid
-    queue = Queue(qid, q.ring_base_address, q.ring_size, q.write_pointer_address, q.read_pointer_address, 8 * qid)
-    queue.processor = AQLProcessor(self, queue)
+    queue = Queue(qid, q.ring_base_address, q.ring_size, q.write_pointer_address, q.read_pointer_address, 8 * qid, q.gpu_id)
+    queue.processor = AQLProcessor(self, queue) if q.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL else SDMAProcessor(self, queue)
     self.queues[qid] = queue
 
   def code_object(self, lib: bytes) -> None:
