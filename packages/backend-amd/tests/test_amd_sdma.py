@@ -135,3 +135,34 @@ def test_event_ioctl_misuse(dev):
   m = MockKFD("gfx1100")
   fd = m.open("/dev/kfd")
   with pytest.raises(OSError, match="must name the events page"): m.ioctl(fd, kfd.AMDKFD_IOC_CREATE_EVENT, kfd.kfd_ioctl_create_event_args())
+
+
+# ---- between GPUs
+
+def test_copies_between_gpus_are_sdma_peer_copies():
+  """AMD -> AMD:1 on the mock's shared KFD: the source GPU's SDMA engine copies straight into the destination, which
+  the runtime mapped to the source GPU (MAP_MEMORY_TO_GPU with the peer's id) first; no host bounce."""
+  with Context(DEV="MOCKKFD+AMD"):
+    x = np.arange(4096, dtype=np.float32)
+    a = Tensor(x).realize()
+    src_before, dst_before = _copied(Device["AMD"]), _copied(Device["AMD:1"])
+    b = a.to("AMD:1").realize()
+    assert _copied(Device["AMD"]) - src_before == x.nbytes and _copied(Device["AMD:1"]) == dst_before
+    np.testing.assert_array_equal((b + 1).numpy(), x + 1)
+
+
+def test_peer_memory_must_be_mapped_to_the_copying_gpu():
+  m = MockKFD("gfx1100")
+  d0, d1 = AMDDevice(m, 0, ""), AMDDevice(m, 1, "")
+  src, dst = d0.alloc(4096, VRAM), d1.alloc(4096, VRAM)
+  with pytest.raises(SDMAError, match="COPY_LINEAR destination 0x[0-9a-f]+\\+0x40 is not inside one allocation mapped to this GPU"):
+    d0.sdma.copy(dst.va, src.va, 64, d0._signal())
+  d2 = AMDDevice(m, 2, "")
+  d1.map_to_peer(dst, d2)
+  src.view(0, 64)[:] = bytes(range(64))
+  d2_src = d2.alloc(4096, VRAM)
+  d2_src.view(0, 64)[:] = bytes(range(64))
+  sig = d2._signal()
+  d2.sdma.copy(dst.va, d2_src.va, 64, sig)
+  d2._wait(sig)
+  assert bytes(dst.view(0, 64)) == bytes(range(64))

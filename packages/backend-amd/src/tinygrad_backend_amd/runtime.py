@@ -42,6 +42,10 @@ VRAM = kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | kfd.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC | k
 GTT = kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT
 
 
+# per KFD interface (a process's KFD): (the interface, the device that made them, events page, event id, trigger data, mailbox)
+_EVENTS: dict[int, tuple[Any, AMDDevice, GPUMem, int, int, int]] = {}
+
+
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
 
 
@@ -131,8 +135,14 @@ class AMDDevice(Compiled):
     return self.doorbell_pages[page] + (offset - page)
 
   def _create_event(self) -> None:
-    """One auto-reset signal event for every completion signal (libhsakmt's hsaKmtCreateEvent on a dGPU: the events page
-    is ours, named by handle; the event's mailbox is its slot there)."""
+    """One auto-reset signal event for every completion signal of every GPU of the process (KFD's events and their page
+    are per process: libhsakmt's hsaKmtCreateEvent on a dGPU allocates the page once and names it by handle in the first
+    CREATE_EVENT; the event's mailbox is its slot there). The first device creates them, the others map the page too."""
+    shared = _EVENTS.get(id(self.iface))
+    if shared is not None and shared[0] is self.iface:
+      _, owner, self.events_page, self.event_id, self.event_trigger, self.event_mailbox = shared
+      owner.map_to_peer(self.events_page, self)  # this GPU writes the mailbox too
+      return
     self.events_page = self.alloc(kfd.KFD_SIGNAL_EVENT_LIMIT * 8, GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED)
     ev = kfd.kfd_ioctl_create_event_args(event_page_offset=self.events_page.handle or 0, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1,
                                          node_id=self.node.node)
@@ -140,6 +150,7 @@ class AMDDevice(Compiled):
     if ev.event_slot_index >= kfd.KFD_SIGNAL_EVENT_LIMIT: raise RuntimeError(f"KFD gave event slot {ev.event_slot_index}, past the events page")
     self.event_id, self.event_trigger = ev.event_id, ev.event_trigger_data
     self.event_mailbox = self.events_page.va + 8 * ev.event_slot_index
+    _EVENTS[id(self.iface)] = (self.iface, self, self.events_page, self.event_id, self.event_trigger, self.event_mailbox)
 
   # ---- memory
   def alloc(self, size: int, flags: int) -> GPUMem:
