@@ -52,6 +52,19 @@ def test_copy_after_a_kernel_polls_its_signal(dev):
   with pytest.raises(SDMAError, match="POLL_REGMEM waits for .* \\(now 0x1\\) to compare 3 with 0x0"): dev.allocator.copyin(buf, memoryview(bytes(64)))
 
 
+def test_many_copies_after_a_dispatch(dev):
+  """More copies than there are signal slots after one finished dispatch: the slot of that dispatch's signal is taken
+  again by a copy, which must not poll its own (reset) signal."""
+  from tinygrad_backend_amd.runtime import N_SIGNALS
+  dev.last_signal = dev._signal()
+  hsa.AmdSignal.from_address(dev.last_signal).value = 0  # the dispatch finished
+  buf = dev.allocator.alloc(64)
+  for i in range(N_SIGNALS + 8): dev.allocator.copyin(buf, memoryview(bytes([i]) * 64))
+  out = memoryview(bytearray(64))
+  dev.allocator.copyout(out, buf)
+  assert bytes(out) == bytes([N_SIGNALS + 7]) * 64
+
+
 def _stream(dev, dwords):
   dev.sdma.submit(dwords)
 

@@ -214,8 +214,11 @@ class AMDDevice(Compiled):
 
   def sdma_copy(self, dst: int, src: int, nbytes: int) -> None:
     """Copy on the SDMA engine after every kernel submitted so far, and wait for it."""
+    after = self.last_signal
     signal = self._signal()
-    self.sdma.copy(dst, src, nbytes, signal, after=self.last_signal)
+    # a finished dispatch's signal needs no poll; and its slot may be the one just taken (then it was finished)
+    if after == signal or (after and hsa.AmdSignal.from_address(after).value == 0): after = 0
+    self.sdma.copy(dst, src, nbytes, signal, after=after)
     self._wait(signal)
 
   def submit(self, packets: list[ctypes.Structure]) -> None:
