@@ -13,8 +13,6 @@ import ctypes
 import time
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.device.plugin import python_interpreter
-
 from tinygrad_backend_amd import hsa
 from tinygrad_backend_amd.loader import KD_SIZE, KernelInfo
 from tinygrad_backend_amd.mockprograms import PROGRAMS, image_key
@@ -32,7 +30,6 @@ class AQLProcessor:
     self.kfd, self.q = kfd, queue
     self.n = queue.ring_size // hsa.PACKET_SIZE
     self.error: PacketError | None = None
-    self.loaded: dict[tuple[str, str], Any] = {}  # (image key, kernel name) -> its PYTHON program, loaded
 
   def _u64(self, addr: int) -> ctypes.c_uint64: return ctypes.c_uint64.from_address(addr)
 
@@ -104,17 +101,16 @@ class AQLProcessor:
     a = self._mapped(idx, "kernel object", kernel_object, KD_SIZE)
     if not a.flags & (1 << 30): raise self._err(idx, f"kernel object {kernel_object:#x} is in memory not allocated EXECUTABLE")
     key = image_key(self.kfd.view(a.va, a.size).tobytes())  # the allocation is the image padded to whole pages
-    if key not in PROGRAMS:
+    if (kernels := PROGRAMS.kernels(key)) is None:
       raise self._err(idx, f"kernel object {kernel_object:#x} points into memory that holds no code object the mock renderer recorded "
                            "(a wrong kernel object address, an overwritten program, or a kernel not rendered for MOCKKFD+AMD)")
     off = kernel_object - a.va
-    match = [(name, info) for name, (info, _) in PROGRAMS[key].items() if info.kd_offset == off]
+    match = [(name, info) for name, (info, _) in kernels.items() if info.kd_offset == off]
     if not match: raise self._err(idx, f"kernel object {kernel_object:#x} is offset {off:#x} into a code object, where no kernel descriptor is")
     name, info = match[0]
     kd_kernarg = ctypes.c_uint32.from_address(kernel_object + 8).value  # kernel_descriptor_t.kernarg_size
     if kd_kernarg != info.kernarg_size: raise self._err(idx, f"kernel {name}: its descriptor says {kd_kernarg} kernarg bytes, its metadata {info.kernarg_size}")
-    if (key, name) not in self.loaded: self.loaded[(key, name)] = python_interpreter.load(name, PROGRAMS[key][name][1])
-    return info, self.loaded[(key, name)]
+    return info, PROGRAMS.load(key, name)
 
   def _signal(self, idx: int, addr: int) -> None:
     self._mapped(idx, "completion signal", addr, hsa.SIGNAL_SIZE)

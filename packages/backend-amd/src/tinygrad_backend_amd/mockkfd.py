@@ -17,11 +17,12 @@ Each misuse is an OSError (the errno KFD would give) whose message says what was
 """
 from __future__ import annotations
 
-import bisect
 import ctypes
 import errno
 import mmap
 from dataclasses import dataclass, field
+
+from tinygrad.runtime.mock import MockVA
 
 from tinygrad_backend_amd import kfd_ioctl as kfd
 from tinygrad_backend_amd.iface import MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, TOPOLOGY
@@ -71,14 +72,12 @@ class Queue:
 
 @dataclass
 class MockKFD:
-  """One mock GPU of `arch`. `mem` is every reserved VA range: start -> the mmap that backs it."""
+  """The mock KFD of a process: four GPUs of `arch` sharing `va` (core's MockVA: reserved ranges, allocations in them)."""
   arch: str = "gfx1100"
   name: str = "MOCKKFD"
   fds: dict[int, str] = field(default_factory=dict)
-  reserved: dict[int, mmap.mmap] = field(default_factory=dict)
+  va: MockVA[Alloc] = field(default_factory=MockVA)        # reserved ranges and the allocations in them (core's mock memory)
   allocs: dict[int, Alloc] = field(default_factory=dict)      # handle -> allocation
-  by_va: list[int] = field(default_factory=list)              # sorted allocation starts
-  va_handle: dict[int, int] = field(default_factory=dict)
   queues: dict[int, Queue] = field(default_factory=dict)
   vm_acquired: bool = False
   doorbells: mmap.mmap | None = None
@@ -115,10 +114,7 @@ class MockKFD:
   def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
     if fd == -1:
       if not flags & MAP_ANONYMOUS or prot != PROT_NONE or addr: raise _fail(errno.EINVAL, "an anonymous mmap only reserves VA (PROT_NONE, no address)")
-      backing = mmap.mmap(-1, size)
-      va = ctypes.addressof(ctypes.c_char.from_buffer(backing))
-      self.reserved[va] = backing
-      return va
+      return self.va.reserve(size)
     path = self.fds.get(fd)
     if path == "/dev/kfd":
       if offset & ~0x1FFF != MMAP_DOORBELL: raise _fail(errno.EINVAL, f"/dev/kfd mmap offset {offset:#x} is not a doorbell page")
@@ -133,26 +129,16 @@ class MockKFD:
     return addr
 
   def munmap(self, addr: int, size: int) -> None:
-    if addr in self.va_handle: raise _fail(errno.EBUSY, f"munmap of {addr:#x}: free the allocation there first")
-    if (m := self.reserved.pop(addr, None)) is None: raise _fail(errno.EINVAL, f"munmap of {addr:#x}, which is no reserved range")
-    try: m.close()
-    except BufferError: self.reserved[addr] = m  # a memoryview of it is still alive: keep the memory rather than pull it away
-
-  def _reservation(self, va: int, size: int) -> int | None:
-    for start, m in self.reserved.items():
-      if start <= va and va + size <= start + len(m): return start
-    return None
+    if addr in self.va.at: raise _fail(errno.EBUSY, f"munmap of {addr:#x}: free the allocation there first")
+    if not self.va.release(addr): raise _fail(errno.EINVAL, f"munmap of {addr:#x}, which is no reserved range")
 
   def find(self, addr: int, size: int = 1) -> Alloc | None:
     """The allocation holding [addr, addr + size), or None."""
-    i = bisect.bisect_right(self.by_va, addr) - 1
-    if i < 0: return None
-    a = self.allocs[self.va_handle[self.by_va[i]]]
-    return a if addr + size <= a.va + a.size else None
+    return self.va.find(addr, size)
 
   def view(self, addr: int, size: int) -> memoryview:
     """Host memory at a mock GPU address (the allocation must be mapped to the GPU: the caller checked)."""
-    return memoryview((ctypes.c_char * size).from_address(addr)).cast("B")
+    return MockVA.view(addr, size)
 
   # ---- ioctls
   def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
@@ -188,21 +174,17 @@ class MockKFD:
     if not self.vm_acquired: raise _fail(errno.EINVAL, "ALLOC_MEMORY_OF_GPU before ACQUIRE_VM")
     if a.size == 0 or a.size % 4096 or a.va_addr % 4096: raise _fail(errno.EINVAL, f"allocation {a.va_addr:#x}+{a.size:#x} is not page aligned")
     if not a.flags & (kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT): raise _fail(errno.EINVAL, f"allocation flags {a.flags:#x} name no memory type (VRAM or GTT)")
-    if self._reservation(a.va_addr, a.size) is None: raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} is outside every reserved VA range")
-    i = bisect.bisect_left(self.by_va, a.va_addr + a.size)
-    if self.find(a.va_addr) or (i > 0 and self.by_va[i - 1] >= a.va_addr):
-      raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} overlaps another")
+    if self.va.reservation(a.va_addr, a.size) is None: raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} is outside every reserved VA range")
+    if self.va.overlaps(a.va_addr, a.size): raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} overlaps another")
     self.next_handle += 1
     handle = self.next_handle
     a.handle, a.mmap_offset = handle, handle << 12
     self.allocs[handle] = Alloc(a.va_addr, a.size, handle, a.flags, a.mmap_offset)
-    bisect.insort(self.by_va, a.va_addr)
-    self.va_handle[a.va_addr] = handle
+    self.va.add(self.allocs[handle])
 
   def _free(self, handle: int) -> None:
     if (a := self.allocs.pop(handle, None)) is None: raise _fail(errno.EINVAL, f"free of handle {handle}, which is no allocation")
-    self.by_va.remove(a.va)
-    del self.va_handle[a.va]
+    self.va.remove(a)
 
   def _map(self, a: kfd.kfd_ioctl_map_memory_to_gpu_args, on: bool) -> None:
     if (al := self.allocs.get(a.handle)) is None: raise _fail(errno.EINVAL, f"map/unmap of handle {a.handle}, which is no allocation")
