@@ -91,9 +91,10 @@ AMD_CORE_SUBSET = ("packages/core/tests/test_programs.py", "packages/core/tests/
 
 @nox.session
 def amd(session: nox.Session) -> None:
-  """backend-amd without a GPU: its own tests (DEV strings, code objects of both renderers for every arch, WMMA/MFMA
-  emulated on PYTHON::gfx1100/gfx950, the float64 math sequences on the host, the KFD runtime on MOCKKFD: packet checks and
-  Tensor programs run from their packets), then a subset of the core suite compiled
+  """backend-amd without a GPU: its own tests (DEV strings, code objects of both renderers for every arch, every WMMA/MFMA
+  shape rendered by both and emulated on PYTHON::gfx1100/gfx1201/gfx942/gfx950, the float64 math sequences on the host, the
+  KFD runtime on MOCKKFD with both renderers: AQL and SDMA packet checks, events, Tensor programs run from their packets),
+  then a subset of the core suite compiled
   as our LLVM IR (llvmlite + ziglang's ld.lld) for gfx942 and as HIP C (Debian clang-22, installed by .ci/run) for gfx1100."""
   _pytest(session, "packages/backend-amd/tests", dev="PYTHON")
   for dev in ("NULL:LLVM:gfx942", "NULL:HIP:gfx1100"):

@@ -98,7 +98,7 @@ def _rejects(dev, spec, prg, bufs, match: str, **fields) -> None:
   ({"grid_size_x": 63}, "grid size 63 is not a multiple of the workgroup size"),
   ({"workgroup_size_x": 0}, "workgroup size 0"),
   ({"workgroup_size_x": 512, "grid_size_x": 512}, "workgroup of 512 work-items, its code object allows"),
-  ({"kernarg_address": 0x1000}, "kernarg buffer 0x1000.* is not in memory mapped to the GPU"),
+  ({"kernarg_address": 0x1000}, "kernarg buffer 0x1000.* is not in memory mapped to this GPU"),
   ({"completion_signal": 0x2000}, "completion signal 0x2000.* is not in memory mapped"),
 ])
 def test_malformed_packet_is_caught(dev, add_kernel, fields, match):
@@ -125,7 +125,7 @@ def test_a_queue_stops_at_its_first_error(dev, add_kernel):
 def test_unmapped_buffer_pointer_is_caught(dev, add_kernel):
   spec, prg, bufs = _setup(dev, add_kernel)
   dev.free(bufs[2])
-  with pytest.raises(PacketError, match="argument 2 \\(a buffer pointer\\) 0x[0-9a-f]+\\+0x1 is not in memory mapped to the GPU"):
+  with pytest.raises(PacketError, match="argument 2 \\(a buffer pointer\\) 0x[0-9a-f]+\\+0x1 is not in memory mapped to this GPU"):
     prg(*bufs, global_size=spec.launch_dims({})[0], local_size=spec.launch_dims({})[1])
 
 
@@ -234,9 +234,46 @@ def test_kernel_count_matches_dispatches():
     assert Device["AMD"].wptr == start + GlobalCounters.kernel_count - (GlobalCounters.kernel_count - 1)  # one packet per kernel
 
 
-def test_mock_takes_hip_only():
-  with Context(DEV="MOCKKFD+AMD:LLVM"), pytest.raises(RuntimeError, match="MOCKKFD\\+AMD runs kernels rendered by HIP.*LLVM is not supported"):
-    (Tensor([1.0]) + 1).realize()
+@pytest.mark.parametrize("dev, instr", [(MOCK, "__builtin_amdgcn_wmma_f32_16x16x16_f16_w32("),
+                                        ("MOCKKFD+AMD:LLVM", "call <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16(")])
+def test_llvm_and_hip_matmuls_on_the_mock(capfd, dev, instr):
+  """The LLVM renderer on the mock too: its compiler records each kernel's PYTHON program like HIP's does, so the mock runs
+  LLVM-rendered dispatches (the half matmul's WMMA intrinsic included) and the numbers are numpy's."""
+  rng = np.random.default_rng(6)
+  a_np, b_np = rng.standard_normal((32, 64)).astype(np.float16), rng.standard_normal((64, 32)).astype(np.float16)
+  with Context(DEV=dev):
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    capfd.readouterr()
+    with Context(DEBUG=4): out = a.matmul(b, dtype=dtypes.float32).numpy()
+    assert instr in capfd.readouterr().out
+    np.testing.assert_allclose(out, a_np.astype(np.float64) @ b_np.astype(np.float64), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose((Tensor([1.0, 2.0, 3.0]).exp2() * 2 - 1).numpy(), [3.0, 7.0, 15.0])
+
+
+@pytest.mark.parametrize("dev", [MOCK, "MOCKKFD+AMD:LLVM"])
+def test_int8_wmma_on_the_mock(dev):
+  rng = np.random.default_rng(7)
+  a_np, b_np = rng.integers(-128, 128, (32, 32), dtype=np.int8), rng.integers(-128, 128, (32, 48), dtype=np.int8)
+  with Context(DEV=dev):
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"wmma_i32_16x16x16_iu8"}
+    np.testing.assert_array_equal(out.numpy(), a_np.astype(np.int32) @ b_np.astype(np.int32))
+
+
+def test_llvm_mfma_wave64_on_a_mock_gfx950():
+  """MOCKKFD+AMD:LLVM:gfx950 in its own process: the MFMA intrinsics in wave64, bf16 (as <8 x bfloat>) and f16."""
+  code = ("import numpy as np\nfrom tinygrad import Tensor, dtypes\nr = np.random.default_rng(8)\n"
+          "a, b = r.standard_normal((32, 64)).astype(np.float32), r.standard_normal((64, 32)).astype(np.float32)\n"
+          "for dt in (dtypes.float16, dtypes.bfloat16):\n"
+          "  x, y = Tensor(a).cast(dt).realize(), Tensor(b).cast(dt).realize()\n"
+          "  xn, yn = x.float().numpy().astype(np.float64), y.float().numpy().astype(np.float64)\n"
+          "  np.testing.assert_allclose(x.matmul(y, dtype=dtypes.float32).numpy(), xn @ yn, atol=1e-4, rtol=1e-4)\n")
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEV": "MOCKKFD+AMD:LLVM:gfx950", "DEBUG": "4"})
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "@llvm.amdgcn.mfma.f32.16x16x32.f16(" in p.stdout and "@llvm.amdgcn.mfma.f32.16x16x32.bf16(" in p.stdout
 
 
 def test_beam_search_runs_on_the_mock():

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from amd_harness import needs_hip
 from tinygrad import Device, Tensor, dtypes
-from tinygrad.codegen.opt import OptOps
-from tinygrad.codegen.program import get_program
+from tinygrad.codegen.opt import Opt, OptOps
+from tinygrad.codegen.program import ProgramSpec, get_program
+from tinygrad.engine.buffers import buffer_of
+from tinygrad.engine.realize import CompiledRunner
 from tinygrad.helpers import Context
 from tinygrad.schedule.kernelize import create_schedule
 from tinygrad.uop.ops import Ops
 
 TOL = {dtypes.float16: 1e-2, dtypes.bfloat16: 3e-2}
 ARCHS = ["gfx1100", "gfx1201", "gfx950"]
+ALL_ARCHS = ["gfx1100", "gfx1201", "gfx942", "gfx950"]
 
 
 def _rand(shape, dt, seed):
@@ -78,12 +82,11 @@ def test_fallback_when_it_doesnt_tile():
     _check(a @ b, an @ bn, dtypes.float16, False)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ALL_ARCHS)
 def test_emulation_matches_layouts(arch):
   """One instruction from made-up fragments: lane l's A element i is A[a_layout[l][i]], likewise B and C; the result
   in lane l's element i must be D[c_layout[l][i]] for D = A @ B + C, exactly."""
-  for tc in Device.tensor_cores(arch):
-    if tc.dtype_in == dtypes.float16: _emulate_one(tc)
+  for tc in Device.tensor_cores(arch): _emulate_one(tc)
 
 
 def _emulate_one(tc) -> None:
@@ -98,7 +101,7 @@ def _emulate_one(tc) -> None:
   for lane in lanes: assert d[lane] == tuple(D[r, c] for r, c in tc.c_layout[lane])
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ALL_ARCHS)
 def test_layouts_cover_each_matrix_once(arch):
   """Each element of A, B and D sits in some lane; D's in exactly one (WMMA's A/B halves repeat in lanes 16..31)."""
   for tc in Device.tensor_cores(arch):
@@ -120,3 +123,110 @@ def test_emulation_rejects_lanes_that_disagree():
   assert emulate(a, b, c)[0][0] == 16 * 0.0
   a[20] = tuple(9.0 for _ in a[20])  # lane 20 claims other values for row 4 than lane 4
   with pytest.raises(RuntimeError, match=r"lanes hold different values for A\[4\]"): emulate(a, b, c)
+
+
+# ---- int8 WMMA (RDNA3/4): int8 x int8 -> int32, exact
+
+def _int8(shape, seed):
+  x = np.random.default_rng(seed).integers(-128, 128, shape, dtype=np.int8)
+  return Tensor(x).realize(), x.astype(np.int64)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_int8_matmul_exact(arch):
+  """int32 products and sums of int8 operands (extremes included) are exact: the WMMA result equals numpy bit for bit."""
+  with Context(DEV=f"PYTHON::{arch}"):
+    (a, an), (b, bn) = _int8((32, 64), 20), _int8((64, 32), 21)
+    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {("wmma12" if arch == "gfx1201" else "wmma") + "_i32_16x16x16_iu8"}
+    np.testing.assert_array_equal(out.numpy(), (an @ bn).astype(np.int32))
+
+
+def test_int8_products_that_wrap_stay_off_the_tensor_core():
+  """matmul(dtype=int32) of int8 multiplies in int8 (wrapping like tinygrad) and only then sums in int32: the WMMA's
+  exact products would differ, so no tensor core."""
+  with Context(DEV="PYTHON::gfx1100"):
+    (a, _), (b, _) = _int8((16, 16), 22), _int8((16, 16), 23)
+    out = a.matmul(b, dtype=dtypes.int32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert not any(u.op is Ops.WMMA for u in prog.uops)
+
+
+# ---- shapes the heuristic doesn't pick first (MFMA 32x32): forced by Opt(TC, index, config)
+
+def run_forced(out: Tensor, tc_name: str, config: int) -> tuple[np.ndarray, ProgramSpec]:
+  """Run out's one kernel with Opt(TC, the index of tc_name, config) (its inputs must be realized); (result, program)."""
+  items, _ = create_schedule([out.uop])
+  (si,) = [it for it in items if it.ast.op is Ops.SINK]
+  dev = str(out.device)
+  r = Device.renderer(dev)
+  idx = next(n for n, tc in enumerate(r.tensor_cores) if tc.name == tc_name)
+  spec = get_program(si.ast, r, [Opt(OptOps.TC, idx, config)])
+  bufs = [buffer_of(b).ensure_allocated() for b in si.bufs]
+  CompiledRunner(spec, Device[dev], r)(bufs, si.var_vals, wait=True)
+  return np.frombuffer(bufs[0].as_bytes(), dtype=_np_dtype(out.dtype)).reshape(out.shape), spec
+
+
+def _np_dtype(dt):
+  return {dtypes.float32: np.float32, dtypes.float16: np.float16, dtypes.int32: np.int32}[dt]
+
+
+MFMA32 = [("gfx942", "mfma_f32_32x32x8"), ("gfx950", "mfma_f32_32x32x8"), ("gfx950", "mfma_f32_32x32x16")]
+
+
+@pytest.mark.parametrize("arch,shape", MFMA32)
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
+def test_mfma_32x32(arch, shape, dt):
+  with Context(DEV=f"PYTHON::{arch}"):
+    (a, an), (b, bn) = _rand((64, 32), dt, 24), _rand((32, 64), dt, 25)
+    got, spec = run_forced(a.matmul(b, dtype=dtypes.float32), f"{shape}_{_SHORT[dt]}", 1 if arch == "gfx950" else 3)  # 2x2 waves / 1
+    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {f"{shape}_{_SHORT[dt]}"}
+    np.testing.assert_allclose(got, an @ bn, atol=1e-3, rtol=1e-3)  # float32 out: only the summation order differs
+
+
+_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}
+
+
+# ---- every shape renders its instruction and compiles into a code object for its arch
+
+def _shapes() -> list[tuple[str, str]]:
+  from tinygrad_backend_amd.tensor_cores import tensor_cores_for
+  return [(arch, tc.name) for arch in ALL_ARCHS for tc in tensor_cores_for(arch) if tc.dtype_in not in (dtypes.fp8e4m3, dtypes.fp8e5m2)]
+
+
+def compile_forced(dev: str, tc_name: str) -> tuple[str, bytes]:
+  """A 64x64x64 matmul under DEV=dev with Opt(TC, tc_name, 1) (2x2 waves): (source, code object)."""
+  from tinygrad_backend_amd.codeobject import check_code_object
+  with Context(DEV=dev):
+    r = Device.renderer(Device.DEFAULT)
+    idx = next(n for n, tc in enumerate(r.tensor_cores) if tc.name == tc_name)
+    tc = r.tensor_cores[idx]
+    a, b = Tensor.empty(64, 64, dtype=tc.dtype_in), Tensor.empty(64, 64, dtype=tc.dtype_in)
+    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32) if tc.dtype_in == dtypes.int8 else a.matmul(b, dtype=dtypes.float32)
+    items, _ = create_schedule([out.uop])
+    (si,) = [it for it in items if it.ast.op is Ops.SINK]
+    spec = get_program(si.ast, r, [Opt(OptOps.TC, idx, 1)])
+    lib = r.compiler.compile(spec.src)
+    check_code_object(lib, r.arch, spec.name)
+    return spec.src, lib
+
+
+@needs_hip
+@pytest.mark.parametrize("arch,tc_name", _shapes())
+def test_hip_renders_and_compiles_every_shape(arch, tc_name):
+  from tinygrad_backend_amd.tensor_cores import tensor_cores_for
+  tc = next(tc for tc in tensor_cores_for(arch) if tc.name == tc_name)
+  src, _ = compile_forced(f"NULL:HIP:{arch}", tc_name)
+  assert tc.extra["builtin"] + "(" in src
+
+
+@pytest.mark.parametrize("arch,tc_name", _shapes())
+def test_llvm_renders_and_compiles_every_shape(arch, tc_name):
+  """NULL:LLVM:<arch>: the WMMA is the arch's llvm.amdgcn.* intrinsic, and llvmlite + ld.lld make a code object of it."""
+  from tinygrad_backend_amd.tensor_cores import tensor_cores_for
+  tc = next(tc for tc in tensor_cores_for(arch) if tc.name == tc_name)
+  src, _ = compile_forced(f"NULL:LLVM:{arch}", tc_name)
+  assert f"@{tc.extra['intrinsic']}(" in src

@@ -130,8 +130,12 @@ class HIPRenderer(CStyleRenderer):
   def render_wmma(self, u: UOp, operands: list[str]) -> str:
     tc = next((tc for tc in self.tensor_cores if tc.name == u.arg[0]), None)
     if tc is None: raise NotImplementedError(f"{self.arch} has no tensor core {u.arg[0]!r}")
-    if tc.threads == 64: return f"{tc.extra['builtin']}({', '.join(operands)}, 0, 0, 0)"  # MFMA: cbsz, abid, blgp = 0 (no broadcast)
-    return f"{tc.extra['builtin']}({', '.join(operands)})"
+    a, b, c = operands
+    if pack := tc.extra.get("pack"):  # int8/fp8 fragments go in as packed ints: a bit cast, same size
+      a, b = f"__builtin_bit_cast({pack}, {a})", f"__builtin_bit_cast({pack}, {b})"
+    if tc.threads == 64: return f"{tc.extra['builtin']}({a}, {b}, {c}, 0, 0, 0)"  # MFMA: cbsz, abid, blgp = 0 (no broadcast)
+    if tc.dtype_in == dtypes.int8: return f"{tc.extra['builtin']}(true, {a}, true, {b}, {c}, false)"  # iu8: both signed, no clamp
+    return f"{tc.extra['builtin']}({a}, {b}, {c})"
 
   # ---- constants and math
   def math_fn_name(self, fn: str, dt: DType) -> str | None:
@@ -144,7 +148,7 @@ class HIPRenderer(CStyleRenderer):
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
     vec = [(f"{_vec_name(s)}{n}", f"typedef {s} {_vec_name(s)}{n} __attribute__((ext_vector_type({n})));")
-           for s in ("float", "_Float16", "__bf16", "int", "unsigned int", "double") for n in (2, 4, 8, 16)]
+           for s in ("float", "_Float16", "__bf16", "int", "unsigned int", "double", "signed char", "unsigned char") for n in (2, 4, 8, 16)]
     return [*vec, *((f"{fn}(", code) for fn, code in _F64_MATH.items()), *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -158,7 +162,8 @@ class HIPRenderer(CStyleRenderer):
     return src.replace(head, f"{self.kernel_prefix}__attribute__((amdgpu_flat_work_group_size(1, {threads}))) void {name}(", 1)
 
 
-def _vec_name(scalar: str) -> str: return {"_Float16": "half", "__bf16": "bf16x", "unsigned int": "uint"}.get(scalar, scalar)
+def _vec_name(scalar: str) -> str:
+  return {"_Float16": "half", "__bf16": "bf16x", "unsigned int": "uint", "signed char": "schar", "unsigned char": "uchar"}.get(scalar, scalar)
 
 
 class HIPCompiler(Compiler):

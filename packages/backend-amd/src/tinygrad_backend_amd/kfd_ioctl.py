@@ -65,6 +65,32 @@ class kfd_ioctl_map_memory_to_gpu_args(ctypes.Structure):
 
 kfd_ioctl_unmap_memory_from_gpu_args = kfd_ioctl_map_memory_to_gpu_args  # "same arguments as for mapping"
 
+# events: a signal event's slot in the events page (KFD_SIGNAL_EVENT_LIMIT 8-byte mailboxes, which the runtime allocates
+# and names by handle in the first CREATE_EVENT, as libhsakmt's hsaKmtCreateEvent does for dGPUs) is where the GPU writes
+# the event's trigger data before its interrupt; WAIT_EVENTS sleeps until one is signaled or the timeout (ms) passes
+KFD_IOC_EVENT_SIGNAL = 0
+KFD_IOC_WAIT_RESULT_COMPLETE, KFD_IOC_WAIT_RESULT_TIMEOUT, KFD_IOC_WAIT_RESULT_FAIL = 0, 1, 2
+KFD_SIGNAL_EVENT_LIMIT = 4096
+
+
+class kfd_ioctl_create_event_args(ctypes.Structure):
+  _fields_ = [("event_page_offset", u64), ("event_trigger_data", u32), ("event_type", u32), ("auto_reset", u32), ("node_id", u32),
+              ("event_id", u32), ("event_slot_index", u32)]
+
+
+class kfd_ioctl_destroy_event_args(ctypes.Structure):
+  _fields_ = [("event_id", u32), ("pad", u32)]
+
+
+class kfd_event_data(ctypes.Structure):
+  # the union of kfd_hsa_memory_exception_data (32 bytes, the largest) and kfd_hsa_hw_exception_data: filled by KFD for
+  # exception events only, so kept as bytes here
+  _fields_ = [("exception_data", ctypes.c_uint8 * 32), ("kfd_event_data_ext", u64), ("event_id", u32), ("pad", u32)]
+
+
+class kfd_ioctl_wait_events_args(ctypes.Structure):
+  _fields_ = [("events_ptr", u64), ("num_events", u32), ("wait_for_all", u32), ("timeout", u32), ("wait_result", u32)]
+
 # asm-generic/ioctl.h: nr in bits 0-7, type in 8-15, size in 16-29, direction in 30-31 (write 1, read 2)
 _IOC_WRITE, _IOC_READ = 1, 2
 
@@ -76,6 +102,9 @@ def _ioc(direction: int, nr: int, struct: type[ctypes.Structure]) -> int:
 AMDKFD_IOC_GET_VERSION = _ioc(_IOC_READ, 0x01, kfd_ioctl_get_version_args)
 AMDKFD_IOC_CREATE_QUEUE = _ioc(_IOC_READ | _IOC_WRITE, 0x02, kfd_ioctl_create_queue_args)
 AMDKFD_IOC_DESTROY_QUEUE = _ioc(_IOC_READ | _IOC_WRITE, 0x03, kfd_ioctl_destroy_queue_args)
+AMDKFD_IOC_CREATE_EVENT = _ioc(_IOC_READ | _IOC_WRITE, 0x08, kfd_ioctl_create_event_args)
+AMDKFD_IOC_DESTROY_EVENT = _ioc(_IOC_WRITE, 0x09, kfd_ioctl_destroy_event_args)
+AMDKFD_IOC_WAIT_EVENTS = _ioc(_IOC_READ | _IOC_WRITE, 0x0C, kfd_ioctl_wait_events_args)
 AMDKFD_IOC_ACQUIRE_VM = _ioc(_IOC_WRITE, 0x15, kfd_ioctl_acquire_vm_args)
 AMDKFD_IOC_ALLOC_MEMORY_OF_GPU = _ioc(_IOC_READ | _IOC_WRITE, 0x16, kfd_ioctl_alloc_memory_of_gpu_args)
 AMDKFD_IOC_FREE_MEMORY_OF_GPU = _ioc(_IOC_WRITE, 0x17, kfd_ioctl_free_memory_of_gpu_args)
@@ -88,4 +117,6 @@ ARGS: dict[int, type[ctypes.Structure]] = {
   AMDKFD_IOC_DESTROY_QUEUE: kfd_ioctl_destroy_queue_args, AMDKFD_IOC_ACQUIRE_VM: kfd_ioctl_acquire_vm_args,
   AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: kfd_ioctl_alloc_memory_of_gpu_args, AMDKFD_IOC_FREE_MEMORY_OF_GPU: kfd_ioctl_free_memory_of_gpu_args,
   AMDKFD_IOC_MAP_MEMORY_TO_GPU: kfd_ioctl_map_memory_to_gpu_args, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU: kfd_ioctl_unmap_memory_from_gpu_args,
+  AMDKFD_IOC_CREATE_EVENT: kfd_ioctl_create_event_args, AMDKFD_IOC_DESTROY_EVENT: kfd_ioctl_destroy_event_args,
+  AMDKFD_IOC_WAIT_EVENTS: kfd_ioctl_wait_events_args,
 }

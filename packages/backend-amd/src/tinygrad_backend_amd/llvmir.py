@@ -4,9 +4,12 @@ target into an object and linked into a code object by the ziglang wheel's ld.ll
 What changes from the CPU's IR: kernels are `amdgpu_kernel` functions with `ptr addrspace(1)` buffers (cast to flat
 pointers at entry; LLVM's address-space inference turns the accesses back into global ones), thread indices are the
 `llvm.amdgcn.workitem.id.*` / `workgroup.id.*` intrinsics, shared memory is an `addrspace(3)` global, registers are
-`addrspace(5)` allocas, and BARRIER is `s.barrier` between workgroup fences. Scalar code only (no vectors, so no
-tensor cores: those render through HIP). float64 exp2/log2/sin and every sin are our own sequences (the same as the
-HIP renderer's `tg_*` helpers): AMDGPU has no instructions for them and we link no device library.
+`addrspace(5)` allocas, and BARRIER is `s.barrier` between workgroup fences. Elementwise code is scalar; the vectors
+core's tensor-core lowering makes (fragments: vector LOAD/STORE/VECTORIZE/GEP, vector registers) are LLVM vectors, and
+WMMA is the arch's `llvm.amdgcn.wmma.*` / `llvm.amdgcn.mfma.*` intrinsic (tensor_cores.py names it and its operand
+type; bf16 vectors are `<n x i16>` bits, int8 ones `<n x i8>` bitcast to the intrinsic's packed i32s). float64
+exp2/log2/sin and every sin are our own sequences (the same as the HIP renderer's `tg_*` helpers): AMDGPU has no
+instructions for them and we link no device library.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from tinygrad.device.plugin import CompileError, Compiler, Ops, PtrDType, Renderer, Target, UOp, dtypes
+from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
 from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_type, reg_type
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
@@ -92,8 +95,18 @@ class AMDLLVMRenderer(Renderer):
 
   def __reduce__(self) -> tuple: return AMDLLVMRenderer, (Target(self.device, self.name, self.arch),)
 
+  @property
+  def tensor_cores(self):  # type: ignore[override]
+    from tinygrad_backend_amd.tensor_cores import tensor_cores_for
+    return tuple(tensor_cores_for(self.arch))
+
   def render(self, name: str, uops: list[UOp]) -> str:
-    return _AMDFunctionBuilder(name, uops, datalayout=str(_target_machine(self.arch).target_data)).build()
+    return _AMDFunctionBuilder(name, uops, datalayout=str(_target_machine(self.arch).target_data), tcs=self.tensor_cores).build()
+
+
+def _vt(dt: DType) -> str:
+  """An LLVM vector type for a vector dtype, the same in registers and memory: bf16 elements are their i16 bits."""
+  return f"<{dt.count} x {'i16' if dt.scalar() == dtypes.bfloat16 else reg_type(dt.scalar())}>"
 
 
 _LN2 = 0.6931471805599453094
@@ -105,9 +118,9 @@ _COS_COEFFS = [1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0, 
 
 
 class _AMDFunctionBuilder(_FunctionBuilder):
-  def __init__(self, name: str, uops: list[UOp], datalayout: str):
+  def __init__(self, name: str, uops: list[UOp], datalayout: str, tcs: tuple[TensorCore, ...] = ()):
     super().__init__(name, uops)
-    self.datalayout = datalayout
+    self.datalayout, self.tcs = datalayout, {tc.name: tc for tc in tcs}
     self.globals_: list[str] = []  # module-level definitions (shared memory)
 
   def d(self, v: float) -> str: return const_literal(v, dtypes.float64)
@@ -138,6 +151,12 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     if u.op is Ops.SPECIAL: return self.special(u)
     if u.op is Ops.DEFINE_LOCAL: return self.define_local(u)
     if u.op is Ops.BARRIER: return self.barrier(u)
+    if u.op is Ops.VECTORIZE: return self.vectorize(u)
+    if u.op is Ops.GEP: return self.gep(u)
+    if u.op is Ops.WMMA: return self.wmma(u)
+    if u.op is Ops.INDEX and u.src[0].dtype.base.count > 1: return self.vec_index(u)  # type: ignore[attr-defined]
+    if u.op is Ops.LOAD and u.dtype.count > 1: return self.vec_load(u)
+    if u.op is Ops.STORE and u.src[1].dtype.count > 1: return self.vec_store(u)
     if u.op in (Ops.EXP2, Ops.LOG2, Ops.SIN) and (u.dtype == dtypes.float64 or u.op is Ops.SIN):
       x = self.v(u.src[0])
       t = reg_type(u.dtype)
@@ -151,7 +170,8 @@ class _AMDFunctionBuilder(_FunctionBuilder):
   def define_reg(self, u: UOp) -> None:
     assert isinstance(u.dtype, PtrDType)
     n = len(self.allocas)
-    self.allocas.append(f"  %reg{n}.p = alloca [{u.dtype.size} x {mem_type(u.dtype.base, True)}], align 16, addrspace(5)")
+    et = _vt(u.dtype.base) if u.dtype.base.count > 1 else mem_type(u.dtype.base, True)
+    self.allocas.append(f"  %reg{n}.p = alloca [{u.dtype.size} x {et}], align 16, addrspace(5)")
     self.allocas.append(f"  %reg{n} = addrspacecast ptr addrspace(5) %reg{n}.p to ptr")
     self.vals[u] = f"%reg{n}"
 
@@ -174,6 +194,49 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     self.decls["llvm.amdgcn.s.barrier"] = "declare void @llvm.amdgcn.s.barrier()"
     self.lines.append("  call void @llvm.amdgcn.s.barrier()")
     self.lines.append('  fence syncscope("workgroup") acquire')
+
+  # ---- vectors (tensor-core fragments and accumulators)
+  def vec_index(self, u: UOp) -> None:  # an element of a buffer of vectors (DEFINE_REG of accumulators/fragments)
+    self.vals[u] = self.emit(f"getelementptr inbounds {_vt(u.src[0].dtype.base)}, ptr {self.v(u.src[0])}, {reg_type(u.src[1].dtype)} {self.v(u.src[1])}", "p")
+
+  def _align(self, dt: DType) -> int: return min(16, dt.itemsize * dt.count)  # the lowering keeps vector accesses this aligned
+
+  def vec_load(self, u: UOp) -> None:
+    if len(u.src) != 1: raise NotImplementedError(f"AMD LLVM renders no gated vector load ({u.dtype!r})")
+    self.vals[u] = self.emit(f"load {_vt(u.dtype)}, ptr {self.v(u.src[0])}, align {self._align(u.dtype)}")
+
+  def vec_store(self, u: UOp) -> None:
+    if len(u.src) != 2: raise NotImplementedError(f"AMD LLVM renders no gated vector store ({u.src[1].dtype!r})")
+    dt = u.src[1].dtype
+    self.lines.append(f"  store {_vt(dt)} {self.v(u.src[1])}, ptr {self.v(u.src[0])}, align {self._align(dt)}")
+
+  def vectorize(self, u: UOp) -> None:
+    vec, bf16 = "poison", u.dtype.scalar() == dtypes.bfloat16
+    for i, s in enumerate(u.src):
+      x = self.v(s)
+      if bf16: x = self.float_to_bf16_bits(x)  # bf16-exact floats in registers: their top 16 bits
+      vec = self.emit(f"insertelement {_vt(u.dtype)} {vec}, {'i16' if bf16 else reg_type(s.dtype)} {x}, i32 {i}")
+    self.vals[u] = vec
+
+  def gep(self, u: UOp) -> None:
+    src_t = _vt(u.src[0].dtype)
+    if u.dtype.count > 1:
+      mask = ", ".join(f"i32 {i}" for i in u.arg)
+      self.vals[u] = self.emit(f"shufflevector {src_t} {self.v(u.src[0])}, {src_t} poison, <{len(u.arg)} x i32> <{mask}>")
+      return
+    x = self.emit(f"extractelement {src_t} {self.v(u.src[0])}, i32 {u.arg[0]}")
+    self.vals[u] = self.bf16_bits_to_float(x) if u.dtype == dtypes.bfloat16 else x
+
+  def wmma(self, u: UOp) -> None:
+    tc = self.tcs.get(u.arg[0])
+    if tc is None: raise NotImplementedError(f"no tensor core {u.arg[0]!r} on this arch")
+    ir_in, ret = tc.extra["ir_in"], _vt(u.dtype)
+    a, b = (self.v(s) if _vt(s.dtype) == ir_in else self.emit(f"bitcast {_vt(s.dtype)} {self.v(s)} to {ir_in}") for s in u.src[:2])
+    c = (ret, self.v(u.src[2]))
+    if tc.dtype_in == dtypes.int8: args = [("i1", "true"), (ir_in, a), ("i1", "true"), (ir_in, b), c, ("i1", "false")]  # signed, no clamp
+    elif tc.threads == 64: args = [(ir_in, a), (ir_in, b), c, ("i32", "0"), ("i32", "0"), ("i32", "0")]  # MFMA: cbsz, abid, blgp
+    else: args = [(ir_in, a), (ir_in, b), c]
+    self.vals[u] = self.call(tc.extra["intrinsic"], ret, *args)
 
   # ---- float64 transcendentals (the HIP renderer's tg_exp2/tg_log2/tg_sin, as IR)
   def horner(self, x: str, coeffs: list[float]) -> str:

@@ -13,8 +13,6 @@ import ctypes
 import time
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.device.plugin import python_interpreter
-
 from tinygrad_backend_amd import hsa
 from tinygrad_backend_amd.loader import KD_SIZE, KernelInfo
 from tinygrad_backend_amd.mockprograms import PROGRAMS, image_key
@@ -32,7 +30,6 @@ class AQLProcessor:
     self.kfd, self.q = kfd, queue
     self.n = queue.ring_size // hsa.PACKET_SIZE
     self.error: PacketError | None = None
-    self.loaded: dict[tuple[str, str], Any] = {}  # (image key, kernel name) -> its PYTHON program, loaded
 
   def _u64(self, addr: int) -> ctypes.c_uint64: return ctypes.c_uint64.from_address(addr)
 
@@ -55,8 +52,9 @@ class AQLProcessor:
 
   def _mapped(self, idx: int, what: str, addr: int, size: int) -> Alloc:
     a = self.kfd.find(addr, size)
-    if a is None or not a.gpu_mapped:
-      raise self._err(idx, f"{what} {addr:#x}+{size:#x} is not in memory mapped to the GPU (an unmapped or freed address, or one past an allocation's end)")
+    if a is None or self.q.gpu_id not in a.gpus:
+      raise self._err(idx, f"{what} {addr:#x}+{size:#x} is not in memory mapped to this GPU (an unmapped or freed address, one past an allocation's "
+                           "end, or another GPU's memory not mapped to this one)")
     return a
 
   def _packet(self, idx: int, slot: int) -> None:
@@ -103,17 +101,16 @@ class AQLProcessor:
     a = self._mapped(idx, "kernel object", kernel_object, KD_SIZE)
     if not a.flags & (1 << 30): raise self._err(idx, f"kernel object {kernel_object:#x} is in memory not allocated EXECUTABLE")
     key = image_key(self.kfd.view(a.va, a.size).tobytes())  # the allocation is the image padded to whole pages
-    if key not in PROGRAMS:
+    if (kernels := PROGRAMS.kernels(key)) is None:
       raise self._err(idx, f"kernel object {kernel_object:#x} points into memory that holds no code object the mock renderer recorded "
                            "(a wrong kernel object address, an overwritten program, or a kernel not rendered for MOCKKFD+AMD)")
     off = kernel_object - a.va
-    match = [(name, info) for name, (info, _) in PROGRAMS[key].items() if info.kd_offset == off]
+    match = [(name, info) for name, (info, _) in kernels.items() if info.kd_offset == off]
     if not match: raise self._err(idx, f"kernel object {kernel_object:#x} is offset {off:#x} into a code object, where no kernel descriptor is")
     name, info = match[0]
     kd_kernarg = ctypes.c_uint32.from_address(kernel_object + 8).value  # kernel_descriptor_t.kernarg_size
     if kd_kernarg != info.kernarg_size: raise self._err(idx, f"kernel {name}: its descriptor says {kd_kernarg} kernarg bytes, its metadata {info.kernarg_size}")
-    if (key, name) not in self.loaded: self.loaded[(key, name)] = python_interpreter.load(name, PROGRAMS[key][name][1])
-    return info, self.loaded[(key, name)]
+    return info, PROGRAMS.load(key, name)
 
   def _signal(self, idx: int, addr: int) -> None:
     self._mapped(idx, "completion signal", addr, hsa.SIGNAL_SIZE)
@@ -144,3 +141,8 @@ class AQLProcessor:
     # the timestamps in the GPU's 100 MHz ticks, like the packet processor writes them with profiling on
     sig.start_ts, sig.end_ts = start * hsa.TIMESTAMP_HZ // 10**9, end * hsa.TIMESTAMP_HZ // 10**9
     sig.value -= 1
+    if sig.event_mailbox_ptr:  # the CP writes the event id to the mailbox and interrupts: KFD signals the event
+      if self.kfd.mailbox(sig.event_id) != sig.event_mailbox_ptr:
+        raise self._err(idx, f"completion signal {addr:#x}: event mailbox {sig.event_mailbox_ptr:#x} is not the mailbox of an event with id {sig.event_id}")
+      ctypes.c_uint64.from_address(sig.event_mailbox_ptr).value = sig.event_id
+      self.kfd.trigger(sig.event_id)

@@ -7,18 +7,22 @@ It implements `iface.Interface` like the real `KFD`, with the same rules the run
   addresses are the same numbers, as on KFD), ALLOC_MEMORY_OF_GPU places an allocation inside a reserved range,
   an mmap of the render node at the allocation's mmap offset maps it for the host, MAP_MEMORY_TO_GPU for the GPU;
   the packet processor accepts only addresses in allocations mapped to the GPU;
-- CREATE_QUEUE (AQL only), a doorbell page mmapped from /dev/kfd at the returned offset; a doorbell write runs the
-  queue's packet processor (mockgpu.py) up to the packet it names;
+- CREATE_QUEUE (AQL compute and SDMA), a doorbell page mmapped from /dev/kfd at the returned offset; a doorbell write
+  runs the queue's packet processor (mockgpu.py for AQL, mocksdma.py for SDMA) up to the packet it names;
+- signal events: CREATE_EVENT (the first names the events page by its allocation handle), DESTROY_EVENT, WAIT_EVENTS;
+  the packet processors set an event where the GPU would interrupt. Every packet runs at its doorbell, so a wait on an
+  event nothing has set would sleep forever: an error here;
 - `code_object`: the runtime shows each code object it loads; the mock records the PYTHON program attached to it.
 Each misuse is an OSError (the errno KFD would give) whose message says what was wrong.
 """
 from __future__ import annotations
 
-import bisect
 import ctypes
 import errno
 import mmap
 from dataclasses import dataclass, field
+
+from tinygrad.runtime.mock import MockVA
 
 from tinygrad_backend_amd import kfd_ioctl as kfd
 from tinygrad_backend_amd.iface import MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, TOPOLOGY
@@ -40,7 +44,18 @@ class Alloc:
   flags: int
   mmap_offset: int
   host_mapped: bool = False
-  gpu_mapped: bool = False
+  gpus: set[int] = field(default_factory=set)  # the GPUs it is mapped to (MAP_MEMORY_TO_GPU)
+
+  @property
+  def gpu_mapped(self) -> bool: return bool(self.gpus)
+
+
+@dataclass
+class Event:
+  event_id: int
+  slot: int
+  auto_reset: bool
+  signaled: bool = False
 
 
 @dataclass
@@ -51,23 +66,24 @@ class Queue:
   write_ptr: int
   read_ptr: int
   doorbell: int
+  gpu_id: int = 0
   processor: object = None
 
 
 @dataclass
 class MockKFD:
-  """One mock GPU of `arch`. `mem` is every reserved VA range: start -> the mmap that backs it."""
+  """The mock KFD of a process: four GPUs of `arch` sharing `va` (core's MockVA: reserved ranges, allocations in them)."""
   arch: str = "gfx1100"
   name: str = "MOCKKFD"
   fds: dict[int, str] = field(default_factory=dict)
-  reserved: dict[int, mmap.mmap] = field(default_factory=dict)
+  va: MockVA[Alloc] = field(default_factory=MockVA)        # reserved ranges and the allocations in them (core's mock memory)
   allocs: dict[int, Alloc] = field(default_factory=dict)      # handle -> allocation
-  by_va: list[int] = field(default_factory=list)              # sorted allocation starts
-  va_handle: dict[int, int] = field(default_factory=dict)
   queues: dict[int, Queue] = field(default_factory=dict)
   vm_acquired: bool = False
   doorbells: mmap.mmap | None = None
   next_handle: int = 0
+  events: dict[int, Event] = field(default_factory=dict)
+  events_page: int = 0  # the allocation handle the first CREATE_EVENT named
 
   def __post_init__(self) -> None:
     if self.arch not in TARGET_VERSION: raise ValueError(f"MOCKKFD has no {self.arch!r} GPU; it emulates {', '.join(TARGET_VERSION)}")
@@ -98,10 +114,7 @@ class MockKFD:
   def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
     if fd == -1:
       if not flags & MAP_ANONYMOUS or prot != PROT_NONE or addr: raise _fail(errno.EINVAL, "an anonymous mmap only reserves VA (PROT_NONE, no address)")
-      backing = mmap.mmap(-1, size)
-      va = ctypes.addressof(ctypes.c_char.from_buffer(backing))
-      self.reserved[va] = backing
-      return va
+      return self.va.reserve(size)
     path = self.fds.get(fd)
     if path == "/dev/kfd":
       if offset & ~0x1FFF != MMAP_DOORBELL: raise _fail(errno.EINVAL, f"/dev/kfd mmap offset {offset:#x} is not a doorbell page")
@@ -116,26 +129,16 @@ class MockKFD:
     return addr
 
   def munmap(self, addr: int, size: int) -> None:
-    if addr in self.va_handle: raise _fail(errno.EBUSY, f"munmap of {addr:#x}: free the allocation there first")
-    if (m := self.reserved.pop(addr, None)) is None: raise _fail(errno.EINVAL, f"munmap of {addr:#x}, which is no reserved range")
-    try: m.close()
-    except BufferError: self.reserved[addr] = m  # a memoryview of it is still alive: keep the memory rather than pull it away
-
-  def _reservation(self, va: int, size: int) -> int | None:
-    for start, m in self.reserved.items():
-      if start <= va and va + size <= start + len(m): return start
-    return None
+    if addr in self.va.at: raise _fail(errno.EBUSY, f"munmap of {addr:#x}: free the allocation there first")
+    if not self.va.release(addr): raise _fail(errno.EINVAL, f"munmap of {addr:#x}, which is no reserved range")
 
   def find(self, addr: int, size: int = 1) -> Alloc | None:
     """The allocation holding [addr, addr + size), or None."""
-    i = bisect.bisect_right(self.by_va, addr) - 1
-    if i < 0: return None
-    a = self.allocs[self.va_handle[self.by_va[i]]]
-    return a if addr + size <= a.va + a.size else None
+    return self.va.find(addr, size)
 
   def view(self, addr: int, size: int) -> memoryview:
     """Host memory at a mock GPU address (the allocation must be mapped to the GPU: the caller checked)."""
-    return memoryview((ctypes.c_char * size).from_address(addr)).cast("B")
+    return MockVA.view(addr, size)
 
   # ---- ioctls
   def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
@@ -150,6 +153,10 @@ class MockKFD:
     elif request in (kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU, kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU):
       self._map(arg, request == kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_CREATE_QUEUE: self._create_queue(arg)  # type: ignore[arg-type]
+    elif request == kfd.AMDKFD_IOC_CREATE_EVENT: self._create_event(arg)  # type: ignore[arg-type]
+    elif request == kfd.AMDKFD_IOC_DESTROY_EVENT:
+      if self.events.pop(arg.event_id, None) is None: raise _fail(errno.EINVAL, f"destroy of event {arg.event_id}, which does not exist")  # type: ignore[attr-defined]
+    elif request == kfd.AMDKFD_IOC_WAIT_EVENTS: self._wait_events(arg)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_DESTROY_QUEUE:
       if self.queues.pop(arg.queue_id, None) is None: raise _fail(errno.EINVAL, f"destroy of queue {arg.queue_id}, which does not exist")  # type: ignore[attr-defined]
 
@@ -167,42 +174,78 @@ class MockKFD:
     if not self.vm_acquired: raise _fail(errno.EINVAL, "ALLOC_MEMORY_OF_GPU before ACQUIRE_VM")
     if a.size == 0 or a.size % 4096 or a.va_addr % 4096: raise _fail(errno.EINVAL, f"allocation {a.va_addr:#x}+{a.size:#x} is not page aligned")
     if not a.flags & (kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT): raise _fail(errno.EINVAL, f"allocation flags {a.flags:#x} name no memory type (VRAM or GTT)")
-    if self._reservation(a.va_addr, a.size) is None: raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} is outside every reserved VA range")
-    i = bisect.bisect_left(self.by_va, a.va_addr + a.size)
-    if self.find(a.va_addr) or (i > 0 and self.by_va[i - 1] >= a.va_addr):
-      raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} overlaps another")
+    if self.va.reservation(a.va_addr, a.size) is None: raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} is outside every reserved VA range")
+    if self.va.overlaps(a.va_addr, a.size): raise _fail(errno.EINVAL, f"allocation at {a.va_addr:#x}+{a.size:#x} overlaps another")
     self.next_handle += 1
     handle = self.next_handle
     a.handle, a.mmap_offset = handle, handle << 12
     self.allocs[handle] = Alloc(a.va_addr, a.size, handle, a.flags, a.mmap_offset)
-    bisect.insort(self.by_va, a.va_addr)
-    self.va_handle[a.va_addr] = handle
+    self.va.add(self.allocs[handle])
 
   def _free(self, handle: int) -> None:
     if (a := self.allocs.pop(handle, None)) is None: raise _fail(errno.EINVAL, f"free of handle {handle}, which is no allocation")
-    self.by_va.remove(a.va)
-    del self.va_handle[a.va]
+    self.va.remove(a)
 
   def _map(self, a: kfd.kfd_ioctl_map_memory_to_gpu_args, on: bool) -> None:
     if (al := self.allocs.get(a.handle)) is None: raise _fail(errno.EINVAL, f"map/unmap of handle {a.handle}, which is no allocation")
     ids = (ctypes.c_uint32 * a.n_devices).from_address(a.device_ids_array_ptr) if a.n_devices else []
     for gpu_id in ids: self._gpu(gpu_id)
     if not ids: raise _fail(errno.EINVAL, "map/unmap with no devices")
-    al.gpu_mapped, a.n_success = on, a.n_devices
+    al.gpus = al.gpus | set(ids) if on else al.gpus - set(ids)
+    a.n_success = a.n_devices
+
+  # ---- events
+  def _create_event(self, e: kfd.kfd_ioctl_create_event_args) -> None:
+    if e.event_type != kfd.KFD_IOC_EVENT_SIGNAL: raise _fail(errno.EINVAL, f"event type {e.event_type}: MOCKKFD has signal events (0) only")
+    if not self.events_page:
+      page = self.allocs.get(e.event_page_offset)
+      if page is None or page.size < kfd.KFD_SIGNAL_EVENT_LIMIT * 8:
+        raise _fail(errno.EINVAL, f"the first CREATE_EVENT must name the events page ({kfd.KFD_SIGNAL_EVENT_LIMIT * 8} bytes) by its allocation handle, got {e.event_page_offset:#x}")
+      self.events_page = page.handle
+    slot = next(i for i in range(kfd.KFD_SIGNAL_EVENT_LIMIT) if i not in {ev.slot for ev in self.events.values()})
+    e.event_id = e.event_trigger_data = slot + 1
+    e.event_slot_index = slot
+    self.events[e.event_id] = Event(e.event_id, slot, bool(e.auto_reset))
+
+  def mailbox(self, event_id: int) -> int | None:
+    """The host/GPU address of a signal event's mailbox, or None for no such event."""
+    ev = self.events.get(event_id)
+    return None if ev is None else self.allocs[self.events_page].va + 8 * ev.slot
+
+  def trigger(self, event_id: int) -> None:
+    """What the GPU's interrupt does for an event: KFD marks it signaled and wakes its waiters."""
+    self.events[event_id].signaled = True
+
+  def _wait_events(self, w: kfd.kfd_ioctl_wait_events_args) -> None:
+    if w.num_events == 0: raise _fail(errno.EINVAL, "WAIT_EVENTS on no events")
+    data = (kfd.kfd_event_data * w.num_events).from_address(w.events_ptr)
+    evs = []
+    for d in data:
+      if d.event_id not in self.events: raise _fail(errno.EINVAL, f"WAIT_EVENTS on event {d.event_id}, which does not exist")
+      evs.append(self.events[d.event_id])
+    done = all(e.signaled for e in evs) if w.wait_for_all else any(e.signaled for e in evs)
+    if not done: raise _fail(errno.EDEADLK, f"WAIT_EVENTS on event(s) {[e.event_id for e in evs]} that nothing has signaled: the mock runs every packet "
+                                            "at its doorbell, so this wait would only time out (a signal the GPU never completes, or no event mailbox)")
+    for e in evs:
+      if e.signaled and e.auto_reset: e.signaled = False
+    w.wait_result = kfd.KFD_IOC_WAIT_RESULT_COMPLETE
 
   def _create_queue(self, q: kfd.kfd_ioctl_create_queue_args) -> None:
     from tinygrad_backend_amd.mockgpu import AQLProcessor
+    from tinygrad_backend_amd.mocksdma import SDMAProcessor
     self._gpu(q.gpu_id)
-    if q.queue_type != kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL: raise _fail(errno.EINVAL, f"queue type {q.queue_type}: MOCKKFD emulates AQL compute queues only")
+    if q.queue_type not in (kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, kfd.KFD_IOC_QUEUE_TYPE_SDMA):
+      raise _fail(errno.EINVAL, f"queue type {q.queue_type}: MOCKKFD emulates AQL compute (2) and SDMA (1) queues only")
     if q.ring_size < kfd.KFD_MIN_QUEUE_RING_SIZE or q.ring_size & (q.ring_size - 1): raise _fail(errno.EINVAL, f"ring size {q.ring_size} is not a power of two >= 1024")
-    for what, addr, size in (("ring", q.ring_base_address, q.ring_size), ("write pointer", q.write_pointer_address, 8),
-                             ("read pointer", q.read_pointer_address, 8), ("EOP buffer", q.eop_buffer_address, q.eop_buffer_size),
-                             ("context save area", q.ctx_save_restore_address, q.ctx_save_restore_size + q.ctl_stack_size)):
-      if (al := self.find(addr, size)) is None or not al.gpu_mapped: raise _fail(errno.EINVAL, f"queue {what} at {addr:#x}+{size:#x} is not in GPU-mapped memory")
+    parts = [("ring", q.ring_base_address, q.ring_size), ("write pointer", q.write_pointer_address, 8), ("read pointer", q.read_pointer_address, 8)]
+    if q.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL:
+      parts += [("EOP buffer", q.eop_buffer_address, q.eop_buffer_size), ("context save area", q.ctx_save_restore_address, q.ctx_save_restore_size + q.ctl_stack_size)]
+    for what, addr, size in parts:
+      if (al := self.find(addr, size)) is None or q.gpu_id not in al.gpus: raise _fail(errno.EINVAL, f"queue {what} at {addr:#x}+{size:#x} is not in memory mapped to gpu {q.gpu_id:#x}")
     qid = len(self.queues)
     q.queue_id, q.doorbell_offset = qid, MMAP_DOORBELL + 8 * qid
-    queue = Queue(qid, q.ring_base_address, q.ring_size, q.write_pointer_address, q.read_pointer_address, 8 * qid)
-    queue.processor = AQLProcessor(self, queue)
+    queue = Queue(qid, q.ring_base_address, q.ring_size, q.write_pointer_address, q.read_pointer_address, 8 * qid, q.gpu_id)
+    queue.processor = AQLProcessor(self, queue) if q.queue_type == kfd.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL else SDMAProcessor(self, queue)
     self.queues[qid] = queue
 
   def code_object(self, lib: bytes) -> None:

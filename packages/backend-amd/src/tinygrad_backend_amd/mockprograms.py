@@ -1,8 +1,11 @@
-"""How MOCKKFD knows what a kernel computes: a renderer for MOCKKFD+AMD targets that, next to the HIP C it renders,
-records the PYTHON program of the same linearized uops, and a table from each code object's load image to those programs.
+"""How MOCKKFD knows what a kernel computes: renderers for MOCKKFD+AMD targets (HIP and LLVM) that, next to the source
+they render, record the PYTHON program of the same linearized uops, and a table from each code object's load image to
+those programs.
 
-The HIP source ends with the PYTHON program in a comment, `/* MOCKKFD-PYTHON`, the program's serialized line, `*/` (clang
-ignores it). The mock's compiler appends that program to the code object it built, after the ELF's last byte, with its
+The source ends with the PYTHON program in a comment: HIP C with `/* MOCK-PYTHON-PROGRAM`, the program's serialized line,
+`*/` (clang ignores it); LLVM IR with `; MOCK-PYTHON-PROGRAM`, `; ` + that line, `; MOCK-END` (llvmlite's parser ignores
+it). The machinery (the comment, attaching the program to a binary, the table) is core's, tinygrad.runtime.mock.
+The mock's compilers appends that program to the code object it built, after the ELF's last byte, with its
 length and a magic (the loader reads only PT_LOAD segments, so nothing of it reaches GPU memory; the disk cache and
 compile workers carry it like any code object). When the runtime loads a program it shows the code object to its
 interface (`code_object`: nothing on KFD); the mock then records the program under the sha256 of the code object's load
@@ -13,18 +16,19 @@ anywhere else, or at memory that was overwritten, has no program and is an error
 from __future__ import annotations
 
 import hashlib
-import struct
 
-from tinygrad.device.plugin import Target, UOp, python_interpreter
+from tinygrad.device.plugin import Target, UOp
+from tinygrad.runtime.mock import ProgramTable, attach, detach, program_line, program_of_source, source_with_program
 
 from tinygrad_backend_amd.hip import HIPCompiler, HIPRenderer
-from tinygrad_backend_amd.loader import KernelInfo, load_code_object
+from tinygrad_backend_amd.llvmir import AMDLLVMCompiler, AMDLLVMRenderer
+from tinygrad_backend_amd.loader import load_code_object
 
 PAGE = 4096
-_TAG = "/* MOCKKFD-PYTHON"
+_COMMENTS = {"HIP": ("/* ", "", "*/"), "LLVM": ("; ", "; ", "; MOCK-END")}  # head prefix, program-line prefix, end line
 _MAGIC = b"MOCKKFD1"
-# sha256 of a padded load image -> kernel name -> (its metadata, its PYTHON program); process-wide: the mock runs here
-PROGRAMS: dict[str, dict[str, tuple[KernelInfo, bytes]]] = {}
+# sha256 of a padded load image -> kernel name -> (its KernelInfo, its PYTHON program); process-wide: the mock runs here
+PROGRAMS = ProgramTable()
 
 
 def image_key(image: bytes) -> str:
@@ -32,23 +36,20 @@ def image_key(image: bytes) -> str:
 
 
 def program_of(src: str) -> bytes:
-  """The PYTHON program a MOCKKFD-rendered HIP source carries."""
-  *_, head, program, end = src.rstrip("\n").rsplit("\n", 3)
-  if (head, end) != (_TAG, "*/"): raise ValueError("this HIP source was not rendered for MOCKKFD+AMD: it carries no PYTHON program")
-  return program.encode()
-
-
-def attach(lib: bytes, program: bytes) -> bytes: return lib + program + struct.pack("<Q", len(program)) + _MAGIC
+  """The PYTHON program a MOCKKFD-rendered source (HIP C or LLVM IR) carries."""
+  if (program := program_of_source(src, tuple(_COMMENTS.values()))) is None:
+    raise ValueError("this source was not rendered for MOCKKFD+AMD: it carries no PYTHON program")
+  return program
 
 
 def register(lib: bytes) -> None:
   """Record the PYTHON program attached to code object `lib` under its load image's key."""
-  if lib[-8:] != _MAGIC: raise ValueError("this code object was not compiled for MOCKKFD+AMD (DEV=MOCKKFD+AMD): the mock can't tell what it computes")
-  (n,) = struct.unpack("<Q", lib[-16:-8])
-  loaded = load_code_object(lib)
+  if (got := detach(lib, _MAGIC)) is None:
+    raise ValueError("this code object was not compiled for MOCKKFD+AMD (DEV=MOCKKFD+AMD): the mock can't tell what it computes")
+  loaded = load_code_object(got[0])
   if len(loaded.kernels) != 1: raise ValueError(f"expected one kernel in the code object, found {', '.join(loaded.kernels)}")
   (name, info), = loaded.kernels.items()
-  PROGRAMS.setdefault(image_key(loaded.image), {})[name] = (info, lib[-16 - n:-16])
+  PROGRAMS.register(image_key(loaded.image), name, info, got[1])
 
 
 class MockHIPCompiler(HIPCompiler):
@@ -57,7 +58,7 @@ class MockHIPCompiler(HIPCompiler):
     self.cachekey = f"mockkfd_{self.cachekey}"  # its binaries carry the program: never shared with the plain HIP compiler's
 
   def __reduce__(self) -> tuple: return MockHIPCompiler, (self.arch,)
-  def compile(self, src: str) -> bytes: return attach(super().compile(src), program_of(src))
+  def compile(self, src: str) -> bytes: return attach(super().compile(src), program_of(src), _MAGIC)
 
 
 class MockHIPRenderer(HIPRenderer):
@@ -71,6 +72,26 @@ class MockHIPRenderer(HIPRenderer):
   def __reduce__(self) -> tuple: return MockHIPRenderer, (Target(self.device, self.name, self.arch, interface="MOCKKFD"),)
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    src = super().render(name, uops)
-    program = python_interpreter.encode(name, uops, self.tensor_cores).decode().rsplit("\n", 1)[-1]
-    return f"{src}\n{_TAG}\n{program}\n*/\n"
+    return source_with_program(super().render(name, uops), program_line(name, uops, self.tensor_cores), _COMMENTS["HIP"])
+
+
+class MockLLVMCompiler(AMDLLVMCompiler):
+  def __init__(self, arch: str):
+    super().__init__(arch)
+    self.cachekey = f"mockkfd_{self.cachekey}"
+
+  def __reduce__(self) -> tuple: return MockLLVMCompiler, (self.arch,)
+  def compile(self, src: str) -> bytes: return attach(super().compile(src), program_of(src), _MAGIC)
+
+
+class MockLLVMRenderer(AMDLLVMRenderer):
+  """The AMD LLVM renderer, plus the PYTHON program of the same uops in the IR's last comment lines."""
+  compiler: MockLLVMCompiler
+
+  def __init__(self, target: Target | None = None):
+    super().__init__(target)
+    self.compiler = MockLLVMCompiler(self.arch)
+
+  def __reduce__(self) -> tuple: return MockLLVMRenderer, (Target(self.device, self.name, self.arch, interface="MOCKKFD"),)
+  def render(self, name: str, uops: list[UOp]) -> str:
+    return source_with_program(super().render(name, uops), program_line(name, uops, self.tensor_cores), _COMMENTS["LLVM"])

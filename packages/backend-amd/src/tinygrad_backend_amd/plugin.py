@@ -3,14 +3,17 @@
 Device `AMD`, through one of two interfaces (runtime.py is the same code on both):
 - `KFD` (`DEV=AMD`, `KFD+AMD`): the kernel's /dev/kfd. Written, never run on an AMD GPU (see README.md). Without /dev/kfd,
   `DEV=AMD` is an error that names MOCKKFD+AMD; the registry never falls back to the mock on its own.
-- `MOCKKFD` (`DEV=MOCKKFD+AMD`, `MOCKKFD+AMD::gfx950`): the KFD ioctls and the AQL packet processor in Python
-  (mockkfd.py, mockgpu.py); each dispatch is checked and run by core's PYTHON interpreter on the mock's memory.
+- `MOCKKFD` (`DEV=MOCKKFD+AMD`, `MOCKKFD+AMD::gfx950`, `MOCKKFD+AMD:LLVM`): the KFD ioctls, the AQL packet processor and
+  the SDMA engine in Python (mockkfd.py, mockgpu.py, mocksdma.py); each dispatch is checked and run by core's PYTHON
+  interpreter on the mock's memory, each copy checked and done. One mock per process and arch, like /dev/kfd.
 Renderers (they also compile without a GPU, for `DEV=NULL:HIP:gfx1100`, `NULL:LLVM:gfx942`, and `PYTHON::gfx950`):
 - `HIP` (default): HIP C through Debian's clang (>= 19; gfx950 >= 22), device-only, straight to a code object;
 - `LLVM`: our LLVM IR for `amdgcn-amd-amdhsa` through llvmlite, linked by the ziglang wheel's ld.lld (PyPI only).
 Archs: gfx1100, gfx1101, gfx1201 (RDNA3/4, wave32) and gfx942, gfx950 (CDNA3/4, wave64); default gfx1100.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from tinygrad.device.plugin import DeviceSpec, RegisterDevice, RegisterRenderer, RegisterTensorCores, RendererSpec, Target, hookimpl
 
@@ -40,10 +43,15 @@ def _open_kfd(index: int, target: Target):
   return AMDDevice(KFD(), index, target.arch)
 
 
+_MOCKS: dict[str, Any] = {}  # arch -> the process's MockKFD: like /dev/kfd, one per process, its GPUs share a VA space
+
+
 def _open_mock(index: int, target: Target):
   from tinygrad_backend_amd.mockkfd import MockKFD
   from tinygrad_backend_amd.runtime import AMDDevice
-  return AMDDevice(MockKFD(arch=target.arch or DEFAULT_ARCH), index, target.arch)
+  arch = target.arch or DEFAULT_ARCH
+  if arch not in _MOCKS: _MOCKS[arch] = MockKFD(arch=arch)
+  return AMDDevice(_MOCKS[arch], index, target.arch)
 
 
 def _not_provided(name: str):
@@ -63,8 +71,8 @@ def _make_hip(target: Target):
 
 def _make_llvm(target: Target):
   if target.interface == "MOCKKFD":
-    raise RuntimeError("MOCKKFD+AMD runs kernels rendered by HIP (its renderer records their uops for the mock); LLVM is not supported there: "
-                       f"use DEV=MOCKKFD+AMD or MOCKKFD+AMD:HIP:{target.arch or DEFAULT_ARCH}")
+    from tinygrad_backend_amd.mockprograms import MockLLVMRenderer
+    return MockLLVMRenderer(target)
   from tinygrad_backend_amd.llvmir import AMDLLVMRenderer
   return AMDLLVMRenderer(target)
 

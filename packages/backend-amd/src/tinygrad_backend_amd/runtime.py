@@ -4,9 +4,11 @@ run this same code; only the mock has ever run it (see the package README).
 
 - Memory: a VA range reserved by an anonymous PROT_NONE mmap, allocated there (ALLOC_MEMORY_OF_GPU), mapped for the host
   through the render node at the offset KFD returns, and mapped to the GPU (MAP_MEMORY_TO_GPU). GPU and host addresses are
-  equal. Buffers live in host-visible VRAM (PUBLIC): copies in and out are host memmoves through that mapping.
+  equal. Buffers live in VRAM; copies in and out go through a host-visible staging buffer (GTT) and the SDMA engine
+  (sdma.py), copies between two GPUs of one process SDMA directly (the destination mapped to the source GPU too).
 - Queue: an AQL ring (one 64-byte packet per dispatch), its amd_queue_t dispatch ids, one completion signal per dispatch
-  (amd_signal_t, with start/end timestamps: the queue enables profiling).
+  (amd_signal_t, with start/end timestamps: the queue enables profiling). Signals carry a KFD signal event's mailbox, so
+  a wait on an unfinished one sleeps in WAIT_EVENTS (the GPU interrupts) instead of spinning.
 - Programs: the code object's load image in executable VRAM, the kernel descriptor's address as the packet's kernel
   object, the kernargs (buffer pointers, then int32 values) in a host-visible ring, sized and aligned by the metadata.
 """
@@ -24,6 +26,7 @@ from tinygrad_backend_amd import kfd_ioctl as kfd
 from tinygrad_backend_amd.codeobject import check_code_object
 from tinygrad_backend_amd.iface import MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE, TOPOLOGY
 from tinygrad_backend_amd.loader import KernelInfo, load_code_object
+from tinygrad_backend_amd.sdma import SDMAQueue
 
 if TYPE_CHECKING:
   from tinygrad_backend_amd.graph import AMDGraph
@@ -33,9 +36,14 @@ PAGE = 4096
 RING_PACKETS = 1024
 KERNARG_RING = 1 << 20
 N_SIGNALS = 64
+STAGING = 2 << 20  # host-visible bytes per SDMA copy chunk to or from the host
 WAIT_TIMEOUT_S = 30.0
 VRAM = kfd.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | kfd.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
 GTT = kfd.KFD_IOC_ALLOC_MEM_FLAGS_GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | kfd.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT
+
+
+# per KFD interface (a process's KFD): (the interface, the device that made them, events page, event id, trigger data, mailbox)
+_EVENTS: dict[int, tuple[Any, AMDDevice, GPUMem, int, int, int]] = {}
 
 
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
@@ -73,6 +81,7 @@ class GPUMem:
   va: int
   size: int
   handle: int | None = None  # None for a view into another allocation
+  base: GPUMem | None = None  # a view's allocation
 
   def view(self, offset: int, size: int) -> memoryview:
     return memoryview((ctypes.c_char * size).from_address(self.va + offset)).cast("B")
@@ -106,16 +115,42 @@ class AMDDevice(Compiled):
       ctx_save_restore_address=self.ctx.va, ctx_save_restore_size=self.node.cwsr_size, ctl_stack_size=self.node.ctl_stack_size)
     iface.ioctl(self.kfd, kfd.AMDKFD_IOC_CREATE_QUEUE, q)
     self.queue_id = q.queue_id
-    # the doorbell page is mapped from /dev/kfd; the queue's doorbell is at the offset's low bits within it
-    db_page = q.doorbell_offset & ~(0x2000 - 1)
-    self.doorbell_base = iface.mmap(0, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, self.kfd, db_page)
-    self.doorbell = self.doorbell_base + (q.doorbell_offset - db_page)
+    self.doorbell_pages: dict[int, int] = {}
+    self.doorbell = self.doorbell_at(q.doorbell_offset)
     self.wptr = 0
     self.signals = self.alloc(N_SIGNALS * hsa.SIGNAL_SIZE, GTT)
     self.sig_next, self.last_signal = 0, 0
     self.kernargs = self.alloc(KERNARG_RING, GTT)
     self.kernarg_off = 0
+    self._create_event()
+    self.sdma = SDMAQueue(self)
+    self.staging = self.alloc(STAGING, GTT)
+    self.peers: set[tuple[int, int]] = set()  # (allocation handle, gpu_id) mapped for peer copies
     super().__init__(f"AMD:{index}" if index else "AMD", AMDAllocator(self), self._program, self._graph)
+
+  def doorbell_at(self, offset: int) -> int:
+    """The host address of the doorbell at a queue's doorbell offset: its 8 KiB page is mapped from /dev/kfd (once)."""
+    page = offset & ~(0x2000 - 1)
+    if page not in self.doorbell_pages: self.doorbell_pages[page] = self.iface.mmap(0, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, self.kfd, page)
+    return self.doorbell_pages[page] + (offset - page)
+
+  def _create_event(self) -> None:
+    """One auto-reset signal event for every completion signal of every GPU of the process (KFD's events and their page
+    are per process: libhsakmt's hsaKmtCreateEvent on a dGPU allocates the page once and names it by handle in the first
+    CREATE_EVENT; the event's mailbox is its slot there). The first device creates them, the others map the page too."""
+    shared = _EVENTS.get(id(self.iface))
+    if shared is not None and shared[0] is self.iface:
+      _, owner, self.events_page, self.event_id, self.event_trigger, self.event_mailbox = shared
+      owner.map_to_peer(self.events_page, self)  # this GPU writes the mailbox too
+      return
+    self.events_page = self.alloc(kfd.KFD_SIGNAL_EVENT_LIMIT * 8, GTT | kfd.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED)
+    ev = kfd.kfd_ioctl_create_event_args(event_page_offset=self.events_page.handle or 0, event_type=kfd.KFD_IOC_EVENT_SIGNAL, auto_reset=1,
+                                         node_id=self.node.node)
+    self.iface.ioctl(self.kfd, kfd.AMDKFD_IOC_CREATE_EVENT, ev)
+    if ev.event_slot_index >= kfd.KFD_SIGNAL_EVENT_LIMIT: raise RuntimeError(f"KFD gave event slot {ev.event_slot_index}, past the events page")
+    self.event_id, self.event_trigger = ev.event_id, ev.event_trigger_data
+    self.event_mailbox = self.events_page.va + 8 * ev.event_slot_index
+    _EVENTS[id(self.iface)] = (self.iface, self, self.events_page, self.event_id, self.event_trigger, self.event_mailbox)
 
   # ---- memory
   def alloc(self, size: int, flags: int) -> GPUMem:
@@ -129,8 +164,18 @@ class AMDDevice(Compiled):
                      kfd.kfd_ioctl_map_memory_to_gpu_args(handle=args.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
     return GPUMem(va, size, args.handle)
 
+  def map_to_peer(self, mem: GPUMem, peer: AMDDevice) -> None:
+    """Map this device's allocation holding `mem` to `peer`'s GPU as well (MAP_MEMORY_TO_GPU with the peer's id), once."""
+    alloc = mem.base or mem
+    if alloc.handle is None or (alloc.handle, peer.node.gpu_id) in self.peers: return
+    ids = (ctypes.c_uint32 * 1)(peer.node.gpu_id)
+    self.iface.ioctl(self.kfd, kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU,
+                     kfd.kfd_ioctl_map_memory_to_gpu_args(handle=alloc.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
+    self.peers.add((alloc.handle, peer.node.gpu_id))
+
   def free(self, mem: GPUMem) -> None:
     if mem.handle is None: return
+    self.peers = {p for p in self.peers if p[0] != mem.handle}
     ids = (ctypes.c_uint32 * 1)(self.node.gpu_id)
     self.iface.ioctl(self.kfd, kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU,
                      kfd.kfd_ioctl_unmap_memory_from_gpu_args(handle=mem.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1))
@@ -153,12 +198,28 @@ class AMDDevice(Compiled):
     sig = hsa.AmdSignal.from_address(addr)
     if sig.value != 0: self._wait(addr)  # still in flight from N_SIGNALS dispatches ago
     sig.kind, sig.value, sig.start_ts, sig.end_ts = hsa.AMD_SIGNAL_KIND_USER, 1, 0, 0
+    sig.event_mailbox_ptr, sig.event_id = self.event_mailbox, self.event_trigger  # the GPU writes the id there, then interrupts
     return addr
 
   def _wait(self, addr: int) -> None:
+    """Until the signal reads 0: sleep in WAIT_EVENTS on the device's event (any completion wakes it; auto-reset), check."""
     sig, deadline = hsa.AmdSignal.from_address(addr), time.monotonic() + WAIT_TIMEOUT_S
+    data = kfd.kfd_event_data(event_id=self.event_id)
     while sig.value > 0:
-      if time.monotonic() > deadline: raise RuntimeError(f"{self.device}: a dispatch did not complete in {WAIT_TIMEOUT_S:.0f} s (signal at {addr:#x} is {sig.value})")
+      left = deadline - time.monotonic()
+      if left <= 0: raise RuntimeError(f"{self.device}: a dispatch or copy did not complete in {WAIT_TIMEOUT_S:.0f} s (signal at {addr:#x} is {sig.value})")
+      args = kfd.kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(data), num_events=1, wait_for_all=1, timeout=max(1, min(int(left * 1000), 100)))
+      self.iface.ioctl(self.kfd, kfd.AMDKFD_IOC_WAIT_EVENTS, args)
+      if args.wait_result == kfd.KFD_IOC_WAIT_RESULT_FAIL: raise RuntimeError(f"{self.device}: KFD WAIT_EVENTS failed on event {self.event_id}")
+
+  def sdma_copy(self, dst: int, src: int, nbytes: int) -> None:
+    """Copy on the SDMA engine after every kernel submitted so far, and wait for it."""
+    after = self.last_signal
+    signal = self._signal()
+    # a finished dispatch's signal needs no poll; and its slot may be the one just taken (then it was finished)
+    if after == signal or (after and hsa.AmdSignal.from_address(after).value == 0): after = 0
+    self.sdma.copy(dst, src, nbytes, signal, after=after)
+    self._wait(signal)
 
   def submit(self, packets: list[ctypes.Structure]) -> None:
     """Write the packets to the ring (each header last, so the packet processor never sees half a packet), then ring the
@@ -205,15 +266,35 @@ class AMDAllocator(Allocator):
   def _alloc(self, size: int, options: Any) -> GPUMem: return self.dev.alloc(size, VRAM)
   def _free(self, opaque: GPUMem, size: int, options: Any) -> None: self.dev.free(opaque)
 
+  # copies wait for the kernels before them on the GPU (the SDMA stream polls the last dispatch's signal) and for
+  # themselves on the host (the staging buffer is reused; later kernels may read the destination)
   def _copyin(self, dest: GPUMem, src: memoryview) -> None:
-    self.dev.synchronize()  # a kernel still running may read or write this memory
-    dest.view(0, src.nbytes)[:] = src
+    src = src.cast("B")
+    for off in range(0, src.nbytes, STAGING):
+      n = min(STAGING, src.nbytes - off)
+      self.dev.staging.view(0, n)[:] = src[off:off + n]
+      self.dev.sdma_copy(dest.va + off, self.dev.staging.va, n)
 
   def _copyout(self, dest: memoryview, src: GPUMem) -> None:
-    self.dev.synchronize()
-    dest[:] = src.view(0, dest.nbytes)
+    dest = dest.cast("B")
+    for off in range(0, dest.nbytes, STAGING):
+      n = min(STAGING, dest.nbytes - off)
+      self.dev.sdma_copy(self.dev.staging.va, src.va + off, n)
+      dest[off:off + n] = self.dev.staging.view(0, n)
 
-  def view(self, opaque: GPUMem, offset: int, size: int) -> GPUMem: return GPUMem(opaque.va + offset, size)
+  def transfer(self, dest: GPUMem, src: GPUMem, nbytes: int, src_allocator: Allocator) -> None:
+    """GPU to GPU on the source GPU's SDMA engine, the destination mapped to that GPU too (KFD's peer mapping)."""
+    src_dev = src_allocator.dev  # type: ignore[attr-defined]
+    if src_dev.iface is not self.dev.iface:  # two KFD instances (can't share a VA space): through the host
+      buf = memoryview(bytearray(nbytes))
+      src_allocator._copyout(buf, src)  # type: ignore[attr-defined]
+      self._copyin(dest, buf)
+      return
+    self.dev.synchronize()  # kernels here may still read or write dest
+    self.dev.map_to_peer(dest, src_dev)
+    src_dev.sdma_copy(dest.va, src.va, nbytes)
+
+  def view(self, opaque: GPUMem, offset: int, size: int) -> GPUMem: return GPUMem(opaque.va + offset, size, None, opaque.base or opaque)
 
 
 class AMDProgram:

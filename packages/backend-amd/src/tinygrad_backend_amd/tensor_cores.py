@@ -1,4 +1,4 @@
-"""AMD tensor cores as data: RDNA3 WMMA (wave32) and CDNA3/4 MFMA (wave64), with each lane's fragment layout.
+"""AMD tensor cores as data: RDNA3/4 WMMA (wave32) and CDNA3/4 MFMA (wave64), with each lane's fragment layout.
 
 A TensorCore's `a_layout[lane][i] = (row, k)` is the element of A that lane holds in the i-th element of its operand
 vector, `b_layout[lane][i] = (k, col)`, and `c_layout[lane][i] = (row, col)` for C and D. The PYTHON device emulates an
@@ -16,7 +16,15 @@ accelerate AI applications on RDNA 3 using WMMA", and the CDNA3 ISA / AMD Matrix
   column l % 16 at the same k; D/C: element i of lane l is (row 4*(l // 16) + i, col l % 16).
 - gfx950's v_mfma_f32_16x16x32_{f16,bf16} (wave64): the same with 8 elements per lane, k = 8*(l // 16) + i; same D/C.
   Listed first for gfx950, so matmuls whose K tiles by 32 use it; the x16 ones serve the rest.
-Not here yet: int8 WMMA and f16 accumulators, MFMA fp8 (gfx942+), and MFMA's 32x32 shapes.
+- v_wmma_i32_16x16x16_iu8 (RDNA3, and RDNA4's `_gfx12` one): the f16 layouts with int8 elements, packed 4 per int32 in
+  the operand registers (4 x i32 on RDNA3, 2 x i32 on RDNA4); both operands signed, no clamp, int32 accumulators (wrap).
+- v_mfma_f32_32x32x8{f16,bf16_1k} (CDNA3/4) and gfx950's v_mfma_f32_32x32x16_{f16,bf16} (wave64): lane l holds A's row
+  l % 32 at k = n*(l // 32) + i (n = 4 or 8 elements), B's column l % 32 likewise; D/C: 16 elements per lane, element i
+  of lane l is (row 8*(i // 4) + 4*(l // 32) + i % 4, col l % 32). Listed after the 16x16 ones (picked by Opt(TC, ...)).
+- v_mfma_f32_16x16x32_fp8_fp8 (gfx942+): the 16x16x32 layout, 8 e4m3 bytes per lane in one i64. Data and emulation only:
+  core's lowering takes no fp8 operands and the C-style renderers have no fp8 type yet.
+Builtin operand and result types were checked against clang 22 (`clang -x hip -emit-llvm`), so the IR types in `extra`
+are the intrinsics' own. Not here: f16 accumulators, int8 MFMA, gfx950's f8f6f4 (its scale operands don't fit the lowering).
 """
 from __future__ import annotations
 
@@ -44,6 +52,11 @@ def _layout(lanes: int, n: int, fn: Callable[[int, int, int], tuple[int, int]]) 
   return tuple(tuple(fn(lane % 16, lane // 16, i) for i in range(n)) for lane in range(lanes))
 
 
+def _layout32(n: int, fn: Callable[[int, int, int], tuple[int, int]]) -> Layout:
+  """The 32x32 MFMA shapes (wave64), n elements per lane; fn(lane % 32, lane // 32, i) -> (row, col)."""
+  return tuple(tuple(fn(lane % 32, lane // 32, i) for i in range(n)) for lane in range(64))
+
+
 # ---- RDNA3 WMMA, wave32
 A_WMMA = _layout(32, 16, lambda r, h, i: (r, i))
 B_WMMA = _layout(32, 16, lambda c, h, i: (i, c))
@@ -62,41 +75,83 @@ C_MFMA16_F32 = _layout(64, 4, lambda c, q, i: (4 * q + i, c))
 A_MFMA32 = _layout(64, 8, lambda r, q, i: (r, 8 * q + i))
 B_MFMA32 = _layout(64, 8, lambda c, q, i: (8 * q + i, c))
 
-_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}
+# ---- CDNA3/4 MFMA 32x32, wave64 (lane l: row/column l % 32, half l // 32)
+A_MFMA32X8 = _layout32(4, lambda r, h, i: (r, 4 * h + i))
+B_MFMA32X8 = _layout32(4, lambda c, h, i: (4 * h + i, c))
+A_MFMA32X16 = _layout32(8, lambda r, h, i: (r, 8 * h + i))
+B_MFMA32X16 = _layout32(8, lambda c, h, i: (8 * h + i, c))
+C_MFMA32_F32 = _layout32(16, lambda c, h, i: (8 * (i // 4) + 4 * h + i % 4, c))
+
+_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.int8: "iu8", dtypes.fp8e4m3: "fp8"}
+
+
+def _tc(dims: tuple[int, int, int], dtype_in: DType, dtype_out: DType, a: Layout, b: Layout, c: Layout, name: str, builtin: str,
+        intrinsic: str, pack: str = "") -> TensorCore:
+  """`builtin` is clang's (HIP renderer), `intrinsic` LLVM's (LLVM renderer; `ir_in` is its A/B operand type, from
+  `clang -emit-llvm` of the builtin). `pack`: the builtin takes the operand packed into this vector of ints (int8/fp8 bytes,
+  4 per int32): HIP bitcasts the fragment to it."""
+  n = len(a[0])
+  ir_in = {"int4": "<4 x i32>", "int2": "<2 x i32>", "long": "i64"}.get(pack) or \
+    f"<{n} x {'half' if dtype_in == dtypes.float16 else 'bfloat' if intrinsic.endswith('.bf16') else 'i16'}>"  # bf16 before gfx950: i16
+  return TensorCore(dims=dims, dtype_in=dtype_in, dtype_out=dtype_out, threads=len(a), a_layout=a, b_layout=b, c_layout=c, name=name,
+                    tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER, extra={"builtin": builtin, "intrinsic": intrinsic, "pack": pack, "ir_in": ir_in})
 
 
 def _wmma(dtype_in: DType) -> TensorCore:
   t = _SHORT[dtype_in]
-  return TensorCore(dims=(16, 16, 16), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=32, a_layout=A_WMMA, b_layout=B_WMMA,
-                    c_layout=C_WMMA_F32, name=f"wmma_f32_16x16x16_{t}", tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER,
-                    extra={"builtin": f"__builtin_amdgcn_wmma_f32_16x16x16_{t}_w32", "intrinsic": f"llvm.amdgcn.wmma.f32.16x16x16.{t}"})
+  if dtype_in == dtypes.int8:  # v_wmma_i32_16x16x16_iu8: 16 bytes of a row/column per lane as 4 x i32, signed (iu8 with sign bits set)
+    return _tc((16, 16, 16), dtype_in, dtypes.int32, A_WMMA, B_WMMA, C_WMMA_F32, "wmma_i32_16x16x16_iu8", "__builtin_amdgcn_wmma_i32_16x16x16_iu8_w32",
+               "llvm.amdgcn.wmma.i32.16x16x16.iu8.v8i32.v4i32", pack="int4")
+  return _tc((16, 16, 16), dtype_in, dtypes.float32, A_WMMA, B_WMMA, C_WMMA_F32, f"wmma_f32_16x16x16_{t}", f"__builtin_amdgcn_wmma_f32_16x16x16_{t}_w32",
+             f"llvm.amdgcn.wmma.f32.16x16x16.{t}.v8f32.v16{'f16' if t == 'f16' else 'i16'}")
 
 
 def _wmma12(dtype_in: DType) -> TensorCore:
   t = _SHORT[dtype_in]
-  return TensorCore(dims=(16, 16, 16), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=32, a_layout=A_WMMA12, b_layout=B_WMMA12,
-                    c_layout=C_WMMA12_F32, name=f"wmma12_f32_16x16x16_{t}", tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER,
-                    extra={"builtin": f"__builtin_amdgcn_wmma_f32_16x16x16_{t}_w32_gfx12", "intrinsic": f"llvm.amdgcn.wmma.f32.16x16x16.{t}"})
+  if dtype_in == dtypes.int8:  # gfx12: 8 bytes per lane as 2 x i32
+    return _tc((16, 16, 16), dtype_in, dtypes.int32, A_WMMA12, B_WMMA12, C_WMMA12_F32, "wmma12_i32_16x16x16_iu8",
+               "__builtin_amdgcn_wmma_i32_16x16x16_iu8_w32_gfx12", "llvm.amdgcn.wmma.i32.16x16x16.iu8.v8i32.v2i32", pack="int2")
+  return _tc((16, 16, 16), dtype_in, dtypes.float32, A_WMMA12, B_WMMA12, C_WMMA12_F32, f"wmma12_f32_16x16x16_{t}",
+             f"__builtin_amdgcn_wmma_f32_16x16x16_{t}_w32_gfx12", f"llvm.amdgcn.wmma.f32.16x16x16.{t}.v8f32.v8{'f16' if t == 'f16' else 'i16'}")
 
 
 def _mfma(dtype_in: DType) -> TensorCore:
   suffix = "f16" if dtype_in == dtypes.float16 else "bf16_1k"
-  return TensorCore(dims=(16, 16, 16), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=64, a_layout=A_MFMA16, b_layout=B_MFMA16,
-                    c_layout=C_MFMA16_F32, name=f"mfma_f32_16x16x16_{_SHORT[dtype_in]}", tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER,
-                    extra={"builtin": f"__builtin_amdgcn_mfma_f32_16x16x16{suffix}", "intrinsic": f"llvm.amdgcn.mfma.f32.16x16x16{suffix.replace('_', '.')}"})
+  return _tc((16, 16, 16), dtype_in, dtypes.float32, A_MFMA16, B_MFMA16, C_MFMA16_F32, f"mfma_f32_16x16x16_{_SHORT[dtype_in]}",
+             f"__builtin_amdgcn_mfma_f32_16x16x16{suffix}", f"llvm.amdgcn.mfma.f32.16x16x16{suffix.replace('_', '.')}")
 
 
-def _rdna3() -> list[TensorCore]: return [_wmma(dtypes.float16), _wmma(dtypes.bfloat16)]
+def _mfma_32x32x8(dtype_in: DType) -> TensorCore:
+  suffix = "f16" if dtype_in == dtypes.float16 else "bf16_1k"
+  return _tc((32, 32, 8), dtype_in, dtypes.float32, A_MFMA32X8, B_MFMA32X8, C_MFMA32_F32, f"mfma_f32_32x32x8_{_SHORT[dtype_in]}",
+             f"__builtin_amdgcn_mfma_f32_32x32x8{suffix}", f"llvm.amdgcn.mfma.f32.32x32x8{suffix.replace('_', '.')}")
+
+
 def _mfma_k32(dtype_in: DType) -> TensorCore:
   t = _SHORT[dtype_in]
-  return TensorCore(dims=(16, 16, 32), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=64, a_layout=A_MFMA32, b_layout=B_MFMA32,
-                    c_layout=C_MFMA16_F32, name=f"mfma_f32_16x16x32_{t}", tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER,
-                    extra={"builtin": f"__builtin_amdgcn_mfma_f32_16x16x32_{t}", "intrinsic": f"llvm.amdgcn.mfma.f32.16x16x32.{t}"})
+  return _tc((16, 16, 32), dtype_in, dtypes.float32, A_MFMA32, B_MFMA32, C_MFMA16_F32, f"mfma_f32_16x16x32_{t}", f"__builtin_amdgcn_mfma_f32_16x16x32_{t}",
+             f"llvm.amdgcn.mfma.f32.16x16x32.{t}")
 
 
-def _rdna4() -> list[TensorCore]: return [_wmma12(dtypes.float16), _wmma12(dtypes.bfloat16)]
-def _cdna3() -> list[TensorCore]: return [_mfma(dtypes.float16), _mfma(dtypes.bfloat16)]
-def _cdna4() -> list[TensorCore]: return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna3()]
+def _mfma_32x32x16(dtype_in: DType) -> TensorCore:
+  t = _SHORT[dtype_in]
+  return _tc((32, 32, 16), dtype_in, dtypes.float32, A_MFMA32X16, B_MFMA32X16, C_MFMA32_F32, f"mfma_f32_32x32x16_{t}",
+             f"__builtin_amdgcn_mfma_f32_32x32x16_{t}", f"llvm.amdgcn.mfma.f32.32x32x16.{t}")
+
+
+def _mfma_fp8() -> TensorCore:
+  # v_mfma_f32_16x16x32_fp8_fp8 (gfx940+): 8 OCP e4m3 bytes per lane as one i64; the layout is the x32 one. Data only: core's
+  # lowering takes no fp8 operands yet, and the C-style renderers have no fp8 type (see usable_tensor_cores)
+  return _tc((16, 16, 32), dtypes.fp8e4m3, dtypes.float32, A_MFMA32, B_MFMA32, C_MFMA16_F32, "mfma_f32_16x16x32_fp8_fp8",
+             "__builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8", "llvm.amdgcn.mfma.f32.16x16x32.fp8.fp8", pack="long")
+
+
+def _rdna3() -> list[TensorCore]: return [_wmma(dtypes.float16), _wmma(dtypes.bfloat16), _wmma(dtypes.int8)]
+def _rdna4() -> list[TensorCore]: return [_wmma12(dtypes.float16), _wmma12(dtypes.bfloat16), _wmma12(dtypes.int8)]
+def _cdna3() -> list[TensorCore]:
+  return [_mfma(dtypes.float16), _mfma(dtypes.bfloat16), _mfma_32x32x8(dtypes.float16), _mfma_32x32x8(dtypes.bfloat16), _mfma_fp8()]
+def _cdna4() -> list[TensorCore]:
+  return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna3(), _mfma_32x32x16(dtypes.float16), _mfma_32x32x16(dtypes.bfloat16)]
 
 
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores

@@ -92,6 +92,7 @@ class MatmulMatch:
   k: UOp
   batch: tuple[UOp, ...]
   dtype_in: DType
+  mul_dtype: DType | None = None  # the MUL's dtype: integer tensor cores need exact products (not int8 ones that wrap)
 
   @property
   def mnk(self) -> tuple[int, int, int]: return (self.i.src[0].arg, self.j.src[0].arg, self.k.src[0].arg)
@@ -116,7 +117,7 @@ def match_matmul(ast: UOp) -> MatmulMatch | None:
   if ast.op is not Ops.SINK or len(ast.src) != 1 or (store := ast.src[0]).op is not Ops.STORE or len(store.src) != 2: return None
   nodes = ast.toposort()
   reduces = [n for n in nodes if n.op is Ops.REDUCE]
-  if len(reduces) != 1 or (red := reduces[0]).arg is not Ops.ADD or len(red.src) != 2 or not dtypes.is_float(red.dtype): return None
+  if len(reduces) != 1 or (red := reduces[0]).arg is not Ops.ADD or len(red.src) != 2 or dtypes.is_bool(red.dtype): return None
   ranges = [n for n in nodes if n.op is Ops.RANGE]
   if any(r.src[0].op is not Ops.CONST for r in ranges): return None
   k = red.src[1]
@@ -139,7 +140,7 @@ def match_matmul(ast: UOp) -> MatmulMatch | None:
   a, b, i, j = ops[0], ops[1], only[0][0], only[1][0]
   if a.buf is store.src[0].src[0] or b.buf is store.src[0].src[0]: return None  # reads its own output: not a plain matmul
   batch = tuple(sorted((r for r in outs if r is not i and r is not j), key=lambda r: r.arg[0]))
-  return MatmulMatch(store, red, a, b, i, j, k, batch, loads[0].dtype)
+  return MatmulMatch(store, red, a, b, i, j, k, batch, loads[0].dtype, mul.dtype)
 
 
 # ---- choosing a tensor core and a tile config
@@ -148,9 +149,12 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   """Indices into renderer.tensor_cores whose instruction computes this matmul."""
   out = []
   for n, tc in enumerate(renderer.tensor_cores):
-    if tc.dtype_in != m.dtype_in or not dtypes.is_float(tc.dtype_out) or not tc.tile_configs or not _lanes_fit(tc): continue
+    if tc.dtype_in != m.dtype_in or not tc.tile_configs or not _lanes_fit(tc): continue
+    if dtypes.is_float(tc.dtype_out) != dtypes.is_float(m.reduce.dtype): continue
+    # integer ones (int8 -> int32) compute exact products and wrap like the AST only when it multiplies and adds in dtype_out
+    if dtypes.is_int(tc.dtype_out) and (m.mul_dtype != tc.dtype_out or m.reduce.dtype != tc.dtype_out): continue
     if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
-    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32): continue  # fp8 operands need fp8 loads/casts: later
+    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.int8): continue  # fp8 operands need fp8 loads/casts: later
     out.append(n)
   return out
 
