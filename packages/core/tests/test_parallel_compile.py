@@ -28,6 +28,8 @@ def test_pool_builds_the_same_programs(noopt, monkeypatch):
   lower_here = realize._program
   def refuse(*args): raise AssertionError("lowered in this process: the pool should have done it")
   with Context(PARALLEL_COMPILE=2, NOOPT=noopt):
+    from tinygrad.workers import compile_pool
+    compile_pool()  # started (as prestart does): then a schedule of PARALLEL_MIN_KERNELS new kernels uses it
     monkeypatch.setattr(realize, "_program", refuse)  # the workers import their own, unpatched
     new = _new_runners(lambda: out.realize())
     monkeypatch.setattr(realize, "_program", lower_here)
@@ -48,3 +50,16 @@ def test_auto_size_leaves_small_machines_alone(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     assert parallel_workers() == 8
   with Context(PARALLEL_COMPILE=0): assert parallel_workers() == 0
+
+
+def test_small_schedules_dont_start_the_pool(monkeypatch):
+  """Starting the pool costs more than lowering a few kernels: a schedule with fewer than PARALLEL_START_KERNELS new kernels
+  lowers them here when no pool is running."""
+  if Device.DEFAULT in ("NULL", "DISK"): pytest.skip("needs a device that runs kernels")
+  from tinygrad import workers
+  workers.close()
+  out, ref = _program_and_values(7)
+  with Context(PARALLEL_COMPILE=2):
+    out.realize()
+    assert workers._pool is None
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4)

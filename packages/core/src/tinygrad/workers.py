@@ -186,6 +186,9 @@ def parallel_workers() -> int:
   return min(8, max(0, (os.cpu_count() or 1) - 2))
 
 
+def pool_started() -> bool: return _pool is not None and _pool.n == parallel_workers()
+
+
 def compile_pool() -> WorkerPool | None:
   """The pool of compile processes, started on first use; None when PARALLEL_COMPILE (or the machine) gives none."""
   global _pool

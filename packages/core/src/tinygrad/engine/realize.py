@@ -126,7 +126,9 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
     device = str(si.bufs[0].device)
     renderer = Device.renderer(device)
     if (key := _runner_key(device, si.ast, renderer)) not in _runner_cache: new.setdefault(key, (si.ast, device, renderer))
-  built = _build_in_pool(list(new.values())) if len(new) >= PARALLEL_MIN_KERNELS else [None] * len(new)
+  from tinygrad.workers import pool_started
+  enough = len(new) >= (PARALLEL_MIN_KERNELS if pool_started() else PARALLEL_START_KERNELS)
+  built = _build_in_pool(list(new.values())) if enough else [None] * len(new)
   todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | bytes | None]] = {}
   for (key, (ast, device, renderer)), done in zip(new.items(), built):
     if done is not None:
@@ -140,6 +142,9 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
 
 
 PARALLEL_MIN_KERNELS = 4  # fewer new kernels than this are lowered here: handing them to the pool costs more than it saves
+# starting the pool's processes costs about a second: a schedule starts it only with this many new kernels (a model's first
+# layer, a training step), unless prestart() already did (the llm CLI does, while it loads the model)
+PARALLEL_START_KERNELS = 16
 
 
 def lower_and_compile(ast: UOp, renderer: Renderer, settings: dict[str, Any]) -> tuple[ProgramSpec, bytes]:
