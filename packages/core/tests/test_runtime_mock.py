@@ -1,4 +1,4 @@
-"""tinygrad.runtime.mock, the machinery mock GPU interfaces share (MOCKKFD+AMD uses it; backend-amd's tests run it end
+"""tinygrad.device.mock, the machinery mock GPU interfaces share (MOCKKFD+AMD uses it; backend-amd's tests run it end
 to end): the address space with its gaps, programs carried by sources and binaries, and the program table."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from tinygrad import Device, Tensor
 from tinygrad.codegen.program import get_program
+from tinygrad.device.mock import MockVA, ProgramTable, attach, detach, program_line, program_of_source, source_with_program
 from tinygrad.helpers import Context
-from tinygrad.runtime.mock import MockVA, ProgramTable, attach, detach, program_line, program_of_source, source_with_program
 from tinygrad.schedule.kernelize import create_schedule
 from tinygrad.uop.ops import Ops
 

@@ -22,7 +22,7 @@ import errno
 import mmap
 from dataclasses import dataclass, field
 
-from tinygrad.runtime.mock import MockVA
+from tinygrad.device.plugin import MockVA
 
 from tinygrad_backend_amd import kfd_ioctl as kfd
 from tinygrad_backend_amd.iface import MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, TOPOLOGY

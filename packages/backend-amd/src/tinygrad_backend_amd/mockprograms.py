@@ -4,7 +4,7 @@ those programs.
 
 The source ends with the PYTHON program in a comment: HIP C with `/* MOCK-PYTHON-PROGRAM`, the program's serialized line,
 `*/` (clang ignores it); LLVM IR with `; MOCK-PYTHON-PROGRAM`, `; ` + that line, `; MOCK-END` (llvmlite's parser ignores
-it). The machinery (the comment, attaching the program to a binary, the table) is core's, tinygrad.runtime.mock.
+it). The machinery (the comment, attaching the program to a binary, the table) is core's, tinygrad.device.mock.
 The mock's compilers appends that program to the code object it built, after the ELF's last byte, with its
 length and a magic (the loader reads only PT_LOAD segments, so nothing of it reaches GPU memory; the disk cache and
 compile workers carry it like any code object). When the runtime loads a program it shows the code object to its
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import hashlib
 
-from tinygrad.device.plugin import Target, UOp
-from tinygrad.runtime.mock import ProgramTable, attach, detach, program_line, program_of_source, source_with_program
+from tinygrad.device.plugin import ProgramTable, Target, UOp, attach, detach, program_line, program_of_source, source_with_program
 
 from tinygrad_backend_amd.hip import HIPCompiler, HIPRenderer
 from tinygrad_backend_amd.llvmir import AMDLLVMCompiler, AMDLLVMRenderer

@@ -14,6 +14,7 @@ from tinygrad.codegen.transcendental import pm_fast_transcendentals
 from tinygrad.device.collectives import CollectiveSpec, CommInit, Communicator
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
+from tinygrad.device.mock import MockVA, ProgramTable, attach, detach, program_line, program_of_source, source_with_program
 from tinygrad.device.runtime import Allocator, Buffer, Compiled, CopiesBetween, GraphExec, HostMemory, KernelLaunch, Program, Views, ZeroedAlloc
 from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
 from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
@@ -37,6 +38,8 @@ __all__ = [
   "CollectiveSpec", "CommInit", "Communicator", "Buffer",
   # the PYTHON device's interpreter, for a mock device that runs each kernel's uops (MOCKKFD+AMD)
   "python_interpreter",
+  # what mock GPU interfaces share (device/mock.py): an address space with gaps, PYTHON programs carried by binaries
+  "MockVA", "ProgramTable", "attach", "detach", "program_line", "program_of_source", "source_with_program",
 ]
 
 

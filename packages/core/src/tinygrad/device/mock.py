@@ -17,7 +17,7 @@ import mmap
 import struct
 from typing import Any, Generic, Protocol, TypeVar
 
-from tinygrad.device.plugin import Program, python_interpreter
+from tinygrad.device.runtime import Program
 
 PROGRAM_TAG = "MOCK-PYTHON-PROGRAM"
 
@@ -82,6 +82,7 @@ class MockVA(Generic[A]):
 
 def program_line(name: str, uops: list, tensor_cores: Any) -> str:
   """The PYTHON program of a linearized kernel, as the one line a source comment carries."""
+  from tinygrad.device.plugin import python_interpreter  # filled in by runtime/python.py (see PythonInterpreter)
   return python_interpreter.encode(name, uops, tuple(tensor_cores)).decode().rsplit("\n", 1)[-1]
 
 
@@ -126,5 +127,6 @@ class ProgramTable:
   def kernels(self, key: str) -> dict[str, tuple[Any, bytes]] | None: return self.programs.get(key)
 
   def load(self, key: str, name: str) -> Program:
+    from tinygrad.device.plugin import python_interpreter
     if (key, name) not in self.loaded: self.loaded[(key, name)] = python_interpreter.load(name, self.programs[key][name][1])
     return self.loaded[(key, name)]
