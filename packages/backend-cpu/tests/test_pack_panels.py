@@ -73,3 +73,46 @@ def test_batched_matmul_packs_each_batch_and_matches_numpy():
     assert len(_kernels(Tensor(a).realize() @ Tensor(b).realize())) == 2
     got = (Tensor(a) @ Tensor(b)).numpy()
   np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-2)
+
+
+# ---- padded inputs (schedule/pack.py's pad_inputs)
+
+def test_big_padded_conv_reads_a_padded_copy():
+  with Context(DEV="CPU"):
+    pad, conv = _kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1))
+    assert not any(n.op is Ops.REDUCE for n in pad.toposort())
+    assert not any(n.op is Ops.WHERE for n in conv.toposort())  # no border mask left in the convolution
+    assert len(_kernels(Tensor.empty(2, 8, 16, 16).conv2d(Tensor.empty(16, 8, 3, 3), padding=1))) == 1  # small: masked in place
+    assert len(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(4, 64, 3, 3), padding=1))) == 1  # 4 outputs per pixel
+  with Context(DEV="CPU", PACK_PANELS=0): assert len(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1))) == 1
+
+
+@pytest.mark.parametrize("shape,cout,pad,stride", [((1, 16, 64, 64), 16, 1, 1), ((2, 8, 67, 61), 24, 2, 2), ((1, 32, 48, 50), 16, 1, 1)])
+def test_padded_conv_matches_numpy(shape, cout, pad, stride):
+  rng = np.random.default_rng(sum(shape))
+  x, w = rng.standard_normal(shape, np.float32), rng.standard_normal((cout, shape[1], 3, 3), np.float32)
+  with Context(DEV="CPU"):
+    assert len(_kernels(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride))) == 2
+    got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
+  xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).astype(np.float64)
+  oh, ow = (xp.shape[2] - 3) // stride + 1, (xp.shape[3] - 3) // stride + 1
+  want = np.zeros((shape[0], cout, oh, ow))
+  for ky in range(3):
+    for kx in range(3):
+      want += np.einsum("nchw,oc->nohw", xp[:, :, ky:ky + stride * oh:stride, kx:kx + stride * ow:stride], w[:, :, ky, kx])
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_gradients_equal_unpacked():
+  """The backward passes of a big matmul and a padded conv (their own matmuls and convs over transposed or padded views)
+  give the same gradients with the copies as without."""
+  rng = np.random.default_rng(1)
+  a, b = rng.standard_normal((128, 512), np.float32), rng.standard_normal((512, 512), np.float32)
+  x, w = rng.standard_normal((1, 16, 64, 64), np.float32), rng.standard_normal((16, 16, 3, 3), np.float32)
+  grads = []
+  for pack in (1, 0):
+    with Context(DEV="CPU", PACK_PANELS=pack):
+      ta, tb, tx, tw = (Tensor(v, requires_grad=True) for v in (a, b, x, w))
+      ((ta @ tb).relu().sum() + tx.conv2d(tw, padding=1).square().mean()).backward()
+      grads.append([t.grad.numpy() for t in (ta, tb, tx, tw)])
+  for g1, g0 in zip(*grads): np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-3)

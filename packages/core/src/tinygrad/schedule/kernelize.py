@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
-from tinygrad.schedule.pack import pack_panels
+from tinygrad.schedule.pack import rewrite_cpu_reduce
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
@@ -218,9 +218,10 @@ def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
 
 
 def _rewrite_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
-  """A reduction as the target runs it best: split (split_reduce), or on a CPU a matmul over a packed copy of B (schedule/pack.py)."""
+  """A reduction as the target runs it best: split (split_reduce), or on a CPU over packed or padded copies of its inputs
+  (schedule/pack.py)."""
   if (split := split_reduce(r, policy)) is not None: return split
-  return None if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]) else pack_panels(r)
+  return None if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]) else rewrite_cpu_reduce(r)
 
 
 def _is_one_hot_select(r: UOp) -> bool:
