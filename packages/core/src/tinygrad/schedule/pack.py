@@ -72,7 +72,8 @@ def pad_inputs(r: UOp) -> UOp | None:
       chain.append(base)
       base = base.src[0]
     pads = [n for n in chain if n.op is Ops.PAD]
-    if base.op is not Ops.BUFFER or len(pads) != 1 or prod(pads[0].shape) < PAD_MIN_ELEMENTS: continue
+    if base.op is not Ops.BUFFER or len(pads) != 1 or not all(isinstance(d, int) for d in pads[0].shape): continue
+    if prod(pads[0].shape) < PAD_MIN_ELEMENTS: continue
     if Ops.SHRINK in {n.op for n in chain[chain.index(pads[0]):]}: continue  # a shrink under the pad: a slice, not a conv input
     if not _reused(op, r, PAD_MIN_REUSE): continue
     new[i] = op.substitute({pads[0]: UOp(Ops.CONTIGUOUS, pads[0].dtype, (pads[0],))})
