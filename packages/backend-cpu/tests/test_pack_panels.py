@@ -38,7 +38,8 @@ def test_big_matmul_opts_on_avx2():
 @pytest.mark.parametrize("a,b", [((32, 512), (512, 512)),    # too few rows to repay the copy
                                  ((256, 128), (128, 512)),   # a short reduction
                                  ((256, 512), (512, 100)),   # B's rows are close together (and 100 isn't a block's width)
-                                 ((256, 512), (512, 516))])  # no panel width divides 516
+                                 ((256, 512), (512, 1008)),  # rows 4032 bytes apart: a panel's lines spread over the cache's sets
+                                 ((256, 512), (512, 1032))])  # 16 doesn't divide 1032 (and its rows aren't 512-byte aligned)
 def test_small_or_unsuitable_matmuls_read_b_in_place(a, b):
   with Context(DEV="CPU"): assert len(_kernels(Tensor.empty(*a) @ Tensor.empty(*b))) == 1
 
@@ -51,7 +52,7 @@ def test_transposed_or_computed_b_is_not_packed():
   with Context(DEV="CPU", PACK_PANELS=0): assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512))) == 1
 
 
-SHAPES = [(1, 1, 1), (7, 9, 13), (64, 256, 256), (65, 300, 264), (96, 257, 272), (130, 512, 40)]
+SHAPES = [(1, 1, 1), (7, 9, 13), (64, 256, 256), (65, 300, 384), (96, 257, 640), (130, 512, 40), (70, 260, 264)]
 
 
 @pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
@@ -68,7 +69,7 @@ def test_matmul_matches_numpy(dev, m, k, n):
 
 def test_batched_matmul_packs_each_batch_and_matches_numpy():
   rng = np.random.default_rng(0)
-  a, b = rng.standard_normal((3, 64, 256), np.float32), rng.standard_normal((3, 256, 272), np.float32)
+  a, b = rng.standard_normal((3, 64, 256), np.float32), rng.standard_normal((3, 256, 384), np.float32)
   with Context(DEV="CPU"):
     assert len(_kernels(Tensor(a).realize() @ Tensor(b).realize())) == 2
     got = (Tensor(a) @ Tensor(b)).numpy()

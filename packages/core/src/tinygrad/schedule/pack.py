@@ -5,8 +5,10 @@ as one contiguous run.
 Why: in row-major B (K, N) the w columns of one panel are N elements apart from one k to the next. At N = 1024 or 2048 that
 stride is a multiple of 4 KiB, so every line of a panel falls in the same L1 set (8 ways for 1024 lines) and on a new page:
 the panel that a row tile reuses is refetched from L3 for every row tile (1024/2048 matmuls ran at a third of 512's speed
-on the same kernel). Packed, a panel is K*w*4 bytes in order, which the prefetcher streams and L2 keeps. The copy reads
-and writes B once; the matmul reads it M/4 times, so it pays from a few dozen rows on.
+on the same kernel). Only such strides are packed, multiples of PACK_ALIGN bytes (a panel's lines then fall in at most 8
+of a 64-set L1): rows 1008 floats apart spread over all the sets and ran as fast unpacked (measured 18-22 GFLOP/s either
+way, against 4.8 -> 16 for 1024, on the loaded 2-core VM). Packed, a panel is K*w*4 bytes in order, which the prefetcher
+streams and L2 keeps. The copy reads and writes B once; the matmul reads it M/4 times, so it pays from a few dozen rows on.
 
 Padded inputs (pad_inputs): a convolution's input with its zero border, computed in the kernel, costs a masked load (the
 mask rebuilt for every step of the reduction); a copy of the padded input (a kernel of its own, one read and one write of the
@@ -23,9 +25,10 @@ from tinygrad.uop.ops import Ops, UOp
 
 PACK_PANELS = ContextVar("PACK_PANELS", 1)  # 0: matmuls read B in place
 PACK_MIN_REDUCE = 256  # the reduction (K) at least this long: a short panel fits in L1 anyway
-PACK_MIN_STRIDE = 256  # B's elements N at least this far apart along K (else the panel's lines fall in many sets)
+PACK_MIN_STRIDE = 256  # B's elements N at least this far apart along K (a narrower B is small enough to stay in L2)
+PACK_ALIGN = 512  # ... and a multiple of this many bytes apart (the lines of a panel share a few L1 sets)
 PACK_MIN_ROWS = 64     # rows of A (M) that reuse each packed panel: below that the copy costs more than it saves
-PANEL_WIDTHS = (16, 8)  # the CPU register block's width (codegen/heuristics.py's _register_block: 16, else 8)
+PANEL_WIDTH = 16  # the CPU register block's width (codegen/heuristics.py's _register_block)
 PAD_MIN_ELEMENTS = 1 << 16  # padded inputs this big and bigger are copied padded (a small one is cheap to mask, and in cache)
 PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded element: a copy for fewer doesn't pay
 MOVEMENT = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP)
@@ -130,8 +133,9 @@ def pack_panels(r: UOp) -> UOp | None:
     if base.op is not Ops.BUFFER or steps[j] == 0 or steps[k] == 0: continue
     if views[1 - i][1][j] != 0: continue  # a doesn't move with j: each of its elements serves the whole register block
     if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
+    if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     if prod(shape[a] for a in outs if steps[a] == 0) < PACK_MIN_ROWS: continue
-    if (w := next((w for w in PANEL_WIDTHS if shape[j] % w == 0), 0)) == 0: continue
+    if shape[j] % (w := PANEL_WIDTH): continue
     return r.replace(src=(x.replace(src=tuple(_packed(x.src[i], steps, j, k, w) if n == i else s for n, s in enumerate(x.src))),))
   return None
 
