@@ -13,6 +13,13 @@ compiling, prefill; our side with an empty compile cache). Then both sides warm 
 resident set (`ru_maxrss`) at the end. The peer runs in `uv run --isolated` with torch (the CPU build from the local wheel
 store), transformers, gguf and accelerate, or in this interpreter when it has them; when neither works it is skipped with the
 reason in `details`. `--synthetic llama1b` needs the `gguf` package (to write the file) on the machine that runs it.
+
+The llama.cpp peer (CPU only): llama-cpp-python 0.3.36, built once from source into its own venv under the bench cache
+(~/.cache/tinygrad-bench, 3-10 minutes on 2 cores) with AVX2/FMA/F16C and without AVX-512 and AMX (the CMAKE_ARGS of
+/work/shared/docs/FACTS.md "llama.cpp as a peer"), loading the same GGUF file, run with 1 and with 2 threads (LLAMA_THREADS);
+the better decode figure is its own, both are in `details`. Skipped with the reason where it can't be built or DEV isn't the CPU.
+`--pp 64,512`: prefill of exactly N tokens (the prompt's ids repeated), warm, timed as llama-bench's pp test (tok/s = N / time
+of the prefill, best of 3), for ours and the llama.cpp peer.
 """
 from __future__ import annotations
 
@@ -31,6 +38,12 @@ sys.path.insert(0, BENCH)
 PROMPT = "Write a short story about a robot who learns to paint."
 PEER_DEPS = ["torch==2.13.0+cpu", "transformers", "gguf", "accelerate"]
 TIMEOUT = 1800
+LLAMA_CPP = "llama-cpp-python==0.3.36"
+# FACTS.md "llama.cpp as a peer": a portable AVX2 build (GGML_NATIVE would add AVX-512/AMX where the build machine has them)
+LLAMA_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF "
+                    "-DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF")
+LLAMA_BUILD_TIMEOUT = 3600
+PP_REPS = 3
 
 # Llama-3.2-1B's shape (tied embeddings)
 SYNTHETIC = {"llama1b": dict(n_layers=16, dim=2048, ff_dim=8192, n_heads=32, n_kv_heads=8, head_dim=64, vocab=128256, context=131072,
@@ -48,7 +61,7 @@ def peak_rss_mb() -> float: return round(resource.getrusage(resource.RUSAGE_SELF
 
 # ---- our side (a child process)
 
-def child_ours(path: str, n: int, max_context: int, t0: float) -> dict[str, Any]:
+def child_ours(path: str, n: int, max_context: int, t0: float, pp: list[int]) -> dict[str, Any]:
   from tinygrad import Device, dtypes
   from tinygrad.llm.__main__ import benchmark
   from tinygrad.llm.engine import LLM, SamplingParams
@@ -59,11 +72,27 @@ def child_ours(path: str, n: int, max_context: int, t0: float) -> dict[str, Any]
   next(iter(llm.generate(ids, max_new_tokens=1, params=SamplingParams(ignore_eos=True))))
   ttft = time.time() - t0
   res = benchmark(llm, n)
+  res["pp_tok_s"] = prefill_only(llm, ids, pp)
   from tinygrad import workers as offload
   offload.close()  # the compile worker exits: its own peak (reported apart, not added) becomes readable
   worker = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
   return {**res, "ttft_s": round(ttft, 3), "peak_rss_mb": peak_rss_mb(), "compile_worker_peak_rss_mb": worker, "device": Device.DEFAULT,
           "prompt_ids": ids}
+
+
+def prefill_only(llm: Any, ids: list[int], pp: list[int]) -> dict[str, float]:
+  """tok/s of a prefill of exactly N tokens for each N in pp (the prompt's ids repeated), on an empty cache: two untimed runs
+  (compiling and capturing that length), then the best of PP_REPS (the prefill and the greedy pick of its first token)."""
+  from tinygrad.llm.engine import GenerationStats, SamplingParams
+  out: dict[str, float] = {}
+  for p in pp:
+    toks, times = (ids * (p // len(ids) + 1))[:p], []
+    for i in range(2 + PP_REPS):
+      llm.cached, stats = [], GenerationStats()
+      for _ in llm.generate(toks, max_new_tokens=1, params=SamplingParams(ignore_eos=True), stats=stats): pass
+      if i >= 2: times.append(stats.prefill_s)
+    out[str(p)] = round(p / min(times), 2)
+  return out
 
 
 def run_child(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -77,11 +106,11 @@ def run_child(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
   return {"error": f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-1500:]}"}
 
 
-def ours(path: str, n: int, max_context: int) -> dict[str, Any]:
+def ours(path: str, n: int, max_context: int, pp: list[int]) -> dict[str, Any]:
   def run(env: dict[str, str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:  # an empty compile cache: TTFT includes compiling every kernel
       # compiles in a worker process, as the CLI does (peak RSS is this process's: the worker's is not added to it)
-      return run_child([sys.executable, os.path.abspath(__file__), "--child", "ours", path, str(n), str(max_context)],
+      return run_child([sys.executable, os.path.abspath(__file__), "--child", "ours", path, str(n), str(max_context), json.dumps(pp)],
                        {"COMPILE_WORKER": "1", **env, "CACHEDB": os.path.join(tmp, "cache.db")})
   if os.environ.get("DEV", "CPU").split(":")[0] not in ("CPU", ""): return run(dict(os.environ))  # threads are a CPU matter
   return best_of_thread_counts(run, "THREADS")
@@ -100,21 +129,59 @@ def peer_python() -> list[str] | None:
   return cmd if ok else None
 
 
-def best_of_thread_counts(run: Any, env_var: str) -> dict[str, Any]:
-  """`run(env)` with the default thread count and with one thread; the run with the better decode figure, the other's noted. On a
-  busy machine threads that wait for each other (torch's OpenMP, our CPU kernels' pool) can be several times slower than one."""
-  runs = {"default": run(dict(os.environ)), "1": run({**os.environ, env_var: "1"})}
+def best_of_thread_counts(run: Any, env_var: str, settings: tuple[str, ...] = ("default", "1")) -> dict[str, Any]:
+  """`run(env)` with each thread count in `settings` ("default": env_var unset, as the caller's environment has it); the run with
+  the better decode figure, the others' noted. On a busy machine threads that wait for each other (torch's OpenMP, our CPU
+  kernels' pool) can be several times slower than one."""
+  runs = {t: run(dict(os.environ) if t == "default" else {**os.environ, env_var: t}) for t in settings}
   ok = {t: r for t, r in runs.items() if isinstance(r.get("decode_tok_s"), (int, float))}
   if not ok: return runs["default"]
   best = max(ok, key=lambda t: ok[t]["decode_tok_s"])
-  return {**ok[best], "threads_setting": best, "other_threads_setting": {t: {k: r.get(k) for k in ("decode_tok_s", "prefill_tok_s", "ttft_s")}
-                                                                         for t, r in runs.items() if t != best}}
+  return {**ok[best], "threads_setting": best, "other_threads_setting": {t: {k: r.get(k) for k in ("decode_tok_s", "prefill_tok_s", "ttft_s", "pp_tok_s", "error")
+                                                                             if k in r} for t, r in runs.items() if t != best}}
 
 
 def peer(path: str, ids: list[int], n: int) -> dict[str, Any]:
   if (py := peer_python()) is None: return {"skipped": f"no Python with {', '.join(PEER_DEPS)} (and uv couldn't install them)"}
   script = os.path.join(BENCH, "peers", "torch_llm_peer.py")
   return best_of_thread_counts(lambda env: run_child([*py, script, path, json.dumps(ids), str(n)], env), "OMP_NUM_THREADS")
+
+
+# ---- the peer: llama.cpp (llama-cpp-python, built from source for this CPU)
+
+def bench_cache() -> str:
+  path = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinygrad-bench")
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
+def llama_cpp_python() -> tuple[str | None, str]:
+  """(a Python with llama_cpp, "") from its cached venv, built on the first call; (None, why) when the build fails."""
+  venv = os.path.join(bench_cache(), LLAMA_CPP.replace("==", "-"))
+  py = os.path.join(venv, "bin", "python")
+  def works(p: str) -> bool: return os.path.exists(p) and subprocess.run([p, "-c", "import llama_cpp"], capture_output=True).returncode == 0
+  if works(py): return py, ""
+  part, log = venv + ".part", venv + ".build.log"
+  print(f"building {LLAMA_CPP} into {venv} (once; 3-10 minutes on 2 cores), log in {log}", file=sys.stderr)
+  env = {**os.environ, "CMAKE_ARGS": LLAMA_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)}
+  try:
+    with open(log, "w") as f:
+      for cmd in (["uv", "venv", "-q", "--clear", "--python", sys.executable, part],
+                  ["nice", "uv", "pip", "install", "-p", os.path.join(part, "bin", "python"), "--no-binary", "llama-cpp-python", LLAMA_CPP]):
+        if (rc := subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=LLAMA_BUILD_TIMEOUT).returncode) != 0:
+          with open(log) as r: return None, f"`{' '.join(cmd)}` failed (exit {rc}): {r.read()[-800:]}"
+  except (OSError, subprocess.TimeoutExpired) as e: return None, f"building {LLAMA_CPP} failed: {type(e).__name__}: {e}"
+  os.replace(part, venv)  # a venv finds its site-packages relative to its own directory: the move keeps it working
+  return (py, "") if works(py) else (None, f"{LLAMA_CPP} built but `import llama_cpp` fails in {venv}")
+
+
+def llama_cpp_peer(path: str, ids: list[int], n: int, pp: list[int]) -> dict[str, Any]:
+  if (dev := os.environ.get("DEV", "CPU").split(":")[0]) not in ("CPU", ""):
+    return {"skipped": f"the llama.cpp peer is a CPU build and DEV is {dev}"}
+  py, why = llama_cpp_python()
+  if py is None: return {"skipped": why}
+  script = os.path.join(BENCH, "peers", "llama_cpp_peer.py")
+  return best_of_thread_counts(lambda env: run_child([py, script, path, json.dumps(ids), str(n), json.dumps(pp)], env), "LLAMA_THREADS", ("2", "1"))
 
 
 # ---- the synthetic model
@@ -171,8 +238,7 @@ def write_synthetic(name: str, path: str, seed: int = 0) -> None:
 
 def resolve(args: argparse.Namespace) -> str:
   if args.synthetic:
-    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinygrad-bench")
-    os.makedirs(cache, exist_ok=True)
+    cache = bench_cache()
     path = os.path.join(cache, synthetic_name(args.synthetic))
     if not os.path.exists(path):
       write_synthetic(args.synthetic, path + ".part")
@@ -184,8 +250,8 @@ def resolve(args: argparse.Namespace) -> str:
 
 def main() -> None:
   if len(sys.argv) > 1 and sys.argv[1] == "--child":
-    _, _, side, path, n, max_context = sys.argv[:6]
-    print(json.dumps(child_ours(path, int(n), int(max_context), float(os.environ["BENCH_T0"]))))
+    _, _, side, path, n, max_context, pp = sys.argv[:7]
+    print(json.dumps(child_ours(path, int(n), int(max_context), float(os.environ["BENCH_T0"]), json.loads(pp))))
     return
   from common import machine
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -193,23 +259,34 @@ def main() -> None:
   ap.add_argument("--synthetic", choices=sorted(SYNTHETIC), default=None, help="write (once, cached) and run a model with random weights")
   ap.add_argument("--tokens", type=int, default=32, help="decode steps to time (default 32)")
   ap.add_argument("--max-context", type=int, default=1024, help="our context length (default 1024, as the CLI)")
-  ap.add_argument("--no-peer", action="store_true", help="skip torch + transformers")
+  ap.add_argument("--no-peer", action="store_true", help="skip the peers (torch + transformers and llama.cpp)")
+  ap.add_argument("--no-torch", action="store_true", help="skip torch + transformers")
+  ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp")
+  ap.add_argument("--pp", default="", help="comma-separated prompt lengths (e.g. 64,512): prefill tok/s of exactly that many tokens")
   args = ap.parse_args()
+  try: pp = [int(p) for p in args.pp.split(",") if p.strip()]
+  except ValueError: ap.error(f"--pp {args.pp!r}: give comma-separated token counts, e.g. --pp 64,512")
+  if any(not 0 < p < args.max_context for p in pp): ap.error(f"--pp {args.pp}: each length must be between 1 and --max-context - 1 ({args.max_context - 1})")
   start = machine()
   path = resolve(args)
-  d: dict[str, Any] = {"ours": ours(path, args.tokens, args.max_context)}
+  d: dict[str, Any] = {"ours": ours(path, args.tokens, args.max_context, pp)}
   ids = d["ours"].pop("prompt_ids", None)
-  if args.no_peer: d["torch_transformers"] = {"skipped": "--no-peer"}
-  elif ids is None: d["torch_transformers"] = {"skipped": "our side failed, so there are no prompt ids to share"}
-  else: d["torch_transformers"] = peer(path, ids, args.tokens)
+  for side, flag, skip, fn in (("torch_transformers", "--no-torch", args.no_torch, lambda: peer(path, ids, args.tokens)),
+                               ("llama_cpp", "--no-llama-cpp", args.no_llama_cpp, lambda: llama_cpp_peer(path, ids, args.tokens, pp))):
+    if args.no_peer or skip: d[side] = {"skipped": "--no-peer" if args.no_peer else flag}
+    elif ids is None: d[side] = {"skipped": "our side failed, so there are no prompt ids to share"}
+    else: d[side] = fn()
   keys = {"decode_tok_s": True, "prefill_tok_s": True, "ttft_s": False, "peak_rss_mb": False}
   figures = {k: {side: r.get(k) for side, r in d.items()} for k in keys}
+  for p in pp: figures[f"pp{p}_tok_s"] = {side: (r.get("pp_tok_s") or {}).get(str(p)) for side, r in d.items() if side != "torch_transformers"}
   ratios = {}
-  for k, higher in keys.items():
-    a, b = figures[k]["ours"], figures[k]["torch_transformers"]
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a and b: ratios[f"{k}_ours_vs_torch"] = round(a / b if higher else b / a, 3)
+  for k in figures:
+    higher = keys.get(k, True)
+    for peer_side, short in (("torch_transformers", "torch"), ("llama_cpp", "llama_cpp")):
+      a, b = figures[k]["ours"], figures[k].get(peer_side)
+      if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a and b: ratios[f"{k}_ours_vs_{short}"] = round(a / b if higher else b / a, 3)
   out = {"benchmark": "llm_decode", "model": os.path.basename(path), "file_mb": round(os.path.getsize(path) / 2**20, 1),
-         "units": {"decode_tok_s": "tok/s", "prefill_tok_s": "tok/s", "ttft_s": "s", "peak_rss_mb": "MiB"},
+         "units": {"decode_tok_s": "tok/s", "prefill_tok_s": "tok/s", "ttft_s": "s", "peak_rss_mb": "MiB", **{f"pp{p}_tok_s": "tok/s" for p in pp}},
          "figures": figures, "ratios": ratios, "details": d, "machine": {**start, "loadavg_end": list(os.getloadavg())}}
   print(json.dumps(out))
 

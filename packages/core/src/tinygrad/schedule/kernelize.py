@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
+from tinygrad.schedule.pack import rewrite_cpu_reduce
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
@@ -216,6 +217,13 @@ def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   return UOp(Ops.RESHAPE, x.dtype, (total,), r.shape)
 
 
+def _rewrite_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
+  """A reduction as the target runs it best: split (split_reduce), or on a CPU over packed or padded copies of its inputs
+  (schedule/pack.py)."""
+  if (split := split_reduce(r, policy)) is not None: return split
+  return None if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]) else rewrite_cpu_reduce(r)
+
+
 def _is_one_hot_select(r: UOp) -> bool:
   """A sum of `cond ? x : 0` with an equality in cond (a gather: `table[idx]`, `gather`, a one-hot pick): kept whole, so the
   kernel builder can fold it into a direct load (schedule/indexing.py, collapse_one_hot) rather than split its loop."""
@@ -293,7 +301,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
   done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
-  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: split_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
+  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
   realize = find_realizes(sink)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
