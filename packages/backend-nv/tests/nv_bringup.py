@@ -20,6 +20,7 @@ for pkg in ("core", "backend-nv", "backend-cpu"):
   if (p := os.path.join(ROOT, "packages", pkg, "src")) not in sys.path: sys.path.insert(0, p)
 os.environ.setdefault("TINYGRAD_PLUGIN_MODULES", "tinygrad_backend_nv.plugin,tinygrad_backend_cpu.plugin")
 MOCK = "--mock" in sys.argv
+os.environ["DEV"] = "MOCK+NV" if MOCK else "NVK+NV"  # before tinygrad reads it: the Tensor step must use this interface
 STEP = ["start"]
 
 
@@ -80,7 +81,6 @@ def main() -> int:
   print(f"   ok: a + b correct, kernel time {t * 1e6:.1f} us; {dev.queue_state()}")
 
   step("Tensor matmul (DEV=NV through the registry) against numpy")
-  os.environ["DEV"] = "MOCK+NV" if MOCK else "NVK+NV"
   from tinygrad import Tensor
   x, y = (np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32) for i in (3, 4))
   got = (Tensor(x, device="NV") @ Tensor(y, device="NV")).numpy()
