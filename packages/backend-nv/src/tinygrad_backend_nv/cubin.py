@@ -1,7 +1,7 @@
 """What `NVK+NV` needs from a cubin (an ELF for one sm_XX) to launch one of its kernels without the CUDA driver.
 
 - the code: section `.text.<kernel>` (uploaded as is; a kernel with relocations in its code is refused);
-- its resources: the register count (EIATTR_REGCOUNT in `.nv.info`), barriers (the code section's flags bits 26:20),
+- its resources: the register count (EIATTR_REGCOUNT in `.nv.info`), barriers (EIATTR_NUM_BARRIERS, absent when none),
   shared memory (the `.nv.shared.<kernel>` section's size: static arrays plus the arch's reserved part, 1 KB on sm_90; and
   the dynamic part our CUDA renderer declares in the global `tg_dynamic_smem`, read from `.nv.global.init`), the stack
   (EIATTR_FRAME_SIZE / EIATTR_MIN_STACK_SIZE / EIATTR_MAX_STACK_SIZE), the block size limit (EIATTR_MAX_THREADS);
@@ -23,6 +23,7 @@ EIATTR_MIN_STACK_SIZE = 0x12
 EIATTR_KPARAM_INFO = 0x17
 EIATTR_CBANK_PARAM_SIZE = 0x19
 EIATTR_MAX_STACK_SIZE = 0x23
+EIATTR_NUM_BARRIERS = 0x4C
 EIATTR_REGCOUNT = 0x2F
 EIFMT_SVAL = 4
 SHT_RELA, SHT_REL, SHT_NOBITS = 4, 9, 8
@@ -112,7 +113,7 @@ def parse_cubin(lib: bytes, name: str) -> KernelImage:
         elif attr == EIATTR_FRAME_SIZE: frame = v
         elif attr == EIATTR_MIN_STACK_SIZE: min_stack = v
         elif attr == EIATTR_MAX_STACK_SIZE: max_stack = v
-  param_offset = param_size = max_threads = 0
+  param_offset = param_size = max_threads = barriers = 0
   params: list[Param] = []
   found_cbank = False
   for attr, val in _records(body(by_name[f".nv.info.{name}"])) if f".nv.info.{name}" in by_name else []:
@@ -124,6 +125,7 @@ def parse_cubin(lib: bytes, name: str) -> KernelImage:
       _index, ordinal, off, flags = struct.unpack_from("<IHHI", val)
       params.append(Param(ordinal, off, (flags >> 18) & 0x3FFF))
     elif attr == EIATTR_MAX_THREADS and isinstance(val, bytes): max_threads = struct.unpack_from("<I", val)[0]
+    elif attr == EIATTR_NUM_BARRIERS and isinstance(val, int): barriers = val
   if not found_cbank and params: raise CubinError(f"kernel {name}: its .nv.info.{name} has no EIATTR_PARAM_CBANK: the parameters' place in constant bank 0 is unknown")
   params.sort(key=lambda p: p.ordinal)
   c0 = by_name.get(f".nv.constant0.{name}")
@@ -137,6 +139,6 @@ def parse_cubin(lib: bytes, name: str) -> KernelImage:
   cbufs = {}
   for i, n in enumerate(names):
     if n.startswith(".nv.constant") and n[12:].isdigit() and int(n[12:]) != 0: cbufs[int(n[12:])] = body(i)
-  return KernelImage(name=name, text=body(text_idx), registers=regs, barriers=(secs[text_idx][2] >> 20) & 0x7F, shared_static=shared_static,
+  return KernelImage(name=name, text=body(text_idx), registers=regs, barriers=barriers, shared_static=shared_static,
                      shared_dynamic=shared_dynamic, local_size=max(frame, min_stack, max_stack), max_threads=max_threads,
                      param_offset=param_offset, param_size=param_size, cbuf0_size=cbuf0_size, params=params, cbufs=cbufs)

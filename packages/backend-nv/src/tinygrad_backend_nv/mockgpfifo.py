@@ -166,6 +166,7 @@ class GPFIFOProcessor:
     if threads > 1024 or (img.max_threads and threads > img.max_threads): raise self._err(f"kernel {name}: a block of {threads} threads, its limit is {img.max_threads or 1024}")
     if q.registers < img.registers: raise self._err(f"kernel {name}: QMD gives {q.registers} registers per thread, the kernel uses {img.registers}")
     if q.registers * threads > 65536: raise self._err(f"kernel {name}: {q.registers} registers x {threads} threads exceeds the SM's 65536")
+    if q.barriers < img.barriers: raise self._err(f"kernel {name}: QMD gives {q.barriers} barriers, the kernel uses {img.barriers}")
     if q.shared < img.shared: raise self._err(f"kernel {name}: QMD gives {q.shared} bytes of shared memory, the kernel needs {img.shared}")
     if q.local_high < img.local_size + LMEM_RESERVED: raise self._err(f"kernel {name}: QMD gives {q.local_high} bytes of stack, the kernel needs {img.local_size + LMEM_RESERVED}")
     if 0 not in q.cbufs: raise self._err(f"kernel {name}: constant buffer 0 (its parameters) is not valid in the QMD")

@@ -230,23 +230,26 @@ class NVKDevice(Compiled):
   @property
   def timeline_sem(self) -> ctypes.c_uint64: return ctypes.c_uint64.from_address(self.signals.cpu + 0)  # type: ignore[operator]
 
-  def submit(self, pb: cls.PushBuffer) -> None:
-    """Copy the methods to the command ring, append the timeline release, and kick the channel: GPFIFO entry, GPPut, doorbell."""
+  def submit(self, pb: cls.PushBuffer, prebuilt: tuple[int, ...] = ()) -> None:
+    """Copy the methods to the command ring, append the timeline release, and kick the channel: GPFIFO entries (the
+    `prebuilt` ones first: a graph's command buffer), GPPut, one doorbell."""
     self.timeline += 1
     pb.semaphore_release(self.signals.va, self.timeline)
     data = pb.data()
     if len(data) > CMD_RING: raise ValueError(f"{self.device}: a submission of {len(data)} bytes is larger than the command ring")
-    if self.cmd_off + len(data) > CMD_RING or self.put - getattr(self, "synced_put", 0) >= GPFIFO_ENTRIES - 1:
+    if self.cmd_off + len(data) > CMD_RING or self.put + len(prebuilt) - getattr(self, "synced_put", 0) >= GPFIFO_ENTRIES - 2:
       self.synchronize(before=self.timeline - 1)
       self.cmd_off, self.synced_put = 0, self.put
     off = self.cmd_off
     ctypes.memmove(self.cmd.cpu + off, data, len(data))  # type: ignore[operator]
     self.cmd_off = round_up(off + len(data), 64)
-    self.write_gpfifo(cls.gpfifo_entry(self.cmd.va + off, len(data) // 4))
+    self.write_gpfifo(*prebuilt, cls.gpfifo_entry(self.cmd.va + off, len(data) // 4))
 
-  def write_gpfifo(self, entry: int) -> None:
-    ctypes.c_uint64.from_address(self.gpfifo.cpu + (self.put % GPFIFO_ENTRIES) * 8).value = entry  # type: ignore[operator]
-    self.put += 1
+  def write_gpfifo(self, *entries: int) -> None:
+    """Write GPFIFO entries, then GPPut, then ring the doorbell once."""
+    for entry in entries:
+      ctypes.c_uint64.from_address(self.gpfifo.cpu + (self.put % GPFIFO_ENTRIES) * 8).value = entry  # type: ignore[operator]
+      self.put += 1
     ctypes.c_uint32.from_address(self.gpfifo.cpu + self.userd_off + cls.USERD_GP_PUT).value = self.put % GPFIFO_ENTRIES  # type: ignore[operator]
     self.iface.write_doorbell(self.doorbell_page + cls.USERMODE_NOTIFY_CHANNEL_PENDING, self.token)
 
@@ -379,7 +382,7 @@ class NVKProgram:
       else:
         if p.size != 4: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, our values are int32")
         ctypes.c_int32.from_address(base + p.offset).value = vals[p.ordinal - len(bufs)]
-    q = LaunchQMD(program=self.code.va, grid=gs, block=ls, registers=min(255, round_up(max(img.registers, 1), 8)), barriers=max(1, img.barriers),  # type: ignore[arg-type]
+    q = LaunchQMD(program=self.code.va, grid=gs, block=ls, registers=min(255, round_up(max(img.registers, 1), 8)), barriers=img.barriers,  # type: ignore[arg-type]
                   shared=round_up(img.shared, 256), local_high=round_up(img.local_size + LMEM_RESERVED, 16),
                   cbufs={0: (slot_va + QMD_ALIGN * 2, self.cbuf0_size), **self.cbufs}, release=release, arch=self.dev.arch_number)
     ctypes.memmove(slot_cpu, encode_launch(self.dev.qmd_version, q), QMD_BYTES[self.dev.qmd_version])
