@@ -44,7 +44,8 @@ def register(lib: bytes, name: str, function: Callable[..., Any] | None = None) 
   """Record what kernel `name` of cubin `lib` computes: the PYTHON program attached to the cubin, or `function`."""
   img = parse_cubin(lib, name)
   if function is None:
-    if code_key(img.text) in PROGRAMS.get(len(img.text), {}) and lib[-8:] != _MAGIC: return  # told by register_function already
+    known = PROGRAMS.get(len(img.text), {}).get(code_key(img.text))
+    if known is not None and callable(known[1]) and lib[-8:] != _MAGIC: return  # told by register_function already
     if lib[-8:] != _MAGIC: raise ValueError(f"kernel {name}'s cubin was not compiled for MOCK+NV (DEV=MOCK+NV): the mock can't tell what it computes")
     (n,) = struct.unpack("<Q", lib[-16:-8])
     PROGRAMS.setdefault(len(img.text), {})[code_key(img.text)] = (img, lib[-16 - n:-16])

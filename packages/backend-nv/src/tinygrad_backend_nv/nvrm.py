@@ -7,8 +7,6 @@ from __future__ import annotations
 import ctypes
 import os
 
-from tinygrad.device.plugin import getenv
-
 from tinygrad_backend_nv import nv_ioctl as nv
 from tinygrad_backend_nv.iface import NVIDIA_UVM, NVIDIACTL, Interface
 from tinygrad_backend_nv.nv_classes import NV01_ROOT_CLIENT, class_name
@@ -26,7 +24,7 @@ class NVError(RuntimeError):
 class RM:
   def __init__(self, iface: Interface):
     self.iface = iface
-    self.debug = getenv("DEBUG", 0) >= 2
+    self.debug = int(os.environ.get("DEBUG") or 0) >= 2  # read now, not cached: the probe and tests set it per device
     self.ctl = self._open(NVIDIACTL)
     self.next_handle = FIRST_HANDLE
     self.client = self.alloc(0, NV01_ROOT_CLIENT, what="the RM client")
