@@ -155,7 +155,7 @@ class GPFIFOProcessor:
     obj, off = hit
     found = None
     for length, table in PROGRAMS.items():
-      if off + length <= obj.size and (entry := table.get(code_key(bytes(memoryview(obj.backing)[off:off + length])))) is not None:  # type: ignore[arg-type]
+      if off + length <= obj.size and (entry := table.get(code_key(bytes(obj.view(off, length))))) is not None:
         found = entry
         break
     if found is None: raise self._err(f"QMD program address {q.program:#x} holds no kernel code the mock recorded (a wrong address, overwritten code, or a kernel not compiled for MOCK+NV)")
@@ -182,7 +182,7 @@ class GPFIFOProcessor:
         ptr = int.from_bytes(raw_arg, "little")
         if (hit := self.nv.find(ptr, 1)) is None: raise self._err(f"kernel {name} argument {p.ordinal}: pointer {ptr:#x} is not in GPU-mapped memory")
         mem, moff = hit
-        bufs.append(memoryview(mem.backing)[moff:])  # type: ignore[arg-type]
+        bufs.append(mem.view(moff, mem.size - moff))
       elif p.size == 4: vals.append(int.from_bytes(raw_arg, "little", signed=True))
       else: raise self._err(f"kernel {name} argument {p.ordinal}: {p.size} bytes; our kernels pass pointers and int32s")
     if callable(program): program(*bufs, q.grid, q.block, tuple(vals))

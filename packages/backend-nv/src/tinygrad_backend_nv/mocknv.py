@@ -24,7 +24,7 @@ from typing import Any
 
 from tinygrad_backend_nv import nv_classes as cls
 from tinygrad_backend_nv import nv_ioctl as nv
-from tinygrad_backend_nv.iface import NVIDIA_UVM, NVIDIACTL
+from tinygrad_backend_nv.iface import MAP_ANONYMOUS, NVIDIA_UVM, NVIDIACTL
 
 N_GPUS = 2
 GPU_ID0, CLIENT0 = 0x100, 0xC1D00001
@@ -66,13 +66,20 @@ class Obj:
   parent: int
   params: Any = None
   gpu: int = 0
-  backing: mmap.mmap | None = None  # memory objects: their contents
+  backing: ctypes.Array | None = None  # memory objects: their contents
   size: int = 0
   vidmem: bool = False
   extra: dict = field(default_factory=dict)
 
   @property
-  def host(self) -> int: return ctypes.addressof(ctypes.c_char.from_buffer(self.backing))  # type: ignore[arg-type]
+  def host(self) -> int: return ctypes.addressof(self.backing)  # type: ignore[arg-type]
+
+  def view(self, off: int, size: int) -> memoryview: return memoryview(self.backing).cast("B")[off:off + size]  # type: ignore[arg-type]
+
+
+def _host_memory(size: int) -> tuple[ctypes.Array, mmap.mmap]:
+  m = mmap.mmap(-1, size)
+  return (ctypes.c_char * size).from_buffer(m), m
 
 
 @dataclass
@@ -95,6 +102,7 @@ class MockNV:
     self.ranges: list[int] = []            # sorted range starts
     self.range_at: dict[int, Range] = {}
     self.cpu_maps: dict[int, tuple[Obj, int]] = {}  # host address -> (object, size)
+    self.anon: dict[int, tuple[ctypes.Array, mmap.mmap]] = {}  # anonymous host mappings the runtime made (for OS descriptors)
     self.usermode_pages: dict[int, Obj] = {}        # host address of a mapped usermode page -> its object
     self.uvm_ready = False
     self.uvm_gpus: set[bytes] = set()
@@ -114,6 +122,11 @@ class MockNV:
 
   # ---- memory the CPU sees
   def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
+    if fd == -1:
+      if not flags & MAP_ANONYMOUS or addr: raise _fail(errno.EINVAL, "an mmap without an fd must be MAP_ANONYMOUS at an address of the kernel's choosing")
+      arr, m = _host_memory(size)
+      self.anon[ctypes.addressof(arr)] = (arr, m)
+      return ctypes.addressof(arr)
     f = self.fds.get(fd)
     if f is None or not f["path"].startswith("/dev/nvidia") or f["path"] in (NVIDIACTL, NVIDIA_UVM):
       raise _fail(errno.EINVAL, f"mmap of fd {fd}: MOCK+NV maps only /dev/nvidiaN fds that RM_MAP_MEMORY prepared")
@@ -126,6 +139,11 @@ class MockNV:
     return host
 
   def munmap(self, addr: int, size: int) -> None:
+    if addr in self.anon:
+      if any(o.cls == cls.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR and o.host == addr for o in self.objs.values()):
+        raise _fail(errno.EBUSY, f"munmap of host memory at {addr:#x} that an RM memory object still describes: free the object first")
+      del self.anon[addr]  # the memory goes when nothing views it any more
+      return
     if self.cpu_maps.pop(addr, None) is None: raise _fail(errno.EINVAL, f"munmap of {addr:#x}, which is no CPU mapping of an RM object")
 
   # ---- GPU virtual memory
@@ -141,7 +159,7 @@ class MockNV:
     hit = self.find(va, size)
     if hit is None: raise KeyError(va)
     obj, off = hit
-    return memoryview(obj.backing)[off:off + size]  # type: ignore[arg-type]
+    return obj.view(off, size)
 
   # ---- ioctls
   def ioctl(self, fd: int, request: int, arg: ctypes.Structure | ctypes.Array) -> None:
@@ -164,11 +182,12 @@ class MockNV:
     if f["path"] != NVIDIACTL: raise _fail(errno.EINVAL, f"escape {esc:#x} on {f['path']}: RM escapes go to /dev/nvidiactl")
     handlers: dict[int, tuple[type, Callable]] = {nv.NV_ESC_RM_ALLOC: (nv.NVOS21_PARAMETERS, self._alloc), nv.NV_ESC_RM_CONTROL: (nv.NVOS54_PARAMETERS, self._control),
                                                   nv.NV_ESC_RM_FREE: (nv.NVOS00_PARAMETERS, self._free),
+                                                  nv.NV_ESC_RM_ALLOC_MEMORY: (nv.nv_ioctl_nvos02_parameters_with_fd, self._alloc_memory),
                                                   nv.NV_ESC_RM_MAP_MEMORY: (nv.nv_ioctl_nvos33_parameters_with_fd, self._map_memory)}
     if esc not in handlers: raise _fail(errno.ENOTTY, f"escape {esc:#x} is not one MOCK+NV implements")
     want, fn = handlers[esc]
     if not isinstance(arg, want): raise _fail(errno.EINVAL, f"escape {nv.ESC_NAMES.get(esc)} takes {want.__name__}, got {type(arg).__name__}")
-    target = arg.params if isinstance(arg, nv.nv_ioctl_nvos33_parameters_with_fd) else arg
+    target = arg.params if isinstance(arg, (nv.nv_ioctl_nvos33_parameters_with_fd, nv.nv_ioctl_nvos02_parameters_with_fd)) else arg
     try:
       fn(arg)
       target.status = nv.NV_OK
@@ -210,11 +229,26 @@ class MockNV:
     elif p.hClass in (cls.NV01_MEMORY_LOCAL_USER, cls.NV01_MEMORY_SYSTEM):
       if params.size == 0 or params.size % 4096: raise RMStatus(0x1F, f"memory of {params.size:#x} bytes is not whole pages")  # type: ignore[union-attr]
       obj.size, obj.vidmem = params.size, p.hClass == cls.NV01_MEMORY_LOCAL_USER  # type: ignore[union-attr]
-      obj.backing = mmap.mmap(-1, obj.size)
-    elif p.hClass in cls.USERMODE_CLASSES: obj.backing, obj.size = mmap.mmap(-1, cls.USERMODE_SIZE), cls.USERMODE_SIZE
+      obj.backing, obj.extra["mmap"] = _host_memory(obj.size)
+    elif p.hClass in cls.USERMODE_CLASSES:
+      (obj.backing, obj.extra["mmap"]), obj.size = _host_memory(cls.USERMODE_SIZE), cls.USERMODE_SIZE
     elif p.hClass == cls.FERMI_VASPACE_A:
       if not params.flags & nv.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED: obj.extra["internal"] = True  # type: ignore[union-attr]
     elif p.hClass in cls.GPFIFO_CLASSES: self._channel(obj, params)  # type: ignore[arg-type]
+    self.objs[obj.handle] = obj
+
+  def _alloc_memory(self, w: nv.nv_ioctl_nvos02_parameters_with_fd) -> None:
+    p = w.params
+    if p.hClass != cls.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: raise RMStatus(0x22, f"RM_ALLOC_MEMORY of {cls.class_name(p.hClass)}: MOCK+NV describes host memory (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR) only")
+    if self._obj(p.hRoot, "RM_ALLOC_MEMORY's client").cls != cls.NV01_ROOT_CLIENT: raise RMStatus(0x33, f"hRoot {p.hRoot:#x} is not a client")
+    parent = self._obj(p.hObjectParent, "the parent of host memory")
+    if parent.cls != cls.NV01_DEVICE_0: raise RMStatus(0x36, "host memory is described under a device")
+    if p.hObjectNew == 0 or p.hObjectNew in self.objs: raise RMStatus(0x33, f"handle {p.hObjectNew:#x} is zero or taken")
+    size = p.limit + 1
+    base = next((a for a, (arr, _) in self.anon.items() if a <= p.pMemory and p.pMemory + size <= a + ctypes.sizeof(arr)), None)
+    if base is None or p.pMemory % 4096 or size % 4096: raise RMStatus(0x1E, f"host memory {p.pMemory:#x}+{size:#x} is not whole pages of one anonymous mapping")
+    obj = Obj(p.hObjectNew, p.hClass, p.hObjectParent, None, parent.gpu, (ctypes.c_char * size).from_address(p.pMemory), size)
+    obj.extra["keep"] = self.anon[base]  # the pages stay while RM describes them
     self.objs[obj.handle] = obj
 
   def _channel(self, obj: Obj, params: nv.NV_CHANNEL_ALLOC_PARAMS) -> None:
@@ -282,7 +316,7 @@ class MockNV:
       raise RMStatus(0x1F, f"RM_MAP_MEMORY: fd {w.fd} is not a /dev/nvidiaN fd registered with REGISTER_FD")
     obj = self._obj(p.hMemory, "RM_MAP_MEMORY")
     if obj.backing is None: raise RMStatus(0x1F, f"RM_MAP_MEMORY of {cls.class_name(obj.cls)} {obj.handle:#x}: not memory")
-    if obj.vidmem: raise RMStatus(0x56, "RM_MAP_MEMORY of vidmem: MOCK+NV (like NVK+NV) maps only sysmem and the usermode page for the CPU")
+    if obj.cls == cls.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: raise RMStatus(0x56, "RM_MAP_MEMORY of host memory: the CPU has it already")
     if p.offset + p.length > obj.size or p.offset: raise RMStatus(0x2E, f"RM_MAP_MEMORY of {p.length:#x} bytes at {p.offset:#x} of a {obj.size:#x}-byte object")
     f["map"] = (obj, p.length)
     p.pLinearAddress = 0

@@ -77,6 +77,10 @@ class NVOS02_PARAMETERS(ctypes.Structure):  # RM_ALLOC_MEMORY (system memory des
               ("pMemory", u64), ("limit", u64), ("status", u32)]
 
 
+class nv_ioctl_nvos02_parameters_with_fd(ctypes.Structure):
+  _fields_ = [("params", NVOS02_PARAMETERS), ("fd", ctypes.c_int)]
+
+
 class NVOS21_PARAMETERS(ctypes.Structure):  # RM_ALLOC
   _fields_ = [("hRoot", NvHandle), ("hObjectParent", NvHandle), ("hObjectNew", NvHandle), ("hClass", u32), ("pAllocParms", u64),
               ("paramsSize", u32), ("status", u32)]
@@ -219,6 +223,7 @@ NVOS32_ATTR_LOCATION_VIDMEM = 0 << 25          # ATTR_LOCATION 26:25
 NVOS32_ATTR_LOCATION_PCI = 1 << 25
 NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS = 3 << 27  # ATTR_PHYSICALITY 28:27
 NVOS32_ATTR_PHYSICALITY_NONCONTIGUOUS = 1 << 27
+NVOS32_ATTR_PHYSICALITY_CONTIGUOUS = 2 << 27
 NVOS32_ATTR_COHERENCY_CACHED = 1 << 29         # ATTR_COHERENCY 31:29
 NVOS32_ATTR_COHERENCY_UNCACHED = 0 << 29
 NVOS32_ATTR2_ZBC_PREFER_NO_ZBC = 1             # ATTR2_ZBC 1:0
@@ -234,6 +239,7 @@ NVOS02_FLAGS_LOCATION_PCI = 0 << 8               # LOCATION 11:8
 NVOS02_FLAGS_COHERENCY_CACHED = 1 << 12          # COHERENCY 15:12
 NVOS02_FLAGS_MAPPING_NO_MAP = 1 << 30            # MAPPING 31:30
 NVOS33_FLAGS_ACCESS_READ_WRITE = 0
+NVOS33_FLAGS_ACCESS_WRITE_ONLY = 2
 NVOS33_FLAGS_MAPPING_DIRECT = 1 << 15            # MAPPING 16:15
 NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED = 2 << 23  # CACHING_TYPE 25:23
 NVOS33_FLAGS_CACHING_TYPE_CACHED = 0 << 23

@@ -9,7 +9,7 @@ import os
 
 from tinygrad_backend_nv import nv_ioctl as nv
 from tinygrad_backend_nv.iface import NVIDIA_UVM, NVIDIACTL, Interface
-from tinygrad_backend_nv.nv_classes import NV01_ROOT_CLIENT, class_name
+from tinygrad_backend_nv.nv_classes import NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, NV01_ROOT_CLIENT, class_name
 
 FIRST_HANDLE = 0xCF000000  # the handles we pick for our objects (RM lets a client choose them); the client's own is RM's
 
@@ -69,12 +69,25 @@ class RM:
     self.escape(self.ctl, nv.NV_ESC_RM_FREE, p, f"freeing object {obj:#x}")
     if p.status != nv.NV_OK: raise NVError(f"freeing object {obj:#x}", "NV_ESC_RM_FREE", nv.nv_request(nv.NV_ESC_RM_FREE, ctypes.sizeof(p)), status=p.status)
 
-  def map_to_cpu(self, device: int, memory: int, size: int, dev_path: str, what: str) -> int:
+  def alloc_os_memory(self, parent: int, host: int, size: int, what: str) -> int:
+    """Describe `size` bytes of host memory at `host` to RM (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through NV_ESC_RM_ALLOC_MEMORY):
+    the GPU then reaches it over PCIe and the CPU keeps its own mapping. Returns the memory object's handle."""
+    handle = self._handle()
+    p = nv.nv_ioctl_nvos02_parameters_with_fd(params=nv.NVOS02_PARAMETERS(
+      hRoot=self.client, hObjectParent=parent, hObjectNew=handle, hClass=NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, pMemory=host, limit=size - 1,
+      flags=nv.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS | nv.NVOS02_FLAGS_LOCATION_PCI | nv.NVOS02_FLAGS_COHERENCY_CACHED | nv.NVOS02_FLAGS_MAPPING_NO_MAP), fd=-1)
+    self.escape(self.ctl, nv.NV_ESC_RM_ALLOC_MEMORY, p, f"describing host memory for {what}")
+    if p.params.status != nv.NV_OK: raise NVError(f"describing {size:#x} bytes of host memory at {host:#x} for {what} (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)",
+                                                 "NV_ESC_RM_ALLOC_MEMORY", nv.nv_request(nv.NV_ESC_RM_ALLOC_MEMORY, ctypes.sizeof(p)), status=p.params.status)
+    self.log(f"allocated host memory for {what}: NV01_MEMORY_SYSTEM_OS_DESCRIPTOR handle {handle:#x} ({size:#x} bytes at {host:#x})")
+    return handle
+
+  def map_to_cpu(self, device: int, memory: int, size: int, dev_path: str, what: str, flags: int = 0) -> int:
     """Map an RM memory object (or the usermode object) for the CPU: RM_MAP_MEMORY on a fresh fd of /dev/nvidiaN, then an
     mmap of that fd. Returns the host address."""
     fd = self._open(dev_path)
     self.escape(fd, nv.NV_ESC_REGISTER_FD, nv.nv_ioctl_register_fd_t(ctl_fd=self.ctl), f"registering {dev_path} for {what}")
-    p = nv.nv_ioctl_nvos33_parameters_with_fd(params=nv.NVOS33_PARAMETERS(hClient=self.client, hDevice=device, hMemory=memory, length=size), fd=fd)
+    p = nv.nv_ioctl_nvos33_parameters_with_fd(params=nv.NVOS33_PARAMETERS(hClient=self.client, hDevice=device, hMemory=memory, length=size, flags=flags), fd=fd)
     self.escape(self.ctl, nv.NV_ESC_RM_MAP_MEMORY, p, f"mapping {what} for the CPU")
     if p.params.status != nv.NV_OK: raise NVError(f"mapping {what} for the CPU", "NV_ESC_RM_MAP_MEMORY",
                                                  nv.nv_request(nv.NV_ESC_RM_MAP_MEMORY, ctypes.sizeof(p)), status=p.params.status)

@@ -4,10 +4,12 @@ this same code. Only the mock has run it in CI; see the package README for what 
 
 - Bring-up (`NVKDevice.__init__`, in the order nv_bringup.py prints): RM client, the GPU (card info, id info), device,
   subdevice, the usermode doorbell page, a VA space, UVM (initialize, register the GPU and the VA space), then memory.
-- Memory: RM memory objects (vidmem NV01_MEMORY_LOCAL_USER for Buffers and code; sysmem NV01_MEMORY_SYSTEM for the GPFIFO
-  ring, command buffers, QMDs/constant buffers, semaphores and copy staging, mapped for the CPU through RM_MAP_MEMORY and an
-  mmap of /dev/nvidiaN) placed in the GPU's VA space by UVM (CREATE_EXTERNAL_RANGE + MAP_EXTERNAL_ALLOCATION) at addresses we
-  pick: from VA_BASE up, 2 MB aligned, with an unmapped 2 MB gap after each allocation.
+- Memory: RM memory objects placed in the GPU's VA space by UVM (CREATE_EXTERNAL_RANGE + MAP_EXTERNAL_ALLOCATION) at
+  addresses we pick: from VA_BASE up, 2 MB aligned, with an unmapped 2 MB gap after each allocation. Vidmem
+  (NV01_MEMORY_LOCAL_USER) for Buffers and code; the GPFIFO ring and its USERD in contiguous vidmem mapped for the CPU
+  (RM_MAP_MEMORY + an mmap of /dev/nvidiaN, write-combined: BAR1); host memory for command buffers, QMDs/constant buffers,
+  semaphores and copy staging: anonymous host pages described to RM (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR). NV_SYSMEM=rm uses
+  RM-allocated sysmem (NV01_MEMORY_SYSTEM + RM_MAP_MEMORY) instead, NV_GPFIFO=sysmem puts the ring and USERD in host memory.
 - Channel: a channel group (TSG) with a context share, a GPFIFO channel whose USERD follows its ring, the compute class on
   subchannel 1 and the copy class on subchannel 4 (SET_OBJECT), scheduled; work is submitted by writing GPFIFO entries,
   then USERD.GPPut, then the channel's work-submit token to the usermode doorbell.
@@ -30,6 +32,7 @@ from tinygrad.device.plugin import Allocator, Compiled, KernelLaunch, getenv
 from tinygrad_backend_nv import nv_classes as cls
 from tinygrad_backend_nv import nv_ioctl as nv
 from tinygrad_backend_nv.cubin import KernelImage, parse_cubin
+from tinygrad_backend_nv.iface import MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE
 from tinygrad_backend_nv.nvrm import RM, UVM, NVError
 from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, LaunchQMD, encode_launch, version_for_class
 
@@ -48,6 +51,8 @@ LMEM_PER_THREAD = 0x400   # per-thread local memory (the stack) we provide; a ke
 LMEM_RESERVED = 0x240     # the top of the local window the ABI reserves (the stack pointer starts below it)
 LOCAL_WINDOW, SHARED_WINDOW = 0x729300000000, 0x729400000000  # generic-address windows of local and shared memory
 CBUF0_PREFIX = 0x28 + 8   # the driver's part of constant bank 0 we fill: block/grid dims, windows, stack top
+SYSMEM_MODE = os.environ.get("NV_SYSMEM", "os")        # "os": host pages described to RM; "rm": NV01_MEMORY_SYSTEM mapped by RM
+GPFIFO_MODE = os.environ.get("NV_GPFIFO", "vidmem")    # where the GPFIFO ring and USERD live: "vidmem" (CPU-mapped) or "sysmem"
 
 
 def round_up(x: int, a: int) -> int: return (x + a - 1) // a * a
@@ -108,7 +113,8 @@ class NVKDevice(Compiled):
     if arch and arch.startswith("sm_") and int(arch[3:].rstrip("a")) != self.arch_number:
       raise RuntimeError(f"NV:{index} on {iface.name} is sm_{self.arch_number}, but DEV asks to compile for {arch}: drop the arch or name sm_{self.arch_number}")
     self.usermode = rm.alloc(self.subdevice, self.usermode_class, what="the usermode doorbell object")
-    self.doorbell_page = rm.map_to_cpu(self.subdevice, self.usermode, cls.USERMODE_SIZE, self.dev_path, "the usermode doorbell page")
+    self.doorbell_page = rm.map_to_cpu(self.subdevice, self.usermode, cls.USERMODE_SIZE, self.dev_path, "the usermode doorbell page",
+                                       nv.NVOS33_FLAGS_ACCESS_WRITE_ONLY)
     self.say(f"usermode doorbell page at {self.doorbell_page:#x}")
     self.vaspace = rm.alloc(self.hdevice, cls.FERMI_VASPACE_A, nv.NV_VASPACE_ALLOCATION_PARAMETERS(
       vaBase=0x1000, vaSize=0x1FFFFFB000000, flags=nv.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING | nv.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED),
@@ -150,16 +156,21 @@ class NVKDevice(Compiled):
     if self.va_next > VA_LIMIT: raise MemoryError(f"{self.device}: the GPU VA range {VA_BASE:#x}..{VA_LIMIT:#x} is used up")
     return va
 
-  def alloc(self, size: int, vidmem: bool = True, cpu: bool = False, what: str = "memory") -> GPUMem:
+  def alloc(self, size: int, vidmem: bool = True, cpu: bool = False, what: str = "memory", contiguous: bool = False) -> GPUMem:
     size = round_up(max(size, 1), BIG if vidmem else PAGE)
-    owner = self.rm.client
+    owner, host_pages = self.rm.client, None
     if vidmem:
       params = nv.NV_MEMORY_ALLOCATION_PARAMS(owner=owner, type=nv.NVOS32_TYPE_IMAGE, size=size, alignment=BIG, limit=size - 1, format=6,
         flags=nv.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT | nv.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE | nv.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED |
-              nv.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED | nv.NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM,
-        attr=nv.NVOS32_ATTR_PAGE_SIZE_HUGE | nv.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS | nv.NVOS32_ATTR_LOCATION_VIDMEM,
+              (0 if cpu else nv.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED) | nv.NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM,
+        attr=nv.NVOS32_ATTR_PAGE_SIZE_HUGE | nv.NVOS32_ATTR_LOCATION_VIDMEM |
+             (nv.NVOS32_ATTR_PHYSICALITY_CONTIGUOUS if contiguous else nv.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS),
         attr2=nv.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC | nv.NVOS32_ATTR2_GPU_CACHEABLE_YES | nv.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB)
       handle = self.rm.alloc(self.hdevice, cls.NV01_MEMORY_LOCAL_USER, params, what=f"{size:#x} bytes of vidmem for {what}")
+    elif SYSMEM_MODE == "os":
+      host_pages = self.iface.mmap(0, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+      handle = self.rm.alloc_os_memory(self.hdevice, host_pages, size, what)
+      cpu = False  # the CPU has it already
     else:
       params = nv.NV_MEMORY_ALLOCATION_PARAMS(owner=owner, type=nv.NVOS32_TYPE_IMAGE, size=size, alignment=PAGE, limit=size - 1,
         flags=nv.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT | nv.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE | nv.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED |
@@ -173,7 +184,7 @@ class NVKDevice(Compiled):
     m = nv.UVM_MAP_EXTERNAL_ALLOCATION_PARAMS(base=va, length=size, gpuAttributesCount=1, rmCtrlFd=self.rm.ctl, hClient=self.rm.client, hMemory=handle)
     m.perGpuAttributes[0].gpuUuid, m.perGpuAttributes[0].gpuMappingType = self.uuid, nv.UvmGpuMappingTypeReadWriteAtomic
     self.uvm.call(nv.UVM_MAP_EXTERNAL_ALLOCATION, m, f"mapping {what} at GPU VA {va:#x}")
-    host = self.rm.map_to_cpu(self.subdevice, handle, size, self.dev_path, what) if cpu else None
+    host = self.rm.map_to_cpu(self.subdevice, handle, size, self.dev_path, what, nv.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED if vidmem else 0) if cpu else host_pages
     mem = GPUMem(va, size, host, handle)
     self.allocations[va] = mem
     return mem
@@ -181,8 +192,8 @@ class NVKDevice(Compiled):
   def free(self, mem: GPUMem) -> None:
     if mem.handle is None: return
     self.uvm.call(nv.UVM_FREE, nv.UVM_FREE_PARAMS(base=mem.va, length=mem.size), f"unmapping GPU VA {mem.va:#x}")
-    if mem.cpu is not None: self.iface.munmap(mem.cpu, mem.size)
     self.rm.free(self.hdevice, mem.handle)
+    if mem.cpu is not None: self.iface.munmap(mem.cpu, mem.size)  # host pages (RM let go of them) or RM's CPU mapping
     del self.allocations[mem.va]
     self.va_free.setdefault(mem.size, []).append(mem.va)
 
@@ -190,7 +201,7 @@ class NVKDevice(Compiled):
   def bringup_channel(self) -> None:
     rm = self.rm
     self.notifier = self.alloc(PAGE, vidmem=False, what="the channel error notifier")
-    self.gpfifo = self.alloc(GPFIFO_ENTRIES * 8 + cls.USERD_SIZE, vidmem=False, what="the GPFIFO ring and USERD")
+    self.gpfifo = self.alloc(GPFIFO_ENTRIES * 8 + cls.USERD_SIZE, vidmem=GPFIFO_MODE != "sysmem", cpu=True, contiguous=True, what="the GPFIFO ring and USERD")
     self.userd_off = GPFIFO_ENTRIES * 8
     self.group = rm.alloc(self.hdevice, cls.KEPLER_CHANNEL_GROUP_A, nv.NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS(
       hObjectError=self.notifier.handle, engineType=nv.NV2080_ENGINE_TYPE_GRAPHICS), what="the channel group")
