@@ -90,10 +90,10 @@ class NVKDevice(Compiled):
     gpus = [c for c in cards if c.valid]
     if index >= len(gpus): raise RuntimeError(f"{iface.name}+NV: the driver lists {len(gpus)} GPU(s), there is no NV:{index}")
     card = gpus[index]
-    ids = rm.control(rm.client, nv.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, nv.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=card.gpu_id), "GPU id info")
     self.dev_path = f"/dev/nvidia{card.minor_number}"
-    self.fd_dev = rm._open(self.dev_path)
+    self.fd_dev = rm._open(self.dev_path)  # opening the GPU's node attaches it (before RM answers about it)
     rm.escape(self.fd_dev, nv.NV_ESC_REGISTER_FD, nv.nv_ioctl_register_fd_t(ctl_fd=rm.ctl), f"registering {self.dev_path}")
+    ids = rm.control(rm.client, nv.NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2, nv.NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS(gpuId=card.gpu_id), "GPU id info")
     self.say(f"GPU {index}: id {card.gpu_id:#x}, PCI {card.pci_info.domain:04x}:{card.pci_info.bus:02x}:{card.pci_info.slot:02x}, "
              f"device instance {ids.deviceInstance}, {self.dev_path}")
     self.hdevice = rm.alloc(rm.client, cls.NV01_DEVICE_0, nv.NV0080_ALLOC_PARAMETERS(deviceId=ids.deviceInstance, hClientShare=rm.client, vaMode=2),
@@ -123,7 +123,7 @@ class NVKDevice(Compiled):
                      nv.NV2080_CTRL_GPU_GET_GID_INFO_PARAMS(flags=nv.NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY, length=16), "the GPU UUID")
     self.uuid = nv.NvProcessorUuid(uuid=(ctypes.c_uint8 * 16)(*gid.data[:16]))
     self.say(f"VA space {self.vaspace:#x}, GPU UUID {bytes(gid.data[:16]).hex()}")
-    self.uvm = UVM(rm)
+    self.uvm = UVM(rm, self.say)
     self.uvm.call(nv.UVM_REGISTER_GPU, nv.UVM_REGISTER_GPU_PARAMS(gpu_uuid=self.uuid, rmCtrlFd=-1), "registering the GPU with UVM")
     self.uvm.call(nv.UVM_REGISTER_GPU_VASPACE, nv.UVM_REGISTER_GPU_VASPACE_PARAMS(gpuUuid=self.uuid, rmCtrlFd=rm.ctl, hClient=rm.client, hVaSpace=self.vaspace),
                   "registering the VA space with UVM")

@@ -18,6 +18,7 @@ MAJOR = {"V03_00": 3, "V04_00": 4}
 # field values (the headers' NAME_VALUE defines)
 QMD_TYPE_GRID_CTA = 2                # V04_00 QMD_TYPE
 RELEASE_STRUCTURE_SIZE_ONE_WORD = 1  # a 32-bit payload, no timestamp
+RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR = 1  # the grid's writes are visible system-wide before the release
 CWD_MEMBAR_TYPE_L1_SYSMEMBAR = 1     # a system-wide memory barrier when the grid completes
 API_VISIBLE_CALL_LIMIT_NO_CHECK = 1
 SAMPLER_INDEX_VIA_HEADER_INDEX = 1
@@ -104,7 +105,7 @@ def encode_launch(version: str, q: LaunchQMD) -> bytes:
       f[f"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6({i})"], f[f"CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6({i})"] = lo32(addr >> 6), addr >> 38
       f[f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})"], f[f"CONSTANT_BUFFER_VALID({i})"] = (size + 15) >> 4, 1
     if q.release is not None:
-      f.update({"RELEASE_ENABLE(0)": 1, "RELEASE_STRUCTURE_SIZE(0)": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE_SEMAPHORE0_ADDR_LOWER": lo32(q.release[0]),
+      f.update({"RELEASE_ENABLE(0)": 1, "RELEASE_STRUCTURE_SIZE(0)": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE_MEMBAR_TYPE(0)": RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR, "RELEASE_SEMAPHORE0_ADDR_LOWER": lo32(q.release[0]),
                 "RELEASE_SEMAPHORE0_ADDR_UPPER": q.release[0] >> 32, "RELEASE_SEMAPHORE0_PAYLOAD_LOWER": q.release[1]})
   elif version == "V03_00":
     f.update({"QMD_VERSION": 0, "CTA_RASTER_WIDTH": q.grid[0], "CTA_RASTER_HEIGHT": q.grid[1], "CTA_RASTER_DEPTH": q.grid[2],
@@ -113,7 +114,7 @@ def encode_launch(version: str, q: LaunchQMD) -> bytes:
       f[f"CONSTANT_BUFFER_ADDR_LOWER({i})"], f[f"CONSTANT_BUFFER_ADDR_UPPER({i})"] = lo32(addr), addr >> 32
       f[f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})"], f[f"CONSTANT_BUFFER_VALID({i})"] = (size + 15) >> 4, 1
     if q.release is not None:
-      f.update({"RELEASE0_ENABLE": 1, "RELEASE0_STRUCTURE_SIZE": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE0_ADDRESS_LOWER": lo32(q.release[0]),
+      f.update({"RELEASE0_ENABLE": 1, "RELEASE0_STRUCTURE_SIZE": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE0_MEMBAR_TYPE": RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR, "RELEASE0_ADDRESS_LOWER": lo32(q.release[0]),
                 "RELEASE0_ADDRESS_UPPER": q.release[0] >> 32, "RELEASE0_PAYLOAD_LOWER": q.release[1]})
   else: raise ValueError(f"unknown QMD version {version!r}")
   return qmd_encode(version, f)
