@@ -26,7 +26,7 @@ from tinygrad_backend_nv import nv_classes as cls
 from tinygrad_backend_nv import nv_ioctl as nv
 from tinygrad_backend_nv.iface import MAP_ANONYMOUS, NVIDIA_UVM, NVIDIACTL
 
-N_GPUS = 2
+N_GPUS = 4
 GPU_ID0, CLIENT0 = 0x100, 0xC1D00001
 GR = {nv.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS: 2, nv.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC: 2,
       nv.NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC: 2, nv.NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: 64}
