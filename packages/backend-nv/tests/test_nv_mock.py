@@ -241,3 +241,21 @@ def test_copies_between_buffers(dev):
   dev.allocator.copyout(out, b)
   assert bytes(out) == data.tobytes()
   ctypes.memset(dev.staging.cpu, 0, 16)  # the staging buffer is scratch: the result came through the copy engine each time
+
+
+def test_nv_falls_back_to_the_driver_api_with_a_note(monkeypatch, capfd):
+  """DEV=NV tries NVK first; where it can't open (here: the ioctls fail), the driver-API interface opens it, with one line
+  on stderr saying why. Never the mock."""
+  import tinygrad_backend_nv.iface as iface
+  import tinygrad_backend_nv.runtime as runtime
+  from tinygrad.device.plugin import Allocator, Compiled
+  opened = []
+  monkeypatch.setattr(iface, "nvk_present", lambda: True)
+  monkeypatch.setattr(runtime, "open_cuda", lambda kind, index: opened.append((kind, index)) or Compiled(f"NV:{index}", Allocator(), None))
+  monkeypatch.setattr(iface.NVK, "open", lambda self, path: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+  with Context(DEV="NV"):
+    dev = Device["NV:3"]
+  assert opened == [("NV", 3)] and type(dev) is Compiled
+  err = capfd.readouterr().err
+  assert "NV:3: NVK+NV did not open (NVError: open /dev/nvidiactl: open (request 0x0) failed with errno 13" in err and "using the CUDA driver API interface" in err
+  Device._opened.pop("NV:3", None)
