@@ -187,7 +187,7 @@ class MockNV:
     if esc not in handlers: raise _fail(errno.ENOTTY, f"escape {esc:#x} is not one MOCK+NV implements")
     want, fn = handlers[esc]
     if not isinstance(arg, want): raise _fail(errno.EINVAL, f"escape {nv.ESC_NAMES.get(esc)} takes {want.__name__}, got {type(arg).__name__}")
-    target = arg.params if isinstance(arg, (nv.nv_ioctl_nvos33_parameters_with_fd, nv.nv_ioctl_nvos02_parameters_with_fd)) else arg
+    target: Any = arg.params if isinstance(arg, (nv.nv_ioctl_nvos33_parameters_with_fd, nv.nv_ioctl_nvos02_parameters_with_fd)) else arg
     try:
       fn(arg)
       target.status = nv.NV_OK

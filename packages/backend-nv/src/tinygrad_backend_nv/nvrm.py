@@ -92,7 +92,8 @@ class RM:
     if p.params.status != nv.NV_OK: raise NVError(f"mapping {what} for the CPU", "NV_ESC_RM_MAP_MEMORY",
                                                  nv.nv_request(nv.NV_ESC_RM_MAP_MEMORY, ctypes.sizeof(p)), status=p.params.status)
     from tinygrad_backend_nv.iface import MAP_SHARED, PROT_READ, PROT_WRITE
-    try: addr = self.iface.mmap(0, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+    prot = PROT_WRITE if flags & 3 == nv.NVOS33_FLAGS_ACCESS_WRITE_ONLY else PROT_READ | PROT_WRITE  # the driver refuses more than RM granted
+    try: addr = self.iface.mmap(0, size, prot, MAP_SHARED, fd, 0)
     except OSError as e: raise NVError(f"mapping {what} for the CPU", f"mmap of {dev_path}", 0, e.errno or 0) from e
     self.iface.close(fd)  # the mapping holds the file: one fd per mapping would run out
     self.log(f"mapped {what} ({size:#x} bytes) for the CPU at {addr:#x}")

@@ -128,7 +128,7 @@ class NVKDevice(Compiled):
     self.uvm.call(nv.UVM_REGISTER_GPU_VASPACE, nv.UVM_REGISTER_GPU_VASPACE_PARAMS(gpuUuid=self.uuid, rmCtrlFd=rm.ctl, hClient=rm.client, hVaSpace=self.vaspace),
                   "registering the VA space with UVM")
     self.say("UVM: GPU and VA space registered")
-    self.va_next, self.va_free = VA_BASE, {}  # size -> free VAs of that size
+    self.va_next, self.va_free = VA_BASE, dict[int, list[int]]()  # size -> free VAs of that size
     self.allocations: dict[int, GPUMem] = {}
     self.bringup_channel()
     super().__init__(f"NV:{index}" if index else "NV", NVKAllocator(self), self._program, self._graph)
