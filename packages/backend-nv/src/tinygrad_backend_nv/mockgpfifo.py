@@ -20,7 +20,9 @@ from tinygrad_backend_nv.mockprograms import PROGRAMS, code_key, load
 from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, decode_launch, version_for_class
 
 if TYPE_CHECKING:
+  from tinygrad_backend_nv.cubin import KernelImage
   from tinygrad_backend_nv.mocknv import MockNV, Obj
+  from tinygrad_backend_nv.qmd import LaunchQMD
 
 LMEM_RESERVED = 0x240
 
@@ -153,28 +155,19 @@ class GPFIFOProcessor:
     hit = self.nv.find(q.program, 1)
     if hit is None: raise self._err(f"QMD program address {q.program:#x} is not in GPU-mapped memory")
     obj, off = hit
-    found = None
+    found: dict = {}
     for length, table in PROGRAMS.items():
       if off + length <= obj.size and (entry := table.get(code_key(bytes(obj.view(off, length))))) is not None:
         found = entry
         break
-    if found is None: raise self._err(f"QMD program address {q.program:#x} holds no kernel code the mock recorded (a wrong address, overwritten code, or a kernel not compiled for MOCK+NV)")
-    img, program = found
+    if not found: raise self._err(f"QMD program address {q.program:#x} holds no kernel code the mock recorded (a wrong address, overwritten code, or a kernel not compiled for MOCK+NV)")
+    # kernels that compiled to the same code compute the same thing: the launch must fit one of them
+    problems = [(self._check(img, q), img, program) for img, program in found.values()]
+    problem, img, program = next((p for p in problems if p[0] is None), problems[0])
+    if problem is not None: raise self._err(problem)
     name = img.name
-    if any(g < 1 for g in q.grid) or any(b < 1 for b in q.block): raise self._err(f"kernel {name}: grid {q.grid} and block {q.block} must be >= 1 in every dimension")
-    threads = q.block[0] * q.block[1] * q.block[2]
-    if threads > 1024 or (img.max_threads and threads > img.max_threads): raise self._err(f"kernel {name}: a block of {threads} threads, its limit is {img.max_threads or 1024}")
-    if q.registers < img.registers: raise self._err(f"kernel {name}: QMD gives {q.registers} registers per thread, the kernel uses {img.registers}")
-    if q.registers * threads > 65536: raise self._err(f"kernel {name}: {q.registers} registers x {threads} threads exceeds the SM's 65536")
-    if q.barriers < img.barriers: raise self._err(f"kernel {name}: QMD gives {q.barriers} barriers, the kernel uses {img.barriers}")
-    if q.shared < img.shared: raise self._err(f"kernel {name}: QMD gives {q.shared} bytes of shared memory, the kernel needs {img.shared}")
-    if q.local_high < img.local_size + LMEM_RESERVED: raise self._err(f"kernel {name}: QMD gives {q.local_high} bytes of stack, the kernel needs {img.local_size + LMEM_RESERVED}")
-    if 0 not in q.cbufs: raise self._err(f"kernel {name}: constant buffer 0 (its parameters) is not valid in the QMD")
     cb_va, cb_size = q.cbufs[0]
-    if cb_size < img.param_offset + img.param_size: raise self._err(f"kernel {name}: constant buffer 0 is {cb_size} bytes, its params end at {img.param_offset + img.param_size}")
     cb = self._view("constant buffer 0", cb_va, cb_size)
-    for idx in img.cbufs:
-      if img.cbufs[idx] and idx not in q.cbufs: raise self._err(f"kernel {name}: its constant bank {idx} is not bound in the QMD")
     bufs, vals = [], []
     for p in img.params:
       raw_arg = bytes(cb[img.param_offset + p.offset:img.param_offset + p.offset + p.size])
@@ -192,3 +185,20 @@ class GPFIFOProcessor:
       self.loaded[key](*bufs, global_size=q.grid, local_size=q.block, vals=tuple(vals))
     self.launches += 1
     if q.release is not None: self._view("QMD release semaphore", q.release[0], 4)[:] = q.release[1].to_bytes(4, "little")
+
+  def _check(self, img: KernelImage, q: LaunchQMD) -> str | None:
+    """What is wrong with launching kernel `img` as QMD `q` says, or None."""
+    name = img.name
+    if any(g < 1 for g in q.grid) or any(b < 1 for b in q.block): return f"kernel {name}: grid {q.grid} and block {q.block} must be >= 1 in every dimension"
+    threads = q.block[0] * q.block[1] * q.block[2]
+    if threads > 1024 or (img.max_threads and threads > img.max_threads): return f"kernel {name}: a block of {threads} threads, its limit is {img.max_threads or 1024}"
+    if q.registers < img.registers: return f"kernel {name}: QMD gives {q.registers} registers per thread, the kernel uses {img.registers}"
+    if q.registers * threads > 65536: return f"kernel {name}: {q.registers} registers x {threads} threads exceeds the SM's 65536"
+    if q.barriers < img.barriers: return f"kernel {name}: QMD gives {q.barriers} barriers, the kernel uses {img.barriers}"
+    if q.shared < img.shared: return f"kernel {name}: QMD gives {q.shared} bytes of shared memory, the kernel needs {img.shared}"
+    if q.local_high < img.local_size + LMEM_RESERVED: return f"kernel {name}: QMD gives {q.local_high} bytes of stack, the kernel needs {img.local_size + LMEM_RESERVED}"
+    if 0 not in q.cbufs: return f"kernel {name}: constant buffer 0 (its parameters) is not valid in the QMD"
+    if q.cbufs[0][1] < img.param_offset + img.param_size: return f"kernel {name}: constant buffer 0 is {q.cbufs[0][1]} bytes, its params end at {img.param_offset + img.param_size}"
+    for idx in img.cbufs:
+      if img.cbufs[idx] and idx not in q.cbufs: return f"kernel {name}: its constant bank {idx} is not bound in the QMD"
+    return None

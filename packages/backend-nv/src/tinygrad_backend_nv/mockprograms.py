@@ -24,8 +24,9 @@ from tinygrad_backend_nv.cuda import CUDARenderer
 
 _TAG = "/* MOCKNV-PYTHON"
 _MAGIC = b"MOCKNV01"
-# code length -> sha256 of the code -> (kernel image, its PYTHON program or a Python function); process-wide: the mock runs here
-PROGRAMS: dict[int, dict[str, tuple[KernelImage, bytes | Callable[..., Any]]]] = {}
+# code length -> sha256 of the code -> kernel name -> (kernel image, its PYTHON program or a Python function); process-wide: the
+# mock runs here. Kernels of different names (and launch bounds) can compile to the same code: the launch picks among them
+PROGRAMS: dict[int, dict[str, dict[str, tuple[KernelImage, bytes | Callable[..., Any]]]]] = {}
 
 
 def code_key(code: bytes) -> str: return hashlib.sha256(code).hexdigest()
@@ -44,12 +45,12 @@ def register(lib: bytes, name: str, function: Callable[..., Any] | None = None) 
   """Record what kernel `name` of cubin `lib` computes: the PYTHON program attached to the cubin, or `function`."""
   img = parse_cubin(lib, name)
   if function is None:
-    known = PROGRAMS.get(len(img.text), {}).get(code_key(img.text))
+    known = PROGRAMS.get(len(img.text), {}).get(code_key(img.text), {}).get(name)
     if known is not None and callable(known[1]) and lib[-8:] != _MAGIC: return  # told by register_function already
     if lib[-8:] != _MAGIC: raise ValueError(f"kernel {name}'s cubin was not compiled for MOCK+NV (DEV=MOCK+NV): the mock can't tell what it computes")
     (n,) = struct.unpack("<Q", lib[-16:-8])
-    PROGRAMS.setdefault(len(img.text), {})[code_key(img.text)] = (img, lib[-16 - n:-16])
-  else: PROGRAMS.setdefault(len(img.text), {})[code_key(img.text)] = (img, function)
+    PROGRAMS.setdefault(len(img.text), {}).setdefault(code_key(img.text), {})[name] = (img, lib[-16 - n:-16])
+  else: PROGRAMS.setdefault(len(img.text), {}).setdefault(code_key(img.text), {})[name] = (img, function)
 
 
 def load(name: str, program: bytes) -> Any: return python_interpreter.load(name, program)
