@@ -67,7 +67,7 @@ for stage in $STAGES; do
       note "nv_bringup: $(tail -1 "$LOGDIR/nv_bringup.log")"
       if grep -q "ALL STEPS PASSED" "$LOGDIR/nv_bringup.log"; then
         DEV=NVK+NV $PY -m tinygrad.device | grep "DEV opens"
-        DEV=NVK+NV timeout ${STAGE_TIMEOUT:-1500} $PY -m pytest -q -p no:cacheprovider -rfEs packages/core/tests --ignore packages/core/tests/distributed -x \
+        DEV=NVK+NV NV_WAIT_TIMEOUT=10 timeout ${STAGE_TIMEOUT:-1500} $PY -m pytest -q -p no:cacheprovider -rfEs packages/core/tests --ignore packages/core/tests/distributed $XDIST --maxfail=20 \
           > "$LOGDIR/core_NVK.log" 2>&1
         grep -E '^(FAILED|ERROR)' "$LOGDIR/core_NVK.log" | head -20
         note "core suite (DEV=NVK+NV): $(grep -E '[0-9]+ (passed|failed)' "$LOGDIR/core_NVK.log" | tail -1)"
