@@ -42,7 +42,8 @@ def _nv_count() -> int:
 
 def _nv_available() -> str | None:
   from tinygrad_backend_nv.iface import nvk_present
-  return None if nvk_present() else _status()[1]
+  if nvk_present() or (why := _status()[1]) is None: return None
+  return f"no /dev/nvidiactl here for NVK+NV, and for CUDA+NV: {why}. DEV=MOCK+NV runs NVK+NV's runtime on a mock driver"
 
 
 _nvk_failed: dict[int, str] = {}  # NV instance -> why NVK did not open it (the CUDA interface notes the fallback)
