@@ -161,9 +161,11 @@ class GPFIFOProcessor:
         found = entry
         break
     if not found: raise self._err(f"QMD program address {q.program:#x} holds no kernel code the mock recorded (a wrong address, overwritten code, or a kernel not compiled for MOCK+NV)")
-    # kernels that compiled to the same code compute the same thing: the launch must fit one of them
-    problems = [(self._check(img, q), img, program) for img, program in found.values()]
-    problem, img, program = next((p for p in problems if p[0] is None), problems[0])
+    # kernels that compiled to the same code compute the same thing (one may ignore a parameter another lacks): the launch
+    # must fit one of them; the one whose parameters fill constant bank 0 as the QMD sizes it is preferred
+    fits = lambda img: -(-(img.param_offset + img.param_size) // 16) * 16 == q.cbufs.get(0, (0, -1))[1]  # noqa: E731
+    problems = sorted(((self._check(img, q), img, program) for img, program in found.values()), key=lambda p: (p[0] is not None, not fits(p[1])))
+    problem, img, program = problems[0]
     if problem is not None: raise self._err(problem)
     name = img.name
     cb_va, cb_size = q.cbufs[0]
@@ -201,4 +203,8 @@ class GPFIFOProcessor:
     if q.cbufs[0][1] < img.param_offset + img.param_size: return f"kernel {name}: constant buffer 0 is {q.cbufs[0][1]} bytes, its params end at {img.param_offset + img.param_size}"
     for idx in img.cbufs:
       if img.cbufs[idx] and idx not in q.cbufs: return f"kernel {name}: its constant bank {idx} is not bound in the QMD"
+    cb = self._view("constant buffer 0", *q.cbufs[0])
+    for p in img.params:
+      ptr = int.from_bytes(cb[img.param_offset + p.offset:img.param_offset + p.offset + 8], "little") if p.size == 8 else None
+      if ptr is not None and self.nv.find(ptr, 1) is None: return f"kernel {name} argument {p.ordinal}: pointer {ptr:#x} is not in GPU-mapped memory"
     return None

@@ -5,7 +5,8 @@ this same code. Only the mock has run it in CI; see the package README for what 
 - Bring-up (`NVKDevice.__init__`, in the order nv_bringup.py prints): RM client, the GPU (card info, id info), device,
   subdevice, the usermode doorbell page, a VA space, UVM (initialize, register the GPU and the VA space), then memory.
 - Memory: RM memory objects placed in the GPU's VA space by UVM (CREATE_EXTERNAL_RANGE + MAP_EXTERNAL_ALLOCATION) at
-  addresses we pick: from VA_BASE up, 2 MB aligned, with an unmapped 2 MB gap after each allocation. Vidmem
+  addresses we pick: from VA_BASE up in power-of-two blocks (reused when freed), 2 MB aligned, with an unmapped 2 MB gap
+  after each. Vidmem
   (NV01_MEMORY_LOCAL_USER) for Buffers and code; the GPFIFO ring and its USERD in contiguous vidmem mapped for the CPU
   (RM_MAP_MEMORY + an mmap of /dev/nvidiaN, write-combined: BAR1); host memory for command buffers, QMDs/constant buffers,
   semaphores and copy staging: anonymous host pages described to RM (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR). NV_SYSMEM=rm uses
@@ -149,10 +150,16 @@ class NVKDevice(Compiled):
     return g
 
   # ---- memory
+  @staticmethod
+  def _va_class(size: int) -> int: return 1 << max(21, (size - 1).bit_length())  # VA is handed out in power-of-two blocks
+
   def _va(self, size: int) -> int:
-    if (free := self.va_free.get(size)): return free.pop()
+    """A GPU VA for `size` bytes: a free block of its power-of-two class, else a new one, with an unmapped gap after it
+    (running off the allocation's end faults). Freed blocks are reused by their class, so VA use stays bounded."""
+    cls_size = self._va_class(size)
+    if (free := self.va_free.get(cls_size)): return free.pop()
     va = self.va_next
-    self.va_next = round_up(va + size + BIG, BIG)  # an unmapped gap after each allocation: running off its end faults
+    self.va_next = va + cls_size + BIG
     if self.va_next > VA_LIMIT: raise MemoryError(f"{self.device}: the GPU VA range {VA_BASE:#x}..{VA_LIMIT:#x} is used up")
     return va
 
@@ -195,7 +202,7 @@ class NVKDevice(Compiled):
     self.rm.free(self.hdevice, mem.handle)
     if mem.cpu is not None: self.iface.munmap(mem.cpu, mem.size)  # host pages (RM let go of them) or RM's CPU mapping
     del self.allocations[mem.va]
-    self.va_free.setdefault(mem.size, []).append(mem.va)
+    self.va_free.setdefault(self._va_class(mem.size), []).append(mem.va)
 
   # ---- the channel
   def bringup_channel(self) -> None:
