@@ -28,7 +28,7 @@ class Interface(Protocol):
   def munmap(self, addr: int, size: int) -> None: ...
   def exists(self, path: str) -> bool: ...
   def write_doorbell(self, addr: int, value: int) -> None: ...
-  def program(self, lib: bytes, name: str) -> None: ...  # kernel `name` of cubin `lib` is being loaded (the mock learns what it computes)
+  def program(self, lib: bytes, name: str, va: int) -> None: ...  # kernel `name` of cubin `lib` was loaded at GPU VA `va` (the mock learns what it computes)
 
 
 class NVK:
@@ -54,7 +54,7 @@ class NVK:
   def munmap(self, addr: int, size: int) -> None: self.libc.munmap(addr, size)
   def exists(self, path: str) -> bool: return os.path.exists(path)
   def write_doorbell(self, addr: int, value: int) -> None: ctypes.c_uint32.from_address(addr).value = value
-  def program(self, lib: bytes, name: str) -> None: pass
+  def program(self, lib: bytes, name: str, va: int) -> None: pass
 
 
 def nvk_present() -> bool: return os.path.exists(NVIDIACTL)

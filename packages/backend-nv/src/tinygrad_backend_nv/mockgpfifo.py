@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tinygrad_backend_nv import nv_classes as cls
-from tinygrad_backend_nv.mockprograms import PROGRAMS, code_key, load
+from tinygrad_backend_nv.mockprograms import code_key, load
 from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, decode_launch, version_for_class
 
 if TYPE_CHECKING:
@@ -152,21 +152,12 @@ class GPFIFOProcessor:
     raw = bytes(self._view("QMD", qmd_va, QMD_BYTES[version]))
     try: q = decode_launch(version, raw)
     except ValueError as e: raise self._err(f"QMD at {qmd_va:#x}: {e}") from None
-    hit = self.nv.find(q.program, 1)
-    if hit is None: raise self._err(f"QMD program address {q.program:#x} is not in GPU-mapped memory")
-    obj, off = hit
-    found: dict = {}
-    for length, table in PROGRAMS.items():
-      if off + length <= obj.size and (entry := table.get(code_key(bytes(obj.view(off, length))))) is not None:
-        found = entry
-        break
-    if not found: raise self._err(f"QMD program address {q.program:#x} holds no kernel code the mock recorded (a wrong address, overwritten code, or a kernel not compiled for MOCK+NV)")
-    # kernels that compiled to the same code compute the same thing (one may ignore a parameter another lacks): the launch
-    # must fit one of them; the one whose parameters fill constant bank 0 as the QMD sizes it is preferred
-    fits = lambda img: -(-(img.param_offset + img.param_size) // 16) * 16 == q.cbufs.get(0, (0, -1))[1]  # noqa: E731
-    problems = sorted(((self._check(img, q), img, program) for img, program in found.values()), key=lambda p: (p[0] is not None, not fits(p[1])))
-    problem, img, program = problems[0]
-    if problem is not None: raise self._err(problem)
+    entry = self.nv.code_at.get(q.program)
+    if entry is None or self.nv.find(q.program, len(entry[0].text)) is None:
+      raise self._err(f"QMD program address {q.program:#x} holds no kernel code the mock recorded (a wrong address, or a kernel not compiled for MOCK+NV)")
+    img, program = entry
+    if bytes(self.nv.gpu_view(q.program, len(img.text))) != img.text: raise self._err(f"QMD program address {q.program:#x}: kernel {img.name}'s code there was overwritten")
+    if (problem := self._check(img, q)) is not None: raise self._err(problem)
     name = img.name
     cb_va, cb_size = q.cbufs[0]
     cb = self._view("constant buffer 0", cb_va, cb_size)

@@ -108,6 +108,8 @@ class MockNV:
     self.uvm_gpus: set[bytes] = set()
     self.uvm_vaspaces: set[int] = set()
     self.channels: dict[int, Any] = {}  # work-submit token -> GPFIFO processor
+    self.code_at: dict[int, tuple[Any, Any]] = {}  # GPU VA of a loaded kernel's code -> (its image, what it computes)
+    self.functions: dict[str, Callable[..., Any]] = {}  # kernel name -> the Python function that stands for it (register_function)
 
   # ---- files
   def exists(self, path: str) -> bool: return path in (NVIDIACTL, NVIDIA_UVM) or path in (f"/dev/nvidia{i}" for i in range(N_GPUS))
@@ -383,11 +385,10 @@ class MockNV:
     ctypes.c_uint32.from_address(addr).value = value
     proc.kick()
 
-  def program(self, lib: bytes, name: str) -> None:
-    from tinygrad_backend_nv.mockprograms import register
-    register(lib, name)
+  def program(self, lib: bytes, name: str, va: int) -> None:
+    from tinygrad_backend_nv.mockprograms import describe
+    self.code_at[va] = describe(lib, name, self.functions.get(name))
 
   def register_function(self, lib: bytes, name: str, fn: Callable[..., Any]) -> None:
     """Tell the mock what a kernel compiled outside tinygrad computes (nv_bringup.py --mock): fn(*bufs, global_size, local_size, vals)."""
-    from tinygrad_backend_nv.mockprograms import register
-    register(lib, name, fn)
+    self.functions[name] = fn

@@ -5,9 +5,10 @@ The CUDA source ends with the PYTHON program in a comment (`/* MOCKNV-PYTHON`, t
 ignores it). The mock's compiler appends that program to the cubin it built, after the ELF's last byte, with its length
 and a magic (the cubin parser reads sections by their offsets, so nothing of it reaches GPU memory; the disk cache and
 compile workers carry it like any cubin). When the runtime loads a kernel it shows the cubin to its interface
-(`program`: nothing on NVK); the mock then records the program under the sha256 of the kernel's code, exactly the bytes
-the runtime uploads. At each launch the GPFIFO processor hashes the code at the QMD's program address and looks the
-program up: a program address pointing anywhere else, or at code that was overwritten, is an error.
+with the GPU address it uploaded the code to (`program`: nothing on NVK); the mock records the program there. (Not by the
+code's hash: kernels that differ only in their uops' dtypes, bool and uint8 copies, compile to the same SASS but not the
+same PYTHON program.) At each launch the GPFIFO processor looks up the program address and checks that the code there is
+still the kernel's: a program address pointing anywhere else, or at code that was overwritten, is an error.
 """
 from __future__ import annotations
 
@@ -24,9 +25,6 @@ from tinygrad_backend_nv.cuda import CUDARenderer
 
 _TAG = "/* MOCKNV-PYTHON"
 _MAGIC = b"MOCKNV01"
-# code length -> sha256 of the code -> kernel name -> (kernel image, its PYTHON program or a Python function); process-wide: the
-# mock runs here. Kernels of different names (and launch bounds) can compile to the same code: the launch picks among them
-PROGRAMS: dict[int, dict[str, dict[str, tuple[KernelImage, bytes | Callable[..., Any]]]]] = {}
 
 
 def code_key(code: bytes) -> str: return hashlib.sha256(code).hexdigest()
@@ -41,16 +39,13 @@ def program_of(src: str) -> bytes:
 def attach(lib: bytes, program: bytes) -> bytes: return lib + program + struct.pack("<Q", len(program)) + _MAGIC
 
 
-def register(lib: bytes, name: str, function: Callable[..., Any] | None = None) -> None:
-  """Record what kernel `name` of cubin `lib` computes: the PYTHON program attached to the cubin, or `function`."""
+def describe(lib: bytes, name: str, function: Callable[..., Any] | None = None) -> tuple[KernelImage, bytes | Callable[..., Any]]:
+  """Kernel `name` of cubin `lib` and what it computes: the PYTHON program attached to the cubin, or `function`."""
   img = parse_cubin(lib, name)
-  if function is None:
-    known = PROGRAMS.get(len(img.text), {}).get(code_key(img.text), {}).get(name)
-    if known is not None and callable(known[1]) and lib[-8:] != _MAGIC: return  # told by register_function already
-    if lib[-8:] != _MAGIC: raise ValueError(f"kernel {name}'s cubin was not compiled for MOCK+NV (DEV=MOCK+NV): the mock can't tell what it computes")
-    (n,) = struct.unpack("<Q", lib[-16:-8])
-    PROGRAMS.setdefault(len(img.text), {}).setdefault(code_key(img.text), {})[name] = (img, lib[-16 - n:-16])
-  else: PROGRAMS.setdefault(len(img.text), {}).setdefault(code_key(img.text), {})[name] = (img, function)
+  if function is not None: return img, function
+  if lib[-8:] != _MAGIC: raise ValueError(f"kernel {name}'s cubin was not compiled for MOCK+NV (DEV=MOCK+NV): the mock can't tell what it computes")
+  (n,) = struct.unpack("<Q", lib[-16:-8])
+  return img, lib[-16 - n:-16]
 
 
 def load(name: str, program: bytes) -> Any: return python_interpreter.load(name, program)

@@ -355,9 +355,9 @@ class NVKProgram:
     if self.img.local_size + LMEM_RESERVED > LMEM_PER_THREAD:
       raise RuntimeError(f"kernel {name} needs {self.img.local_size} bytes of stack per thread; NVK+NV provides {LMEM_PER_THREAD - LMEM_RESERVED}")
     if self.img.param_offset < CBUF0_PREFIX and self.img.params: raise RuntimeError(f"kernel {name}: params at {self.img.param_offset:#x} in constant bank 0 overlap the driver's part")
-    dev.iface.program(lib, name)
     self.code = dev.alloc(len(self.img.text) + 0x1000, what=f"kernel {name}'s code")  # + room for the instruction prefetcher
     dev.upload(self.code, self.img.text)
+    dev.iface.program(lib, name, self.code.va)
     self.cbufs: dict[int, tuple[int, int]] = {}
     self.cbuf_mems = []
     for idx, data in self.img.cbufs.items():
