@@ -127,6 +127,17 @@ def amd_mock(session: nox.Session) -> None:
   _pytest(session, *AMD_MOCK_SUBSET, dev="MOCKKFD+AMD")
 
 
+@nox.session(default=False)
+def nv_mock(session: nox.Session) -> None:
+  """The same subset of the core suite (AMD_MOCK_SUBSET) on DEV=MOCK+NV: the NVK+NV runtime (RM objects, UVM-mapped memory,
+  GPFIFO channel, QMD launches, copy engine) on the mock driver, each launch's methods and QMD checked and its kernel run by
+  the PYTHON interpreter on the mock's memory (CUDA C through NVRTC; four mock sm_90 GPUs; 1592 tests, about 2-4 minutes on
+  2 cores). Left out: the custom kernel
+  written as CUDA C by hand (no uops: the mock can't know what it computes, and says so)."""
+  _pytest(session, *AMD_MOCK_SUBSET, "--deselect", f"{CORE_TESTS}/test_custom_kernel.py::test_cuda_source_kernel_compiles_through_custom_kernel",
+          dev="MOCK+NV")
+
+
 # backend-qcom in CI: OpenCL on the CPU (PoCL, from the pocl-binary-distribution wheel) runs the QCOMCL kernels. PoCL compiles
 # each kernel with LLVM (about 0.3 s of CPU each, cold), so the default session runs a representative part of the core suite
 # there (measured cold: about 65 s of CPU for the package's tests, 65 s for this subset); qcom_full runs all of it

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # backend-nv on a machine with an NVIDIA GPU, from a source checkout, without uv or installs:
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
-#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm)
+#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, nvk)
+# `nvk` (not in the default stages) is NVK+NV, the driver's ioctls without libcuda: the bring-up probe, the core suite on
+# DEV=NVK+NV, and the JIT replay overhead on NVK+NV next to CUDA.
 # The core suites of both renderers run side by side (NPROC workers each). `llm` times tinygrad.llm decode on synthetic
 # models (bench/llm_decode.py --synthetic; needs the gguf package, e.g. carried as a wheel: see the device README), and
 # llama.cpp's llama-bench on the same files when its source tree is there (bench/llm_peer_llamacpp.py; LLAMACPP_SRC).
@@ -66,7 +68,22 @@ for stage in $STAGES; do
         tail -20 "$LOGDIR/$b.log"
         note "bench $b: $(cat "$LOGDIR/$b.json")"
       done ;;
-    *) echo "unknown stage $stage (tests, core, bench, llm)"; exit 2 ;;
+    nvk)
+      echo "=== NVK+NV bring-up probe"
+      timeout ${STAGE_TIMEOUT:-600} $PY packages/backend-nv/tests/nv_bringup.py 2>&1 | tee "$LOGDIR/nv_bringup.log" | tail -60
+      note "nv_bringup: $(tail -1 "$LOGDIR/nv_bringup.log")"
+      if grep -q "ALL STEPS PASSED" "$LOGDIR/nv_bringup.log"; then
+        DEV=NVK+NV $PY -m tinygrad.device | grep "DEV opens"
+        DEV=NVK+NV NV_WAIT_TIMEOUT=10 timeout ${STAGE_TIMEOUT:-1500} $PY -m pytest -q -p no:cacheprovider -rfEs packages/core/tests --ignore packages/core/tests/distributed $XDIST --maxfail=20 \
+          > "$LOGDIR/core_NVK.log" 2>&1
+        grep -E '^(FAILED|ERROR)' "$LOGDIR/core_NVK.log" | head -20
+        note "core suite (DEV=NVK+NV): $(grep -E '[0-9]+ (passed|failed)' "$LOGDIR/core_NVK.log" | tail -1)"
+        for dev in NVK+NV CUDA; do
+          DEV=$dev timeout ${BENCH_TIMEOUT:-600} $PY bench/jit_overhead.py > "$LOGDIR/jit_overhead_${dev/+/_}.json" 2> "$LOGDIR/jit_overhead_${dev/+/_}.log"
+          note "bench jit_overhead (DEV=$dev): $(cat "$LOGDIR/jit_overhead_${dev/+/_}.json")"
+        done
+      fi ;;
+    *) echo "unknown stage $stage (tests, core, bench, llm, nvk)"; exit 2 ;;
   esac
 done
 

@@ -1,7 +1,12 @@
 """Registers NVIDIA devices, renderers and tensor cores with tinygrad (entry point `tinygrad.backends: nv`).
 
-Devices: `CUDA` (the driver API through cuda-bindings) and `NV` (the same driver-API interface for now, so `DEV=NV`
-works wherever `DEV=CUDA` does). Renderers, for both: `CUDA` (default: CUDA C -> NVRTC -> cubin) and `PTX` (our own
+Devices: `CUDA` (the driver API through cuda-bindings) and `NV`, through one of three interfaces:
+- `NVK` (`DEV=NV`, `NVK+NV`; tried first): the kernel driver's ioctls on /dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm
+  without libcuda (nvruntime.py: RM objects, GPFIFO channel, QMD launches). Where it can't open (no /dev/nvidiactl, an
+  ioctl refused), `DEV=NV` falls back to `CUDA` with a one-line note on stderr; never to the mock;
+- `CUDA` (`CUDA+NV`): the driver API, as the `CUDA` device;
+- `MOCK` (`DEV=MOCK+NV`, only when DEV names it): the ioctls and the GPFIFO/QMD processor in Python (mocknv.py,
+  mockgpfifo.py); each launch is checked and its kernel run by core's PYTHON interpreter on the mock's memory. Renderers, for both: `CUDA` (default: CUDA C -> NVRTC -> cubin) and `PTX` (our own
 PTX -> nvJitLink cubin, or the driver's JIT). Archs: sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a; the default is the
 GPU's own compute capability, or sm_90 without a GPU (so `DEV=NULL:CUDA` compiles for Hopper).
 """
@@ -27,6 +32,50 @@ def _count() -> int: return _status()[0]
 def _available() -> str | None: return _status()[1]
 
 
+def _nv_count() -> int:
+  """GPUs for NV: the driver API's count, else the /dev/nvidiaN nodes (NVK needs no libcuda)."""
+  if (n := _status()[0]): return n
+  import os
+  import re
+  return len([f for f in os.listdir("/dev") if re.fullmatch(r"nvidia\d+", f)]) if os.path.exists("/dev/nvidiactl") else 0
+
+
+def _nv_available() -> str | None:
+  from tinygrad_backend_nv.iface import nvk_present
+  if nvk_present() or (why := _status()[1]) is None: return None
+  return f"no /dev/nvidiactl here for NVK+NV, and for CUDA+NV: {why}. DEV=MOCK+NV runs NVK+NV's runtime on a mock driver"
+
+
+_nvk_failed: dict[int, str] = {}  # NV instance -> why NVK did not open it (the CUDA interface notes the fallback)
+
+
+def _open_nvk(index: int, target: Target):
+  from tinygrad_backend_nv.iface import NVK, nvk_present
+  from tinygrad_backend_nv.nvruntime import NVKDevice
+  try:
+    if not nvk_present(): raise RuntimeError("no /dev/nvidiactl here (no NVIDIA kernel driver): DEV=MOCK+NV runs NVK+NV's runtime on a mock")
+    return NVKDevice(NVK(), index, target.arch)
+  except Exception as e:
+    _nvk_failed[index] = f"{type(e).__name__}: {e}"
+    raise
+
+
+def _open_nv_cuda(index: int, target: Target):
+  import sys
+
+  from tinygrad_backend_nv.runtime import open_cuda
+  dev = open_cuda("NV", index)
+  if not target.interface and index in _nvk_failed:
+    print(f"NV:{index}: NVK+NV did not open ({_nvk_failed[index]}); using the CUDA driver API interface (CUDA+NV)", file=sys.stderr)
+  return dev
+
+
+def _open_mock(index: int, target: Target):
+  from tinygrad_backend_nv.mocknv import MockNV
+  from tinygrad_backend_nv.nvruntime import NVKDevice
+  return NVKDevice(MockNV(arch=target.arch or DEFAULT_ARCH), index, target.arch)
+
+
 def _default_arch() -> str:
   """The first GPU's arch when it is one we render for, else sm_90."""
   if _count() == 0: return DEFAULT_ARCH
@@ -43,11 +92,17 @@ def _opener(kind: str) -> Callable[[int, Target], object]:
 
 
 def _make_cuda(target: Target):
+  if target.interface == "MOCK":
+    from tinygrad_backend_nv.mockprograms import MockCUDARenderer
+    return MockCUDARenderer(target)
   from tinygrad_backend_nv.cuda import CUDARenderer
   return CUDARenderer(target)
 
 
 def _make_ptx(target: Target):
+  if target.interface == "MOCK":
+    raise RuntimeError("MOCK+NV runs kernels rendered by CUDA (its renderer records their uops for the mock); PTX is not supported there: "
+                       "use DEV=MOCK+NV or MOCK+NV:CUDA")
   from tinygrad_backend_nv.ptx import PTXRenderer
   return PTXRenderer(target)
 
@@ -59,8 +114,10 @@ def _nvrtc_available() -> str | None:
 
 @hookimpl
 def register_devices(register: RegisterDevice) -> None:
-  for rank, kind in enumerate(DEVICES):  # a working GPU is the default device (before any CPU)
-    register(DeviceSpec(kind, {"": _opener(kind)}, count=_count, available=_available, package=PACKAGE, default_rank=rank))
+  # a working GPU is the default device (before any CPU)
+  register(DeviceSpec("CUDA", {"": _opener("CUDA")}, count=_count, available=_available, package=PACKAGE, default_rank=0))
+  register(DeviceSpec("NV", {"NVK": _open_nvk, "CUDA": _open_nv_cuda, "MOCK": _open_mock}, count=_nv_count, available=_nv_available,
+                      package=PACKAGE, default_rank=1, mock_interfaces=("MOCK",)))
 
 
 @hookimpl

@@ -16,11 +16,21 @@ def _safe(fn) -> str | None:
     return f"{type(e).__name__}: {e}"
 
 
+def _opened(name: str) -> str:
+  """The runtime class a device instance opens as, with its interface's name where it has one (NVK, MOCK, KFD ...)."""
+  try: dev = Device[name]
+  except Exception as e:  # noqa: BLE001  not opening is the answer
+    return f"does not open ({type(e).__name__}: {e})"
+  iface = getattr(getattr(dev, "iface", None), "name", None)
+  return type(dev).__name__ + (f" through interface {iface}" if iface else "")
+
+
 def report() -> str:
   reg = registry.load()
   lines = [f"plugins: {', '.join(reg.plugin_names)}"]
   for name, err in reg.plugin_errors.items(): lines.append(f"  plugin {name!r} failed to load: {err}")
   lines.append(f"DEV={DEV.value or '(unset)'}  default device: {Device.DEFAULT}")
+  if DEV.value: lines.append(f"  DEV opens {Device.DEFAULT}: {_opened(Device.DEFAULT)}")  # which runtime (and interface) DEV gets here
   for name, spec in sorted(reg.devices.items()):
     why = _safe(spec.available)
     kind = "" if spec.runs_kernels else " (compile only)" if name == "NULL" else " (storage)"
