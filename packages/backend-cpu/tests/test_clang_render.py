@@ -447,3 +447,20 @@ def test_zig_cc_path() -> None:
   elementwise([(dtypes.float16, [1.5, -2.0]), (dtypes.int32, [7, -7])],
               [(dtypes.int32, lambda p, xs: p.alu(Ops.IDIV, xs[1], p(Ops.CAST, dtypes.int32, (xs[0],)))),
                (dtypes.float64, lambda p, xs: p(Ops.CAST, dtypes.float64, (xs[0],)))], r)
+
+
+def test_gcc_compiles_our_c() -> None:
+  """A machine without clang may compile the CLANG renderer's C with gcc ($CC=gcc; the H200 machine's `cc`): bitcasts (the fast
+  exp2/log2 use them) and half conversions must not need clang-only builtins (gcc's C has no __builtin_bit_cast)."""
+  import shutil
+  import subprocess
+  import sys
+  if shutil.which("gcc") is None: pytest.skip("no gcc on this machine")
+  code = ("import numpy as np\nfrom tinygrad import Tensor, dtypes\n"
+          "x = np.array([1.0, -2.5, 3.0, 0.5], np.float32)\nt = Tensor(x)\n"
+          "np.testing.assert_allclose(t.exp().numpy(), np.exp(x), rtol=1e-6)\n"
+          "assert (t.bitcast(dtypes.int32).numpy() == x.view(np.int32)).all()\n"
+          "np.testing.assert_allclose(t.cast(dtypes.half).cast(dtypes.float).numpy(), x.astype(np.float16))\n")
+  env = {**os.environ, "CC": "gcc", "DEV": "CPU:CLANG", "CACHELEVEL": "0"}
+  res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr[-3000:]

@@ -184,7 +184,7 @@ def _probe(cc: tuple[str, ...], flags: tuple[str, ...], src: str) -> str | None:
 # double->bf16 rounds through float, as alu.truncate does.
 _SOFTFLOAT_HALF = """\
 #define TG_WEAK __attribute__((weak, visibility("hidden")))
-#define TG_BITS(t, x) __builtin_bit_cast(t, x)
+#define TG_BITS(t, x) ({ union { __typeof__(x) s; t d; } tg_u = { .s = (x) }; tg_u.d; })
 TG_WEAK float __extendhfsf2(_Float16 x) {
   unsigned short h = TG_BITS(unsigned short, x);
   unsigned int s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
@@ -247,6 +247,13 @@ class ClangRenderer(CStyleRenderer):
     if dt not in _PROBES: return True
     try: return self.compiler.supports(_PROBES[dt])
     except RuntimeError: return True  # no compiler here: rendering alone still works, compiling will say why not
+
+  def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+    # type punning through a union in a statement expression: gcc and clang both take it in C (gcc's C has no
+    # __builtin_bit_cast, and a machine without clang may compile our C with gcc: $CC, or a `cc` that is gcc)
+    if dst == dtypes.bool: return f"({x}!=0)"  # alu.from_bits: any nonzero byte is true
+    s, d = self.render_dtype(src), self.render_dtype(dst)
+    return f"({{ union {{ {s} s; {d} d; }} tg_u = {{ .s = ({s}){x} }}; tg_u.d; }})"
 
   def render_dtype(self, dt: DType) -> str:
     if dt in _PROBES and not self._compiler_handles(dt):
