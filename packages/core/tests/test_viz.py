@@ -133,7 +133,7 @@ def test_viz1_serves_at_exit_on_a_terminal(tmp_path):
   import signal
   import urllib.request
   master, slave = pty.openpty()
-  env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json"), "VIZ_PORT": "0"}
+  env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json"), "VIZ_PORT": "0", "PYTHONFAULTHANDLER": "1"}
   proc = subprocess.Popen([sys.executable, "-c", "from tinygrad import Tensor; (Tensor.ones(3) + 1).realize()"], env=env,
                           stdout=slave, stderr=subprocess.PIPE, text=True)
   os.close(slave)
@@ -145,7 +145,13 @@ def test_viz1_serves_at_exit_on_a_terminal(tmp_path):
     assert urllib.request.urlopen(m.group() + "trace.json", timeout=30).status == 200
     assert b"tinygrad VIZ" in urllib.request.urlopen(m.group(), timeout=30).read()
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 0
+    # communicate drains stderr while waiting (a full pipe would block the child's last writes); a child that doesn't exit
+    # is made to dump every thread's stack (faulthandler, SIGABRT) into the failure message
+    try: _, rest = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+      proc.send_signal(signal.SIGABRT)
+      raise AssertionError("VIZ=1 did not exit after Ctrl-C; its threads:\n" + proc.communicate(timeout=30)[1][-6000:]) from None
+    assert proc.returncode == 0, rest[-3000:]
   finally:
     if proc.poll() is None: proc.kill()
     os.close(master)

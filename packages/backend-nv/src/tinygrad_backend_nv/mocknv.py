@@ -306,8 +306,10 @@ class MockNV:
         else: raise RMStatus(0x1F, f"GR info index {info.index:#x} is not one MOCK+NV answers")
     elif p.cmd == nv.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN: a.workSubmitToken = obj.extra["token"]
     elif p.cmd == nv.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE:
-      for o in self.objs.values():
-        if o.parent == obj.handle and o.cls in cls.GPFIFO_CLASSES: o.extra["scheduled"] = bool(a.bEnable)
+      chans = [o for o in self.objs.values() if o.parent == obj.handle and o.cls in cls.GPFIFO_CLASSES]
+      # as RM (kernel_channel_group_api.c): a channel not registered with UVM can't be scheduled
+      if a.bEnable and not all(o.extra.get("uvm_registered") for o in chans): raise RMStatus(0x40, "GPFIFO_SCHEDULE: a channel is not registered with UVM")
+      for o in chans: o.extra["scheduled"] = bool(a.bEnable)
 
   def uuid(self, gpu: int) -> bytes: return bytes([0x6D, 0x6F, 0x63, 0x6B, gpu]) + bytes(11)
 
@@ -369,6 +371,17 @@ class MockNV:
       if arg.offset + arg.length > mem.size: raise RMStatus(0x2E, "MAP_EXTERNAL_ALLOCATION past the memory object's end")
       if arg.gpuAttributesCount != 1 or bytes(arg.perGpuAttributes[0].gpuUuid.uuid) not in self.uvm_gpus: raise RMStatus(0x12, "MAP_EXTERNAL_ALLOCATION: name one registered GPU")
       r.mem = mem
+    elif request == nv.UVM_REGISTER_CHANNEL:
+      ch = self.objs.get(arg.hChannel)
+      if ch is None or ch.cls not in cls.GPFIFO_CLASSES: raise RMStatus(0x33, f"REGISTER_CHANNEL: {arg.hChannel:#x} is no GPFIFO channel")
+      if bytes(arg.gpuUuid.uuid) not in self.uvm_gpus: raise RMStatus(0x12, "REGISTER_CHANNEL before REGISTER_GPU")
+      i = bisect.bisect_left(self.ranges, arg.base)
+      prev = self.range_at[self.ranges[i - 1]] if i else None
+      if (prev and prev.va + prev.size > arg.base) or (i < len(self.ranges) and self.ranges[i] < arg.base + arg.length):
+        raise RMStatus(0x68, f"channel range {arg.base:#x}+{arg.length:#x} overlaps another")
+      bisect.insort(self.ranges, arg.base)
+      self.range_at[arg.base] = Range(arg.base, arg.length)
+      ch.extra["uvm_registered"] = True
     elif request == nv.UVM_FREE:
       if self.range_at.get(arg.base) is None: raise RMStatus(0x1E, f"UVM_FREE at {arg.base:#x}: no range there")
       del self.range_at[arg.base]

@@ -52,7 +52,10 @@ LMEM_PER_THREAD = 0x400   # per-thread local memory (the stack) we provide; a ke
 LMEM_RESERVED = 0x240     # the top of the local window the ABI reserves (the stack pointer starts below it)
 LOCAL_WINDOW, SHARED_WINDOW = 0x729300000000, 0x729400000000  # generic-address windows of local and shared memory
 CBUF0_PREFIX = 0x28 + 8   # the driver's part of constant bank 0 we fill: block/grid dims, windows, stack top
-SYSMEM_MODE = os.environ.get("NV_SYSMEM", "os")        # "os": host pages described to RM; "rm": NV01_MEMORY_SYSTEM mapped by RM
+CHANNEL_VA = 64 << 20  # the VA range UVM maps a channel's context buffers into (UVM_REGISTER_CHANNEL)
+SYSMEM_MODE = os.environ.get("NV_SYSMEM", "vid")       # "os": host pages described to RM; "rm": NV01_MEMORY_SYSTEM mapped by RM;
+# "vid" (the default: the only one the H200 under gVisor accepted, where an OS descriptor is EINVAL and RM won't CPU-map
+# NV01_MEMORY_SYSTEM): what the CPU must reach (command buffers, semaphores, staging) in vidmem mapped through BAR1
 GPFIFO_MODE = os.environ.get("NV_GPFIFO", "vidmem")    # where the GPFIFO ring and USERD live: "vidmem" (CPU-mapped) or "sysmem"
 
 
@@ -164,6 +167,7 @@ class NVKDevice(Compiled):
     return va
 
   def alloc(self, size: int, vidmem: bool = True, cpu: bool = False, what: str = "memory", contiguous: bool = False) -> GPUMem:
+    if not vidmem and SYSMEM_MODE == "vid": vidmem, cpu = True, True  # host-visible memory as CPU-mapped vidmem (BAR1)
     size = round_up(max(size, 1), BIG if vidmem else PAGE)
     owner, host_pages = self.rm.client, None
     if vidmem:
@@ -223,6 +227,11 @@ class NVKDevice(Compiled):
     tok = rm.control(self.channel, nv.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, nv.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS(),
                      "the channel's work-submit token")
     self.token = tok.workSubmitToken
+    # RM schedules only channels registered with UVM (kernel_channel_group_api.c: kchannelIsSchedulable), which maps the
+    # channel's context buffers into a VA range of ours
+    base = self._va(CHANNEL_VA)
+    self.uvm.call(nv.UVM_REGISTER_CHANNEL, nv.UVM_REGISTER_CHANNEL_PARAMS(gpuUuid=self.uuid, rmCtrlFd=rm.ctl, hClient=rm.client, hChannel=self.channel,
+                  base=base, length=CHANNEL_VA), f"registering the channel with UVM (its context buffers at GPU VA {base:#x})")
     rm.control(self.group, nv.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, nv.NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS(bEnable=1), "scheduling the channel group")
     self.say(f"channel {self.channel:#x} ({cls.class_name(self.gpfifo_class)}) in group {self.group:#x}, work-submit token {self.token:#x}")
     self.put = 0
