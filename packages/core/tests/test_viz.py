@@ -134,8 +134,10 @@ def test_viz1_serves_at_exit_on_a_terminal(tmp_path):
   import urllib.request
   master, slave = pty.openpty()
   env = {**os.environ, "VIZ": "1", "VIZ_TRACE": str(tmp_path / "t.json"), "VIZ_PORT": "0", "PYTHONFAULTHANDLER": "1"}
+  # started with SIGINT ignored, as a shell's background job or a pytest-xdist worker's child is: Ctrl-C must stop it anyway
+  # (CI hung here: Python installs no KeyboardInterrupt handler when SIGINT starts out ignored)
   proc = subprocess.Popen([sys.executable, "-c", "from tinygrad import Tensor; (Tensor.ones(3) + 1).realize()"], env=env,
-                          stdout=slave, stderr=subprocess.PIPE, text=True)
+                          stdout=slave, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
   os.close(slave)
   try:
     err, deadline = "", time.time() + 300

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import http.server
 import pathlib
+import signal
 import sys
+import threading
 from functools import partial
 from typing import Any
 
@@ -45,6 +47,9 @@ def make_server(trace_path: str, port: int = 0) -> http.server.ThreadingHTTPServ
 def serve(trace_path: str, port: int = 8000) -> None:
   """Serve until Ctrl-C."""
   srv = make_server(trace_path, port)
+  # Ctrl-C must stop it even when this process was started with SIGINT ignored (a background job of a shell, a pytest-xdist
+  # worker's child: an ignored disposition is inherited, and Python then installs no KeyboardInterrupt handler)
+  if threading.current_thread() is threading.main_thread(): signal.signal(signal.SIGINT, signal.default_int_handler)
   print(f"VIZ: serving {trace_path} at http://127.0.0.1:{srv.server_address[1]}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
   try: srv.serve_forever()
   except KeyboardInterrupt: pass
