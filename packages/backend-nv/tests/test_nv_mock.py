@@ -150,6 +150,18 @@ def test_a_missing_semaphore_is_a_timeout_with_the_queue_state(dev, monkeypatch)
   with pytest.raises(RuntimeError, match="did not reach timeline value 2 .*: GPFIFO GPGet 2, GPPut 2, timeline semaphore 1 .want 2."): dev.synchronize()
 
 
+def test_a_stopped_channel_is_reported_at_once_with_rms_error(dev, monkeypatch):
+  """RM writes the channel's error notifier (an NvNotification) when it stops a channel (an MMU fault here): the wait says
+  so within a poll instead of waiting out NV_WAIT_TIMEOUT, and names what was submitted last."""
+  monkeypatch.setattr(nvruntime, "WAIT_TIMEOUT_S", 30.0)
+  dev.copy_gpu(dev.staging.va, dev.staging.va + 4096, 64)
+  dev.synchronize()
+  dev.timeline += 1  # a submission that will never finish
+  ctypes.c_uint32.from_address(dev.notifier.cpu + 8).value = 31  # ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT
+  ctypes.c_uint16.from_address(dev.notifier.cpu + 14).value = 0xFFFF
+  with pytest.raises(RuntimeError, match=r"channel stopped: RM error 31 \(MMU fault.*last submitted: copy 64 bytes"): dev.synchronize()
+
+
 def test_a_semaphore_acquire_nothing_releases_is_caught(dev):
   with pytest.raises(GPFIFOError, match="semaphore acquire at .* waits for >= 99, it is"): dev.submit(cls.PushBuffer().semaphore_acquire(dev.signals.va, 99))
 

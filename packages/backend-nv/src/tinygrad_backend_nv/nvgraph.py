@@ -54,6 +54,7 @@ class NVKGraph:
 
   def __call__(self) -> None:
     self.dev.synchronize()  # the GPU writes into QMDs it runs: the previous replay must be done before they are sent again
+    self.dev.recent.append(f"graph of {len(self.launches)} kernels ({self.launches[0].program.name} .. {self.launches[-1].program.name})")  # type: ignore[attr-defined]
     self.dev.submit(cls.PushBuffer(), prebuilt=(self.entry,))
 
   def __del__(self) -> None:

@@ -22,6 +22,7 @@ this same code. Only the mock has run it in CI; see the package README for what 
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import time
@@ -52,6 +53,10 @@ LMEM_PER_THREAD = 0x400   # per-thread local memory (the stack) we provide; a ke
 LMEM_RESERVED = 0x240     # the top of the local window the ABI reserves (the stack pointer starts below it)
 LOCAL_WINDOW, SHARED_WINDOW = 0x729300000000, 0x729400000000  # generic-address windows of local and shared memory
 CBUF0_PREFIX = 0x28 + 8   # the driver's part of constant bank 0 we fill: block/grid dims, windows, stack top
+# RM's error codes a channel's error notifier carries (open-gpu-kernel-modules src/common/sdk/nvidia/inc/nverror.h): the ones a
+# compute channel meets
+CHANNEL_ERRORS = {13: "GR exception (a kernel trapped: illegal instruction or address, misaligned access, ...)", 31: "MMU fault (a kernel or copy touched an unmapped GPU address)",
+                  32: "PBDMA error (a malformed command buffer)", 43: "channel reset", 45: "preemptive removal", 69: "GR class error (a bad method or argument)"}
 CHANNEL_VA = 64 << 20  # the VA range UVM maps a channel's context buffers into (UVM_REGISTER_CHANNEL)
 SYSMEM_MODE = os.environ.get("NV_SYSMEM", "vid")       # "os": host pages described to RM; "rm": NV01_MEMORY_SYSTEM mapped by RM;
 # "vid" (the default: the only one the H200 under gVisor accepted, where an OS descriptor is EINVAL and RM won't CPU-map
@@ -239,6 +244,7 @@ class NVKDevice(Compiled):
     self.cmd_off = 0
     self.signals = self.alloc(PAGE, vidmem=False, what="semaphores")  # 0: the timeline; 16..: timestamp pairs; 256: QMD releases
     self.timeline, self.launches = 0, 0
+    self.recent: collections.deque[str] = collections.deque(maxlen=6)  # what the last submissions ran: a timeout names them
     self.launch_ring = self.alloc(LAUNCH_SLOT * LAUNCH_SLOTS, vidmem=False, what="QMDs and constant buffers")
     self.launch_next = 0
     self.staging = self.alloc(STAGING, vidmem=False, what="copy staging")
@@ -283,18 +289,36 @@ class NVKDevice(Compiled):
   def queue_state(self) -> str:
     userd = self.gpfifo.cpu + self.userd_off  # type: ignore[operator]
     get, put = ctypes.c_uint32.from_address(userd + cls.USERD_GP_GET).value, ctypes.c_uint32.from_address(userd + cls.USERD_GP_PUT).value
-    return f"GPFIFO GPGet {get}, GPPut {put}, timeline semaphore {self.timeline_sem.value} (want {self.timeline}), QMD releases {self.qmd_release.value}/{self.launches}"
+    return (f"GPFIFO GPGet {get}, GPPut {put}, timeline semaphore {self.timeline_sem.value} (want {self.timeline}), QMD releases "
+            f"{self.qmd_release.value}/{self.launches}; last submitted: {'; '.join(self.recent) or 'nothing'}")
+
+  def channel_error(self) -> str | None:
+    """What RM wrote to the channel's error notifier (an NvNotification: timestamp, info32 = the error code, info16,
+    status; nvgputypes.h), or None while the channel is healthy."""
+    if self.notifier.cpu is None: return None
+    info32, info16, status = (ctypes.c_uint32.from_address(self.notifier.cpu + 8).value, ctypes.c_uint16.from_address(self.notifier.cpu + 12).value,
+                              ctypes.c_uint16.from_address(self.notifier.cpu + 14).value)
+    if status == 0 and info32 == 0: return None
+    return f"RM error {info32} ({CHANNEL_ERRORS.get(info32, 'see nverror.h')}), info16 {info16:#x}, status {status:#x}"
 
   @property
   def qmd_release(self) -> ctypes.c_uint32: return ctypes.c_uint32.from_address(self.signals.cpu + 256)  # type: ignore[operator]
 
   def synchronize(self, before: int | None = None) -> None:
-    want, deadline = self.timeline if before is None else before, time.monotonic() + WAIT_TIMEOUT_S
+    want, start = self.timeline if before is None else before, time.monotonic()
+    checked = start
     while self.timeline_sem.value < want:
-      if time.monotonic() > deadline: raise RuntimeError(f"{self.device}: the GPU did not reach timeline value {want} in {WAIT_TIMEOUT_S:.0f} s: {self.queue_state()}")
+      now = time.monotonic()
+      if now - checked > 0.05:  # a channel RM stopped never finishes: say why at once instead of waiting out the deadline
+        checked = now
+        if (err := self.channel_error()) is not None:
+          raise RuntimeError(f"{self.device}: the GPU channel stopped: {err}; {self.queue_state()}. The device is unusable in this process")
+      if now - start > WAIT_TIMEOUT_S:
+        raise RuntimeError(f"{self.device}: the GPU did not reach timeline value {want} in {WAIT_TIMEOUT_S:.0f} s: {self.queue_state()}")
 
   # ---- copies through the copy engine
   def copy_gpu(self, dst: int, src: int, nbytes: int) -> None:
+    self.recent.append(f"copy {nbytes} bytes {src:#x} -> {dst:#x}")
     pb = cls.PushBuffer()
     for off in range(0, nbytes, 1 << 30): pb.copy(dst + off, src + off, min(1 << 30, nbytes - off))
     self.submit(pb)
@@ -424,6 +448,7 @@ class NVKProgram:
     qmd = self.fill(dev.launch_ring.cpu + off, dev.launch_ring.va + off, bufs, vals, global_size, local_size,  # type: ignore[operator]
                     (dev.signals.va + 256, dev.launches & 0xFFFFFFFF))
     pb = cls.PushBuffer()
+    dev.recent.append(f"launch #{dev.launches} {self.name} grid {tuple(global_size)} block {tuple(local_size)}")
     if wait: pb.semaphore_release(dev.signals.va + 16, 1, timestamp=True)
     pb.launch(qmd)
     if wait: pb.semaphore_release(dev.signals.va + 32, 1, timestamp=True)
