@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from tinygrad_backend_nv.compiler import NVRTCCompiler
-from tinygrad_backend_nv.cubin import CubinError, Param, parse_cubin
+from tinygrad_backend_nv.cubin import CubinError, Param, Reloc, parse_cubin
 
 ADD = ('extern "C" __global__ void __launch_bounds__(128) add(float* __restrict__ c, const float* __restrict__ a, const int n) '
        "{ int i = blockIdx.x * 128 + threadIdx.x; if (i < n) c[i] = a[i] + 1.0f; }")
@@ -13,6 +13,9 @@ SYNC = ('extern "C" __global__ void __launch_bounds__(64) sync3(float* a) { __sh
 DYN = ('extern "C" __device__ unsigned tg_dynamic_smem = 4096;\nextern __shared__ __align__(16) unsigned char tg_smem[];\n'
        'extern "C" __global__ void __launch_bounds__(256) dyn(float* a) { float* s = (float*)tg_smem; s[threadIdx.x] = a[threadIdx.x]; '
        "__syncthreads(); a[threadIdx.x] = s[255 - threadIdx.x]; }")
+
+GLOBALS = ('extern "C" __device__ unsigned tg_waits_for_grid = 7;\nextern "C" __device__ float zeroed[3];\n'
+           'extern "C" __global__ void __launch_bounds__(32) s(float* a) { a[threadIdx.x] = sinf(a[threadIdx.x]) + zeroed[threadIdx.x % 3]; }')
 
 
 @pytest.mark.parametrize("arch,offset", [("sm_80", 0x160), ("sm_86", 0x160), ("sm_89", 0x160), ("sm_90", 0x210)])
@@ -37,3 +40,14 @@ def test_clear_errors() -> None:
   lib = NVRTCCompiler("sm_90").compile(ADD)
   with pytest.raises(CubinError, match="no kernel 'sub' .it has add"): parse_cubin(lib, "sub")
   with pytest.raises(CubinError, match="not a 64-bit ELF cubin"): parse_cubin(b".version 8.0\n.target sm_90\n", "add")
+
+
+def test_global_variables_and_constant_bank_relocations() -> None:
+  """NVRTC keeps each global's address in constant bank 4, as R_CUDA_64 relocations against .nv.global(.init): the image
+  lays the globals out (initialized values, zeros) and the relocations say where each address goes."""
+  img = parse_cubin(NVRTCCompiler("sm_90").compile(GLOBALS), "s")
+  assert len(img.relocs) == 2 and all(r.bank == 4 and r.size == 8 and r.target == "global" for r in img.relocs)
+  assert len(img.cbufs[4]) == 16 and {r.offset for r in img.relocs} == {0, 8}  # one 8-byte slot per global
+  at = {int.from_bytes(img.globals_image[r.addend:r.addend + 4], "little") for r in img.relocs}
+  assert at == {7, 0} and len(img.globals_image) >= 16  # the flag's initial value; `zeroed` (12 bytes) as zeros
+  assert Reloc(4, 0, 8, "global", 0) in img.relocs or Reloc(4, 8, 8, "global", 0) in img.relocs

@@ -271,3 +271,21 @@ def test_nv_falls_back_to_the_driver_api_with_a_note(monkeypatch, capfd):
   err = capfd.readouterr().err
   assert "NV:3: NVK+NV did not open (NVError: open /dev/nvidiactl: open (request 0x0) failed with errno 13" in err and "using the CUDA driver API interface" in err
   Device._opened.pop("NV:3", None)
+
+
+def test_a_kernels_globals_are_placed_and_its_constant_bank_relocated(dev):
+  """The runtime uploads a kernel's global variables and writes their GPU addresses into constant bank 4 (where NVRTC's
+  code reads them): left 0 they made the H200 fault (RM error 31) on every sinf/cosf kernel."""
+  from tinygrad_backend_nv.compiler import NVRTCCompiler
+  from tinygrad_backend_nv.nvruntime import NVKProgram
+  src = 'extern "C" __device__ unsigned flag = 7;\nextern "C" __global__ void __launch_bounds__(32) s(unsigned* a) { a[threadIdx.x] = flag; }'
+  dev.iface.register_function(b"", "s", lambda *a, **kw: None)  # the mock needn't run it: only its constant bank is read
+  prg = NVKProgram(dev, "s", NVRTCCompiler("sm_90").compile(src))
+  va, size = prg.cbufs[4]
+  bank = memoryview(bytearray(size))
+  dev.download(bank, nvruntime.GPUMem(va, size, None, None))
+  glob = int.from_bytes(bank[:8], "little")
+  assert glob != 0 and glob != va
+  value = memoryview(bytearray(4))
+  dev.download(value, nvruntime.GPUMem(glob, 4, None, None))
+  assert int.from_bytes(value, "little") == 7

@@ -7,7 +7,10 @@
   (EIATTR_FRAME_SIZE / EIATTR_MIN_STACK_SIZE / EIATTR_MAX_STACK_SIZE), the block size limit (EIATTR_MAX_THREADS);
 - its arguments: constant bank 0 (`.nv.constant0.<kernel>`, whose size is the param offset plus the params' size),
   the params' offset in it (EIATTR_PARAM_CBANK: 0x210 on sm_90, 0x160 on sm_80..89) and each param's offset and size
-  (EIATTR_KPARAM_INFO); other constant banks (`.nv.constant<N>`) are bound as they are in the file.
+  (EIATTR_KPARAM_INFO); other constant banks (`.nv.constant<N>`) are bound with their relocations applied;
+- its global variables: `.nv.global.init` (initialized) and `.nv.global` (zeroed) laid out in one image the runtime places
+  in GPU memory. NVRTC puts the address of each global a kernel may touch in constant bank 4 (`.rela.nv.constant4`, R_CUDA_64
+  relocations): a kernel launched with those left 0 faults (seen on the H200 as RM error 31, an MMU fault, for sinf/cosf).
 The `.nv.info` records: u8 format (1 none, 2 byte, 3 half-word, 4 sized), u8 attribute, then a u16 value or a u16 size and
 that many bytes. Attribute numbers as cuobjdump -elf names them.
 """
@@ -27,7 +30,20 @@ EIATTR_NUM_BARRIERS = 0x4C
 EIATTR_REGCOUNT = 0x2F
 EIFMT_SVAL = 4
 SHT_RELA, SHT_REL, SHT_NOBITS = 4, 9, 8
+R_CUDA_32, R_CUDA_64 = 1, 2  # absolute addresses, 32 and 64 bits: the relocations constant banks carry
+GLOBAL_SECTIONS = (".nv.global.init", ".nv.global")
 DYNAMIC_SMEM_SYMBOL = "tg_dynamic_smem"  # cuda.py's contract
+
+
+@dataclass(frozen=True)
+class Reloc:
+  """Write an address into a constant bank before upload: `bank`[`offset`] = (base of `target`) + `addend`, `size` bytes.
+  `target` is "global" (the kernel's global-variable image) or the index of a constant bank."""
+  bank: int
+  offset: int
+  size: int
+  target: str | int
+  addend: int
 
 
 class CubinError(ValueError):
@@ -56,6 +72,8 @@ class KernelImage:
   cbuf0_size: int
   params: list[Param] = field(default_factory=list)
   cbufs: dict[int, bytes] = field(default_factory=dict)  # other constant banks: index -> initial contents
+  globals_image: bytes = b""                               # .nv.global.init and .nv.global, laid out (zeros for .nv.global)
+  relocs: list[Reloc] = field(default_factory=list)        # addresses to write into the constant banks once placed
 
   @property
   def shared(self) -> int: return self.shared_static + self.shared_dynamic
@@ -136,9 +154,32 @@ def parse_cubin(lib: bytes, name: str) -> KernelImage:
     _, shndx, value, size = syms[sym_of[DYNAMIC_SMEM_SYMBOL]]
     if size != 4 or names[shndx] != ".nv.global.init": raise CubinError(f"kernel {name}: {DYNAMIC_SMEM_SYMBOL} is not a 4-byte initialized global")
     shared_dynamic = struct.unpack_from("<I", body(shndx), value)[0]
-  cbufs = {}
+  cbufs, bank_of = {}, {}
   for i, n in enumerate(names):
-    if n.startswith(".nv.constant") and n[12:].isdigit() and int(n[12:]) != 0: cbufs[int(n[12:])] = body(i)
+    if n.startswith(".nv.constant") and n[12:].isdigit() and int(n[12:]) != 0: cbufs[int(n[12:])], bank_of[i] = body(i), int(n[12:])
+  # the global variables: each section at its alignment in one image
+  place: dict[int, int] = {}
+  gsize = 0
+  for i, n in enumerate(names):
+    if n in GLOBAL_SECTIONS:
+      place[i] = gsize = -(-gsize // max(secs[i][8], 1)) * max(secs[i][8], 1)
+      gsize += secs[i][5]
+  image = bytearray(gsize)
+  for i, off in place.items(): image[off:off + len(body(i))] = body(i)
+  relocs: list[Reloc] = []
+  for i, s in enumerate(secs):
+    if s[1] not in (SHT_RELA, SHT_REL) or not s[5] or names[s[7]] == ".debug_frame": continue
+    if s[7] not in bank_of: raise CubinError(f"kernel {name}: relocations in {names[s[7]]} ({names[i]}): NVK+NV links only constant banks 1..N")
+    for off in range(s[4], s[4] + s[5], s[9] or (24 if s[1] == SHT_RELA else 16)):
+      where, info = struct.unpack_from("<QQ", lib, off)
+      addend = struct.unpack_from("<q", lib, off + 16)[0] if s[1] == SHT_RELA else 0
+      rtype, (sym_name, shndx, value, _size) = info & 0xFFFFFFFF, syms[info >> 32]
+      if rtype not in (R_CUDA_32, R_CUDA_64): raise CubinError(f"kernel {name}: relocation type {rtype} in {names[i]} (for {sym_name!r}): NVK+NV applies only R_CUDA_32/R_CUDA_64")
+      if shndx in place: target: str | int = "global"; addend += place[shndx] + value
+      elif shndx in bank_of: target = bank_of[shndx]; addend += value
+      else: raise CubinError(f"kernel {name}: {names[i]} points at {sym_name!r} in {names[shndx] if shndx < len(names) else shndx}, which NVK+NV does not place in GPU memory")
+      relocs.append(Reloc(bank_of[s[7]], where, 8 if rtype == R_CUDA_64 else 4, target, addend))
   return KernelImage(name=name, text=body(text_idx), registers=regs, barriers=barriers, shared_static=shared_static,
                      shared_dynamic=shared_dynamic, local_size=max(frame, min_stack, max_stack), max_threads=max_threads,
-                     param_offset=param_offset, param_size=param_size, cbuf0_size=cbuf0_size, params=params, cbufs=cbufs)
+                     param_offset=param_offset, param_size=param_size, cbuf0_size=cbuf0_size, params=params, cbufs=cbufs,
+                     globals_image=bytes(image), relocs=relocs)

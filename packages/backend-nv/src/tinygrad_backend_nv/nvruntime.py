@@ -393,9 +393,14 @@ class NVKProgram:
     dev.iface.program(lib, name, self.code.va)
     self.cbufs: dict[int, tuple[int, int]] = {}
     self.cbuf_mems = []
-    for idx, data in self.img.cbufs.items():
-      if not data: continue
-      m = dev.alloc(len(data), what=f"kernel {name}'s constant bank {idx}")
+    if self.img.globals_image:  # the kernel's global variables, where the constant banks' relocations point
+      self.cbuf_mems.append(glob := dev.alloc(len(self.img.globals_image), what=f"kernel {name}'s global variables"))
+      dev.upload(glob, self.img.globals_image)
+    banks = {idx: (bytearray(data), dev.alloc(len(data), what=f"kernel {name}'s constant bank {idx}")) for idx, data in self.img.cbufs.items() if data}
+    for r in self.img.relocs:
+      addr = (glob.va if r.target == "global" else banks[int(r.target)][1].va) + r.addend
+      banks[r.bank][0][r.offset:r.offset + r.size] = addr.to_bytes(r.size, "little")
+    for idx, (data, m) in banks.items():
       dev.upload(m, data)
       self.cbuf_mems.append(m)
       self.cbufs[idx] = (m.va, round_up(len(data), 16))
