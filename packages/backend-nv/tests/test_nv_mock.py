@@ -289,3 +289,11 @@ def test_a_kernels_globals_are_placed_and_its_constant_bank_relocated(dev):
   value = memoryview(bytearray(4))
   dev.download(value, nvruntime.GPUMem(glob, 4, None, None))
   assert int.from_bytes(value, "little") == 7
+
+
+def test_a_minimum_carveout_that_cannot_hold_the_block_is_refused(dev, add_kernel):
+  """The SM may run a launch with any shared-memory carve-out from the QMD's min to max: min below one block's shared
+  memory trapped on the H200 (RM error 13); the mock refuses it the same way."""
+  spec, prg, bufs = _setup(dev, add_kernel)
+  with pytest.raises(GPFIFOError, match="SM_CONFIG_SHARED_MEM_SIZE min/max/target 3/58/3 .* block of 17408 bytes"):
+    _launch_qmd(dev, spec, prg, bufs, {"SHARED_MEMORY_SIZE": 17408, "MIN_SM_CONFIG_SHARED_MEM_SIZE": 3, "TARGET_SM_CONFIG_SHARED_MEM_SIZE": 3})

@@ -71,5 +71,9 @@ def test_errors_name_the_field() -> None:
 
 def test_class_versions_and_shared_memory_configs() -> None:
   assert version_for_class(0xCBC0) == "V04_00" and version_for_class(0xC9C0) == "V03_00" and version_for_class(0xC6C0) == "V03_00"
-  assert smem_config(90, 0) == (3, 58, 3) and smem_config(90, 48 * 1024) == (3, 58, 17) and smem_config(90, 228 * 1024) == (3, 58, 58)
+  # min holds one block (a 17 KB block under an 8 KB minimum trapped on the H200); the target holds 2048 // threads blocks
+  assert smem_config(90, 0) == (3, 58, 3) and smem_config(90, 228 * 1024) == (58, 58, 58)
+  assert smem_config(90, 17408, threads=128) == (9, 58, 58)    # 32 KB at least; 16 blocks of 17 KB don't fit: the largest
+  assert smem_config(90, 17408, threads=1024) == (9, 58, 17)   # two blocks: 34 KB -> 64 KB
+  assert smem_config(90, 48 * 1024, threads=512) == (17, 58, 50)  # 4 blocks: 192 KB -> 196 KB and smem_config(90, 4096, threads=256) == (3, 58, 9)
   with pytest.raises(ValueError, match="at most 228 KB"): smem_config(90, 229 * 1024)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinygrad_backend_nv import nv_classes as cls
 from tinygrad_backend_nv.mockprograms import code_key, load
-from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, decode_launch, version_for_class
+from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, decode_launch, smem_config_bytes, version_for_class
 
 if TYPE_CHECKING:
   from tinygrad_backend_nv.cubin import KernelImage
@@ -189,6 +189,10 @@ class GPFIFOProcessor:
     if q.registers * threads > 65536: return f"kernel {name}: {q.registers} registers x {threads} threads exceeds the SM's 65536"
     if q.barriers < img.barriers: return f"kernel {name}: QMD gives {q.barriers} barriers, the kernel uses {img.barriers}"
     if q.shared < img.shared: return f"kernel {name}: QMD gives {q.shared} bytes of shared memory, the kernel needs {img.shared}"
+    lo, hi, target = q.sm_config
+    if not lo <= target <= hi or smem_config_bytes(lo) < q.shared:  # the SM may pick any carve-out from min to max: min must hold a block
+      return (f"kernel {name}: SM_CONFIG_SHARED_MEM_SIZE min/max/target {lo}/{hi}/{target} ({smem_config_bytes(lo)} bytes at the least) "
+              f"for a block of {q.shared} bytes of shared memory: the GPU traps (GR exception) when the SM runs it with too little")
     if q.local_high < img.local_size + LMEM_RESERVED: return f"kernel {name}: QMD gives {q.local_high} bytes of stack, the kernel needs {img.local_size + LMEM_RESERVED}"
     if 0 not in q.cbufs: return f"kernel {name}: constant buffer 0 (its parameters) is not valid in the QMD"
     if q.cbufs[0][1] < img.param_offset + img.param_size: return f"kernel {name}: constant buffer 0 is {q.cbufs[0][1]} bytes, its params end at {img.param_offset + img.param_size}"

@@ -63,14 +63,23 @@ def qmd_decode(version: str, data: bytes) -> dict[str, int]:
   return {name: (value >> lo) & ((1 << (hi - lo + 1)) - 1) for name, (hi, lo) in table.items()}
 
 
-def smem_config(arch: int, nbytes: int) -> tuple[int, int, int]:
-  """(min, max, target) SM_CONFIG_SHARED_MEM_SIZE codes for a block using `nbytes` of shared memory."""
+def smem_config(arch: int, nbytes: int, threads: int = 1024) -> tuple[int, int, int]:
+  """(min, max, target) SM_CONFIG_SHARED_MEM_SIZE codes for a block of `threads` threads using `nbytes` of shared memory.
+  The SM may run the launch with any carve-out from min to max, so min must hold a block: with min at the smallest (8 KB)
+  a block of 17 KB trapped on the H200 (RM error 13, GR exception). The target holds as many blocks as the SM's 2048
+  threads allow, when one carve-out can."""
   kbs = SMEM_CONFIGS_KB.get(arch, SMEM_CONFIGS_KB[80])
   need = (nbytes + 1023) // 1024
   fits = [k for k in kbs if k >= need]
   if not fits: raise ValueError(f"a block needs {nbytes} bytes of shared memory; sm_{arch} has at most {kbs[-1]} KB per SM")
+  resident = [k for k in kbs if k >= need * max(1, 2048 // max(threads, 1))]
   code = lambda kb: kb // 4 + 1  # noqa: E731
-  return code(kbs[0]), code(kbs[-1]), code(fits[0])
+  return code(fits[0]), code(kbs[-1]), code(resident[0] if resident else kbs[-1])
+
+
+def smem_config_bytes(code: int) -> int:
+  """The shared memory (bytes) of an SM configured with SM_CONFIG_SHARED_MEM_SIZE `code`."""
+  return (code - 1) * 4 * 1024
 
 
 @dataclass
@@ -86,6 +95,7 @@ class LaunchQMD:
   cbufs: dict[int, tuple[int, int]] = field(default_factory=dict)  # constant buffer index -> (address, size)
   release: tuple[int, int] | None = None  # (address, 32-bit payload) the launch writes when it completes
   arch: int = 90
+  sm_config: tuple[int, int, int] = field(default=(0, 0, 0), compare=False)  # decoded (min, max, target) SM_CONFIG_SHARED_MEM_SIZE; encode derives them
 
 
 def encode_launch(version: str, q: LaunchQMD) -> bytes:
@@ -97,7 +107,7 @@ def encode_launch(version: str, q: LaunchQMD) -> bytes:
                        "SAMPLER_INDEX": SAMPLER_INDEX_VIA_HEADER_INDEX, "CWD_MEMBAR_TYPE": CWD_MEMBAR_TYPE_L1_SYSMEMBAR,
                        "SASS_VERSION": int(str(q.arch), 16), "INVALIDATE_SHADER_CONSTANT_CACHE": 1, "INVALIDATE_SHADER_DATA_CACHE": 1,
                        "INVALIDATE_TEXTURE_DATA_CACHE": 1, "INVALIDATE_INSTRUCTION_CACHE": 1}
-  f["MIN_SM_CONFIG_SHARED_MEM_SIZE"], f["MAX_SM_CONFIG_SHARED_MEM_SIZE"], f["TARGET_SM_CONFIG_SHARED_MEM_SIZE"] = smem_config(q.arch, q.shared)
+  f["MIN_SM_CONFIG_SHARED_MEM_SIZE"], f["MAX_SM_CONFIG_SHARED_MEM_SIZE"], f["TARGET_SM_CONFIG_SHARED_MEM_SIZE"] = smem_config(q.arch, q.shared, q.block[0] * q.block[1] * q.block[2])
   if version == "V04_00":
     f.update({"QMD_TYPE": QMD_TYPE_GRID_CTA, "GRID_WIDTH": q.grid[0], "GRID_HEIGHT": q.grid[1], "GRID_DEPTH": q.grid[2], "REGISTER_COUNT": q.registers})
     for i, (addr, size) in q.cbufs.items():
@@ -143,4 +153,5 @@ def decode_launch(version: str, data: bytes) -> LaunchQMD:
   return LaunchQMD(program=d["PROGRAM_ADDRESS_UPPER"] << 32 | d["PROGRAM_ADDRESS_LOWER"], grid=grid,
                    block=(d["CTA_THREAD_DIMENSION0"], d["CTA_THREAD_DIMENSION1"], d["CTA_THREAD_DIMENSION2"]), registers=regs,
                    barriers=d["BARRIER_COUNT"], shared=d["SHARED_MEMORY_SIZE"], local_high=d["SHADER_LOCAL_MEMORY_HIGH_SIZE"], cbufs=cbufs,
-                   release=release, arch=int(f"{d['SASS_VERSION']:x}"))
+                   release=release, arch=int(f"{d['SASS_VERSION']:x}"),
+                   sm_config=(d["MIN_SM_CONFIG_SHARED_MEM_SIZE"], d["MAX_SM_CONFIG_SHARED_MEM_SIZE"], d["TARGET_SM_CONFIG_SHARED_MEM_SIZE"]))
