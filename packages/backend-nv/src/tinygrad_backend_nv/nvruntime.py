@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import os
+import struct
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from tinygrad_backend_nv import nv_ioctl as nv
 from tinygrad_backend_nv.cubin import KernelImage, parse_cubin
 from tinygrad_backend_nv.iface import MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE
 from tinygrad_backend_nv.nvrm import RM, UVM, NVError
-from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, LaunchQMD, encode_launch, version_for_class
+from tinygrad_backend_nv.qmd import QMD_ALIGN, QMD_BYTES, LaunchQMD, cbuf_address_fields, encode_launch, qmd_patch, release_fields, version_for_class
 
 if TYPE_CHECKING:
   from tinygrad_backend_nv.iface import Interface
@@ -405,6 +406,10 @@ class NVKProgram:
       self.cbuf_mems.append(m)
       self.cbufs[idx] = (m.va, round_up(len(data), 16))
     self.cbuf0_size = round_up(max(self.img.cbuf0_size, self.img.param_offset + self.img.param_size, CBUF0_PREFIX), 16)
+    self.qmd_templates: dict[tuple[tuple[int, ...], tuple[int, ...], bool], int] = {}
+    self.cbuf0_template = bytearray(self.cbuf0_size)
+    # the shared and local windows and where the stack starts: below the reserved top of the local window
+    struct.pack_into("<QQQ", self.cbuf0_template, 0x18, SHARED_WINDOW, LOCAL_WINDOW, 0x1000000 - LMEM_RESERVED)
     if self.cbuf0_size + QMD_BYTES["V04_00"] > LAUNCH_SLOT: raise RuntimeError(f"kernel {name}: {self.cbuf0_size} bytes of constant bank 0 is more than NVK+NV's launch slot")
 
   def __del__(self) -> None:
@@ -423,25 +428,27 @@ class NVKProgram:
     gs, ls = (tuple(global_size) + (1, 1, 1))[:3], (tuple(local_size) + (1, 1, 1))[:3]
     threads = ls[0] * ls[1] * ls[2]
     if img.max_threads and threads > img.max_threads: raise RuntimeError(f"kernel {self.name}: local size {ls} exceeds its limit of {img.max_threads} threads per block")
-    cb = slot_cpu + QMD_ALIGN * 2  # the QMD first (<= 384 bytes), constant bank 0 after it
-    ctypes.memset(cb, 0, self.cbuf0_size)
-    hdr = (ctypes.c_uint32 * 6)(*ls, *gs)
-    ctypes.memmove(cb, hdr, 24)
-    ctypes.c_uint64.from_address(cb + 0x18).value = SHARED_WINDOW
-    ctypes.c_uint64.from_address(cb + 0x20).value = LOCAL_WINDOW
-    ctypes.c_uint64.from_address(cb + 0x28).value = 0x1000000 - LMEM_RESERVED  # the stack starts below the reserved top of the local window
-    base = cb + img.param_offset
+    cbuf = bytearray(self.cbuf0_template)  # the driver's prefix (windows, stack top) is in the template; block/grid dims first
+    struct.pack_into("<6I", cbuf, 0, *ls, *gs)
+    base = img.param_offset
     for p in img.params:
       if p.ordinal < len(bufs):
         if p.size != 8: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, a buffer pointer is 8")
-        ctypes.c_uint64.from_address(base + p.offset).value = bufs[p.ordinal].va
+        struct.pack_into("<Q", cbuf, base + p.offset, bufs[p.ordinal].va)
       else:
         if p.size != 4: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, our values are int32")
-        ctypes.c_int32.from_address(base + p.offset).value = vals[p.ordinal - len(bufs)]
-    q = LaunchQMD(program=self.code.va, grid=gs, block=ls, registers=min(255, round_up(max(img.registers, 1), 8)), barriers=img.barriers,  # type: ignore[arg-type]
-                  shared=round_up(img.shared, 256), local_high=round_up(img.local_size + LMEM_RESERVED, 16),
-                  cbufs={0: (slot_va + QMD_ALIGN * 2, self.cbuf0_size), **self.cbufs}, release=release, arch=self.dev.arch_number)
-    ctypes.memmove(slot_cpu, encode_launch(self.dev.qmd_version, q), QMD_BYTES[self.dev.qmd_version])
+        struct.pack_into("<i", cbuf, base + p.offset, vals[p.ordinal - len(bufs)])
+    ctypes.memmove(slot_cpu + QMD_ALIGN * 2, bytes(cbuf), len(cbuf))  # the QMD first (<= 384 bytes), constant bank 0 after it
+    key = (gs, ls, release is not None)
+    if (template := self.qmd_templates.get(key)) is None:  # the QMD of this grid and block, its per-launch fields zero
+      q = LaunchQMD(program=self.code.va, grid=gs, block=ls, registers=min(255, round_up(max(img.registers, 1), 8)), barriers=img.barriers,  # type: ignore[arg-type]
+                    shared=round_up(img.shared, 256), local_high=round_up(img.local_size + LMEM_RESERVED, 16),
+                    cbufs={0: (0, self.cbuf0_size), **self.cbufs}, release=(0, 0) if release is not None else None, arch=self.dev.arch_number)
+      template = self.qmd_templates[key] = int.from_bytes(encode_launch(self.dev.qmd_version, q), "little")
+    version = self.dev.qmd_version
+    fields = cbuf_address_fields(version, 0, slot_va + QMD_ALIGN * 2)
+    if release is not None: fields.update(release_fields(version, release))
+    ctypes.memmove(slot_cpu, qmd_patch(version, template, fields).to_bytes(QMD_BYTES[version], "little"), QMD_BYTES[version])
     return slot_va
 
   def __call__(self, *bufs: GPUMem, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),

@@ -98,11 +98,30 @@ class LaunchQMD:
   sm_config: tuple[int, int, int] = field(default=(0, 0, 0), compare=False)  # decoded (min, max, target) SM_CONFIG_SHARED_MEM_SIZE; encode derives them
 
 
-def encode_launch(version: str, q: LaunchQMD) -> bytes:
-  lo32 = lambda x: x & 0xFFFFFFFF  # noqa: E731
+def cbuf_address_fields(version: str, i: int, addr: int) -> dict[str, int]:
+  """The QMD fields that place constant buffer `i` at `addr`."""
+  if version == "V04_00":
+    if addr % 64: raise ValueError(f"constant buffer {i} at {addr:#x}: a QMD V04_00 takes 64-byte aligned constant buffers")
+    return {f"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6({i})": (addr >> 6) & 0xFFFFFFFF, f"CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6({i})": addr >> 38}
+  return {f"CONSTANT_BUFFER_ADDR_LOWER({i})": addr & 0xFFFFFFFF, f"CONSTANT_BUFFER_ADDR_UPPER({i})": addr >> 32}
+
+
+def release_fields(version: str, release: tuple[int, int]) -> dict[str, int]:
+  """The QMD fields of the semaphore release (address, 32-bit payload) a launch writes when it completes."""
+  addr, payload = release
+  if version == "V04_00":
+    return {"RELEASE_ENABLE(0)": 1, "RELEASE_STRUCTURE_SIZE(0)": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE_MEMBAR_TYPE(0)": RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR,
+            "RELEASE_SEMAPHORE0_ADDR_LOWER": addr & 0xFFFFFFFF, "RELEASE_SEMAPHORE0_ADDR_UPPER": addr >> 32, "RELEASE_SEMAPHORE0_PAYLOAD_LOWER": payload}
+  return {"RELEASE0_ENABLE": 1, "RELEASE0_STRUCTURE_SIZE": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE0_MEMBAR_TYPE": RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR,
+          "RELEASE0_ADDRESS_LOWER": addr & 0xFFFFFFFF, "RELEASE0_ADDRESS_UPPER": addr >> 32, "RELEASE0_PAYLOAD_LOWER": payload}
+
+
+def launch_fields(version: str, q: LaunchQMD) -> dict[str, int]:
+  """Every nonzero field of the QMD that launches `q`."""
+  if version not in ("V04_00", "V03_00"): raise ValueError(f"unknown QMD version {version!r}")
   f: dict[str, int] = {"CTA_THREAD_DIMENSION0": q.block[0], "CTA_THREAD_DIMENSION1": q.block[1], "CTA_THREAD_DIMENSION2": q.block[2],
                        "BARRIER_COUNT": q.barriers, "SHARED_MEMORY_SIZE": q.shared, "SHADER_LOCAL_MEMORY_HIGH_SIZE": q.local_high,
-                       "PROGRAM_ADDRESS_LOWER": lo32(q.program), "PROGRAM_ADDRESS_UPPER": q.program >> 32,
+                       "PROGRAM_ADDRESS_LOWER": q.program & 0xFFFFFFFF, "PROGRAM_ADDRESS_UPPER": q.program >> 32,
                        "QMD_MAJOR_VERSION": MAJOR[version], "API_VISIBLE_CALL_LIMIT": API_VISIBLE_CALL_LIMIT_NO_CHECK,
                        "SAMPLER_INDEX": SAMPLER_INDEX_VIA_HEADER_INDEX, "CWD_MEMBAR_TYPE": CWD_MEMBAR_TYPE_L1_SYSMEMBAR,
                        "SASS_VERSION": int(str(q.arch), 16), "INVALIDATE_SHADER_CONSTANT_CACHE": 1, "INVALIDATE_SHADER_DATA_CACHE": 1,
@@ -110,24 +129,28 @@ def encode_launch(version: str, q: LaunchQMD) -> bytes:
   f["MIN_SM_CONFIG_SHARED_MEM_SIZE"], f["MAX_SM_CONFIG_SHARED_MEM_SIZE"], f["TARGET_SM_CONFIG_SHARED_MEM_SIZE"] = smem_config(q.arch, q.shared, q.block[0] * q.block[1] * q.block[2])
   if version == "V04_00":
     f.update({"QMD_TYPE": QMD_TYPE_GRID_CTA, "GRID_WIDTH": q.grid[0], "GRID_HEIGHT": q.grid[1], "GRID_DEPTH": q.grid[2], "REGISTER_COUNT": q.registers})
-    for i, (addr, size) in q.cbufs.items():
-      if addr % 64: raise ValueError(f"constant buffer {i} at {addr:#x}: a QMD V04_00 takes 64-byte aligned constant buffers")
-      f[f"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6({i})"], f[f"CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6({i})"] = lo32(addr >> 6), addr >> 38
-      f[f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})"], f[f"CONSTANT_BUFFER_VALID({i})"] = (size + 15) >> 4, 1
-    if q.release is not None:
-      f.update({"RELEASE_ENABLE(0)": 1, "RELEASE_STRUCTURE_SIZE(0)": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE_MEMBAR_TYPE(0)": RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR, "RELEASE_SEMAPHORE0_ADDR_LOWER": lo32(q.release[0]),
-                "RELEASE_SEMAPHORE0_ADDR_UPPER": q.release[0] >> 32, "RELEASE_SEMAPHORE0_PAYLOAD_LOWER": q.release[1]})
-  elif version == "V03_00":
+  else:
     f.update({"QMD_VERSION": 0, "CTA_RASTER_WIDTH": q.grid[0], "CTA_RASTER_HEIGHT": q.grid[1], "CTA_RASTER_DEPTH": q.grid[2],
               "REGISTER_COUNT_V": q.registers})
-    for i, (addr, size) in q.cbufs.items():
-      f[f"CONSTANT_BUFFER_ADDR_LOWER({i})"], f[f"CONSTANT_BUFFER_ADDR_UPPER({i})"] = lo32(addr), addr >> 32
-      f[f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})"], f[f"CONSTANT_BUFFER_VALID({i})"] = (size + 15) >> 4, 1
-    if q.release is not None:
-      f.update({"RELEASE0_ENABLE": 1, "RELEASE0_STRUCTURE_SIZE": RELEASE_STRUCTURE_SIZE_ONE_WORD, "RELEASE0_MEMBAR_TYPE": RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR, "RELEASE0_ADDRESS_LOWER": lo32(q.release[0]),
-                "RELEASE0_ADDRESS_UPPER": q.release[0] >> 32, "RELEASE0_PAYLOAD_LOWER": q.release[1]})
-  else: raise ValueError(f"unknown QMD version {version!r}")
-  return qmd_encode(version, f)
+  for i, (addr, size) in q.cbufs.items():
+    f.update(cbuf_address_fields(version, i, addr))
+    f[f"CONSTANT_BUFFER_SIZE_SHIFTED4({i})"], f[f"CONSTANT_BUFFER_VALID({i})"] = (size + 15) >> 4, 1
+  if q.release is not None: f.update(release_fields(version, q.release))
+  return f
+
+
+def encode_launch(version: str, q: LaunchQMD) -> bytes: return qmd_encode(version, launch_fields(version, q))
+
+
+def qmd_patch(version: str, value: int, fields: dict[str, int]) -> int:
+  """A QMD (as an integer) with the named fields replaced: a launch patches its cached template instead of encoding anew."""
+  table = _table(version)
+  for name, v in fields.items():
+    hi, lo = table[name]
+    mask = (1 << (hi - lo + 1)) - 1
+    if not 0 <= v <= mask: raise ValueError(f"QMD {version} field {name} is {hi - lo + 1} bits wide ({hi}:{lo}): {v:#x} does not fit")
+    value = (value & ~(mask << lo)) | (v << lo)
+  return value
 
 
 def decode_launch(version: str, data: bytes) -> LaunchQMD:
