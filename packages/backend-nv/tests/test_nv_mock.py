@@ -297,3 +297,15 @@ def test_a_minimum_carveout_that_cannot_hold_the_block_is_refused(dev, add_kerne
   spec, prg, bufs = _setup(dev, add_kernel)
   with pytest.raises(GPFIFOError, match="SM_CONFIG_SHARED_MEM_SIZE min/max/target 3/58/3 .* block of 17408 bytes"):
     _launch_qmd(dev, spec, prg, bufs, {"SHARED_MEMORY_SIZE": 17408, "MIN_SM_CONFIG_SHARED_MEM_SIZE": 3, "TARGET_SM_CONFIG_SHARED_MEM_SIZE": 3})
+
+
+def test_free_waits_for_queued_work_before_unmapping(dev, monkeypatch):
+  """UVM_FREE unmaps at once; a graph replay still running on freed intermediates faulted the H200 (RM error 31). free()
+  waits for the queue first, as cuMemFree does."""
+  m = dev.alloc(4096, what="a buffer")
+  order: list = []
+  real_call = dev.uvm.call
+  monkeypatch.setattr(dev, "synchronize", lambda before=None: order.append("synchronize"))
+  monkeypatch.setattr(dev.uvm, "call", lambda req, *a, **kw: (order.append(req), real_call(req, *a, **kw))[1])
+  dev.free(m)
+  assert order[0] == "synchronize" and nv.UVM_FREE in order[1:]

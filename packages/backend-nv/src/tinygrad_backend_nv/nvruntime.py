@@ -208,6 +208,11 @@ class NVKDevice(Compiled):
 
   def free(self, mem: GPUMem) -> None:
     if mem.handle is None: return
+    # UVM_FREE unmaps at once: work still queued may use this memory (a graph replay's intermediates, a kernel's code), and
+    # touching it after faults the channel (RM error 31, seen on the H200). Wait first, as cuMemFree does.
+    if hasattr(self, "signals") and mem is not self.signals:
+      try: self.synchronize()
+      except RuntimeError: pass  # a stopped channel runs nothing more: freeing is safe
     self.uvm.call(nv.UVM_FREE, nv.UVM_FREE_PARAMS(base=mem.va, length=mem.size), f"unmapping GPU VA {mem.va:#x}")
     self.rm.free(self.hdevice, mem.handle)
     if mem.cpu is not None: self.iface.munmap(mem.cpu, mem.size)  # host pages (RM let go of them) or RM's CPU mapping
