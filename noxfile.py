@@ -97,6 +97,8 @@ def amd(session: nox.Session) -> None:
   then a subset of the core suite compiled
   as our LLVM IR (llvmlite + ziglang's ld.lld) for gfx942 and as HIP C (Debian clang-22, installed by .ci/run) for gfx1100."""
   _pytest(session, "packages/backend-amd/tests", dev="PYTHON")
+  for dev in ("MOCKKFD+AMD", "MOCKKFD+AMD:LLVM:gfx942"):  # fp8 conversions run by both renderers' kernels, all 256 patterns
+    _pytest(session, f"{CORE_TESTS}/test_fp8.py", dev=dev)
   for dev in ("NULL:LLVM:gfx942", "NULL:HIP:gfx1100"):
     _pytest(session, *AMD_CORE_SUBSET, "-m", "compile_only", dev=dev)
 

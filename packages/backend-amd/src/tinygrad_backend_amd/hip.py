@@ -13,7 +13,7 @@ import os
 import subprocess
 import tempfile
 
-from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Ops, PtrDType, Target, UOp, dtypes
+from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Ops, PtrDType, Target, UOp, dtypes, pm_fp8_as_bytes
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, ToolchainError, arch_info, check_llvm_version
 from tinygrad_backend_amd.codeobject import check_code_object
@@ -98,6 +98,10 @@ class HIPRenderer(CStyleRenderer):
   special_index = {"gidx": "(int)__builtin_amdgcn_workgroup_id_{xyz}()", "lidx": "(int)__builtin_amdgcn_workitem_id_{xyz}()"}
   type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
   code_for_op = {**CStyleRenderer.code_for_op, Ops.MULACC: _mulacc}
+  # fp8 values are bytes, converted by integer code in the kernel, not by v_cvt_f32_fp8/v_cvt_pk_fp8_f32: gfx942's converts
+  # are the FNUZ formats (bias 8, NaN 0x80, no -0, no inf), not the OCP e4m3fn/e5m2 of dtypes.fp8e4m3/fp8e5m2; gfx950's
+  # are OCP, but their overflow/NaN handling (saturation is an instruction modifier) was never checked on hardware here
+  extra_matcher = pm_fp8_as_bytes
   compiler: HIPCompiler
 
   def __init__(self, target: Target | None = None):

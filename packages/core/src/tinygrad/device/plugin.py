@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tinygrad.codegen.fp8 import pm_fp8_as_bytes
 from tinygrad.codegen.transcendental import pm_fast_transcendentals
 from tinygrad.device.collectives import CollectiveSpec, CommInit, Communicator
 from tinygrad.device.devstring import Target
@@ -31,7 +32,7 @@ __all__ = [
   "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
-  "pm_fast_transcendentals", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
+  "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
   # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
   "ContextVar", "IMAGE", "getenv", "diskcache_get", "diskcache_put", "offload",
   # collectives (process groups across processes: tinygrad.distributed) and the buffers they move
