@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from amd_harness import needs_hip
+from amd_harness import HIP_MISSING, needs_hip
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.codegen.program import ProgramSpec, get_program
@@ -187,14 +187,14 @@ def test_mfma_32x32(arch, shape, dt):
     np.testing.assert_allclose(got, an @ bn, atol=1e-3, rtol=1e-3)  # float32 out: only the summation order differs
 
 
-_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}
+_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.fp8e4m3: "fp8", dtypes.fp8e5m2: "bf8"}
 
 
 # ---- every shape renders its instruction and compiles into a code object for its arch
 
 def _shapes() -> list[tuple[str, str]]:
   from tinygrad_backend_amd.tensor_cores import tensor_cores_for
-  return [(arch, tc.name) for arch in ALL_ARCHS for tc in tensor_cores_for(arch) if tc.dtype_in not in (dtypes.fp8e4m3, dtypes.fp8e5m2)]
+  return [(arch, tc.name) for arch in ALL_ARCHS for tc in tensor_cores_for(arch)]
 
 
 def compile_forced(dev: str, tc_name: str) -> tuple[str, bytes]:
@@ -230,3 +230,43 @@ def test_llvm_renders_and_compiles_every_shape(arch, tc_name):
   tc = next(tc for tc in tensor_cores_for(arch) if tc.name == tc_name)
   src, _ = compile_forced(f"NULL:LLVM:{arch}", tc_name)
   assert f"@{tc.extra['intrinsic']}(" in src
+
+
+# ---- fp8 MFMA (gfx950: OCP e4m3 "fp8" and e5m2 "bf8"): float32 accumulation of exact products of the fp8-rounded operands
+
+def _fp8(shape, dt, seed):
+  x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 4
+  t = Tensor(x).cast(dt).realize()
+  return t, t.float().numpy().astype(np.float64)  # the fp8 values, read back through a cast kernel
+
+
+FP8_RUNS = [("PYTHON::gfx950", dtypes.fp8e4m3), ("PYTHON::gfx950", dtypes.fp8e5m2), ("MOCKKFD+AMD::gfx950", dtypes.fp8e4m3),
+            ("MOCKKFD+AMD:LLVM:gfx950", dtypes.fp8e5m2)]
+
+
+@pytest.mark.parametrize("dev,dt", FP8_RUNS)
+def test_fp8_matmul(dev, dt):
+  """On the mock the HIP/LLVM kernel is compiled (its fragments are bytes, bitcast to the i64 operands) and its uops run."""
+  if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
+  t = _SHORT[dt]
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _fp8((32, 64), dt, 30), _fp8((64, 32), dt, 31)
+    out = a.matmul(b, dtype=dtypes.float32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {f"mfma_f32_16x16x32_{t}_{t}"}
+    np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)  # exact products, float32 sums
+    got, spec = run_forced(a.matmul(b, dtype=dtypes.float32), f"mfma_f32_32x32x16_{t}_{t}", 3)
+    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {f"mfma_f32_32x32x16_{t}_{t}"}
+    np.testing.assert_allclose(got, an @ bn, rtol=1e-6, atol=1e-4)
+
+
+def test_fp8_matmul_on_gfx942_stays_off_the_mfma():
+  """gfx942's fp8 MFMAs read FNUZ bytes, not our OCP fp8 (tensor_cores.py): the matmul is right, without them."""
+  with Context(DEV="PYTHON::gfx942"):
+    (a, an), (b, bn) = _fp8((16, 32), dtypes.fp8e4m3, 32), _fp8((32, 16), dtypes.fp8e4m3, 33)
+    out = a.matmul(b, dtype=dtypes.float32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert not any(u.op is Ops.WMMA for u in prog.uops)
+    np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)

@@ -21,10 +21,15 @@ accelerate AI applications on RDNA 3 using WMMA", and the CDNA3 ISA / AMD Matrix
 - v_mfma_f32_32x32x8{f16,bf16_1k} (CDNA3/4) and gfx950's v_mfma_f32_32x32x16_{f16,bf16} (wave64): lane l holds A's row
   l % 32 at k = n*(l // 32) + i (n = 4 or 8 elements), B's column l % 32 likewise; D/C: 16 elements per lane, element i
   of lane l is (row 8*(i // 4) + 4*(l // 32) + i % 4, col l % 32). Listed after the 16x16 ones (picked by Opt(TC, ...)).
-- v_mfma_f32_16x16x32_fp8_fp8 (gfx942+): the 16x16x32 layout, 8 e4m3 bytes per lane in one i64. Data and emulation only:
-  core's lowering takes no fp8 operands and the C-style renderers have no fp8 type yet.
+- v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8} and v_mfma_f32_32x32x16_{fp8_fp8,bf8_bf8} (gfx950 here): the 16x16x32 and 32x32x16
+  layouts, 8 fp8 bytes per lane in one i64 (fp8 = e4m3, bf8 = e5m2). gfx942 has the same instructions, but CDNA3 reads
+  their bytes as the FNUZ formats (e4m3fnuz/e5m2fnuz: bias 8/16, NaN 0x80, no -0, no inf; AMD's CDNA3 ISA guide and LLVM's
+  AMDGPUUsage say so), not the OCP e4m3fn/e5m2 of dtypes.fp8e4m3/fp8e5m2: an OCP byte read as FNUZ is half its value, -0
+  becomes NaN. So gfx942 offers none of them for our fp8 dtypes (a matmul of fp8 there runs without tensor cores);
+  gfx950 (CDNA4) reads OCP.
 Builtin operand and result types were checked against clang 22 (`clang -x hip -emit-llvm`), so the IR types in `extra`
-are the intrinsics' own. Not here: f16 accumulators, int8 MFMA, gfx950's f8f6f4 (its scale operands don't fit the lowering).
+are the intrinsics' own. Not here: f16 accumulators, int8 MFMA, mixed fp8 x bf8 MFMA (one dtype_in per TensorCore), gfx950's
+f8f6f4 (its scale operands don't fit the lowering).
 """
 from __future__ import annotations
 
@@ -82,7 +87,7 @@ A_MFMA32X16 = _layout32(8, lambda r, h, i: (r, 8 * h + i))
 B_MFMA32X16 = _layout32(8, lambda c, h, i: (8 * h + i, c))
 C_MFMA32_F32 = _layout32(16, lambda c, h, i: (8 * (i // 4) + 4 * h + i % 4, c))
 
-_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.int8: "iu8", dtypes.fp8e4m3: "fp8"}
+_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.int8: "iu8", dtypes.fp8e4m3: "fp8", dtypes.fp8e5m2: "bf8"}
 
 
 def _tc(dims: tuple[int, int, int], dtype_in: DType, dtype_out: DType, a: Layout, b: Layout, c: Layout, name: str, builtin: str,
@@ -139,19 +144,23 @@ def _mfma_32x32x16(dtype_in: DType) -> TensorCore:
              f"__builtin_amdgcn_mfma_f32_32x32x16_{t}", f"llvm.amdgcn.mfma.f32.32x32x16.{t}")
 
 
-def _mfma_fp8() -> TensorCore:
-  # v_mfma_f32_16x16x32_fp8_fp8 (gfx940+): 8 OCP e4m3 bytes per lane as one i64; the layout is the x32 one. Data only: core's
-  # lowering takes no fp8 operands yet, and the C-style renderers have no fp8 type (see usable_tensor_cores)
-  return _tc((16, 16, 32), dtypes.fp8e4m3, dtypes.float32, A_MFMA32, B_MFMA32, C_MFMA16_F32, "mfma_f32_16x16x32_fp8_fp8",
-             "__builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8", "llvm.amdgcn.mfma.f32.16x16x32.fp8.fp8", pack="long")
+def _mfma_fp8(dtype_in: DType, big: bool) -> TensorCore:
+  # 8 fp8 bytes per lane as one i64 (HIP bitcasts the uchar8 fragment, codegen/fp8.py keeps fp8 as bytes); OCP formats:
+  # gfx950 only (see the module docstring for gfx942)
+  t = _SHORT[dtype_in]
+  shape, a, b, c = ("32x32x16", A_MFMA32X16, B_MFMA32X16, C_MFMA32_F32) if big else ("16x16x32", A_MFMA32, B_MFMA32, C_MFMA16_F32)
+  dims = (32, 32, 16) if big else (16, 16, 32)
+  return _tc(dims, dtype_in, dtypes.float32, a, b, c, f"mfma_f32_{shape}_{t}_{t}", f"__builtin_amdgcn_mfma_f32_{shape}_{t}_{t}",
+             f"llvm.amdgcn.mfma.f32.{shape}.{t}.{t}", pack="long")
 
 
 def _rdna3() -> list[TensorCore]: return [_wmma(dtypes.float16), _wmma(dtypes.bfloat16), _wmma(dtypes.int8)]
 def _rdna4() -> list[TensorCore]: return [_wmma12(dtypes.float16), _wmma12(dtypes.bfloat16), _wmma12(dtypes.int8)]
 def _cdna3() -> list[TensorCore]:
-  return [_mfma(dtypes.float16), _mfma(dtypes.bfloat16), _mfma_32x32x8(dtypes.float16), _mfma_32x32x8(dtypes.bfloat16), _mfma_fp8()]
+  return [_mfma(dtypes.float16), _mfma(dtypes.bfloat16), _mfma_32x32x8(dtypes.float16), _mfma_32x32x8(dtypes.bfloat16)]
 def _cdna4() -> list[TensorCore]:
-  return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna3(), _mfma_32x32x16(dtypes.float16), _mfma_32x32x16(dtypes.bfloat16)]
+  fp8 = [_mfma_fp8(dt, big) for big in (False, True) for dt in (dtypes.fp8e4m3, dtypes.fp8e5m2)]
+  return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna3(), _mfma_32x32x16(dtypes.float16), _mfma_32x32x16(dtypes.bfloat16), *fp8]
 
 
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores

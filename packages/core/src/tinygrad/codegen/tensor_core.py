@@ -154,7 +154,6 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
     # integer ones (int8 -> int32) compute exact products and wrap like the AST only when it multiplies and adds in dtype_out
     if dtypes.is_int(tc.dtype_out) and (m.mul_dtype != tc.dtype_out or m.reduce.dtype != tc.dtype_out): continue
     if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
-    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.int8): continue  # fp8 operands need fp8 loads/casts: later
     out.append(n)
   return out
 

@@ -228,8 +228,11 @@ def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]
   """fn(a per lane, b per lane, c per lane) -> d per lane for one TensorCore, from its layout tables."""
   (M, N, K), threads, a_layout, b_layout, c_layout, din_name, dout_name = arg
   din, dout = _DTYPES[din_name], _DTYPES[dout_name]
-  # tf32 operands (f32 registers): the instruction reads the top 19 bits
-  def rd(x: float) -> float: return from_bits(to_bits(x, din) & 0xFFFFE000, din) if din == dtypes.float32 else x
+  # tf32 operands (f32 registers): the instruction reads the top 19 bits. fp8 operands of a renderer that keeps fp8 as
+  # bytes (codegen/fp8.py) arrive as ints: their bits
+  def rd(x: Any) -> Any:
+    if din == dtypes.float32: return from_bits(to_bits(x, din) & 0xFFFFE000, din)
+    return from_bits(x, din) if din in (dtypes.fp8e4m3, dtypes.fp8e5m2) and isinstance(x, int) else x
   def run(a: list[tuple], b: list[tuple], c: list[tuple]) -> list[tuple]:
     A = [[0.0] * K for _ in range(M)]
     B = [[0.0] * N for _ in range(K)]
