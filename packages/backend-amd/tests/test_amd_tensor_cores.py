@@ -2,6 +2,10 @@
 core's generic lowering builds the fragments from our layout tables and the PYTHON device runs them."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from amd_harness import HIP_MISSING, needs_hip
@@ -205,7 +209,7 @@ def compile_forced(dev: str, tc_name: str) -> tuple[str, bytes]:
     idx = next(n for n, tc in enumerate(r.tensor_cores) if tc.name == tc_name)
     tc = r.tensor_cores[idx]
     a, b = Tensor.empty(64, 64, dtype=tc.dtype_in), Tensor.empty(64, 64, dtype=tc.dtype_in)
-    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32) if tc.dtype_in == dtypes.int8 else a.matmul(b, dtype=dtypes.float32)
+    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32) if tc.dtype_in == dtypes.int8 else a.matmul(b, dtype=tc.dtype_out)
     items, _ = create_schedule([out.uop])
     (si,) = [it for it in items if it.ast.op is Ops.SINK]
     spec = get_program(si.ast, r, [Opt(OptOps.TC, idx, 1)])
@@ -232,6 +236,17 @@ def test_llvm_renders_and_compiles_every_shape(arch, tc_name):
   assert f"@{tc.extra['intrinsic']}(" in src
 
 
+def on(dev: str, check) -> None:
+  """check(dev) under DEV=dev; a mock of another arch than the process's first (gfx1100) runs in its own process, since a
+  mock GPU's arch is fixed when it opens (like /dev/kfd)."""
+  if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
+  arch = dev.split(":")[2] if dev.count(":") >= 2 else ""
+  if not dev.startswith("MOCKKFD") or arch in ("", "gfx1100"): return check(dev)
+  code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_amd_tensor_cores as t; t.{check.__name__}({dev!r})"
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEV": dev})
+  assert p.returncode == 0, p.stderr[-3000:]
+
+
 # ---- fp8 MFMA (gfx950: OCP e4m3 "fp8" and e5m2 "bf8"): float32 accumulation of exact products of the fp8-rounded operands
 
 def _fp8(shape, dt, seed):
@@ -247,7 +262,14 @@ FP8_RUNS = [("PYTHON::gfx950", dtypes.fp8e4m3), ("PYTHON::gfx950", dtypes.fp8e5m
 @pytest.mark.parametrize("dev,dt", FP8_RUNS)
 def test_fp8_matmul(dev, dt):
   """On the mock the HIP/LLVM kernel is compiled (its fragments are bytes, bitcast to the i64 operands) and its uops run."""
-  if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
+  on(dev, check_fp8_e4m3_matmul if dt == dtypes.fp8e4m3 else check_fp8_e5m2_matmul)
+
+
+def check_fp8_e4m3_matmul(dev): _fp8_matmul(dev, dtypes.fp8e4m3)
+def check_fp8_e5m2_matmul(dev): _fp8_matmul(dev, dtypes.fp8e5m2)
+
+
+def _fp8_matmul(dev, dt):
   t = _SHORT[dt]
   with Context(DEV=dev):
     (a, an), (b, bn) = _fp8((32, 64), dt, 30), _fp8((64, 32), dt, 31)
@@ -269,4 +291,66 @@ def test_fp8_matmul_on_gfx942_stays_off_the_mfma():
     items, _ = create_schedule([out.uop])
     (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
     assert not any(u.op is Ops.WMMA for u in prog.uops)
+    np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)
+
+
+# ---- f16 accumulators (RDNA3 with opsel packing, RDNA4) and int8 MFMA (CDNA3/4)
+
+F16_ACC = [("PYTHON::gfx1100", "wmma_f16_16x16x16_f16"), ("PYTHON::gfx1201", "wmma12_f16_16x16x16_f16"),
+           ("MOCKKFD+AMD", "wmma_f16_16x16x16_f16"), ("MOCKKFD+AMD:LLVM", "wmma_f16_16x16x16_f16")]
+
+
+@pytest.mark.parametrize("dev,tc_name", F16_ACC)
+def test_f16_accumulator_matmul(dev, tc_name):
+  """matmul(dtype=half) accumulates in f16: it takes the f16-accumulating WMMA, and its result is the f16 matmul."""
+  if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _rand((32, 48), dtypes.float16, 40), _rand((48, 32), dtypes.float16, 41)
+    out = a.matmul(b, dtype=dtypes.float16)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {tc_name}
+    np.testing.assert_allclose(out.float().numpy(), an @ bn, rtol=1e-2, atol=3e-2)
+    assert {u.arg[0] for u in get_program(create_schedule([(a @ b).uop])[0][-1].ast, Device.renderer(Device.DEFAULT)).uops
+            if u.op is Ops.WMMA} != {tc_name}  # float32 accumulation (the default) keeps the f32 one
+
+
+def test_f16_accumulator_emulation_rounds_once():
+  """The emulated f16 WMMA rounds each output once from the exact sum: 2048 + 1 + 1 in f16 is 2050, not 2048 twice."""
+  with Context(DEV="PYTHON::gfx1100"):
+    a = Tensor([[2048.0, 1.0, 1.0] + [0.0] * 13] * 16, dtype=dtypes.float16).realize()
+    b = Tensor.ones(16, 16, dtype=dtypes.float16).contiguous().realize()
+    got, spec = run_forced(a.matmul(b, dtype=dtypes.float16), "wmma_f16_16x16x16_f16", 4)
+    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {"wmma_f16_16x16x16_f16"}
+    assert (got == 2050).all()
+
+
+@pytest.mark.parametrize("dev", ["PYTHON::gfx942", "PYTHON::gfx950", "MOCKKFD+AMD::gfx942", "MOCKKFD+AMD:LLVM:gfx942"])
+def test_int8_mfma_exact(dev): on(dev, check_int8_mfma)
+
+
+def check_int8_mfma(dev):
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _int8((32, 64), 42), _int8((64, 32), 43)
+    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"mfma_i32_16x16x32_i8"}
+    np.testing.assert_array_equal(out.numpy(), (an @ bn).astype(np.int32))
+    got, spec = run_forced(a.cast(dtypes.int32) @ b.cast(dtypes.int32), "mfma_i32_32x32x16_i8", 3)
+    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {"mfma_i32_32x32x16_i8"}
+    np.testing.assert_array_equal(got, (an @ bn).astype(np.int32))
+
+
+@pytest.mark.parametrize("dev", ["PYTHON::gfx1201", "MOCKKFD+AMD:LLVM:gfx1201"])
+def test_rdna4_fp8_wmma(dev): on(dev, check_rdna4_fp8_wmma)
+
+
+def check_rdna4_fp8_wmma(dev):
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _fp8((32, 32), dtypes.fp8e4m3, 44), _fp8((32, 32), dtypes.fp8e4m3, 45)
+    out = a.matmul(b, dtype=dtypes.float32)
+    items, _ = create_schedule([out.uop])
+    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"wmma12_f32_16x16x16_fp8_fp8"}
     np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)

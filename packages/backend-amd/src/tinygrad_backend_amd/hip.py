@@ -139,6 +139,7 @@ class HIPRenderer(CStyleRenderer):
       a, b = f"__builtin_bit_cast({pack}, {a})", f"__builtin_bit_cast({pack}, {b})"
     if tc.threads == 64: return f"{tc.extra['builtin']}({a}, {b}, {c}, 0, 0, 0)"  # MFMA: cbsz, abid, blgp = 0 (no broadcast)
     if tc.dtype_in == dtypes.int8: return f"{tc.extra['builtin']}(true, {a}, true, {b}, {c}, false)"  # iu8: both signed, no clamp
+    if tc.extra.get("opsel"): return f"tg_{tc.name}({a}, {b}, {c})"  # the helper packs C into / D out of the low halves
     return f"{tc.extra['builtin']}({a}, {b}, {c})"
 
   # ---- constants and math
@@ -153,7 +154,13 @@ class HIPRenderer(CStyleRenderer):
   def helpers(self) -> list[tuple[str, str]]:
     vec = [(f"{_vec_name(s)}{n}", f"typedef {s} {_vec_name(s)}{n} __attribute__((ext_vector_type({n})));")
            for s in ("float", "_Float16", "__bf16", "int", "unsigned int", "double", "signed char", "unsigned char") for n in (2, 4, 8, 16)]
-    return [*vec, *((f"{fn}(", code) for fn, code in _F64_MATH.items()), *super().helpers()]
+    # f16-accumulating WMMA on RDNA3 (opsel 0): the 8 accumulators of a lane are the low halves of 8 registers, a half16
+    # whose even elements they are
+    opsel = [(f"tg_{tc.name}(", f"{self.helper_prefix}half8 tg_{tc.name}(half16 a, half16 b, half8 c) {{\n"
+              f"  half16 d = {tc.extra['builtin']}(a, b, __builtin_shufflevector(c, c, {', '.join(f'{i}, -1' for i in range(8))}), false);\n"
+              f"  return __builtin_shufflevector(d, d, {', '.join(str(2 * i) for i in range(8))});\n}}")
+             for tc in self.tensor_cores if tc.extra.get("opsel")]
+    return [*vec, *opsel, *((f"{fn}(", code) for fn, code in _F64_MATH.items()), *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     shared = sum(u.dtype.size * u.dtype.base.itemsize for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]

@@ -235,8 +235,14 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     ir_in, ret = tc.extra["ir_in"], _vt(u.dtype)
     a, b = (self.v(s) if _vt(s.dtype) == ir_in else self.emit(f"bitcast {_vt(s.dtype)} {self.v(s)} to {ir_in}") for s in u.src[:2])
     c = (ret, self.v(u.src[2]))
-    if tc.dtype_in == dtypes.int8: args = [("i1", "true"), (ir_in, a), ("i1", "true"), (ir_in, b), c, ("i1", "false")]  # signed, no clamp
-    elif tc.threads == 64: args = [(ir_in, a), (ir_in, b), c, ("i32", "0"), ("i32", "0"), ("i32", "0")]  # MFMA: cbsz, abid, blgp
+    if tc.extra.get("opsel"):  # RDNA3 f16 accumulators: the low halves of 8 registers, the even elements of a <16 x half>
+      wide = self.emit(f"shufflevector {ret} {c[1]}, {ret} poison, <16 x i32> <{', '.join(f'i32 {i}, i32 poison' for i in range(8))}>")
+      d = self.call(tc.extra["intrinsic"], "<16 x half>", (ir_in, a), (ir_in, b), ("<16 x half>", wide), ("i1", "false"))
+      self.vals[u] = self.emit(f"shufflevector <16 x half> {d}, <16 x half> poison, <8 x i32> <{', '.join(f'i32 {2 * i}' for i in range(8))}>")
+      return
+    if tc.threads == 64: args = [(ir_in, a), (ir_in, b), c, ("i32", "0"), ("i32", "0"), ("i32", "0")]  # MFMA: cbsz, abid, blgp
+    elif tc.dtype_in == dtypes.int8: args = [("i1", "true"), (ir_in, a), ("i1", "true"), (ir_in, b), c, ("i1", "false")]  # signed, no clamp
+    elif tc.dtype_out == dtypes.float16: args = [(ir_in, a), (ir_in, b), c, ("i1", "false")]  # RDNA4's f16 one keeps an opsel operand
     else: args = [(ir_in, a), (ir_in, b), c]
     self.vals[u] = self.call(tc.extra["intrinsic"], ret, *args)
 
