@@ -283,15 +283,47 @@ def _fp8_matmul(dev, dt):
     np.testing.assert_allclose(got, an @ bn, rtol=1e-6, atol=1e-4)
 
 
-def test_fp8_matmul_on_gfx942_stays_off_the_mfma():
-  """gfx942's fp8 MFMAs read FNUZ bytes, not our OCP fp8 (tensor_cores.py): the matmul is right, without them."""
-  with Context(DEV="PYTHON::gfx942"):
-    (a, an), (b, bn) = _fp8((16, 32), dtypes.fp8e4m3, 32), _fp8((32, 16), dtypes.fp8e4m3, 33)
+@pytest.mark.parametrize("dev", ["PYTHON::gfx942", "MOCKKFD+AMD::gfx942", "MOCKKFD+AMD:LLVM:gfx942"])
+def test_fp8_matmul_on_gfx942_through_fnuz(dev):
+  """gfx942's fp8 MFMA reads FNUZ bytes: on the mock the emulator reads them so, and the kernel's rewritten operands
+  (fnuz.py: -0/NaN remapped, C/4 in, D*4 out) give the OCP result exactly."""
+  on(dev, check_fp8_gfx942)
+
+
+def check_fp8_gfx942(dev):
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _fp8((32, 64), dtypes.fp8e4m3, 32), _fp8((64, 32), dtypes.fp8e4m3, 33)
+    a_np = an.astype(np.float32)
+    a_np[0, :8] = an[0, :8] = -0.0  # -0 bytes (0x80): FNUZ's NaN unless remapped
+    a = Tensor(a_np).cast(dtypes.fp8e4m3).realize()
     out = a.matmul(b, dtype=dtypes.float32)
     items, _ = create_schedule([out.uop])
     (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert not any(u.op is Ops.WMMA for u in prog.uops)
+    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"mfma_f32_16x16x32_fp8_fp8"}
     np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)
+    got, _ = run_forced(a.matmul(b, dtype=dtypes.float32), "mfma_f32_32x32x16_fp8_fp8", 3)
+    np.testing.assert_allclose(got, an @ bn, rtol=1e-6, atol=1e-4)
+
+
+def test_fnuz_bytes_are_half_the_ocp_value():
+  """fnuz.py's byte map, against FNUZ and OCP e4m3 written out here: every byte reads as half its OCP value, NaN as NaN."""
+  from tinygrad.uop.alu import eval_scalar
+  from tinygrad.uop.ops import UOp
+  from tinygrad_backend_amd.fnuz import fnuz_bytes
+  def ocp(b):
+    if b & 0x7F == 0x7F: return float("nan")
+    e, m, s = (b >> 3) & 15, b & 7, -1.0 if b & 0x80 else 1.0
+    return s * (m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+  def fnuz(b):
+    if b == 0x80: return float("nan")
+    e, m, s = (b >> 3) & 15, b & 7, -1.0 if b & 0x80 else 1.0
+    return s * (m * 2.0 ** -10 if e == 0 else (1 + m / 8) * 2.0 ** (e - 8))
+  vec = UOp(Ops.VECTORIZE, dtypes.uint8.vec(256), tuple(UOp.const(dtypes.uint8, b) for b in range(256)))
+  mapped = fnuz_bytes(vec)
+  for b in range(256):
+    lanes = {g: g.arg[0] for g in mapped.src[b].toposort() if g.op is Ops.GEP}  # the input byte of each lane read
+    got, want = fnuz(eval_scalar(mapped.src[b], lanes)), ocp(b) / 2
+    assert got == want or (got != got and want != want), (hex(b), got, want)
 
 
 # ---- f16 accumulators (RDNA3 with opsel packing, RDNA4) and int8 MFMA (CDNA3/4)

@@ -13,10 +13,11 @@ import os
 import subprocess
 import tempfile
 
-from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Ops, PtrDType, Target, UOp, dtypes, pm_fp8_as_bytes
+from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Ops, PtrDType, Target, UOp, dtypes
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, ToolchainError, arch_info, check_llvm_version
 from tinygrad_backend_amd.codeobject import check_code_object
+from tinygrad_backend_amd.fnuz import pm_amd_fp8
 from tinygrad_backend_amd.toolchain import INSTALL_CLANG, find_clang
 
 LOCAL_SIZE = 256  # threads per workgroup the codegen uses (4 waves of 64 on CDNA, 8 of 32 on RDNA)
@@ -101,7 +102,7 @@ class HIPRenderer(CStyleRenderer):
   # fp8 values are bytes, converted by integer code in the kernel, not by v_cvt_f32_fp8/v_cvt_pk_fp8_f32: gfx942's converts
   # are the FNUZ formats (bias 8, NaN 0x80, no -0, no inf), not the OCP e4m3fn/e5m2 of dtypes.fp8e4m3/fp8e5m2; gfx950's
   # are OCP, but their overflow/NaN handling (saturation is an instruction modifier) was never checked on hardware here
-  extra_matcher = pm_fp8_as_bytes
+  extra_matcher = pm_amd_fp8  # fnuz.py: gfx942's fp8 MFMA reads FNUZ
   compiler: HIPCompiler
 
   def __init__(self, target: Target | None = None):

@@ -19,11 +19,12 @@ import subprocess
 import tempfile
 from typing import Any
 
-from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
+from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
 from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_type, reg_type
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
 from tinygrad_backend_amd.codeobject import check_code_object
+from tinygrad_backend_amd.fnuz import pm_amd_fp8
 from tinygrad_backend_amd.toolchain import llvmlite_major, zig_lld
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -87,7 +88,7 @@ class AMDLLVMRenderer(Renderer):
   supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
                                 dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
                                 dtypes.fp8e4m3, dtypes.fp8e5m2})
-  extra_matcher = pm_fp8_as_bytes  # fp8 values are bytes converted in the kernel (hip.py says why not v_cvt_*fp8)
+  extra_matcher = pm_amd_fp8  # fp8 values are bytes converted in the kernel (hip.py says why not v_cvt_*fp8); fnuz.py
 
   def __init__(self, target: Target | None = None):
     target = target or Target("AMD", "LLVM", DEFAULT_ARCH)

@@ -32,8 +32,8 @@ accelerate AI applications on RDNA 3 using WMMA", and the CDNA3 ISA / AMD Matrix
   layouts, 8 fp8 bytes per lane in one i64 (fp8 = e4m3, bf8 = e5m2). gfx942 has the same instructions, but CDNA3 reads
   their bytes as the FNUZ formats (e4m3fnuz/e5m2fnuz: bias 8/16, NaN 0x80, no -0, no inf; AMD's CDNA3 ISA guide and LLVM's
   AMDGPUUsage say so), not the OCP e4m3fn/e5m2 of dtypes.fp8e4m3/fp8e5m2: an OCP byte read as FNUZ is half its value, -0
-  becomes NaN. So gfx942 offers none of them for our fp8 dtypes (a matmul of fp8 there runs without tensor cores);
-  gfx950 (CDNA4) reads OCP.
+  becomes NaN. gfx942 offers the e4m3 ones with `fp8_fnuz` set: the AMD renderers rewrite their operands (fnuz.py: -0 and
+  NaN remapped, C scaled by 1/4 and D by 4, exact); gfx950 (CDNA4) reads OCP.
 Builtin operand and result types were checked against clang 22 (`clang -x hip -emit-llvm`), so the IR types in `extra`
 are the intrinsics' own. Every RDNA3/RDNA4/CDNA3 A, B and D table here was compared element by element with AMD's Matrix
 Instruction Calculator (github.com/ROCm/amd_matrix_instruction_calculator, `-A/-B/-D --matrix-layout`): all agree (it
@@ -42,6 +42,7 @@ fp8 x bf8 (one dtype_in per TensorCore), gfx950's f8f6f4 (its scale operands don
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Callable
 
@@ -173,14 +174,15 @@ def _mfma_i8(big: bool) -> TensorCore:
              f"llvm.amdgcn.mfma.i32.{shape}.i8", pack="long")
 
 
-def _mfma_fp8(dtype_in: DType, big: bool) -> TensorCore:
-  # 8 fp8 bytes per lane as one i64 (HIP bitcasts the uchar8 fragment, codegen/fp8.py keeps fp8 as bytes); OCP formats:
-  # gfx950 only (see the module docstring for gfx942)
+def _mfma_fp8(dtype_in: DType, big: bool, fnuz: bool = False) -> TensorCore:
+  # 8 fp8 bytes per lane as one i64 (HIP bitcasts the uchar8 fragment, codegen/fp8.py keeps fp8 as bytes). gfx950 reads
+  # OCP; gfx942 FNUZ, which fnuz.py bridges for e4m3 (see the module docstring)
   t = _SHORT[dtype_in]
   shape, a, b, c = ("32x32x16", A_MFMA32X16, B_MFMA32X16, C_MFMA32_F32) if big else ("16x16x32", A_MFMA32, B_MFMA32, C_MFMA16_F32)
   dims = (32, 32, 16) if big else (16, 16, 32)
-  return _tc(dims, dtype_in, dtypes.float32, a, b, c, f"mfma_f32_{shape}_{t}_{t}", f"__builtin_amdgcn_mfma_f32_{shape}_{t}_{t}",
-             f"llvm.amdgcn.mfma.f32.{shape}.{t}.{t}", pack="long")
+  tc = _tc(dims, dtype_in, dtypes.float32, a, b, c, f"mfma_f32_{shape}_{t}_{t}", f"__builtin_amdgcn_mfma_f32_{shape}_{t}_{t}",
+           f"llvm.amdgcn.mfma.f32.{shape}.{t}.{t}", pack="long")
+  return dataclasses.replace(tc, fp8_fnuz=True) if fnuz else tc
 
 
 def _rdna3() -> list[TensorCore]:
@@ -188,12 +190,14 @@ def _rdna3() -> list[TensorCore]:
 def _rdna4() -> list[TensorCore]:
   return [_wmma12(dtypes.float16), _wmma12(dtypes.bfloat16), _wmma12(dtypes.int8), _wmma12(dtypes.float16, dtypes.float16),
           _wmma12(dtypes.fp8e4m3), _wmma12(dtypes.fp8e5m2)]
-def _cdna3() -> list[TensorCore]:
+def _cdna_common() -> list[TensorCore]:
   return [_mfma(dtypes.float16), _mfma(dtypes.bfloat16), _mfma_32x32x8(dtypes.float16), _mfma_32x32x8(dtypes.bfloat16), _mfma_i8(False),
           _mfma_i8(True)]
+def _cdna3() -> list[TensorCore]: return [*_cdna_common(), _mfma_fp8(dtypes.fp8e4m3, False, fnuz=True), _mfma_fp8(dtypes.fp8e4m3, True, fnuz=True)]
 def _cdna4() -> list[TensorCore]:
   fp8 = [_mfma_fp8(dt, big) for big in (False, True) for dt in (dtypes.fp8e4m3, dtypes.fp8e5m2)]
-  return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna3(), _mfma_32x32x16(dtypes.float16), _mfma_32x32x16(dtypes.bfloat16), *fp8]
+  return [_mfma_k32(dtypes.float16), _mfma_k32(dtypes.bfloat16), *_cdna_common(), _mfma_32x32x16(dtypes.float16), _mfma_32x32x16(dtypes.bfloat16),
+          *fp8]
 
 
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores
