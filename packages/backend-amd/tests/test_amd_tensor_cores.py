@@ -247,7 +247,9 @@ def on(dev: str, check) -> None:
   assert p.returncode == 0, p.stderr[-3000:]
 
 
-# ---- fp8 MFMA (gfx950: OCP e4m3 "fp8" and e5m2 "bf8"): float32 accumulation of exact products of the fp8-rounded operands
+# ---- CDNA int8 and fp8 MFMA: int8 exact; fp8 (gfx950: OCP e4m3 "fp8" and e5m2 "bf8"; gfx942: e4m3 through fnuz.py)
+# float32 sums of exact products of the fp8-rounded operands. On the mock the HIP/LLVM kernel is compiled (fp8 fragments
+# are bytes bitcast to the i64 operands; gfx942's rewritten by fnuz.py) and its uops run, the MFMA read as the arch reads it.
 
 def _fp8(shape, dt, seed):
   x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 4
@@ -255,54 +257,44 @@ def _fp8(shape, dt, seed):
   return t, t.float().numpy().astype(np.float64)  # the fp8 values, read back through a cast kernel
 
 
-FP8_RUNS = [("PYTHON::gfx950", dtypes.fp8e4m3), ("PYTHON::gfx950", dtypes.fp8e5m2), ("MOCKKFD+AMD::gfx950", dtypes.fp8e4m3),
-            ("MOCKKFD+AMD:LLVM:gfx950", dtypes.fp8e5m2)]
+def _wmma_names(out: Tensor) -> set[str]:
+  items, _ = create_schedule([out.uop])
+  (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+  return {u.arg[0] for u in prog.uops if u.op is Ops.WMMA}
 
 
-@pytest.mark.parametrize("dev,dt", FP8_RUNS)
-def test_fp8_matmul(dev, dt):
-  """On the mock the HIP/LLVM kernel is compiled (its fragments are bytes, bitcast to the i64 operands) and its uops run."""
-  on(dev, check_fp8_e4m3_matmul if dt == dtypes.fp8e4m3 else check_fp8_e5m2_matmul)
+def _both_shapes(a: Tensor, b: Tensor, ref: np.ndarray, small: str, big: str, acc=dtypes.float32) -> None:
+  """The heuristic's pick (the 16x16 shape, 2x2 waves) and the 32x32 one forced (one wave), both against ref."""
+  out = a.cast(acc) @ b.cast(acc) if acc == dtypes.int32 else a.matmul(b, dtype=acc)
+  assert _wmma_names(out) == {small}
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-4)
+  out2 = a.cast(acc) @ b.cast(acc) if acc == dtypes.int32 else a.matmul(b, dtype=acc)
+  got, spec = run_forced(out2, big, 3)
+  assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {big}
+  np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-4)
 
 
-def check_fp8_e4m3_matmul(dev): _fp8_matmul(dev, dtypes.fp8e4m3)
-def check_fp8_e5m2_matmul(dev): _fp8_matmul(dev, dtypes.fp8e5m2)
-
-
-def _fp8_matmul(dev, dt):
-  t = _SHORT[dt]
+def check_cdna(dev: str) -> None:
   with Context(DEV=dev):
-    (a, an), (b, bn) = _fp8((32, 64), dt, 30), _fp8((64, 32), dt, 31)
-    out = a.matmul(b, dtype=dtypes.float32)
-    items, _ = create_schedule([out.uop])
-    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {f"mfma_f32_16x16x32_{t}_{t}"}
-    np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)  # exact products, float32 sums
-    got, spec = run_forced(a.matmul(b, dtype=dtypes.float32), f"mfma_f32_32x32x16_{t}_{t}", 3)
-    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {f"mfma_f32_32x32x16_{t}_{t}"}
-    np.testing.assert_allclose(got, an @ bn, rtol=1e-6, atol=1e-4)
+    (a, an), (b, bn) = _int8((32, 32), 42), _int8((32, 32), 43)
+    _both_shapes(a, b, (an @ bn).astype(np.int32), "mfma_i32_16x16x32_i8", "mfma_i32_32x32x16_i8", dtypes.int32)
+    fp8s = [dtypes.fp8e4m3, dtypes.fp8e5m2] if "gfx950" in dev else [dtypes.fp8e4m3]
+    for n, dt in enumerate(fp8s):
+      t = _SHORT[dt]
+      (a, an), (b, bn) = _fp8((32, 32), dt, 30 + n), _fp8((32, 32), dt, 31 + n)
+      if dt == dtypes.fp8e4m3:  # -0 bytes (0x80), gfx942's FNUZ NaN unless fnuz.py remaps them
+        a_np = an.astype(np.float32)
+        a_np[0, :8] = an[0, :8] = -0.0
+        a = Tensor(a_np).cast(dt).realize()
+      _both_shapes(a, b, an @ bn, f"mfma_f32_16x16x32_{t}_{t}", f"mfma_f32_32x32x16_{t}_{t}")
 
 
-@pytest.mark.parametrize("dev", ["PYTHON::gfx942", "MOCKKFD+AMD::gfx942", "MOCKKFD+AMD:LLVM:gfx942"])
-def test_fp8_matmul_on_gfx942_through_fnuz(dev):
-  """gfx942's fp8 MFMA reads FNUZ bytes: on the mock the emulator reads them so, and the kernel's rewritten operands
-  (fnuz.py: -0/NaN remapped, C/4 in, D*4 out) give the OCP result exactly."""
-  on(dev, check_fp8_gfx942)
+SLOW = pytest.mark.slow  # a mock of another arch in its own process, 15-20 s each: `nox -s amd_mock` runs them, `amd` doesn't
 
 
-def check_fp8_gfx942(dev):
-  with Context(DEV=dev):
-    (a, an), (b, bn) = _fp8((32, 64), dtypes.fp8e4m3, 32), _fp8((64, 32), dtypes.fp8e4m3, 33)
-    a_np = an.astype(np.float32)
-    a_np[0, :8] = an[0, :8] = -0.0  # -0 bytes (0x80): FNUZ's NaN unless remapped
-    a = Tensor(a_np).cast(dtypes.fp8e4m3).realize()
-    out = a.matmul(b, dtype=dtypes.float32)
-    items, _ = create_schedule([out.uop])
-    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"mfma_f32_16x16x32_fp8_fp8"}
-    np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)
-    got, _ = run_forced(a.matmul(b, dtype=dtypes.float32), "mfma_f32_32x32x16_fp8_fp8", 3)
-    np.testing.assert_allclose(got, an @ bn, rtol=1e-6, atol=1e-4)
+@pytest.mark.parametrize("dev", ["PYTHON::gfx942", "PYTHON::gfx950", "MOCKKFD+AMD::gfx942", pytest.param("MOCKKFD+AMD:LLVM:gfx942", marks=SLOW),
+                                 pytest.param("MOCKKFD+AMD::gfx950", marks=SLOW), pytest.param("MOCKKFD+AMD:LLVM:gfx950", marks=SLOW)])
+def test_cdna_int8_and_fp8_mfma(dev): on(dev, check_cdna)
 
 
 def test_fnuz_bytes_are_half_the_ocp_value():
@@ -326,25 +318,20 @@ def test_fnuz_bytes_are_half_the_ocp_value():
     assert got == want or (got != got and want != want), (hex(b), got, want)
 
 
-# ---- f16 accumulators (RDNA3 with opsel packing, RDNA4) and int8 MFMA (CDNA3/4)
+# ---- f16 accumulators (RDNA3 with opsel packing, RDNA4), RDNA4 fp8 WMMA
 
-F16_ACC = [("PYTHON::gfx1100", "wmma_f16_16x16x16_f16"), ("PYTHON::gfx1201", "wmma12_f16_16x16x16_f16"),
-           ("MOCKKFD+AMD", "wmma_f16_16x16x16_f16"), ("MOCKKFD+AMD:LLVM", "wmma_f16_16x16x16_f16")]
-
-
-@pytest.mark.parametrize("dev,tc_name", F16_ACC)
+@pytest.mark.parametrize("dev,tc_name", [("PYTHON::gfx1100", "wmma_f16_16x16x16_f16"), ("PYTHON::gfx1201", "wmma12_f16_16x16x16_f16"),
+                                         ("MOCKKFD+AMD", "wmma_f16_16x16x16_f16"), ("MOCKKFD+AMD:LLVM", "wmma_f16_16x16x16_f16")])
 def test_f16_accumulator_matmul(dev, tc_name):
-  """matmul(dtype=half) accumulates in f16: it takes the f16-accumulating WMMA, and its result is the f16 matmul."""
+  """matmul(dtype=half) accumulates in f16: it takes the f16-accumulating WMMA, and its result is the f16 matmul; the
+  default (float32 accumulation) keeps the f32 one."""
   if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
   with Context(DEV=dev):
-    (a, an), (b, bn) = _rand((32, 48), dtypes.float16, 40), _rand((48, 32), dtypes.float16, 41)
+    (a, an), (b, bn) = _rand((32, 32), dtypes.float16, 40), _rand((32, 32), dtypes.float16, 41)
     out = a.matmul(b, dtype=dtypes.float16)
-    items, _ = create_schedule([out.uop])
-    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {tc_name}
+    assert _wmma_names(out) == {tc_name}
     np.testing.assert_allclose(out.float().numpy(), an @ bn, rtol=1e-2, atol=3e-2)
-    assert {u.arg[0] for u in get_program(create_schedule([(a @ b).uop])[0][-1].ast, Device.renderer(Device.DEFAULT)).uops
-            if u.op is Ops.WMMA} != {tc_name}  # float32 accumulation (the default) keeps the f32 one
+    assert tc_name not in _wmma_names(a @ b)
 
 
 def test_f16_accumulator_emulation_rounds_once():
@@ -357,32 +344,13 @@ def test_f16_accumulator_emulation_rounds_once():
     assert (got == 2050).all()
 
 
-@pytest.mark.parametrize("dev", ["PYTHON::gfx942", "PYTHON::gfx950", "MOCKKFD+AMD::gfx942", "MOCKKFD+AMD:LLVM:gfx942"])
-def test_int8_mfma_exact(dev): on(dev, check_int8_mfma)
-
-
-def check_int8_mfma(dev):
-  with Context(DEV=dev):
-    (a, an), (b, bn) = _int8((32, 64), 42), _int8((64, 32), 43)
-    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32)
-    items, _ = create_schedule([out.uop])
-    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"mfma_i32_16x16x32_i8"}
-    np.testing.assert_array_equal(out.numpy(), (an @ bn).astype(np.int32))
-    got, spec = run_forced(a.cast(dtypes.int32) @ b.cast(dtypes.int32), "mfma_i32_32x32x16_i8", 3)
-    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {"mfma_i32_32x32x16_i8"}
-    np.testing.assert_array_equal(got, (an @ bn).astype(np.int32))
-
-
-@pytest.mark.parametrize("dev", ["PYTHON::gfx1201", "MOCKKFD+AMD:LLVM:gfx1201"])
-def test_rdna4_fp8_wmma(dev): on(dev, check_rdna4_fp8_wmma)
-
-
 def check_rdna4_fp8_wmma(dev):
   with Context(DEV=dev):
     (a, an), (b, bn) = _fp8((32, 32), dtypes.fp8e4m3, 44), _fp8((32, 32), dtypes.fp8e4m3, 45)
     out = a.matmul(b, dtype=dtypes.float32)
-    items, _ = create_schedule([out.uop])
-    (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert {u.arg[0] for u in prog.uops if u.op is Ops.WMMA} == {"wmma12_f32_16x16x16_fp8_fp8"}
+    assert _wmma_names(out) == {"wmma12_f32_16x16x16_fp8_fp8"}
     np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)
+
+
+@pytest.mark.parametrize("dev", ["PYTHON::gfx1201", pytest.param("MOCKKFD+AMD:LLVM:gfx1201", marks=SLOW)])
+def test_rdna4_fp8_wmma(dev): on(dev, check_rdna4_fp8_wmma)
