@@ -96,7 +96,10 @@ def amd(session: nox.Session) -> None:
   KFD runtime on MOCKKFD with both renderers: AQL and SDMA packet checks, events, Tensor programs run from their packets),
   then a subset of the core suite compiled
   as our LLVM IR (llvmlite + ziglang's ld.lld) for gfx942 and as HIP C (Debian clang-22, installed by .ci/run) for gfx1100."""
-  _pytest(session, "packages/backend-amd/tests", dev="PYTHON")
+  _pytest(session, "packages/backend-amd/tests", "-m", "not slow", dev="PYTHON")  # slow: mocks of other archs, in amd_mock
+  for dev in ("MOCKKFD+AMD", "MOCKKFD+AMD:LLVM:gfx942"):  # fp8 conversions run by both renderers' kernels, all 256 patterns
+    # nine tests of a few seconds: one process, no xdist workers to start
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{CORE_TESTS}/test_fp8.py", *session.posargs, env={"DEV": dev, **BUNDLED_CC})
   for dev in ("NULL:LLVM:gfx942", "NULL:HIP:gfx1100"):
     _pytest(session, *AMD_CORE_SUBSET, "-m", "compile_only", dev=dev)
 
@@ -123,8 +126,10 @@ AMD_MOCK_SUBSET = [f"{CORE_TESTS}/{f}.py" for f in ("test_programs", "test_jit",
 @nox.session(default=False)
 def amd_mock(session: nox.Session) -> None:
   """A subset of the core suite (AMD_MOCK_SUBSET) on DEV=MOCKKFD+AMD: the KFD runtime on the mock KFD, each dispatch's packet
-  checked and its kernel run by the PYTHON interpreter on the mock's memory (HIP C through Debian clang-22)."""
+  checked and its kernel run by the PYTHON interpreter on the mock's memory (HIP C through Debian clang-22); then the
+  backend-amd tests marked slow (int8/fp8 MFMA and RDNA4 fp8 WMMA on mocks of gfx942/gfx950/gfx1201, each in its own process)."""
   _pytest(session, *AMD_MOCK_SUBSET, dev="MOCKKFD+AMD")
+  _pytest(session, "packages/backend-amd/tests", "-m", "slow", dev="PYTHON")
 
 
 @nox.session(default=False)

@@ -17,6 +17,8 @@ PROGRAMS = {
   "half_bf16_int": lambda: Tensor.rand(40).cast(dtypes.half).sqrt().cast(dtypes.bfloat16).cast(dtypes.int32) // 3 + Tensor.arange(40),
   "float64": lambda: Tensor(np.linspace(-4, 4, 33)).exp2().log2().sin().max(),
   "group_reduce": lambda: Tensor.rand(4096).sum(),
+  # fp8 buffers are bytes, converted by integer code (codegen/fp8.py); its values are checked on MOCKKFD+AMD by core's test_fp8
+  "fp8": lambda: Tensor.rand(64).cast(dtypes.fp8e4m3).contiguous().cast(dtypes.float32) + Tensor.rand(64).cast(dtypes.fp8e5m2).cast(dtypes.half),
 }
 
 

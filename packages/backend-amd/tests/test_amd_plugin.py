@@ -46,8 +46,10 @@ def test_cpu_llvm_still_the_cpu_one():
 def test_python_arch_emulates_amd_tensor_cores():
   r = _renderer("PYTHON::gfx950")
   assert [tc.name for tc in r.tensor_cores] == ["mfma_f32_16x16x32_f16", "mfma_f32_16x16x32_bf16", "mfma_f32_16x16x16_f16", "mfma_f32_16x16x16_bf16",
-                                                "mfma_f32_32x32x8_f16", "mfma_f32_32x32x8_bf16", "mfma_f32_16x16x32_fp8_fp8",
-                                                "mfma_f32_32x32x16_f16", "mfma_f32_32x32x16_bf16"]
+                                                "mfma_f32_32x32x8_f16", "mfma_f32_32x32x8_bf16", "mfma_i32_16x16x32_i8", "mfma_i32_32x32x16_i8",
+                                                "mfma_f32_32x32x16_f16", "mfma_f32_32x32x16_bf16",
+                                                "mfma_f32_16x16x32_fp8_fp8", "mfma_f32_16x16x32_bf8_bf8", "mfma_f32_32x32x16_fp8_fp8",
+                                                "mfma_f32_32x32x16_bf8_bf8"]
   assert {tc.threads for tc in r.tensor_cores} == {64}
   assert {tc.threads for tc in _renderer("PYTHON::gfx1100").tensor_cores} == {32}
 

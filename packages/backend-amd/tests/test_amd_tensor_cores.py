@@ -2,9 +2,13 @@
 core's generic lowering builds the fragments from our layout tables and the PYTHON device runs them."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-from amd_harness import needs_hip
+from amd_harness import HIP_MISSING, needs_hip
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.codegen.program import ProgramSpec, get_program
@@ -187,14 +191,14 @@ def test_mfma_32x32(arch, shape, dt):
     np.testing.assert_allclose(got, an @ bn, atol=1e-3, rtol=1e-3)  # float32 out: only the summation order differs
 
 
-_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16"}
+_SHORT = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.fp8e4m3: "fp8", dtypes.fp8e5m2: "bf8"}
 
 
 # ---- every shape renders its instruction and compiles into a code object for its arch
 
 def _shapes() -> list[tuple[str, str]]:
   from tinygrad_backend_amd.tensor_cores import tensor_cores_for
-  return [(arch, tc.name) for arch in ALL_ARCHS for tc in tensor_cores_for(arch) if tc.dtype_in not in (dtypes.fp8e4m3, dtypes.fp8e5m2)]
+  return [(arch, tc.name) for arch in ALL_ARCHS for tc in tensor_cores_for(arch)]
 
 
 def compile_forced(dev: str, tc_name: str) -> tuple[str, bytes]:
@@ -205,7 +209,7 @@ def compile_forced(dev: str, tc_name: str) -> tuple[str, bytes]:
     idx = next(n for n, tc in enumerate(r.tensor_cores) if tc.name == tc_name)
     tc = r.tensor_cores[idx]
     a, b = Tensor.empty(64, 64, dtype=tc.dtype_in), Tensor.empty(64, 64, dtype=tc.dtype_in)
-    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32) if tc.dtype_in == dtypes.int8 else a.matmul(b, dtype=dtypes.float32)
+    out = a.cast(dtypes.int32) @ b.cast(dtypes.int32) if tc.dtype_in == dtypes.int8 else a.matmul(b, dtype=tc.dtype_out)
     items, _ = create_schedule([out.uop])
     (si,) = [it for it in items if it.ast.op is Ops.SINK]
     spec = get_program(si.ast, r, [Opt(OptOps.TC, idx, 1)])
@@ -230,3 +234,123 @@ def test_llvm_renders_and_compiles_every_shape(arch, tc_name):
   tc = next(tc for tc in tensor_cores_for(arch) if tc.name == tc_name)
   src, _ = compile_forced(f"NULL:LLVM:{arch}", tc_name)
   assert f"@{tc.extra['intrinsic']}(" in src
+
+
+def on(dev: str, check) -> None:
+  """check(dev) under DEV=dev; a mock of another arch than the process's first (gfx1100) runs in its own process, since a
+  mock GPU's arch is fixed when it opens (like /dev/kfd)."""
+  if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
+  arch = dev.split(":")[2] if dev.count(":") >= 2 else ""
+  if not dev.startswith("MOCKKFD") or arch in ("", "gfx1100"): return check(dev)
+  code = f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_amd_tensor_cores as t; t.{check.__name__}({dev!r})"
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEV": dev})
+  assert p.returncode == 0, p.stderr[-3000:]
+
+
+# ---- CDNA int8 and fp8 MFMA: int8 exact; fp8 (gfx950: OCP e4m3 "fp8" and e5m2 "bf8"; gfx942: e4m3 through fnuz.py)
+# float32 sums of exact products of the fp8-rounded operands. On the mock the HIP/LLVM kernel is compiled (fp8 fragments
+# are bytes bitcast to the i64 operands; gfx942's rewritten by fnuz.py) and its uops run, the MFMA read as the arch reads it.
+
+def _fp8(shape, dt, seed):
+  x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 4
+  t = Tensor(x).cast(dt).realize()
+  return t, t.float().numpy().astype(np.float64)  # the fp8 values, read back through a cast kernel
+
+
+def _wmma_names(out: Tensor) -> set[str]:
+  items, _ = create_schedule([out.uop])
+  (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
+  return {u.arg[0] for u in prog.uops if u.op is Ops.WMMA}
+
+
+def _both_shapes(a: Tensor, b: Tensor, ref: np.ndarray, small: str, big: str, acc=dtypes.float32) -> None:
+  """The heuristic's pick (the 16x16 shape, 2x2 waves) and the 32x32 one forced (one wave), both against ref."""
+  out = a.cast(acc) @ b.cast(acc) if acc == dtypes.int32 else a.matmul(b, dtype=acc)
+  assert _wmma_names(out) == {small}
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-4)
+  out2 = a.cast(acc) @ b.cast(acc) if acc == dtypes.int32 else a.matmul(b, dtype=acc)
+  got, spec = run_forced(out2, big, 3)
+  assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {big}
+  np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-4)
+
+
+def check_cdna(dev: str) -> None:
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _int8((32, 32), 42), _int8((32, 32), 43)
+    _both_shapes(a, b, (an @ bn).astype(np.int32), "mfma_i32_16x16x32_i8", "mfma_i32_32x32x16_i8", dtypes.int32)
+    fp8s = [dtypes.fp8e4m3, dtypes.fp8e5m2] if "gfx950" in dev else [dtypes.fp8e4m3]
+    for n, dt in enumerate(fp8s):
+      t = _SHORT[dt]
+      (a, an), (b, bn) = _fp8((32, 32), dt, 30 + n), _fp8((32, 32), dt, 31 + n)
+      if dt == dtypes.fp8e4m3:  # -0 bytes (0x80), gfx942's FNUZ NaN unless fnuz.py remaps them
+        a_np = an.astype(np.float32)
+        a_np[0, :8] = an[0, :8] = -0.0
+        a = Tensor(a_np).cast(dt).realize()
+      _both_shapes(a, b, an @ bn, f"mfma_f32_16x16x32_{t}_{t}", f"mfma_f32_32x32x16_{t}_{t}")
+
+
+SLOW = pytest.mark.slow  # a mock of another arch in its own process, 15-20 s each: `nox -s amd_mock` runs them, `amd` doesn't
+
+
+@pytest.mark.parametrize("dev", ["PYTHON::gfx942", "PYTHON::gfx950", "MOCKKFD+AMD::gfx942", pytest.param("MOCKKFD+AMD:LLVM:gfx942", marks=SLOW),
+                                 pytest.param("MOCKKFD+AMD::gfx950", marks=SLOW), pytest.param("MOCKKFD+AMD:LLVM:gfx950", marks=SLOW)])
+def test_cdna_int8_and_fp8_mfma(dev): on(dev, check_cdna)
+
+
+def test_fnuz_bytes_are_half_the_ocp_value():
+  """fnuz.py's byte map, against FNUZ and OCP e4m3 written out here: every byte reads as half its OCP value, NaN as NaN."""
+  from tinygrad.uop.alu import eval_scalar
+  from tinygrad.uop.ops import UOp
+  from tinygrad_backend_amd.fnuz import fnuz_bytes
+  def ocp(b):
+    if b & 0x7F == 0x7F: return float("nan")
+    e, m, s = (b >> 3) & 15, b & 7, -1.0 if b & 0x80 else 1.0
+    return s * (m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+  def fnuz(b):
+    if b == 0x80: return float("nan")
+    e, m, s = (b >> 3) & 15, b & 7, -1.0 if b & 0x80 else 1.0
+    return s * (m * 2.0 ** -10 if e == 0 else (1 + m / 8) * 2.0 ** (e - 8))
+  vec = UOp(Ops.VECTORIZE, dtypes.uint8.vec(256), tuple(UOp.const(dtypes.uint8, b) for b in range(256)))
+  mapped = fnuz_bytes(vec)
+  for b in range(256):
+    lanes = {g: g.arg[0] for g in mapped.src[b].toposort() if g.op is Ops.GEP}  # the input byte of each lane read
+    got, want = fnuz(eval_scalar(mapped.src[b], lanes)), ocp(b) / 2
+    assert got == want or (got != got and want != want), (hex(b), got, want)
+
+
+# ---- f16 accumulators (RDNA3 with opsel packing, RDNA4), RDNA4 fp8 WMMA
+
+@pytest.mark.parametrize("dev,tc_name", [("PYTHON::gfx1100", "wmma_f16_16x16x16_f16"), ("PYTHON::gfx1201", "wmma12_f16_16x16x16_f16"),
+                                         ("MOCKKFD+AMD", "wmma_f16_16x16x16_f16"), ("MOCKKFD+AMD:LLVM", "wmma_f16_16x16x16_f16")])
+def test_f16_accumulator_matmul(dev, tc_name):
+  """matmul(dtype=half) accumulates in f16: it takes the f16-accumulating WMMA, and its result is the f16 matmul; the
+  default (float32 accumulation) keeps the f32 one."""
+  if dev.startswith("MOCKKFD") and HIP_MISSING is not None: pytest.skip(f"HIP toolchain: {HIP_MISSING}")
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _rand((32, 32), dtypes.float16, 40), _rand((32, 32), dtypes.float16, 41)
+    out = a.matmul(b, dtype=dtypes.float16)
+    assert _wmma_names(out) == {tc_name}
+    np.testing.assert_allclose(out.float().numpy(), an @ bn, rtol=1e-2, atol=3e-2)
+    assert tc_name not in _wmma_names(a @ b)
+
+
+def test_f16_accumulator_emulation_rounds_once():
+  """The emulated f16 WMMA rounds each output once from the exact sum: 2048 + 1 + 1 in f16 is 2050, not 2048 twice."""
+  with Context(DEV="PYTHON::gfx1100"):
+    a = Tensor([[2048.0, 1.0, 1.0] + [0.0] * 13] * 16, dtype=dtypes.float16).realize()
+    b = Tensor.ones(16, 16, dtype=dtypes.float16).contiguous().realize()
+    got, spec = run_forced(a.matmul(b, dtype=dtypes.float16), "wmma_f16_16x16x16_f16", 4)
+    assert {u.arg[0] for u in spec.uops if u.op is Ops.WMMA} == {"wmma_f16_16x16x16_f16"}
+    assert (got == 2050).all()
+
+
+def check_rdna4_fp8_wmma(dev):
+  with Context(DEV=dev):
+    (a, an), (b, bn) = _fp8((32, 32), dtypes.fp8e4m3, 44), _fp8((32, 32), dtypes.fp8e4m3, 45)
+    out = a.matmul(b, dtype=dtypes.float32)
+    assert _wmma_names(out) == {"wmma12_f32_16x16x16_fp8_fp8"}
+    np.testing.assert_allclose(out.numpy(), an @ bn, rtol=1e-6, atol=1e-4)
+
+
+@pytest.mark.parametrize("dev", ["PYTHON::gfx1201", pytest.param("MOCKKFD+AMD:LLVM:gfx1201", marks=SLOW)])
+def test_rdna4_fp8_wmma(dev): on(dev, check_rdna4_fp8_wmma)

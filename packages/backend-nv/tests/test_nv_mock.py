@@ -8,10 +8,9 @@ import ctypes
 import numpy as np
 import pytest
 from tinygrad import Device, GlobalCounters, Tensor, TinyJit, Variable, dtypes
-from tinygrad.codegen.program import get_program
+from tinygrad.device.plugin import add_inputs, read_floats
+from tinygrad.device.plugin import add_kernel as mock_add_kernel
 from tinygrad.helpers import Context
-from tinygrad.schedule.kernelize import create_schedule
-from tinygrad.uop.ops import Ops
 from tinygrad_backend_nv import nv_classes as cls
 from tinygrad_backend_nv import nv_ioctl as nv
 from tinygrad_backend_nv import nvruntime
@@ -31,28 +30,12 @@ def dev() -> NVKDevice:
 
 @pytest.fixture(scope="module")
 def add_kernel():
-  """The cubin and name of c = a + b over 64 floats, rendered for the mock (so it knows the kernel's uops)."""
-  with Context(DEV=MOCK):
-    a, b = Tensor.empty(64), Tensor.empty(64)
-    items, _ = create_schedule([(a + b).uop])
-    renderer = Device.renderer(Device.DEFAULT)
-    spec = get_program(next(it.ast for it in items if it.ast.op is Ops.SINK), renderer)
-    return spec, renderer.compiler.compile_cached(spec.src)
+  """c = a + b over 64 floats, rendered for the mock (so it knows the kernel's uops): core's shared mock test kernel."""
+  with Context(DEV=MOCK): return mock_add_kernel(Device.renderer(Device.DEFAULT))
 
 
-def _setup(dev: NVKDevice, add_kernel):
-  spec, lib = add_kernel
-  prg = dev.runtime(spec.name, lib)
-  bufs = [dev.allocator.alloc(64 * 4) for _ in range(3)]
-  dev.allocator.copyin(bufs[1], memoryview(np.arange(64, dtype=np.float32).tobytes()))
-  dev.allocator.copyin(bufs[2], memoryview(np.full(64, 100, dtype=np.float32).tobytes()))
-  return spec, prg, bufs
-
-
-def _out(dev: NVKDevice, buf) -> np.ndarray:
-  out = memoryview(bytearray(64 * 4))
-  dev.allocator.copyout(out, buf)
-  return np.frombuffer(out, dtype=np.float32)
+def _setup(dev: NVKDevice, add_kernel): return add_inputs(dev, add_kernel)
+def _out(dev: NVKDevice, buf) -> np.ndarray: return np.array(read_floats(dev, buf), dtype=np.float32)
 
 
 def _launch_qmd(dev: NVKDevice, spec, prg, bufs, patch: dict[str, int] | None = None) -> None:

@@ -17,6 +17,7 @@ from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, ToolchainError, arch_info, check_llvm_version
 from tinygrad_backend_amd.codeobject import check_code_object
+from tinygrad_backend_amd.fnuz import pm_amd_fp8
 from tinygrad_backend_amd.toolchain import INSTALL_CLANG, find_clang
 
 LOCAL_SIZE = 256  # threads per workgroup the codegen uses (4 waves of 64 on CDNA, 8 of 32 on RDNA)
@@ -98,6 +99,10 @@ class HIPRenderer(CStyleRenderer):
   special_index = {"gidx": "(int)__builtin_amdgcn_workgroup_id_{xyz}()", "lidx": "(int)__builtin_amdgcn_workitem_id_{xyz}()"}
   type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
   code_for_op = {**CStyleRenderer.code_for_op, Ops.MULACC: _mulacc}
+  # fp8 values are bytes, converted by integer code in the kernel, not by v_cvt_f32_fp8/v_cvt_pk_fp8_f32: gfx942's converts
+  # are the FNUZ formats (bias 8, NaN 0x80, no -0, no inf), not the OCP e4m3fn/e5m2 of dtypes.fp8e4m3/fp8e5m2; gfx950's
+  # are OCP, but their overflow/NaN handling (saturation is an instruction modifier) was never checked on hardware here
+  extra_matcher = pm_amd_fp8  # fnuz.py: gfx942's fp8 MFMA reads FNUZ
   compiler: HIPCompiler
 
   def __init__(self, target: Target | None = None):
@@ -135,6 +140,7 @@ class HIPRenderer(CStyleRenderer):
       a, b = f"__builtin_bit_cast({pack}, {a})", f"__builtin_bit_cast({pack}, {b})"
     if tc.threads == 64: return f"{tc.extra['builtin']}({a}, {b}, {c}, 0, 0, 0)"  # MFMA: cbsz, abid, blgp = 0 (no broadcast)
     if tc.dtype_in == dtypes.int8: return f"{tc.extra['builtin']}(true, {a}, true, {b}, {c}, false)"  # iu8: both signed, no clamp
+    if tc.extra.get("opsel"): return f"tg_{tc.name}({a}, {b}, {c})"  # the helper packs C into / D out of the low halves
     return f"{tc.extra['builtin']}({a}, {b}, {c})"
 
   # ---- constants and math
@@ -149,7 +155,13 @@ class HIPRenderer(CStyleRenderer):
   def helpers(self) -> list[tuple[str, str]]:
     vec = [(f"{_vec_name(s)}{n}", f"typedef {s} {_vec_name(s)}{n} __attribute__((ext_vector_type({n})));")
            for s in ("float", "_Float16", "__bf16", "int", "unsigned int", "double", "signed char", "unsigned char") for n in (2, 4, 8, 16)]
-    return [*vec, *((f"{fn}(", code) for fn, code in _F64_MATH.items()), *super().helpers()]
+    # f16-accumulating WMMA on RDNA3 (opsel 0): the 8 accumulators of a lane are the low halves of 8 registers, a half16
+    # whose even elements they are
+    opsel = [(f"tg_{tc.name}(", f"{self.helper_prefix}half8 tg_{tc.name}(half16 a, half16 b, half8 c) {{\n"
+              f"  half16 d = {tc.extra['builtin']}(a, b, __builtin_shufflevector(c, c, {', '.join(f'{i}, -1' for i in range(8))}), false);\n"
+              f"  return __builtin_shufflevector(d, d, {', '.join(str(2 * i) for i in range(8))});\n}}")
+             for tc in self.tensor_cores if tc.extra.get("opsel")]
+    return [*vec, *opsel, *((f"{fn}(", code) for fn, code in _F64_MATH.items()), *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
     shared = sum(u.dtype.size * u.dtype.base.itemsize for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]

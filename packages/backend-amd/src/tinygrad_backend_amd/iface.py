@@ -9,15 +9,14 @@ Never run on an AMD GPU: see the package README.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import fcntl
-import mmap
 import os
 from typing import Protocol
 
-PROT_NONE, PROT_READ, PROT_WRITE = 0, mmap.PROT_READ, mmap.PROT_WRITE
-MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = mmap.MAP_SHARED, mmap.MAP_PRIVATE, 0x10, mmap.MAP_ANONYMOUS
-MAP_NORESERVE = 0x4000
+from tinygrad.device.plugin import MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE, OSDriver
+
+__all__ = ["MAP_ANONYMOUS", "MAP_FIXED", "MAP_NORESERVE", "MAP_PRIVATE", "MAP_SHARED", "PROT_NONE", "PROT_READ", "PROT_WRITE", "TOPOLOGY", "KFD",
+           "Interface", "kfd_present"]
+
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 
 
@@ -34,27 +33,10 @@ class Interface(Protocol):
   def code_object(self, lib: bytes) -> None: ...  # a program is being loaded from `lib` (the mock learns what it computes)
 
 
-class KFD:
-  """The real thing: os.open, fcntl.ioctl on a ctypes structure (filled in place), libc mmap at fixed addresses."""
+class KFD(OSDriver):
+  """The real thing: core's OSDriver (open, ioctl on ctypes structures, libc mmap at fixed addresses) and sysfs reads."""
   name = "KFD"
 
-  def __init__(self) -> None:
-    self.libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    self.libc.mmap.restype, self.libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    self.libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
-  def open(self, path: str) -> int: return os.open(path, os.O_RDWR | os.O_CLOEXEC)
-  def close(self, fd: int) -> None: os.close(fd)
-
-  def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
-    fcntl.ioctl(fd, request, arg)  # type: ignore[call-overload]  # a ctypes structure is a writable buffer
-
-  def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
-    out = self.libc.mmap(addr, size, prot, flags, fd, offset)
-    if out in (None, ctypes.c_void_p(-1).value): raise OSError(ctypes.get_errno(), f"mmap of {size:#x} bytes at {addr:#x} (fd {fd}, offset {offset:#x}) failed")
-    return int(out)
-
-  def munmap(self, addr: int, size: int) -> None: self.libc.munmap(addr, size)
   def listdir(self, path: str) -> list[str]: return os.listdir(path)
 
   def read_text(self, path: str) -> str:

@@ -24,6 +24,7 @@ from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_typ
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
 from tinygrad_backend_amd.codeobject import check_code_object
+from tinygrad_backend_amd.fnuz import pm_amd_fp8
 from tinygrad_backend_amd.toolchain import llvmlite_major, zig_lld
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -85,7 +86,9 @@ class AMDLLVMRenderer(Renderer):
   local_max = (LOCAL_SIZE,)
   global_max = (2 ** 31 - 1, 65535, 65535)
   supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-                                dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void})
+                                dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
+                                dtypes.fp8e4m3, dtypes.fp8e5m2})
+  extra_matcher = pm_amd_fp8  # fp8 values are bytes converted in the kernel (hip.py says why not v_cvt_*fp8); fnuz.py
 
   def __init__(self, target: Target | None = None):
     target = target or Target("AMD", "LLVM", DEFAULT_ARCH)
@@ -233,8 +236,14 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     ir_in, ret = tc.extra["ir_in"], _vt(u.dtype)
     a, b = (self.v(s) if _vt(s.dtype) == ir_in else self.emit(f"bitcast {_vt(s.dtype)} {self.v(s)} to {ir_in}") for s in u.src[:2])
     c = (ret, self.v(u.src[2]))
-    if tc.dtype_in == dtypes.int8: args = [("i1", "true"), (ir_in, a), ("i1", "true"), (ir_in, b), c, ("i1", "false")]  # signed, no clamp
-    elif tc.threads == 64: args = [(ir_in, a), (ir_in, b), c, ("i32", "0"), ("i32", "0"), ("i32", "0")]  # MFMA: cbsz, abid, blgp
+    if tc.extra.get("opsel"):  # RDNA3 f16 accumulators: the low halves of 8 registers, the even elements of a <16 x half>
+      wide = self.emit(f"shufflevector {ret} {c[1]}, {ret} poison, <16 x i32> <{', '.join(f'i32 {i}, i32 poison' for i in range(8))}>")
+      d = self.call(tc.extra["intrinsic"], "<16 x half>", (ir_in, a), (ir_in, b), ("<16 x half>", wide), ("i1", "false"))
+      self.vals[u] = self.emit(f"shufflevector <16 x half> {d}, <16 x half> poison, <8 x i32> <{', '.join(f'i32 {2 * i}' for i in range(8))}>")
+      return
+    if tc.threads == 64: args = [(ir_in, a), (ir_in, b), c, ("i32", "0"), ("i32", "0"), ("i32", "0")]  # MFMA: cbsz, abid, blgp
+    elif tc.dtype_in == dtypes.int8: args = [("i1", "true"), (ir_in, a), ("i1", "true"), (ir_in, b), c, ("i1", "false")]  # signed, no clamp
+    elif tc.dtype_out == dtypes.float16: args = [(ir_in, a), (ir_in, b), c, ("i1", "false")]  # RDNA4's f16 one keeps an opsel operand
     else: args = [(ir_in, a), (ir_in, b), c]
     self.vals[u] = self.call(tc.extra["intrinsic"], ret, *args)
 

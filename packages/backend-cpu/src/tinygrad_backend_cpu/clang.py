@@ -18,7 +18,17 @@ import subprocess
 import sys
 import tempfile
 
-from tinygrad.device.plugin import CompileError, Compiler, CStyleRenderer, DType, Target, UnsupportedDTypeError, dtypes, pm_fast_transcendentals
+from tinygrad.device.plugin import (
+  CompileError,
+  Compiler,
+  CStyleRenderer,
+  DType,
+  Target,
+  UnsupportedDTypeError,
+  dtypes,
+  pm_fast_transcendentals,
+  pm_fp8_as_bytes,
+)
 
 from tinygrad_backend_cpu.threadpool import cpu_threads
 
@@ -229,7 +239,8 @@ class ClangRenderer(CStyleRenderer):
   threads = cpu_threads()
   device = "CPU"
   name = "CLANG"
-  extra_matcher = pm_fast_transcendentals  # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize
+  # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize. fp8 is a byte converted in the kernel
+  extra_matcher = pm_fast_transcendentals + pm_fp8_as_bytes
   type_map = {**CStyleRenderer.type_map, dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
   compiler: ClangCompiler
 
@@ -241,7 +252,8 @@ class ClangRenderer(CStyleRenderer):
 
   @property
   def supported_dtypes(self) -> frozenset[DType]:  # type: ignore[override]
-    return frozenset(dt for dt in dtypes.fields().values() if dt in self.type_map and self._compiler_handles(dt))
+    fp8 = {dtypes.fp8e4m3, dtypes.fp8e5m2}  # bytes, see pm_fp8_as_bytes
+    return frozenset(dt for dt in dtypes.fields().values() if (dt in self.type_map or dt in fp8) and self._compiler_handles(dt))
 
   def _compiler_handles(self, dt: DType) -> bool:
     if dt not in _PROBES: return True

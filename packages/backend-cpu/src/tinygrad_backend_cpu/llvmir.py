@@ -40,6 +40,7 @@ from tinygrad.device.plugin import (
   dtypes,
   offload,
   pm_fast_transcendentals,
+  pm_fp8_as_bytes,
   truncate,
 )
 
@@ -245,7 +246,7 @@ def reg_type(dt: DType) -> str:
   """The LLVM type of a value of dtype dt in a register."""
   if dt == dtypes.void: return "void"
   if dt.count != 1 or dt not in _REG_TYPE:
-    hint = "fp8 is not supported yet" if dt.scalar() in (dtypes.fp8e4m3, dtypes.fp8e5m2) else "scalar dtypes only"
+    hint = "fp8 should have become bytes (pm_fp8_as_bytes)" if dt.scalar() in (dtypes.fp8e4m3, dtypes.fp8e5m2) else "scalar dtypes only"
     raise UnsupportedDTypeError("LLVM", dt, hint)
   return _REG_TYPE[dt]
 
@@ -290,8 +291,9 @@ class LLVMRenderer(Renderer):
   threads = cpu_threads()
   device = "CPU"
   name = "LLVM"
-  supported_dtypes = frozenset(set(_REG_TYPE) | {dtypes.void})
-  extra_matcher = pm_fast_transcendentals  # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize
+  supported_dtypes = frozenset(set(_REG_TYPE) | {dtypes.void, dtypes.fp8e4m3, dtypes.fp8e5m2})  # fp8: bytes, see pm_fp8_as_bytes
+  # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize. fp8 is a byte converted in the kernel
+  extra_matcher = pm_fast_transcendentals + pm_fp8_as_bytes
 
   def __init__(self, target: Target | None = None):
     self.target = target if target is not None else Target("CPU", "LLVM")

@@ -151,12 +151,13 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   for n, tc in enumerate(renderer.tensor_cores):
     if tc.dtype_in != m.dtype_in or not tc.tile_configs or not _lanes_fit(tc): continue
     if dtypes.is_float(tc.dtype_out) != dtypes.is_float(m.reduce.dtype): continue
+    # narrow float accumulators (f16) only for a matmul that accumulates in that dtype (matmul(dtype=half))
+    if dtypes.is_float(tc.dtype_out) and tc.dtype_out.itemsize < 4 and tc.dtype_out != m.reduce.dtype: continue
     # integer ones (int8 -> int32) compute exact products and wrap like the AST only when it multiplies and adds in dtype_out
     if dtypes.is_int(tc.dtype_out) and (m.mul_dtype != tc.dtype_out or m.reduce.dtype != tc.dtype_out): continue
     if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
-    if tc.dtype_in not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.int8): continue  # fp8 operands need fp8 loads/casts: later
     out.append(n)
-  return out
+  return sorted(out, key=lambda n: renderer.tensor_cores[n].dtype_out != m.reduce.dtype)  # the AST's own accumulator dtype first
 
 
 @functools.cache

@@ -7,7 +7,8 @@ ioctl surface and its packet decoder, and takes from here
   rendered in a comment (`source_with_program`), its compiler moves the program behind the binary (`attach`: after the
   last byte any loader reads), and the mock, shown the binary when the runtime loads it (`detach`), records it in a
   `ProgramTable` under a key of its choosing (a hash of what lands in GPU memory) and, at a dispatch, looks the packet's
-  kernel up there and gets a program to run with core's PYTHON interpreter on views of its memory.
+  kernel up there and gets a program to run with core's PYTHON interpreter on views of its memory;
+- the packet-level tests' kernel (`add_kernel`, `add_inputs`, `read_floats`): c = a + b, loaded and fed by hand.
 """
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ import mmap
 import struct
 from typing import Any, Generic, Protocol, TypeVar
 
-from tinygrad.device.runtime import Program
+from tinygrad.codegen.program import ProgramSpec, get_program
+from tinygrad.device.runtime import Compiled, Program
+from tinygrad.dtype import dtypes
+from tinygrad.renderer import Renderer
+from tinygrad.uop.ops import Ops, UOp
 
 PROGRAM_TAG = "MOCK-PYTHON-PROGRAM"
 
@@ -130,3 +135,31 @@ class ProgramTable:
     from tinygrad.device.plugin import python_interpreter
     if (key, name) not in self.loaded: self.loaded[(key, name)] = python_interpreter.load(name, self.programs[key][name][1])
     return self.loaded[(key, name)]
+
+
+# ---- the kernel a mock's packet-level tests dispatch by hand: c = a + b over n floats (buffers c, a, b)
+
+def add_kernel(renderer: Renderer, n: int = 64) -> tuple[ProgramSpec, bytes]:
+  """(program, binary) of c = a + b, rendered and compiled by `renderer` (a mock's: it attaches the PYTHON program)."""
+  c, a, b = (UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(n), (), i) for i in range(3))
+  i = UOp.range(n, 0, "global")
+  ast = c.index(i).store(a.index(i).load() + b.index(i).load()).sink()
+  spec = get_program(ast, renderer)
+  return spec, renderer.compiler.compile_cached(spec.src)
+
+
+def add_inputs(dev: Compiled, kernel: tuple[ProgramSpec, bytes], n: int = 64) -> tuple[ProgramSpec, Program, list]:
+  """The kernel loaded on `dev` and its three buffers: c unwritten, a = 0, 1, ..., n-1, b = 100 everywhere."""
+  spec, lib = kernel
+  if dev.runtime is None: raise RuntimeError(f"{dev.device} runs no kernels (it has no runtime)")
+  prg = dev.runtime(spec.name, lib)
+  bufs = [dev.allocator.alloc(n * 4) for _ in range(3)]
+  dev.allocator.copyin(bufs[1], memoryview(struct.pack(f"{n}f", *range(n))))
+  dev.allocator.copyin(bufs[2], memoryview(struct.pack(f"{n}f", *[100.0] * n)))
+  return spec, prg, bufs
+
+
+def read_floats(dev: Compiled, buf: Any, n: int = 64) -> list[float]:
+  out = memoryview(bytearray(n * 4))
+  dev.allocator.copyout(out, buf)
+  return list(out.cast("f"))

@@ -10,11 +10,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tinygrad.codegen.fp8 import pm_fp8_as_bytes
 from tinygrad.codegen.transcendental import pm_fast_transcendentals
 from tinygrad.device.collectives import CollectiveSpec, CommInit, Communicator
 from tinygrad.device.devstring import Target
 from tinygrad.device.hookspecs import hookimpl
-from tinygrad.device.mock import MockVA, ProgramTable, attach, detach, program_line, program_of_source, source_with_program
+from tinygrad.device.mock import (
+  MockVA,
+  ProgramTable,
+  add_inputs,
+  add_kernel,
+  attach,
+  detach,
+  program_line,
+  program_of_source,
+  read_floats,
+  source_with_program,
+)
+from tinygrad.device.osdriver import MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE, OSDriver
 from tinygrad.device.runtime import Allocator, Buffer, Compiled, CopiesBetween, GraphExec, HostMemory, KernelLaunch, Program, Views, ZeroedAlloc
 from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
 from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
@@ -31,7 +44,7 @@ __all__ = [
   "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
-  "pm_fast_transcendentals", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
+  "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
   # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
   "ContextVar", "IMAGE", "getenv", "diskcache_get", "diskcache_put", "offload",
   # collectives (process groups across processes: tinygrad.distributed) and the buffers they move
@@ -40,6 +53,10 @@ __all__ = [
   "python_interpreter",
   # what mock GPU interfaces share (device/mock.py): an address space with gaps, PYTHON programs carried by binaries
   "MockVA", "ProgramTable", "attach", "detach", "program_line", "program_of_source", "source_with_program",
+  # the c = a + b kernel a mock's packet-level tests load and feed by hand
+  "add_kernel", "add_inputs", "read_floats",
+  # what real kernel-driver interfaces share (device/osdriver.py): open/ioctl/mmap through libc, and mmap's flags
+  "OSDriver", "PROT_NONE", "PROT_READ", "PROT_WRITE", "MAP_SHARED", "MAP_PRIVATE", "MAP_FIXED", "MAP_ANONYMOUS", "MAP_NORESERVE",
 ]
 
 

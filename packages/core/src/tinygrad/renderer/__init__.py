@@ -90,6 +90,9 @@ class TensorCore:
   matrix_load: bool = False
   # global -> shared copies that bypass registers and complete by a later BARRIER (a STORE with arg "async")
   async_copy: bool = False
+  # fp8 operands that reach the instruction as bytes (codegen/fp8.py) are read in the FNUZ flavour of dtype_in (bias one
+  # higher, 0x80 the only NaN, no -0/inf: AMD CDNA3), not OCP's; the backend rewrites its operands to fit (the emulator reads them so)
+  fp8_fnuz: bool = False
   # the tilings a TC opt may name (Opt(TC, tensor core, index into tile_configs)): append only, BEAM caches name them
   tile_configs: tuple[TileConfig, ...] = ()
   tile_order: tuple[int, ...] = ()  # the order the heuristic tries tile_configs in (empty: as listed)

@@ -24,7 +24,7 @@ from tinygrad.device.plugin import TensorCore, python_interpreter
 from tinygrad.device.runtime import Allocator, Compiled
 from tinygrad.dtype import DTYPES_BY_NAME, DType, PtrDType, dtypes
 from tinygrad.renderer import Renderer
-from tinygrad.uop.alu import alu_fn, cast_scalar, from_bits, to_bits
+from tinygrad.uop.alu import alu_fn, cast_scalar, fp8_fnuz_from_bits, from_bits, to_bits
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 # one encoded uop: (op name, dtype name ("float", or "float*" for a pointer), source positions, plain-data arg)
@@ -69,7 +69,7 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("matrix", matrices, trans)
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
     if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
-    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name)
+    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name, tc.fp8_fnuz)
   return None
 
 
@@ -226,10 +226,15 @@ def _gep(i: int, a: int, lane: int) -> Step:
 
 def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]], list[tuple]]:
   """fn(a per lane, b per lane, c per lane) -> d per lane for one TensorCore, from its layout tables."""
-  (M, N, K), threads, a_layout, b_layout, c_layout, din_name, dout_name = arg
+  (M, N, K), threads, a_layout, b_layout, c_layout, din_name, dout_name = arg[:7]
+  fnuz = len(arg) > 7 and arg[7]  # TensorCore.fp8_fnuz
   din, dout = _DTYPES[din_name], _DTYPES[dout_name]
-  # tf32 operands (f32 registers): the instruction reads the top 19 bits
-  def rd(x: float) -> float: return from_bits(to_bits(x, din) & 0xFFFFE000, din) if din == dtypes.float32 else x
+  # tf32 operands (f32 registers): the instruction reads the top 19 bits. fp8 operands of a renderer that keeps fp8 as
+  # bytes (codegen/fp8.py) arrive as ints: their bits, in the FNUZ flavour where the instruction reads that
+  def rd(x: Any) -> Any:
+    if din == dtypes.float32: return from_bits(to_bits(x, din) & 0xFFFFE000, din)
+    if din not in (dtypes.fp8e4m3, dtypes.fp8e5m2) or not isinstance(x, int): return x
+    return fp8_fnuz_from_bits(x, din) if fnuz else from_bits(x, din)
   def run(a: list[tuple], b: list[tuple], c: list[tuple]) -> list[tuple]:
     A = [[0.0] * K for _ in range(M)]
     B = [[0.0] * N for _ in range(K)]

@@ -134,6 +134,18 @@ def fp8_from_bits(bits: int, dt: DType) -> float:
   return sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
 
 
+def fp8_fnuz_from_bits(bits: int, dt: DType) -> float:
+  """The value of fp8 bits read in the FNUZ flavour of dt (e4m3fnuz / e5m2fnuz: bias one higher than OCP's, 0x80 the only
+  NaN, no -0, no inf), as AMD CDNA3's fp8 instructions read them."""
+  if bits == 0x80: return math.nan
+  exp_bits, man_bits = dtypes.finfo(dt)
+  bias = 1 << (exp_bits - 1)
+  sign = -1.0 if bits & 0x80 else 1.0
+  e, m = (bits >> man_bits) & ((1 << exp_bits) - 1), bits & ((1 << man_bits) - 1)
+  if e == 0: return sign * m * 2.0 ** (1 - bias - man_bits)
+  return sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+
+
 def fp8_to_bits(x: float, dt: DType) -> int:
   x = truncate(dt, x)
   if math.isnan(x): return 0x7F

@@ -96,7 +96,7 @@ def identity_element(op: Ops, dt: DType) -> ConstType:
   """The value a reduction starts from."""
   if op is Ops.ADD: return 0 if not dtypes.is_float(dt) else 0.0
   if op is Ops.MUL: return 1 if not dtypes.is_float(dt) else 1.0
-  if op is Ops.MAX: return dtypes.min(dt)
+  if op is Ops.MAX: return -448.0 if dt.scalar() == dtypes.fp8e4m3 else dtypes.min(dt)  # e4m3fn has no -inf (it would be NaN)
   raise ValueError(f"{op} is not a reduce op")
 
 
