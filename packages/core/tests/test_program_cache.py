@@ -121,3 +121,4 @@ def test_outputs_equal_with_and_without_the_cache(disk_cache, lowerings: list[UO
   np.testing.assert_allclose(cold, plain, rtol=1e-6)
   np.testing.assert_array_equal(warm, cold)
   np.testing.assert_allclose(warm, ((x * 2 + 1).clip(0, None).sum(axis=1) / 3), rtol=1e-5)
+
