@@ -1,6 +1,9 @@
 """The on-disk cache of lowered programs (engine/program_cache.py): what it keys on, that a hit skips the lowering, and that a
 program served from it computes what a freshly lowered one does."""
 import copy
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ from tinygrad import Context, Device, Tensor, dtypes, helpers
 from tinygrad.codegen.heuristics import GROUP_REDUCE
 from tinygrad.codegen.program import ProgramSpec
 from tinygrad.engine import program_cache, realize
+from tinygrad.helpers import ContextVar
 from tinygrad.uop.ops import UOp
 
 
@@ -90,6 +94,15 @@ def test_key_misses_on_dtype_shape_renderer_and_opts():
 
 
 @pytest.mark.compile_only
+def test_key_ignores_settings_at_their_default():
+  # a compile worker imports less than this process (fewer settings registered): at their defaults they must not change the key
+  base = key(sum_ast())
+  ContextVar("PROGRAM_CACHE_TEST_SETTING", 0)
+  assert key(sum_ast()) == base
+  with Context(PROGRAM_CACHE_TEST_SETTING=1): assert key(sum_ast()) != base
+
+
+@pytest.mark.compile_only
 def test_key_misses_when_the_lowering_code_changes(monkeypatch: pytest.MonkeyPatch):
   renderer = Device.renderer(Device.DEFAULT)
   base = key(sum_ast())
@@ -122,3 +135,13 @@ def test_outputs_equal_with_and_without_the_cache(disk_cache, lowerings: list[UO
   np.testing.assert_array_equal(warm, cold)
   np.testing.assert_allclose(warm, ((x * 2 + 1).clip(0, None).sum(axis=1) / 3), rtol=1e-5)
 
+
+
+@pytest.mark.compile_only
+def test_hit_on_a_program_another_process_lowered(disk_cache, lowerings: list[UOp]):
+  # the point of the cache: the key is the same in a fresh process (UOp identities and registered settings are not)
+  code = "from tinygrad import Tensor\n(Tensor.empty(16, 32) * 2).sum(axis=1).realize()"
+  subprocess.run([sys.executable, "-c", code], env={**os.environ, "CACHEDB": helpers.CACHEDB}, check=True, timeout=300)
+  hits = program_cache.stats["hits"]
+  realize._program(sum_ast(), Device.renderer(Device.DEFAULT))
+  assert lowerings == [] and program_cache.stats["hits"] == hits + 1

@@ -72,7 +72,7 @@ class ContextVar:
   _registry: dict[str, ContextVar] = {}
 
   def __init__(self, key: str, default: Any):
-    self.key, self.value = key, getenv(key, default)
+    self.key, self.value, self.default = key, getenv(key, default), default
     self.initial = self.value  # what the environment gave: a worker process starts from the same (Context overrides: `overridden`)
     ContextVar._registry[key] = self
 

@@ -27,8 +27,10 @@ TABLE = "lowered_program_v1"
 # packages whose code decides what a kernel AST lowers to, besides the renderer's own module
 _LOWERING_PACKAGES = ("tinygrad.codegen", "tinygrad.renderer", "tinygrad.uop")
 _code_digests: dict[type, str] = {}
-# settings that never change a program (they change what is printed, cached or where work runs)
-_NOT_LOWERING = {"DEBUG", "CACHELEVEL", "PCACHE", "CCACHE", "PARALLEL_COMPILE", "COMPILE_WORKER", "VIZ", "PROFILE", "JIT", "GRAPH"}
+# settings that never change a program (they change what is printed, cached or where work runs; the beam width is in the key
+# apart, as the engine resolves it: a compile worker runs with BEAM=JITBEAM=0 and is handed the width)
+_NOT_LOWERING = {"DEBUG", "CACHELEVEL", "PCACHE", "CCACHE", "PARALLEL_COMPILE", "COMPILE_WORKER", "VIZ", "PROFILE", "JIT", "GRAPH", "BEAM",
+                 "JITBEAM"}
 stats = {"hits": 0, "misses": 0}  # this process's lookups (bench/llm_ttft.py reports them)
 
 
@@ -58,9 +60,11 @@ def renderer_key(renderer: Renderer) -> str:
 
 
 def program_key(ast: UOp, renderer: Renderer, setting: tuple) -> str:
-  # every setting in force (from the environment or a Context), not only those the opts depend on: a miss costs a lowering,
-  # a program served under a setting it wasn't made with would be wrong
-  settings = sorted((k, repr(v.value)) for k, v in ContextVar._registry.items() if k not in _NOT_LOWERING and k not in TINYGRAD_NOOP_SETTINGS)
+  # every setting away from its default (from the environment or a Context), not only those the opts depend on: a miss costs a
+  # lowering, a program served under a setting it wasn't made with would be wrong. (Defaults are left out: a compile worker,
+  # which imports less, has fewer settings registered, and must find what this process stored.)
+  settings = sorted((k, repr(v.value)) for k, v in ContextVar._registry.items()
+                    if v.value != v.default and k not in _NOT_LOWERING and k not in TINYGRAD_NOOP_SETTINGS)
   parts = (stable_key(ast.toposort()), renderer_key(renderer), repr(setting), repr(settings), code_digest(renderer))
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
