@@ -62,7 +62,7 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   counts = counting()
   from llm_decode import PROMPT
   from tinygrad import Device, dtypes
-  from tinygrad.engine import program_cache, realize
+  from tinygrad.engine import realize
   from tinygrad.llm.engine import LLM
   from tinygrad.workers import prestart
   phases = {"import": time.perf_counter() - T0}
@@ -91,7 +91,14 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases["ttft"] = phases["import"] + phases["load"] + phases["first_token"]
   return {"device": Device.DEFAULT, "prompt_tokens": len(ids), "phases_s": {k: round(v, 3) for k, v in phases.items()},
           "kernels_first_token": kernels_first, "kernels": len(realize._runner_cache), **counts,
-          "program_cache": dict(program_cache.stats)}
+          "program_cache": dict(program_cache_stats())}
+
+
+def program_cache_stats() -> dict[str, int]:
+  try:
+    from tinygrad.engine import program_cache
+  except ImportError: return {}  # a tinygrad from before the cache (PYTHONPATH=its source: the figures before it)
+  return program_cache.stats
 
 
 def run_case(path: str, max_context: int, cache: str, env: dict[str, str]) -> dict[str, Any]:
