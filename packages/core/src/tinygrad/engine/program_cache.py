@@ -24,8 +24,10 @@ from tinygrad.uop.ops import Ops, UOp
 
 PCACHE = ContextVar("PCACHE", 1)  # PCACHE=0: lower every kernel anew in each process (the compiled binaries stay cached)
 TABLE = "lowered_program_v1"
-# packages whose code decides what a kernel AST lowers to, besides the renderer's own module
+# packages whose code decides what a kernel AST lowers to, besides the renderer's own package (a backend's, all of it: its tensor
+# cores and rewrite rules may live beside the renderer class)
 _LOWERING_PACKAGES = ("tinygrad.codegen", "tinygrad.renderer", "tinygrad.uop")
+_LOWERING_MODULES = ("tinygrad.dtype",)
 _code_digests: dict[type, str] = {}
 # settings that never change a program (they change what is printed, cached or where work runs; the beam width is in the key
 # apart, as the engine resolves it: a compile worker runs with BEAM=JITBEAM=0 and is handed the width)
@@ -34,17 +36,25 @@ _NOT_LOWERING = {"DEBUG", "CACHELEVEL", "PCACHE", "CCACHE", "PARALLEL_COMPILE", 
 stats = {"hits": 0, "misses": 0}  # this process's lookups (bench/llm_ttft.py reports them)
 
 
-def _files_of(package: str) -> list[str]:
+def _files_of(package: str, recursive: bool = False) -> list[str]:
   mod = sys.modules.get(package) or __import__(package, fromlist=["_"])
   folder = os.path.dirname(inspect.getfile(mod))
-  return [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".py")]
+  walk = os.walk(folder) if recursive else [(folder, [], os.listdir(folder))]
+  return sorted(os.path.join(d, f) for d, _, names in walk for f in names if f.endswith(".py"))
+
+
+def _renderer_files(renderer: Renderer) -> list[str]:
+  """The renderer's module, and with it every module of its package when that is not core (a backend's)."""
+  top = type(renderer).__module__.split(".")[0]
+  return [inspect.getfile(type(renderer))] + ([] if top == "tinygrad" else _files_of(top, recursive=True))
 
 
 def code_digest(renderer: Renderer) -> str:
-  """A digest of the source of core's lowering and rendering code and of the renderer's module (read once per renderer type)."""
+  """A digest of the source of core's lowering and rendering code and of the renderer's (read once per renderer type)."""
   if (d := _code_digests.get(type(renderer))) is None:
     h = hashlib.sha256()
-    files = [f for p in _LOWERING_PACKAGES for f in _files_of(p)] + [inspect.getfile(type(renderer))]
+    files = [f for p in _LOWERING_PACKAGES for f in _files_of(p)] + [inspect.getfile(sys.modules[m]) for m in _LOWERING_MODULES]
+    files += _renderer_files(renderer)
     for f in files:
       with open(f, "rb") as fh: h.update(fh.read())
     d = _code_digests[type(renderer)] = h.hexdigest()
