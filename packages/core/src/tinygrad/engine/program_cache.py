@@ -69,13 +69,16 @@ def renderer_key(renderer: Renderer) -> str:
   return f"{type(renderer).__module__}.{type(renderer).__qualname__}|{sorted(renderer.params().items())!r}|{caps!r}"
 
 
+def lowering_settings() -> str:
+  """Every setting away from its default (from the environment or a Context), not only those the opts depend on: a miss costs a
+  lowering, a program served under a setting it wasn't made with would be wrong. (Defaults are left out: a compile worker,
+  which imports less, has fewer settings registered, and must find what this process stored.)"""
+  return repr(sorted((k, repr(v.value)) for k, v in ContextVar._registry.items()
+                     if v.value != v.default and k not in _NOT_LOWERING and k not in TINYGRAD_NOOP_SETTINGS))
+
+
 def program_key(ast: UOp, renderer: Renderer, setting: tuple) -> str:
-  # every setting away from its default (from the environment or a Context), not only those the opts depend on: a miss costs a
-  # lowering, a program served under a setting it wasn't made with would be wrong. (Defaults are left out: a compile worker,
-  # which imports less, has fewer settings registered, and must find what this process stored.)
-  settings = sorted((k, repr(v.value)) for k, v in ContextVar._registry.items()
-                    if v.value != v.default and k not in _NOT_LOWERING and k not in TINYGRAD_NOOP_SETTINGS)
-  parts = (stable_key(ast.toposort()), renderer_key(renderer), repr(setting), repr(settings), code_digest(renderer))
+  parts = (stable_key(ast.toposort()), renderer_key(renderer), repr(setting), lowering_settings(), code_digest(renderer))
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
