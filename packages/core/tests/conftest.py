@@ -1,7 +1,7 @@
 """Shared pytest setup for the core suite: the compile_only marker, the NULL-device check and deterministic seeds."""
 import numpy as np
 import pytest
-from tinygrad import Device, Tensor
+from tinygrad import Context, Device, Tensor
 
 
 def pytest_configure(config):
@@ -38,3 +38,10 @@ def _seed():
   np.random.seed(0)
   Tensor.manual_seed(0)
   yield
+
+
+@pytest.fixture(autouse=True)
+def _no_program_cache():
+  """Lowered programs aren't served from the on-disk cache (engine/program_cache.py): tests patch the lowering (opts, heuristics,
+  passes), which the cache's key can't see. test_program_cache.py turns it on where it is the subject."""
+  with Context(PCACHE=0): yield

@@ -95,6 +95,24 @@ def test_interning_is_weak():
   assert UOp(Ops.DEFINE_VAR, i32, (), ("only_here_for_this_test", 0, 1)).arg[0] == "only_here_for_this_test"
 
 
+def test_intern_table_drops_dead_nodes_and_keeps_a_replacement():
+  from tinygrad.uop import ops
+  key = ("intern_table_test", 0, 1)
+  def entries() -> int: return sum(1 for k in ops._interned if k[3] == key)
+  x = UOp(Ops.DEFINE_VAR, i32, (), key)
+  assert entries() == 1 and UOp(Ops.DEFINE_VAR, i32, (), key) is x
+  del x
+  gc.collect()
+  assert entries() == 0, "a dead node's entry stays in the table (it would grow without bound)"
+  # a node that dies after an equal one replaced its entry must not take the replacement's entry with it
+  y = UOp(Ops.DEFINE_VAR, i32, (), key)
+  stale = ops._Interned(y, ops._forget)
+  stale.key = ops._interned[next(k for k in ops._interned if k[3] == key)].key
+  z = UOp(Ops.DEFINE_VAR, i32, (), key)
+  ops._forget(stale)  # the entry holds a live reference: kept
+  assert z is y and entries() == 1 and UOp(Ops.DEFINE_VAR, i32, (), key) is y
+
+
 def test_unhashable_arg_is_a_clear_error():
   with pytest.raises(TypeError, match="hashable"):
     UOp(Ops.RESHAPE, f32, (buffer(4),), [2, 2])

@@ -11,6 +11,7 @@ import pickle
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -71,7 +72,7 @@ class ContextVar:
   _registry: dict[str, ContextVar] = {}
 
   def __init__(self, key: str, default: Any):
-    self.key, self.value = key, getenv(key, default)
+    self.key, self.value, self.default = key, getenv(key, default), default
     self.initial = self.value  # what the environment gave: a worker process starts from the same (Context overrides: `overridden`)
     ContextVar._registry[key] = self
 
@@ -190,6 +191,9 @@ def cache_dir() -> str:
 
 CACHEDB: str = os.environ.get("CACHEDB", os.path.join(cache_dir(), "cache.db"))
 _db_conn: sqlite3.Connection | None = None
+# one connection for the process, used by more than one thread (the compile thread stores binaries while this one stores
+# lowered programs): sqlite3's connection objects are not safe to use from two threads at once
+_db_lock = threading.RLock()
 
 
 def _db() -> sqlite3.Connection:
@@ -206,16 +210,18 @@ def _table(table: str) -> str: return "cache_" + hashlib.sha256(table.encode()).
 def diskcache_get(table: str, key: str) -> Any:
   if CACHELEVEL.value == 0: return None
   try:
-    row = _db().execute(f"SELECT val FROM {_table(table)} WHERE key=?", (key,)).fetchone()
+    with _db_lock: row = _db().execute(f"SELECT val FROM {_table(table)} WHERE key=?", (key,)).fetchone()
   except sqlite3.OperationalError: return None  # table not created yet
   return pickle.loads(row[0]) if row else None
 
 
 def diskcache_put(table: str, key: str, value: Any) -> Any:
   if CACHELEVEL.value == 0: return value
-  db = _db()
-  db.execute(f"CREATE TABLE IF NOT EXISTS {_table(table)} (key TEXT PRIMARY KEY, val BLOB)")
-  db.execute(f"INSERT OR REPLACE INTO {_table(table)} (key, val) VALUES (?, ?)", (key, pickle.dumps(value)))
+  data = pickle.dumps(value)
+  with _db_lock:
+    db = _db()
+    db.execute(f"CREATE TABLE IF NOT EXISTS {_table(table)} (key TEXT PRIMARY KEY, val BLOB)")
+    db.execute(f"INSERT OR REPLACE INTO {_table(table)} (key, val) VALUES (?, ?)", (key, data))
   return value
 
 

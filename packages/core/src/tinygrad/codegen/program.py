@@ -51,11 +51,12 @@ def kernel_name(ast: UOp) -> str:
   ranges = sorted((n for n in nodes if n.op is Ops.RANGE), key=lambda r: r.arg[0])
   prefix = "r" if any(n.op is Ops.REDUCE for n in nodes) else "E"
   sizes = "_".join(str(r.src[0].arg) if r.src[0].op is Ops.CONST else "n" for r in ranges) or "1"
-  digest = hashlib.sha256(_stable_key(nodes).encode()).hexdigest()[:6]
+  digest = hashlib.sha256(stable_key(nodes).encode()).hexdigest()[:6]
   return f"{prefix}_{sizes}_{digest}"
 
 
-def _stable_key(nodes: list[UOp]) -> str:
+def stable_key(nodes: list[UOp]) -> str:
+  """A toposorted graph as text, the same in every process (UOps hash by identity, which is not)."""
   ids = {n: i for i, n in enumerate(nodes)}
   return ";".join(f"{n.op.name},{n.dtype!r},{[ids[s] for s in n.src]},{n.arg!r}" for n in nodes)
 

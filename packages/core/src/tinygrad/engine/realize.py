@@ -16,6 +16,7 @@ from tinygrad.device.runtime import Buffer, Compiled, CopiesBetween, HostMemory,
 from tinygrad.engine import search
 from tinygrad.engine.buffers import buffer_of, buffers  # noqa: F401  (buffers: re-exported, as tensor.py and disk.py reach them here)
 from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
+from tinygrad.engine.program_cache import cached_program
 from tinygrad.helpers import BEAM, DEBUG, IMAGE, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem, SplitPolicy
@@ -95,7 +96,8 @@ def opt_setting() -> tuple[int, ...]:
 
 
 def _program(ast: UOp, renderer: Renderer) -> ProgramSpec:
-  return get_program(ast, renderer, search.choose_opts(ast, renderer, beam_width()))
+  beam = beam_width()
+  return cached_program(ast, renderer, opt_setting(), beam, lambda: get_program(ast, renderer, search.choose_opts(ast, renderer, beam)))
 
 
 def _runner_key(device: str, ast: UOp, renderer: Renderer) -> tuple:

@@ -21,7 +21,7 @@ from typing import Any
 from tinygrad.codegen.custom import is_hand_written
 from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
-from tinygrad.codegen.program import _stable_key, default_opts, kernel_name, worth_threading
+from tinygrad.codegen.program import default_opts, kernel_name, stable_key, worth_threading
 from tinygrad.codegen.tensor_core import tc_opts
 from tinygrad.device.registry import Device
 from tinygrad.engine.timing import Bench, compile_all
@@ -60,7 +60,7 @@ def _timing_device(renderer: Renderer) -> Any:
 # ---- the cache
 
 def cache_key(ast: UOp, renderer: Renderer, amt: int) -> str:
-  desc = f"{_stable_key(ast.toposort())}|{renderer.device}|{renderer.name}|{renderer.arch}|{renderer.threads}|{amt}"
+  desc = f"{stable_key(ast.toposort())}|{renderer.device}|{renderer.name}|{renderer.arch}|{renderer.threads}|{amt}"
   return hashlib.sha256(desc.encode()).hexdigest()
 
 
