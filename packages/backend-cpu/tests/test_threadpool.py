@@ -8,7 +8,7 @@ from tinygrad_backend_cpu.threadpool import run_parallel
 def test_each_index_once_on_its_own_thread():
   for n in (1, 2, 4, 3):
     seen: dict[int, int] = {}
-    run_parallel(lambda i: seen.__setitem__(i, threading.get_ident()), n)
+    run_parallel(lambda i, seen=seen: seen.__setitem__(i, threading.get_ident()), n)
     assert sorted(seen) == list(range(n)) and len(set(seen.values())) == n
 
 

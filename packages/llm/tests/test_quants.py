@@ -72,3 +72,21 @@ def test_nibble_shifts_are_not_a_buffer():
   for _ in range(3): f(Tensor.ones(1, 1, 64).contiguous().realize())
   matvec = [ei for ei, _ in f.captured if ei.runner is not None and ei.runner.spec.name.startswith("r_")]
   assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 3  # out, x, raw
+
+
+def test_prefill_chunk_linear_split_over_threads():
+  """32 rows times a Q4_1 W (a prefill chunk): on a CPU with several threads the rows are split between them (THREAD), each
+  thread decoding all of W; the values still match numpy."""
+  from tinygrad import Device, TinyJit
+  from tinygrad.llm.model import QuantWeight, linear
+  n_out, k = 96, 384
+  blocks = random_blocks("Q4_1", n_out * k // 32, seed=3)
+  w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType["Q4_1"]).astype(np.float32).reshape(n_out, k)
+  w = QuantWeight(Tensor(blocks.reshape(-1)).realize(), "Q4_1", (n_out, k))
+  x_np = np.random.default_rng(4).standard_normal((1, 32, k)).astype(np.float32)
+  f = TinyJit(lambda x: linear(x, w).contiguous())
+  for _ in range(3): got = f(Tensor(x_np).realize()).numpy()
+  np.testing.assert_allclose(got, x_np @ w_np.T, rtol=1e-4, atol=1e-3)
+  if Device.DEFAULT.startswith("CPU") and getattr(Device.renderer(Device.DEFAULT), "threads", 1) > 1:
+    opts = [o.op.name for ei, _ in f.captured if ei.runner is not None for o in ei.runner.spec.opts]
+    assert "THREAD" in opts
