@@ -17,3 +17,17 @@ def test_a_worker_error_is_raised_and_the_pool_still_works():
   out = [0] * 3
   run_parallel(lambda i: out.__setitem__(i, i + 1), 3)
   assert out == [1, 2, 3]
+
+
+def test_a_forked_child_starts_its_own_workers():
+  import os
+  run_parallel(lambda i: None, 2)  # the parent's worker exists
+  pid = os.fork()
+  if pid == 0:  # the child: a parallel launch must not wait for the parent's worker, which doesn't exist here
+    import signal
+    signal.alarm(20)  # a hang ends the child (SIGALRM), and the test fails instead of hanging
+    out = [0, 0]
+    run_parallel(lambda i: out.__setitem__(i, 1), 2)
+    os._exit(0 if out == [1, 1] else 1)
+  _, status = os.waitpid(pid, 0)
+  assert os.waitstatus_to_exitcode(status) == 0

@@ -45,7 +45,11 @@ _workers: list[_Worker] = []
 _lock = threading.Lock()  # one parallel launch at a time: the workers are shared
 
 
-def _forget_workers() -> None: _workers.clear()  # a forked child has none of its parent's threads
+def _forget_workers() -> None:
+  """In a forked child: none of the parent's threads exist there, and the lock may have been held by one of them."""
+  global _lock
+  _workers.clear()
+  _lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_forget_workers)
