@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 
-from tinygrad.device.runtime import KernelLaunch
+from tinygrad.device.plugin import KernelLaunch
 
 from tinygrad_backend_cpu.threadpool import run_parallel
 
