@@ -159,6 +159,16 @@ def test_cpu_threads_only_split_an_even_outer_loop():
   assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(even, threads=2)
 
 
+def test_cpu_few_vectors_thread_over_the_vectors_while_w_fits_in_cache():
+  """32 vectors times W.T (an LLM's prefill chunk): the threads split the vectors (each thread reads all of W) when W is small
+  enough to stay in a shared cache; a bigger W, or too little work to pay for starting threads, stays on one thread."""
+  small, big = (_ast_of(Tensor.empty(32, 576) @ Tensor.empty(n, 576).T) for n in (1024, 4096))  # W: 2.4 MB, 9.4 MB
+  assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(small, threads=2)
+  assert not any(o.op is OptOps.THREAD for o in hand_coded_opts(big, threads=2))
+  tiny = _ast_of(Tensor.empty(32, 64) @ Tensor.empty(256, 64).T)  # 0.5M multiply-adds
+  assert Opt(OptOps.UPCAST, 0, 8) in (opts := hand_coded_opts(tiny, threads=2)) and not any(o.op is OptOps.THREAD for o in opts)
+
+
 def test_cpu_few_vectors_reuse_the_narrow_operand():
   """8 float vectors times a same-sized int8 matrix (a quantized weight): both inputs are big; the packed one is decoded once and
   reused for the vectors (UPCAST their loop), not the other way round."""

@@ -44,3 +44,49 @@ def test_unsupported_type():
 def test_wrong_size():
   with pytest.raises(ValueError, match="doesn't hold"):
     dequantize(Tensor(np.zeros(20, np.uint8)), "Q4_0", (32,))
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_1", "Q5_1", "Q4_K", "Q6_K"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_linear_matches_numpy_on_odd_shapes(type_name, rows):
+  """linear() (dequantization fused into the matmul, x stored first on a CPU) against numpy on the gguf package's dequantization:
+  7 outputs (no nice divisor) and a reduction of a few blocks."""
+  from tinygrad.llm.model import QuantWeight, linear
+  block_size = BLOCK_SIZES[type_name][0]
+  n_out, k = 7, 3 * block_size
+  blocks = random_blocks(type_name, n_out * 3, seed=rows)
+  w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType[type_name]).astype(np.float32).reshape(n_out, k)
+  x_np = np.random.default_rng(1).standard_normal((1, rows, k)).astype(np.float32)
+  norm = np.random.default_rng(2).uniform(0.5, 1.5, k).astype(np.float32)
+  got = linear(Tensor(x_np) * Tensor(norm), QuantWeight(Tensor(blocks.reshape(-1)), type_name, (n_out, k))).numpy()
+  np.testing.assert_allclose(got, (x_np * norm) @ w_np.T, rtol=1e-4, atol=1e-4 * float(np.abs(w_np).max()) * k ** 0.5)
+
+
+def test_nibble_shifts_are_not_a_buffer():
+  """The shift amounts that unpack nibbles are computed in the kernel: a Q4_1 matrix-vector product reads only x and the
+  weight's bytes (a shift table in memory made every unpack a guarded variable shift)."""
+  from tinygrad import TinyJit
+  from tinygrad.llm.model import QuantWeight, linear
+  w = QuantWeight(Tensor(random_blocks("Q4_1", 4 * 2).reshape(-1)).realize(), "Q4_1", (4, 64))
+  f = TinyJit(lambda x: linear(x, w).contiguous())
+  for _ in range(3): f(Tensor.ones(1, 1, 64).contiguous().realize())
+  matvec = [ei for ei, _ in f.captured if ei.runner is not None and ei.runner.spec.name.startswith("r_")]
+  assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 3  # out, x, raw
+
+
+def test_prefill_chunk_linear_split_over_threads():
+  """32 rows times a Q4_1 W (a prefill chunk): on a CPU with several threads the rows are split between them (THREAD), each
+  thread decoding all of W; the values still match numpy."""
+  from tinygrad import Device, TinyJit
+  from tinygrad.llm.model import QuantWeight, linear
+  n_out, k = 96, 384
+  blocks = random_blocks("Q4_1", n_out * k // 32, seed=3)
+  w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType["Q4_1"]).astype(np.float32).reshape(n_out, k)
+  w = QuantWeight(Tensor(blocks.reshape(-1)).realize(), "Q4_1", (n_out, k))
+  x_np = np.random.default_rng(4).standard_normal((1, 32, k)).astype(np.float32)
+  f = TinyJit(lambda x: linear(x, w).contiguous())
+  for _ in range(3): got = f(Tensor(x_np).realize()).numpy()
+  np.testing.assert_allclose(got, x_np @ w_np.T, rtol=1e-4, atol=1e-3)
+  if Device.DEFAULT.startswith("CPU") and getattr(Device.renderer(Device.DEFAULT), "threads", 1) > 1:
+    opts = [o.op.name for ei, _ in f.captured if ei.runner is not None for o in ei.runner.spec.opts]
+    assert "THREAD" in opts

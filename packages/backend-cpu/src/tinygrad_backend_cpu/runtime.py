@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tinygrad.device.plugin import Allocator, Compiled, Target
 
 from tinygrad_backend_cpu.elf import LoadedObject, UnsupportedObject, load_object
+from tinygrad_backend_cpu.graph import CPUGraph
 from tinygrad_backend_cpu.threadpool import run_parallel
 
 
@@ -99,7 +100,7 @@ class CPUProgram:
 
 class CPUDevice(Compiled):
   def __init__(self, device: str):
-    super().__init__(device, CPUAllocator(), CPUProgram)
+    super().__init__(device, CPUAllocator(), CPUProgram, graph=CPUGraph)
 
 
 def open_cpu(index: int, target: Target) -> CPUDevice:

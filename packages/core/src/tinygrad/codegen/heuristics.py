@@ -42,8 +42,11 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       # (UNROLL) and reuse each loaded piece of W for several vectors (UPCAST the output loop W doesn't depend on)
       opts.extend(unrolls)
       if (k := _largest_divisor(range_size(shared), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, shared.arg[0], k))
-      # THREAD splits the outermost loop, here the vectors': each thread would stream all of W (measured 7x slower, not 2x faster)
-      if outs and outs[0] is shared: threads = 1
+      # THREAD splits the outermost loop, here the vectors': each thread reads and decodes all of W for its share of them. That
+      # pays while W sits in cache (SmolLM2's 32-token prefill, a 1.1 MB Q4_1 W: 8.4 -> 4.3 ms on 2 cores), not for a W streamed
+      # from memory once per thread (measured 7x slower on an earlier, bigger case)
+      if outs and outs[0] is shared and (_loop_work(ast) < MATVEC_THREAD_WORK or _biggest_input_bytes(ast) > SHARED_THREAD_BYTES):
+        threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
       block = _register_block(outs if gpu else _blocking_order(ast, outs), gpu, accumulators)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
@@ -120,6 +123,10 @@ def _blocking_order(ast: UOp, outs: list[UOp]) -> list[UOp]:
 
 
 MATVEC_THREAD_WORK = 1 << 20
+SHARED_THREAD_BYTES = 4 << 20  # a matrix every thread reads whole: at most this big (it stays in a shared cache)
+
+
+def _biggest_input_bytes(ast: UOp) -> int: return max((_buffer_bytes(ld) for ld in _loads_in_reduces(ast)), default=0)
 
 
 def _loop_work(ast: UOp) -> int:

@@ -186,6 +186,9 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   if block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
   else:
     n_out, k = w.shape
+    # on a CPU the rows of x stored once (x is often the residual times a norm's weight): fused, that product would be computed
+    # again for every output row, a multiply per weight (a Q4_1 matrix-vector product: 117 -> 108 us)
+    if not fuses_cheaply(x.device): x = x.contiguous()
     wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
   if scale is not None: out = out * scale

@@ -55,9 +55,11 @@ def _f16(b: Tensor) -> Tensor:
   return _bytes_to(b, dtypes.float16).cast(dtypes.float32)
 
 
-def _shifts(values: list[int], shape: tuple[int, ...], device: str) -> Tensor:
-  """A small uint8 constant tensor of shift amounts, reshaped for broadcasting."""
-  return Tensor(values, dtype=dtypes.uint8, device=device).reshape(shape)
+def _shifts(step: int, n: int, shape: tuple[int, ...], device: str) -> Tensor:
+  """Shift amounts 0, step, ..., (n-1)*step as uint8, reshaped for broadcasting. Computed from the loop index (an arange), not
+  loaded from a buffer: the kernel then knows each shift is below 8, so it shifts without guarding against a too-wide shift
+  (a Q4_1 matrix-vector product on the CPU: 147 -> 117 us)."""
+  return (Tensor.arange(n, dtype=dtypes.int32, device=device) * step).cast(dtypes.uint8).reshape(shape)
 
 
 def _arange_u8(n: int, device: str) -> Tensor: return Tensor.arange(n, dtype=dtypes.int32, device=device).cast(dtypes.uint8)
@@ -77,7 +79,7 @@ def dq_bf16(blocks: Tensor) -> Tensor:
 def _nibbles(qs: Tensor) -> Tensor:
   """(n, 16) packed bytes -> (n, 32): the 16 low nibbles, then the 16 high nibbles."""
   n = qs.shape[0]
-  return (qs.reshape(n, 1, 16).expand(n, 2, 16) >> _shifts([0, 4], (1, 2, 1), qs.device)).reshape(n, 32) & 0xF
+  return (qs.reshape(n, 1, 16).expand(n, 2, 16) >> _shifts(4, 2, (1, 2, 1), qs.device)).reshape(n, 32) & 0xF
 
 
 def _qh_bits(qh: Tensor) -> Tensor:
@@ -125,7 +127,7 @@ def _k_nibbles(qs_bytes: Tensor) -> Tensor:
   """(n, 128) bytes -> (n, 4, 2, 32): 4 chunks of 64 elements, 32 low nibbles (sub-block 2j) then 32 high nibbles (2j+1)."""
   n = qs_bytes.shape[0]
   qs = qs_bytes.reshape(n, 4, 1, 32).expand(n, 4, 2, 32)
-  return (qs >> _shifts([0, 4], (1, 1, 2, 1), qs_bytes.device)) & 0xF
+  return (qs >> _shifts(4, 2, (1, 1, 2, 1), qs_bytes.device)) & 0xF
 
 
 def _k_scale_min(blocks: Tensor, q: Tensor) -> Tensor:
@@ -154,9 +156,9 @@ def dq_q6_k(blocks: Tensor) -> Tensor:
   dev = blocks.device
   # element (half h, quarter k, l) of 2x4x32: low 4 bits from ql[64h + 32(k&1) + l] >> 4(k>>1), high 2 bits from qh[32h + l] >> 2k
   ql = blocks[:, 0:128].reshape(n, 2, 1, 2, 32).expand(n, 2, 2, 2, 32)
-  low = ((ql >> _shifts([0, 4], (1, 1, 2, 1, 1), dev)) & 0xF).reshape(n, 2, 4, 32)
+  low = ((ql >> _shifts(4, 2, (1, 1, 2, 1, 1), dev)) & 0xF).reshape(n, 2, 4, 32)
   qh = blocks[:, 128:192].reshape(n, 2, 1, 32).expand(n, 2, 4, 32)
-  high = (qh >> _shifts([0, 2, 4, 6], (1, 1, 4, 1), dev)) & 3
+  high = (qh >> _shifts(2, 4, (1, 1, 4, 1), dev)) & 3
   q = (low | (high << 4)).cast(dtypes.float32) - 32
   # scale of element (h, k, l) is scales[8h + 2k + l // 16]
   sc = blocks[:, 192:208].bitcast(dtypes.int8).cast(dtypes.float32).reshape(n, 2, 4, 2, 1).expand(n, 2, 4, 2, 16).reshape(n, 2, 4, 32)

@@ -1,0 +1,33 @@
+"""threadpool.run_parallel: every index runs once, on distinct threads, and a worker's exception reaches the caller."""
+import threading
+
+import pytest
+from tinygrad_backend_cpu.threadpool import run_parallel
+
+
+def test_each_index_once_on_its_own_thread():
+  for n in (1, 2, 4, 3):
+    seen: dict[int, int] = {}
+    run_parallel(lambda i, seen=seen: seen.__setitem__(i, threading.get_ident()), n)
+    assert sorted(seen) == list(range(n)) and len(set(seen.values())) == n
+
+
+def test_a_worker_error_is_raised_and_the_pool_still_works():
+  with pytest.raises(ZeroDivisionError): run_parallel(lambda i: None if i != 2 else 1 // 0, 3)
+  out = [0] * 3
+  run_parallel(lambda i: out.__setitem__(i, i + 1), 3)
+  assert out == [1, 2, 3]
+
+
+def test_a_forked_child_starts_its_own_workers():
+  import os
+  run_parallel(lambda i: None, 2)  # the parent's worker exists
+  pid = os.fork()
+  if pid == 0:  # the child: a parallel launch must not wait for the parent's worker, which doesn't exist here
+    import signal
+    signal.alarm(20)  # a hang ends the child (SIGALRM), and the test fails instead of hanging
+    out = [0, 0]
+    run_parallel(lambda i: out.__setitem__(i, 1), 2)
+    os._exit(0 if out == [1, 1] else 1)
+  _, status = os.waitpid(pid, 0)
+  assert os.waitstatus_to_exitcode(status) == 0
