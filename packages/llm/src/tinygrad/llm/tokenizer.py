@@ -18,8 +18,9 @@ from typing import Any
 
 import regex
 
-# a chat template (from the model file: untrusted) may run this long and produce this many characters (or any one value as long)
-TEMPLATE_TIME_S = 2.0
+# a chat template (from the model file: untrusted) may run this long and produce this many characters (or any one value as long).
+# The first render also compiles the template under the tracer: on a loaded 2-core machine that alone took over 2 s
+TEMPLATE_TIME_S = 5.0
 TEMPLATE_MAX_CHARS = 1 << 22
 TEMPLATE_MAX_INT_BITS = 1 << 14  # ints a template builds with * (squaring in a loop doubles the size each time)
 SLOW_FILTER_CHARS = 1 << 14  # input of the filters that are superlinear in C (striptags' regex) or slow in Python (urlize, wordwrap)
