@@ -131,6 +131,10 @@ def test_a_missing_semaphore_is_a_timeout_with_the_queue_state(dev, monkeypatch)
   dev.write_gpfifo(cls.gpfifo_entry(dev.cmd.va + 0x100000, len(pb) // 4))
   dev.timeline += 1
   with pytest.raises(RuntimeError, match="did not reach timeline value 2 .*: GPFIFO GPGet 2, GPPut 2, timeline semaphore 1 .want 2."): dev.synchronize()
+  # the channel will never get there: later waits (a free() from the garbage collector) fail at once, not after the deadline
+  monkeypatch.setattr(nvruntime, "WAIT_TIMEOUT_S", 3600.0)
+  with pytest.raises(RuntimeError, match="did not reach timeline value 2 .*The device is unusable in this process"): dev.synchronize()
+  dev.free(dev.alloc(4096, what="a buffer"))  # returns: freeing on a dead channel is safe
 
 
 def test_a_stopped_channel_is_reported_at_once_with_rms_error(dev, monkeypatch):
@@ -292,3 +296,12 @@ def test_free_waits_for_queued_work_before_unmapping(dev, monkeypatch):
   monkeypatch.setattr(dev.uvm, "call", lambda req, *a, **kw: (order.append(req), real_call(req, *a, **kw))[1])
   dev.free(m)
   assert order[0] == "synchronize" and nv.UVM_FREE in order[1:]
+
+
+def test_the_mock_writes_the_error_notifier_when_it_stops_a_channel(dev):
+  """As RM does: a copy from an unmapped address stops the channel with an MMU fault (31) in its error notifier, which the
+  runtime's waits read."""
+  assert dev.channel_error() is None
+  buf = dev.alloc(4096, what="a buffer")
+  with pytest.raises(GPFIFOError, match="not in memory mapped"): dev.submit(cls.PushBuffer().copy(buf.va, buf.va + buf.size, 16))
+  assert (err := dev.channel_error()) is not None and err.startswith("RM error 31 (MMU fault")

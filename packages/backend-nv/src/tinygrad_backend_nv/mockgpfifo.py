@@ -32,8 +32,8 @@ class GPFIFOError(RuntimeError):
 
 
 class GPFIFOProcessor:
-  def __init__(self, nv: MockNV, channel: Obj, ring_va: int, entries: int, userd: Obj, userd_off: int):
-    self.nv, self.channel, self.ring_va, self.entries = nv, channel, ring_va, entries
+  def __init__(self, nv: MockNV, channel: Obj, ring_va: int, entries: int, userd: Obj, userd_off: int, notifier: Obj | None = None):
+    self.nv, self.channel, self.ring_va, self.entries, self.notifier = nv, channel, ring_va, entries, notifier
     self.userd = userd.host + userd_off
     self.error: GPFIFOError | None = None
     self.subc: dict[int, int] = {}  # subchannel -> bound class
@@ -66,6 +66,10 @@ class GPFIFOProcessor:
 
   def _fail(self, e: GPFIFOError) -> GPFIFOError:
     self.error = e  # like a channel after an error: it stays stopped
+    if self.notifier is not None:  # and RM writes the channel's error notifier (NvNotification: info32 = the nverror.h code, status)
+      code = 31 if "not in memory mapped" in str(e) else 13 if "kernel" in str(e) else 32  # MMU fault, GR exception, PBDMA error
+      view = self.notifier.view(0, 16)
+      view[8:12], view[14:16] = code.to_bytes(4, "little"), (0xFFFF).to_bytes(2, "little")
     return e
 
   def _segment(self, addr: int, n: int) -> None:

@@ -265,7 +265,7 @@ class MockNV:
     if params.userdOffset[0] + cls.USERD_SIZE > userd.size or params.userdOffset[0] % 512: raise RMStatus(0x37, "GPFIFO channel: USERD offset out of its memory or not 512-aligned")
     token = 0x40 + len(self.channels)
     obj.extra.update(token=token, scheduled=False)
-    self.channels[token] = GPFIFOProcessor(self, obj, params.gpFifoOffset, entries, userd, params.userdOffset[0])
+    self.channels[token] = GPFIFOProcessor(self, obj, params.gpFifoOffset, entries, userd, params.userdOffset[0], self.objs[params.hObjectError])
 
   def _free(self, p: nv.NVOS00_PARAMETERS) -> None:
     obj = self._obj(p.hObjectOld, "RM_FREE")

@@ -57,8 +57,13 @@ class NVKGraph:
   def update(self, i: int, launch: KernelLaunch) -> None:
     if launch.program is not self.launches[i].program: raise ValueError(f"graph launch {i}: update must keep the program ({self.launches[i].program.name})")  # type: ignore[attr-defined]
     self.dev.synchronize()  # a replay still in flight reads these QMDs and constant buffers
-    empty_before = any(g == 0 for g in self.launches[i].global_size)
-    self._fill(i, launch)
+    old = self.launches[i]
+    empty_before = any(g == 0 for g in old.global_size)
+    if tuple(launch.global_size) == tuple(old.global_size) and tuple(launch.local_size) == tuple(old.local_size):
+      # new buffers or values only (decode's position, each token): the params in both copies, QMDs untouched
+      prg: NVKProgram = launch.program  # type: ignore[assignment]
+      for c in range(COPIES): prg.patch_params(self.slots.cpu + (c * len(self.launches) + i) * self.slot_size, launch.bufs, launch.vals)  # type: ignore[operator]
+    else: self._fill(i, launch)
     self.launches[i] = launch
     if empty_before != any(g == 0 for g in launch.global_size): self._build()
 

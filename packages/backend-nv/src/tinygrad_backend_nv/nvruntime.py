@@ -314,13 +314,18 @@ class NVKDevice(Compiled):
     want, start = self.timeline if before is None else before, time.monotonic()
     checked = start
     while self.timeline_sem.value < want:
+      # a channel that stopped or timed out once never finishes: later waits (a free() from the garbage collector, say) say so
+      # at once instead of each waiting out the deadline again
+      if (stuck := getattr(self, "stuck", None)) is not None: raise RuntimeError(f"{stuck}. The device is unusable in this process")
       now = time.monotonic()
       if now - checked > 0.05:  # a channel RM stopped never finishes: say why at once instead of waiting out the deadline
         checked = now
         if (err := self.channel_error()) is not None:
-          raise RuntimeError(f"{self.device}: the GPU channel stopped: {err}; {self.queue_state()}. The device is unusable in this process")
+          self.stuck = f"{self.device}: the GPU channel stopped: {err}; {self.queue_state()}"
+          raise RuntimeError(f"{self.stuck}. The device is unusable in this process")
       if now - start > WAIT_TIMEOUT_S:
-        raise RuntimeError(f"{self.device}: the GPU did not reach timeline value {want} in {WAIT_TIMEOUT_S:.0f} s: {self.queue_state()}")
+        self.stuck = f"{self.device}: the GPU did not reach timeline value {want} in {WAIT_TIMEOUT_S:.0f} s: {self.queue_state()}"
+        raise RuntimeError(self.stuck)
 
   # ---- copies through the copy engine
   def copy_gpu(self, dst: int, src: int, nbytes: int) -> None:
@@ -428,21 +433,12 @@ class NVKProgram:
            local_size: tuple[int, ...], release: tuple[int, int] | None) -> int:
     """Write constant bank 0 and the QMD of one launch into a launch slot; the QMD's GPU address."""
     img = self.img
-    if len(bufs) + len(vals) != len(img.params):
-      raise TypeError(f"kernel {self.name!r} takes {len(img.params)} arguments, got {len(bufs)} buffers and {len(vals)} values")
     gs, ls = (tuple(global_size) + (1, 1, 1))[:3], (tuple(local_size) + (1, 1, 1))[:3]
     threads = ls[0] * ls[1] * ls[2]
     if img.max_threads and threads > img.max_threads: raise RuntimeError(f"kernel {self.name}: local size {ls} exceeds its limit of {img.max_threads} threads per block")
     cbuf = bytearray(self.cbuf0_template)  # the driver's prefix (windows, stack top) is in the template; block/grid dims first
     struct.pack_into("<6I", cbuf, 0, *ls, *gs)
-    base = img.param_offset
-    for p in img.params:
-      if p.ordinal < len(bufs):
-        if p.size != 8: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, a buffer pointer is 8")
-        struct.pack_into("<Q", cbuf, base + p.offset, bufs[p.ordinal].va)
-      else:
-        if p.size != 4: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, our values are int32")
-        struct.pack_into("<i", cbuf, base + p.offset, vals[p.ordinal - len(bufs)])
+    cbuf[img.param_offset:img.param_offset + img.param_size] = self.param_bytes(bufs, vals)
     ctypes.memmove(slot_cpu + QMD_ALIGN * 2, bytes(cbuf), len(cbuf))  # the QMD first (<= 384 bytes), constant bank 0 after it
     key = (gs, ls, release is not None)
     if (template := self.qmd_templates.get(key)) is None:  # the QMD of this grid and block, its per-launch fields zero
@@ -455,6 +451,26 @@ class NVKProgram:
     if release is not None: fields.update(release_fields(version, release))
     ctypes.memmove(slot_cpu, qmd_patch(version, template, fields).to_bytes(QMD_BYTES[version], "little"), QMD_BYTES[version])
     return slot_va
+
+  def param_bytes(self, bufs: tuple[GPUMem, ...], vals: tuple[int, ...]) -> bytes:
+    """The params' part of constant bank 0: buffer addresses and int32 values where the cubin puts them."""
+    img = self.img
+    if len(bufs) + len(vals) != len(img.params):
+      raise TypeError(f"kernel {self.name!r} takes {len(img.params)} arguments, got {len(bufs)} buffers and {len(vals)} values")
+    out = bytearray(img.param_size)
+    for p in img.params:
+      if p.ordinal < len(bufs):
+        if p.size != 8: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, a buffer pointer is 8")
+        struct.pack_into("<Q", out, p.offset, bufs[p.ordinal].va)
+      else:
+        if p.size != 4: raise TypeError(f"kernel {self.name}: parameter {p.ordinal} is {p.size} bytes, our values are int32")
+        struct.pack_into("<i", out, p.offset, vals[p.ordinal - len(bufs)])
+    return bytes(out)
+
+  def patch_params(self, slot_cpu: int, bufs: tuple[GPUMem, ...], vals: tuple[int, ...]) -> None:
+    """Rewrite only the params of a launch already in a slot (same grid and block: its QMD stays as it is)."""
+    data = self.param_bytes(bufs, vals)
+    ctypes.memmove(slot_cpu + QMD_ALIGN * 2 + self.img.param_offset, data, len(data))
 
   def __call__(self, *bufs: GPUMem, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
