@@ -3,23 +3,15 @@ when `update` changes it), so a replay is one native call per kernel. A decode s
 kernels, where building the arguments and walking the engine's per-kernel bookkeeping cost about as much as the kernels."""
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 
 from tinygrad.device.plugin import KernelLaunch
 
-from tinygrad_backend_cpu.threadpool import run_parallel
-
 
 def _prepared(launch: KernelLaunch) -> Callable[[], None]:
-  """A call with no arguments that runs the launch (its thread count is global_size[0], as CPUProgram.__call__ reads it)."""
-  fxn = getattr(launch.program, "fxn", None)  # a CPUProgram's native entry point
-  if fxn is None: raise NotImplementedError("a CPU graph holds only CPU kernels")
-  args = (*(ctypes.c_void_p(b.addr) for b in launch.bufs), *(ctypes.c_int32(v) for v in launch.vals))
-  if (threads := launch.global_size[0]) > 1:
-    per_thread = [(*args, ctypes.c_int32(core_id)) for core_id in range(threads)]
-    return lambda: run_parallel(lambda core_id: fxn(*per_thread[core_id]), threads)
-  return lambda: fxn(*args)
+  """The launch as a call with no arguments (CPUProgram.prepare; its thread count is global_size[0])."""
+  if not hasattr(launch.program, "prepare"): raise NotImplementedError("a CPU graph holds only CPU kernels")
+  return launch.program.prepare(launch.bufs, launch.vals, launch.global_size[0])
 
 
 class CPUGraph:

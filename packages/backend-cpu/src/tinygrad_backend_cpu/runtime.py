@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tinygrad.device.plugin import Allocator, Compiled, Target
@@ -91,11 +92,19 @@ class CPUProgram:
 
   def __call__(self, *bufs: CPUBuffer, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
-    args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    call = self.prepare(bufs, vals, global_size[0])
     start = time.perf_counter()
-    if (threads := global_size[0]) > 1: run_parallel(lambda core_id: self.fxn(*args, ctypes.c_int32(core_id)), threads)
-    else: self.fxn(*args)
+    call()
     return time.perf_counter() - start if wait else None
+
+  def prepare(self, bufs: tuple[CPUBuffer, ...], vals: tuple[int, ...], threads: int) -> Callable[[], None]:
+    """A call with no arguments that runs this kernel: its ctypes arguments built once (a graph keeps it for every replay).
+    With threads > 1 each thread gets its core id as the last argument."""
+    fxn, args = self.fxn, (*(ctypes.c_void_p(b.addr) for b in bufs), *(ctypes.c_int32(v) for v in vals))
+    if threads > 1:
+      per_thread = [(*args, ctypes.c_int32(core_id)) for core_id in range(threads)]
+      return lambda: run_parallel(lambda core_id: fxn(*per_thread[core_id]), threads)
+    return lambda: fxn(*args)
 
 
 class CPUDevice(Compiled):

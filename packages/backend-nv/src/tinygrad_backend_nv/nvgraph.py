@@ -36,10 +36,12 @@ class NVKGraph:
     for i, lc in enumerate(launches): self._fill(i, lc)
     self._build()
 
+  def _slot(self, c: int, i: int) -> int: return (c * len(self.launches) + i) * self.slot_size  # copy c's launch i
+
   def _fill(self, i: int, lc: KernelLaunch) -> None:
     prg: NVKProgram = lc.program  # type: ignore[assignment]
     for c in range(COPIES):
-      off = (c * len(self.launches) + i) * self.slot_size
+      off = self._slot(c, i)
       self.qmds[c][i] = prg.fill(self.slots.cpu + off, self.slots.va + off, lc.bufs, lc.vals, lc.global_size, lc.local_size, None)  # type: ignore[operator]
 
   def _build(self) -> None:
@@ -62,7 +64,7 @@ class NVKGraph:
     if tuple(launch.global_size) == tuple(old.global_size) and tuple(launch.local_size) == tuple(old.local_size):
       # new buffers or values only (decode's position, each token): the params in both copies, QMDs untouched
       prg: NVKProgram = launch.program  # type: ignore[assignment]
-      for c in range(COPIES): prg.patch_params(self.slots.cpu + (c * len(self.launches) + i) * self.slot_size, launch.bufs, launch.vals)  # type: ignore[operator]
+      for c in range(COPIES): prg.patch_params(self.slots.cpu + self._slot(c, i), launch.bufs, launch.vals)  # type: ignore[operator]
     else: self._fill(i, launch)
     self.launches[i] = launch
     if empty_before != any(g == 0 for g in launch.global_size): self._build()
