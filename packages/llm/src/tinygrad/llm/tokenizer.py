@@ -402,6 +402,8 @@ def _bounded_filter(name: str, f: Callable) -> Callable:
       sep = str(rest[1] if len(rest) > 1 else kwargs.get("d", ""))
       args = (*args[:lead], _counted(value, sep, "join"), *args[lead + 1:])
     if name in ("string", "tojson", "pprint"): _spend(_size(value), name)
+    if name == "slice" and len(rest) > 1 and isinstance(rest[1], int):  # one list per slice, empty or not: paid for first
+      _spend(8 * abs(rest[1]), "slice")  # ('a'|slice(4000000) built 4M lists, ~250 MB, before a deadline check came)
     if name == "format" and isinstance(value, str) and _HUGE_FORMAT.search(value): raise TemplateLimit("used a huge format width")
     out = f(*args, **kwargs)
     if isinstance(out, str) and name not in ("center", "indent", "replace", "join", "string", "tojson", "pprint"): _spend(len(out), name)
