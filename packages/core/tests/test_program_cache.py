@@ -121,6 +121,20 @@ def test_not_used_where_the_lowering_is_searched_watched_or_checked(disk_cache, 
   assert not program_cache.cacheable(ast, beam=2)
 
 
+@pytest.mark.compile_only
+def test_viz_sees_every_lowering_even_of_a_cached_program(disk_cache, lowerings: list[UOp]):
+  """VIZ=1 records the rewrite steps of each kernel: a program served from disk would show none (a cached run of the VIZ test
+  recorded no kernels)."""
+  from tinygrad.viz import disable, enable
+  renderer, ast = Device.renderer(Device.DEFAULT), sum_ast(shape=(13, 29))
+  realize._program(ast, renderer)  # now on disk
+  enable()
+  try: realize._program(ast, renderer)
+  finally: trace = disable()
+  assert len(lowerings) == 2
+  assert trace is not None and any(k["kind"] == "kernel" and k["steps"] for k in trace["kernels"])
+
+
 def test_outputs_equal_with_and_without_the_cache(disk_cache, lowerings: list[UOp]):
   if is_null_device(): pytest.skip("the NULL device has no data")
   x = np.random.default_rng(0).standard_normal((24, 40)).astype(np.float32)

@@ -5,7 +5,7 @@ apart, by source: Compiler.compile_cached). A model's first token in a fresh pro
 The key is the AST's structure (stable across processes: UOps are hashed by identity within one), the renderer and its target,
 the settings that change what a kernel becomes, and a digest of the code that lowers and renders, so an edit to codegen
 never serves a program its old code made. Off with CACHELEVEL=0 or PCACHE=0, and wherever the lowering itself is being
-watched or checked (DEBUG >= 4 prints it, VERIFY checks each stage), searched (BEAM has its own cache) or not a plain AST."""
+watched or checked (DEBUG >= 4 prints it, VIZ records it, VERIFY checks each stage), searched (BEAM has its own cache) or not a plain AST."""
 from __future__ import annotations
 
 import hashlib
