@@ -188,15 +188,29 @@ class _Reader:
     raise self.fail(f"{what}: unknown value type {vtype}", self.pos - 4)
 
   def _strings(self, count: int, what: str) -> list[str]:
-    out = []
+    """`count` strings in a row (a vocabulary: ~50-150k of them). One tight loop: error messages are built only on failure
+    (formatting one per string was most of a model's load time)."""
+    out: list[str] = []
+    append, length = out.append, struct.Struct(self.endian + "Q").unpack_from
+    buf, pos, size = self.buf, self.pos, self.size
     for i in range(count):
-      n = self.u64(f"the length of {what}[{i}]")
-      if n > self.size - self.pos: raise self.fail(f"file is truncated or corrupt: {what}[{i}] claims {n} bytes", self.pos - 8)
-      if self.pos + n > len(self.buf): self.ensure(self.pos + n)
-      raw = self.buf[self.pos:self.pos + n]
-      self.pos += n
-      try: out.append(raw.decode("utf-8"))
-      except UnicodeDecodeError: out.append(raw.decode("utf-8", errors="replace"))  # a vocabulary can hold partial bytes
+      if pos + 8 > len(buf):
+        self.pos = pos
+        self.need(8, f"the length of {what}[{i}]")
+        buf = self.buf
+      (n,) = length(buf, pos)
+      pos += 8
+      if n > size - pos:
+        self.pos = pos
+        raise self.fail(f"file is truncated or corrupt: {what}[{i}] claims {n} bytes", pos - 8)
+      if pos + n > len(buf):
+        self.ensure(pos + n)
+        buf = self.buf
+      raw = buf[pos:pos + n]
+      pos += n
+      try: append(raw.decode("utf-8"))
+      except UnicodeDecodeError: append(raw.decode("utf-8", errors="replace"))  # a vocabulary can hold partial bytes
+    self.pos = pos
     return out
 
 
