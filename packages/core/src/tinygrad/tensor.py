@@ -88,7 +88,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
     device = canonical_device(device)  # multi.py: a tuple of devices too
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
-    if isinstance(data, UOp) and data.device is None and dtypes.is_int(data.dtype):
+    if isinstance(data, UOp) and dtypes.is_int(data.dtype) and data.device is None:  # (device last: float nodes skip computing it)
       # a symbolic int (a bound Variable or an expression of them) used as a scalar
       self._uop = UOp(Ops.CONST, dtype or data.dtype, (UOp(Ops.DEVICE, arg=device),), data)
     elif isinstance(data, UOp): self._uop = data
