@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 import pytest
 from tinygrad import Device, GlobalCounters, Tensor, TinyJit, Variable, dtypes
-from tinygrad.device.plugin import add_inputs, read_floats
+from tinygrad.device.plugin import KernelLaunch, add_inputs, read_floats
 from tinygrad.device.plugin import add_kernel as mock_add_kernel
 from tinygrad.helpers import Context
 from tinygrad_backend_nv import nv_classes as cls
@@ -305,3 +305,43 @@ def test_the_mock_writes_the_error_notifier_when_it_stops_a_channel(dev):
   buf = dev.alloc(4096, what="a buffer")
   with pytest.raises(GPFIFOError, match="not in memory mapped"): dev.submit(cls.PushBuffer().copy(buf.va, buf.va + buf.size, 16))
   assert (err := dev.channel_error()) is not None and err.startswith("RM error 31 (MMU fault")
+
+
+def test_graph_updates_never_wait_and_reach_each_copy_before_it_is_sent(dev, add_kernel, monkeypatch):
+  """An update (a decode step's new position, each token) only records the launch: no wait for the GPU. Each of the graph's two
+  QMD copies is patched just before the replay that sends it, after that copy's previous replay is done; an empty grid is left
+  out of the copy's command buffer and put back when it is not empty again."""
+  from tinygrad_backend_nv.nvgraph import NVKGraph
+  spec, prg, (c, a, b) = _setup(dev, add_kernel)
+  gs, ls = spec.launch_dims({})
+  other = dev.allocator.alloc(64 * 4)
+  g = NVKGraph(dev, [KernelLaunch(prg, (c, a, b), gs, ls)])
+  g()
+  dev.synchronize()
+  np.testing.assert_equal(_out(dev, c), np.arange(64) + 100)
+  events: list[tuple] = []
+  real_sync, real_patch = dev.synchronize, type(prg).patch_params
+  monkeypatch.setattr(dev, "synchronize", lambda before=None: (events.append(("wait", before)), real_sync(before))[1])
+  monkeypatch.setattr(type(prg), "patch_params", lambda self, slot, bufs, vals: (events.append(("patch", slot)), real_patch(self, slot, bufs, vals))[1])
+  g.update(0, KernelLaunch(prg, (other, a, c), gs, ls))  # other = a + c (c holds a + b): 2a + 100
+  assert events == [], "an update waits for nothing and writes nothing"
+  for r in range(3):  # replays 1, 2, 3: copies 1, 0, 1; each copy patched once, after its own previous replay is done
+    copy = g.replays % 2
+    want = g.done_at[copy]
+    events.clear()
+    g()
+    assert events[0] == ("wait", want), events
+    assert events[1:] == ([("patch", g.slots.cpu + g._slot(copy, 0))] if r < 2 else []), events
+  dev.synchronize()
+  np.testing.assert_equal(_out(dev, other), 2 * np.arange(64) + 100)
+  g.update(0, KernelLaunch(prg, (other, a, c), (0, 1, 1), ls))  # an empty grid: nothing launched, in both copies
+  dev.allocator.copyin(other, memoryview(bytes(64 * 4)))
+  for _ in range(2): g()
+  dev.synchronize()
+  np.testing.assert_equal(_out(dev, other), np.zeros(64))
+  g.update(0, KernelLaunch(prg, (other, a, b), gs, ls))
+  for _ in range(2):
+    dev.allocator.copyin(other, memoryview(bytes(64 * 4)))
+    g()
+    dev.synchronize()
+    np.testing.assert_equal(_out(dev, other), np.arange(64) + 100)

@@ -1,10 +1,13 @@
 """TinyJit's device graph on NVK+NV: command buffers built once. Each launch has its QMD and constant bank 0 in memory
 the graph owns; a command buffer sends them in order with WAIT_FOR_IDLE between launches (a kernel reads what the one
 before wrote). A replay writes one GPFIFO entry pointing at a command buffer, plus the timeline release, and rings the
-doorbell once; `update` patches one launch's QMD and constant bank in place (buffers, values, grid).
-The GPU writes into a QMD while it runs it (its HW_ONLY_* fields), so a QMD can't be sent again before its launch is done:
-the graph keeps two copies of its QMDs and command buffer and alternates, so a replay waits only for the one before the
-previous one, and back-to-back replays queue on the GPU as CUDA graphs do."""
+doorbell once. The GPU writes into a QMD while it runs it (its HW_ONLY_* fields), so a QMD can't be sent again before its
+launch is done: the graph keeps two copies of its QMDs and command buffer and alternates, so a replay waits only for the one
+before the previous one, and back-to-back replays queue on the GPU as CUDA graphs do.
+`update` (new buffers, values or grid for one launch: a decode step's position, each token) only records the launch; each
+copy is patched just before the replay that sends it, after that copy's previous replay is done. So an update never waits
+for the GPU: the replay in flight reads the other copy (an update that waited for the whole queue, as before, kept decode
+steps from overlapping with the host's work on the next one)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -32,46 +35,60 @@ class NVKGraph:
     self.qmds = [[0] * len(launches) for _ in range(COPIES)]
     self.entries = [0] * COPIES
     self.done_at = [0] * COPIES  # the timeline value after which each copy's QMDs are free again
+    # per copy: launches updated since the copy was last sent (index -> whether its QMD must be rewritten, not only its params),
+    # and whether its command buffer must be rebuilt (a launch's grid became empty or stopped being empty)
+    self.stale: list[dict[int, bool]] = [{} for _ in range(COPIES)]
+    self.rebuild = [False] * COPIES
     self.replays = 0
-    for i, lc in enumerate(launches): self._fill(i, lc)
-    self._build()
+    for c in range(COPIES):
+      for i in range(len(launches)): self._fill(c, i)
+      self._build(c)
 
   def _slot(self, c: int, i: int) -> int: return (c * len(self.launches) + i) * self.slot_size  # copy c's launch i
 
-  def _fill(self, i: int, lc: KernelLaunch) -> None:
+  def _fill(self, c: int, i: int) -> None:
+    lc, off = self.launches[i], self._slot(c, i)
     prg: NVKProgram = lc.program  # type: ignore[assignment]
-    for c in range(COPIES):
-      off = self._slot(c, i)
-      self.qmds[c][i] = prg.fill(self.slots.cpu + off, self.slots.va + off, lc.bufs, lc.vals, lc.global_size, lc.local_size, None)  # type: ignore[operator]
+    self.qmds[c][i] = prg.fill(self.slots.cpu + off, self.slots.va + off, lc.bufs, lc.vals, lc.global_size, lc.local_size, None)  # type: ignore[operator]
 
-  def _build(self) -> None:
-    for c in range(COPIES):
-      pb = cls.PushBuffer()
-      for i, lc in enumerate(self.launches):
-        if any(g == 0 for g in lc.global_size): continue  # an empty grid: nothing to launch
-        if len(pb.words): pb.inc(cls.SUBC_COMPUTE, cls.WAIT_FOR_IDLE, 0)
-        pb.launch(self.qmds[c][i])
-      if not pb.words: pb.inc(cls.SUBC_COMPUTE, cls.WAIT_FOR_IDLE, 0)
-      data = pb.data()
-      self.cmd.view(c * self.cmd_size, len(data))[:] = data
-      self.entries[c] = cls.gpfifo_entry(self.cmd.va + c * self.cmd_size, len(data) // 4)
+  def _build(self, c: int) -> None:
+    pb = cls.PushBuffer()
+    for i, lc in enumerate(self.launches):
+      if any(g == 0 for g in lc.global_size): continue  # an empty grid: nothing to launch
+      if len(pb.words): pb.inc(cls.SUBC_COMPUTE, cls.WAIT_FOR_IDLE, 0)
+      pb.launch(self.qmds[c][i])
+    if not pb.words: pb.inc(cls.SUBC_COMPUTE, cls.WAIT_FOR_IDLE, 0)
+    data = pb.data()
+    self.cmd.view(c * self.cmd_size, len(data))[:] = data
+    self.entries[c] = cls.gpfifo_entry(self.cmd.va + c * self.cmd_size, len(data) // 4)
 
   def update(self, i: int, launch: KernelLaunch) -> None:
     if launch.program is not self.launches[i].program: raise ValueError(f"graph launch {i}: update must keep the program ({self.launches[i].program.name})")  # type: ignore[attr-defined]
-    self.dev.synchronize()  # a replay still in flight reads these QMDs and constant buffers
     old = self.launches[i]
-    empty_before = any(g == 0 for g in old.global_size)
-    if tuple(launch.global_size) == tuple(old.global_size) and tuple(launch.local_size) == tuple(old.local_size):
-      # new buffers or values only (decode's position, each token): the params in both copies, QMDs untouched
-      prg: NVKProgram = launch.program  # type: ignore[assignment]
-      for c in range(COPIES): prg.patch_params(self.slots.cpu + self._slot(c, i), launch.bufs, launch.vals)  # type: ignore[operator]
-    else: self._fill(i, launch)
+    # same grid and block: new buffers or values only, the params; else the whole QMD
+    new_qmd = tuple(launch.global_size) != tuple(old.global_size) or tuple(launch.local_size) != tuple(old.local_size)
+    empty_changed = any(g == 0 for g in old.global_size) != any(g == 0 for g in launch.global_size)
     self.launches[i] = launch
-    if empty_before != any(g == 0 for g in launch.global_size): self._build()
+    for c in range(COPIES):
+      self.stale[c][i] = self.stale[c].get(i, False) or new_qmd
+      self.rebuild[c] = self.rebuild[c] or empty_changed
+
+  def _refresh(self, c: int) -> None:
+    """Bring copy c up to date with the launches (called once its previous replay is done)."""
+    for i, new_qmd in self.stale[c].items():
+      if new_qmd: self._fill(c, i)
+      else:
+        lc = self.launches[i]
+        lc.program.patch_params(self.slots.cpu + self._slot(c, i), lc.bufs, lc.vals)  # type: ignore[attr-defined]
+    self.stale[c].clear()
+    if self.rebuild[c]:
+      self._build(c)
+      self.rebuild[c] = False
 
   def __call__(self) -> None:
     c = self.replays % COPIES
     self.dev.synchronize(before=self.done_at[c])  # the replay that last sent this copy's QMDs is done
+    if self.stale[c] or self.rebuild[c]: self._refresh(c)
     self.dev.recent.append(f"graph of {len(self.launches)} kernels ({self.launches[0].program.name} .. {self.launches[-1].program.name})")  # type: ignore[attr-defined]
     self.dev.submit(cls.PushBuffer(), prebuilt=(self.entries[c],))
     self.done_at[c], self.replays = self.dev.timeline, self.replays + 1
