@@ -79,7 +79,8 @@ class NVKGraph:
       if new_qmd: self._fill(c, i)
       else:
         lc = self.launches[i]
-        lc.program.patch_params(self.slots.cpu + self._slot(c, i), lc.bufs, lc.vals)  # type: ignore[attr-defined]
+        prg: NVKProgram = lc.program  # type: ignore[assignment]
+        prg.patch_params(self.slots.cpu + self._slot(c, i), lc.bufs, lc.vals)  # type: ignore[operator, arg-type]
     self.stale[c].clear()
     if self.rebuild[c]:
       self._build(c)
