@@ -86,7 +86,7 @@ def split_policy() -> SplitPolicy:
 
 def beam_width() -> int:
   """The beam width in force for the kernel being compiled now: JITBEAM while a TinyJit captures, else BEAM."""
-  if capturing and JITBEAM.value: return int(JITBEAM.value)
+  if any(c.jit for c in capturing) and JITBEAM.value: return int(JITBEAM.value)
   return int(BEAM.value)
 
 
@@ -246,6 +246,7 @@ class Capture:
   items: list[tuple[ExecItem, dict[str, int]]] = field(default_factory=list)
   fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
   unreleased: int = 0  # bytes of fresh buffers allocated since the last release_dead
+  jit: bool = True  # a TinyJit's capture (JITBEAM applies), not engine/reuse.py recording a call
 
 
 capturing: list[Capture] = []
