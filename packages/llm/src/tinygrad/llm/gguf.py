@@ -188,15 +188,26 @@ class _Reader:
     raise self.fail(f"{what}: unknown value type {vtype}", self.pos - 4)
 
   def _strings(self, count: int, what: str) -> list[str]:
+    # a vocabulary is ~50k-150k strings: the loop keeps the position in a local and builds no message unless one fails
     out = []
+    length = struct.Struct(self.endian + "Q").unpack_from
+    buf, pos, size = self.buf, self.pos, self.size
     for i in range(count):
-      n = self.u64(f"the length of {what}[{i}]")
-      if n > self.size - self.pos: raise self.fail(f"file is truncated or corrupt: {what}[{i}] claims {n} bytes", self.pos - 8)
-      if self.pos + n > len(self.buf): self.ensure(self.pos + n)
-      raw = self.buf[self.pos:self.pos + n]
-      self.pos += n
+      if pos + 8 > len(buf):
+        self.pos = pos
+        self.need(8, f"the length of {what}[{i}]")
+        buf = self.buf
+      n = length(buf, pos)[0]
+      pos += 8
+      if n > size - pos: raise self.fail(f"file is truncated or corrupt: {what}[{i}] claims {n} bytes", pos - 8)
+      if pos + n > len(buf):
+        self.ensure(pos + n)
+        buf = self.buf
+      raw = buf[pos:pos + n]
+      pos += n
       try: out.append(raw.decode("utf-8"))
       except UnicodeDecodeError: out.append(raw.decode("utf-8", errors="replace"))  # a vocabulary can hold partial bytes
+    self.pos = pos
     return out
 
 
