@@ -138,3 +138,30 @@ def test_reuse_off_runs_every_call():
   r = KernelReuse()
   with Context(REUSE=0): run(layers, x, 0, r)
   assert not r.recordings
+
+
+def test_which_objects_are_shared_is_part_of_the_structure():
+  class Holder:
+    def __init__(self, t: Tensor): self.t = t
+  class Three:
+    def __init__(self, a, b, c): self.a, self.b, self.c = a, b, c
+    def __call__(self, x: Tensor) -> Tensor: return x * self.a.t + self.b.t * 10 + self.c.t * 100
+  r, x = KernelReuse(), Tensor.ones(2).contiguous().realize()
+  h = [Holder(Tensor([float(i), float(i)]).realize()) for i in range(1, 5)]
+  assert r(Three(h[0], h[1], h[0]), x).tolist() == [1 + 20 + 100] * 2
+  assert r(Three(h[2], h[3], h[3]), x).tolist() == [3 + 40 + 400] * 2  # c is b now, not a: another structure
+  assert len(r.recordings) == 2
+
+
+def test_a_block_that_rebinds_its_tensors_is_not_reused():
+  class Rebinds:
+    def __init__(self): self.state = Tensor.zeros(3).contiguous().realize()
+    def __call__(self, x: Tensor) -> Tensor:
+      self.state = (self.state + x).contiguous().realize()
+      return (self.state * 2).contiguous()
+  r, x = KernelReuse(), Tensor.ones(3).contiguous().realize()
+  blocks = [Rebinds(), Rebinds()]
+  for _ in range(2):
+    for b in blocks: r(b, x)
+  assert [b.state.tolist() for b in blocks] == [[2.0] * 3] * 2
+  assert list(r.recordings.values()) == [None]

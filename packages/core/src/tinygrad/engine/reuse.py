@@ -1,22 +1,24 @@
 """Reusing a callable's kernels across objects of one structure: the layers of a model build the same graph over their own
 weights, so scheduling and lowering the first layer is enough for all of them.
 
-`KernelReuse()(block, *args)` is `block(*args)`, realized (its tensor arguments are realized first, as TinyJit's are). The first call for a structure (the block's attributes and the arguments:
-their types, shapes, dtypes, devices, plain values, symbolic Variables) runs it normally and records the kernels and copies it
-ran (realize.Capture). A later call for the same structure replays those items on this call's buffers, building no graph:
+`KernelReuse()(block, *args)` is `block(*args)`, realized (its tensor arguments are realized first, as TinyJit's are). The
+first call for a structure (the block's attributes and the arguments: their types, shapes, dtypes, devices, plain values,
+symbolic Variables, which of them are the same object) runs it normally and records the kernels and copies it ran
+(realize.Capture). A later call for the same structure replays those items on this call's buffers, building no graph:
   - every tensor of the block (found through its attributes) and every tensor argument is an *input*; an item's buffer that
     was an input's buffer becomes the same input's buffer of this call;
   - a buffer the recorded call allocated (an intermediate, or the returned tensor's) becomes a new buffer of its size;
   - a bound Variable's value is this call's (the arguments' BINDs).
 A recording is kept only when every buffer its items use is one of those two kinds, and the callable returned one tensor on
 its own buffer: a buffer reached any other way (a global, a closure, data copied in from the host) disables reuse for that
-structure, so hidden state can't leak from one object to another. Like TinyJit, the callable must not decide anything from
-tensor data (a `.tolist()` that picks which kernels run: e.g. an MoE router): a replay would repeat the first decision.
+structure, so hidden state can't leak from one object to another; so does a block that rebinds its own tensors (a replay
+would not). Like TinyJit, the callable must not decide anything from tensor data (a `.tolist()` that picks which kernels run: e.g. an MoE router): a replay would repeat the first decision.
 Inside a TinyJit capture the replayed items are captured like any others. REUSE=0 turns it off (every call runs normally).
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -67,19 +69,21 @@ class KernelReuse:
     tensors: list[Tensor] = []
     binds: dict[str, int] = {}
     # (the opt setting too: the recorded runners were lowered under it)
-    try: structure = (type(block), _signature(block, tensors, binds, set()), _signature(args, tensors, binds, set()), realize.opt_setting())
+    seen: dict[int, int] = {}
+    try: structure = (type(block), _signature(block, tensors, binds, seen), _signature(args, tensors, binds, seen), realize.opt_setting())
     except _Unreusable as e:
       if DEBUG >= 2: print(f"KernelReuse: runs {type(block).__name__} normally: {e}")
       return _realized(block(*args))
     inputs = [b for t in tensors for b in tensor_buffers(t)]
     first: dict[int, int] = {}
     key = (structure, tuple(first.setdefault(id(b), i) for i, b in enumerate(inputs)))  # which inputs share a buffer
-    if key not in self.recordings: return self._record(key, block, args, inputs, binds)
+    if key not in self.recordings: return self._record(key, block, args, inputs, binds, tensors)
     if (rec := self.recordings[key]) is None: return _realized(block(*args))
     stats["hits"] += 1
     return _replay(rec, inputs, binds)
 
-  def _record(self, key: Hashable, block: Callable[..., Tensor], args: tuple, inputs: list[Buffer], binds: dict[str, int]) -> Tensor:
+  def _record(self, key: Hashable, block: Callable[..., Tensor], args: tuple, inputs: list[Buffer], binds: dict[str, int],
+              tensors: list[Tensor]) -> Tensor:
     realize.capturing.append(capture := Capture(jit=False))
     try: ret = _realized(block(*args))
     finally: realize.capturing.pop()
@@ -89,6 +93,9 @@ class KernelReuse:
       outer.fresh |= capture.fresh
       outer.unreleased += capture.unreleased
     try:
+      after: list[Tensor] = []
+      _signature(block, after, {}, {})
+      if [id(t) for t in after] != [id(t) for t in tensors[:len(after)]]: raise _Unreusable("it rebinds tensors of its own")
       rec: _Recording | None = _recording(capture, inputs, binds, ret)
       stats["misses"] += 1
     except _Unreusable as e:
@@ -106,10 +113,10 @@ def _is_buffer(t: Tensor) -> bool: return is_contiguous_buffer(t.uop) or is_real
 def _realized(ret: Any) -> Any: return ret.realize() if isinstance(ret, Tensor) else ret
 
 
-def _signature(v: Any, tensors: list[Tensor], binds: dict[str, int], seen: set[int]) -> Hashable:
+def _signature(v: Any, tensors: list[Tensor], binds: dict[str, int], seen: dict[int, int]) -> Hashable:
   """What a call's kernels may depend on, with tensors (collected in `tensors`) as their shape, dtype and device only, and
-  bound Variables (their values collected in `binds`) as the Variable."""
-  if v is None or isinstance(v, (bool, int, float, str, bytes, DType)): return v
+  bound Variables (their values collected in `binds`) as the Variable. An object reached again is its first visit's number."""
+  if v is None or isinstance(v, (bool, int, float, str, bytes, DType, enum.Enum)): return v
   if isinstance(v, Tensor):
     if (at := next((i for i, t in enumerate(tensors) if t is v), None)) is not None: return ("T@", at)  # the same tensor again
     if not _is_buffer(v): raise _Unreusable(f"a tensor of shape {v.shape} is not realized")
@@ -122,8 +129,8 @@ def _signature(v: Any, tensors: list[Tensor], binds: dict[str, int], seen: set[i
       return ("BIND", v.src[0])
     if v.op is Ops.DEFINE_VAR or v.op is Ops.CONST: return v
     raise _Unreusable(f"an argument is a {v.op.name} node")
-  if id(v) in seen: return ("seen",)  # (a cycle, or an object reached twice: its signature is there already)
-  seen.add(id(v))
+  if id(v) in seen: return ("seen", seen[id(v)])  # (a cycle, or an object reached twice: its signature is there already)
+  seen[id(v)] = len(seen)
   if isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type)): return v  # its identity
   if isinstance(v, (list, tuple)): return (type(v).__name__, tuple(_signature(x, tensors, binds, seen) for x in v))
   if isinstance(v, dict): return ("dict", tuple((k, _signature(x, tensors, binds, seen)) for k, x in v.items()))
