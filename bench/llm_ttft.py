@@ -12,7 +12,7 @@ Phases (seconds): import, load (the GGUF file into device memory), first_token (
 sample: TTFT = import + load + first_token), first_decode (the first decode step: its capture), second_prompt (another prompt in
 the same process: prefill and sample from captures already made). Counts over the whole run: schedules made, kernel ASTs built,
 kernels lowered here and compiled here (the compile pool's workers lower and compile in their own processes: `pool_kernels`),
-program-cache hits and misses here, layers recorded and replayed (`layer_reuse`, engine/reuse.py; REUSE=0 turns it off). On NULL there is no token to read back: the sample is computed, not read.
+program-cache hits and misses here, layers recorded and replayed (`layer_reuse`, tinygrad/reuse.py; REUSE=0 turns it off). On NULL there is no token to read back: the sample is computed, not read.
 Prints one JSON object. No peer: llama.cpp's TTFT is in bench/llm_decode.py's figures. Not a test, no time asserts.
 """
 from __future__ import annotations
@@ -102,9 +102,9 @@ def program_cache_stats() -> dict[str, int]:
 
 
 def reuse_stats() -> dict[str, int]:
-  """Layers recorded (misses) and replayed from a recording (hits): engine/reuse.py, REUSE=0 turns it off."""
+  """Layers recorded (misses) and replayed from a recording (hits): tinygrad/reuse.py, REUSE=0 turns it off."""
   try:
-    from tinygrad.engine import reuse
+    from tinygrad import reuse
   except ImportError: return {}  # a tinygrad from before it
   return reuse.stats
 

@@ -1,10 +1,9 @@
-"""engine/reuse.py: a block's kernels recorded once per structure and replayed on other blocks' buffers."""
+"""tinygrad/reuse.py: a block's kernels recorded once per structure and replayed on other blocks' buffers."""
 import numpy as np
 import pytest
 from conftest import is_null_device
-from tinygrad import Context, GlobalCounters, Tensor, TinyJit, Variable, dtypes
-from tinygrad.engine import reuse
-from tinygrad.engine.reuse import KernelReuse
+from tinygrad import Context, GlobalCounters, Tensor, TinyJit, Variable, dtypes, reuse
+from tinygrad.reuse import KernelReuse
 
 pytestmark = pytest.mark.skipif(is_null_device(), reason="NULL runs no kernels: nothing to read back")
 

@@ -1,10 +1,9 @@
-"""The layers replay the first layer's kernels on their own weights (engine/reuse.py): same logits as building every layer's
+"""The layers replay the first layer's kernels on their own weights (tinygrad/reuse.py): same logits as building every layer's
 graph (REUSE=0) and as the numpy reference, eagerly and through the engine's TinyJit captures."""
 import numpy as np
 import pytest
 from llm_synth import SynthConfig, reference_forward, write_model
-from tinygrad import Context
-from tinygrad.engine import reuse
+from tinygrad import Context, reuse
 from tinygrad.llm.engine import LLM
 from tinygrad.llm.model import Transformer
 

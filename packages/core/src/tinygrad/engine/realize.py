@@ -285,7 +285,7 @@ class Capture:
   items: list[tuple[ExecItem, dict[str, int]]] = field(default_factory=list)
   fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
   unreleased: int = 0  # bytes of fresh buffers allocated since the last release_dead
-  jit: bool = True  # a TinyJit's capture (JITBEAM applies), not engine/reuse.py recording a call
+  jit: bool = True  # a TinyJit's capture (JITBEAM applies), not tinygrad/reuse.py recording a call
   # release_dead's progress: items scanned, fresh buffers not yet released (by id()), bases of views among the items
   scanned: int = 0
   pending: dict[int, Buffer] = field(default_factory=dict)

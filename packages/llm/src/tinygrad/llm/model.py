@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad import Tensor, dtypes
-from tinygrad.engine.reuse import KernelReuse
 from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
 from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, check_size, dequantize, to_native
+from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
@@ -276,7 +276,7 @@ def rope_table(cfg: ModelConfig, max_context: int, freq_factors: Tensor | None) 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, neox: bool) -> Tensor:
   """x (B, T, H, D), cos/sin (T, D/2). Pairs rotate by their angle; the partner of each element comes from a flip (a view)."""
   B, T, H, D = x.shape
-  # the partner's sign, (-1, 1): computed from the index, not data from the host (engine/reuse.py replays only kernels)
+  # the partner's sign, (-1, 1): computed from the index, not data from the host (tinygrad/reuse.py replays only kernels)
   sign = Tensor.arange(2, dtype=dtypes.float32, device=x.device) * 2 - 1
   if neox:  # pairs (i, i + D/2)
     xp = x.reshape(B, T, H, 2, D // 2)
@@ -551,7 +551,7 @@ class Transformer:
       self.layers.append(Block(cfg, lw, self.max_context, cache_dtype))
     self.is_moe = any(isinstance(layer.ffn, MoEFeedForward) for layer in self.layers)
     # the layers build one graph over their own weights: the first layer of each structure is scheduled and lowered, the others
-    # replay its kernels on their buffers (engine/reuse.py). Not an MoE model: its router picks kernels from tensor data
+    # replay its kernels on their buffers (tinygrad/reuse.py). Not an MoE model: its router picks kernels from tensor data
     self._reuse = None if self.is_moe else KernelReuse()
 
   @staticmethod
