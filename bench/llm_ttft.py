@@ -12,7 +12,7 @@ Phases (seconds): import, load (the GGUF file into device memory), first_token (
 sample: TTFT = import + load + first_token), first_decode (the first decode step: its capture), second_prompt (another prompt in
 the same process: prefill and sample from captures already made). Counts over the whole run: schedules made, kernel ASTs built,
 kernels lowered here and compiled here (the compile pool's workers lower and compile in their own processes: `pool_kernels`),
-program-cache hits and misses here. On NULL there is no token to read back: the sample is computed, not read.
+program-cache hits and misses here, layers recorded and replayed (`layer_reuse`, tinygrad/reuse.py; REUSE=0 turns it off). On NULL there is no token to read back: the sample is computed, not read.
 Prints one JSON object. No peer: llama.cpp's TTFT is in bench/llm_decode.py's figures. Not a test, no time asserts.
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases["ttft"] = phases["import"] + phases["load"] + phases["first_token"]
   return {"device": Device.DEFAULT, "prompt_tokens": len(ids), "phases_s": {k: round(v, 3) for k, v in phases.items()},
           "kernels_first_token": kernels_first, "kernels": len(realize._runner_cache), **counts,
-          "program_cache": dict(program_cache_stats())}
+          "program_cache": dict(program_cache_stats()), "layer_reuse": dict(reuse_stats())}
 
 
 def program_cache_stats() -> dict[str, int]:
@@ -99,6 +99,14 @@ def program_cache_stats() -> dict[str, int]:
     from tinygrad.engine import program_cache
   except ImportError: return {}  # a tinygrad from before the cache (PYTHONPATH=its source: the figures before it)
   return program_cache.stats
+
+
+def reuse_stats() -> dict[str, int]:
+  """Layers recorded (misses) and replayed from a recording (hits): tinygrad/reuse.py, REUSE=0 turns it off."""
+  try:
+    from tinygrad import reuse
+  except ImportError: return {}  # a tinygrad from before it
+  return reuse.stats
 
 
 def run_case(path: str, max_context: int, cache: str, env: dict[str, str]) -> dict[str, Any]:

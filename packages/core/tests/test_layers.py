@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
   {"schedule", "codegen", "renderer"},   # renderer: the base classes (a backend's renderers live in its package)
   {"device", "runtime"},
   {"engine"},                            # realize, memory planning, BEAM search
-  {"tensor", "frontend", "jit"},         # Tensor, its mixins, and TinyJit (which captures Tensor functions)
+  {"tensor", "frontend", "jit", "reuse"},  # Tensor, its mixins, TinyJit and KernelReuse (which capture Tensor functions)
   {"nn", "distributed", "viz"},            # distributed: process groups over Tensors; viz: records the pipeline when VIZ is set
   {"__init__"},                          # the package's public names
 ]

@@ -67,10 +67,22 @@ def _uses(items: Items) -> tuple[dict[int, Buffer], dict[int, int], dict[int, in
 
 def release_dead(capture: Capture) -> None:
   """Deallocate the capture's internal buffers now (every item that uses them has run): later kernels of the capturing call
-  reuse their memory through the allocator's cache. A replay allocates again whatever `plan_memory` doesn't place."""
-  reachable = _reachable(capture.items, set())
-  for k, b in _uses(capture.items)[0].items():
-    if k in capture.fresh and k not in reachable and b.is_allocated(): b.deallocate()
+  reuse their memory through the allocator's cache. A replay allocates again whatever `plan_memory` doesn't place.
+  Incremental: items are scanned once (their fresh buffers wait in `capture.pending` until dead), so a long capture (an LLM's
+  every layer) doesn't rescan its first items at each call."""
+  for ei, _ in capture.items[capture.scanned:]:
+    for b in ei.bufs:
+      if b.base is not None: capture.view_bases.add(id(b.base))  # a view keeps its base's memory in use
+      elif id(b) in capture.fresh: capture.pending[id(b)] = b
+  capture.scanned = len(capture.items)
+  live: set[int] = set()
+  for b in list(buffers.values()):  # the Buffers behind live BUFFER nodes
+    live.add(id(b))
+    if b.base is not None: live.add(id(b.base))
+  for k, b in list(capture.pending.items()):
+    if k in live or k in capture.view_bases: continue
+    if b.is_allocated(): b.deallocate()
+    del capture.pending[k]  # nothing can reach it again: no later item uses it
 
 
 def plan_memory(items: Items, fresh: set[int], keep: set[int]) -> int:

@@ -1,9 +1,12 @@
 """Running a schedule: compile each kernel (cached), bind buffers, launch; copies between devices."""
 from __future__ import annotations
 
+import contextlib
 import math
+import mmap
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +15,7 @@ from tinygrad.codegen.heuristics import GROUP_MAX_OUTPUTS, GROUP_REDUCE
 from tinygrad.codegen.program import ProgramSpec, get_program
 from tinygrad.codegen.tensor_core import tc_setting
 from tinygrad.device.registry import Device
-from tinygrad.device.runtime import Buffer, Compiled, CopiesBetween, HostMemory, KernelLaunch, Program
+from tinygrad.device.runtime import Buffer, Compiled, CopiesBetween, HostMemory, KernelLaunch, Program, Views
 from tinygrad.engine import search
 from tinygrad.engine.buffers import buffer_of, buffers  # noqa: F401  (buffers: re-exported, as tensor.py and disk.py reach them here)
 from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
@@ -86,7 +89,7 @@ def split_policy() -> SplitPolicy:
 
 def beam_width() -> int:
   """The beam width in force for the kernel being compiled now: JITBEAM while a TinyJit captures, else BEAM."""
-  if capturing and JITBEAM.value: return int(JITBEAM.value)
+  if any(c.jit for c in capturing) and JITBEAM.value: return int(JITBEAM.value)
   return int(BEAM.value)
 
 
@@ -222,11 +225,47 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
   elif isinstance(dest_alloc, HostMemory) and dest.base is None:
     Device[dest.device].synchronize()
     src.copyout(dest_alloc.as_memoryview(dest.opaque)[:dest.nbytes])
+  elif src.nbytes > STAGING_BYTES and isinstance(src_alloc, Views) and isinstance(dest_alloc, Views): _copy_in_chunks(dest, src)
   else:
-    staging = memoryview(bytearray(src.nbytes))
-    src.copyout(staging)
-    dest.copyin(staging)
+    with _scratch(src.nbytes) as staging:
+      src.copyout(staging)
+      dest.copyin(staging)
   if DEBUG >= 2: print(f"*** copy {src.device} -> {dest.device} {src.nbytes} bytes")
+
+
+# a big copy through host memory (a model's weights from DISK to a GPU) goes through one reused staging area, a view of each side
+# at a time: a fresh host buffer the size of each tensor costs more to allocate and fault in than reading the file does
+STAGING_BYTES = 16 << 20
+_staging: memoryview | None = None
+_staging_lock = threading.Lock()
+
+
+def _copy_in_chunks(dest: Buffer, src: Buffer) -> None:
+  global _staging
+  src_alloc, dest_alloc = Device[src.device].allocator, Device[dest.device].allocator
+  assert isinstance(src_alloc, Views) and isinstance(dest_alloc, Views)
+  Device[src.device].synchronize()
+  with _staging_lock:
+    if _staging is None: _staging = memoryview(bytearray(STAGING_BYTES))
+    for off in range(0, src.nbytes, STAGING_BYTES):
+      n = min(STAGING_BYTES, src.nbytes - off)
+      src_alloc.copyout(_staging[:n], src_alloc.view(src.opaque, off, n))
+      dest_alloc.copyin(dest_alloc.view(dest.opaque, off, n), _staging[:n])
+
+
+@contextlib.contextmanager
+def _scratch(nbytes: int) -> Iterator[memoryview]:
+  """Host memory for one copy: a big one in anonymous pages (the kernel hands out zeroed pages as they are touched; a bytearray
+  writes its zeros first)."""
+  if nbytes < STAGING_BYTES:
+    yield memoryview(bytearray(nbytes))
+    return
+  m = mmap.mmap(-1, nbytes)
+  view = memoryview(m)
+  try: yield view
+  finally:
+    view.release()
+    m.close()
 
 
 def lower_schedule(items: list[ScheduleItem]) -> list[tuple[ExecItem, dict[str, int]]]:
@@ -246,6 +285,11 @@ class Capture:
   items: list[tuple[ExecItem, dict[str, int]]] = field(default_factory=list)
   fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
   unreleased: int = 0  # bytes of fresh buffers allocated since the last release_dead
+  jit: bool = True  # a TinyJit's capture (JITBEAM applies), not tinygrad/reuse.py recording a call
+  # release_dead's progress: items scanned, fresh buffers not yet released (by id()), bases of views among the items
+  scanned: int = 0
+  pending: dict[int, Buffer] = field(default_factory=dict)
+  view_bases: set[int] = field(default_factory=set)
 
 
 capturing: list[Capture] = []

@@ -22,6 +22,7 @@ from typing import Any
 from tinygrad import Tensor, dtypes
 from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
 from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, check_size, dequantize, to_native
+from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
@@ -275,13 +276,15 @@ def rope_table(cfg: ModelConfig, max_context: int, freq_factors: Tensor | None) 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, neox: bool) -> Tensor:
   """x (B, T, H, D), cos/sin (T, D/2). Pairs rotate by their angle; the partner of each element comes from a flip (a view)."""
   B, T, H, D = x.shape
+  # the partner's sign, (-1, 1): computed from the index, not data from the host (tinygrad/reuse.py replays only kernels)
+  sign = Tensor.arange(2, dtype=dtypes.float32, device=x.device) * 2 - 1
   if neox:  # pairs (i, i + D/2)
     xp = x.reshape(B, T, H, 2, D // 2)
-    rot = xp.flip(3) * Tensor([-1.0, 1.0], device=x.device).reshape(1, 1, 1, 2, 1)
+    rot = xp.flip(3) * sign.reshape(1, 1, 1, 2, 1)
     c, s = cos.reshape(1, T, 1, 1, D // 2), sin.reshape(1, T, 1, 1, D // 2)
   else:  # pairs (2i, 2i + 1)
     xp = x.reshape(B, T, H, D // 2, 2)
-    rot = xp.flip(4) * Tensor([-1.0, 1.0], device=x.device).reshape(1, 1, 1, 1, 2)
+    rot = xp.flip(4) * sign.reshape(1, 1, 1, 1, 2)
     c, s = cos.reshape(1, T, 1, D // 2, 1), sin.reshape(1, T, 1, D // 2, 1)
   return (xp * c + rot * s).reshape(B, T, H, D)
 
@@ -547,6 +550,9 @@ class Transformer:
       lw = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
       self.layers.append(Block(cfg, lw, self.max_context, cache_dtype))
     self.is_moe = any(isinstance(layer.ffn, MoEFeedForward) for layer in self.layers)
+    # the layers build one graph over their own weights: the first layer of each structure is scheduled and lowered, the others
+    # replay its kernels on their buffers (tinygrad/reuse.py). Not an MoE model: its router picks kernels from tensor data
+    self._reuse = None if self.is_moe else KernelReuse()
 
   @staticmethod
   def from_gguf(g: GGUFFile | str, max_context: int | None = None, device: str | None = None, cache_dtype=dtypes.float32) -> Transformer:
@@ -641,7 +647,7 @@ class Transformer:
     mask = causal_mask(start_pos, T, L, x.device).contiguous()
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
-      x = layer(x, start_pos, cos, sin, mask).realize()
+      x = layer(x, start_pos, cos, sin, mask).realize() if self._reuse is None else self._reuse(layer, x, start_pos, cos, sin, mask)
     if last is not None:
       if isinstance(last, int): x = x[:, last, :]
       else: x = (one_hot(scalar(last, x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)

@@ -6,6 +6,7 @@ import codecs
 import datetime
 import functools
 import heapq
+import itertools
 import json
 import re
 import secrets
@@ -141,7 +142,7 @@ class Tokenizer:
     if model not in ("gpt2", "llama"): raise ValueError(f"tokenizer model {model!r} is not supported (supported: 'gpt2' byte-level BPE, 'llama' SentencePiece)")
     self.tokens, self.model = tokens, model
     self.types = token_types if token_types is not None else [NORMAL] * len(tokens)
-    self.vocab = {t: i for i, t in enumerate(tokens)}
+    self.vocab = dict(zip(tokens, range(len(tokens))))  # (a later duplicate wins, as in a comprehension; built in C)
     self.bos_id, self.eos_id, self.unk_id, self.add_bos, self.add_space_prefix = bos_id, eos_id, unk_id, add_bos, add_space_prefix
     self.chat_template = chat_template
     self.special = {t: i for i, t in enumerate(tokens) if self.types[i] in (CONTROL, USER_DEFINED)}
@@ -153,7 +154,7 @@ class Tokenizer:
     if model == "gpt2":
       # keyed by the merge's own "left right" string (byte-level pieces never hold a space): no tuple and no two new strings
       # per merge, which for a 49k-merge vocabulary is ~8 MB less resident memory
-      self.ranks = {m: i for i, m in enumerate(merges or [])}  # no merges: every byte is its own token
+      self.ranks = dict(zip(merges or [], itertools.count()))  # no merges: every byte is its own token
       preset = (pre or "default").lower()
       if preset not in PRE_TOKENIZERS:
         warnings.warn(f"unknown tokenizer pre-tokenizer {pre!r}; using GPT-2's rules (known: {', '.join(sorted(PRE_TOKENIZERS))})", stacklevel=2)
