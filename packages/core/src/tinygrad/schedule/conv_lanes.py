@@ -30,7 +30,7 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
   (N, C/w, H, W, w) over a (O/w, I, H, W, w) copy of the weight, realized, and viewed back as NCHW. None where that doesn't
   apply. axis_strides: pack._axis_strides (pack calls this module)."""
   if not CONV_LANES.value or r.arg[0] is not Ops.ADD or (x := r.src[0]).op is not Ops.MUL or not dtypes.is_float(x.dtype): return None
-  if len(r.arg[1]) < 2 or not all(isinstance(s, int) for s in x.shape): return None  # a matmul reduces one axis
+  if len(r.arg[1]) < 2 or not all(isinstance(s, int) and s > 0 for s in x.shape): return None  # a matmul reduces one axis
   shape: tuple[int, ...] = x.shape
   outs = [a for a in range(len(shape)) if a not in r.arg[1] and shape[a] > 1]
   if len(outs) < 2: return None
