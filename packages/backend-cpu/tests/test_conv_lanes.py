@@ -54,6 +54,20 @@ def test_stride2_conv_runs_with_channel_lanes():
     assert len(_kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))) == 2
 
 
+def test_seven_wide_layer_blocks_the_batch_too():
+  """ResNet's 7x7 layer (512 channels, batch 8): 7 has no divisor for a second register-blocked loop, so the block takes 4
+  images besides the 16 lanes (codegen/heuristics.py's _fill_block); a 56-wide conv keeps its 8x8 block."""
+  with Context(DEV="CPU"):
+    conv = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
+    plain = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
+  n, lanes = _out_ranges(conv)[0], _out_ranges(conv)[-1]
+  assert hand_coded_opts(conv, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 16), Opt(OptOps.UPCAST, n.arg[0], 4),
+                                                               Opt(OptOps.THREAD, 0, 2)]
+  co, ox = _out_ranges(plain)[1], _out_ranges(plain)[-1]
+  assert hand_coded_opts(plain, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, ox.arg[0], 8), Opt(OptOps.UPCAST, co.arg[0], 8),
+                                                                Opt(OptOps.THREAD, 0, 2)]
+
+
 @pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1),  # 56-wide rows vectorize as they are
                                               ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),  # a 1x1 conv on 56-wide rows
                                               ((2, 16, 14, 14), (12, 16, 3, 3), 1, 1)])  # 12 channels: no lanes of 8
