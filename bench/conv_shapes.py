@@ -1,6 +1,8 @@
 """Benchmark: CPU convolutions of ResNet shapes (3x3, 1x1, 3x3 stride 2; batch 8) and a 2048 matmul for calibration, ours
 (TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, best of 5. One JSON line.
-`python bench/conv_shapes.py [label]` (the H200 host's CPU figures in the issue 19 note came from this script)."""
+`python bench/conv_shapes.py [label] [--more]` (the H200 host's CPU figures in the issue 19 note came from this script);
+--more adds ResNet's later layers (14x14 and 7x7 maps), a 1x1 stride-2 downsample and batch 1. The load average at the start
+and the end is in `loadavg`."""
 import json
 import os
 import sys
@@ -11,6 +13,9 @@ from tinygrad import Tensor, TinyJit
 
 SHAPES = [("3x3 b8 64x56", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1), ("1x1 b8 256x56", (8, 256, 56, 56), (64, 256, 1, 1), 0, 1),
           ("3x3 s2 b8 128x28", (8, 128, 28, 28), (256, 128, 3, 3), 1, 2)]
+MORE = [("3x3 b8 256x14", (8, 256, 14, 14), (256, 256, 3, 3), 1, 1), ("3x3 b8 512x7", (8, 512, 7, 7), (512, 512, 3, 3), 1, 1),
+        ("1x1 b8 1024x14", (8, 1024, 14, 14), (256, 1024, 1, 1), 0, 1), ("1x1 s2 b8 256x56", (8, 256, 56, 56), (512, 256, 1, 1), 0, 2),
+        ("3x3 s2 b1 128x56", (1, 128, 56, 56), (128, 128, 3, 3), 1, 2), ("3x3 b1 64x56", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1)]
 
 
 def best(f, n: int = 5) -> float:
@@ -35,14 +40,16 @@ def one_conv(xs: tuple, ws: tuple, pad: int, stride: int) -> dict:
 
 
 def main() -> None:
-  out: dict = {"label": sys.argv[1] if len(sys.argv) > 1 else "", "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
-  for name, xs, ws, pad, stride in SHAPES: out[name] = one_conv(xs, ws, pad, stride)
+  args = [a for a in sys.argv[1:] if a != "--more"]
+  out: dict = {"label": args[0] if args else "", "threads": torch.get_num_threads(), "cpus": os.cpu_count(), "loadavg": os.getloadavg()}
+  for name, xs, ws, pad, stride in SHAPES + (MORE if "--more" in sys.argv else []): out[name] = one_conv(xs, ws, pad, stride)
   a, b = Tensor.rand(2048, 2048).realize(), Tensor.rand(2048, 2048).realize()
   mm = TinyJit(lambda a, b: (a @ b).realize())
   for _ in range(3): mm(a, b)
   ta, tb = torch.rand(2048, 2048), torch.rand(2048, 2048)
   out["matmul 2048"] = {"ours_gflops": round(2 * 2048**3 / best(lambda: mm(a, b)) / 1e9, 1),
                         "torch_gflops": round(2 * 2048**3 / best(lambda: ta @ tb) / 1e9, 1)}
+  out["loadavg_end"] = os.getloadavg()
   print(json.dumps(out))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
+from tinygrad.schedule.conv_lanes import channel_lanes
 from tinygrad.uop.ops import Ops, UOp
 
 PACK_PANELS = ContextVar("PACK_PANELS", 1)  # 0: matmuls read B in place
@@ -59,8 +60,11 @@ def _axis_strides(x: UOp) -> tuple[UOp, list[int]]:
 
 
 def rewrite_cpu_reduce(r: UOp) -> UOp | None:
-  """A CPU reduction over a packed B (pack_panels) or over padded copies of its inputs (pad_inputs); None where neither applies."""
-  return packed if (packed := pack_panels(r)) is not None else pad_inputs(r)
+  """A CPU reduction over a packed B (pack_panels), or over padded copies of its inputs (pad_inputs) and with its output
+  channels as the vector lanes (conv_lanes.py); None where none applies."""
+  if (packed := pack_panels(r)) is not None: return packed
+  padded = pad_inputs(r)
+  return lanes if (lanes := channel_lanes(padded if padded is not None else r, _axis_strides)) is not None else padded
 
 
 def pad_inputs(r: UOp) -> UOp | None:

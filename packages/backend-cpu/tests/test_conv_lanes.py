@@ -1,0 +1,122 @@
+"""Output channels as a CPU convolution's vector lanes (core schedule/conv_lanes.py): a conv whose output rows don't
+vectorize (stride 2, rows not a multiple of 8) runs in the blocked layout (N, C/16, H, W, 16) over a copy of its weight with
+the output channel innermost; other convs and matmuls are left alone; results equal a float64 numpy reference with both
+CPU renderers, for odd shapes, batch 1, channel counts that aren't multiples of 16, and through the backward pass."""
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor
+from tinygrad.codegen.heuristics import _index_stride, hand_coded_opts
+from tinygrad.codegen.opt import Opt, OptOps, range_size, ranges_of
+from tinygrad.codegen.program import stable_key
+from tinygrad.uop.ops import Ops, UOp
+from tinygrad_backend_cpu.clang import clang_available
+
+
+def _kernels(t: Tensor) -> list[UOp]: return [si.ast for si in t.schedule() if si.ast.op is Ops.SINK]
+
+
+def _keys(kernels: list[UOp]) -> list[str]: return [stable_key(list(k.toposort())) for k in kernels]
+
+
+def _conv(ast_list: list[UOp]) -> UOp: return next(k for k in ast_list if any(n.op is Ops.REDUCE for n in k.toposort()))
+
+
+def _out_ranges(ast: UOp) -> list[UOp]: return sorted((r for r in ranges_of(ast).values() if r.arg[1] == "global"), key=lambda r: r.arg[0])
+
+
+def _reference(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.ndarray:
+  kh, kw = w.shape[2:]
+  xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).astype(np.float64)
+  oh, ow = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+  out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+  for ky in range(kh):
+    for kx in range(kw):
+      out += np.einsum("nchw,oc->nohw", xp[:, :, ky:ky + stride * oh:stride, kx:kx + stride * ow:stride], w[:, :, ky, kx].astype(np.float64))
+  return out
+
+
+def test_stride2_conv_runs_with_channel_lanes():
+  """ResNet's 3x3 stride-2 conv (128 -> 256 channels, 28x28 -> 14x14): the conv kernel's innermost output loop is 16 output
+  channels, whose weights are neighbours (the packed copy) and whose input pixel is one and the same; the register block
+  vectorizes that loop."""
+  with Context(DEV="CPU"):
+    kernels = _kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))
+  conv = _conv(kernels)
+  outs = _out_ranges(conv)
+  assert [range_size(r) for r in outs] == [8, 16, 14, 14, 16]  # (N, C/16, H, W, 16)
+  lanes = outs[-1]
+  strides = sorted(_index_stride(ld, lanes) for ld in conv.toposort() if ld.op is Ops.LOAD and ld.src[0].op is Ops.INDEX)
+  assert strides == [0, 1]  # the input pixel is shared by the lanes, the weights are contiguous
+  assert hand_coded_opts(conv, threads=2, accumulators=96)[0] == Opt(OptOps.UPCAST, lanes.arg[0], 16)
+  # the padded input's copy, the weight's copy, the conv, and the copy back to NCHW
+  assert len(kernels) == 4
+  with Context(DEV="CPU", CONV_LANES=0):
+    assert len(_kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))) == 2
+
+
+def test_seven_wide_layer_blocks_the_batch_too():
+  """ResNet's 7x7 layer (512 channels, batch 8): 7 has no divisor for a second register-blocked loop, so the block takes 4
+  images besides the 16 lanes (codegen/heuristics.py's _fill_block); a 56-wide conv keeps its 8x8 block."""
+  with Context(DEV="CPU"):
+    conv = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
+    plain = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
+  n, lanes = _out_ranges(conv)[0], _out_ranges(conv)[-1]
+  assert hand_coded_opts(conv, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 16), Opt(OptOps.UPCAST, n.arg[0], 4),
+                                                               Opt(OptOps.THREAD, 0, 2)]
+  co, ox = _out_ranges(plain)[1], _out_ranges(plain)[-1]
+  assert hand_coded_opts(plain, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, ox.arg[0], 8), Opt(OptOps.UPCAST, co.arg[0], 8),
+                                                                Opt(OptOps.THREAD, 0, 2)]
+
+
+@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1),  # 56-wide rows vectorize as they are
+                                              ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),  # a 1x1 conv on 56-wide rows
+                                              ((2, 16, 14, 14), (12, 16, 3, 3), 1, 1)])  # 12 channels: no lanes of 8
+def test_left_alone(xs, ws, pad, stride):
+  with Context(DEV="CPU"):
+    a = _kernels(Tensor.empty(*xs).conv2d(Tensor.empty(*ws), padding=pad, stride=stride))
+  with Context(DEV="CPU", CONV_LANES=0):
+    b = _kernels(Tensor.empty(*xs).conv2d(Tensor.empty(*ws), padding=pad, stride=stride))
+  assert _keys(a) == _keys(b)
+
+
+def test_matmul_left_alone():
+  with Context(DEV="CPU"):
+    a = _kernels(Tensor.empty(64, 100) @ Tensor.empty(100, 10))  # 10 columns: not a multiple of 8, but one reduce axis
+  with Context(DEV="CPU", CONV_LANES=0): b = _kernels(Tensor.empty(64, 100) @ Tensor.empty(100, 10))
+  assert _keys(a) == _keys(b)
+
+
+SHAPES = [((1, 8, 7, 9), (16, 8, 3, 3), 1, 1),      # batch 1, 9-wide rows
+          ((2, 3, 13, 9), (24, 3, 3, 3), 1, 2),     # stride 2, 3 input channels, 24 = 8-wide lanes
+          ((1, 16, 7, 7), (32, 16, 1, 1), 0, 1),    # a 1x1 conv on a 7x7 map
+          ((2, 16, 15, 15), (32, 16, 1, 1), 0, 2),  # a 1x1 stride-2 conv (ResNet's downsample)
+          ((1, 5, 11, 13), (16, 5, 5, 3), 2, 1),    # a 5x3 kernel, odd everything
+          ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1)]    # 48 channels: 3 blocks of 16
+
+
+@pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
+@pytest.mark.parametrize("xs,ws,pad,stride", SHAPES)
+def test_matches_numpy(dev, xs, ws, pad, stride):
+  if dev == "CPU:CLANG" and clang_available() is not None: pytest.skip(str(clang_available()))
+  rng = np.random.default_rng(sum(xs) + sum(ws))
+  x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
+  with Context(DEV=dev):
+    kernels = _kernels(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride))
+    assert range_size(_out_ranges(_conv(kernels))[-1]) in (8, 16)  # the rewrite applied
+    got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
+  np.testing.assert_allclose(got, _reference(x, w, pad, stride), rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
+
+
+def test_fused_consumer_and_gradients_equal_plain():
+  """A bias and relu after the conv (consumers that read the blocked result back as NCHW) and the backward pass (its own
+  convs over transposed views) give what they give without the rewrite."""
+  rng = np.random.default_rng(3)
+  x, w, b = rng.standard_normal((2, 16, 14, 14), np.float32), rng.standard_normal((32, 16, 3, 3), np.float32), rng.standard_normal(32, np.float32)
+  res = []
+  for lanes in (1, 0):
+    with Context(DEV="CPU", CONV_LANES=lanes):
+      tx, tw, tb = (Tensor(v, requires_grad=True) for v in (x, w, b))
+      y = tx.conv2d(tw, tb, padding=1, stride=2).relu()
+      (y * y).sum().backward()
+      res.append([y.numpy(), *(t.grad.numpy() for t in (tx, tw, tb))])
+  for g1, g0 in zip(*res): np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-3)

@@ -1,0 +1,75 @@
+"""Output channels as the vector lanes of a CPU convolution whose pixel rows don't vectorize.
+
+The CPU register block (codegen/heuristics.py) puts its vector lanes on the innermost output loop, a convolution's output
+columns. That pays where a row is a multiple of the vector width and the input is read at stride 1 along it (a 3x3 conv at
+56x56). A stride-2 conv reads every second input pixel (the lanes' loads are gathers), and the 14- and 7-wide rows of a
+ResNet's later layers leave no vector width that divides them: the kernel then blocks the output channels alone, loading
+one weight at a time from 8 places a whole filter apart (a 3x3 stride-2 conv, 128 -> 256 channels at 28x28, ran at 0.16x
+torch). Here such a reduction is computed in the blocked layout (N, C/16, H, W, 16), a kernel of its own that writes 16
+output channels contiguously, over a copy of the weight laid out (O/16, I, H, W, 16): the lanes then load one contiguous
+weight vector and broadcast one input pixel per multiply-add, like a matmul's, and each 16-channel panel of the weight is
+one contiguous run that stays in cache while every pixel of an image goes through it (the plain (I, H, W, O) transpose,
+tried first, read 64 bytes from every 2 KiB of a 9 MB weight per pixel: the 7x7 layer ran 2.5x slower than before). The consumers read
+the result back through a permute. Measured on the loaded 2-core VM (bench/README.md): the stride-2 conv above 7.8 -> 37
+GFLOP/s with this alone (torch about 25 in the same runs). Not seen: a stride that the input's view hides below a SHRINK
+(a stride-2 conv with rows a multiple of 8 wide keeps its layout).
+
+Applied by create_schedule (schedule/kernelize.py, through pack.rewrite_cpu_reduce) to CPU REDUCE_AXIS nodes.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tinygrad.dtype import dtypes
+from tinygrad.helpers import ContextVar
+from tinygrad.uop.ops import Ops, UOp
+
+CONV_LANES = ContextVar("CONV_LANES", 1)  # 0: convolutions keep their lanes on the output columns
+LANE_WIDTH = 8  # a row this many pixels wide (or a multiple) vectorizes as it is; the channels need a multiple of it
+
+
+def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) -> UOp | None:
+  """REDUCE_AXIS(ADD, MUL(input, weight)) of a convolution (two or more reduce axes) whose innermost output loop (the
+  columns) is not a multiple of LANE_WIDTH or is read at a stride other than 1: the same reduction in the blocked layout
+  (N, C/w, H, W, w) over a (O/w, I, H, W, w) copy of the weight, realized, and viewed back as NCHW. None where that doesn't
+  apply. axis_strides: pack._axis_strides (pack calls this module)."""
+  if not CONV_LANES.value or r.arg[0] is not Ops.ADD or (x := r.src[0]).op is not Ops.MUL or not dtypes.is_float(x.dtype): return None
+  if len(r.arg[1]) < 2 or not all(isinstance(s, int) and s > 0 for s in x.shape): return None  # a matmul reduces one axis
+  shape: tuple[int, ...] = x.shape
+  outs = [a for a in range(len(shape)) if a not in r.arg[1] and shape[a] > 1]
+  if len(outs) < 2: return None
+  j = outs[-1]
+  views = [axis_strides(op) for op in x.src]
+  for i, (base, steps) in enumerate(views):
+    other = views[1 - i][1]
+    if base.op is not Ops.BUFFER or steps[j] != 0 or other[j] == 0: continue  # the weight: the same for every column
+    if shape[j] % LANE_WIDTH == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
+    chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTH == 0]
+    if not chans: continue
+    c = chans[-1]
+    w = 16 if shape[c] % 16 == 0 else LANE_WIDTH
+    # axis c split into (c/w, w): the lanes are axis c+1, moved last; the reduce axes after c move one up
+    split = shape[:c] + (shape[c] // w, w) + shape[c + 1:]
+    srcs = [UOp(Ops.RESHAPE, x.dtype, (s,), split) for s in x.src]
+    srcs[i] = _innermost(srcs[i], axis_strides(srcs[i])[1], c + 1)
+    perm = tuple([a for a in range(len(split)) if a != c + 1] + [c + 1])
+    xs = UOp(Ops.PERMUTE, x.dtype, (x.replace(src=tuple(srcs)),), perm)
+    axes = tuple(sorted(perm.index(a + 1 if a > c else a) for a in r.arg[1]))
+    out = UOp(Ops.CONTIGUOUS, r.dtype, (UOp(Ops.REDUCE_AXIS, r.dtype, (xs,), (r.arg[0], axes)),))
+    back = UOp(Ops.PERMUTE, r.dtype, (out,), tuple(perm.index(a) for a in range(len(split))))
+    return UOp(Ops.RESHAPE, r.dtype, (back,), r.shape)
+  return None
+
+
+def _innermost(b: UOp, steps: list[int], c: int) -> UOp:
+  """b (a view of a buffer, expanded over the axes it doesn't read) as the same view of a contiguous copy in which axis c
+  is innermost and the other axes b reads keep their order."""
+  shape: tuple[int, ...] = b.shape
+  dep = [a for a in range(len(shape)) if steps[a] != 0]
+  order = [a for a in dep if a != c] + [c]
+  flat = UOp(Ops.SHRINK, b.dtype, (b,), tuple((0, s if a in dep else 1) for a, s in enumerate(shape)))
+  small = UOp(Ops.RESHAPE, b.dtype, (flat,), tuple(shape[a] for a in dep))
+  packed = UOp(Ops.CONTIGUOUS, b.dtype, (UOp(Ops.PERMUTE, b.dtype, (small,), tuple(dep.index(a) for a in order)),))
+  back = UOp(Ops.PERMUTE, b.dtype, (packed,), tuple(order.index(a) for a in dep))
+  back = UOp(Ops.RESHAPE, b.dtype, (back,), tuple(s if a in dep else 1 for a, s in enumerate(shape)))
+  return UOp(Ops.EXPAND, b.dtype, (back,), shape)
