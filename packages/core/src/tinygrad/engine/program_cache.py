@@ -82,14 +82,16 @@ def program_key(ast: UOp, renderer: Renderer, setting: tuple) -> str:
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def cacheable(ast: UOp, beam: int) -> bool:
-  # a hand-written kernel's arg may carry objects whose repr doesn't say all they do: not keyed by structure
-  return bool(PCACHE.value) and CACHELEVEL.value > 0 and not beam and DEBUG < 4 and not VERIFY.value and ast.op is Ops.SINK and not is_hand_written(ast)
+def cacheable(ast: UOp, beam: int, watched: bool = False) -> bool:
+  # watched: VIZ records each lowering step (a program served from disk would show none). A hand-written kernel's arg may
+  # carry objects whose repr doesn't say all they do: not keyed by structure
+  return (bool(PCACHE.value) and CACHELEVEL.value > 0 and not beam and not watched and DEBUG < 4 and not VERIFY.value and ast.op is Ops.SINK
+          and not is_hand_written(ast))
 
 
-def cached_program(ast: UOp, renderer: Renderer, setting: tuple, beam: int, lower: Callable[[], ProgramSpec]) -> ProgramSpec:
+def cached_program(ast: UOp, renderer: Renderer, setting: tuple, beam: int, lower: Callable[[], ProgramSpec], watched: bool = False) -> ProgramSpec:
   """`lower()`'s program for this AST, from the disk cache when an earlier process lowered it under the same key."""
-  if not cacheable(ast, beam): return lower()
+  if not cacheable(ast, beam, watched): return lower()
   key = program_key(ast, renderer, setting)
   if isinstance(hit := _get(key), ProgramSpec):
     stats["hits"] += 1

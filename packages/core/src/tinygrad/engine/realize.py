@@ -101,8 +101,7 @@ def opt_setting() -> tuple[int, ...]:
 def _program(ast: UOp, renderer: Renderer) -> ProgramSpec:
   beam = beam_width()
   lower = lambda: get_program(ast, renderer, search.choose_opts(ast, renderer, beam))  # noqa: E731
-  if recorder is not None: return lower()  # VIZ records each lowering step: a program served from disk would show none
-  return cached_program(ast, renderer, opt_setting(), beam, lower)
+  return cached_program(ast, renderer, opt_setting(), beam, lower, watched=recorder is not None)
 
 
 def _runner_key(device: str, ast: UOp, renderer: Renderer) -> tuple:
