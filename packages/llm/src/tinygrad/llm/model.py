@@ -196,6 +196,12 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   return out + bias if bias is not None else out
 
 
+def stored_unless_tensor_cores(x: Tensor, w: QuantWeight) -> Tensor:
+  """x, the input of linear(x, w), made contiguous, except where linear() runs on tensor cores: there it stores x as half
+  itself, so an extra float32 copy would be one more kernel and twice the bytes (Llama-1B prefill: two per layer)."""
+  return x if uses_tensor_cores(x, w) else x.contiguous()
+
+
 def uses_tensor_cores(x: Tensor, w: QuantWeight) -> bool:
   """Whether linear(x, w) runs as a half-precision tensor-core matmul: a 2-D weight that is F16 or quantized (an F32 model keeps
   float32), at least TC_MIN_ROWS rows of x, and a device whose renderer has float16 tensor cores accumulating in float32."""
@@ -341,7 +347,7 @@ class Attention:
     else: out = self._attend(qh, mask, fused)
     # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
     if T == 1: out = out.reshape(B, 1, cfg.n_heads * cfg.head_dim)
-    else: out = out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim).contiguous()
+    else: out = stored_unless_tensor_cores(out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim), self.wo)
     return linear(out, self.wo)
 
   def _attend_on_tensor_cores(self, qh: Tensor, mask: Tensor) -> Tensor:
@@ -409,14 +415,14 @@ class FeedForward:
       n = self.gate_up.shape[0] // 2
       gu = linear(x, self.gate_up, scale=scale).contiguous()
       # stored: inside the down projection's kernel silu(gate) * up would be recomputed for every output row (measured on the
-      # H200: Llama-1B's down projection 13.6 -> 45 us when it was)
-      return linear((gu[..., :n].silu() * gu[..., n:]).contiguous(), self.down)
+      # H200: Llama-1B's down projection 13.6 -> 45 us when it was); on tensor cores linear() stores it itself, as half
+      return linear(stored_unless_tensor_cores(gu[..., :n].silu() * gu[..., n:], self.down), self.down)
     # one token: gate and up in one kernel (two matrix-vector products); several: the gate first, so each kernel has one matmul and
     # the CPU heuristics can share each loaded weight across the tokens (two matmuls in one kernel run out of registers)
     assert self.gate is not None and self.up is not None
     g = linear(x, self.gate, scale=scale)
     if x.shape[1] != 1: g = g.contiguous()
-    return linear((g.silu() * linear(x, self.up, scale=scale)).contiguous(), self.down)
+    return linear(stored_unless_tensor_cores(g.silu() * linear(x, self.up, scale=scale), self.down), self.down)
 
 
 class MoEFeedForward:
