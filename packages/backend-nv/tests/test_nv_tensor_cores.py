@@ -103,15 +103,30 @@ def test_big_tiles_compile_with_dynamic_shared_memory(config: int) -> None:
   assert not any(u.op is Ops.WMMA for p in progs for u in p.uops)  # doesn't fit: the plain path
 
 
-@pytest.mark.parametrize("rname,arch,config", [("CUDA", "sm_90", 11), ("CUDA", "sm_80", 11), ("CUDA", "sm_86", 0), ("PTX", "sm_90", 0)])
-def test_heuristic_tile_config(rname: str, arch: str, config: int) -> None:
-  """Big matmuls take the fastest measured config that fits the renderer's shared memory: 128x256x64 (144 KB) with
-  CUDA's dynamic shared memory on sm_80/sm_90, else 128x128x32 (PTX keeps 48 KB of static shared memory)."""
+@pytest.mark.parametrize("rname,arch,mkn,config", [
+  ("CUDA", "sm_90", (4096, 4096, 4096), 12), ("CUDA", "sm_80", (4096, 4096, 4096), 12), ("CUDA", "sm_86", (4096, 4096, 4096), 0),
+  ("PTX", "sm_90", (4096, 4096, 4096), 0),
+  # a 512-token prefill chunk's down projection: 128x128 tiles make 64 blocks for 132 SMs; 64x64 ones fill two waves
+  ("CUDA", "sm_90", (512, 8192, 2048), 3), ("PTX", "sm_90", (512, 8192, 2048), 0), ("CUDA", "sm_90", (512, 2048, 16384), 12)])
+def test_heuristic_tile_config(rname: str, arch: str, mkn: tuple[int, int, int], config: int) -> None:
+  """With the CUDA renderer (measured rates, SM count) the config of the fewest modeled waves x tile area / rate: big
+  matmuls take the biggest tiles that fit the arch's shared memory, short wide ones smaller tiles that fill the GPU. PTX
+  (48 KB of static shared memory, where the rates don't hold) keeps the old rule: the first config in order with 64 blocks."""
   renderer = _renderer(rname, arch)
+  M, K, N = mkn
   with Context(DEV=f"NULL:{rname}:{arch}"):
-    items, _ = create_schedule([_graph((4096, 4096), (4096, 4096), dtypes.float16, False).uop])
+    items, _ = create_schedule([_graph((M, K), (K, N), dtypes.float16, False).uop])
     prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
   assert [(o.op, o.amount) for o in prog.opts] == [(OptOps.TC, config)]
+
+
+def test_modeled_tile_cost_counts_waves() -> None:
+  from tinygrad.codegen.tensor_core import modeled_tile_cost
+  big, small = CONFIGS[0], CONFIGS[3]  # 128x128 and 64x64
+  assert modeled_tile_cost(big, 64, 132) == 128 * 128 / big.rate  # one partial wave
+  assert modeled_tile_cost(small, 256, 132) == 2 * 64 * 64 / small.rate
+  assert modeled_tile_cost(small, 256, 132) < modeled_tile_cost(big, 64, 132)  # 512x2048: the small tiles
+  assert modeled_tile_cost(big, 1024, 132) < modeled_tile_cost(small, 4096, 132)  # 4096x4096: the big ones
 
 
 def test_small_kernels_keep_static_shared_memory() -> None:

@@ -17,6 +17,9 @@ from tinygrad.device.plugin import CompileError, Compiler
 # archs both renderers accept; sm_90a is sm_90 with the arch-specific (wgmma, setmaxnreg) instructions
 ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 DEFAULT_ARCH = "sm_90"
+# SMs of each arch's datacenter part (T4, A100, A10, L40S, H100/H200 SXM): the renderers' compute_units, which core's tensor-core
+# heuristic uses to count waves of blocks; a smaller part of the same arch only shifts where smaller tiles start to win
+SM_COUNT = {75: 40, 80: 108, 86: 72, 89: 142, 90: 132}
 # threads per block. Core's codegen launches every kernel with local_max[0] threads per block, and __launch_bounds__ /
 # .maxntid of that size caps registers per thread (65536 / 1024 = 64 at 1024): register-blocked kernels (matmul) then
 # spill. 256 leaves 255. NV_LOCAL_SIZE=1024 (the hardware maximum) restores the largest blocks.

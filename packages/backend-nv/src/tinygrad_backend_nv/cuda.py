@@ -12,7 +12,7 @@ import re
 
 from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
 
-from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, NVRTCCompiler, arch_number
+from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
 
 _HALF = """\
 struct half {  // IEEE binary16, converted with cvt (cuda_fp16.h is not needed)
@@ -138,6 +138,9 @@ class CUDARenderer(CStyleRenderer):
     if target.device in ("CUDA", "NV"): self.device = target.device
     self.compiler = NVRTCCompiler(self.arch)
     self.shared_max = _SHARED_MAX.get(arch_number(self.arch), STATIC_SHARED_MAX)
+    # the tile configs' rates were measured with this renderer's dynamic shared memory (up to 4 stages of the 48 KB configs); PTX
+    # keeps 48 KB of static shared memory, where they don't hold, so it leaves compute_units unknown (the blocks-count rule)
+    self.compute_units = SM_COUNT.get(arch_number(self.arch), 0)
     self._dyn_offset: int | None = None  # while rendering a kernel with dynamic shared memory: the next local's offset
 
   def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)

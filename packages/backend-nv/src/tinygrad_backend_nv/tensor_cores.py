@@ -17,27 +17,30 @@ Layout = tuple[tuple[tuple[int, int], ...], ...]
 WARP = 32  # mma.sync is one warp's instruction: its 32 lanes hold the fragments
 
 # How core's tensor-core lowering tiles a matmul here. Indexed by Opt(TC, _, amount): append only (BEAM caches name them).
+# `rate`: fp16 8192^3 on the H200 (CUDA C renderer), the config's TFLOP/s over the fastest's (2026-12-02, .probe-style sweep of
+# every config, bench/README.md): with the renderer's compute_units it lets core's heuristic pick by modeled waves
+# (codegen/tensor_core.py modeled_tile_cost); 16x8x8 (sm_75/tf32 only) was not measured and takes its neighbour's rate.
 TILE_CONFIGS: tuple[TileConfig, ...] = (
-  TileConfig(128, 128, 32, 2, 2),   # warp tiles 64x64, 2 blocks per SM: the fastest within 48 KB of shared memory
-  TileConfig(128, 128, 32, 2, 4),
-  TileConfig(128, 256, 16, 2, 4),
-  TileConfig(64, 64, 32, 2, 2),
-  TileConfig(32, 32, 32, 2, 2),
-  TileConfig(32, 16, 16, 2, 1),
-  TileConfig(16, 8, 16, 1, 1),
-  TileConfig(16, 8, 8, 1, 1),
-  TileConfig(16, 8, 32, 1, 1),
-  TileConfig(128, 256, 32, 2, 4),   # 8 warps of 64x64 (2 stages in 48 KB, more where the renderer has more shared memory)
-  TileConfig(256, 128, 32, 4, 2),
+  TileConfig(128, 128, 32, 2, 2, rate=0.88),   # warp tiles 64x64, 2 blocks per SM: the fastest within 48 KB of shared memory
+  TileConfig(128, 128, 32, 2, 4, rate=0.74),
+  TileConfig(128, 256, 16, 2, 4, rate=0.61),
+  TileConfig(64, 64, 32, 2, 2, rate=0.67),
+  TileConfig(32, 32, 32, 2, 2, rate=0.31),
+  TileConfig(32, 16, 16, 2, 1, rate=0.12),
+  TileConfig(16, 8, 16, 1, 1, rate=0.045),
+  TileConfig(16, 8, 8, 1, 1, rate=0.045),
+  TileConfig(16, 8, 32, 1, 1, rate=0.058),
+  TileConfig(128, 256, 32, 2, 4, rate=0.89),   # 8 warps of 64x64 (2 stages in 48 KB, more where the renderer has more shared memory)
+  TileConfig(256, 128, 32, 4, 2, rate=0.87),
   # the big tiles below need more than 48 KB of shared memory (renderer.shared_max: CUDA's dynamic shared memory)
-  TileConfig(128, 256, 64, 2, 4, 3),  # 8 warps of 64x64, 144 KB: the fastest on the H200
-  TileConfig(256, 128, 64, 4, 2, 3),
-  TileConfig(128, 128, 64, 2, 2, 4),
-  TileConfig(128, 256, 32, 2, 4, 3),
-  TileConfig(256, 128, 32, 4, 2, 3),
+  TileConfig(128, 256, 64, 2, 4, 3, rate=0.98),  # 8 warps of 64x64, 144 KB
+  TileConfig(256, 128, 64, 4, 2, 3, rate=1.0),
+  TileConfig(128, 128, 64, 2, 2, 4, rate=0.82),
+  TileConfig(128, 256, 32, 2, 4, 3, rate=0.84),
+  TileConfig(256, 128, 32, 4, 2, 3, rate=0.86),
 )
-# the order the heuristic tries them in (the first that fits and leaves enough blocks wins): fastest measured first
-# (H200, 8192 fp16/bf16, bench/README.md: 11 at 0.62x/0.58x of cuBLAS, 0 at 0.58x/0.54x; renderers without dynamic shared
+# the order ties are broken in (and, without compute units, the first that fits and leaves enough blocks wins): fastest measured
+# first (H200, 8192 fp16/bf16, bench/README.md: 11 at 0.62x/0.58x of cuBLAS, 0 at 0.58x/0.54x; renderers without dynamic shared
 # memory, like PTX's, or sm_86's 99 KB, don't fit 11 and take 0)
 TILE_ORDER: tuple[int, ...] = (11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15)
 

@@ -212,11 +212,21 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
       continue
     M, N, _ = m.mnk
     fitting = [c for c in (tc.tile_order or range(len(configs))) if config_fits(configs[c], tc, m, renderer.shared_max)]
-    # prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
+    if not fitting: continue
     blocks = {c: M // configs[c].bm * N // configs[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
+    if renderer.compute_units and all(configs[c].rate > 0 for c in fitting):
+      return [Opt(OptOps.TC, n, min(fitting, key=lambda c: modeled_tile_cost(configs[c], blocks[c], renderer.compute_units)))]
+    # no measured rates: prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
     enough = [c for c in fitting if blocks[c] >= 64 and configs[c].warps >= 4]
-    if enough or fitting: return [Opt(OptOps.TC, n, (enough or fitting)[0])]
+    return [Opt(OptOps.TC, n, (enough or fitting)[0])]
   return None
+
+
+def modeled_tile_cost(cfg: TileConfig, blocks: int, compute_units: int) -> float:
+  """Relative time of a tiling: the blocks run in waves of one per compute unit, each block's time its tile area over the config's
+  measured rate. Big tiles win on big matmuls; on a short, wide one (a prefill chunk: 512 x 2048) they leave most units idle, and a
+  smaller tile that fills two waves is faster (H200, 512x2048x8192 fp16: 64x64 tiles 114 us, 128x128 149 us)."""
+  return -(-blocks // compute_units) * cfg.bm * cfg.bn / cfg.rate
 
 
 # ---- the lowering

@@ -61,6 +61,7 @@ class TileConfig:
   warps_m: int   # lane groups (warps) along M
   warps_n: int   # lane groups along N
   stages: int = 0  # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
+  rate: float = 0.0  # measured throughput on a large matmul relative to the backend's fastest config (0: not measured)
 
   @property
   def warps(self) -> int: return self.warps_m * self.warps_n
@@ -110,6 +111,7 @@ class Renderer:
   has_shared: bool = False
   reg_vectors: bool = True      # DEFINE_REG of packed 16-bit vectors (tensor-core fragments carried across loop iterations)
   shared_max: int = 48 * 1024   # shared memory bytes one block may use (above 48 KB the device needs it as dynamic smem)
+  compute_units: int = 0        # blocks that run side by side at full speed (GPU: its SMs/CUs; 0: unknown): tile choice by waves
   global_max: tuple[int, ...] | None = None
   local_max: tuple[int, ...] | None = None
   supports_float4: bool = False
