@@ -84,7 +84,7 @@ def test_key_misses_on_dtype_shape_renderer_and_opts():
   assert key(sum_ast(shape=(16, 64))) != base
   assert key(kernel_ast((Tensor.empty(16, 32) * 3).sum(axis=1))) != base  # another constant
   assert key(kernel_ast((Tensor.empty(16, 32) * 2).max(axis=1))) != base  # another op
-  for field, value in (("arch", "another_arch"), ("threads", 7), ("has_local", True), ("supports_float4", True)):
+  for field, value in (("arch", "another_arch"), ("threads", 7), ("has_local", True), ("supports_float4", True), ("compute_units", 99)):
     other = copy.copy(Device.renderer(Device.DEFAULT))
     if getattr(other, field) == value: continue
     setattr(other, field, value)
