@@ -31,3 +31,33 @@ def test_scratch_buffers_big_and_small(monkeypatch):
       assert mv.nbytes == n and not any(mv)
       mv[:] = bytes(range(256)) * (n // 256) + bytes(range(n % 256))
 
+
+
+class _AsyncEngine:
+  """A device whose copies from staging run later (when waited for), like a GPU's copy engine: the bytes arrive right only if
+  no staging area is refilled before the copy that read it was waited for."""
+  def __init__(self, nbytes: int):
+    self.memory, self.waits, self.areas_made = bytearray(nbytes), 0, 0
+  def view(self, opaque: int, offset: int, size: int) -> int: return opaque + offset
+  def staging_areas(self, nbytes: int, count: int) -> list[memoryview]:
+    self.areas_made += count
+    return [memoryview(bytearray(nbytes)) for _ in range(count)]
+  def copyin_async(self, dest: int, src: memoryview):
+    def wait() -> None:
+      self.memory[dest:dest + src.nbytes] = src  # reads the area now: a refill before this would corrupt the copy
+      self.waits += 1
+    return wait
+
+
+@pytest.mark.parametrize("nbytes", [1000, 2500, 4321])
+def test_pipelined_copy_in_waits_before_refilling_an_area(tmp_path, monkeypatch, nbytes):
+  from types import SimpleNamespace
+  monkeypatch.setattr(realize, "STAGING_BYTES", 1000)
+  data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+  (tmp_path / "src.bin").write_bytes(data.tobytes())
+  src = Buffer(f"DISK:{tmp_path / 'src.bin'}", nbytes, dtypes.uint8)
+  from tinygrad import Device
+  engine = _AsyncEngine(nbytes)
+  realize._pipelined_copy_in(SimpleNamespace(opaque=0), src.ensure_allocated(), Device[src.device].allocator, engine)
+  assert bytes(engine.memory) == data.tobytes()
+  assert engine.waits == -(-nbytes // 1000) and engine.areas_made == 2  # every chunk waited for, two areas in turn

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from tinygrad.device.plugin import Allocator, Compiled, GraphExec, KernelLaunch
@@ -142,6 +143,7 @@ class CUDAAllocator(Allocator):
   def __init__(self, ctx: _Context):
     super().__init__()
     self.ctx = ctx
+    self._staging: dict[int, list[memoryview]] = {}
 
   def _alloc(self, size: int, options: Any) -> int:
     _use(self.ctx)
@@ -162,6 +164,30 @@ class CUDAAllocator(Allocator):
     addr, keep = _host_ptr(src)
     check(cu.cuMemcpyHtoD(dest, addr, src.nbytes), f"cuMemcpyHtoD({src.nbytes} bytes)")
     del keep
+
+  def staging_areas(self, nbytes: int, count: int) -> list[memoryview]:
+    """Page-locked host memory (core's AsyncCopyIn): made once per size and kept, as pinning is slow and the areas are reused."""
+    areas = self._staging.setdefault(nbytes, [])
+    _use(self.ctx)
+    while len(areas) < count:
+      ptr = int(check(cu.cuMemHostAlloc(nbytes, 0), f"cuMemHostAlloc({nbytes} bytes)"))
+      areas.append(memoryview((ctypes.c_char * nbytes).from_address(ptr)).cast("B"))
+    return areas[:count]
+
+  def copyin_async(self, dest: int, src: memoryview) -> Callable[[], None]:
+    """From page-locked memory on the stream kernels run on (so they see it), without the host waiting: the returned function
+    waits until the copy engine has read `src`."""
+    _use(self.ctx)
+    addr, keep = _host_ptr(src)
+    check(cu.cuMemcpyHtoDAsync(dest, addr, src.nbytes, 0), f"cuMemcpyHtoDAsync({src.nbytes} bytes)")
+    done = check(cu.cuEventCreate(2), "cuEventCreate")  # 2: CU_EVENT_DISABLE_TIMING
+    check(cu.cuEventRecord(done, 0), "cuEventRecord")
+
+    def wait() -> None:
+      check(cu.cuEventSynchronize(done), "cuEventSynchronize (async copy)")
+      cu.cuEventDestroy(done)
+      assert keep is not None  # the host buffer's ctypes view lives until the copy has read it
+    return wait
 
   def _copyout(self, dest: memoryview, src: int) -> None:
     if dest.nbytes == 0: return

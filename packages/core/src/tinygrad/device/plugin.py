@@ -28,7 +28,19 @@ from tinygrad.device.mock import (
   source_with_program,
 )
 from tinygrad.device.osdriver import MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE, OSDriver
-from tinygrad.device.runtime import Allocator, Buffer, Compiled, CopiesBetween, GraphExec, HostMemory, KernelLaunch, Program, Views, ZeroedAlloc
+from tinygrad.device.runtime import (
+  Allocator,
+  AsyncCopyIn,
+  Buffer,
+  Compiled,
+  CopiesBetween,
+  GraphExec,
+  HostMemory,
+  KernelLaunch,
+  Program,
+  Views,
+  ZeroedAlloc,
+)
 from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
 from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
 from tinygrad.renderer import CompileError, Compiler, Renderer, TensorCore, TileConfig, UnsupportedDTypeError
@@ -41,7 +53,7 @@ __all__ = [
   # the hooks and what they register
   "hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "TileConfig", "Target", "OpenDevice", "RegisterDevice", "RegisterRenderer", "RegisterTensorCores",
   # runtime: device instances, memory (and its optional abilities), loaded kernels, device graphs
-  "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
+  "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "AsyncCopyIn", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
   "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",

@@ -91,6 +91,15 @@ class HostMemory(Protocol):
 
 
 @runtime_checkable
+class AsyncCopyIn(Protocol):
+  """Host memory the device copies from while the host goes on (page-locked memory and a GPU's copy engine): a big copy from
+  DISK reads the next chunk while the last one is on its way (engine/realize.py). `staging_areas` are the allocator's own,
+  made once; the function `copyin_async` returns waits until the copy has read its source."""
+  def staging_areas(self, nbytes: int, count: int) -> list[memoryview]: ...
+  def copyin_async(self, dest: Any, src: memoryview) -> Callable[[], None]: ...
+
+
+@runtime_checkable
 class CopiesBetween(Protocol):
   """Device-to-device copies between instances of one kind (GPU peer copies)."""
   def transfer(self, dest: Any, src: Any, nbytes: int, src_allocator: Allocator) -> None: ...
