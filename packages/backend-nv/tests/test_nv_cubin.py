@@ -51,3 +51,24 @@ def test_global_variables_and_constant_bank_relocations() -> None:
   at = {int.from_bytes(img.globals_image[r.addend:r.addend + 4], "little") for r in img.relocs}
   assert at == {7, 0} and len(img.globals_image) >= 16  # the flag's initial value; `zeroed` (12 bytes) as zeros
   assert Reloc(4, 0, 8, "global", 0) in img.relocs or Reloc(4, 8, 8, "global", 0) in img.relocs
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ptx_sin_needs_no_code_relocations(dtype: str) -> None:
+  """NVK+NV applies constant-bank relocations only. The PTX renderer's sin reads its 2/pi table at fixed offsets of a .const
+  array (ptxas resolves those), not through the table's address (a relocation in the code, which parse_cubin refuses)."""
+  from tinygrad import Tensor, dtypes
+  from tinygrad.codegen.program import get_program
+  from tinygrad.device.devstring import Target
+  from tinygrad.helpers import Context
+  from tinygrad.schedule.kernelize import create_schedule
+  from tinygrad.uop.ops import Ops
+  from tinygrad_backend_nv.compiler import nvjitlink_version
+  from tinygrad_backend_nv.ptx import PTXRenderer
+  if nvjitlink_version() is None: pytest.skip("nvJitLink is not installed (the PTX renderer's cubins come from it)")
+  renderer = PTXRenderer(Target("NV", "PTX", "sm_90"))
+  with Context(DEV="NULL:PTX:sm_90"):
+    items, _ = create_schedule([Tensor.empty(64, dtype=getattr(dtypes, dtype)).sin().uop])
+    prog = next(get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK)
+  assert "[tg_two_over_pi+8]" in prog.src and ", tg_two_over_pi;" not in prog.src  # fixed offsets, its address never taken
+  parse_cubin(renderer.compiler.compile(prog.src), prog.name)

@@ -837,16 +837,22 @@ class _Kernel:
     self.emit(f"cvt.u32.u64 {e}, {eb}")
     self.emit(f"and.b64 {m}, {bits}, 4503599627370495")
     self.emit(f"or.b64 {m}, {m}, 4503599627370496")  # the implicit 1: M has 53 bits, |x| = M 2^(e - 1075)
-    z, w, sh, sh2, off, addr = self.new("r"), self.new("r"), self.new("r"), self.new("r"), self.new("rd"), self.new("rd")
+    z, w, sh, sh2 = self.new("r"), self.new("r"), self.new("r"), self.new("r")
     self.emit(f"sub.u32 {z}, {e}, 1013")  # bit index of 2^-(e-1) in the table (64 leading zero bits): (e - 1075 - 1) + 64
     self.emit(f"shr.u32 {w}, {z}, 6")
     self.emit(f"and.b32 {sh}, {z}, 63")
     self.emit(f"sub.u32 {sh2}, 64, {sh}")
-    self.emit(f"mul.wide.u32 {off}, {w}, 8")
-    self.emit(f"mov.u64 {addr}, tg_two_over_pi")
-    self.emit(f"add.s64 {addr}, {addr}, {off}")
+    # table[i] = the table's word w + i. Every word is loaded at a fixed offset and the four picked by w: indexing the table
+    # through its address would leave a relocation in the code, which NVK+NV's loader does not apply (constant-bank offsets
+    # ptxas resolves itself). Only |x| >= 2^20 takes this path.
+    words = [self.new("rd") for _ in TWO_OVER_PI_WORDS]
+    for j, wd in enumerate(words): self.emit(f"ld.const.u64 {wd}, [tg_two_over_pi+{8 * j}]")
     table = [self.new("rd") for _ in range(4)]
-    for i, wd in enumerate(table): self.emit(f"ld.const.u64 {wd}, [{addr}+{8 * i}]")
+    for i, wd in enumerate(table): self.emit(f"mov.b64 {wd}, {words[i]}")
+    for j in range(1, len(words) - 3):
+      at = self.new("p")
+      self.emit(f"setp.eq.u32 {at}, {w}, {j}")
+      for i, wd in enumerate(table): self.emit(f"selp.b64 {wd}, {words[j + i]}, {wd}, {at}")
     win = []  # W2 (most significant), W1, W0
     for i in range(3):
       a, b, o = self.new("rd"), self.new("rd"), self.new("rd")
