@@ -12,6 +12,7 @@ from nv_harness import GPU_COUNT, Prog, compile_prog, make_renderer, needs_gpu
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops
+from tinygrad_backend_nv.cubin import CubinError
 
 pytestmark = needs_gpu
 
@@ -126,7 +127,12 @@ def test_second_instance() -> None:
       Device["CUDA:1"]
 
 
-@pytest.mark.parametrize("dev_str", ["CUDA", "CUDA:PTX", "NV", "NV:PTX"])
+# NV:PTX: nvJitLink leaves IEEE division/sqrt's subroutine calls as relocations in the code (R_CUDA types 56/57/75), which
+# NVK+NV's loader does not apply (NVRTC's cubins, DEV=NV's default CUDA renderer, have none): log/exp's divisions fail to load
+_NV_PTX_RELOCS = pytest.mark.xfail(strict=True, raises=CubinError, reason="NVK+NV does not apply nvJitLink's code relocations")
+
+
+@pytest.mark.parametrize("dev_str", ["CUDA", "CUDA:PTX", "NV", pytest.param("NV:PTX", marks=_NV_PTX_RELOCS)])
 def test_tensor_programs(dev_str: str) -> None:
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((48, 32)).astype(np.float32)
