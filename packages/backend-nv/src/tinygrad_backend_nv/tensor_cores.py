@@ -11,7 +11,9 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import replace
 
-from tinygrad.device.plugin import DType, TensorCore, TileConfig, dtypes
+from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes
+
+from tinygrad_backend_nv import wgmma
 
 Layout = tuple[tuple[tuple[int, int], ...], ...]
 WARP = 32  # mma.sync is one warp's instruction: its 32 lanes hold the fragments
@@ -100,17 +102,41 @@ def _sm89() -> list[TensorCore]:
           _mma((16, 8, 32), dtypes.fp8e5m2, A_M16N8K32_F8, B_M16N8K32_F8, min_arch=89)]
 
 
-_WGMMA = ("sm_90 also has warpgroup MMA: wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} (N = 8..256, 128 threads, "
-          "A from registers or shared memory, B from shared memory through a matrix descriptor; k32 for e4m3/e5m2). "
-          "Not emitted yet: these specs are the mma.sync set, which sm_90 runs too.")
+_WGMMA = ("sm_90a also has warpgroup MMA (wgmma.mma_async m64nNk16, A and B read from shared memory through matrix "
+          "descriptors): WGMMA=1 puts those specs first (wgmma.py); sm_90 without the 'a' can't run it.")
+
+# 1: on sm_90a, f16/bf16 matmuls try warpgroup MMA first (off by default until measured on the GPU)
+WGMMA = ContextVar("WGMMA", 0)
+
+# wgmma tilings (warps_m x warps_n count warpgroups of 128 threads): bk = 64 halves, one 128-byte swizzled row per
+# k-major tile row; stages of cp.async copies in dynamic shared memory. Indexed by Opt(TC, _, amount): append only.
+WGMMA_TILE_CONFIGS: dict[int, tuple[TileConfig, ...]] = {
+  256: (TileConfig(128, 256, 64, 2, 1, 4), TileConfig(128, 256, 64, 2, 1, 3)),
+  128: (TileConfig(128, 128, 64, 2, 1, 4), TileConfig(64, 128, 64, 1, 1, 4), TileConfig(256, 128, 64, 4, 1, 3)),
+  64: (TileConfig(64, 64, 64, 1, 1, 4), TileConfig(128, 64, 64, 2, 1, 4)),
+}
+
+
+def _wgmma(n: int, dtype_in: DType) -> TensorCore:
+  tin = _PTX_TYPE[dtype_in]
+  return TensorCore(dims=(64, n, 16), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=128, c_layout=wgmma.accumulator_layout(n),
+                    name=f"wgmma_m64n{n}k16_{tin}_f32", extra={"wgmma_n": n, "ptx_type": tin, "min_arch": 90}, async_copy=True,
+                    smem_operands=True, smem_reader=wgmma.emulate_operand, tile_configs=WGMMA_TILE_CONFIGS[n], opt_in=WGMMA)
 
 
 def _sm90() -> list[TensorCore]:
   return [replace(tc, extra={**tc.extra, "wgmma": _WGMMA}) for tc in _sm89()]
 
 
+def _sm90a() -> list[TensorCore]:
+  """The warpgroup specs (used only while WGMMA=1: opt_in), then sm_90's mma.sync set. Widest N first: tc_opts takes the
+  first that tiles the matmul with enough blocks."""
+  return [*(_wgmma(n, dt) for dt in (dtypes.float16, dtypes.bfloat16) for n in (256, 128, 64)), *_sm90()]
+
+
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores
-SPECS: dict[str, Callable[[], list[TensorCore]]] = {"sm_75": _sm75, "sm_80": _sm80, "sm_86": _sm80, "sm_89": _sm89, "sm_90*": _sm90}
+SPECS: dict[str, Callable[[], list[TensorCore]]] = {"sm_75": _sm75, "sm_80": _sm80, "sm_86": _sm80, "sm_89": _sm89, "sm_90": _sm90,
+                                                   "sm_90a": _sm90a}
 
 
 def tensor_cores_for(arch: str) -> list[TensorCore]:

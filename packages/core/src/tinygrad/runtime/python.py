@@ -69,7 +69,8 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("matrix", matrices, trans)
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
     if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
-    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name, tc.fp8_fnuz)
+    smem = ("smem", tc.smem_reader, *u.arg[4:6]) if tc.smem_operands else None  # the reader pickles by reference (its module)
+    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name, tc.fp8_fnuz, smem)
   return None
 
 
@@ -195,6 +196,12 @@ def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Generator[Any, Any
   return step
 
 
+def _wmma_smem(i: int, a: tuple[int, int], b: tuple[int, int], c: int) -> Callable[[list], Generator[Any, Any, None]]:
+  """A and B are (index, shared array) slots: the instruction reads its operands from shared memory itself."""
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("wmma", i, (v[a[0]], v[a[1]]), (v[b[0]], v[b[1]]), v[c])
+  return step
+
+
 def _matrix_load(i: int, x: int, buf: int) -> Callable[[list], Generator[Any, Any, None]]:
   def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("matrix", i, v[x], v[buf])
   return step
@@ -222,6 +229,32 @@ def _vectorize(i: int, src: tuple[int, ...]) -> Step:
 def _gep(i: int, a: int, lane: int) -> Step:
   def step(v: list) -> None: v[i] = v[a][lane]
   return step
+
+
+def smem_wmma_emulator(arg: tuple, raw: bool) -> Callable[[list[tuple], list[tuple], list[tuple]], list[tuple]]:
+  """fn((index, shared array) per lane for A and B, c per lane) -> d per lane for an instruction that reads A and B from
+  shared memory (TensorCore.smem_operands): the spec's reader turns each operand's byte address (element index times
+  itemsize; every shared array starts 1024-byte aligned, as the GPU renderers place them) into a matrix."""
+  (M, N, K), threads, _, _, c_layout, din_name, dout_name = arg[:7]
+  _, reader, a_op, b_op = arg[8]
+  din, dout = _DTYPES[din_name], _DTYPES[dout_name]
+  def operand(lanes: list[tuple], rows: int, op: tuple) -> list[list[Any]]:
+    idx, buf = lanes[0]
+    if any(x != idx for x, _ in lanes): raise RuntimeError(f"WMMA: the lanes of one instruction name different operand addresses: {sorted({x for x, _ in lanes})}")
+    def read(addr: int) -> Any:
+      if addr % din.itemsize or not 0 <= addr // din.itemsize < len(buf):
+        raise IndexError(f"WMMA operand read at byte {addr} outside its shared array ({len(buf)} elements of {din.name})")
+      e = buf[addr // din.itemsize]
+      return from_bits(e, din) if raw else e
+    return reader(read, idx * din.itemsize, rows, K, *op, din.itemsize)
+  def run(a: list[tuple], b: list[tuple], c: list[tuple]) -> list[tuple]:
+    A, B = operand(a, M, a_op), operand(b, N, b_op)  # M x K and N x K
+    C = [[0.0] * N for _ in range(M)]
+    for lane in range(threads):
+      for e, (r, col) in enumerate(c_layout[lane]): C[r][col] = c[lane][e]
+    D = [[cast_scalar(sum(x * y for x, y in zip(A[r], B[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
+    return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
+  return run
 
 
 def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]], list[tuple]]:
@@ -386,6 +419,11 @@ class PythonProgram:
         if any(g for g, _ in body): stack[-1][2].append((True, _loop_gen(r, end, body)))
         else: stack[-1][2].append((False, _loop(r, end, [f for _, f in body])))
       elif op is Ops.BARRIER: stack[-1][2].append((True, _barrier(i)))
+      elif op is Ops.WMMA and len(arg) > 8 and arg[8] is not None:  # A and B read from shared memory by the instruction
+        (ma, xa), (mb, xb) = self._index(i, src[0]), self._index(i, src[1])
+        if ma.raw != mb.raw: raise ValueError(f"kernel {self.name!r}: WMMA operands at {i} are stored differently")
+        self.wmmas[i], self.lanes[i] = smem_wmma_emulator(arg, ma.raw), int(arg[1])
+        stack[-1][2].append((True, _wmma_smem(i, (xa, ma.slot), (xb, mb.slot), src[2])))
       elif op is Ops.WMMA:
         self.wmmas[i], self.lanes[i] = wmma_emulator(arg), int(arg[1])  # arg[1]: the TensorCore's threads (32, or AMD's wave64)
         stack[-1][2].append((True, _wmma(i, *src)))
