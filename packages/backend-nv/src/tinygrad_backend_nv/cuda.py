@@ -124,9 +124,11 @@ class CUDARenderer(CStyleRenderer):
     # sm_80+: the async copies (cp.async) issued since the last barrier become one group; all but the newest u.arg groups
     # (all, for arg None) are complete after the barrier
     if arch_number(self.arch) < 80: return "__syncthreads();"
-    # wgmma reads shared memory through the async proxy: each thread's landed copies and stores are made visible to it
-    fence = "\\n  fence.proxy.async.shared::cta;" if self._smem_align == WGMMA_SMEM_ALIGN else ""
-    return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {u.arg or 0};{fence}" ::: "memory"); __syncthreads();'
+    keep, wg = u.arg if isinstance(u.arg, tuple) else (u.arg or 0, None)
+    # wgmma kernels, arg (groups, batches): all but the newest `batches` wgmma batches are done too, and the landed copies
+    # are made visible to the async proxy (wgmma reads shared memory through it)
+    wait = "" if wg is None else f"\\n  wgmma.wait_group.sync.aligned {wg};\\n  fence.proxy.async.shared::cta;"
+    return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {keep};{wait}" ::: "memory"); __syncthreads();'
 
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)
@@ -209,7 +211,10 @@ class CUDARenderer(CStyleRenderer):
     wides = [(f"floatx{n}", f"struct __align__(16) floatx{n} {{ float v[{n}]; }};") for n in _WIDE_FLOATS]
     ldsm = [(f"tg_ldsm_x{n}{'_t' if t else ''}_{name}(", _ldsm_helper(name, n, t)) for name in ("half", "bfloat16") for n in (2, 4) for t in (0, 1)]
     cp = [(f"tg_cp_async{n}(", _CP_ASYNC.format(n=n, cache="cg" if n == 16 else "ca")) for n in (4, 8, 16)]
-    return [("half", _HALF), ("bfloat16", _BF16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas,
+    # wgmma kernels round through the packed (x2) conversions: ptxas serializes a wgmma pipeline whose accumulators a
+    # plain cvt.rn.f16.f32 / .bf16.f32 reads (C7514), not one read by cvt.rn.f16x2.f32 (same rounding, low half kept)
+    half, bf16 = (_HALF, _BF16) if self._smem_align != WGMMA_SMEM_ALIGN else (_x2(_HALF, "f16"), _x2(_BF16, "bf16"))
+    return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas,
             *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -234,6 +239,13 @@ class CUDARenderer(CStyleRenderer):
       body = src.index("{\n", src.index(head)) + 2
       src = src[:body] + _GRID_WAIT + src[body:]
     return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
+
+
+def _x2(helper: str, ty: str) -> str:
+  """The half/bfloat16 struct with float -> 16 bits through cvt.rn.{ty}x2.f32 of (f, f)."""
+  old = f'asm("cvt.rn.{ty}.f32 %0, %1;" : "=h"(bits) : "f"(f));'
+  assert old in helper
+  return helper.replace(old, f'unsigned p; asm("cvt.rn.{ty}x2.f32 %0, %1, %1;" : "=r"(p) : "f"(f)); bits = (unsigned short)p;')
 
 
 def _align(n: int, to: int) -> int: return (n + to - 1) // to * to

@@ -77,7 +77,7 @@ def emulate_operand(read: Callable[[int], Any], addr: int, rows: int, k: int, mn
 def cuda_helper(name: str, n: int, ptx_type: str, half_type: str) -> str:
   """A CUDA C template issuing one wgmma: descriptors from the operands' shared addresses and the compile-time
   (major, LBO, SBO) of each; FIRST fences the accumulators and shared memory before the first of a batch, LAST commits
-  the batch and waits for it (so the tile's buffers may be refilled and the accumulators read)."""
+  the batch (a later BARRIER waits for it: cuda.py render_barrier)."""
   nreg = n // 2
   regs = ", ".join(f"%{i}" for i in range(nreg))
   outs = ", ".join(f'"+f"(c.v[{i}])' for i in range(nreg))
@@ -90,7 +90,7 @@ def cuda_helper(name: str, n: int, ptx_type: str, half_type: str) -> str:
     f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, 1, 0;\\n"\n'
     f'    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1, %{nreg + 2}, %{nreg + 3};\\n}}"\n'
     f'    : {outs} : "l"(da), "l"(db), "n"(TA), "n"(TB) : "memory");\n'
-    f'  if (LAST) asm volatile("wgmma.commit_group.sync.aligned;\\n  wgmma.wait_group.sync.aligned 0;" ::: "memory");\n'
+    f'  if (LAST) asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");\n'
     f"  return c;\n}}")
 
 

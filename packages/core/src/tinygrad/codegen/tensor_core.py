@@ -58,6 +58,7 @@ LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memor
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
+TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 
 
@@ -67,7 +68,7 @@ _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a
 def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
-  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH)) + opt_ins
+  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH, TC_INFLIGHT)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -582,14 +583,20 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     return out
 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
+  # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
+  # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
+  inflight = 1 if tc.smem_operands and use_async and TC_INFLIGHT.value and stages > 2 else 0
+  ahead = stages - 1 - inflight
+  # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
+  def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if use_async:
-    # prologue: tiles 0..stages-2, one async group each (BARRIER arg: async groups that may stay in flight)
-    for st in range(stages - 1):
+    # prologue: tiles 0..ahead-1, one async group each
+    for st in range(ahead):
       # with prefetch the last one also waits for tile 0 (the fragments of its first k step are read before the loop)
-      keep = stages - 2 if prefetch and st == stages - 2 else stages - 1
-      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), keep)
+      keep = stages - 2 if prefetch and st == stages - 2 else ahead
+      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), bar_arg(keep, 0))
     assert bar is not None
   if prefetch:
     assert bar is not None
@@ -623,10 +630,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if use_async:
       assert bar is not None
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
-      # top of each iteration: tile kt has landed (the newer stages-2 groups may still fly) and everyone is done reading
-      # the buffer that tile kt+stages-1 goes into now
-      top = UOp(Ops.BARRIER, dtypes.void, (kt,), stages - 2)
-      loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages, top)
+      # top of each iteration: tile kt has landed (the newer ahead-1 groups may still fly) and everyone is done reading
+      # the buffer that tile kt+ahead goes into now (smem operands: all but the last `inflight` batches are done)
+      top = UOp(Ops.BARRIER, dtypes.void, (kt,), bar_arg(ahead - 1, inflight))
+      loads, stores = copy((kt + ahead) % nk, (kt + ahead) % stages, top)
       a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
     else:
       # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
@@ -653,11 +660,17 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
       # buffer (the WMMAs feed `updates`) and every store of the next.
       loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
-      end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
+      end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates),
+                                                                   bar_arg(0, 0) if tc.smem_operands else None)))
+  # smem operands: every batch is done before the accumulators are read
+  if tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(0, 0))
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
-    c_rows, c_cols = [_bits_uop(f, lane, lanes) for f in _fit_bits(tc.c_layout, 0)], [_bits_uop(f, lane, lanes) for f in _fit_bits(tc.c_layout, 1)]
+    # the lane's offsets computed after the loop: hoisted above it they would hold registers across it (ptxas then
+    # serializes the wgmma pipeline: C7514)
+    lane_after = UOp(Ops.AFTER, lane.dtype, (lane, end))
+    c_rows, c_cols = [[_bits_uop(f, lane_after, lanes) for f in _fit_bits(tc.c_layout, which)] for which in (0, 1)]
   else:
     c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
     c_rows, c_cols = [_affine_uop(fr, g, t) for fr, _ in c_fit], [_affine_uop(fc, g, t) for _, fc in c_fit]
