@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from gpu_common import emit, header, log, median, time_ours, time_torch  # noqa: E402
 
-CHECKS = [(128, 256, 64, "nn"), (256, 256, 256, "nt"), (128, 128, 128, "tn"), (512, 384, 512, "nn"), (192, 128, 256, "nn"),
-          (1024, 2048, 768, "nn"), (64, 64, 64, "nn"), (512, 512, 512, "tt")]
+CHECKS = [(128, 256, 64, "nn"), (256, 256, 256, "nt"), (128, 128, 128, "tn"), (512, 384, 512, "nn"),
+          (1024, 2048, 768, "nn"), (512, 512, 512, "tt")]
 TOL = {"float16": 2e-2, "bfloat16": 5e-2}
 
 
