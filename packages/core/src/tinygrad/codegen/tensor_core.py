@@ -27,6 +27,14 @@ them, then one BARRIER. Above 48 KB (renderer.shared_max allows it) the shared t
 memory. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
 bytes per row, so the rows one instruction touches fall into different banks.
 
+Instructions that read A and B from shared memory themselves (`TensorCore.smem_operands`: NVIDIA's warpgroup wgmma,
+128 lanes) have no fragments: each operand tile is stored in 128-byte rows (bk = 128 bytes along k, or blocks of 64
+elements along a contiguous outer axis) whose 16-byte chunks are XOR-permuted by row % 8, and every k step is one
+WMMA per instruction tile whose A and B sources are INDEXes of the tile's first element there. A tile's WMMAs form a
+batch (fenced before the first, committed after the last) that may run on while the next tile's is issued
+(TC_INFLIGHT=1): copies then run stages-2 tiles ahead, and the BARRIER arg (groups, batches) says what may still fly.
+The accumulator rows and columns are fit as affine in the lane's bits (16 * warp + groupID, ...).
+
 The layout tables are fit as affine functions of groupID = lane >> s and threadID = lane & (2**s - 1) (asserted over
 all lanes), with the smallest split s that fits every table of the spec: NVIDIA's mma fragments need s = 2, AMD's
 WMMA/MFMA ones (a row or column per lane % 16, a k or row group per lane // 16) s = 4. The same code serves every
