@@ -316,7 +316,7 @@ def _fit_bits(layout: tuple, which: int) -> list[tuple[int, tuple[Field, ...]]]:
 
 
 def _bits_uop(fit: tuple[int, tuple[Field, ...]], lane: UOp, lanes: int) -> UOp:
-  out = _c(fit[0])
+  out = UOp.const(lane.dtype, fit[0])
   for shift, mask, coef in fit[1]:
     x = lane // (1 << shift) if shift else lane
     if (mask + 1) << shift < lanes: x = x % (mask + 1)
@@ -677,7 +677,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   if tc.smem_operands:
     # the lane's offsets computed after the loop: hoisted above it they would hold registers across it (ptxas then
     # serializes the wgmma pipeline: C7514)
-    lane_after = UOp(Ops.AFTER, lane.dtype, (lane, end))
+    # in the global index dtype, so each term keeps its coefficient (pairs of columns become one 4-byte store: vectorize.PAIRS)
+    lane_after = UOp(Ops.AFTER, lane.dtype, (lane, end)).cast(idt)
     c_rows, c_cols = [[_bits_uop(f, lane_after, lanes) for f in _fit_bits(tc.c_layout, which)] for which in (0, 1)]
   else:
     c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
