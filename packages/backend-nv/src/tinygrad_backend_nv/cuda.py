@@ -230,6 +230,8 @@ class CUDARenderer(CStyleRenderer):
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
+    # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
+    if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'

@@ -112,7 +112,8 @@ WGMMA = ContextVar("WGMMA", 0)
 # k-major tile row; stages of cp.async copies in dynamic shared memory. Indexed by Opt(TC, _, amount): append only.
 WGMMA_TILE_CONFIGS: dict[int, tuple[TileConfig, ...]] = {
   256: (TileConfig(128, 256, 64, 2, 1, 4), TileConfig(128, 256, 64, 2, 1, 3)),
-  128: (TileConfig(128, 128, 64, 2, 1, 4), TileConfig(64, 128, 64, 1, 1, 4), TileConfig(256, 128, 64, 4, 1, 3)),
+  # 128x128 in 3 stages (96 KB): two blocks an SM, one's epilogue under the other's main loop
+  128: (TileConfig(128, 128, 64, 2, 1, 4), TileConfig(64, 128, 64, 1, 1, 4), TileConfig(256, 128, 64, 4, 1, 3), TileConfig(128, 128, 64, 2, 1, 3)),
   64: (TileConfig(64, 64, 64, 1, 1, 4), TileConfig(128, 64, 64, 2, 1, 4)),
 }
 
