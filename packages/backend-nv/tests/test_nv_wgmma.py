@@ -210,3 +210,20 @@ def test_gpu_matches_reference(case: tuple) -> None:
 def test_specs_registered_for_sm90a_only() -> None:
   assert any(tc.smem_operands for tc in tensor_cores_for("sm_90a"))
   assert not any(tc.smem_operands for arch in ("sm_80", "sm_89", "sm_90") for tc in tensor_cores_for(arch))
+
+
+def test_emulator_catches_a_buffer_refilled_under_a_running_batch() -> None:
+  """The interpreter keeps what unretired wgmma batches read: a BARRIER that lets one batch too many run on while the copy
+  after it refills that batch's buffer fails (as the GPU would read the new tile)."""
+  from tinygrad.runtime.python import PythonProgram, deserialize, serialize
+  with Context(DEV="PYTHON::sm_90a", WGMMA=1):
+    items, _ = create_schedule([_matmul((64, 256), (256, 64), dtypes.float16).uop])
+    prog = get_program(items[-1].ast, Device.renderer("PYTHON"))
+  enc = deserialize(prog.src)
+  bufs = [bytearray(64 * 64 * 2), bytearray(64 * 256 * 2), bytearray(256 * 64 * 2)]
+  PythonProgram("ok", serialize("ok", enc).encode())(*bufs, global_size=prog.global_size, local_size=prog.local_size)
+  loop_barriers = [i for i, (op, _, _, arg) in enumerate(enc) if op == "BARRIER" and arg is not None and arg[1] == 1]
+  assert loop_barriers, "the in-flight pipeline (TC_INFLIGHT=1) has a barrier that keeps one batch"
+  bad = [(op, dt, src, (arg[0], 2) if i in loop_barriers else arg) for i, (op, dt, src, arg) in enumerate(enc)]
+  with pytest.raises(RuntimeError, match="still in flight"):
+    PythonProgram("bad", serialize("bad", bad).encode())(*bufs, global_size=prog.global_size, local_size=prog.local_size)
