@@ -5,7 +5,9 @@ inputs, same run: the error against torch and TFLOP/s of both. Prints one JSON o
     DEV=CUDA::sm_90a WGMMA=1 python3 bench/gpu_wgmma.py [--check-only] [--cases 4096x4096x4096,512x2048x8192]
 
 Layouts: "nn" is A (M,K) @ B (K,N), "nt" is A @ B^T with B stored (N,K) (a linear layer's weight), "tn" A stored (K,M).
-Each case reports the tensor-core opt the heuristic chose (TC(spec, config) and the spec's name).
+Each case reports the tensor-core opt the heuristic chose (TC(spec, config) and the spec's name). `--sweep` instead times
+every wgmma tiling (forced with TC_SPEC and TC_CONFIG; TC_INFLIGHT 0 and 1 for the widest) on `--cases`, fp16, checked
+against torch: the measurements behind TileConfig.rate of the wgmma configs.
 """
 from __future__ import annotations
 
@@ -76,14 +78,52 @@ def case(M: int, N: int, K: int, layout: str, dtname: str, timed: bool, bias: bo
   return res
 
 
+def sweep(shapes: list[tuple[int, int, int]], result: dict) -> None:
+  import torch
+  from tinygrad import Context, Device, Tensor, TinyJit, dtypes
+  r = Device.renderer(Device.DEFAULT)
+  specs = [(i, tc) for i, tc in enumerate(r.tensor_cores) if tc.smem_operands and tc.dtype_in == dtypes.float16]
+  for M, N, K in shapes:
+    rng = np.random.default_rng(M + N + K)
+    a_np, b_np = rng.standard_normal((M, K), dtype=np.float32) / 8, rng.standard_normal((K, N), dtype=np.float32) / 8
+    a, b = Tensor(a_np).cast(dtypes.float16).contiguous().realize(), Tensor(b_np).cast(dtypes.float16).contiguous().realize()
+    ta, tb = torch.from_numpy(a_np).cuda().half(), torch.from_numpy(b_np).cuda().half()
+    flop, ref = 2 * M * N * K, (ta @ tb).float().cpu().numpy()
+    torch_tflops = flop / median(time_torch(lambda ta=ta, tb=tb: ta @ tb)) / 1e12
+    variants = [(i, tc, c, inflight) for i, tc in specs for c in range(len(tc.tile_configs)) for inflight in ((1, 0) if c == 0 and tc.dims[1] == 256 else (1,))]
+    for i, tc, c, inflight in variants:
+      cfg = tc.tile_configs[c]
+      if M % cfg.bm or N % cfg.bn: continue
+      case = {"shape": [M, N, K], "spec": tc.name, "config": c, "tile": str(cfg), "inflight": inflight, "torch_tflops": torch_tflops}
+      try:
+        with Context(TC_SPEC=i, TC_CONFIG=c, TC_INFLIGHT=inflight):
+          case["opt"] = _chosen(a @ b)
+          mm = TinyJit(lambda x, y: (x @ y).realize())
+          out = mm(a, b)
+          t = median(time_ours(lambda mm=mm, a=a, b=b: mm(a, b)))
+          got = out.float().numpy()
+        err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+        case.update(ours_tflops=flop / t / 1e12, ratio=flop / t / 1e12 / torch_tflops, max_rel_err=err, ok=err <= TOL["float16"])
+        log(f"{M}x{N}x{K} {tc.name} cfg {c} inflight {inflight}: {case['ours_tflops']:.1f} TFLOP/s ({case['ratio']:.3f}x torch {torch_tflops:.1f}) err {err:.1e} {cfg}")
+      except Exception as e:  # noqa: BLE001
+        case["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
+        log(f"{M}x{N}x{K} {tc.name} cfg {c}: {case['error'][:300]}")
+      result["sweep"].append(case)
+
+
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("--check-only", action="store_true")
   ap.add_argument("--no-check", action="store_true")
   ap.add_argument("--cases", default="4096x4096x4096,8192x8192x8192,512x2048x8192,512x8192x2048")
   ap.add_argument("--dtypes", default="float16,bfloat16")
+  ap.add_argument("--sweep", action="store_true")
   args = ap.parse_args()
-  result = {"bench": "gpu_wgmma", **header(), "WGMMA": os.environ.get("WGMMA", "0"), "checks": [], "cases": []}
+  result = {"bench": "gpu_wgmma", **header(), "WGMMA": os.environ.get("WGMMA", "0"), "checks": [], "cases": [], "sweep": []}
+  if args.sweep:
+    sweep([tuple(int(x) for x in s.split("x")) for s in args.cases.split(",")], result)  # type: ignore[misc]
+    emit(result)
+    return
   def guarded(out: list, *a, **kw) -> None:
     try: out.append(case(*a, **kw))
     except Exception as e:  # noqa: BLE001  one failing case is reported and the others still run

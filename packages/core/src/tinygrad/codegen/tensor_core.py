@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
 TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force the tensor core's tile_configs[TC_CONFIG] (for experiments)
+TC_SPEC = ContextVar("TC_SPEC", -1)       # >= 0: only renderer.tensor_cores[TC_SPEC] (with TC_CONFIG: one exact tiling, for sweeps)
 LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where the spec's matrix_load fits
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
@@ -76,7 +77,8 @@ _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a
 def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
-  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH, TC_INFLIGHT)) + opt_ins
+  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
+                                                            TC_INFLIGHT)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -232,6 +234,7 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
   fallback: Opt | None = None
   smem_best: tuple[float, int, int] | None = None  # (modeled cost, tensor core, config)
   for n in usable_tensor_cores(renderer, m):
+    if TC_SPEC.value >= 0 and n != TC_SPEC.value: continue
     tc = renderer.tensor_cores[n]
     if not tc.smem_operands and (fallback is not None or smem_best is not None): break  # an smem-operand spec fits: it goes first
     configs = tc.tile_configs
