@@ -103,18 +103,23 @@ def _sm89() -> list[TensorCore]:
 
 
 _WGMMA = ("sm_90a also has warpgroup MMA (wgmma.mma_async m64nNk16, A and B read from shared memory through matrix "
-          "descriptors): WGMMA=1 puts those specs first (wgmma.py); sm_90 without the 'a' can't run it.")
+          "descriptors): its specs come first there unless WGMMA=0 (wgmma.py); sm_90 without the 'a' can't run it.")
 
-# 1: on sm_90a, f16/bf16 matmuls try warpgroup MMA first (off by default until measured on the GPU)
-WGMMA = ContextVar("WGMMA", 0)
+# 1 (default): on sm_90a, f16/bf16 matmuls try warpgroup MMA first. Measured on the H200 (2026-12-02, bench/gpu_wgmma.py, same run):
+# 8192 fp16/bf16 573.5/590.5 TFLOP/s against mma.sync's 443.8/452.0, 4096 491.5/473.1 against 364.7/367.1, 512x8192x2048 fp16
+# 281.5 against 221.0; every check against torch exact. WGMMA=0: the mma.sync specs only
+WGMMA = ContextVar("WGMMA", 1)
 
 # wgmma tilings (warps_m x warps_n count warpgroups of 128 threads): bk = 64 halves, one 128-byte swizzled row per
 # k-major tile row; stages of cp.async copies in dynamic shared memory. Indexed by Opt(TC, _, amount): append only.
+# `rate`: fp16 8192^3 on the H200, TFLOP/s over the fastest's (573.2; 2026-12-02, `bench/gpu_wgmma.py --sweep`): core's
+# modeled_tile_cost compares them across the three widths (512x2048x8192: 64x128 tiles, 229.6 TFLOP/s against 128x128's 182.0)
 WGMMA_TILE_CONFIGS: dict[int, tuple[TileConfig, ...]] = {
-  256: (TileConfig(128, 256, 64, 2, 1, 4), TileConfig(128, 256, 64, 2, 1, 3)),
-  # 128x128 in 3 stages (96 KB): two blocks an SM, one's epilogue under the other's main loop
-  128: (TileConfig(128, 128, 64, 2, 1, 4), TileConfig(64, 128, 64, 1, 1, 4), TileConfig(256, 128, 64, 4, 1, 3), TileConfig(128, 128, 64, 2, 1, 3)),
-  64: (TileConfig(64, 64, 64, 1, 1, 4), TileConfig(128, 64, 64, 2, 1, 4)),
+  256: (TileConfig(128, 256, 64, 2, 1, 4, rate=1.0), TileConfig(128, 256, 64, 2, 1, 3, rate=0.947)),
+  # 128x128 in 3 stages (96 KB): two blocks an SM, one's epilogue under the other's main loop (4096: 448.5, as fast as 128x256)
+  128: (TileConfig(128, 128, 64, 2, 1, 4, rate=0.876), TileConfig(64, 128, 64, 1, 1, 4, rate=0.816), TileConfig(256, 128, 64, 4, 1, 3, rate=0.939),
+        TileConfig(128, 128, 64, 2, 1, 3, rate=0.911)),
+  64: (TileConfig(64, 64, 64, 1, 1, 4, rate=0.580), TileConfig(128, 64, 64, 2, 1, 4, rate=0.703)),
 }
 
 
