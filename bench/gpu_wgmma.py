@@ -2,7 +2,7 @@
 inputs, same run: the error against torch and TFLOP/s of both. Prints one JSON object.
 
   PYTHONPATH=packages/core/src:packages/backend-nv/src TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin \
-    DEV=CUDA::sm_90a WGMMA=1 python3 bench/gpu_wgmma.py [--check-only] [--cases 4096x4096x4096,512x2048x8192]
+    DEV=CUDA::sm_90a [WGMMA=0] python3 bench/gpu_wgmma.py [--check-only] [--cases 4096x4096x4096,512x2048x8192]
 
 Layouts: "nn" is A (M,K) @ B (K,N), "nt" is A @ B^T with B stored (N,K) (a linear layer's weight), "tn" A stored (K,M).
 Each case reports the tensor-core opt the heuristic chose (TC(spec, config) and the spec's name). `--sweep` instead times

@@ -1,4 +1,4 @@
-"""Hopper's warpgroup MMA (wgmma, sm_90a, WGMMA=1): the descriptor and canonical layouts (wgmma.py) against the tiles the
+"""Hopper's warpgroup MMA (wgmma, sm_90a, unless WGMMA=0): the descriptor and canonical layouts (wgmma.py) against the tiles the
 generator writes, matmuls emulated on PYTHON::sm_90a from the descriptor definition, CUDA C compiled by NVRTC for sm_90a
 (no spills, no wgmma serialization), the selection rules, and the results on the GPU where there is an sm_90 one."""
 from __future__ import annotations

@@ -135,8 +135,8 @@ def _sm90() -> list[TensorCore]:
 
 
 def _sm90a() -> list[TensorCore]:
-  """The warpgroup specs (used only while WGMMA=1: opt_in), then sm_90's mma.sync set. Widest N first: tc_opts takes the
-  first that tiles the matmul with enough blocks."""
+  """The warpgroup specs (left out with WGMMA=0: opt_in), then sm_90's mma.sync set. tc_opts compares the tilings
+  of all three widths by modeled waves (their rates), or without compute units takes the widest with enough blocks."""
   return [*(_wgmma(n, dt) for dt in (dtypes.float16, dtypes.bfloat16) for n in (256, 128, 64)), *_sm90()]
 
 
