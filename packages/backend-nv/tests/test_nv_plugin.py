@@ -84,6 +84,10 @@ def test_tensor_core_layouts_are_bijections(arch: str) -> None:
   assert tcs, f"no tensor cores for {arch}"
   for tc in tcs:
     m, n, k = tc.dims
+    if tc.smem_operands:  # wgmma (sm_90a): A and B come from shared memory; a warpgroup's 128 lanes hold the accumulators
+      _bijective(tc.c_layout, m, n, 128)
+      assert tc.threads == 128 and tc.dtype_out == dtypes.float32 and not tc.a_layout and not tc.b_layout and tc.opt_in is not None
+      continue
     _bijective(tc.a_layout, m, k, tc.threads)
     _bijective(tc.b_layout, k, n, tc.threads)
     _bijective(tc.c_layout, m, n, tc.threads)
@@ -100,9 +104,11 @@ def test_tensor_core_sets_per_arch() -> None:
   sm80 = {((16, 8, 16), dtypes.float16), ((16, 8, 16), dtypes.bfloat16), ((16, 8, 8), dtypes.float32)}
   assert kinds("sm_80") == kinds("sm_86") == sm80
   fp8 = {((16, 8, 32), dtypes.fp8e4m3), ((16, 8, 32), dtypes.fp8e5m2)}
-  assert kinds("sm_89") == kinds("sm_90") == kinds("sm_90a") == sm80 | fp8
+  assert kinds("sm_89") == kinds("sm_90") == sm80 | fp8
+  wgmma = {((64, n, 16), dt) for n in (64, 128, 256) for dt in (dtypes.float16, dtypes.bfloat16)}
+  assert kinds("sm_90a") == sm80 | fp8 | wgmma
   assert all("wgmma" in tc.extra for tc in tensor_cores_for("sm_90"))
-  assert set(SPECS) == {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90*"}
+  assert set(SPECS) == {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"}
 
 
 def test_tensor_cores_reach_core_and_renderers() -> None:

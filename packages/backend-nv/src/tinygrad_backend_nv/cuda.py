@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, getenv
 
+from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
 
 _HALF = """\
@@ -63,6 +64,8 @@ _GRID_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n  asm volati
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
 _HALFS = (dtypes.float16, dtypes.bfloat16)
+_WIDE_FLOATS = (8, 16, 32, 64, 128)  # float vectors as structs: wgmma accumulators (m64nN: N/2 floats a thread)
+WGMMA_SMEM_ALIGN = 1024  # a 128-byte swizzle atom (8 rows of 128 bytes) starts 1024-byte aligned (wgmma.py)
 
 
 def _mulacc(r: CUDARenderer, dt: DType, a: str, b: str, c: str) -> str:
@@ -98,34 +101,47 @@ class CUDARenderer(CStyleRenderer):
 
   def render_vector_dtype(self, dt: DType) -> str:
     if dt.scalar() == dtypes.float32 and dt.count in (2, 4): return f"float{dt.count}"
+    if dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS: return f"floatx{dt.count}"  # wgmma accumulators
     if dt.scalar() in _HALFS and dt.count in (2, 4, 8): return f"{self.render_dtype(dt.scalar())}x{dt.count}"  # see _vector_struct
     return super().render_vector_dtype(dt)
 
   def render_vectorize(self, dt: DType, parts: list[str]) -> str:
-    if dt.scalar() in _HALFS: return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
+    if dt.scalar() in _HALFS or (dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS): return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
     return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
 
   def render_gep(self, x: str, lane: int, dt: DType | None = None) -> str:
-    return f"{x}.v[{lane}]" if dt is not None and dt.scalar() in _HALFS else super().render_gep(x, lane, dt)
+    if dt is not None and (dt.scalar() in _HALFS or (dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS)): return f"{x}.v[{lane}]"
+    return super().render_gep(x, lane, dt)
 
   # ---- shared memory, barriers, tensor cores
   def render_define_local(self, name: str, dt: PtrDType) -> str:
-    if self._dyn_offset is None: return f"__shared__ __align__(16) {self.render_dtype(dt.base)} {name}[{dt.size}];"
-    # dynamic shared memory: one extern array for the kernel, each local a 16-byte aligned slice of it (render() sizes it)
-    off, self._dyn_offset = self._dyn_offset, self._dyn_offset + _align16(dt.size * dt.base.itemsize)
+    if self._dyn_offset is None: return f"__shared__ __align__({self._smem_align}) {self.render_dtype(dt.base)} {name}[{dt.size}];"
+    # dynamic shared memory: one extern array for the kernel, each local an aligned slice of it (render() sizes it)
+    off, self._dyn_offset = self._dyn_offset, self._dyn_offset + _align(dt.size * dt.base.itemsize, self._smem_align)
     return f"{self.render_dtype(dt.base)} *{name} = ({self.render_dtype(dt.base)} *)(tg_smem + {off});"
 
   def render_barrier(self, u: UOp) -> str:
     # sm_80+: the async copies (cp.async) issued since the last barrier become one group; all but the newest u.arg groups
     # (all, for arg None) are complete after the barrier
     if arch_number(self.arch) < 80: return "__syncthreads();"
-    return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {u.arg or 0};" ::: "memory"); __syncthreads();'
+    keep, wg = u.arg if isinstance(u.arg, tuple) else (u.arg or 0, None)
+    # wgmma kernels, arg (groups, batches): all but the newest `batches` wgmma batches are done too, and the landed copies
+    # are made visible to the async proxy (wgmma reads shared memory through it)
+    wait = "" if wg is None else f"\\n  wgmma.wait_group.sync.aligned {wg};\\n  fence.proxy.async.shared::cta;"
+    return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {keep};{wait}" ::: "memory"); __syncthreads();'
 
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)
     return f"tg_cp_async{u.src[1].dtype.nbytes}({dst}, {src});"
 
-  def render_wmma(self, u: UOp, operands: list[str]) -> str: return f"tg_{u.arg[0]}({', '.join(operands)})"
+  def render_wmma(self, u: UOp, operands: list[str]) -> str:
+    if len(u.arg) > 4:  # A and B in shared memory (wgmma): how each lies and the batch position are template arguments
+      (ta, lboa, sboa), (tb, lbob, sbob), first, last = u.arg[4:8]
+      if getenv("WGMMA_SWAP_MN"):  # diagnostic: the other reading of LBO/SBO for MN-major operands (GPU check of wgmma.py)
+        lboa, sboa = (sboa, lboa) if ta else (lboa, sboa)
+        lbob, sbob = (sbob, lbob) if tb else (lbob, sbob)
+      return f"tg_{u.arg[0]}<{int(ta)}, {int(tb)}, {lboa}, {sboa}, {lbob}, {sbob}, {int(first)}, {int(last)}>({', '.join(operands)})"
+    return f"tg_{u.arg[0]}({', '.join(operands)})"
 
   def render_collective_load(self, u: UOp, ptr: str) -> str:
     if u.arg[0] != "matrix": return super().render_collective_load(u, ptr)
@@ -142,6 +158,7 @@ class CUDARenderer(CStyleRenderer):
     # keeps 48 KB of static shared memory, where they don't hold, so it leaves compute_units unknown (the blocks-count rule)
     self.compute_units = SM_COUNT.get(arch_number(self.arch), 0)
     self._dyn_offset: int | None = None  # while rendering a kernel with dynamic shared memory: the next local's offset
+    self._smem_align = 16  # while rendering: shared arrays' alignment (wgmma's swizzle atoms need 1024)
 
   def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)
 
@@ -188,27 +205,37 @@ class CUDARenderer(CStyleRenderer):
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
     vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
-    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32)]
+    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32) and not tc.smem_operands]
+    mmas += [(f"tg_{tc.name}<", wgmma.cuda_helper(tc.name, tc.dims[1], tc.extra["ptx_type"], self.render_dtype(tc.dtype_in)))
+             for tc in self.tensor_cores if tc.smem_operands]
+    wides = [(f"floatx{n}", f"struct __align__(16) floatx{n} {{ float v[{n}]; }};") for n in _WIDE_FLOATS]
     ldsm = [(f"tg_ldsm_x{n}{'_t' if t else ''}_{name}(", _ldsm_helper(name, n, t)) for name in ("half", "bfloat16") for n in (2, 4) for t in (0, 1)]
     cp = [(f"tg_cp_async{n}(", _CP_ASYNC.format(n=n, cache="cg" if n == 16 else "ca")) for n in (4, 8, 16)]
-    return [("half", _HALF), ("bfloat16", _BF16), *vectors, ("tg_bitcast<", _BITCAST), *ldsm, *cp, *mmas, *super().helpers()]
+    # wgmma kernels round through the packed (x2) conversions: ptxas serializes a wgmma pipeline whose accumulators a
+    # plain cvt.rn.f16.f32 / .bf16.f32 reads (C7514), not one read by cvt.rn.f16x2.f32 (same rounding, low half kept)
+    half, bf16 = (_HALF, _BF16) if self._smem_align != WGMMA_SMEM_ALIGN else (_x2(_HALF, "f16"), _x2(_BF16, "bf16"))
+    return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas,
+            *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    shared = sum(_align16(u.dtype.size * u.dtype.base.itemsize) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
+    self._smem_align = WGMMA_SMEM_ALIGN if any(u.op is Ops.WMMA and len(u.arg) > 4 for u in uops) else 16
+    shared = sum(_align(u.dtype.size * u.dtype.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
     self._dyn_offset = 0 if shared > STATIC_SHARED_MAX else None
     try: src = super().render(name, uops)
-    finally: self._dyn_offset = None
+    finally: self._dyn_offset, align, self._smem_align = None, self._smem_align, 16
     threads = 1
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
+    # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
+    if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
-              f"extern __shared__ __align__(16) unsigned char tg_smem[];\n")
+              f"extern __shared__ __align__({align}) unsigned char tg_smem[];\n")
     if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
       body = src.index("{\n", src.index(head)) + 2
@@ -216,7 +243,14 @@ class CUDARenderer(CStyleRenderer):
     return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
 
 
-def _align16(n: int) -> int: return (n + 15) // 16 * 16
+def _x2(helper: str, ty: str) -> str:
+  """The half/bfloat16 struct with float -> 16 bits through cvt.rn.{ty}x2.f32 of (f, f)."""
+  old = f'asm("cvt.rn.{ty}.f32 %0, %1;" : "=h"(bits) : "f"(f));'
+  assert old in helper
+  return helper.replace(old, f'unsigned p; asm("cvt.rn.{ty}x2.f32 %0, %1, %1;" : "=r"(p) : "f"(f)); bits = (unsigned short)p;')
+
+
+def _align(n: int, to: int) -> int: return (n + to - 1) // to * to
 
 
 def _vector_struct(name: str, n: int) -> str:

@@ -151,7 +151,7 @@ class PTXRenderer(Renderer):
   @property
   def tensor_cores(self):  # type: ignore[override]
     from tinygrad_backend_nv.tensor_cores import tensor_cores_for
-    return tuple(tensor_cores_for(self.arch))
+    return tuple(tc for tc in tensor_cores_for(self.arch) if not tc.smem_operands)  # wgmma: CUDA C only for now
 
   def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(self, name, uops).build()
 

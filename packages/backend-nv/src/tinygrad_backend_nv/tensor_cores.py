@@ -11,7 +11,9 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import replace
 
-from tinygrad.device.plugin import DType, TensorCore, TileConfig, dtypes
+from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes
+
+from tinygrad_backend_nv import wgmma
 
 Layout = tuple[tuple[tuple[int, int], ...], ...]
 WARP = 32  # mma.sync is one warp's instruction: its 32 lanes hold the fragments
@@ -100,17 +102,47 @@ def _sm89() -> list[TensorCore]:
           _mma((16, 8, 32), dtypes.fp8e5m2, A_M16N8K32_F8, B_M16N8K32_F8, min_arch=89)]
 
 
-_WGMMA = ("sm_90 also has warpgroup MMA: wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} (N = 8..256, 128 threads, "
-          "A from registers or shared memory, B from shared memory through a matrix descriptor; k32 for e4m3/e5m2). "
-          "Not emitted yet: these specs are the mma.sync set, which sm_90 runs too.")
+_WGMMA = ("sm_90a also has warpgroup MMA (wgmma.mma_async m64nNk16, A and B read from shared memory through matrix "
+          "descriptors): its specs come first there unless WGMMA=0 (wgmma.py); sm_90 without the 'a' can't run it.")
+
+# 1 (default): on sm_90a, f16/bf16 matmuls try warpgroup MMA first. Measured on the H200 (2026-12-02, bench/gpu_wgmma.py, same run):
+# 8192 fp16/bf16 573.5/590.5 TFLOP/s against mma.sync's 443.8/452.0, 4096 491.5/473.1 against 364.7/367.1, 512x8192x2048 fp16
+# 281.5 against 221.0; every check against torch exact. WGMMA=0: the mma.sync specs only
+WGMMA = ContextVar("WGMMA", 1)
+
+# wgmma tilings (warps_m x warps_n count warpgroups of 128 threads): bk = 64 halves, one 128-byte swizzled row per
+# k-major tile row; stages of cp.async copies in dynamic shared memory. Indexed by Opt(TC, _, amount): append only.
+# `rate`: fp16 8192^3 on the H200, TFLOP/s over the fastest's (573.2; 2026-12-02, `bench/gpu_wgmma.py --sweep`): core's
+# modeled_tile_cost compares them across the three widths (512x2048x8192: 64x128 tiles, 229.6 TFLOP/s against 128x128's 182.0)
+WGMMA_TILE_CONFIGS: dict[int, tuple[TileConfig, ...]] = {
+  256: (TileConfig(128, 256, 64, 2, 1, 4, rate=1.0), TileConfig(128, 256, 64, 2, 1, 3, rate=0.947)),
+  # 128x128 in 3 stages (96 KB): two blocks an SM, one's epilogue under the other's main loop (4096: 448.5, as fast as 128x256)
+  128: (TileConfig(128, 128, 64, 2, 1, 4, rate=0.876), TileConfig(64, 128, 64, 1, 1, 4, rate=0.816), TileConfig(256, 128, 64, 4, 1, 3, rate=0.939),
+        TileConfig(128, 128, 64, 2, 1, 3, rate=0.911)),
+  64: (TileConfig(64, 64, 64, 1, 1, 4, rate=0.580), TileConfig(128, 64, 64, 2, 1, 4, rate=0.703)),
+}
+
+
+def _wgmma(n: int, dtype_in: DType) -> TensorCore:
+  tin = _PTX_TYPE[dtype_in]
+  return TensorCore(dims=(64, n, 16), dtype_in=dtype_in, dtype_out=dtypes.float32, threads=128, c_layout=wgmma.accumulator_layout(n),
+                    name=f"wgmma_m64n{n}k16_{tin}_f32", extra={"wgmma_n": n, "ptx_type": tin, "min_arch": 90}, async_copy=True,
+                    smem_operands=True, smem_reader=wgmma.emulate_operand, tile_configs=WGMMA_TILE_CONFIGS[n], opt_in=WGMMA)
 
 
 def _sm90() -> list[TensorCore]:
   return [replace(tc, extra={**tc.extra, "wgmma": _WGMMA}) for tc in _sm89()]
 
 
+def _sm90a() -> list[TensorCore]:
+  """The warpgroup specs (left out with WGMMA=0: opt_in), then sm_90's mma.sync set. tc_opts compares the tilings
+  of all three widths by modeled waves (their rates), or without compute units takes the widest with enough blocks."""
+  return [*(_wgmma(n, dt) for dt in (dtypes.float16, dtypes.bfloat16) for n in (256, 128, 64)), *_sm90()]
+
+
 # fnmatch pattern -> specs; the plugin registers these through register_tensor_cores
-SPECS: dict[str, Callable[[], list[TensorCore]]] = {"sm_75": _sm75, "sm_80": _sm80, "sm_86": _sm80, "sm_89": _sm89, "sm_90*": _sm90}
+SPECS: dict[str, Callable[[], list[TensorCore]]] = {"sm_75": _sm75, "sm_80": _sm80, "sm_86": _sm80, "sm_89": _sm89, "sm_90": _sm90,
+                                                   "sm_90a": _sm90a}
 
 
 def tensor_cores_for(arch: str) -> list[TensorCore]:

@@ -13,7 +13,7 @@ from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
 from tinygrad.codegen.tensor_core import lower_tensor_core, tc_opts
 from tinygrad.codegen.threads import split_for_threads
-from tinygrad.codegen.vectorize import vectorize_memory
+from tinygrad.codegen.vectorize import PAIRS, vectorize_memory
 from tinygrad.helpers import DEBUG, NOOPT, VERIFY, prod
 from tinygrad.renderer import Renderer
 from tinygrad.uop.ops import Ops, UOp
@@ -88,6 +88,8 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   if (tc := next((o for o in opts if o.op is OptOps.TC), None)) is not None:
     sink, global_size, local_size = lower_tensor_core(ast, renderer, tc.axis, tc.amount)
     sink = cleanup(sink)
+    # smem-operand tensor cores (wgmma): the epilogue's neighbouring columns stored (and bias read) as pairs
+    if renderer.supports_float4 and renderer.tensor_cores[tc.axis].smem_operands: sink = vectorize_memory(sink, renderer.vector_dtypes, PAIRS)
     if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
     uops = linearize(sink)
     if VERIFY: verify_linear(uops)

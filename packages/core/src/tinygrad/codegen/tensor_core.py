@@ -27,6 +27,14 @@ them, then one BARRIER. Above 48 KB (renderer.shared_max allows it) the shared t
 memory. Shared tiles read by ldmatrix are XOR-swizzled per 16-byte chunk (no padding), else padded by 16
 bytes per row, so the rows one instruction touches fall into different banks.
 
+Instructions that read A and B from shared memory themselves (`TensorCore.smem_operands`: NVIDIA's warpgroup wgmma,
+128 lanes) have no fragments: each operand tile is stored in 128-byte rows (bk = 128 bytes along k, or blocks of 64
+elements along a contiguous outer axis) whose 16-byte chunks are XOR-permuted by row % 8, and every k step is one
+WMMA per instruction tile whose A and B sources are INDEXes of the tile's first element there. A tile's WMMAs form a
+batch (fenced before the first, committed after the last) that may run on while the next tile's is issued
+(TC_INFLIGHT=1): copies then run stages-2 tiles ahead, and the BARRIER arg (groups, batches) says what may still fly.
+The accumulator rows and columns are fit as affine in the lane's bits (16 * warp + groupID, ...).
+
 The layout tables are fit as affine functions of groupID = lane >> s and threadID = lane & (2**s - 1) (asserted over
 all lanes), with the smallest split s that fits every table of the spec: NVIDIA's mma fragments need s = 2, AMD's
 WMMA/MFMA ones (a row or column per lane % 16, a k or row group per lane // 16) s = 4. The same code serves every
@@ -54,16 +62,23 @@ if TYPE_CHECKING:
 TC = ContextVar("TC", 1)                  # 0: never use tensor cores
 ALLOW_TF32 = ContextVar("ALLOW_TF32", 0)  # float32 matmuls may run on tf32 tensor cores (10-bit mantissa inputs)
 TC_CONFIG = ContextVar("TC_CONFIG", -1)   # >= 0: force the tensor core's tile_configs[TC_CONFIG] (for experiments)
+TC_SPEC = ContextVar("TC_SPEC", -1)       # >= 0: only renderer.tensor_cores[TC_SPEC] (with TC_CONFIG: one exact tiling, for sweeps)
 LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memory loads even where the spec's matrix_load fits
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
+TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
+
+
+_OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
 
 
 def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
-  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH))
+  opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
+  return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
+                                                            TC_INFLIGHT)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -150,6 +165,9 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   out = []
   for n, tc in enumerate(renderer.tensor_cores):
     if tc.dtype_in != m.dtype_in or not tc.tile_configs or not _lanes_fit(tc): continue
+    if tc.opt_in is not None:
+      _OPT_INS[tc.opt_in.key] = tc.opt_in
+      if not tc.opt_in.value: continue
     if dtypes.is_float(tc.dtype_out) != dtypes.is_float(m.reduce.dtype): continue
     # narrow float accumulators (f16) only for a matmul that accumulates in that dtype (matmul(dtype=half))
     if dtypes.is_float(tc.dtype_out) and tc.dtype_out.itemsize < 4 and tc.dtype_out != m.reduce.dtype: continue
@@ -162,11 +180,18 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
 
 @functools.cache
 def _lanes_fit(tc: TensorCore) -> bool:
-  """The lowering builds fragments from layouts affine in (lane >> s, lane & (2**s - 1)), one layout row per lane."""
+  """The lowering builds fragments from layouts affine in (lane >> s, lane & (2**s - 1)), one layout row per lane
+  (smem-operand instructions: only the accumulators, affine in the lane's bits, see _fit_bits)."""
+  if tc.smem_operands:
+    if len(tc.c_layout) != tc.threads or tc.threads & (tc.threads - 1) or tc.smem_reader is None: return False
+    try: [_fit_bits(tc.c_layout, which) for which in (0, 1)]
+    except TensorCoreError: return False
+    return True
   if any(len(layout) != tc.threads for layout in (tc.a_layout, tc.b_layout, tc.c_layout)): return False
   return _lane_split(tc) is not None
 
 
+SWIZZLE_BYTES = 128  # smem-operand tiles: rows of 128 bytes, 16-byte chunks XOR row % 8 (NVIDIA's 128-byte swizzle)
 LANE_SPLITS = (2, 3, 4, 5)  # s in groupID = lane >> s, threadID = lane & (2**s - 1); 2 first (NVIDIA's, ldmatrix's)
 
 
@@ -184,6 +209,8 @@ def config_fits(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, shared_max: int
   tm, tn, tk = tc.dims
   M, N, K = m.mnk
   if M % cfg.bm or N % cfg.bn or K % cfg.bk or cfg.bk % tk: return False
+  # smem operands: one 128-byte swizzled row per k-major tile row, 64-element swizzled blocks along a contiguous outer axis
+  if tc.smem_operands and (cfg.bk * m.dtype_in.itemsize != SWIZZLE_BYTES or cfg.bm % 64 or cfg.bn % 64): return False
   if cfg.bm % (cfg.warps_m * tm) or cfg.bn % (cfg.warps_n * tn): return False
   threads = cfg.warps * tc.threads
   stages = max(2, cfg.stages)
@@ -195,7 +222,7 @@ def _uses_matrix_load(tc: TensorCore, din: DType) -> bool: return tc.matrix_load
 
 def _stage_bytes(cfg: TileConfig, tc: TensorCore, din: DType) -> int:
   """Shared memory for one A tile and one B tile: swizzled (no padding) with ldmatrix, else one 16-byte pad per row."""
-  pad = 0 if _uses_matrix_load(tc, din) else 16 // din.itemsize
+  pad = 0 if _uses_matrix_load(tc, din) or tc.smem_operands else 16 // din.itemsize
   def tile(outer: int) -> int: return max(outer * (cfg.bk + pad), cfg.bk * (outer + pad))  # rows along k or along outer
   return (tile(cfg.bm) + tile(cfg.bn)) * din.itemsize
 
@@ -204,8 +231,12 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
   """[Opt(TC, tc index, config index)] when `ast` is a matmul this renderer's tensor cores can run, else None."""
   from tinygrad.codegen.opt import Opt, OptOps
   if not TC or not renderer.tensor_cores or (m := match_matmul(ast)) is None: return None
+  fallback: Opt | None = None
+  smem_best: tuple[float, int, int] | None = None  # (modeled cost, tensor core, config)
   for n in usable_tensor_cores(renderer, m):
+    if TC_SPEC.value >= 0 and n != TC_SPEC.value: continue
     tc = renderer.tensor_cores[n]
+    if not tc.smem_operands and (fallback is not None or smem_best is not None): break  # an smem-operand spec fits: it goes first
     configs = tc.tile_configs
     if TC_CONFIG.value >= 0:
       if TC_CONFIG.value < len(configs) and config_fits(configs[TC_CONFIG.value], tc, m, renderer.shared_max): return [Opt(OptOps.TC, n, TC_CONFIG.value)]
@@ -215,11 +246,21 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
     if not fitting: continue
     blocks = {c: M // configs[c].bm * N // configs[c].bn * prod(r.src[0].arg for r in m.batch) for c in fitting}
     if renderer.compute_units and all(configs[c].rate > 0 for c in fitting):
-      return [Opt(OptOps.TC, n, min(fitting, key=lambda c: modeled_tile_cost(configs[c], blocks[c], renderer.compute_units)))]
+      best = min(fitting, key=lambda c: modeled_tile_cost(configs[c], blocks[c], renderer.compute_units))
+      if not tc.smem_operands: return [Opt(OptOps.TC, n, best)]
+      # smem-operand specs of several widths are one instruction's alternatives: the cheapest of them all
+      cost = modeled_tile_cost(configs[best], blocks[best], renderer.compute_units)
+      if smem_best is None or cost < smem_best[0]: smem_best = (cost, n, best)
+      continue
     # no measured rates: prefer big tiles, but not at the cost of leaving most of a big GPU idle (>= 64 blocks when possible)
-    enough = [c for c in fitting if blocks[c] >= 64 and configs[c].warps >= 4]
-    return [Opt(OptOps.TC, n, (enough or fitting)[0])]
-  return None
+    enough = [c for c in fitting if blocks[c] >= 64 and (configs[c].warps * tc.threads >= 128 if tc.smem_operands else configs[c].warps >= 4)]
+    if enough: return [Opt(OptOps.TC, n, enough[0])]
+    if tc.smem_operands:  # a narrower width may give enough blocks
+      if fallback is None: fallback = Opt(OptOps.TC, n, fitting[0])
+      continue
+    return [Opt(OptOps.TC, n, fitting[0])]
+  if smem_best is not None: return [Opt(OptOps.TC, smem_best[1], smem_best[2])]
+  return [fallback] if fallback is not None else None
 
 
 def modeled_tile_cost(cfg: TileConfig, blocks: int, compute_units: int) -> float:
@@ -246,6 +287,44 @@ def _fit_layout(layout: tuple, which: int, split: int = 2) -> list[tuple[int, in
 
 
 def _c(x: int) -> UOp: return UOp.const(dtypes.int32, x)
+
+
+Field = tuple[int, int, int]  # (shift, mask, coefficient): coefficient * ((lane >> shift) & mask)
+
+
+def _fit_bits(layout: tuple, which: int) -> list[tuple[int, tuple[Field, ...]]]:
+  """Per element: (c0, fields) with layout[lane][e][which] == c0 + sum(coef * ((lane >> shift) & mask)) for every lane:
+  affine in the lane's bits, runs of bits whose coefficients double merged into one field (a warpgroup's accumulator
+  rows are 16 * warp + groupID: bits 2..4 and 5..6)."""
+  lanes = len(layout)
+  nbits = lanes.bit_length() - 1
+  out = []
+  for e in range(len(layout[0])):
+    f = [layout[lane][e][which] for lane in range(lanes)]
+    coef = [f[1 << b] - f[0] for b in range(nbits)]
+    if any(f[lane] != f[0] + sum(c for b, c in enumerate(coef) if lane >> b & 1) for lane in range(lanes)):
+      raise TensorCoreError(f"layout element {e} is not affine in the lane's bits: {f}")
+    fields: list[Field] = []
+    b = 0
+    while b < nbits:
+      if coef[b] == 0:
+        b += 1
+        continue
+      hi = b + 1
+      while hi < nbits and coef[hi] == coef[b] << (hi - b): hi += 1
+      fields.append((b, (1 << (hi - b)) - 1, coef[b]))
+      b = hi
+    out.append((f[0], tuple(fields)))
+  return out
+
+
+def _bits_uop(fit: tuple[int, tuple[Field, ...]], lane: UOp, lanes: int) -> UOp:
+  out = UOp.const(lane.dtype, fit[0])
+  for shift, mask, coef in fit[1]:
+    x = lane // (1 << shift) if shift else lane
+    if (mask + 1) << shift < lanes: x = x % (mask + 1)
+    out = out + x * coef
+  return out
 
 
 def _global_index_dtype(ast: UOp, m: MatmulMatch) -> DType:
@@ -275,8 +354,12 @@ class _Tile:
   pad: int         # elements after each row (bank-conflict avoidance without swizzle)
   chunk: int = 0   # > 0: no pad; instead the 16-byte chunks (of `chunk` elements) of row r are XOR-permuted by a function
                    # of r, so the 8 rows an ldmatrix or a wide copy touches at once fall into different banks
+  block: int = 0   # > 0 (stored [k][outer] only): outer split into blocks of `block` elements, each a bk x block tile of
+                   # its own (smem operands: rows of 128 bytes, the instruction's swizzle atom)
 
   def index(self, o: UOp, kk: UOp) -> UOp:
+    if self.block and not self.k_contig:
+      return (o // self.block) * (self.bk * self.block) + _Tile(False, self.block, self.bk, 0, self.chunk).index(o % self.block, kk)
     row, col, length = (o, kk, self.bk) if self.k_contig else (kk, o, self.outer)
     if not self.chunk: return row * (length + self.pad) + col
     nchunks = length // self.chunk
@@ -284,6 +367,17 @@ class _Tile:
     # 8 chunks make a 128-byte bank window: rows r and r+1 start 128/nchunks... apart, so XOR by r // (8 // nchunks)
     perm = row % 8 if nchunks >= 8 else (row // (8 // nchunks)) % nchunks
     return row * length + ((col // self.chunk) ^ perm) * self.chunk + col % self.chunk
+
+  def start(self, o0: UOp, k0: int) -> UOp:
+    """Where an smem-operand instruction's view of the tile from (o0, k0) begins, before the swizzle: the address its
+    descriptor names (o0 a multiple of 8 rows or of a block, k0 of 16 bytes)."""
+    if self.k_contig: return o0 * self.bk + k0
+    return (o0 // self.block) * (self.bk * self.block) + k0 * self.block
+
+  def operand(self, itemsize: int) -> tuple[bool, int, int]:
+    """(mn_major, block stride bytes, 8-row group stride bytes): how the instruction walks the tile."""
+    if self.k_contig: return False, 16, 8 * self.bk * itemsize  # block stride unused: one 128-byte row holds the k16 step
+    return True, self.bk * self.block * itemsize, 8 * self.block * itemsize
 
   @property
   def size(self) -> int:
@@ -370,7 +464,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
   tid = warp * lanes + lane
   wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
-  split = _lane_split(tc)
+  split = 2 if tc.smem_operands else _lane_split(tc)  # smem operands: no fragments, only the accumulators' own fit
   assert split is not None  # usable_tensor_cores checked _lanes_fit
   g, t = lane // (1 << split), lane % (1 << split)
   bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
@@ -403,9 +497,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
   use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
   use_async = tc.async_copy and ASYNC_COPY.value != 0
-  chunk = 16 // din.itemsize if use_ldm else 0  # swizzled (no padding) where fragments come from ldmatrix
-  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk)
-  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk)
+  chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
+  block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
+  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk, block)
+  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
   stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
   smem = renderer.shared_max
   stages = (TC_STAGES.value or cfg.stages or min(4, smem // stage_bytes)) if use_async else 2
@@ -443,8 +538,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     return loads, stores
 
   # fragments of one k step: ldmatrix where the layout is its, else loads at the layout's (row, k)
-  a_fit = list(zip(_fit_layout(tc.a_layout, 0, split), _fit_layout(tc.a_layout, 1, split)))
-  b_fit = list(zip(_fit_layout(tc.b_layout, 0, split), _fit_layout(tc.b_layout, 1, split)))
+  a_fit = [] if tc.smem_operands else list(zip(_fit_layout(tc.a_layout, 0, split), _fit_layout(tc.a_layout, 1, split)))
+  b_fit = [] if tc.smem_operands else list(zip(_fit_layout(tc.b_layout, 0, split), _fit_layout(tc.b_layout, 1, split)))
   b_ofit = [(fc, fk) for fk, fc in b_fit]
   # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
   b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
@@ -477,21 +572,42 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
   nks = cfg.bk // tk
 
+  def smem_wmmas(cur: list[UOp], a_rd: UOp, b_rd: UOp, buf: UOp, ks: int, prev: UOp | None) -> list[UOp]:
+    """k step ks as instructions reading A and B from shared memory. They run in program order (each waits for the one
+    before, through AFTER): the first of the tile's batch fences, the last commits it and waits for it all."""
+    out = list(cur)
+    for x, y in itertools.product(range(wtm), range(wtn)):
+      first, last = ks == 0 and x == y == 0, ks == nks - 1 and x == wtm - 1 and y == wtn - 1
+      row0, col0 = wm * (cfg.bm // cfg.warps_m) + x * tm, wn * (cfg.bn // cfg.warps_n) + y * tn
+      srcs = []
+      for rd, tile, o0 in ((a_rd, a_tile, row0), (b_rd, b_tile, col0)):
+        base = UOp(Ops.AFTER, rd.dtype, (rd, prev)) if prev is not None else rd
+        srcs.append(UOp(Ops.INDEX, din.ptr(rd.dtype.size, "local"), (base, buf * tile.size + tile.start(o0, ks * tk))))  # type: ignore[attr-defined]
+      arg = (*wmma_arg, a_tile.operand(din.itemsize), b_tile.operand(din.itemsize), first, last)
+      out[x * wtn + y] = prev = UOp(Ops.WMMA, acc_dt, (*srcs, out[x * wtn + y]), arg)
+    return out
+
   def wmmas(cur: list[UOp], a_frags: list[UOp], b_frags: list[UOp]) -> list[UOp]:
     out = list(cur)
     for x, y in itertools.product(range(wtm), range(wtn)):
       out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
-  prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors
+  prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
+  # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
+  # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
+  inflight = 1 if tc.smem_operands and use_async and TC_INFLIGHT.value and stages > 2 else 0
+  ahead = stages - 1 - inflight
+  # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
+  def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if use_async:
-    # prologue: tiles 0..stages-2, one async group each (BARRIER arg: async groups that may stay in flight)
-    for st in range(stages - 1):
+    # prologue: tiles 0..ahead-1, one async group each
+    for st in range(ahead):
       # with prefetch the last one also waits for tile 0 (the fragments of its first k step are read before the loop)
-      keep = stages - 2 if prefetch and st == stages - 2 else stages - 1
-      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), keep)
+      keep = stages - 2 if prefetch and st == stages - 2 else ahead
+      bar = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(st % nk), _c(st), bar)[1]) + ((bar,) if bar is not None else ()), bar_arg(keep, 0))
     assert bar is not None
   if prefetch:
     assert bar is not None
@@ -525,10 +641,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if use_async:
       assert bar is not None
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
-      # top of each iteration: tile kt has landed (the newer stages-2 groups may still fly) and everyone is done reading
-      # the buffer that tile kt+stages-1 goes into now
-      top = UOp(Ops.BARRIER, dtypes.void, (kt,), stages - 2)
-      loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages, top)
+      # top of each iteration: tile kt has landed (the newer ahead-1 groups may still fly) and everyone is done reading
+      # the buffer that tile kt+ahead goes into now (smem operands: all but the last `inflight` batches are done)
+      top = UOp(Ops.BARRIER, dtypes.void, (kt,), bar_arg(ahead - 1, inflight))
+      loads, stores = copy((kt + ahead) % nk, (kt + ahead) % stages, top)
       a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
     else:
       # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
@@ -538,6 +654,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     cur_buf = kt % stages
     cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
     for ks in range(nks):
+      if tc.smem_operands:
+        cur = smem_wmmas(cur, a_rd, b_rd, cur_buf, ks, order[-1] if order else None)
+        order += cur
+        continue
       a_frags, b_frags = fragments(a_rd, b_rd, cur_buf, ks)
       cur = wmmas(cur, a_frags, b_frags)
       order += [*a_frags, *b_frags, *cur]
@@ -551,20 +671,31 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # reloads tile 0 (in bounds, never read) instead of branching. One barrier per tile: after every read of this
       # buffer (the WMMAs feed `updates`) and every store of the next.
       loads, stores = copy((kt + 1) % nk, (kt + 1) % 2, None, tuple(updates))
-      end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates))))
+      end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates),
+                                                                   bar_arg(0, 0) if tc.smem_operands else None)))
+  # smem operands: every batch is done before the accumulators are read
+  if tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(0, 0))
 
   # the epilogue: the AST's store, once per accumulator element
-  c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
+  if tc.smem_operands:
+    # the lane's offsets computed after the loop: hoisted above it they would hold registers across it (ptxas then
+    # serializes the wgmma pipeline: C7514)
+    # in the global index dtype, so each term keeps its coefficient (pairs of columns become one 4-byte store: vectorize.PAIRS)
+    lane_after = UOp(Ops.AFTER, lane.dtype, (lane, end)).cast(idt)
+    c_rows, c_cols = [[_bits_uop(f, lane_after, lanes) for f in _fit_bits(tc.c_layout, which)] for which in (0, 1)]
+  else:
+    c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
+    c_rows, c_cols = [_affine_uop(fr, g, t) for fr, _ in c_fit], [_affine_uop(fc, g, t) for _, fc in c_fit]
   stores = []
   for x, y in itertools.product(range(wtm), range(wtn)):
     final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()
     row0 = m0 + (wm * (cfg.bm // cfg.warps_m) + x * tm).cast(idt)
     col0 = n0 + (wn * (cfg.bn // cfg.warps_n) + y * tn).cast(idt)
-    for e, (fr, fc) in enumerate(c_fit):
+    for e, (fr, fc) in enumerate(zip(c_rows, c_cols)):
       val = UOp(Ops.GEP, tc.dtype_out, (final,), (e,)).cast(m.reduce.dtype)
       # the loops' values in the AST's index dtype, so the store's index math keeps its width
-      subst = {m.reduce: val, m.i: (row0 + _affine_uop(fr, g, t).cast(idt)).cast(m.i.dtype),
-               m.j: (col0 + _affine_uop(fc, g, t).cast(idt)).cast(m.j.dtype), **{r: v.cast(r.dtype) for r, v in batch_vals.items()}}
+      subst = {m.reduce: val, m.i: (row0 + fr.cast(idt)).cast(m.i.dtype),
+               m.j: (col0 + fc.cast(idt)).cast(m.j.dtype), **{r: v.cast(r.dtype) for r, v in batch_vals.items()}}
       stores.append(m.store.substitute(subst))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (N // cfg.bn, M // cfg.bm, nbatch)

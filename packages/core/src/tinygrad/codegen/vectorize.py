@@ -48,14 +48,18 @@ def _vec_ptr(buf: UOp, base: UOp, dt: DType, width: int) -> UOp:
   return UOp(Ops.INDEX, dt.vec(width).ptr(size), (buf, base))
 
 
-def _groups(accesses: list[UOp]) -> list[tuple[tuple, int, dict[int, UOp]]]:
+# a tensor-core epilogue's pairs of neighbouring columns (each lane holds (row, 2t) and (row, 2t+1)): 4- or 8-byte accesses
+PAIRS: dict[DType, tuple[int, ...]] = {dtypes.float32: (2,), dtypes.float16: (2,), dtypes.bfloat16: (2,)}
+
+
+def _groups(accesses: list[UOp], widths: dict[DType, tuple[int, ...]]) -> list[tuple[tuple, int, dict[int, UOp]]]:
   """Complete groups of accesses (key, width, lanes), trying each dtype's widest width first."""
   found: list[tuple[tuple, int, dict[int, UOp]]] = []
   left = accesses
-  for width in sorted({w for ws in WIDTHS.values() for w in ws}, reverse=True):
+  for width in sorted({w for ws in widths.values() for w in ws}, reverse=True):
     groups: dict[tuple, dict[int, UOp]] = defaultdict(dict)
     for u in left:
-      if width in WIDTHS[_base(u.src[0])] and (key := _access_key(u, width)) is not None: groups[key[0]][key[1]] = u
+      if width in widths[_base(u.src[0])] and (key := _access_key(u, width)) is not None: groups[key[0]][key[1]] = u
     done = {g for g, lanes in groups.items() if sorted(lanes) == list(range(width))}
     found.extend((g, width, groups[g]) for g in done)
     taken = {u for g in done for u in groups[g].values()}
@@ -63,12 +67,13 @@ def _groups(accesses: list[UOp]) -> list[tuple[tuple, int, dict[int, UOp]]]:
   return found
 
 
-def vectorize_memory(sink: UOp, allowed: tuple[DType, ...] = (dtypes.float32,)) -> UOp:
-  """`allowed`: the element dtypes the renderer has vector types for (`Renderer.vector_dtypes`)."""
-  allowed = tuple(d for d in allowed if d in WIDTHS)
+def vectorize_memory(sink: UOp, allowed: tuple[DType, ...] = (dtypes.float32,), widths: dict[DType, tuple[int, ...]] = WIDTHS) -> UOp:
+  """`allowed`: the element dtypes the renderer has vector types for (`Renderer.vector_dtypes`); `widths`: lanes per
+  access to try per dtype (WIDTHS, or PAIRS)."""
+  allowed = tuple(d for d in allowed if d in widths)
   replace: dict[UOp, UOp] = {}
   store_groups: list[tuple[list[UOp], UOp]] = []
-  for (op, buf, base, gate), width, lanes in _groups([u for u in sink.toposort() if _candidate(u, allowed)]):
+  for (op, buf, base, gate), width, lanes in _groups([u for u in sink.toposort() if _candidate(u, allowed)], widths):
     dt = _base(lanes[0].src[0])
     if op is Ops.LOAD:
       vload = UOp(Ops.LOAD, dt.vec(width), (_vec_ptr(buf, base, dt, width),))

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad.dtype import DType, dtypes
-from tinygrad.helpers import diskcache_get, diskcache_put
+from tinygrad.helpers import ContextVar, diskcache_get, diskcache_put
 from tinygrad.uop.ops import UOp
 from tinygrad.uop.rewrite import PatternMatcher
 from tinygrad.workers import offload
@@ -94,6 +95,16 @@ class TensorCore:
   # fp8 operands that reach the instruction as bytes (codegen/fp8.py) are read in the FNUZ flavour of dtype_in (bias one
   # higher, 0x80 the only NaN, no -0/inf: AMD CDNA3), not OCP's; the backend rewrites its operands to fit (the emulator reads them so)
   fp8_fnuz: bool = False
+  # A and B are read from shared memory by the instruction itself (a warpgroup instruction fed by matrix descriptors):
+  # no fragments, a_layout/b_layout stay empty, c_layout has one row per lane of `threads`. The WMMA's A and B sources are
+  # INDEXes of each operand's first element in tiles of 128-byte rows whose 16-byte chunks are XOR-permuted by row % 8
+  # (codegen/tensor_core.py), and its arg says how each operand lies: (mn_major, block stride bytes, 8-row group stride)
+  smem_operands: bool = False
+  # the PYTHON device's view of such an operand: fn(read(byte address) -> element, byte address, rows, k, mn_major,
+  # block stride, group stride, itemsize) -> rows x k elements (the backend's definition of the instruction's addressing)
+  smem_reader: Callable[..., list[list[Any]]] | None = field(default=None, compare=False, hash=False)
+  # a setting that must be nonzero for the lowering to use this spec (new instructions start off until measured)
+  opt_in: ContextVar | None = field(default=None, compare=False, hash=False)
   # the tilings a TC opt may name (Opt(TC, tensor core, index into tile_configs)): append only, BEAM caches name them
   tile_configs: tuple[TileConfig, ...] = ()
   tile_order: tuple[int, ...] = ()  # the order the heuristic tries tile_configs in (empty: as listed)

@@ -67,9 +67,12 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op is Ops.SPECIAL: return (str(u.arg[0]), u.arg[1] if isinstance(u.arg[1], int) else None)
   if u.op is Ops.GEP: return int(u.arg[0])
   if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("matrix", matrices, trans)
+  if u.op is Ops.BARRIER and isinstance(u.arg, tuple): return tuple(u.arg)  # (copy groups, smem-operand batches) left in flight
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
     if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
-    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name, tc.fp8_fnuz)
+    # (reader, A's and B's layout, first and last of its batch); the reader pickles by reference (its module)
+    smem = ("smem", tc.smem_reader, *u.arg[4:8]) if tc.smem_operands else None
+    return (tc.dims, tc.threads, tc.a_layout, tc.b_layout, tc.c_layout, tc.dtype_in.name, tc.dtype_out.name, tc.fp8_fnuz, smem)
   return None
 
 
@@ -195,6 +198,12 @@ def _wmma(i: int, a: int, b: int, c: int) -> Callable[[list], Generator[Any, Any
   return step
 
 
+def _wmma_smem(i: int, a: tuple[int, int], b: tuple[int, int], c: int) -> Callable[[list], Generator[Any, Any, None]]:
+  """A and B are (index, shared array) slots: the instruction reads its operands from shared memory itself."""
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("wmma", i, (v[a[0]], v[a[1]]), (v[b[0]], v[b[1]]), v[c])
+  return step
+
+
 def _matrix_load(i: int, x: int, buf: int) -> Callable[[list], Generator[Any, Any, None]]:
   def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("matrix", i, v[x], v[buf])
   return step
@@ -222,6 +231,62 @@ def _vectorize(i: int, src: tuple[int, ...]) -> Step:
 def _gep(i: int, a: int, lane: int) -> Step:
   def step(v: list) -> None: v[i] = v[a][lane]
   return step
+
+
+def smem_wmma_emulator(arg: tuple, raw: bool) -> Callable[[list[tuple], list[tuple], list[tuple]], list[tuple]]:
+  """fn((index, shared array) per lane for A and B, c per lane) -> d per lane for an instruction that reads A and B from
+  shared memory (TensorCore.smem_operands): the spec's reader turns each operand's byte address (element index times
+  itemsize; every shared array starts 1024-byte aligned, as the GPU renderers place them) into a matrix."""
+  (M, N, K), threads, _, _, c_layout, din_name, dout_name = arg[:7]
+  _, reader, a_op, b_op = arg[8][:4]
+  din, dout = _DTYPES[din_name], _DTYPES[dout_name]
+  reads: set[tuple[int, int]] = set()  # (shared array, element) read since the program last took them (_Batches)
+  def operand(lanes: list[tuple], rows: int, op: tuple) -> list[list[Any]]:
+    idx, buf = lanes[0]
+    if any(x != idx for x, _ in lanes): raise RuntimeError(f"WMMA: the lanes of one instruction name different operand addresses: {sorted({x for x, _ in lanes})}")
+    def read(addr: int) -> Any:
+      if addr % din.itemsize or not 0 <= addr // din.itemsize < len(buf):
+        raise IndexError(f"WMMA operand read at byte {addr} outside its shared array ({len(buf)} elements of {din.name})")
+      reads.add((id(buf.obj), addr // din.itemsize))
+      e = buf[addr // din.itemsize]
+      return from_bits(e, din) if raw else e
+    return reader(read, idx * din.itemsize, rows, K, *op, din.itemsize)
+  def run(a: list[tuple], b: list[tuple], c: list[tuple]) -> list[tuple]:
+    A, B = operand(a, M, a_op), operand(b, N, b_op)  # M x K and N x K
+    C = [[0.0] * N for _ in range(M)]
+    for lane in range(threads):
+      for e, (r, col) in enumerate(c_layout[lane]): C[r][col] = c[lane][e]
+    D = [[cast_scalar(sum(x * y for x, y in zip(A[r], B[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
+    return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
+  def take() -> set[tuple[int, int]]:
+    out = set(reads)
+    reads.clear()
+    return out
+  run.take_reads = take  # type: ignore[attr-defined]
+  return run
+
+
+class _Batches:
+  """Smem-operand instructions run asynchronously on the GPU: a batch (first..last WMMA) may read shared memory until a
+  BARRIER with arg (groups, b) has retired all but the newest b batches. The interpreter computes each WMMA at once, so
+  this keeps what the unretired batches read and fails a store into it (a pipeline that refills a buffer too early)."""
+
+  def __init__(self) -> None:
+    self.open: set[tuple[int, int]] = set()
+    self.committed: list[set[tuple[int, int]]] = []
+
+  def issued(self, reads: set[tuple[int, int]], last: bool) -> None:
+    self.open |= reads
+    if last: self.committed, self.open = [*self.committed, self.open], set()
+
+  def retire(self, keep: int) -> None: self.committed = self.committed[len(self.committed) - keep:] if keep else []
+
+  def check(self, kernel: str, buf: Any, lo: int, hi: int) -> None:
+    key = id(buf.obj)
+    for batch in (self.open, *self.committed):
+      if any((key, e) in batch for e in range(lo, hi)):
+        raise RuntimeError(f"kernel {kernel!r}: a store into shared memory (elements {lo}..{hi - 1}) that a WMMA batch still in flight "
+                           "reads: a BARRIER must retire the batch first (its arg: (copy groups, batches) left in flight)")
 
 
 def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]], list[tuple]]:
@@ -366,6 +431,10 @@ class PythonProgram:
     self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL") for op, _, _, _ in self.prog)
     if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
       raise ValueError(f"kernel {name!r}: a collective LOAD outside a lockstep (shared-memory) program")
+    # smem-operand WMMAs: their batches' reads are tracked (per block) against shared-memory stores, see _Batches
+    self.smem_last: dict[int, bool] = {i: bool(arg[8][5]) for i, (op, _, _, arg) in enumerate(self.prog) if op == "WMMA" and len(arg) > 8 and arg[8]}
+    self.barrier_batches: dict[int, int] = {i: arg[1] for i, (op, _, _, arg) in enumerate(self.prog) if op == "BARRIER" and arg is not None}
+    self.batches = _Batches()
     self.gen_body: GenBody = []
     self.body: list[Step] = []
     if self.lockstep: self.gen_body = self._build()
@@ -386,6 +455,11 @@ class PythonProgram:
         if any(g for g, _ in body): stack[-1][2].append((True, _loop_gen(r, end, body)))
         else: stack[-1][2].append((False, _loop(r, end, [f for _, f in body])))
       elif op is Ops.BARRIER: stack[-1][2].append((True, _barrier(i)))
+      elif op is Ops.WMMA and len(arg) > 8 and arg[8] is not None:  # A and B read from shared memory by the instruction
+        (ma, xa), (mb, xb) = self._index(i, src[0]), self._index(i, src[1])
+        if ma.raw != mb.raw: raise ValueError(f"kernel {self.name!r}: WMMA operands at {i} are stored differently")
+        self.wmmas[i], self.lanes[i] = smem_wmma_emulator(arg, ma.raw), int(arg[1])
+        stack[-1][2].append((True, _wmma_smem(i, (xa, ma.slot), (xb, mb.slot), src[2])))
       elif op is Ops.WMMA:
         self.wmmas[i], self.lanes[i] = wmma_emulator(arg), int(arg[1])  # arg[1]: the TensorCore's threads (32, or AMD's wave64)
         stack[-1][2].append((True, _wmma(i, *src)))
@@ -440,6 +514,13 @@ class PythonProgram:
     if x not in self.mems: raise ValueError(f"kernel {self.name!r}: uop {at} needs an INDEX as its address, got {self.prog[x][0]}")
     return self.mems[x], self.prog[x][2][1]
 
+  def _checked_store(self, inner: Step, mem: _Mem, x: int) -> Step:
+    slot, width = mem.slot, mem.width
+    def step(v: list) -> None:
+      self.batches.check(self.name, v[slot], v[x], v[x] + width)
+      inner(v)
+    return step
+
   def _load_step(self, i: int, src: tuple[int, ...]) -> Step:
     mem, x = self._index(i, src[0])
     step = _load(self.name, i, mem, x)
@@ -448,6 +529,7 @@ class PythonProgram:
   def _store_step(self, i: int, src: tuple[int, ...]) -> Step:
     mem, x = self._index(i, src[0])
     step = _store(self.name, mem, x, src[1])
+    if self.smem_last and self.prog[mem.slot][0] == "DEFINE_LOCAL": step = self._checked_store(step, mem, x)
     return step if len(src) == 2 else _gated_store(step, src[2])
 
   # ---- running
@@ -479,6 +561,7 @@ class PythonProgram:
     gs, ls = tuple(global_size) + (1, 1, 1), tuple(local_size) + (1, 1, 1)
     nthreads = ls[0] * ls[1] * ls[2]
     for gid in itertools.product(*(range(s) for s in gs[:3])):
+      self.batches = _Batches()
       shared = [(slot, typed_view(bytearray(max(size, 1) * itemsize), fmt, itemsize)) for slot, size, fmt, itemsize in self.locals]
       threads = []
       for flat in range(nthreads):  # x fastest, as CUDA numbers threads (warp = flat // 32)
@@ -502,6 +585,7 @@ class PythonProgram:
       if first is None or any(e is None or e[:2] != first[:2] for e in events):
         raise RuntimeError(f"kernel {self.name!r}: the threads of a block diverged at a {'BARRIER' if first and first[0] == 'barrier' else 'WMMA'}")
       if first[0] == "barrier":
+        if (keep := self.barrier_batches.get(first[1])) is not None: self.batches.retire(keep)
         sends = [None] * len(threads)
         continue
       emulate, warp = self.wmmas[first[1]], self.lanes[first[1]]
@@ -511,6 +595,7 @@ class PythonProgram:
         lanes = events[w:w + warp]
         if first[0] == "matrix": sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
         else: sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
+      if first[1] in self.smem_last: self.batches.issued(emulate.take_reads(), self.smem_last[first[1]])  # type: ignore[attr-defined]
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:

@@ -41,7 +41,9 @@ def _check_node(u: UOp, stage: str) -> None:
     if not isinstance(u.dtype, PtrDType) or u.dtype.addrspace != "local" or u.dtype.size <= 0: fail("DEFINE_LOCAL needs a sized local PtrDType")
   elif u.op is Ops.BARRIER:
     if u.dtype != dtypes.void: fail("BARRIER has no value")
-    if u.arg is not None and not (isinstance(u.arg, int) and u.arg >= 0): fail("BARRIER's arg: async copy groups left in flight (int >= 0)")
+    arg = u.arg if isinstance(u.arg, tuple) and len(u.arg) == 2 else (u.arg,)  # smem-operand kernels: (copy groups, instruction batches)
+    if u.arg is not None and not all(isinstance(a, int) and a >= 0 for a in arg):
+      fail("BARRIER's arg: async copy groups left in flight (int >= 0), or (groups, smem-operand instruction batches)")
   elif u.op is Ops.WMMA:
     if len(u.src) != 3 or u.src[2].dtype != u.dtype: fail("WMMA: (A, B, C) with C of the result's dtype")
     if u.dtype.count < 2 or u.src[0].dtype.count < 1: fail("WMMA works on fragment vectors")
