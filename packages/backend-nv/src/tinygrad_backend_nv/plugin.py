@@ -8,7 +8,7 @@ Devices: `CUDA` (the driver API through cuda-bindings) and `NV`, through one of 
 - `MOCK` (`DEV=MOCK+NV`, only when DEV names it): the ioctls and the GPFIFO/QMD processor in Python (mocknv.py,
   mockgpfifo.py); each launch is checked and its kernel run by core's PYTHON interpreter on the mock's memory. Renderers, for both: `CUDA` (default: CUDA C -> NVRTC -> cubin) and `PTX` (our own
 PTX -> nvJitLink cubin, or the driver's JIT). Archs: sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a; the default is the
-GPU's own compute capability, or sm_90 without a GPU (so `DEV=NULL:CUDA` compiles for Hopper).
+GPU's own compute capability (sm_90a on Hopper: wgmma), or sm_90 without a GPU (so `DEV=NULL:CUDA` compiles for Hopper).
 """
 from __future__ import annotations
 
@@ -77,10 +77,13 @@ def _open_mock(index: int, target: Target):
 
 
 def _default_arch() -> str:
-  """The first GPU's arch when it is one we render for, else sm_90."""
+  """The first GPU's arch when it is one we render for, else sm_90. A Hopper GPU (sm_90) gets sm_90a: its arch-specific
+  instructions (wgmma) exist on exactly that compute capability, and the tensor cores use them (H200: fp16 8192^3 444 -> 574
+  TFLOP/s, bench/README.md); `DEV=CUDA::sm_90` keeps the portable target."""
   if _count() == 0: return DEFAULT_ARCH
   from tinygrad_backend_nv.runtime import device_arch
   arch = device_arch(0)
+  if arch == "sm_90": return "sm_90a"
   return arch if arch in ARCHS else DEFAULT_ARCH
 
 
