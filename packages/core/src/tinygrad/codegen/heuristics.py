@@ -62,7 +62,8 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       inner = reds[-1]
       if (k := _largest_divisor(range_size(inner), (16, 8, 4))) > 1 and (range_size(inner) or 0) >= 64:
         opts.append(Opt(OptOps.UNROLL, inner.arg[0], k))
-  if wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
+  if not gpu and not reds and (up := _transposed_read(ast, outs)): opts.extend(up)
+  elif wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
   # on a CPU the threads split the outermost loop: one that doesn't divide evenly gets clamped indices and gated stores, which
   # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower): so as many threads as
@@ -73,6 +74,22 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   elif not gpu: threads = 1
   if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
   return opts
+
+
+def _transposed_read(ast: UOp, outs: list[UOp]) -> list[Opt]:
+  """CPU elementwise kernels that write the transpose of what they read (a quantized weight dequantized into a (K, N) panel,
+  models/llm's prefill): the innermost output loop strides through the biggest input, an outer one walks it contiguously.
+  UPCAST that outer loop by up to 32: each step reads a contiguous run (one quantization block) and writes it down a column,
+  instead of one scattered byte per element (SmolLM2's 3072x576 Q4_1 -> f16 panel: 1.9 -> 0.44 ms on 2 cores)."""
+  if len(outs) < 2: return []
+  loads = [n for n in ast.toposort() if n.op is Ops.LOAD and n.src and n.src[0].op is Ops.INDEX]
+  biggest = max((_buffer_bytes(ld) for ld in loads), default=0)
+  big = [ld for ld in loads if biggest and _buffer_bytes(ld) == biggest]
+  if not big or any(_index_stride(ld, outs[-1]) in (0, 1, None) for ld in big): return []
+  for r in reversed(outs[:-1]):
+    if all(_index_stride(ld, r) in (0, 1) for ld in big) and any(_index_stride(ld, r) == 1 for ld in big):
+      return [Opt(OptOps.UPCAST, r.arg[0], k)] if (k := _largest_divisor(range_size(r), (32, 16, 8, 4))) > 1 else []
+  return []
 
 
 GPU_MIN_THREADS = 1 << 16  # register blocking on a GPU keeps at least this many threads (the H200 holds ~270k)
