@@ -86,7 +86,7 @@ def test_cpu_prefill_reads_half_panels(tmp_path, qtype):
   tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 2 * PANEL_MIN_ROWS + 3)]
   halved = {k: v.astype(np.float16).astype(np.float32) if k.startswith("blk.") and v.ndim == 2 else v for k, v in w.items()}
   ref, ref_half = reference_forward(w, cfg, tokens), reference_forward(halved, cfg, tokens)
-  for chunk in (128, PANEL_MIN_ROWS):  # one chunk of 48 (34 tokens, padded); three of 16
+  for chunk in (128, PANEL_MIN_ROWS):  # one chunk of 64 (34 tokens, padded); three of 16
     llm = LLM.load(path, prefill_chunk=chunk)
     if fuses_cheaply(llm.model.norm.device): pytest.skip("a GPU-style device prefills without panels")
     ours = llm.prefill(tokens[:-1])[0].numpy()[0]
@@ -230,8 +230,8 @@ def test_bad_tokenizer_metadata_is_refused(tmp_path, key, value):
 
 
 def test_prefill_chunk_sizes(tmp_path):
-  """Prompts are cut into chunks up to prefill_chunk: power-of-two sizes from 32 on a GPU, multiples of 16 on a CPU (a short
-  rest pads to the smallest chunk that holds it, not to the longest), each size with its own capture; logits still match."""
+  """Prompts are cut into power-of-two chunks up to prefill_chunk, from 32 on a GPU and from 16 on a CPU (a short rest pads to
+  the smallest chunk that holds it, not to the longest), each size with its own capture; logits still match the reference."""
   from tinygrad.llm.model import fuses_cheaply
   path, cfg, w = build(tmp_path, "llama", "F32", context=256)
   tokens = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, 170)]
@@ -242,9 +242,9 @@ def test_prefill_chunk_sizes(tmp_path):
     assert llm.chunks == [32, 64, 128]
     assert [llm._chunk_size(n) for n in ns] == [32, 32, 64, 64, 128, 128, 128]
   else:
-    assert llm.chunks == list(range(16, 129, 16))
-    assert [llm._chunk_size(n) for n in ns] == [16, 32, 48, 64, 80, 128, 128]
-  logits, _ = llm.prefill(tokens)  # 128 + 42 (padded to 64 on a GPU, 48 on a CPU)
+    assert llm.chunks == [16, 32, 64, 128]
+    assert [llm._chunk_size(n) for n in ns] == [16, 32, 64, 64, 128, 128, 128]
+  logits, _ = llm.prefill(tokens)  # 128 + 42 (padded to 64)
   check(logits.numpy()[0], ref[-1])
   assert sorted(size for size, _ in llm._prefill_jits) == [llm._chunk_size(42), 128]
   with pytest.raises(ValueError, match="slack"): LLM.load(path, prefill_chunk=100_000)

@@ -21,10 +21,10 @@ PREFILL_CHUNK = 32
 # a GPU prefills in chunks of up to GPU_PREFILL_CHUNK tokens (powers of two from PREFILL_CHUNK): fewer, fuller tensor-core matmuls
 # (every chunk reads all the weights once).
 GPU_PREFILL_CHUNK = 512
-# a CPU in chunks of up to CPU_PREFILL_CHUNK tokens, any multiple of CPU_CHUNK_STEP: each chunk dequantizes every weight once into
-# a panel (model.linear), which more rows share (SmolLM2 layer: 4.0 ms for 32 rows, 6.4 for 64, 11 for 128), and a prompt pads
-# to the next multiple of 16, not of 32 (the 42-token chat prompt ran as two 32-token chunks, 64 rows for 42)
-CPU_PREFILL_CHUNK, CPU_CHUNK_STEP = 128, 16
+# a CPU in chunks of up to CPU_PREFILL_CHUNK tokens, powers of two from CPU_MIN_CHUNK: each chunk dequantizes every weight once
+# into a panel (model.linear), which more rows share (SmolLM2 layer: 4.0 ms for 32 rows, 6.4 for 64, 11 for 128). Powers of
+# two, not every multiple of 16: each size used keeps its own capture and its buffers (SmolLM2: ~13 MB of peak RSS a size)
+CPU_PREFILL_CHUNK, CPU_MIN_CHUNK = 128, 16
 # decode runs ahead of the host: each step reads its token from, and writes the next one into, a ring of recent tokens on the
 # device, so steps are queued back to back and the host reads the ring once per batch of steps. A batch is sized to run about
 # BATCH_S (streamed text stays smooth on a slow device), at most RING steps.
@@ -69,11 +69,10 @@ class LLM:
     if prefill_chunk is None: prefill_chunk = GPU_PREFILL_CHUNK if gpu else CPU_PREFILL_CHUNK
     if not 1 <= prefill_chunk <= CACHE_SLACK: raise ValueError(f"prefill_chunk {prefill_chunk} is not in 1..{CACHE_SLACK} (the KV cache's slack)")
     self.chunk = min(prefill_chunk, self.max_context)
-    # the chunk sizes a prompt is cut into: powers of two from PREFILL_CHUNK (a GPU) or multiples of CPU_CHUNK_STEP (a CPU) up to
-    # self.chunk (a short prompt pads to the smallest that holds it, not to the longest: less padded work, at the cost of one more
-    # capture per size used)
-    sizes = (PREFILL_CHUNK << i for i in range(16)) if gpu else range(CPU_CHUNK_STEP, CACHE_SLACK + 1, CPU_CHUNK_STEP)
-    self.chunks = sorted({c for c in sizes if c < self.chunk} | {self.chunk})
+    # the chunk sizes a prompt is cut into: powers of two from PREFILL_CHUNK (a GPU) or CPU_MIN_CHUNK (a CPU) up to self.chunk (a
+    # short prompt pads to the smallest that holds it, not to the longest: less padded work, at the cost of one more capture per
+    # size used)
+    self.chunks = sorted({c for c in ((PREFILL_CHUNK if gpu else CPU_MIN_CHUNK) << i for i in range(16)) if c < self.chunk} | {self.chunk})
     # a TinyJit replays fixed kernels, so the MoE router's host-side expert choice can't be inside one: those models run eagerly
     self.jit = (not model.is_moe) if jit is None else jit
     self.cached: list[int] = []  # tokens whose keys/values are at positions 0.. of the cache
