@@ -183,7 +183,8 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   """x @ W.T (times `scale`, one factor per row of x, then plus bias) with W (out, in) dequantized inside the matmul kernel.
   Quantized weights reduce over (blocks, elements of a block), two loops, so each block's scales are loaded once per block and
   the dequantized weight needs no index division. Many rows (a prefill chunk) on a GPU with half-precision tensor cores: x (scaled)
-  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too)."""
+  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too); on a CPU (PANEL_MIN_ROWS or
+  more): the weight dequantized once into a float16 panel, and a float32 matmul over it."""
   if uses_tensor_cores(x, w):
     xh = (x if scale is None else x * scale).cast(dtypes.float16).contiguous()  # the matmul reads stored half rows, not a fused cast
     out = xh.matmul(w.half().T, dtype=dtypes.float32)
@@ -192,7 +193,7 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   if block > 1 and len(w.shape) == 2 and math.prod(x.shape[:-1]) >= PANEL_MIN_ROWS and not fuses_cheaply(x.device):
     # a CPU prefill chunk: the weight dequantized once into a (in, out) float16 panel, then a register-blocked matmul reads it
     # (vector loads along the outputs). Fused, every weight is decoded again per group of rows and the kernel vectorizes along
-    # the reduction (SmolLM2 layer, 32 rows: 9.7 -> 4.0 ms on 2 cores; 64 rows: 19.4 -> 6.4 ms)
+    # the reduction (SmolLM2 layer's four matmuls, 32 rows: 9.7 -> 5.6 ms on 2 cores; 64 rows: 19.4 -> 7.7 ms)
     out = x.contiguous().matmul(w.panel().cast(dtypes.float32))
   elif block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
   else:
