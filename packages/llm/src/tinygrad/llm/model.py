@@ -567,7 +567,9 @@ class Transformer:
 
   @staticmethod
   def from_gguf(g: GGUFFile | str, max_context: int | None = None, device: str | None = None, cache_dtype=dtypes.float32) -> Transformer:
+    from tinygrad import Device
     g = g if isinstance(g, GGUFFile) else read_gguf(g)
+    device = device or Device.DEFAULT  # resolved once, not for each of the file's tensors
     cfg = ModelConfig.from_gguf(g)
     weights: dict[str, Any] = {}
     for name, info in g.tensors.items():
