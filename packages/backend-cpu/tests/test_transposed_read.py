@@ -22,9 +22,9 @@ def test_transpose_upcasts_the_contiguous_loop():
   with Context(DEV="CPU"):
     ast = _kernel((Tensor.empty(96, 64, dtype=dtypes.uint8).cast(dtypes.float32) * 2).T.contiguous())  # out (64, 96), reads [n, k]
   k, _ = _outs(ast)
-  assert hand_coded_opts(ast, threads=2) == [Opt(OptOps.UPCAST, k, 32), Opt(OptOps.THREAD, 0, 2)]
-  with Context(DEV="CPU"): ast = _kernel(Tensor.empty(40, 24).T.contiguous())  # 24 rows: 8 divides them, 32 and 16 don't
-  assert hand_coded_opts(ast, threads=1)[0] == Opt(OptOps.UPCAST, _outs(ast)[0], 8)
+  assert hand_coded_opts(ast, threads=2) == [Opt(OptOps.UPCAST, k, 8), Opt(OptOps.THREAD, 0, 2)]
+  with Context(DEV="CPU"): ast = _kernel(Tensor.empty(40, 12).T.contiguous())  # 12 rows: 4 divides them, 8 doesn't
+  assert hand_coded_opts(ast, threads=1)[0] == Opt(OptOps.UPCAST, _outs(ast)[0], 4)
 
 
 def test_plain_elementwise_is_left_alone():

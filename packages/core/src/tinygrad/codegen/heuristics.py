@@ -79,8 +79,9 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
 def _transposed_read(ast: UOp, outs: list[UOp]) -> list[Opt]:
   """CPU elementwise kernels that write the transpose of what they read (a quantized weight dequantized into a (K, N) panel,
   models/llm's prefill): the innermost output loop strides through the biggest input, an outer one walks it contiguously.
-  UPCAST that outer loop by up to 32: each step reads a contiguous run (one quantization block) and writes it down a column,
-  instead of one scattered byte per element (SmolLM2's 3072x576 Q4_1 -> f16 panel: 1.9 -> 0.44 ms on 2 cores)."""
+  UPCAST that outer loop by 8 (or 4): each step reads a contiguous run of a quantization block and writes it down a column,
+  instead of one scattered byte per element (SmolLM2's 3072x576 Q4_1 -> f16 panel: 1.9 -> 0.68 ms on 2 cores; by 32 it ran
+  0.44 ms, but LLVM took about three times as long to compile each such kernel: a second more per kernel on a cold start)."""
   if len(outs) < 2: return []
   loads = [n for n in ast.toposort() if n.op is Ops.LOAD and n.src and n.src[0].op is Ops.INDEX]
   biggest = max((_buffer_bytes(ld) for ld in loads), default=0)
@@ -88,7 +89,7 @@ def _transposed_read(ast: UOp, outs: list[UOp]) -> list[Opt]:
   if not big or any(_index_stride(ld, outs[-1]) in (0, 1, None) for ld in big): return []
   for r in reversed(outs[:-1]):
     if all(_index_stride(ld, r) in (0, 1) for ld in big) and any(_index_stride(ld, r) == 1 for ld in big):
-      return [Opt(OptOps.UPCAST, r.arg[0], k)] if (k := _largest_divisor(range_size(r), (32, 16, 8, 4))) > 1 else []
+      return [Opt(OptOps.UPCAST, r.arg[0], k)] if (k := _largest_divisor(range_size(r), (8, 4))) > 1 else []
   return []
 
 
