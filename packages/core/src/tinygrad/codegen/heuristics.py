@@ -78,7 +78,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
 
 def _transposed_read(ast: UOp, outs: list[UOp]) -> list[Opt]:
   """CPU elementwise kernels that write the transpose of what they read (a quantized weight dequantized into a (K, N) panel,
-  models/llm's prefill): the innermost output loop strides through the biggest input, an outer one walks it contiguously.
+  tinygrad.llm's CPU prefill): the innermost output loop strides through the biggest input, an outer one walks it contiguously.
   UPCAST that outer loop by 8 (or 4): each step reads a contiguous run of a quantization block and writes it down a column,
   instead of one scattered byte per element (SmolLM2's 3072x576 Q4_1 -> f16 panel: 1.9 -> 0.68 ms on 2 cores; by 32 it ran
   0.44 ms, but LLVM took about three times as long to compile each such kernel: a second more per kernel on a cold start)."""
