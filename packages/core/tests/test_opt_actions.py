@@ -417,6 +417,8 @@ def test_cpu_register_block_fits_the_accumulator_budget():
   assert [o for o in big if o.op is OptOps.UPCAST] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8)]
   assert Opt(OptOps.BLOCK, rows, 8) in small and Opt(OptOps.BLOCK, rows, 8) in big
   with Context(CACHE_BLOCK=1): assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(mm))
+  few = _ast_of(Tensor.empty(128, 1536) @ Tensor.empty(1536, 576))  # few rows (a CPU prefill chunk): B is re-read by few row tiles
+  assert [o.op for o in hand_coded_opts(few, accumulators=96)] == [OptOps.UPCAST, OptOps.UPCAST]
   short = _ast_of(Tensor.empty(512, 64) @ Tensor.empty(64, 512))  # a short reduction: B's panel is small anyway
   assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(short))
 

@@ -76,6 +76,26 @@ def test_llama_quantized(tmp_path, qtype):
   check(Transformer.from_gguf(path).logits(TOKENS[:7], all_logits=True).numpy()[0], reference_forward(w, cfg, TOKENS[:7]))
 
 
+@pytest.mark.parametrize("qtype", ["Q4_1", pytest.param("Q6_K", marks=pytest.mark.slow)])
+def test_cpu_prefill_reads_half_panels(tmp_path, qtype):
+  """A CPU prefill chunk of >= PANEL_MIN_ROWS tokens multiplies by each quantized matrix dequantized into a float16 panel: its
+  logits are the reference's with the layers' matrices rounded to half, in one chunk or cut into several; the decode step after
+  it (a matrix-vector product on the quantized bytes, over the cache the chunks wrote) stays within float32's tolerance."""
+  from tinygrad.llm.model import PANEL_MIN_ROWS, fuses_cheaply
+  path, cfg, w = build(tmp_path, "llama", qtype, context=128)
+  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 2 * PANEL_MIN_ROWS + 3)]
+  halved = {k: v.astype(np.float16).astype(np.float32) if k.startswith("blk.") and v.ndim == 2 else v for k, v in w.items()}
+  ref, ref_half = reference_forward(w, cfg, tokens), reference_forward(halved, cfg, tokens)
+  for chunk in (128, PANEL_MIN_ROWS):  # one chunk of 64 (34 tokens, padded); three of 16
+    llm = LLM.load(path, prefill_chunk=chunk)
+    if fuses_cheaply(llm.model.norm.device): pytest.skip("a GPU-style device prefills without panels")
+    ours = llm.prefill(tokens[:-1])[0].numpy()[0]
+    check(ours, ref_half[-2])
+    # much closer to the half-panel reference than that is to the exact one: the panels are what ran
+    assert np.abs(ours - ref_half[-2]).max() < 0.1 * np.abs(ref_half[-2] - ref[-2]).max()
+    check(llm._run_chunk(tokens[-1:], len(tokens) - 1).numpy()[0], ref[-1])
+
+
 @pytest.mark.parametrize("arch,qtype", [pytest.param("qwen2", "Q8_0", marks=pytest.mark.slow), ("qwen3", "Q4_K"), ("qwen3moe", "Q5_0")])
 def test_architectures(tmp_path, arch, qtype):
   path, cfg, w = build(tmp_path, arch, qtype)
@@ -210,17 +230,23 @@ def test_bad_tokenizer_metadata_is_refused(tmp_path, key, value):
 
 
 def test_prefill_chunk_sizes(tmp_path):
-  """Prompts are cut into power-of-two chunks from 32 up to prefill_chunk (a short rest pads to the smallest chunk that holds it,
-  not to the longest), each size with its own capture; logits still match the reference."""
+  """Prompts are cut into power-of-two chunks up to prefill_chunk, from 32 on a GPU and from 16 on a CPU (a short rest pads to
+  the smallest chunk that holds it, not to the longest), each size with its own capture; logits still match the reference."""
+  from tinygrad.llm.model import fuses_cheaply
   path, cfg, w = build(tmp_path, "llama", "F32", context=256)
   tokens = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, 170)]
   ref = reference_forward(w, cfg, tokens)
   llm = LLM.load(path, prefill_chunk=128)
-  assert llm.chunks == [32, 64, 128]
-  assert [llm._chunk_size(n) for n in (2, 32, 33, 64, 65, 128, 500)] == [32, 32, 64, 64, 128, 128, 128]
+  ns = (2, 32, 33, 64, 65, 128, 500)
+  if fuses_cheaply(llm.model.norm.device):
+    assert llm.chunks == [32, 64, 128]
+    assert [llm._chunk_size(n) for n in ns] == [32, 32, 64, 64, 128, 128, 128]
+  else:
+    assert llm.chunks == [16, 32, 64, 128]
+    assert [llm._chunk_size(n) for n in ns] == [16, 32, 64, 64, 128, 128, 128]
   logits, _ = llm.prefill(tokens)  # 128 + 42 (padded to 64)
   check(logits.numpy()[0], ref[-1])
-  assert sorted(size for size, _ in llm._prefill_jits) == [64, 128]
+  assert sorted(size for size, _ in llm._prefill_jits) == [llm._chunk_size(42), 128]
   with pytest.raises(ValueError, match="slack"): LLM.load(path, prefill_chunk=100_000)
 
 

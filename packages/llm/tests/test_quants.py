@@ -75,8 +75,8 @@ def test_nibble_shifts_are_not_a_buffer():
 
 
 def test_prefill_chunk_linear_split_over_threads():
-  """32 rows times a Q4_1 W (a prefill chunk): on a CPU with several threads the rows are split between them (THREAD), each
-  thread decoding all of W; the values still match numpy."""
+  """32 rows times a Q4_1 W (a prefill chunk): on a CPU, W dequantized once into a float16 (in, out) panel and a matmul over it,
+  split between the threads (THREAD); the values match numpy's product with W rounded to float16."""
   from tinygrad import Device, TinyJit
   from tinygrad.llm.model import QuantWeight, linear
   n_out, k = 96, 384
@@ -86,7 +86,28 @@ def test_prefill_chunk_linear_split_over_threads():
   x_np = np.random.default_rng(4).standard_normal((1, 32, k)).astype(np.float32)
   f = TinyJit(lambda x: linear(x, w).contiguous())
   for _ in range(3): got = f(Tensor(x_np).realize()).numpy()
-  np.testing.assert_allclose(got, x_np @ w_np.T, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(got, x_np @ w_np.astype(np.float16).astype(np.float32).T, rtol=1e-4, atol=1e-3)
   if Device.DEFAULT.startswith("CPU") and getattr(Device.renderer(Device.DEFAULT), "threads", 1) > 1:
     opts = [o.op.name for ei, _ in f.captured if ei.runner is not None for o in ei.runner.spec.opts]
     assert "THREAD" in opts
+
+
+@pytest.mark.parametrize("type_name,n_out", [("Q4_1", 40), ("Q8_0", 24), ("Q4_K", 12), ("Q6_K", 7)])
+def test_weight_panel_matches_gguf(type_name, n_out):
+  """QuantWeight.panel: the weight transposed to (in, out) float16, equal to the gguf package's dequantization rounded to half;
+  on a CPU its kernel reads each quantization block as one contiguous run (an UPCAST of the `in` loop, heuristics._transposed_read)."""
+  from tinygrad import Device
+  from tinygrad.llm.model import QuantWeight
+  block_size = BLOCK_SIZES[type_name][0]
+  k = 2 * max(block_size, 64)
+  blocks = random_blocks(type_name, n_out * k // block_size, seed=5)
+  want = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType[type_name]).astype(np.float32).reshape(n_out, k)
+  panel = QuantWeight(Tensor(blocks.reshape(-1)).realize(), type_name, (n_out, k)).panel()
+  np.testing.assert_array_equal(panel.numpy(), want.T.astype(np.float16))
+  if Device.DEFAULT.startswith("CPU"):
+    from tinygrad.codegen.heuristics import hand_coded_opts
+    from tinygrad.codegen.opt import OptOps
+    from tinygrad.uop.ops import Ops
+    panel = QuantWeight(Tensor(blocks.reshape(-1)).realize(), type_name, (n_out, k)).panel()
+    (ast,) = [si.ast for si in panel.schedule() if si.ast.op is Ops.SINK]
+    assert any(o.op is OptOps.UPCAST and o.amount >= 8 for o in hand_coded_opts(ast, threads=1))

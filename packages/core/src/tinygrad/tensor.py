@@ -85,19 +85,22 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
 
   def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     if dtype is not None: dtype = to_dtype(dtype)
-    device = canonical_device(device)  # multi.py: a tuple of devices too
+    symbolic = isinstance(data, UOp) and dtypes.is_int(data.dtype) and data.device is None  # (device last: float nodes skip computing it)
+    # a graph node or a Tensor has its device: resolving the default one (the registry checks which devices are available, about
+    # 0.1 ms) for every op's result was a quarter of loading SmolLM2 (3400 tensors)
+    dev = canonical_device(device) if device is not None or symbolic or not isinstance(data, (UOp, Tensor)) else ""  # multi.py: a tuple too
     self.grad: Tensor | None = None
     self.requires_grad: bool | None = requires_grad
-    if isinstance(data, UOp) and dtypes.is_int(data.dtype) and data.device is None:  # (device last: float nodes skip computing it)
+    if symbolic:
       # a symbolic int (a bound Variable or an expression of them) used as a scalar
-      self._uop = UOp(Ops.CONST, dtype or data.dtype, (UOp(Ops.DEVICE, arg=device),), data)
+      self._uop = UOp(Ops.CONST, dtype or data.dtype, (UOp(Ops.DEVICE, arg=dev),), data)
     elif isinstance(data, UOp): self._uop = data
     elif isinstance(data, Tensor): self._uop = data.uop
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
-      self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=device),))
+      self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
     elif isinstance(data, (bytes, bytearray, memoryview)):
-      self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, device)
+      self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)
     else:
       if _is_numpy(data):
         dtype = dtype or _numpy_dtype_of(data)
@@ -105,7 +108,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
         if not isinstance(data, (list, tuple)): raise TypeError(f"can't make a Tensor from {type(data).__name__}")
         dtype = dtype or (dtypes.from_py(_flatten(data)) if _flatten(data) else dtypes.default_float)
       raw, shape = _data_to_bytes(data, dtype)
-      self._uop = _from_bytes(raw, shape, dtype, device)
+      self._uop = _from_bytes(raw, shape, dtype, dev)
     _all_tensors.add(self)
 
   # ---- the graph behind the tensor (uop, shape, dtype, device, ndim, numel, nbytes: TensorBase)

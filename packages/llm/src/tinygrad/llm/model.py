@@ -26,6 +26,7 @@ from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
+PANEL_MIN_ROWS = 16  # a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
@@ -168,6 +169,10 @@ class QuantWeight:
     if self.raw.dtype == dtypes.float16: return self.raw.reshape(self.shape)
     return self.dequant().cast(dtypes.float16).contiguous()
 
+  def panel(self) -> Tensor:
+    """The weight transposed, (in, out) float16, stored: a CPU prefill chunk's matmul operand (see linear)."""
+    return self.dequant().T.cast(dtypes.float16).contiguous()
+
   def rows(self, start: int, end: int) -> QuantWeight:
     """Rows start..end of the outermost axis (e.g. one expert), still quantized (a view of the same bytes)."""
     row = self.raw.shape[0] // self.shape[0]  # bytes per row (elements, for a native weight)
@@ -178,13 +183,19 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   """x @ W.T (times `scale`, one factor per row of x, then plus bias) with W (out, in) dequantized inside the matmul kernel.
   Quantized weights reduce over (blocks, elements of a block), two loops, so each block's scales are loaded once per block and
   the dequantized weight needs no index division. Many rows (a prefill chunk) on a GPU with half-precision tensor cores: x (scaled)
-  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too)."""
+  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too); on a CPU (PANEL_MIN_ROWS or
+  more): the weight dequantized once into a float16 panel, and a float32 matmul over it."""
   if uses_tensor_cores(x, w):
     xh = (x if scale is None else x * scale).cast(dtypes.float16).contiguous()  # the matmul reads stored half rows, not a fused cast
     out = xh.matmul(w.half().T, dtype=dtypes.float32)
     return out + bias if bias is not None else out
   block = BLOCK_SIZES[w.type_name][0]
-  if block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
+  if block > 1 and len(w.shape) == 2 and math.prod(x.shape[:-1]) >= PANEL_MIN_ROWS and not fuses_cheaply(x.device):
+    # a CPU prefill chunk: the weight dequantized once into a (in, out) float16 panel, then a register-blocked matmul reads it
+    # (vector loads along the outputs). Fused, every weight is decoded again per group of rows and the kernel vectorizes along
+    # the reduction (SmolLM2 layer's four matmuls, 32 rows: 9.7 -> 5.6 ms on 2 cores; 64 rows: 19.4 -> 7.7 ms)
+    out = x.contiguous().matmul(w.panel().cast(dtypes.float32))
+  elif block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
   else:
     n_out, k = w.shape
     # on a CPU the rows of x stored once (x is often the residual times a norm's weight): fused, that product would be computed
@@ -562,7 +573,9 @@ class Transformer:
 
   @staticmethod
   def from_gguf(g: GGUFFile | str, max_context: int | None = None, device: str | None = None, cache_dtype=dtypes.float32) -> Transformer:
+    from tinygrad import Device
     g = g if isinstance(g, GGUFFile) else read_gguf(g)
+    device = device or Device.DEFAULT  # resolved once, not for each of the file's tensors
     cfg = ModelConfig.from_gguf(g)
     weights: dict[str, Any] = {}
     for name, info in g.tensors.items():
