@@ -112,7 +112,7 @@ def test_tensor_core_sets_per_arch() -> None:
 
 
 def test_tensor_cores_reach_core_and_renderers() -> None:
-  assert Device.tensor_cores("sm_80") == tensor_cores_for("sm_80")
+  assert Device.tensor_cores("sm_80") == list(tensor_cores_for("sm_80"))
   with Context(DEV="NULL:PTX:sm_89"):
     assert Device.renderer("NULL").tensor_cores == tuple(tensor_cores_for("sm_89"))
 

@@ -8,6 +8,7 @@ the element of A that lane holds in its i-th element register, `b_layout[lane][i
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -145,5 +146,8 @@ SPECS: dict[str, Callable[[], list[TensorCore]]] = {"sm_75": _sm75, "sm_80": _sm
                                                    "sm_90a": _sm90a}
 
 
-def tensor_cores_for(arch: str) -> list[TensorCore]:
-  return [tc for pattern, make in SPECS.items() if fnmatch.fnmatchcase(arch, pattern) for tc in make()]
+@functools.cache
+def tensor_cores_for(arch: str) -> tuple[TensorCore, ...]:
+  """Built once per arch: the renderer hands out the same objects at every lookup (building sm_90a's warpgroup layouts took
+  0.36 s, and a kernel's lowering looks them up about 20 times)."""
+  return tuple(tc for pattern, make in SPECS.items() if fnmatch.fnmatchcase(arch, pattern) for tc in make())

@@ -20,6 +20,7 @@ the tile layout the generator writes (core's codegen/tensor_core.py) is derived 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,7 @@ def read_operand(read: Callable[[int], Any], desc: int, rows: int, k: int, mn_ma
   return [[read(swizzle128(d["addr"] + canonical_offset(r, c, mn_major, d["lbo"], d["sbo"], itemsize))) for c in range(k)] for r in range(rows)]
 
 
+@functools.cache
 def accumulator_layout(n: int) -> tuple[tuple[tuple[int, int], ...], ...]:
   """m64nNk16 f32 D fragments: warp w of the warpgroup holds rows 16w..16w+15; for lane l (g = l%32 // 4, t = l % 4),
   register i is (16w + g + 8*((i>>1)&1), 8*(i>>2) + 2t + (i&1)): mma.sync's m16n8 C layout repeated along N."""

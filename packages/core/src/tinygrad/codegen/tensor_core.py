@@ -292,7 +292,8 @@ def _c(x: int) -> UOp: return UOp.const(dtypes.int32, x)
 Field = tuple[int, int, int]  # (shift, mask, coefficient): coefficient * ((lane >> shift) & mask)
 
 
-def _fit_bits(layout: tuple, which: int) -> list[tuple[int, tuple[Field, ...]]]:
+@functools.cache  # a warpgroup's table is 128 lanes x up to 128 elements: fit once per table, not at every lookup and lowering
+def _fit_bits(layout: tuple, which: int) -> tuple[tuple[int, tuple[Field, ...]], ...]:
   """Per element: (c0, fields) with layout[lane][e][which] == c0 + sum(coef * ((lane >> shift) & mask)) for every lane:
   affine in the lane's bits, runs of bits whose coefficients double merged into one field (a warpgroup's accumulator
   rows are 16 * warp + groupID: bits 2..4 and 5..6)."""
@@ -302,7 +303,9 @@ def _fit_bits(layout: tuple, which: int) -> list[tuple[int, tuple[Field, ...]]]:
   for e in range(len(layout[0])):
     f = [layout[lane][e][which] for lane in range(lanes)]
     coef = [f[1 << b] - f[0] for b in range(nbits)]
-    if any(f[lane] != f[0] + sum(c for b, c in enumerate(coef) if lane >> b & 1) for lane in range(lanes)):
+    affine = [f[0]] * lanes  # each lane's value from its bits: the lane without its lowest set bit, plus that bit's coefficient
+    for lane in range(1, lanes): affine[lane] = affine[lane & (lane - 1)] + coef[(lane & -lane).bit_length() - 1]
+    if affine != f:
       raise TensorCoreError(f"layout element {e} is not affine in the lane's bits: {f}")
     fields: list[Field] = []
     b = 0
@@ -315,7 +318,7 @@ def _fit_bits(layout: tuple, which: int) -> list[tuple[int, tuple[Field, ...]]]:
       fields.append((b, (1 << (hi - b)) - 1, coef[b]))
       b = hi
     out.append((f[0], tuple(fields)))
-  return out
+  return tuple(out)
 
 
 def _bits_uop(fit: tuple[int, tuple[Field, ...]], lane: UOp, lanes: int) -> UOp:
