@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, getenv
+from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
@@ -137,9 +137,6 @@ class CUDARenderer(CStyleRenderer):
   def render_wmma(self, u: UOp, operands: list[str]) -> str:
     if len(u.arg) > 4:  # A and B in shared memory (wgmma): how each lies and the batch position are template arguments
       (ta, lboa, sboa), (tb, lbob, sbob), first, last = u.arg[4:8]
-      if getenv("WGMMA_SWAP_MN"):  # diagnostic: the other reading of LBO/SBO for MN-major operands (GPU check of wgmma.py)
-        lboa, sboa = (sboa, lboa) if ta else (lboa, sboa)
-        lbob, sbob = (sbob, lbob) if tb else (lbob, sbob)
       return f"tg_{u.arg[0]}<{int(ta)}, {int(tb)}, {lboa}, {sboa}, {lbob}, {sbob}, {int(first)}, {int(last)}>({', '.join(operands)})"
     return f"tg_{u.arg[0]}({', '.join(operands)})"
 
@@ -165,7 +162,7 @@ class CUDARenderer(CStyleRenderer):
   @property
   def tensor_cores(self):  # type: ignore[override]
     from tinygrad_backend_nv.tensor_cores import tensor_cores_for
-    return tuple(tensor_cores_for(self.arch))
+    return tensor_cores_for(self.arch)
 
   # ---- constants and math
   def render_const(self, v: bool | int | float, dt: DType) -> str:
