@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad import Tensor
+from tinygrad.dtype import DType, to_dtype
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -80,7 +81,7 @@ class GGUFTensorInfo:
 @dataclass
 class GGUFFile:
   """A parsed GGUF model: metadata and tensor infos (from all parts of a split model). `tensor_bytes(name)` loads one tensor's
-  raw bytes as a uint8 Tensor."""
+  raw bytes as a uint8 Tensor; `tensor_bytes(name, dtype=dtypes.float16)` the same bytes read as that dtype."""
   path: str
   version: int
   metadata: dict[str, Any]
@@ -92,13 +93,15 @@ class GGUFFile:
 
   def get(self, key: str, default: Any = None) -> Any: return self.metadata.get(key, default)
 
-  def tensor_bytes(self, name: str, device: str | None = None, realize: bool = True) -> Tensor:
+  def tensor_bytes(self, name: str, device: str | None = None, realize: bool = True, dtype: DType | str = "uint8") -> Tensor:
     info = self.tensors[name]
-    return load_bytes(info.path, info.offset, info.nbytes, device, realize)
+    return load_bytes(info.path, info.offset, info.nbytes, device, realize, dtype)
 
 
-def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None, realize: bool = True) -> Tensor:
+def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None, realize: bool = True, dtype: DType | str = "uint8") -> Tensor:
   """`nbytes` bytes of a file from `offset` as a 1-D uint8 Tensor on `device`. The one place that reads tensor data from files.
+  Another `dtype` reads the same bytes as that dtype (little-endian, as GGUF and every device we run on), reinterpreted on the
+  DISK side: the copy brings them as they are, no conversion kernel (an F16 weight arrives as float16).
   A copy from the DISK device: straight from the file's mapping into the device buffer (no bytes object in between, so no
   transient second copy and no growth of the malloc heap), and the mapping closes when the DISK view is dropped, so the
   file's pages don't stay in this process's resident memory next to the copy. realize=False: the copy is lazy (realize it, with
@@ -108,8 +111,10 @@ def load_bytes(path: str, offset: int, nbytes: int, device: str | None = None, r
   from tinygrad.nn.state import disk_file
   size = os.stat(path).st_size
   if offset + nbytes > size: raise GGUFError(f"{path}: tensor data at offset {offset} (+{nbytes} bytes) runs past the end of the file ({size} bytes)")
-  if nbytes == 0: return Tensor.empty(0, dtype="uint8", device=device)
-  out = disk_view(disk_file(path), offset, "uint8", (nbytes,)).to(device or Device.DEFAULT)
+  dt = to_dtype(dtype)
+  if nbytes % dt.itemsize: raise GGUFError(f"{path}: {nbytes} bytes at offset {offset} are not a whole number of {dt!r} items")
+  if nbytes == 0: return Tensor.empty(0, dtype=dt, device=device)
+  out = disk_view(disk_file(path), offset, dt, (nbytes // dt.itemsize,)).to(device or Device.DEFAULT)
   return out.realize() if realize else out
 
 

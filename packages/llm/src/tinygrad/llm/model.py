@@ -21,7 +21,7 @@ from typing import Any
 
 from tinygrad import Tensor, dtypes
 from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
-from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, check_size, dequantize, to_native
+from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
@@ -144,20 +144,11 @@ def check_tokenizer_metadata(g: GGUFFile) -> None:
 
 class QuantWeight:
   """A weight kept as its GGUF bytes; `dequant()` is the lazy float32 tensor (dequantized inside whatever kernel consumes it).
-  F16/F32 weights are converted once (`native`): `raw` is then a 1-D tensor of that dtype rather than bytes."""
+  F16/F32 weights are read from the file as their own dtype (`_read_weight`): `raw` is then a 1-D tensor of that dtype."""
 
   def __init__(self, raw: Tensor, type_name: str, shape: tuple[int, ...]):
     if type_name not in DEQUANTIZERS: raise UnsupportedQuantization(f"ggml type {type_name} is not supported (supported: {', '.join(DEQUANTIZERS)})")
     self.raw, self.type_name, self.shape = raw, type_name, shape
-
-  @staticmethod
-  def native(raw: Tensor, type_name: str, shape: tuple[int, ...], realize: bool = True) -> QuantWeight:
-    """The weight in its own float dtype where it has one (F16, F32): one conversion kernel now, plain loads in every matmul.
-    realize=False: `raw` stays lazy (realize it, with others, later)."""
-    if type_name not in NATIVE_DTYPES: return QuantWeight(raw, type_name, shape)
-    check_size(raw, type_name, shape)
-    out = to_native(raw, type_name).contiguous()
-    return QuantWeight(out.realize() if realize else out, type_name, shape)
 
   def dequant(self) -> Tensor:
     if self.raw.dtype != dtypes.uint8: return self.raw.reshape(self.shape).cast(dtypes.float32)
@@ -491,6 +482,15 @@ def _stackable(g: GGUFFile, names: list[str]) -> bool:
   return len({(i.type_name, i.shape[1]) for i in infos if i is not None}) == 1
 
 
+def _read_weight(g: GGUFFile, name: str, device: str) -> Tensor:
+  """A tensor's data on `device` (lazy): an F16/F32 tensor read as its own dtype (the copy brings the values: no conversion
+  kernel to compile and run at load), anything else as its bytes (uint8), for the dequantizers."""
+  info = g.tensors[name]
+  dt = NATIVE_DTYPES.get(info.type_name)
+  if dt is None: return g.tensor_bytes(name, device, realize=False)
+  return g.tensor_bytes(name, device, realize=False, dtype=dt)
+
+
 def _check_tensors(g: GGUFFile, cfg: ModelConfig) -> None:
   """Every tensor the model uses is there, with the shape the metadata implies, before anything is read: a corrupt file is an
   error naming the tensor and the file, not a crash in the middle of loading or garbage at the first forward pass."""
@@ -594,15 +594,19 @@ class Transformer:
           names = [f"blk.{group}.{p}" for p in parts]
           if not _stackable(g, names): continue
           infos = [g.tensors[n] for n in names]
-          raw = Tensor.cat(*(g.tensor_bytes(n, device, realize=False) for n in names)).contiguous()
-          w = weights[f"blk.{group}.{stack}"] = QuantWeight.native(raw, infos[0].type_name, (sum(x.shape[0] for x in infos), infos[0].shape[1]), False)
+          shape = (sum(x.shape[0] for x in infos), infos[0].shape[1])
+          raw = Tensor.cat(*(_read_weight(g, n, device) for n in names)).contiguous()
+          w = weights[f"blk.{group}.{stack}"] = QuantWeight(raw, infos[0].type_name, shape)
           pending.append(w.raw)
           stacked.update(names)
       for name in names_in:
         if name in stacked: continue
-        info, raw = g.tensors[name], g.tensor_bytes(name, device, realize=False)
-        if name.endswith(_FLOAT_SUFFIXES): weights[name] = dequantize(raw, info.type_name, info.shape).contiguous()
-        else: weights[name] = QuantWeight.native(raw, info.type_name, info.shape, False)
+        info, raw = g.tensors[name], _read_weight(g, name, device)
+        if name.endswith(_FLOAT_SUFFIXES):
+          if raw.dtype == dtypes.uint8: weights[name] = dequantize(raw, info.type_name, info.shape).contiguous()
+          elif raw.dtype == dtypes.float32: weights[name] = raw.reshape(info.shape)  # the copy itself: no kernel
+          else: weights[name] = raw.reshape(info.shape).cast(dtypes.float32).contiguous()
+        else: weights[name] = QuantWeight(raw, info.type_name, info.shape)
         pending.append(weights[name] if isinstance(weights[name], Tensor) else weights[name].raw)
       Tensor.realize_all(*pending)
     emb = g.tensors["token_embd.weight"]

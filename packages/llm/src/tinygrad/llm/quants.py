@@ -177,15 +177,9 @@ BLOCK_SIZES: dict[str, tuple[int, int]] = {
 }
 
 
-# float formats a weight is better kept in natively: one conversion kernel at load, then the matmuls read plain halves/floats
-# (vector loads on a GPU) instead of reassembling every element from its bytes
+# float formats a weight is kept in natively: read from the file as that dtype (no kernel at load), then the matmuls read plain
+# halves/floats (vector loads on a GPU) instead of reassembling every element from its bytes
 NATIVE_DTYPES = {"F16": dtypes.float16, "F32": dtypes.float32}
-
-
-def to_native(raw: Tensor, type_name: str) -> Tensor:
-  """Raw bytes (1-D uint8) of an F16/F32 tensor -> the 1-D tensor of that dtype (lazy: realize it to keep it)."""
-  dt = NATIVE_DTYPES[type_name]
-  return _bytes_to(raw.reshape(-1, dt.itemsize), dt)
 
 
 class UnsupportedQuantization(ValueError):
