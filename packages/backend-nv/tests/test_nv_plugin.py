@@ -125,3 +125,18 @@ def test_m16n8k16_layout_spot_checks() -> None:
   assert tc.c_layout[5] == ((1, 2), (1, 3), (9, 2), (9, 3))
   tf32 = next(tc for tc in tensor_cores_for("sm_80") if tc.dtype_in == dtypes.float32)
   assert tf32.a_layout[5] == ((1, 1), (9, 1), (1, 5), (9, 5)) and tf32.b_layout[5] == ((1, 1), (5, 1))
+
+
+def test_no_driver_means_no_bindings_import() -> None:
+  """Where the loader finds no libcuda.so.1, choosing the default device answers "no driver" without importing
+  cuda-bindings (~0.2 s of every CPU user's start-up, for a driver that isn't there)."""
+  import os
+  import subprocess
+  import sys
+  code = ("import sys\nfrom tinygrad_backend_nv.plugin import _libcuda_loads\n"
+          "from tinygrad import Device\nDevice.DEFAULT\n"
+          "print(_libcuda_loads(), 'cuda.bindings.driver' in sys.modules)")
+  env = {k: v for k, v in os.environ.items() if k != "DEV"}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.split()
+  if out[0] == "True": pytest.skip("libcuda.so.1 loads here")
+  assert out == ["False", "False"]

@@ -12,6 +12,9 @@ GPU's own compute capability (sm_90a on Hopper: wgmma), or sm_90 without a GPU (
 """
 from __future__ import annotations
 
+import ctypes
+import functools
+import sys
 from collections.abc import Callable
 
 from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RegisterDevice, RegisterRenderer, RegisterTensorCores, RendererSpec, Target, hookimpl
@@ -24,8 +27,19 @@ DEVICES = ("CUDA", "NV")
 
 def _status() -> tuple[int, str | None]:
   # imported lazily: loading the plugin must not touch the driver
+  if not _libcuda_loads(): return 0, "no NVIDIA driver on this machine (libcuda.so.1 not found)"
   from tinygrad_backend_nv.runtime import driver_status
   return driver_status()
+
+
+@functools.cache
+def _libcuda_loads() -> bool:
+  """Whether the dynamic loader finds the driver library: a dlopen (well under a millisecond) rather than importing
+  cuda-bindings (~0.2 s) on a machine without an NVIDIA driver, where choosing the default device asks CUDA first."""
+  if sys.platform != "linux": return True  # the bindings know where to look elsewhere
+  try: ctypes.CDLL("libcuda.so.1")
+  except OSError: return False
+  return True
 
 
 def _count() -> int: return _status()[0]
