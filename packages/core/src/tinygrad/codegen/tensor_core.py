@@ -263,6 +263,23 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
   return [fallback] if fallback is not None else None
 
 
+SPLIT_K = ContextVar("SPLIT_K", 1)  # 0: a matmul with few output tiles runs unsplit (schedule/split_k.py)
+SPLIT_K_TILE = 64         # the output tile the occupancy is counted in: the smallest the tile heuristic picks on a big GPU
+SPLIT_K_MIN_CHUNK = 1024  # each slice still reduces this much: the partials' extra traffic stays small beside the matmul's
+
+
+def split_k_slices(renderer: Renderer, m: int, n: int, batch: int, k: int, dtype_in: DType) -> int:
+  """How many K slices a tensor-core matmul should run as: doubled while the slices' tiles still fit in one wave of the
+  renderer's compute units and each slice keeps SPLIT_K_MIN_CHUNK of K. 1 without measured compute units, tensor cores for
+  `dtype_in`, or 64-row/column tiles (a matrix-vector product is codegen's GROUP work, not this)."""
+  if not (SPLIT_K.value and TC.value and renderer.compute_units) or m < SPLIT_K_TILE or n < SPLIT_K_TILE: return 1
+  if not any(tc.dtype_in == dtype_in and tc.tile_configs for tc in renderer.tensor_cores): return 1
+  tiles, slices = batch * (m // SPLIT_K_TILE) * (n // SPLIT_K_TILE), 1
+  while tiles * slices * 2 <= renderer.compute_units and k % (slices * 2 * SPLIT_K_TILE) == 0 and k // (slices * 2) >= SPLIT_K_MIN_CHUNK:
+    slices *= 2
+  return slices
+
+
 def modeled_tile_cost(cfg: TileConfig, blocks: int, compute_units: int) -> float:
   """Relative time of a tiling: the blocks run in waves of one per compute unit, each block's time its tile area over the config's
   measured rate. Big tiles win on big matmuls; on a short, wide one (a prefill chunk: 512 x 2048) they leave most units idle, and a

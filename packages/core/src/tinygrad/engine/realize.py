@@ -13,7 +13,7 @@ from typing import Any
 
 from tinygrad.codegen.heuristics import GROUP_MAX_OUTPUTS, GROUP_REDUCE
 from tinygrad.codegen.program import ProgramSpec, get_program
-from tinygrad.codegen.tensor_core import tc_setting
+from tinygrad.codegen.tensor_core import split_k_slices, tc_setting
 from tinygrad.device.registry import Device
 from tinygrad.device.runtime import Allocator, AsyncCopyIn, Buffer, Compiled, CopiesBetween, HostMemory, KernelLaunch, Program, Views
 from tinygrad.engine import search
@@ -23,6 +23,7 @@ from tinygrad.engine.program_cache import cached_program
 from tinygrad.helpers import BEAM, DEBUG, IMAGE, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem, SplitPolicy
+from tinygrad.schedule.split_k import MatmulShape
 from tinygrad.uop.ops import Ops, UOp
 
 # tinygrad.viz installs its recorder here when VIZ is on (told of each kernel compiled and each kernel/copy run); None: nothing
@@ -81,10 +82,15 @@ def _renders_for_gpu(device: str) -> bool:
     return False
 
 
+def _matmul_split(device: str, mm: MatmulShape) -> int:
+  return split_k_slices(Device.renderer(device), mm.m, mm.n, mm.batch, mm.k, mm.dtype_in)
+
+
 def split_policy() -> SplitPolicy:
   """How the scheduler splits big reductions for the devices here (schedule/kernelize.py): the GPU split where the device's
-  renderer is GPU-style, except rows that codegen's GROUP heuristic reduces in one kernel."""
-  return SplitPolicy(_renders_for_gpu, bool(GROUP_REDUCE.value), GROUP_MAX_OUTPUTS)
+  renderer is GPU-style, except rows that codegen's GROUP heuristic reduces in one kernel; tensor-core matmuls with few output
+  tiles in K slices (schedule/split_k.py), as many as the renderer's compute units want."""
+  return SplitPolicy(_renders_for_gpu, bool(GROUP_REDUCE.value), GROUP_MAX_OUTPUTS, _matmul_split)
 
 
 def beam_width() -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
+from tinygrad.schedule.split_k import MatmulShape, matmul_shape, split_k
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
@@ -185,6 +186,8 @@ class SplitPolicy:
   gpu: Callable[[str], bool] = lambda device: False
   group_rows: bool = False
   group_max_outputs: int = 0
+  # K slices for a matmul on a GPU device (schedule/split_k.py); 1: as it is
+  matmul_split: Callable[[str, MatmulShape], int] = lambda device, shape: 1
 
 
 def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
@@ -218,10 +221,12 @@ def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
 
 
 def _rewrite_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
-  """A reduction as the target runs it best: split (split_reduce), or on a CPU over packed or padded copies of its inputs
-  (schedule/pack.py)."""
+  """A reduction as the target runs it best: a GPU matmul with few output tiles in K slices (split_k.py), a big reduction split
+  (split_reduce), or on a CPU over packed or padded copies of its inputs (schedule/pack.py)."""
+  device = r.device if isinstance(r.device, str) else r.device[0]
+  if policy.gpu(device) and (mm := matmul_shape(r)) is not None and (slices := policy.matmul_split(device, mm)) > 1: return split_k(r, slices)
   if (split := split_reduce(r, policy)) is not None: return split
-  return None if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]) else rewrite_cpu_reduce(r)
+  return None if policy.gpu(device) else rewrite_cpu_reduce(r)
 
 
 def _is_one_hot_select(r: UOp) -> bool:
