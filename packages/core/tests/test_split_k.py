@@ -41,10 +41,10 @@ def _renderer(compute_units: int, dtype_in=dtypes.float16) -> SimpleNamespace:
   return SimpleNamespace(compute_units=compute_units, tensor_cores=[SimpleNamespace(dtype_in=dtype_in, tile_configs=(object(),))])
 
 
-@pytest.mark.parametrize("mnk,slices", [((64, 2048, 8192), 4), ((64, 3072, 2048), 2), ((64, 2048, 2048), 2), ((64, 16384, 2048), 1),
+@pytest.mark.parametrize("mnk,slices", [((64, 2048, 8192), 4), ((128, 2048, 8192), 2), ((64, 3072, 2048), 1), ((64, 16384, 2048), 1),
                                         ((512, 2048, 8192), 1), ((1, 2048, 8192), 1), ((64, 2048, 1000), 1)])
 def test_slices_fill_one_wave(mnk: tuple[int, int, int], slices: int) -> None:
-  """132 compute units (an H200): doubled while the tiles of 64x64 fit in one wave and every slice keeps 1024 of K."""
+  """132 compute units (an H200): doubled while the tiles of 64x64 fit in one wave and every slice keeps 2048 of K."""
   m, n, k = mnk
   assert split_k_slices(_renderer(132), m, n, 1, k, dtypes.float16) == slices
 

@@ -265,7 +265,9 @@ def tc_opts(ast: UOp, renderer: Renderer) -> list | None:
 
 SPLIT_K = ContextVar("SPLIT_K", 1)  # 0: a matmul with few output tiles runs unsplit (schedule/split_k.py)
 SPLIT_K_TILE = 64         # the output tile the occupancy is counted in: the smallest the tile heuristic picks on a big GPU
-SPLIT_K_MIN_CHUNK = 1024  # each slice still reduces this much: the partials' extra traffic stays small beside the matmul's
+# each slice still reduces this much. H200, fp16, us per matmul unsplit -> split (.probe/splitk.py): 64x2048x8192 61.7 -> 33.6
+# (4 slices), 128x2048x8192 73.7 -> 58.9 (2); with slices of 1024 64x2048x2048 29.3 -> 26.9 but 64x3072x2048 26.4 -> 35.0
+SPLIT_K_MIN_CHUNK = 2048
 
 
 def split_k_slices(renderer: Renderer, m: int, n: int, batch: int, k: int, dtype_in: DType) -> int:
