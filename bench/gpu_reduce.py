@@ -66,6 +66,8 @@ def sweep(result: dict, a, ref: float, ta) -> None:
   t_torch = median(time_torch(lambda: ta.sum(), runs=15))
   configs = [dict(GPU_SPLIT_PARTIALS=p, GPU_SPLIT_CHUNK=c, GPU_RED_UPCAST=u) for p in (1 << 18, 1 << 19, 1 << 20, 1 << 21)
              for c in (64,) for u in (1, 0)] + [dict(GPU_SPLIT_PARTIALS=1 << 20, GPU_SPLIT_CHUNK=16, GPU_RED_UPCAST=1)]
+  # longer chunks: fewer levels of partials (fewer kernels after the first)
+  configs += [dict(GPU_SPLIT_PARTIALS=p, GPU_SPLIT_CHUNK=c, GPU_RED_UPCAST=1) for p, c in ((1 << 18, 1024), (1 << 19, 512), (1 << 20, 256), (1 << 18, 256))]
   for cfg in configs:
     try:
       realize._runner_cache.clear()
