@@ -153,3 +153,41 @@ def test_every_arch_compiles_to_a_cubin(kind: str, arch: str) -> None:
     _, src, lib = compile_prog(prog, r)
     assert lib[:4] == b"\x7fELF", f"{kind} {arch}: not a cubin"
     if kind == "PTX": assert f".target {arch}" in src
+
+
+# ---- L2 prefetch before the grid wait (sm_90+)
+
+def _matvec_src(arch: str, **ctx: int) -> str:
+  from tinygrad import Tensor
+  from tinygrad.codegen.program import get_program
+  from tinygrad.helpers import Context
+  from tinygrad.schedule.kernelize import create_schedule
+  with Context(DEV=f"NULL:CUDA:{arch}", **ctx):
+    x, w = Tensor.empty(1, 2048), Tensor.empty(2048, 2048, dtype=dtypes.float16)
+    items, _ = create_schedule([x.matmul(w.T.float()).uop])
+    (ast,) = [it.ast for it in items if it.ast.op is Ops.SINK]
+    return get_program(ast, CUDARenderer(Target("NULL", "CUDA", arch))).src
+
+
+def test_weight_rows_prefetched_before_the_grid_wait() -> None:
+  """A matrix-vector product on sm_90: before griddepcontrol.wait, each thread prefetches into L2 the first steps of its
+  weight row (data2, the biggest buffer; not the vector, data1, which the kernel before may still be writing)."""
+  src = _matvec_src("sm_90")
+  head, wait, _ = src.partition('asm volatile("griddepcontrol.wait;"')
+  assert wait and head.count("prefetch.global.L2") == 2 and "(data2+" in head and "(data1+" not in head
+  assert src.count("griddepcontrol.wait") == 1 and "__launch_bounds__(256)" in src
+  NVRTCCompiler("sm_90").compile(src)
+  assert "prefetch" not in _matvec_src("sm_90", PREFETCH=0) and "griddepcontrol.wait" in _matvec_src("sm_90", PREFETCH=0)
+  assert "prefetch" not in _matvec_src("sm_80") and "griddepcontrol" not in _matvec_src("sm_80")  # no PDL before sm_90
+
+
+def test_no_prefetch_of_guarded_or_unlooped_loads() -> None:
+  """A guarded load may guard an address past the buffer; a load outside any loop is the kernel's first access anyway."""
+  src = CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("kern", _kernel_prog().uops)  # its one looped load is guarded
+  assert "prefetch" not in src and src.count("griddepcontrol.wait") == 1
+  p = Prog()
+  out, a = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32)
+  i = p.special("lidx0", 64)
+  p.store(out, i, p.load(a, i))
+  src = CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("copy", p.uops)
+  assert "prefetch" not in src and src.count("griddepcontrol.wait") == 1
