@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import ContextVar, CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
@@ -60,12 +60,6 @@ DYNAMIC_SMEM_SYMBOL = "tg_dynamic_smem"  # a kernel's dynamic shared bytes, as a
 # the global says so to the runtime
 GRID_WAIT_SYMBOL = "tg_waits_for_grid"
 _GRID_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n'
-# ... and before waiting, the first loop steps of the kernel's looped global loads (a matrix-vector product's weight rows) are
-# prefetched into L2, so their DRAM latency overlaps the grid before. Always safe: L2 is where every SM's writes land, so a line
-# prefetched before the grid before writes it still sees those writes. PREFETCH=0: none; PREFETCH_STEPS: loop steps per load
-PREFETCH = ContextVar("PREFETCH", 1)
-PREFETCH_STEPS, PREFETCH_MAX = 2, 8
-_PREFETCH_THEN_WAIT = "tg_prefetch_then_wait"
 
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
@@ -220,21 +214,7 @@ class CUDARenderer(CStyleRenderer):
     return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas,
             *super().helpers()]
 
-  def _render_uop(self, k, u: UOp) -> None:
-    if u.op is Ops.NOOP and u.arg == _PREFETCH_THEN_WAIT:  # (buffer, offset) pairs, then the grid wait
-      r = [k.names[x] for x in u.src]
-      for buf, off in zip(r[0::2], r[1::2]): k.emit(f'asm volatile("prefetch.global.L2 [%0];" :: "l"({buf}+{off}));')
-      for line in _GRID_WAIT.splitlines(): k.emit(line.strip())
-      k.names[u] = ""
-      return
-    super()._render_uop(k, u)
-
   def render(self, name: str, uops: list[UOp]) -> str:
-    waits, listed = arch_number(self.arch) >= 90, uops
-    if waits and PREFETCH.value and (pairs := _prefetches(uops)):
-      mark = UOp(Ops.NOOP, dtypes.void, tuple(x for pair in pairs for x in pair), _PREFETCH_THEN_WAIT)
-      uops = [*mark.toposort(), *uops]  # the addresses (thread indices and arithmetic), the prefetches and the wait first
-    else: mark = None
     self._smem_align = WGMMA_SMEM_ALIGN if any(u.op is Ops.WMMA and len(u.arg) > 4 for u in uops) else 16
     shared = sum(_align(u.dtype.size * u.dtype.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
@@ -242,7 +222,7 @@ class CUDARenderer(CStyleRenderer):
     try: src = super().render(name, uops)
     finally: self._dyn_offset, align, self._smem_align = None, self._smem_align, 16
     threads = 1
-    for u in listed:
+    for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
@@ -253,39 +233,11 @@ class CUDARenderer(CStyleRenderer):
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
               f"extern __shared__ __align__({align}) unsigned char tg_smem[];\n")
-    if waits:
+    if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
-      if mark is None:
-        body = src.index("{\n", src.index(head)) + 2
-        src = src[:body] + _GRID_WAIT + src[body:]
+      body = src.index("{\n", src.index(head)) + 2
+      src = src[:body] + _GRID_WAIT + src[body:]
     return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
-
-
-def _prefetches(uops: list[UOp]) -> list[tuple[UOp, UOp]]:
-  """(buffer, element offset) of the first PREFETCH_STEPS steps of the innermost loop of each unguarded load inside a loop from
-  the kernel's biggest global buffer (a weight, not the vector it multiplies), the other loops at 0, at most PREFETCH_MAX:
-  addresses that depend only on thread and block indices."""
-  looped = []
-  for u in uops:
-    if u.op is not Ops.LOAD or u.arg is not None or len(u.src) != 1 or (idx := u.src[0]).op is not Ops.INDEX or len(idx.src) != 2: continue
-    if idx.src[0].op is not Ops.DEFINE_GLOBAL: continue
-    ranges = [x for x in idx.src[1].toposort() if x.op is Ops.RANGE]
-    if ranges and not any(x.op is Ops.LOAD for x in idx.src[1].toposort()): looped.append((idx, ranges))  # not an address read from memory
-  if not looped: return []
-  biggest = max(_ptr_size(idx.src[0]) for idx, _ in looped)
-  out: list[tuple[UOp, UOp]] = []
-  for idx, ranges in looped:
-    if _ptr_size(idx.src[0]) != biggest: continue
-    inner = max(ranges, key=lambda r: r.arg[0])
-    steps = min(PREFETCH_STEPS, inner.src[0].arg) if inner.src[0].op is Ops.CONST else 1
-    for step in range(steps):
-      off = idx.src[1].substitute({r: r.const_like(step if r is inner else 0) for r in ranges}).simplify()
-      if (pair := (idx.src[0], off)) not in out: out.append(pair)
-      if len(out) >= PREFETCH_MAX: return out
-  return out
-
-
-def _ptr_size(buf: UOp) -> int: return buf.dtype.size * buf.dtype.base.itemsize if isinstance(buf.dtype, PtrDType) else 0
 
 
 def _x2(helper: str, ty: str) -> str:
