@@ -139,7 +139,7 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
     renderer = Device.renderer(device)
     if (key := _runner_key(device, si.ast, renderer)) not in _runner_cache: new.setdefault(key, (si.ast, device, renderer))
   from tinygrad.workers import pool_started
-  enough = len(new) >= (PARALLEL_MIN_KERNELS if pool_started() else PARALLEL_START_KERNELS)
+  enough = len(new) >= (PARALLEL_MIN_KERNELS.value if pool_started() else PARALLEL_START_KERNELS)
   built = _build_in_pool(list(new.values())) if enough else [None] * len(new)
   todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | bytes | None]] = {}
   for (key, (ast, device, renderer)), done in zip(new.items(), built):
@@ -153,7 +153,10 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
   for key, (spec, device, renderer, _) in todo.items(): _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, libs[key])
 
 
-PARALLEL_MIN_KERNELS = 4  # fewer new kernels than this are lowered here: handing them to the pool costs more than it saves
+# fewer new kernels than this are lowered here. 2: a model's load makes its few kernels (rope tables, the caches' zeros, the
+# stacked weights' concatenations) two or three at a time, each schedule waiting for them: side by side in the pool they cost one
+# compile instead of two or three
+PARALLEL_MIN_KERNELS = ContextVar("PARALLEL_MIN_KERNELS", 2)
 # starting the pool's processes costs about a second: a schedule starts it only with this many new kernels (a model's first
 # layer, a training step), unless prestart() already did (the llm CLI does, while it loads the model)
 PARALLEL_START_KERNELS = 16

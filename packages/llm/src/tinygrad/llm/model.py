@@ -273,12 +273,12 @@ def topk_mask(x: Tensor, k: int) -> Tensor:
 # ---- RoPE
 
 def rope_table(cfg: ModelConfig, max_context: int, freq_factors: Tensor | None) -> tuple[Tensor, Tensor]:
-  """cos and sin, each (max_context, head_dim/2), computed in float64 and realized."""
+  """cos and sin, each (max_context, head_dim/2), computed in float64 (lazy: Transformer realizes them with the KV caches)."""
   half = cfg.head_dim // 2
   inv = Tensor(cfg.rope_base, dtype=dtypes.float64) ** (Tensor.arange(half, dtype=dtypes.float64) * (-2.0 / cfg.head_dim))
   if freq_factors is not None: inv = inv / freq_factors.cast(dtypes.float64)
   ang = Tensor.arange(max_context, dtype=dtypes.float64).reshape(-1, 1) * inv.reshape(1, -1)
-  return ang.cos().cast(dtypes.float32).contiguous().realize(), ang.sin().cast(dtypes.float32).contiguous().realize()
+  return ang.cos().cast(dtypes.float32).contiguous(), ang.sin().cast(dtypes.float32).contiguous()
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, neox: bool) -> Tensor:
@@ -316,8 +316,10 @@ class Attention:
     self.q_norm, self.k_norm = w.get("attn_q_norm.weight"), w.get("attn_k_norm.weight")
     self.max_context = max_context
     # the KV cache: (2, kv heads, positions, head dim), written in place
-    # CACHE_SLACK rows past the context: a padded prefill chunk written at the last positions stays inside the buffer
-    self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous().realize()
+    # CACHE_SLACK rows past the context: a padded prefill chunk written at the last positions stays inside the buffer.
+    # Lazy here: Transformer realizes every layer's cache and the rope tables in one schedule (their few distinct kernels then
+    # compile side by side in the compile pool, not one after another while the model loads)
+    self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous()
 
   def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     """x: the layer's input times the norm's weight, `scale` the norm's factor per row (rms_scale), or None for no norm.
@@ -566,6 +568,7 @@ class Transformer:
       prefix = f"blk.{i}."
       lw = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
       self.layers.append(Block(cfg, lw, self.max_context, cache_dtype))
+    Tensor.realize_all(self.cos, self.sin, *(layer.attn.cache for layer in self.layers))
     self.is_moe = any(isinstance(layer.ffn, MoEFeedForward) for layer in self.layers)
     # the layers build one graph over their own weights: the first layer of each structure is scheduled and lowered, the others
     # replay its kernels on their buffers (tinygrad/reuse.py). Not an MoE model: its router picks kernels from tensor data
