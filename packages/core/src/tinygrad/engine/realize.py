@@ -153,10 +153,9 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
   for key, (spec, device, renderer, _) in todo.items(): _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, libs[key])
 
 
-# fewer new kernels than this are lowered here. 2: a model's load makes its few kernels (rope tables, the caches' zeros, the
-# stacked weights' concatenations) two or three at a time, each schedule waiting for them: side by side in the pool they cost one
-# compile instead of two or three
-PARALLEL_MIN_KERNELS = ContextVar("PARALLEL_MIN_KERNELS", 2)
+# fewer new kernels than this are lowered here: handing them to the pool costs more than it saves. H200 (16 cores), cold TTFT
+# of bench/llm_ttft.py: 2 -> Llama-1B 3.22 s, SmolLM2 3.37 s; 4 -> 2.82 s, 2.94 s (bench/results/h200/*parallel_min*)
+PARALLEL_MIN_KERNELS = ContextVar("PARALLEL_MIN_KERNELS", 4)
 # starting the pool's processes costs about a second: a schedule starts it only with this many new kernels (a model's first
 # layer, a training step), unless prestart() already did (the llm CLI does, while it loads the model)
 PARALLEL_START_KERNELS = 16
