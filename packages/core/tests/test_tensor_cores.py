@@ -11,7 +11,9 @@ from tinygrad.helpers import Context
 from tinygrad.schedule.kernelize import create_schedule
 from tinygrad.uop.ops import Ops
 
-pytestmark = pytest.mark.skipif(not Device.tensor_cores("sm_80"), reason="no plugin provides NVIDIA tensor cores (tinygrad-backend-nv)")
+# every test here runs on PYTHON::sm_80/89 whatever DEV says: once, in the PYTHON session (the CPU sessions would repeat it)
+pytestmark = [pytest.mark.skipif(not Device.tensor_cores("sm_80"), reason="no plugin provides NVIDIA tensor cores (tinygrad-backend-nv)"),
+              pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason="emulated on PYTHON::sm_80: runs in the PYTHON session")]
 TOL = {dtypes.float16: 1e-2, dtypes.bfloat16: 3e-2, dtypes.float32: 3e-3}
 
 
