@@ -59,8 +59,8 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp) -> set[UOp]:
-  """The nodes that get a buffer."""
+def find_realizes(sink: UOp, nest_sums: Callable[[UOp], bool] = lambda r: False) -> set[UOp]:
+  """The nodes that get a buffer. `nest_sums(r)`: whether sum r may stay inline in a sum that reduces it further (_nests)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
@@ -82,7 +82,7 @@ def find_realizes(sink: UOp) -> set[UOp]:
   # non-broadcasting views that all end in one kernel
   for n in nodes:
     if n.op is not Ops.REDUCE_AXIS or n in realize: continue
-    if not _fuses_into_one_kernel(n, consumers, realize): realize.add(n)
+    if not _fuses_into_one_kernel(n, consumers, realize, nest_sums(n)): realize.add(n)
   return realize
 
 
@@ -152,7 +152,7 @@ def reads_other_targets(assign: UOp, targets: set[UOp]) -> bool:
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
-def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> bool:
+def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], nest: bool = False) -> bool:
   ends: set[UOp] = set()
   frontier, seen = [red], {red}
   while frontier:
@@ -161,12 +161,22 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
       if user.op is Ops.SINK:
         ends.add(node)
         continue
-      if user.op is Ops.REDUCE_AXIS or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
-      if user in realize: ends.add(user)
+      if user.op is Ops.REDUCE_AXIS and not (nest and _nests(red, user)) or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
+      if user in realize or user.op is Ops.REDUCE_AXIS: ends.add(user)  # a sum nested in this one goes where this one goes
       elif user not in seen:
         seen.add(user)
         frontier.append(user)
   return len(ends) <= 1
+
+
+NESTED_SUMS = ContextVar("NESTED_SUMS", 1)  # 0: a sum of sums always gets a buffer between them (the A/B switch)
+
+
+def _nests(red: UOp, outer: UOp) -> bool:
+  """On a CPU, a sum of sums (llm's quantized matrix-vector product: per-block dot products, each scaled once, summed over the
+  blocks) stays one kernel, the inner loop nested in the outer (codegen/lanes.py keeps the inner sum's vector lanes through the
+  outer one); other reductions of a reduction, and any on a GPU, get a buffer in between."""
+  return red.arg[0] is Ops.ADD and outer.arg[0] is Ops.ADD and NESTED_SUMS.value > 0
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
@@ -302,7 +312,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
-  realize = find_realizes(sink)
+  realize = find_realizes(sink, lambda r: not policy.gpu(r.device if isinstance(r.device, str) else r.device[0]))
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}
