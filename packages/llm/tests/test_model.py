@@ -47,6 +47,25 @@ def test_llama_f32_prefill_and_jitted_decode(tmp_path):
   check(logits.numpy()[0], reference_forward(w, cfg, TOKENS[:8] + [7])[-1])
 
 
+@pytest.mark.parametrize("qtype", ["Q4_1", "Q8_0"])
+def test_decode_step_in_each_matvec_form(tmp_path, qtype):
+  """A decode step (one row: model.block_dot on a CPU) gives the reference's logits in each form of linear (BLOCK_DOT 0: every
+  weight dequantized; 1: x as int16; 2: float32 x with the lanes kept), and the forms agree with each other as closely."""
+  from tinygrad.llm.model import fuses_cheaply
+  path, cfg, w = build(tmp_path, "llama", qtype)
+  ref = reference_forward(w, cfg, TOKENS[:6])
+  got = {}
+  for form in (0, 1, 2):
+    with Context(BLOCK_DOT=form):
+      llm = LLM.load(path, prefill_chunk=4)
+      llm.prefill(TOKENS[:5])
+      got[form] = llm._run_chunk([TOKENS[5]], 5).numpy()[0]
+    check(got[form], ref[5])
+  check(got[1], got[0])
+  check(got[2], got[0])
+  if not fuses_cheaply(llm.model.norm.device): assert not np.array_equal(got[1], got[0])  # a different computation did run
+
+
 def test_decode_across_attention_spans(tmp_path):
   """Attention spans a power-of-two prefix of the cache (64, 128, then max_context): decoding across each boundary (a new TinyJit
   capture per span) still matches the reference, and the prefill chunks pick their span by where they end."""

@@ -113,3 +113,31 @@ def test_weight_panel_matches_gguf(type_name, n_out):
     panel = QuantWeight(Tensor(blocks.reshape(-1)).realize(), type_name, (n_out, k)).panel()
     (ast,) = [si.ast for si in panel.schedule() if si.ast.op is Ops.SINK]
     assert any(o.op is OptOps.UPCAST and o.amount >= 8 for o in hand_coded_opts(ast, threads=1))
+
+
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_block_dot_matches_numpy(type_name, form):
+  """A one-row linear() in each form (model.BLOCK_DOT: 0 dequantized weights; 1 block_dot with x as int16; 2 block_dot with
+  float32 x) against numpy on the gguf package's dequantization: 7 outputs, 5 blocks, an all-zero block of x."""
+  from tinygrad.helpers import Context
+  from tinygrad.llm.model import QuantWeight, linear
+  n_out, k = 7, 5 * 32
+  blocks = random_blocks(type_name, n_out * 5, seed=form)
+  w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType[type_name]).astype(np.float64).reshape(n_out, k)
+  x_np = np.random.default_rng(form).standard_normal((1, 1, k)).astype(np.float32) * np.repeat([1, 1e-3, 0, 30, 1], 32)
+  with Context(BLOCK_DOT=form): got = linear(Tensor(x_np), QuantWeight(Tensor(blocks.reshape(-1)), type_name, (n_out, k))).numpy()
+  ref = x_np.reshape(1, k) @ w_np.T
+  # int16 x: each element within half a step (1/32767 of its block's largest) of x, so the error is below that times sum |w|
+  bound = (np.abs(x_np.reshape(5, 32)).max(-1).repeat(32) / 32767 / 2 * np.abs(w_np)).sum(-1) if form == 1 else 0
+  err = np.abs(got.reshape(-1) - ref.reshape(-1))
+  assert np.all(err <= 1e-5 * np.abs(ref).max() + bound * 1.01), (err, bound)
+
+
+def test_x_int16_rounds_each_block():
+  from tinygrad.llm.model import x_int16
+  x = np.random.default_rng(0).standard_normal((1, 3, 32)).astype(np.float32) * np.array([1, 1e4, 0], np.float32).reshape(1, 3, 1)
+  xq, dx = x_int16(Tensor(x))
+  xq_np, dx_np = xq.numpy(), dx.numpy()
+  assert xq_np.dtype == np.int16 and np.abs(xq_np[0, :2]).max(-1).tolist() == [32767, 32767] and not xq_np[0, 2].any()
+  assert np.all(np.abs(xq_np * dx_np[..., None] - x) <= dx_np[..., None] * 0.5001)

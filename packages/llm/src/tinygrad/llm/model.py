@@ -203,7 +203,10 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
     # on a CPU the rows of x stored once (x is often the residual times a norm's weight): fused, that product would be computed
     # again for every output row, a multiply per weight (a Q4_1 matrix-vector product: 117 -> 108 us)
     if not fuses_cheaply(x.device): x = x.contiguous()
-    if w.type_name in BLOCK_PARTS and not fuses_cheaply(x.device) and BLOCK_DOT.value: return _finish(block_dot(x, w), scale, bias)
+    # one row (a decode step) on a CPU: llama.cpp's form. Several rows keep the form below (its kernel reuses each decoded weight
+    # for every row; block_dot's nested sums would take the register-blocking heuristics, not tuned for them)
+    if w.type_name in BLOCK_PARTS and math.prod(x.shape[:-1]) == 1 and not fuses_cheaply(x.device) and BLOCK_DOT.value:
+      return _finish(block_dot(x, w), scale, bias)
     wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
   return _finish(out, scale, bias)
