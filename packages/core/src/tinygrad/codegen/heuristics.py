@@ -324,9 +324,6 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
   if any(range_size(r) is None for r in reds): return []
   inners: list[UOp] = []
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
-    # a sum of sums (per-block dot products, scaled once per block) unrolls its inner sum only: codegen/lanes.py keeps
-    # those lanes through the outer sum; unrolling the outer one too would copy the whole inner loop per lane
-    if any(x.op is Ops.REDUCE for x in red.src[0].toposort()): continue
     rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
     if rs and prod(range_size(r) or 0 for r in rs) >= GROUP_MIN_REDUCE.value and (inner := max(rs, key=lambda r: r.arg[0])) not in inners:
       inners.append(inner)

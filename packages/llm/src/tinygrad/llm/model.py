@@ -223,9 +223,9 @@ def block_dot(x: Tensor, w: QuantWeight) -> Tensor:
   a conversion and a multiply-add, instead of also the scale and offset. One kernel: the block sums nest in the sum over
   blocks (schedule/kernelize.py _nests).
   BLOCK_DOT=1 (x_int16): x quantized per block to int16 (small kernels, once per x), integer dot products that LLVM turns
-  into vpmaddwd (16 products per instruction), one float multiply per block; x's rounding (< 1.6e-5 of its block's largest
-  value) is what llama.cpp's int8 (0.4%) would be 256x smaller. BLOCK_DOT=2: x in float32, the dot products' vector lanes kept
-  through the sum over blocks (codegen/lanes.py). Measured in bench/results/vm2/*_20261202b.json (bench/README.md)."""
+  into vpmaddwd (16 products per instruction), one float multiply per block; x errs by at most 1/65534 of its block's largest
+  magnitude (llama.cpp quantizes x to int8: 1/254). BLOCK_DOT=2: x in float32, the dot products' vector lanes kept through the
+  sum over blocks (codegen/lanes.py). Measured: bench/README.md (bench/llm_matvec.py, bench/llm_decode.py)."""
   n_out, k = w.shape
   block, type_size = BLOCK_SIZES[w.type_name]
   q, d, m = BLOCK_PARTS[w.type_name](w.raw.reshape(-1, type_size))
