@@ -40,6 +40,10 @@ def test_sum_of_sums_is_one_kernel():
     assert len(_nested(ast)) == 1
     with Context(NESTED_SUMS=0): assert not any(_nested(a) for a in _kernels(_block_dot(x, q, d)))  # the switch: two kernels
     assert not any(_nested(a) for a in _kernels(((x * q).sum(-1) * d).max(-1)))  # a max of sums keeps its buffer
+    assert not any(_nested(a) for a in _kernels((x * q).sum(-1).sum(-1)))  # a plain sum of sums: nothing scaled per block
+    assert not any(_nested(a) for a in _kernels(((x * q).sum(-1).relu() * d).sum(-1)))  # not linear in the inner sum
+    x, q, d, _ = _empty(kb=4, b=512)
+    assert not any(_nested(a) for a in _kernels(_block_dot(x, q, d)))  # an inner sum longer than a quantization block
 
 
 def test_only_the_inner_sum_unrolls():

@@ -170,13 +170,24 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
 
 
 NESTED_SUMS = ContextVar("NESTED_SUMS", 1)  # 0: a sum of sums always gets a buffer between them (the A/B switch)
+NEST_MAX_INNER = 256  # the longest inner sum that nests: a quantization block (32 or 256 weights), not a matmul's reduction
+_LINEAR = (Ops.MUL, Ops.ADD, Ops.CAST, Ops.RESHAPE, Ops.PERMUTE)
 
 
 def _nests(red: UOp, outer: UOp) -> bool:
-  """On a CPU, a sum of sums (llm's quantized matrix-vector product: per-block dot products, each scaled once, summed over the
-  blocks) stays one kernel, the inner loop nested in the outer (codegen/lanes.py keeps the inner sum's vector lanes through the
-  outer one); other reductions of a reduction, and any on a GPU, get a buffer in between."""
-  return red.arg[0] is Ops.ADD and outer.arg[0] is Ops.ADD and NESTED_SUMS.value > 0
+  """On a CPU, a sum of scaled short sums, SUM_b(d_b * SUM_i(...) + ...), with the inner sum at most NEST_MAX_INNER long (llm's
+  quantized matrix-vector product: each block's dot product scaled once, summed over the blocks) stays one kernel, the inner
+  loop nested in the outer (codegen/lanes.py keeps the inner sum's vector lanes through the outer one). Any other reduction of
+  a reduction (a plain sum of sums, a matmul's sum after a relu), and any on a GPU, gets a buffer in between."""
+  if NESTED_SUMS.value <= 0 or red.arg[0] is not Ops.ADD or outer.arg[0] is not Ops.ADD: return False
+  inner = [red.src[0].shape[a] for a in red.arg[1]]
+  if not all(isinstance(n, int) for n in inner) or prod(inner) > NEST_MAX_INNER: return False
+  # every op between the two sums is linear in the inner one, and one multiplies it by a scale
+  reaches: dict[UOp, bool] = {}
+  for n in outer.src[0].toposort(gate=lambda u: u is not red and u.op is not Ops.BUFFER):
+    reaches[n] = n is red or any(reaches.get(x, False) for x in n.src)
+  path = [n for n, r in reaches.items() if r and n is not red]
+  return all(n.op in _LINEAR for n in path) and any(n.op is Ops.MUL for n in path)
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
