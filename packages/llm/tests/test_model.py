@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from gguf_raw import Typed, model_parts, write_gguf
 from llm_synth import SynthConfig, reference_forward, write_model
+from tinygrad.helpers import Context
 from tinygrad.llm.engine import LLM
 from tinygrad.llm.gguf import UINT32, GGUFError
 from tinygrad.llm.model import Transformer, UnsupportedModel
@@ -44,6 +45,25 @@ def test_llama_f32_prefill_and_jitted_decode(tmp_path):
   logits, reused = llm.prefill(TOKENS[:8] + [7])
   assert reused == 8
   check(logits.numpy()[0], reference_forward(w, cfg, TOKENS[:8] + [7])[-1])
+
+
+@pytest.mark.parametrize("qtype", ["Q4_1", "Q8_0"])
+def test_decode_step_in_each_matvec_form(tmp_path, qtype):
+  """A decode step (one row: model.block_dot on a CPU) gives the reference's logits in each form of linear (BLOCK_DOT 0: every
+  weight dequantized; 1: x as int16; 2: float32 x with the lanes kept), and the forms agree with each other as closely."""
+  from tinygrad.llm.model import fuses_cheaply
+  path, cfg, w = build(tmp_path, "llama", qtype)
+  ref = reference_forward(w, cfg, TOKENS[:6])
+  got = {}
+  for form in (0, 1, 2):
+    with Context(BLOCK_DOT=form):
+      llm = LLM.load(path, prefill_chunk=4)
+      llm.prefill(TOKENS[:5])
+      got[form] = llm._run_chunk([TOKENS[5]], 5).numpy()[0]
+    check(got[form], ref[5])
+  check(got[1], got[0])
+  check(got[2], got[0])
+  if not fuses_cheaply(llm.model.norm.device): assert not np.array_equal(got[1], got[0])  # a different computation did run
 
 
 def test_decode_across_attention_spans(tmp_path):
@@ -89,7 +109,9 @@ def test_cpu_prefill_reads_half_panels(tmp_path, qtype):
   for chunk in (128, PANEL_MIN_ROWS):  # one chunk of 64 (34 tokens, padded); three of 16
     llm = LLM.load(path, prefill_chunk=chunk)
     if fuses_cheaply(llm.model.norm.device): pytest.skip("a GPU-style device prefills without panels")
-    ours = llm.prefill(tokens[:-1])[0].numpy()[0]
+    # the output head (one row: a matrix-vector product) with x in float32: x as int16 (block_dot's default) errs by about
+    # as much as the half rounding this test tells apart
+    with Context(BLOCK_DOT=2): ours = llm.prefill(tokens[:-1])[0].numpy()[0]
     check(ours, ref_half[-2])
     # much closer to the half-panel reference than that is to the exact one: the panels are what ran
     assert np.abs(ours - ref_half[-2]).max() < 0.1 * np.abs(ref_half[-2] - ref[-2]).max()

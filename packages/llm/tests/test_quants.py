@@ -64,14 +64,16 @@ def test_linear_matches_numpy_on_odd_shapes(type_name, rows):
 
 def test_nibble_shifts_are_not_a_buffer():
   """The shift amounts that unpack nibbles are computed in the kernel: a Q4_1 matrix-vector product reads only x and the
-  weight's bytes (a shift table in memory made every unpack a guarded variable shift)."""
-  from tinygrad import TinyJit
-  from tinygrad.llm.model import QuantWeight, linear
+  weight's bytes (on a CPU: x as int16 with one scale per block, and x's block sums: model.block_dot); a shift table in memory
+  made every unpack a guarded variable shift."""
+  from tinygrad import Device, TinyJit
+  from tinygrad.llm.model import QuantWeight, fuses_cheaply, linear
   w = QuantWeight(Tensor(random_blocks("Q4_1", 4 * 2).reshape(-1)).realize(), "Q4_1", (4, 64))
   f = TinyJit(lambda x: linear(x, w).contiguous())
   for _ in range(3): f(Tensor.ones(1, 1, 64).contiguous().realize())
-  matvec = [ei for ei, _ in f.captured if ei.runner is not None and ei.runner.spec.name.startswith("r_")]
-  assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 3  # out, x, raw
+  matvec = [ei for ei, _ in f.captured if ei.runner is not None and ei.runner.spec.name.startswith("r_4_")]
+  n_x = 3 if not fuses_cheaply(Device.DEFAULT) else 1  # x: as int16, its scales and block sums; or x itself
+  assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 2 + n_x  # out, x, raw
 
 
 def test_prefill_chunk_linear_split_over_threads():
@@ -111,3 +113,31 @@ def test_weight_panel_matches_gguf(type_name, n_out):
     panel = QuantWeight(Tensor(blocks.reshape(-1)).realize(), type_name, (n_out, k)).panel()
     (ast,) = [si.ast for si in panel.schedule() if si.ast.op is Ops.SINK]
     assert any(o.op is OptOps.UPCAST and o.amount >= 8 for o in hand_coded_opts(ast, threads=1))
+
+
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_0", "Q4_1"])
+@pytest.mark.parametrize("form", [0, 1, 2])
+def test_block_dot_matches_numpy(type_name, form):
+  """A one-row linear() in each form (model.BLOCK_DOT: 0 dequantized weights; 1 block_dot with x as int16; 2 block_dot with
+  float32 x) against numpy on the gguf package's dequantization: 7 outputs, 5 blocks, an all-zero block of x."""
+  from tinygrad.helpers import Context
+  from tinygrad.llm.model import QuantWeight, linear
+  n_out, k = 7, 5 * 32
+  blocks = random_blocks(type_name, n_out * 5, seed=form)
+  w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType[type_name]).astype(np.float64).reshape(n_out, k)
+  x_np = np.random.default_rng(form).standard_normal((1, 1, k)).astype(np.float32) * np.repeat([1, 1e-3, 0, 30, 1], 32)
+  with Context(BLOCK_DOT=form): got = linear(Tensor(x_np), QuantWeight(Tensor(blocks.reshape(-1)), type_name, (n_out, k))).numpy()
+  ref = x_np.reshape(1, k) @ w_np.T
+  # int16 x: each element within half a step (1/32767 of its block's largest) of x, so the error is below that times sum |w|
+  bound = (np.abs(x_np.reshape(5, 32)).max(-1).repeat(32) / 32767 / 2 * np.abs(w_np)).sum(-1) if form == 1 else 0
+  err = np.abs(got.reshape(-1) - ref.reshape(-1))
+  assert np.all(err <= 1e-5 * np.abs(ref).max() + bound * 1.01), (err, bound)
+
+
+def test_x_int16_rounds_each_block():
+  from tinygrad.llm.model import x_int16
+  x = np.random.default_rng(0).standard_normal((1, 3, 32)).astype(np.float32) * np.array([1, 1e4, 0], np.float32).reshape(1, 3, 1)
+  xq, dx = x_int16(Tensor(x))
+  xq_np, dx_np = xq.numpy(), dx.numpy()
+  assert xq_np.dtype == np.int16 and np.abs(xq_np[0, :2]).max(-1).tolist() == [32767, 32767] and not xq_np[0, 2].any()
+  assert np.all(np.abs(xq_np * dx_np[..., None] - x) <= dx_np[..., None] * 0.5001)

@@ -186,6 +186,9 @@ def _unroll_each_reduce(ast: UOp) -> list[Opt]:
   """UNROLL the innermost loop of every REDUCE (a kernel may hold two, e.g. a gated MLP's two matmuls), by 16, 8 or 4."""
   opts: list[Opt] = []
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
+    # a sum of sums (per-block dot products, scaled once per block) unrolls its inner sum only: codegen/lanes.py keeps
+    # those lanes through the outer sum; unrolling the outer one too would copy the whole inner loop per lane
+    if any(x.op is Ops.REDUCE for x in red.src[0].toposort()): continue
     rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
     if not rs: continue
     inner = max(rs, key=lambda r: r.arg[0])

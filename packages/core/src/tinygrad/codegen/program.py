@@ -8,6 +8,7 @@ from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
 from tinygrad.codegen.heuristics import hand_coded_opts
+from tinygrad.codegen.lanes import keep_lanes
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
@@ -104,6 +105,7 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
     ast, used = split_for_threads(ast, n)
     global_size = (used, 1, 1)
+  if not renderer.has_local: ast = keep_lanes(ast)  # a sum of unrolled sums: one horizontal sum per output, not per block
   sink = lower_reduces(ast)
   sink = close_loops(sink)
   sink = cleanup(sink)

@@ -60,8 +60,8 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp) -> set[UOp]:
-  """The nodes that get a buffer."""
+def find_realizes(sink: UOp, nest_sums: Callable[[UOp], bool] = lambda r: False) -> set[UOp]:
+  """The nodes that get a buffer. `nest_sums(r)`: whether sum r may stay inline in a sum that reduces it further (_nests)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
@@ -83,7 +83,7 @@ def find_realizes(sink: UOp) -> set[UOp]:
   # non-broadcasting views that all end in one kernel
   for n in nodes:
     if n.op is not Ops.REDUCE_AXIS or n in realize: continue
-    if not _fuses_into_one_kernel(n, consumers, realize): realize.add(n)
+    if not _fuses_into_one_kernel(n, consumers, realize, nest_sums(n)): realize.add(n)
   return realize
 
 
@@ -153,7 +153,7 @@ def reads_other_targets(assign: UOp, targets: set[UOp]) -> bool:
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
-def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> bool:
+def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], nest: bool = False) -> bool:
   ends: set[UOp] = set()
   frontier, seen = [red], {red}
   while frontier:
@@ -162,12 +162,33 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
       if user.op is Ops.SINK:
         ends.add(node)
         continue
-      if user.op is Ops.REDUCE_AXIS or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
-      if user in realize: ends.add(user)
+      if user.op is Ops.REDUCE_AXIS and not (nest and _nests(red, user)) or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
+      if user in realize or user.op is Ops.REDUCE_AXIS: ends.add(user)  # a sum nested in this one goes where this one goes
       elif user not in seen:
         seen.add(user)
         frontier.append(user)
   return len(ends) <= 1
+
+
+NESTED_SUMS = ContextVar("NESTED_SUMS", 1)  # 0: a sum of sums always gets a buffer between them (the A/B switch)
+NEST_MAX_INNER = 256  # the longest inner sum that nests: a quantization block (32 or 256 weights), not a matmul's reduction
+_LINEAR = (Ops.MUL, Ops.ADD, Ops.CAST, Ops.RESHAPE, Ops.PERMUTE)
+
+
+def _nests(red: UOp, outer: UOp) -> bool:
+  """On a CPU, a sum of scaled short sums, SUM_b(d_b * SUM_i(...) + ...), with the inner sum at most NEST_MAX_INNER long (llm's
+  quantized matrix-vector product: each block's dot product scaled once, summed over the blocks) stays one kernel, the inner
+  loop nested in the outer (codegen/lanes.py keeps the inner sum's vector lanes through the outer one). Any other reduction of
+  a reduction (a plain sum of sums, a matmul's sum after a relu), and any on a GPU, gets a buffer in between."""
+  if NESTED_SUMS.value <= 0 or red.arg[0] is not Ops.ADD or outer.arg[0] is not Ops.ADD: return False
+  inner = [red.src[0].shape[a] for a in red.arg[1]]
+  if not all(isinstance(n, int) for n in inner) or prod(inner) > NEST_MAX_INNER: return False
+  # every op between the two sums is linear in the inner one, and one multiplies it by a scale
+  reaches: dict[UOp, bool] = {}
+  for n in outer.src[0].toposort(gate=lambda u: u is not red and u.op is not Ops.BUFFER):
+    reaches[n] = n is red or any(reaches.get(x, False) for x in n.src)
+  path = [n for n, r in reaches.items() if r and n is not red]
+  return all(n.op in _LINEAR for n in path) and any(n.op is Ops.MUL for n in path)
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
@@ -307,7 +328,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
-  realize = find_realizes(sink)
+  realize = find_realizes(sink, lambda r: not policy.gpu(r.device if isinstance(r.device, str) else r.device[0]))
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}

@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad import Tensor, dtypes
+from tinygrad.helpers import ContextVar
 from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
-from tinygrad.llm.quants import BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
+from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
+BLOCK_DOT = ContextVar("BLOCK_DOT", 1)  # a CPU matrix-vector product: 0 dequantizes each weight; 1, 2: block_dot's two forms
 PANEL_MIN_ROWS = 16  # a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
@@ -192,10 +194,51 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
     # on a CPU the rows of x stored once (x is often the residual times a norm's weight): fused, that product would be computed
     # again for every output row, a multiply per weight (a Q4_1 matrix-vector product: 117 -> 108 us)
     if not fuses_cheaply(x.device): x = x.contiguous()
+    # one row (a decode step) on a CPU: llama.cpp's form. Several rows keep the form below (its kernel reuses each decoded weight
+    # for every row; block_dot's nested sums would take the register-blocking heuristics, not tuned for them)
+    if w.type_name in BLOCK_PARTS and math.prod(x.shape[:-1]) == 1 and not fuses_cheaply(x.device) and BLOCK_DOT.value:
+      return _finish(block_dot(x, w), scale, bias)
     wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
+  return _finish(out, scale, bias)
+
+
+def _finish(out: Tensor, scale: Tensor | None, bias: Tensor | None) -> Tensor:
   if scale is not None: out = out * scale
   return out + bias if bias is not None else out
+
+
+def block_dot(x: Tensor, w: QuantWeight) -> Tensor:
+  """x @ W.T for a block format w = q * d + m (quants.BLOCK_PARTS), as llama.cpp computes it: per block the dot product of the
+  integers q with x, times d once, plus m times the block's sum of x (summed once per x, not per output). Per weight: a nibble,
+  a conversion and a multiply-add, instead of also the scale and offset. One kernel: the block sums nest in the sum over
+  blocks (schedule/kernelize.py _nests).
+  BLOCK_DOT=1 (x_int16): x quantized per block to int16 (small kernels, once per x), integer dot products that LLVM turns
+  into vpmaddwd (16 products per instruction), one float multiply per block; x errs by at most 1/65534 of its block's largest
+  magnitude (llama.cpp quantizes x to int8: 1/254). BLOCK_DOT=2: x in float32, the dot products' vector lanes kept through the
+  sum over blocks (codegen/lanes.py). Measured: bench/README.md (bench/llm_matvec.py, bench/llm_decode.py)."""
+  n_out, k = w.shape
+  block, type_size = BLOCK_SIZES[w.type_name]
+  q, d, m = BLOCK_PARTS[w.type_name](w.raw.reshape(-1, type_size))
+  q, d = q.reshape(n_out, k // block, block), d.reshape(n_out, k // block)
+  xb = x.reshape(*x.shape[:-1], 1, k // block, block)
+  if BLOCK_DOT.value == 1:
+    xq, dx = x_int16(xb)
+    out = (xq.cast(dtypes.int32) * q.cast(dtypes.int32)).sum(-1).cast(dtypes.float32) * (d * dx)
+  else: out = (xb * q.cast(dtypes.float32)).sum(-1) * d
+  if m is not None: out = out + xb.sum(-1).contiguous() * m.reshape(n_out, k // block)
+  return out.sum(-1)
+
+
+X_INT16_MAX = 32767
+
+
+def x_int16(xb: Tensor) -> tuple[Tensor, Tensor]:
+  """(..., blocks, 32) float32 -> (xq, dx): xq int16 with xq * dx ~ xb, dx one float32 per block (its largest magnitude / 32767),
+  both stored (each matrix-vector product reads them once per output)."""
+  amax = xb.abs().max(-1).maximum(1e-30).contiguous()  # an all-zero block: xq 0, not 0/0
+  xq = (xb * (X_INT16_MAX / amax).unsqueeze(-1)).round().clip(-X_INT16_MAX, X_INT16_MAX).cast(dtypes.int16).contiguous()
+  return xq, amax * (1 / X_INT16_MAX)
 
 
 def stored_unless_tensor_cores(x: Tensor, w: QuantWeight) -> Tensor:

@@ -166,6 +166,26 @@ def dq_q6_k(blocks: Tensor) -> Tensor:
   return (q * (sc * d)).reshape(n, 256)
 
 
+# ---- the same formats as (q, d, m): w = q * d + m per block (m None: 0), q the block's integers (n, 32) as stored (uint8 nibbles,
+# int8), d and m float32 (n, 1). A matrix-vector product then scales each block's dot product sum(q * x) once (llm's block_dot)
+# instead of every weight
+
+def parts_q8_0(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+  return blocks[:, 2:34].bitcast(dtypes.int8), _f16(blocks[:, 0:2]).unsqueeze(1), None
+
+
+def parts_q4_0(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+  d = _f16(blocks[:, 0:2]).unsqueeze(1)
+  return _nibbles(blocks[:, 2:18]), d, d * -8  # (q - 8) * d = q * d - 8 * d
+
+
+def parts_q4_1(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+  return _nibbles(blocks[:, 4:20]), _f16(blocks[:, 0:2]).unsqueeze(1), _f16(blocks[:, 2:4]).unsqueeze(1)
+
+
+BLOCK_PARTS: dict[str, Callable[[Tensor], tuple[Tensor, Tensor, Tensor | None]]] = {"Q8_0": parts_q8_0, "Q4_0": parts_q4_0, "Q4_1": parts_q4_1}
+
+
 DEQUANTIZERS: dict[str, Callable[[Tensor], Tensor]] = {
   "F32": dq_f32, "F16": dq_f16, "BF16": dq_bf16, "Q8_0": dq_q8_0, "Q4_0": dq_q4_0, "Q4_1": dq_q4_1, "Q5_0": dq_q5_0, "Q5_1": dq_q5_1,
   "Q4_K": dq_q4_k, "Q5_K": dq_q5_k, "Q6_K": dq_q6_k,
