@@ -11,6 +11,7 @@ from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
+from tinygrad.codegen.rows import row_loop_opts
 from tinygrad.codegen.tensor_core import lower_tensor_core, tc_opts
 from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import PAIRS, vectorize_memory
@@ -73,8 +74,9 @@ def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if is_hand_written(ast): return list(ast.arg.opts_to_apply)  # a hand-written kernel: only the opts it asks for
   if NOOPT: return []
   if (tc := tc_opts(ast, renderer)) is not None: return tc
-  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
+  opts = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
                          accumulators=renderer.accumulators)
+  return opts + row_loop_opts(ast)
 
 
 def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> tuple[list[UOp], tuple, tuple]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
+from tinygrad.schedule.rows import fits_row, row_limit, row_shape
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
@@ -59,8 +60,8 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp) -> set[UOp]:
-  """The nodes that get a buffer."""
+def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
+  """The nodes that get a buffer. `policy`: what the targets do with reductions (row kernels on GPUs need GROUP)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
@@ -79,10 +80,13 @@ def find_realizes(sink: UOp) -> set[UOp]:
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
   # a reduction stays inline when everything that uses it, up to the next buffer, is elementwise ops and
-  # non-broadcasting views that all end in one kernel
-  for n in nodes:
+  # non-broadcasting views that all end in one kernel, or a row kernel (schedule/rows.py). Later reductions decide first:
+  # softmax's sum is settled before the max inside it asks whether it may fuse through it
+  for n in reversed(nodes):
     if n.op is not Ops.REDUCE_AXIS or n in realize: continue
-    if not _fuses_into_one_kernel(n, consumers, realize): realize.add(n)
+    row = row_shape(n, row_limit(n, policy or SplitPolicy()))
+    if (row_outputs := _fuses_into_one_kernel(n, consumers, realize, row)) is None: realize.add(n)
+    else: realize.update(row_outputs)
   return realize
 
 
@@ -152,21 +156,31 @@ def reads_other_targets(assign: UOp, targets: set[UOp]) -> bool:
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
-def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> bool:
+def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], row: tuple | None) -> set[UOp] | None:
+  """None when `red` must get a buffer; else the nodes that must get one for it to stay inline: the outputs of its row
+  kernel where they feed something a row kernel can't hold (a matmul after a softmax). `row`: the shape red's result may
+  broadcast back to (row_shape), None where it may not."""
   ends: set[UOp] = set()
+  outputs: set[UOp] = set()
   frontier, seen = [red], {red}
   while frontier:
     node = frontier.pop()
+    if row is not None and node.shape == row and not all(u in realize or fits_row(u, row, red) for u in consumers[node]):
+      outputs.add(node)  # a row kernel's result read by something else: it gets a buffer, and ends this kernel
+      ends.add(node)
+      continue
     for user in consumers[node]:
       if user.op is Ops.SINK:
         ends.add(node)
         continue
-      if user.op is Ops.REDUCE_AXIS or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
+      broadcast = user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)
+      if user.op is Ops.REDUCE_AXIS or broadcast:
+        if row is None or not fits_row(user, row, red, node): return None
       if user in realize: ends.add(user)
       elif user not in seen:
         seen.add(user)
         frontier.append(user)
-  return len(ends) <= 1
+  return outputs if len(ends) <= 1 else None
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
@@ -302,7 +316,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
   if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
-  realize = find_realizes(sink)
+  realize = find_realizes(sink, policy)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}

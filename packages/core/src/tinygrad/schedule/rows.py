@@ -1,0 +1,63 @@
+"""Row kernels: a reduction over the last axis and the elementwise ops that broadcast its result back along that axis, in one
+kernel (softmax, log_softmax, RMSNorm, LayerNorm):
+
+  out[r, c] = f(x[r, c], red(x[r, :]))       for each row r: the reductions, then a loop over c writing the outputs
+
+The scheduler (kernelize.find_realizes) keeps such a chain in one kernel when the row is short enough to stay in cache while
+it is read again (ROW_FUSE_MAX). In the kernel AST (indexing.kernel_ast) the output loops that no reduction reads become
+"loop" ranges numbered after the reduce loops, so the reductions run once per row, before them (codegen/rows.py lowers
+those loops: vectorized on a CPU, spread over a GROUP's lanes on a GPU).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinygrad.helpers import ContextVar, prod
+from tinygrad.uop.ops import GroupOp, Ops, UOp
+
+if TYPE_CHECKING:
+  from tinygrad.schedule.kernelize import SplitPolicy
+
+# the longest row fused (elements): the row is read once per reduction and once more for the outputs, so it should stay in
+# a core's cache (16384 float32 = 64 KB, an L2's share on the CPUs here, and the 16 KB-64 KB a GPU block keeps in L1/L2)
+# ROW_FUSE_MAX=0 turns row kernels off
+ROW_FUSE_MAX = ContextVar("ROW_FUSE_MAX", 16384)
+
+
+def row_limit(red: UOp, policy: SplitPolicy) -> int:
+  """The longest row `red` may fuse with its broadcast consumers on its device. On a GPU only where codegen gives every row
+  a block of threads (GROUP): a thread per row would write its row alone, uncoalesced."""
+  device = red.device if isinstance(red.device, str) else red.device[0]
+  if policy.gpu(device) and (not policy.group_rows or prod(red.shape) >= policy.group_max_outputs): return 0
+  return ROW_FUSE_MAX.value
+
+
+def row_shape(red: UOp, limit: int) -> tuple[int, ...] | None:
+  """The shape red's result may broadcast back to in its kernel: its input's, when it reduces the last axis alone over at
+  most `limit` elements (several axes, an inner axis, a symbolic or longer row: None, a buffer as before)."""
+  shape, axes = red.src[0].shape, red.arg[1]
+  if not shape or axes != (len(shape) - 1,) or not all(isinstance(s, int) for s in shape): return None
+  return shape if 1 < shape[-1] <= limit else None
+
+
+def fits_row(user: UOp, row: tuple[int, ...], red: UOp, node: UOp | None = None) -> bool:
+  """Can `user` of `node` (a value of red's row kernel) stay in the kernel? The broadcast of a per-row value back to the row,
+  an elementwise op on the row, or another reduction of the row (softmax's sum of exp(x - max))."""
+  if user.op is Ops.SINK: return True
+  if user.op is Ops.EXPAND: return node is not None and node.shape == red.shape and user.shape == row
+  if user.op is Ops.REDUCE_AXIS: return user.arg[1] == red.arg[1] and user.src[0].shape == row and (node is None or node.shape == row)
+  return (user.op in GroupOp.Elementwise or user.op is Ops.DETACH) and user.shape == row
+
+
+def mark_row_loops(ast: UOp) -> UOp:
+  """Output loops of a kernel with reductions that no reduction reads become "loop" ranges, numbered after every other range:
+  the reductions run once per iteration of the loops they read, and these loops (over a row's outputs) after them."""
+  nodes = ast.toposort()
+  reds = [n for n in nodes if n.op is Ops.REDUCE]
+  if not reds: return ast
+  read = {n for red in reds for n in red.toposort() if n.op is Ops.RANGE}
+  ranges = [n for n in nodes if n.op is Ops.RANGE]
+  free = sorted((r for r in ranges if r.arg[1] == "global" and r not in read), key=lambda r: r.arg[0])
+  if not free: return ast
+  next_id = max(r.arg[0] for r in ranges) + 1
+  return ast.substitute({r: r.replace(arg=(next_id + i, "loop")) for i, r in enumerate(free)})
