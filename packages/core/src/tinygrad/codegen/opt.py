@@ -63,7 +63,7 @@ def _at(r_outer: UOp, k: int, c: int) -> UOp: return r_outer * k + c if c else r
 
 def upcast(ast: UOp, axis: int, k: int) -> UOp:
   r = ranges_of(ast).get(axis)
-  if r is None or r.arg[1] not in ("global", "loop"):
+  if r is None or r.arg[1] not in ("global", "row"):
     raise KernelOptError(f"UPCAST needs an output loop, {axis} is {'missing' if r is None else r.arg[1]}")
   outer = _split(r, k)
   new_src: list[UOp] = []

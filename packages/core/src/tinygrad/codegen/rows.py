@@ -1,6 +1,6 @@
 """The output loops of a row kernel (schedule/rows.py: a reduction, then a loop over the row writing f(x[r, c], red[r])).
 
-In the AST those loops are RANGEs of kind "loop" that no REDUCE reads, numbered after the reduce loops, so the linearizer
+In the AST those loops are RANGEs of kind "row" that no REDUCE reads, numbered after the reduce loops, so the linearizer
 opens them after the reductions closed: the reductions run once per row.
 
 - `row_loop_opts`: each such loop is UPCAST by 4 where it divides: four neighbouring outputs per step, one 16-byte access
@@ -18,7 +18,7 @@ ROW_VECTOR = 4
 
 
 def row_loops(sink: UOp) -> list[UOp]:
-  return sorted((n for n in sink.toposort() if n.op is Ops.RANGE and n.arg[1] == "loop"), key=lambda r: r.arg[0])
+  return sorted((n for n in sink.toposort() if n.op is Ops.RANGE and n.arg[1] == "row"), key=lambda r: r.arg[0])
 
 
 def row_loop_opts(ast: UOp) -> list[Opt]:

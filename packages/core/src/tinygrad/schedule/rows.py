@@ -5,7 +5,7 @@ kernel (softmax, log_softmax, RMSNorm, LayerNorm):
 
 The scheduler (kernelize.find_realizes) keeps such a chain in one kernel when the row is short enough to stay in cache while
 it is read again (ROW_FUSE_MAX). In the kernel AST (indexing.kernel_ast) the output loops that no reduction reads become
-"loop" ranges numbered after the reduce loops, so the reductions run once per row, before them (codegen/rows.py lowers
+"row" ranges numbered after the reduce loops, so the reductions run once per row, before them (codegen/rows.py lowers
 those loops: vectorized on a CPU, spread over a GROUP's lanes on a GPU).
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ def row_limit(red: UOp, policy: SplitPolicy) -> int:
   """The longest row `red` may fuse with its broadcast consumers on its device. On a GPU only where codegen gives every row
   a block of threads (GROUP): a thread per row would write its row alone, uncoalesced."""
   device = red.device if isinstance(red.device, str) else red.device[0]
-  if policy.gpu(device) and (not policy.group_rows or prod(red.shape) >= policy.group_max_outputs): return 0
+  rows = prod(red.shape)
+  if policy.gpu(device) and (not policy.group_rows or not isinstance(rows, int) or rows >= policy.group_max_outputs): return 0
   return ROW_FUSE_MAX.value
 
 
@@ -50,7 +51,7 @@ def fits_row(user: UOp, row: tuple[int, ...], red: UOp, node: UOp | None = None)
 
 
 def mark_row_loops(ast: UOp) -> UOp:
-  """Output loops of a kernel with reductions that no reduction reads become "loop" ranges, numbered after every other range:
+  """Output loops of a kernel with reductions that no reduction reads become "row" ranges, numbered after every other range:
   the reductions run once per iteration of the loops they read, and these loops (over a row's outputs) after them."""
   nodes = ast.toposort()
   reds = [n for n in nodes if n.op is Ops.REDUCE]
@@ -60,4 +61,4 @@ def mark_row_loops(ast: UOp) -> UOp:
   free = sorted((r for r in ranges if r.arg[1] == "global" and r not in read), key=lambda r: r.arg[0])
   if not free: return ast
   next_id = max(r.arg[0] for r in ranges) + 1
-  return ast.substitute({r: r.replace(arg=(next_id + i, "loop")) for i, r in enumerate(free)})
+  return ast.substitute({r: r.replace(arg=(next_id + i, "row")) for i, r in enumerate(free)})
