@@ -78,6 +78,14 @@ def test_where_the_rule_does_not_apply():
   with Context(ROW_FUSE_MAX=0): assert n_kernels(x.softmax(1)) > 1
 
 
+@pytest.mark.compile_only
+def test_compiles():
+  """Every row kernel here compiles (on NULL:CUDA with NVRTC, on NULL:PTX with nvJitLink; elsewhere it also runs)."""
+  for shape in ((64, 4096), (7, 13), (3, 1000), (1, 2048), (5, 130)):
+    for ours, _ in OPS.values(): ours(Tensor.empty(*shape), Tensor.empty(shape[-1])).realize()
+    Tensor.empty(*shape).half().softmax(-1).realize()  # halves in, halves out, the sum in float32
+
+
 # ---- the program: reductions once per row
 
 @pytest.mark.compile_only

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
-from tinygrad.schedule.rows import fits_row, row_limit, row_shape
+from tinygrad.schedule.rows import broadcast_rows, fits_row, row_limit, row_shape
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
@@ -315,7 +315,10 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
   done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
-  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
+  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes):
+    whole = broadcast_rows(nodes, policy)  # reductions a row kernel may hold: not split
+    def rewrite(n: UOp) -> UOp | None: return _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS and n not in whole else None
+    sink, renamed = _substitute_tracking(sink, done, rewrite)
   realize = find_realizes(sink, policy)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.

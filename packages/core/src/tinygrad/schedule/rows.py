@@ -41,6 +41,26 @@ def row_shape(red: UOp, limit: int) -> tuple[int, ...] | None:
   return shape if 1 < shape[-1] <= limit else None
 
 
+def broadcast_rows(nodes: list[UOp], policy: SplitPolicy) -> set[UOp]:
+  """The reductions a row kernel may hold: over a short last axis, with their result (or an elementwise function of it)
+  broadcast back along that axis. The reduce split (kernelize.split_reduce) leaves them whole, so that they can fuse."""
+  consumers: dict[UOp, list[UOp]] = {}
+  for n in nodes:
+    for s in n.src: consumers.setdefault(s, []).append(n)
+  found: set[UOp] = set()
+  for red in (n for n in nodes if n.op is Ops.REDUCE_AXIS):
+    if (row := row_shape(red, row_limit(red, policy))) is None: continue
+    frontier, seen = [red], {red}
+    while frontier and red not in found:
+      node = frontier.pop()
+      for user in consumers.get(node, []):
+        if user.op is Ops.EXPAND and user.shape == row and node.shape == red.shape: found.add(red)
+        elif (user.op in GroupOp.Elementwise or user.op is Ops.DETACH) and user.shape == red.shape and user not in seen:
+          seen.add(user)
+          frontier.append(user)
+  return found
+
+
 def fits_row(user: UOp, row: tuple[int, ...], red: UOp, node: UOp | None = None) -> bool:
   """Can `user` of `node` (a value of red's row kernel) stay in the kernel? The broadcast of a per-row value back to the row,
   an elementwise op on the row, or another reduction of the row (softmax's sum of exp(x - max))."""
