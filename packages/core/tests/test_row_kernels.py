@@ -79,6 +79,18 @@ def test_where_the_rule_does_not_apply():
 
 
 @pytest.mark.compile_only
+def test_a_scale_on_a_matmul_as_wide_as_the_row_is_not_recomputed():
+  """A norm's scale times a matmul's output (tinygrad.llm's rms_scale: (x * w) @ W.T * scale) broadcasts the scale to the
+  matmul's shape, which equals the row's when W is square: the matmul varies along the row, so no row kernel (the scale would
+  be recomputed for every output); every kernel holds one reduction."""
+  for t in (1, 64):
+    x, w, W = Tensor.empty(1, t, 256), Tensor.empty(256), Tensor.empty(256, 256)
+    scale = (x.square().mean(-1, keepdim=True) + 1e-6).rsqrt()
+    items = (((x * w) @ W.T) * scale).schedule()
+    assert [sum(1 for n in si.ast.toposort() if n.op is Ops.REDUCE) for si in items] == [1] * len(items), t
+
+
+@pytest.mark.compile_only
 def test_compiles():
   """Every row kernel here compiles (on NULL:CUDA with NVRTC, on NULL:PTX with nvJitLink; elsewhere it also runs)."""
   for shape in ((64, 4096), (7, 13), (3, 1000), (1, 2048), (5, 130)):
@@ -106,6 +118,23 @@ def test_reductions_run_once_per_row(name: str):
     elif u.op is Ops.END and depth: inside_row -= depth.pop()
     elif u.op is Ops.STORE and inside_row: assert u.src[0].src[0].op is Ops.DEFINE_GLOBAL, f"{name}: an accumulator updated per output"
   assert p.estimated_mem <= 4 * rows * cols * 5, (name, p.estimated_mem)  # 2 reductions + the outputs' pass + the store, and the weight
+
+
+@pytest.mark.compile_only
+@pytest.mark.skipif(not (Device.renderer(Device.DEFAULT).has_local and Device.renderer(Device.DEFAULT).supports_float4),
+                    reason="a GPU renderer with 16-byte accesses (NULL:CUDA)")
+@pytest.mark.parametrize("cols", [512, 2048, 4096, 16384])
+def test_gpu_row_read_once(cols: int):
+  """On a GPU every pass over the row (the reductions, the outputs) reads the same elements through the same loads, which
+  merge: the kernel loads the input once, as many 16-byte loads as it stores (codegen/rows.py gpu_row_opts)."""
+  for name, (ours, _) in OPS.items():
+    (si,) = ours(Tensor.empty(64, cols), Tensor.empty(cols)).schedule()
+    p = get_program(si.ast, Device.renderer(Device.DEFAULT))
+    assert any(o.op is OptOps.GROUP for o in p.opts), (name, p.opts)
+    x_param = 1  # the input matrix: the first buffer the kernel reads
+    loads = [u for u in p.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == x_param]
+    stores = [u for u in p.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    assert len(loads) == len(stores) and all(u.dtype.count == 4 for u in loads), (name, len(loads), len(stores))
 
 
 # ---- values
@@ -151,7 +180,7 @@ def gpu(monkeypatch):
 
 
 @pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason="emulates a GPU on the PYTHON device (DEV=PYTHON)")
-@pytest.mark.parametrize("shape", [(6, 512), (5, 1000), (3, 200), (9, 130)], ids=str)
+@pytest.mark.parametrize("shape", [(6, 512), (3, 2048), (5, 1000), (3, 200), (9, 130)], ids=str)
 def test_grouped_values(gpu, shape: tuple[int, int]):
   """Every lane holds the reduced values after the final combine and stores its own outputs (c = k*G + lane; a lane past the
   row's end stores nothing: 1000/4 and 200/4 and 130 don't divide by the group)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
-from tinygrad.schedule.rows import broadcast_rows, fits_row, row_limit, row_shape
+from tinygrad.schedule.rows import broadcast_rows, fits_row, reads_other_reduction, row_limit, row_shape
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 _buffer_ids = itertools.count()
@@ -80,11 +80,17 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
   # a reduction stays inline when everything that uses it, up to the next buffer, is elementwise ops and
-  # non-broadcasting views that all end in one kernel, or a row kernel (schedule/rows.py). Later reductions decide first:
+  # non-broadcasting views that all end in one kernel, or a row kernel (schedule/rows.py). The reductions that can't be in a
+  # row kernel decide first, so a row kernel knows which of them it would hold; then later reductions before earlier ones:
   # softmax's sum is settled before the max inside it asks whether it may fuse through it
-  for n in reversed(nodes):
-    if n.op is not Ops.REDUCE_AXIS or n in realize: continue
-    row = row_shape(n, row_limit(n, policy or SplitPolicy()))
+  policy = policy or SplitPolicy()
+  rows = broadcast_rows(nodes, policy)
+  reductions = [n for n in reversed(nodes) if n.op is Ops.REDUCE_AXIS]
+  for n in reductions:
+    if n not in realize and n not in rows and _fuses_into_one_kernel(n, consumers, realize, None) is None: realize.add(n)
+  for n in reductions:
+    if n in realize or n not in rows: continue
+    row = row_shape(n, row_limit(n, policy))
     if (row_outputs := _fuses_into_one_kernel(n, consumers, realize, row)) is None: realize.add(n)
     else: realize.update(row_outputs)
   return realize
@@ -162,9 +168,11 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
   broadcast back to (row_shape), None where it may not."""
   ends: set[UOp] = set()
   outputs: set[UOp] = set()
-  frontier, seen = [red], {red}
+  frontier, seen, read = [red], {red}, set()
   while frontier:
     node = frontier.pop()
+    # the row's outputs must not depend on another reduction that varies along the row (a matmul's, as wide as the row)
+    if row is not None and node.shape == row and reads_other_reduction(node, red, row, realize, read): return None
     if row is not None and node.shape == row and not all(u in realize or fits_row(u, row, red) for u in consumers[node]):
       outputs.add(node)  # a row kernel's result read by something else: it gets a buffer, and ends this kernel
       ends.add(node)
@@ -176,7 +184,9 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
       broadcast = user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)
       if user.op is Ops.REDUCE_AXIS or broadcast:
         if row is None or not fits_row(user, row, red, node): return None
-      if user in realize: ends.add(user)
+      if user in realize:
+        if row is not None and user.shape == row and reads_other_reduction(user, red, row, realize, read): return None
+        ends.add(user)
       elif user not in seen:
         seen.add(user)
         frontier.append(user)

@@ -70,6 +70,24 @@ def fits_row(user: UOp, row: tuple[int, ...], red: UOp, node: UOp | None = None)
   return (user.op in GroupOp.Elementwise or user.op is Ops.DETACH) and user.shape == row
 
 
+def reads_other_reduction(node: UOp, red: UOp, row: tuple[int, ...], realize: set[UOp], seen: set[UOp]) -> bool:
+  """Does `node` (shape `row`, in red's row kernel) read, inside the kernel, a reduction whose value varies along the row (a
+  matmul's output times a norm's scale when the matmul is as wide as the row)? Then that reduction's loop would be the
+  kernel's output loop and red would run once per output element, so red gets a buffer instead. Reductions of the same rows,
+  and whatever is broadcast along the row, are constant along it. `seen`: nodes already checked for this red."""
+  stack = list(node.src)
+  while stack:
+    u = stack.pop()
+    if u in seen or u in realize or u.op is Ops.BUFFER: continue
+    seen.add(u)
+    if u.op is Ops.REDUCE_AXIS:
+      if u.arg[1] == red.arg[1] and u.src[0].shape == row: continue
+      return True
+    if u.op is Ops.EXPAND and len(u.shape) == len(row) and u.src[0].shape[-1] == 1: continue  # constant along the row
+    stack.extend(u.src)
+  return False
+
+
 def mark_row_loops(ast: UOp) -> UOp:
   """Output loops of a kernel with reductions that no reduction reads become "row" ranges, numbered after every other range:
   the reductions run once per iteration of the loops they read, and these loops (over a row's outputs) after them."""
