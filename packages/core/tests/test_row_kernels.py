@@ -91,9 +91,10 @@ def test_a_scale_on_a_matmul_as_wide_as_the_row_is_not_recomputed():
 
 
 @pytest.mark.compile_only
+@pytest.mark.skipif(not ON_NULL, reason="compiles on NULL (NULL:CUDA: NVRTC, NULL:PTX: nvJitLink); elsewhere test_values runs them")
 def test_compiles():
-  """Every row kernel here compiles (on NULL:CUDA with NVRTC, on NULL:PTX with nvJitLink; elsewhere it also runs)."""
-  for shape in ((64, 4096), (7, 13), (3, 1000), (1, 2048), (5, 130)):
+  """Every row kernel here compiles: the GPU's fast path (64 x 4096, 1 x 2048) and the heuristics' GROUP (7 x 13, 5 x 130)."""
+  for shape in ((64, 4096), (7, 13), (1, 2048), (5, 130)):
     for ours, _ in OPS.values(): ours(Tensor.empty(*shape), Tensor.empty(shape[-1])).realize()
     Tensor.empty(*shape).half().softmax(-1).realize()  # halves in, halves out, the sum in float32
 
@@ -139,7 +140,7 @@ def test_gpu_row_read_once(cols: int):
 
 # ---- values
 
-SHAPES = [(7, 13), (3, 1000), (1, 64), (5, 1), (16, 4096), (2, 3, 40)]
+SHAPES = [(7, 13), (3, 1000), (1, 64), (5, 1), (4, 2048), (2, 3, 40)]
 
 
 @runs
