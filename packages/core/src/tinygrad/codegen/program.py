@@ -74,7 +74,7 @@ def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if is_hand_written(ast): return list(ast.arg.opts_to_apply)  # a hand-written kernel: only the opts it asks for
   if NOOPT: return []
   if (tc := tc_opts(ast, renderer)) is not None: return tc
-  if renderer.has_local and GROUP_REDUCE.value and (rows := gpu_row_opts(ast, renderer.supports_float4)): return rows
+  if renderer.has_local and GROUP_REDUCE.value and (rows := gpu_row_opts(ast)): return rows
   opts = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
                          accumulators=renderer.accumulators)
   return opts + row_loop_opts(ast)

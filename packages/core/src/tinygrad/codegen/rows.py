@@ -28,24 +28,28 @@ def row_loop_opts(ast: UOp) -> list[Opt]:
   return [Opt(OptOps.UPCAST, r.arg[0], ROW_VECTOR) for r in row_loops(ast) if (n := range_size(r)) is not None and n % ROW_VECTOR == 0]
 
 
-def gpu_row_opts(ast: UOp, wide_loads: bool) -> list[Opt]:
+def row_lanes(n: int) -> int:
+  """Lanes a GPU gives a row of n elements (gpu_row_opts), 0 where its fast path doesn't fit. The fewest that keep a lane's
+  share within ROW_UNROLL_MAX vectors: every lane reads all G partials of each reduction in the final combine
+  (codegen/group.py), so G lanes cost G shared-memory reads a reduction per lane."""
+  return next((g for g in (16, 32, 64, 128, 256) if n % (ROW_VECTOR * g) == 0 and ROW_MIN_STEPS <= n // (ROW_VECTOR * g) <= ROW_UNROLL_MAX), 0)
+
+
+def gpu_row_opts(ast: UOp) -> list[Opt]:
   """A GPU row kernel whose reductions all read the row over the row loop's length n: G lanes per row (16 to 256, the fewest
-  that leave each lane 4 to 16 vectors), each lane reading 4 neighbours at a time (UNROLL 4, one 16-byte load), the rest of
+  that leave each lane 4 to 16 vectors), each lane reading 4 neighbours at a time (UNROLL 4: one 16-byte load where the renderer has them), the rest of
   its loop unrolled whole, and the row loop UPCAST by 4 (spread_over_lanes unrolls what is left of it). Every pass over the row (max,
   sum, the outputs) then reads the same elements through the same loads, which become one: the row is read from memory
   once and kept in registers. [] where that doesn't fit (the heuristics' GROUP serves those)."""
   loops = row_loops(ast)
   reds = [n for n in ast.toposort() if n.op is Ops.REDUCE]
-  if not wide_loads or len(loops) != 1 or not reds or (n := range_size(loops[0])) is None: return []
+  if len(loops) != 1 or not reds or (n := range_size(loops[0])) is None: return []
   inners = []
   for red in reds:
     rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
     if len(rs) != 1 or range_size(rs[0]) != n: return []
     if rs[0] not in inners: inners.append(rs[0])
-  # the fewest lanes that keep a lane's share within ROW_UNROLL_MAX vectors: every lane reads all G partials of each reduction
-  # in the final combine (codegen/group.py), so G lanes cost G shared-memory reads a reduction per lane
-  g = next((g for g in (16, 32, 64, 128, 256) if n % (ROW_VECTOR * g) == 0 and ROW_MIN_STEPS <= n // (ROW_VECTOR * g) <= ROW_UNROLL_MAX), 0)
-  if not g: return []
+  if not (g := row_lanes(n)): return []
   steps = n // (ROW_VECTOR * g)
   opts = [o for r in sorted(inners, key=lambda r: r.arg[0]) for o in (Opt(OptOps.UNROLL, r.arg[0], ROW_VECTOR), Opt(OptOps.GROUP, r.arg[0], g),
                                                                       Opt(OptOps.UNROLL, r.arg[0], steps))]

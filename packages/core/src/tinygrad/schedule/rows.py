@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tinygrad.codegen.rows import row_lanes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -26,11 +27,13 @@ ROW_FUSE_MAX = ContextVar("ROW_FUSE_MAX", 16384)
 
 def row_limit(red: UOp, policy: SplitPolicy) -> int:
   """The longest row `red` may fuse with its broadcast consumers on its device. On a GPU only where codegen gives every row
-  a block of threads (GROUP): a thread per row would write its row alone, uncoalesced."""
+  a group of threads (GROUP): a thread per row would write its row alone, uncoalesced. The heuristics group up to
+  `policy.group_max_outputs` rows; rows that fit codegen/rows.py's lanes (row_lanes) are grouped however many."""
   device = red.device if isinstance(red.device, str) else red.device[0]
-  rows = prod(red.shape)
-  if policy.gpu(device) and (not policy.group_rows or not isinstance(rows, int) or rows >= policy.group_max_outputs): return 0
-  return ROW_FUSE_MAX.value
+  if not policy.gpu(device): return ROW_FUSE_MAX.value
+  rows, n = prod(red.shape), red.src[0].shape[-1] if red.src[0].shape else 0
+  if not policy.group_rows or not isinstance(rows, int): return 0
+  return ROW_FUSE_MAX.value if rows < policy.group_max_outputs or (isinstance(n, int) and row_lanes(n)) else 0
 
 
 def row_shape(red: UOp, limit: int) -> tuple[int, ...] | None:
