@@ -3,7 +3,8 @@ that compute them.
 
 Fusion rules: elementwise ops and views fuse into whatever consumes them. A reduction fuses with its
 elementwise inputs and with the elementwise chain after it, as long as that chain neither broadcasts
-the reduced value (which would recompute the reduction per element) nor feeds another reduction.
+the reduced value (which would recompute the reduction per element) nor feeds another reduction; except a row kernel
+(schedule/rows.py: softmax, norms), whose reductions over the last axis are broadcast back along it in one kernel.
 Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer.
 
 A hand-written kernel (`Tensor.custom_kernel`: CALL(*args) whose arg holds the kernel AST) is one kernel on its arguments'
@@ -168,7 +169,8 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
   broadcast back to (row_shape), None where it may not."""
   ends: set[UOp] = set()
   outputs: set[UOp] = set()
-  frontier, seen, read = [red], {red}, set()
+  frontier, seen = [red], {red}
+  read: set[UOp] = set()
   while frontier:
     node = frontier.pop()
     # the row's outputs must not depend on another reduction that varies along the row (a matmul's, as wide as the row)
