@@ -3,7 +3,7 @@
   PYTHONPATH=packages/core/src:packages/backend-nv/src TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin DEV=CUDA python3 bench/gpu_reduce.py
 
 Cases: sum over 2^28 float32 (4 * N bytes), x.sum(axis=1) and x.sum(axis=0) of a (16384, 4096) matrix, softmax over
-its rows (read once, written once: 8 * N bytes as the floor; we read it three times). SWEEP=1 also times the full sum
+its rows (read once, written once: 8 * N bytes as the floor; one row kernel, schedule/rows.py). SWEEP=1 also times the full sum
 under other split sizes (GPU_SPLIT_PARTIALS, GPU_SPLIT_CHUNK) and without the float4 upcast (GPU_RED_UPCAST=0).
 The JIT case replays 10 tiny kernels: host time per call (launch-bound) with GRAPH=1 and GRAPH=0. Prints one JSON object.
 """

@@ -2,7 +2,8 @@
 
   - elementwise ops and views fuse into whatever consumes them;
   - a reduction fuses with its elementwise inputs and the elementwise chain after it, unless that chain broadcasts
-    the reduced value or feeds another reduction, or the reduction has more than one consumer;
+    the reduced value or feeds another reduction, or the reduction has more than one consumer; except a row kernel (a
+    reduction over the last axis broadcast back along it, schedule/rows.py; test_row_kernels.py);
   - CONTIGUOUS, COPY and ASSIGN always get a buffer; a realized tensor needs no kernel.
 
 `schedule()` runs nothing, so all of this holds on every device, NULL included.
@@ -12,6 +13,7 @@ import math
 import numpy as np
 import pytest
 from tinygrad import GlobalCounters, Tensor
+from tinygrad.helpers import Context
 
 pytestmark = pytest.mark.compile_only
 
@@ -114,8 +116,10 @@ def test_reduce_feeding_reduce_is_two_kernels():
 
 def test_reduce_broadcast_back_is_two_kernels():
   (a,) = inputs((4, 5))
-  assert n_kernels(a - a.max(1, keepdim=True)) == 2
+  assert n_kernels(a - a.max(0, keepdim=True)) == 2  # over an inner axis: no row kernel (test_row_kernels.py)
   assert n_kernels((a - a.max()).sum()) == 2
+  with Context(ROW_FUSE_MAX=0): assert n_kernels(a - a.max(1, keepdim=True)) == 2
+  assert n_kernels(a - a.max(1, keepdim=True)) == 1  # a row kernel
 
 
 def test_reduce_reshaped_without_broadcast_fuses():
@@ -261,7 +265,7 @@ def test_new_kernels_compile_on_a_worker_thread(monkeypatch: pytest.MonkeyPatch)
   from tinygrad import Device
   from tinygrad.engine import realize
   (a,) = inputs((8, 8))
-  items = (a - a.sum(1, keepdim=True)).exp().sum(1).schedule()
+  items = (a - a.sum(0, keepdim=True)).exp().sum(0).schedule()
   assert len(items) >= 2
   compiler = Device.renderer(Device.DEFAULT).compiler
   threads: list[str] = []

@@ -32,7 +32,7 @@ def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0)
   lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", group)) if group else None
   if not loops:
     if lane is None: return sink, (1, 1, 1), (1, 1, 1)
-    return _gate_stores(sink, lane.eq(0)), (1, 1, 1), (group, 1, 1)
+    return _gate_stores(sink, None, lane), (1, 1, 1), (group, 1, 1)
   sizes = [r.src[0] if r.src[0].op is not Ops.CONST else r.src[0].arg for r in loops]
   total = prod(sizes)
   per_block = max(max_local // group, 1) if group else max_local
@@ -53,15 +53,17 @@ def to_thread_indices(sink: UOp, max_local: int = DEFAULT_LOCAL, group: int = 0)
     inner = inner * size
   if in_bounds is not None: replace[loops[0]] = in_bounds.where(replace[loops[0]], UOp.const(loops[0].dtype, 0))
   new_sink = sink.substitute(replace)
-  gate = in_bounds if lane is None else (lane.eq(0) if in_bounds is None else lane.eq(0) & in_bounds)
-  if gate is not None: new_sink = _gate_stores(new_sink, gate)
+  if in_bounds is not None or lane is not None: new_sink = _gate_stores(new_sink, in_bounds, lane)
   return new_sink, (blocks, 1, 1), ((group, local, 1) if group else (local, 1, 1))
 
 
-def _gate_stores(sink: UOp, gate: UOp) -> UOp:
-  return sink.substitute({s: s.replace(src=(*s.src[:2], gate)) for s in sink.toposort() if s.op is Ops.STORE and _stores_global(s)})
-
-
-def _stores_global(store: UOp) -> bool:
-  ptr = store.src[0]
-  return ptr.op is Ops.INDEX and ptr.src[0].op is Ops.DEFINE_GLOBAL and len(store.src) == 2
+def _gate_stores(sink: UOp, in_bounds: UOp | None, lane: UOp | None) -> UOp:
+  """Global stores gated by `in_bounds`, and, in a grouped kernel, to lane 0: except the stores that depend on the lane (a row
+  kernel's outputs spread over the lanes, codegen/rows.py), where each lane stores its own."""
+  gated = {}
+  for s in sink.toposort():
+    if s.op is not Ops.STORE or s.src[0].op is not Ops.INDEX or s.src[0].src[0].op is not Ops.DEFINE_GLOBAL: continue
+    gate = in_bounds if lane is None or lane in s.toposort() else (lane.eq(0) if in_bounds is None else lane.eq(0) & in_bounds)
+    if gate is None: continue
+    gated[s] = s.replace(src=(*s.src[:2], gate if len(s.src) == 2 else s.src[2] & gate))
+  return sink.substitute(gated)

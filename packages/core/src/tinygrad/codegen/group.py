@@ -11,7 +11,8 @@ the AST reads REDUCE(REDUCE(x', r_outer), lane) with `lane` a "group" RANGE; thi
   BARRIER                                  one per group range, after every partial of it is stored
   final = REDUCE(smem[lidx1*G + k], k)     every thread of the group reads all G partials (the same address for the
                                            whole group: a broadcast, no bank conflicts), 4 accumulators where G allows
-  epilogue, global stores gated by lane == 0
+  epilogue, global stores gated by lane == 0 (a row kernel's loop over its outputs: spread over the lanes, each
+                                           storing its own, codegen/rows.py)
 
 Every lane computes the final value, not just lane 0, so a reduction whose body uses it (a fused softmax: the sum of
 exp(x - max) with both grouped) sees it in every thread, and no thread branches around a BARRIER.
@@ -22,6 +23,7 @@ import itertools
 
 from tinygrad.codegen.gpudims import to_thread_indices
 from tinygrad.codegen.opt import KernelOptError, range_size
+from tinygrad.codegen.rows import spread_over_lanes
 from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import Ops, UOp
 
@@ -56,8 +58,9 @@ def lower_groups(sink: UOp, max_local: int, shared_max: int) -> tuple[UOp, tuple
   if len(sizes) != 1 or (g := sizes.pop()) is None: raise KernelOptError(f"grouped reductions need one constant group size, got {sizes}")
   if g > max_local: raise KernelOptError(f"GROUP by {g}: more than the {max_local} threads a block may have")
   next_id = max(n.arg[0] for n in sink.toposort() if n.op is Ops.RANGE) + 1
-  sink, global_size, local_size = to_thread_indices(sink, max_local, group=g)
   lane_idx = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", g))
+  sink = spread_over_lanes(sink, lane_idx, g)  # a row kernel's outputs: shared between the lanes (codegen/rows.py)
+  sink, global_size, local_size = to_thread_indices(sink, max_local, group=g)
   per_block = local_size[1]
   slot = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", per_block)) * g if per_block > 1 else UOp.const(dtypes.int32, 0)
   smem_ids, smem_bytes = itertools.count(), 0

@@ -14,12 +14,16 @@ from tinygrad.uop.ops import Ops, UOp
 
 def _context_of(nodes: list[UOp]) -> dict[UOp, tuple[UOp, ...]]:
   ctx: dict[UOp, tuple[UOp, ...]] = {}
-  # output loops nest in id order, and every reduce loop sits inside all of them
+  # output loops nest in id order, and every reduce loop sits inside all of them; a row kernel's loops over its outputs
+  # (kind "row", codegen/rows.py) nest in id order inside them too
   output_loops = [n for n in nodes if n.op is Ops.RANGE and n.arg[1] == "global"]
+  row_loops = [n for n in nodes if n.op is Ops.RANGE and n.arg[1] == "row"]
   for n in nodes:
     loops: set[UOp] = set()
     for s in n.src: loops.update(ctx[s])
-    if n.op is Ops.RANGE: loops.update([n, *(g for g in output_loops if g.arg[0] < n.arg[0])])
+    if n.op is Ops.RANGE:
+      outside = output_loops + row_loops if n.arg[1] == "row" else output_loops
+      loops.update([n, *(g for g in outside if g.arg[0] < n.arg[0])])
     if n.op is Ops.END: loops.discard(n.src[0])
     ctx[n] = tuple(sorted(loops, key=lambda r: r.arg[0]))
   return ctx

@@ -1,6 +1,6 @@
 """Kernel optimizations as explicit, replayable actions on a kernel AST.
 
-  UPCAST(axis, k)  an output loop runs k times fewer iterations and each computes k outputs: the body is
+  UPCAST(axis, k)  an output loop (or a row kernel's loop over its outputs, codegen/rows.py) runs k times fewer iterations and each computes k outputs: the body is
                    copied k times with the loop index r -> r*k + c, so the copies share loads of everything
                    that doesn't depend on r (register blocking) and sit side by side for the vectorizer.
   UNROLL(axis, k)  a reduce loop runs k times fewer iterations with k independent accumulators, combined
@@ -63,7 +63,8 @@ def _at(r_outer: UOp, k: int, c: int) -> UOp: return r_outer * k + c if c else r
 
 def upcast(ast: UOp, axis: int, k: int) -> UOp:
   r = ranges_of(ast).get(axis)
-  if r is None or r.arg[1] != "global": raise KernelOptError(f"UPCAST needs an output loop, {axis} is {'missing' if r is None else r.arg[1]}")
+  if r is None or r.arg[1] not in ("global", "row"):
+    raise KernelOptError(f"UPCAST needs an output loop, {axis} is {'missing' if r is None else r.arg[1]}")
   outer = _split(r, k)
   new_src: list[UOp] = []
   for s in ast.src:

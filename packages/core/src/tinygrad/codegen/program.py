@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
-from tinygrad.codegen.heuristics import hand_coded_opts
+from tinygrad.codegen.heuristics import GROUP_REDUCE, hand_coded_opts
 from tinygrad.codegen.lanes import keep_lanes
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
+from tinygrad.codegen.rows import gpu_row_opts, row_loop_opts
 from tinygrad.codegen.tensor_core import lower_tensor_core, tc_opts
 from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import PAIRS, vectorize_memory
@@ -74,8 +75,10 @@ def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if is_hand_written(ast): return list(ast.arg.opts_to_apply)  # a hand-written kernel: only the opts it asks for
   if NOOPT: return []
   if (tc := tc_opts(ast, renderer)) is not None: return tc
-  return hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
+  if renderer.has_local and GROUP_REDUCE.value and (rows := gpu_row_opts(ast)): return rows
+  opts = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
                          accumulators=renderer.accumulators)
+  return opts + row_loop_opts(ast)
 
 
 def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> tuple[list[UOp], tuple, tuple]:

@@ -3,7 +3,8 @@ that compute them.
 
 Fusion rules: elementwise ops and views fuse into whatever consumes them. A reduction fuses with its
 elementwise inputs and with the elementwise chain after it, as long as that chain neither broadcasts
-the reduced value (which would recompute the reduction per element) nor feeds another reduction.
+the reduced value (which would recompute the reduction per element) nor feeds another reduction; except a row kernel
+(schedule/rows.py: softmax, norms), whose reductions over the last axis are broadcast back along it in one kernel.
 Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer.
 
 A hand-written kernel (`Tensor.custom_kernel`: CALL(*args) whose arg holds the kernel AST) is one kernel on its arguments'
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
+from tinygrad.schedule.rows import broadcast_rows, fits_row, reads_other_reduction, row_limit, row_shape
 from tinygrad.schedule.split_k import MatmulShape, matmul_shape, split_k
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -60,8 +62,9 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp, nest_sums: Callable[[UOp], bool] = lambda r: False) -> set[UOp]:
-  """The nodes that get a buffer. `nest_sums(r)`: whether sum r may stay inline in a sum that reduces it further (_nests)."""
+def find_realizes(sink: UOp, policy: SplitPolicy | None = None, nest_sums: Callable[[UOp], bool] = lambda r: False) -> set[UOp]:
+  """The nodes that get a buffer. `policy`: what the targets do with reductions (row kernels on GPUs need GROUP).
+  `nest_sums(r)`: whether sum r may stay inline in a sum that reduces it further (_nests)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
@@ -80,10 +83,20 @@ def find_realizes(sink: UOp, nest_sums: Callable[[UOp], bool] = lambda r: False)
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
   # a reduction stays inline when everything that uses it, up to the next buffer, is elementwise ops and
-  # non-broadcasting views that all end in one kernel
-  for n in nodes:
-    if n.op is not Ops.REDUCE_AXIS or n in realize: continue
-    if not _fuses_into_one_kernel(n, consumers, realize, nest_sums(n)): realize.add(n)
+  # non-broadcasting views that all end in one kernel, or a row kernel (schedule/rows.py), or a short sum nested in the sum
+  # that reduces it (_nests). The reductions that can't be in a row kernel decide first, so a row kernel knows which of them
+  # it would hold; then later reductions before earlier ones: softmax's sum is settled before the max inside it asks whether
+  # it may fuse through it
+  policy = policy or SplitPolicy()
+  rows = broadcast_rows(nodes, policy)
+  reductions = [n for n in reversed(nodes) if n.op is Ops.REDUCE_AXIS]
+  for n in reductions:
+    if n not in realize and n not in rows and _fuses_into_one_kernel(n, consumers, realize, None, nest_sums(n)) is None: realize.add(n)
+  for n in reductions:
+    if n in realize or n not in rows: continue
+    row = row_shape(n, row_limit(n, policy))
+    if (row_outputs := _fuses_into_one_kernel(n, consumers, realize, row)) is None: realize.add(n)
+    else: realize.update(row_outputs)
   return realize
 
 
@@ -153,21 +166,40 @@ def reads_other_targets(assign: UOp, targets: set[UOp]) -> bool:
 applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
-def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], nest: bool = False) -> bool:
+def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], row: tuple | None,
+                           nest: bool = False) -> set[UOp] | None:
+  """None when `red` must get a buffer; else the nodes that must get one for it to stay inline: the outputs of its row
+  kernel where they feed something a row kernel can't hold (a matmul after a softmax). `row`: the shape red's result may
+  broadcast back to (row_shape), None where it may not. `nest`: red may nest in a sum that reduces it further (_nests)."""
   ends: set[UOp] = set()
+  outputs: set[UOp] = set()
   frontier, seen = [red], {red}
+  read: set[UOp] = set()
   while frontier:
     node = frontier.pop()
+    # the row's outputs must not depend on another reduction that varies along the row (a matmul's, as wide as the row)
+    if row is not None and node.shape == row and reads_other_reduction(node, red, row, realize, read): return None
+    if row is not None and node.shape == row and not all(u in realize or fits_row(u, row, red) for u in consumers[node]):
+      outputs.add(node)  # a row kernel's result read by something else: it gets a buffer, and ends this kernel
+      ends.add(node)
+      continue
     for user in consumers[node]:
       if user.op is Ops.SINK:
         ends.add(node)
         continue
-      if user.op is Ops.REDUCE_AXIS and not (nest and _nests(red, user)) or (user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)): return False
-      if user in realize or user.op is Ops.REDUCE_AXIS: ends.add(user)  # a sum nested in this one goes where this one goes
+      broadcast = user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)
+      if user.op is Ops.REDUCE_AXIS and nest and _nests(red, user):
+        ends.add(user)  # a sum nested in this one goes where this one goes
+        continue
+      if user.op is Ops.REDUCE_AXIS or broadcast:
+        if row is None or not fits_row(user, row, red, node): return None
+      if user in realize:
+        if row is not None and user.shape == row and reads_other_reduction(user, red, row, realize, read): return None
+        ends.add(user)
       elif user not in seen:
         seen.add(user)
         frontier.append(user)
-  return len(ends) <= 1
+  return outputs if len(ends) <= 1 else None
 
 
 NESTED_SUMS = ContextVar("NESTED_SUMS", 1)  # 0: a sum of sums always gets a buffer between them (the A/B switch)
@@ -327,8 +359,11 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   done = {n: applied_assigns[n] for n in nodes if n.op in (Ops.ASSIGN, Ops.CONTIGUOUS) and n in applied_assigns}
   done.update({n: ran for n in nodes if _is_kernel_output(n) and (ran := _ran_output(n)) is not None})
   renamed: dict[UOp, UOp] = {}  # original node -> node after the substitution, for nodes that changed
-  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes): sink, renamed = _substitute_tracking(sink, done, lambda n: _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS else None)
-  realize = find_realizes(sink, lambda r: not policy.gpu(r.device if isinstance(r.device, str) else r.device[0]))
+  if done or any(n.op is Ops.REDUCE_AXIS for n in nodes):
+    whole = broadcast_rows(nodes, policy)  # reductions a row kernel may hold: not split
+    def rewrite(n: UOp) -> UOp | None: return _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS and n not in whole else None
+    sink, renamed = _substitute_tracking(sink, done, rewrite)
+  realize = find_realizes(sink, policy, lambda r: not policy.gpu(r.device if isinstance(r.device, str) else r.device[0]))
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}
