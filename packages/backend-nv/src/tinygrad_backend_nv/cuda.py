@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
@@ -97,6 +97,9 @@ class CUDARenderer(CStyleRenderer):
   special_index = {"gidx": "blockIdx.{xyz}", "lidx": "threadIdx.{xyz}"}
   type_map = {**CStyleRenderer.type_map, dtypes.bool: "bool", dtypes.float16: "half", dtypes.bfloat16: "bfloat16"}
   code_for_op = {**CStyleRenderer.code_for_op, Ops.MULACC: _mulacc, Ops.CMPNE: _cmpne}
+  # fp8 (e4m3fn, e5m2) as its byte, converted by integer code in the kernel (core's codegen/fp8.py), as on the CPU: every arch,
+  # exactly the frontend's rounding; not the sm_89+ cvt instructions
+  extra_matcher = pm_fp8_as_bytes
   compiler: NVRTCCompiler
 
   def render_vector_dtype(self, dt: DType) -> str:
