@@ -186,11 +186,12 @@ def _unroll_each_reduce(ast: UOp) -> list[Opt]:
   """UNROLL the innermost loop of every REDUCE (a kernel may hold two, e.g. a gated MLP's two matmuls), by 16, 8 or 4."""
   opts: list[Opt] = []
   for red in (n for n in ast.toposort() if n.op is Ops.REDUCE):
-    # a sum of sums (per-block dot products, scaled once per block) unrolls its inner sum only: codegen/lanes.py keeps
-    # those lanes through the outer sum; unrolling the outer one too would copy the whole inner loop per lane
-    if any(x.op is Ops.REDUCE for x in red.src[0].toposort()): continue
     rs = [r for r in red.src[1:] if r.op is Ops.RANGE]
     if not rs: continue
+    # a sum of sums (per-block dot products, scaled once per block: the inner sum runs inside the outer loop) unrolls its
+    # inner sum only: codegen/lanes.py keeps those lanes through the outer sum; unrolling the outer one too would copy the
+    # whole inner loop per lane. A reduction that merely reads another one's result (softmax's sum of exp(x - max)) unrolls
+    if any(x.op is Ops.REDUCE and x is not red and any(r in x.src[0].toposort() for r in rs) for x in red.src[0].toposort()): continue
     inner = max(rs, key=lambda r: r.arg[0])
     if (size := range_size(inner)) is None or size < 16: continue
     if (k := _largest_divisor(size, (16, 8, 4))) > 1 and (o := Opt(OptOps.UNROLL, inner.arg[0], k)) not in opts: opts.append(o)
