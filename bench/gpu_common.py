@@ -71,3 +71,12 @@ def header() -> dict[str, Any]:
 
 def emit(result: dict[str, Any]) -> None:
   print(json.dumps(result), flush=True)
+
+
+def run_parts(result: dict[str, Any], parts: list[Callable[[dict[str, Any]], None]]) -> None:
+  """Each part adds its figures to `result`; one that fails is logged and the others still run; then the JSON is printed."""
+  for part in parts:
+    try: part(result)
+    except Exception as e:  # noqa: BLE001
+      log(f"{part.__name__} failed: {type(e).__name__}: {e}")
+  emit(result)

@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from gpu_common import emit, header, log, median, our_device, time_ours, time_torch  # noqa: E402
+from gpu_common import header, log, median, our_device, run_parts, time_ours, time_torch  # noqa: E402
 
 
 def reductions(result: dict) -> None:
@@ -112,11 +112,7 @@ def jit_overhead(result: dict, kernels: int = 10, calls: int = 2000) -> None:
 
 def main() -> None:
   result = {"bench": "gpu_reduce", **header(), "unit": "GB/s", "cases": [], "sweep": [], "jit_overhead": []}
-  for part in (jit_overhead, reductions):
-    try: part(result)
-    except Exception as e:  # noqa: BLE001
-      log(f"{part.__name__} failed: {type(e).__name__}: {e}")
-  emit(result)
+  run_parts(result, [jit_overhead, reductions])
 
 
 if __name__ == "__main__":

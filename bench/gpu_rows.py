@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
-from gpu_common import emit, header, log, median, time_ours, time_torch  # noqa: E402
+from gpu_common import header, log, median, run_parts, time_ours, time_torch  # noqa: E402
 
 ELEMENTS = 1 << 26
 WIDTHS = tuple(int(w) for w in os.environ.get("ROW_WIDTHS", "1024,4096,8192,16384,32768").split(","))
@@ -84,11 +84,7 @@ def correctness(result: dict) -> None:
 
 def main() -> None:
   result = {"bench": "gpu_rows", **header(), "timings": [], "checks": []}
-  for part in (correctness, timings):
-    try: part(result)
-    except Exception as e:  # noqa: BLE001
-      log(f"{part.__name__} failed: {type(e).__name__}: {e}")
-  emit(result)
+  run_parts(result, [correctness, timings])
 
 
 if __name__ == "__main__":

@@ -45,3 +45,15 @@ def _no_program_cache():
   """Lowered programs aren't served from the on-disk cache (engine/program_cache.py): tests patch the lowering (opts, heuristics,
   passes), which the cache's key can't see. test_program_cache.py turns it on where it is the subject."""
   with Context(PCACHE=0): yield
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+  """The default device's renderer told it is GPU-style (has_local): on PYTHON, grouped kernels run in the interpreter."""
+  import tinygrad.codegen.gpudims as gpudims
+  from tinygrad.engine import realize
+  r = Device.renderer(Device.DEFAULT)
+  monkeypatch.setattr(r, "has_local", True)
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 1)  # small tests: several outputs per block, as big kernels have
+  return r

@@ -27,16 +27,6 @@ def _runs_grouped() -> bool:
 runs_grouped = pytest.mark.skipif(not _runs_grouped(), reason="runs grouped kernels: on the PYTHON device told it is a GPU, or on a GPU")
 
 
-@pytest.fixture
-def gpu(monkeypatch):
-  import tinygrad.codegen.gpudims as gpudims
-  r = Device.renderer(Device.DEFAULT)
-  monkeypatch.setattr(r, "has_local", True)
-  monkeypatch.setattr(realize, "_runner_cache", {})
-  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 1)  # small tests: several outputs per block, as big kernels have
-  return r
-
-
 def reduce_ranges(ast: UOp) -> list[UOp]:
   return sorted((r for r in ranges_of(ast).values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
 

@@ -182,16 +182,6 @@ def test_values_strided_keepdim_and_following_ops():
 
 # ---- on a GPU-style renderer: the output loop over the lanes of a GROUP
 
-@pytest.fixture
-def gpu(monkeypatch):
-  import tinygrad.codegen.gpudims as gpudims
-  r = Device.renderer(Device.DEFAULT)
-  monkeypatch.setattr(r, "has_local", True)
-  monkeypatch.setattr(realize, "_runner_cache", {})
-  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 1)  # small tests: several rows per block, as big kernels have
-  return r
-
-
 @pytest.mark.skipif(not Device.DEFAULT.startswith("PYTHON"), reason="emulates a GPU on the PYTHON device (DEV=PYTHON)")
 @pytest.mark.parametrize("shape", [(6, 512), (3, 2048), (5, 1000), (3, 200), (9, 130)], ids=str)
 def test_grouped_values(gpu, shape: tuple[int, int]):

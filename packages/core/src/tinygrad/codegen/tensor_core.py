@@ -113,7 +113,7 @@ class MatmulMatch:
   def mnk(self) -> tuple[int, int, int]: return (self.i.src[0].arg, self.j.src[0].arg, self.k.src[0].arg)
 
 
-def _strip_casts(u: UOp) -> UOp:
+def strip_casts(u: UOp) -> UOp:
   while u.op is Ops.CAST: u = u.src[0]
   return u
 
@@ -138,9 +138,9 @@ def match_matmul(ast: UOp) -> MatmulMatch | None:
   k = red.src[1]
   outs = [r for r in ranges if r.arg[1] == "global"]
   if k.arg[1] != "reduce" or len(outs) + 1 != len(ranges): return None
-  mul = _strip_casts(red.src[0])
+  mul = strip_casts(red.src[0])
   if mul.op is not Ops.MUL: return None
-  loads = [_strip_casts(s) for s in mul.src]
+  loads = [strip_casts(s) for s in mul.src]
   if any(ld.op is not Ops.LOAD or len(ld.src) != 1 or ld.src[0].op is not Ops.INDEX or ld.src[0].src[0].op is not Ops.DEFINE_GLOBAL
          for ld in loads): return None
   if loads[0].dtype != loads[1].dtype: return None

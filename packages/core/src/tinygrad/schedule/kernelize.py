@@ -62,9 +62,9 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp, policy: SplitPolicy | None = None, nest_sums: Callable[[UOp], bool] = lambda r: False) -> set[UOp]:
-  """The nodes that get a buffer. `policy`: what the targets do with reductions (row kernels on GPUs need GROUP).
-  `nest_sums(r)`: whether sum r may stay inline in a sum that reduces it further (_nests)."""
+def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
+  """The nodes that get a buffer. `policy`: what the targets do with reductions (row kernels on GPUs need GROUP; nested sums
+  only off GPUs, _nests)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
@@ -88,6 +88,7 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None, nest_sums: Calla
   # it would hold; then later reductions before earlier ones: softmax's sum is settled before the max inside it asks whether
   # it may fuse through it
   policy = policy or SplitPolicy()
+  def nest_sums(r: UOp) -> bool: return not policy.gpu(r.device if isinstance(r.device, str) else r.device[0])
   rows = broadcast_rows(nodes, policy)
   reductions = [n for n in reversed(nodes) if n.op is Ops.REDUCE_AXIS]
   for n in reductions:
@@ -363,7 +364,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
     whole = broadcast_rows(nodes, policy)  # reductions a row kernel may hold: not split
     def rewrite(n: UOp) -> UOp | None: return _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS and n not in whole else None
     sink, renamed = _substitute_tracking(sink, done, rewrite)
-  realize = find_realizes(sink, policy, lambda r: not policy.gpu(r.device if isinstance(r.device, str) else r.device[0]))
+  realize = find_realizes(sink, policy)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}

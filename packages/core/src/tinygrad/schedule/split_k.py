@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinygrad.codegen.tensor_core import strip_casts
 from tinygrad.dtype import DType
 from tinygrad.helpers import prod
 from tinygrad.uop.ops import Ops, UOp
@@ -30,14 +31,9 @@ class MatmulShape:
   dtype_in: DType
 
 
-def _strip_casts(u: UOp) -> UOp:
-  while u.op is Ops.CAST: u = u.src[0]
-  return u
-
-
 def _broadcast_axes(operand: UOp, shape: tuple[int, ...]) -> set[int] | None:
   """The axes along which `operand` (an EXPAND to `shape`, under casts) repeats its values, or None if it is not one."""
-  u = _strip_casts(operand)
+  u = strip_casts(operand)
   if u.op is not Ops.EXPAND or u.shape != shape: return None
   inner = u.src[0].shape
   return {i for i, (a, b) in enumerate(zip(inner, shape)) if a == 1 and b > 1}
@@ -54,7 +50,7 @@ def matmul_shape(r: UOp) -> MatmulShape | None:
   """`r` (a REDUCE_AXIS) as a matmul: an ADD over one axis of MUL(a, b) where a repeats along output axes that b doesn't and
   the other way round (a's own rows are m, b's columns n; axes neither repeats are batch). None for anything else."""
   op, axes = r.arg
-  x = _strip_casts(r.src[0])
+  x = strip_casts(r.src[0])
   if op is not Ops.ADD or len(axes) != 1 or x.op is not Ops.MUL or len(x.src) != 2: return None
   shape = x.shape
   if not all(isinstance(s, int) for s in shape): return None
