@@ -1,18 +1,24 @@
-"""The CPU device graph (graph.py): TinyJit replays with prepared ctypes calls, updated when inputs or var values change."""
+"""The CPU device graphs: TinyJit replays as one generated native function per thread (native_graph.py), or with prepared
+ctypes calls (graph.py, CPU_NATIVE_GRAPH=0); both updated when inputs or var values change."""
 import numpy as np
-from tinygrad import Device, Tensor, TinyJit, Variable
+import pytest
+from tinygrad import Context, Device, Tensor, TinyJit, Variable
 from tinygrad_backend_cpu.graph import CPUGraph
+from tinygrad_backend_cpu.native_graph import NativeCPUGraph, render_graph
+from tinygrad_backend_cpu.runtime import NATIVE_GRAPH, cpu_graph
 
 
-def test_jit_replays_through_the_cpu_graph_with_new_inputs_and_variables():
+@pytest.mark.parametrize("native", [1, 0])
+def test_jit_replays_through_the_cpu_graph_with_new_inputs_and_variables(native: int):
   n = Variable("n", 1, 64)
   @TinyJit
   def f(a: Tensor, b: Tensor, k) -> Tensor: return ((a + b).relu() * 2).shrink(((0, k),)).sum() + a.sum()
-  for k in [3, 5, 5, 7, 2, 64, 1, 9]:
-    a_np, b_np = np.random.randn(64).astype(np.float32), np.random.randn(64).astype(np.float32)
-    got = f(Tensor(a_np).realize(), Tensor(b_np).realize(), n.bind(k)).item()
-    np.testing.assert_allclose(got, (np.maximum(a_np + b_np, 0) * 2)[:k].sum() + a_np.sum(), rtol=1e-5, atol=1e-5)
-  assert Device[Device.DEFAULT].graph is CPUGraph and isinstance(f.graph.graph, CPUGraph)
+  with Context(CPU_NATIVE_GRAPH=native):
+    for k in [3, 5, 5, 7, 2, 64, 1, 9]:
+      a_np, b_np = np.random.randn(64).astype(np.float32), np.random.randn(64).astype(np.float32)
+      got = f(Tensor(a_np).realize(), Tensor(b_np).realize(), n.bind(k)).item()
+      np.testing.assert_allclose(got, (np.maximum(a_np + b_np, 0) * 2)[:k].sum() + a_np.sum(), rtol=1e-5, atol=1e-5)
+  assert Device[Device.DEFAULT].graph is cpu_graph and isinstance(f.graph.graph, NativeCPUGraph if native else CPUGraph)
 
 
 def test_threaded_kernel_in_the_graph():
@@ -26,3 +32,42 @@ def test_threaded_kernel_in_the_graph():
     np.testing.assert_allclose(f(w, Tensor(x_np).realize()).numpy(), np.maximum(w_np @ x_np, 0), rtol=1e-4, atol=1e-4)
   launches = f.graph.launches
   assert any(lc.global_size[0] > 1 for lc in launches) or Device.renderer(Device.DEFAULT).threads == 1
+
+
+@pytest.mark.parametrize("native", [1, 0])
+def test_split_and_single_kernels_interleaved(native: int):
+  """Kernels split over threads between kernels that run on one core: each reads what the one before it wrote (the
+  barriers between them are what makes that hold in the native graph)."""
+  w_np = np.random.randn(1024, 512).astype(np.float32)
+  w = Tensor(w_np).realize()
+  @TinyJit
+  def f(x: Tensor) -> Tensor:
+    h = (w @ x).relu().contiguous()        # split (big)
+    h = (h * 2 + 1).contiguous()           # small: one core
+    return (w.T @ h).sum().contiguous() + h.max()  # split, then small reductions
+  with Context(CPU_NATIVE_GRAPH=native):
+    for _ in range(5):
+      x_np = np.random.randn(512, 1).astype(np.float32)
+      h_ref = np.maximum(w_np @ x_np, 0) * 2 + 1
+      np.testing.assert_allclose(f(Tensor(x_np).realize()).item(), (w_np.T @ h_ref).sum() + h_ref.max(), rtol=1e-3)
+  assert isinstance(f.graph.graph, NativeCPUGraph if native else CPUGraph)
+
+
+def test_render_graph_barriers_only_where_threads_meet():
+  """Between two kernels on core 0 no barrier; before and after a split kernel one; a kernel split over fewer threads than
+  the team runs on the first cores only; the barriers count arrivals (team x barriers so far)."""
+  src = render_graph([(2, 0, 1), (2, 1, 1), (3, 0, 2), (2, 0, 2), (1, 0, 1)], team=2)
+  assert src.count("call void @tg_barrier") == 3
+  assert "i32 2)" in src and "i32 4)" in src and "i32 6)" in src
+  assert src.count("br i1 %is0") == 3 and "%core)" in src
+  four = render_graph([(1, 0, 2), (1, 0, 4)], team=4)
+  assert "icmp ult i32 %core, 2" in four and four.count("call void @tg_barrier") == 1
+  assert "tg_barrier" not in render_graph([(1, 0, 1), (1, 0, 1)], team=1).split("define internal")[0]
+
+
+def test_native_graph_is_the_default_and_can_be_turned_off():
+  assert NATIVE_GRAPH.value == 1
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x + 1).sum()
+  for _ in range(3): f(Tensor.ones(8).contiguous().realize())
+  assert isinstance(f.graph.graph, NativeCPUGraph)

@@ -64,15 +64,16 @@ def test_linear_matches_numpy_on_odd_shapes(type_name, rows):
 
 def test_nibble_shifts_are_not_a_buffer():
   """The shift amounts that unpack nibbles are computed in the kernel: a Q4_1 matrix-vector product reads only x and the
-  weight's bytes (on a CPU: x as int16 with one scale per block, and x's block sums: model.block_dot); a shift table in memory
+  weight's bytes (on a CPU: x, as int16 with one scale per block in block_dot's form 1, and x's block sums); a shift table in memory
   made every unpack a guarded variable shift."""
   from tinygrad import Device, TinyJit
-  from tinygrad.llm.model import QuantWeight, fuses_cheaply, linear
+  from tinygrad.llm.model import QuantWeight, block_dot_form, fuses_cheaply, linear
   w = QuantWeight(Tensor(random_blocks("Q4_1", 4 * 2).reshape(-1)).realize(), "Q4_1", (4, 64))
   f = TinyJit(lambda x: linear(x, w).contiguous())
   for _ in range(3): f(Tensor.ones(1, 1, 64).contiguous().realize())
   matvec = [ei for ei, _ in f.captured if ei.runner is not None and ei.runner.spec.name.startswith("r_4_")]
-  n_x = 3 if not fuses_cheaply(Device.DEFAULT) else 1  # x: as int16, its scales and block sums; or x itself
+  # x: as int16 and its scales, or in float32; its block sums (Q4_1's offsets); on a GPU x itself
+  n_x = 1 if fuses_cheaply(Device.DEFAULT) else 3 if block_dot_form() == 1 else 2
   assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 2 + n_x  # out, x, raw
 
 
@@ -141,3 +142,14 @@ def test_x_int16_rounds_each_block():
   xq_np, dx_np = xq.numpy(), dx.numpy()
   assert xq_np.dtype == np.int16 and np.abs(xq_np[0, :2]).max(-1).tolist() == [32767, 32767] and not xq_np[0, 2].any()
   assert np.all(np.abs(xq_np * dx_np[..., None] - x) <= dx_np[..., None] * 0.5001)
+
+
+def test_block_dot_form_by_cpu(monkeypatch):
+  """BLOCK_DOT set wins; unset (-1), int16 x on AMD cores (fast horizontal integer sums), float x elsewhere."""
+  from tinygrad.helpers import Context
+  from tinygrad.llm import model
+  with Context(BLOCK_DOT=0): assert model.block_dot_form() == 0
+  with Context(BLOCK_DOT=1): assert model.block_dot_form() == 1
+  for vendor, form in (("AuthenticAMD", 1), ("GenuineIntel", 2), ("", 2)):
+    monkeypatch.setattr(model, "_cpu_vendor", lambda vendor=vendor: vendor)
+    with Context(BLOCK_DOT=-1): assert model.block_dot_form() == form

@@ -7,15 +7,18 @@ calls to libm. Either way no system linker is needed.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.device.plugin import Allocator, Compiled, Target
+from tinygrad.device.plugin import Allocator, Compiled, KernelLaunch, Target
+from tinygrad.helpers import ContextVar
 
 from tinygrad_backend_cpu.elf import LoadedObject, UnsupportedObject, load_object
 from tinygrad_backend_cpu.graph import CPUGraph
+from tinygrad_backend_cpu.native_graph import NativeCPUGraph
 from tinygrad_backend_cpu.threadpool import run_parallel
 
 
@@ -52,6 +55,8 @@ class CPUAllocator(Allocator):
 if TYPE_CHECKING:
   import llvmlite.binding as llvm
 
+  from tinygrad_backend_cpu.llvmir import LLVMCompiler
+
 _engine: llvm.ExecutionEngine | None = None
 
 
@@ -78,6 +83,7 @@ class CPUProgram:
     except (UnsupportedObject, KeyError):
       self._image = None
       addr = self._load_mcjit(name, lib)
+    self.address = addr  # for native graphs (native_graph.py), which call kernels through pointers
     self.fxn = ctypes.CFUNCTYPE(None)(addr)
 
   def _load_mcjit(self, name: str, lib: bytes) -> int:
@@ -107,9 +113,26 @@ class CPUProgram:
     return lambda: fxn(*args)
 
 
+NATIVE_GRAPH = ContextVar("CPU_NATIVE_GRAPH", 1)  # 0: replay TinyJit's kernels one Python call each (graph.py)
+
+
+def cpu_graph(launches: list[KernelLaunch]) -> NativeCPUGraph | CPUGraph:
+  """TinyJit's graph on the CPU: native (one generated function per thread, native_graph.py) where LLVM can compile it, else
+  the launches as prepared Python calls."""
+  from tinygrad_backend_cpu.llvmir import llvm_available
+  if NATIVE_GRAPH.value and llvm_available() is None: return NativeCPUGraph(launches, _graph_compiler().compile_cached, CPUProgram)
+  return CPUGraph(launches)
+
+
+@functools.cache
+def _graph_compiler() -> LLVMCompiler:
+  from tinygrad_backend_cpu.llvmir import LLVMCompiler
+  return LLVMCompiler(opt=0)  # the graph is loads and calls: nothing for the optimizer to do, and 0.45 -> 0.03 s per 640 launches
+
+
 class CPUDevice(Compiled):
   def __init__(self, device: str):
-    super().__init__(device, CPUAllocator(), CPUProgram, graph=CPUGraph)
+    super().__init__(device, CPUAllocator(), CPUProgram, graph=cpu_graph)
 
 
 def open_cpu(index: int, target: Target) -> CPUDevice:

@@ -35,7 +35,9 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       # CPU matrix-vector products (and the like): every output reads its own slice of the biggest input, so register
       # blocking saves nothing on it and turns its contiguous loads into strided ones; vectorize along the reduction instead
       opts.extend(_unroll_each_reduce(ast))
-      # these run at a few GFLOP/s per core: below ~1M loop iterations (~100 us) starting the threads costs more than they save
+      # below ~128k loop iterations (~10-20 us) starting the threads costs more than they save. In a TinyJit replay on the
+      # CPU threads meet at a spinning barrier (backend-cpu native_graph.py), so the bound is low: SmolLM2's decode matvecs of
+      # 576 x 576..1536 split over 2 cores, 89 -> 135 tok/s (bound 1M before: threads then woke per kernel, ~25-70 us)
       if _loop_work(ast) < MATVEC_THREAD_WORK: threads = 1
     elif not gpu and n_reduces == 1 and (unrolls := _unroll_each_reduce(ast)) and (shared := _contiguous_shared_operand(ast)) is not None:
       # a matrix times a few vectors (x @ W.T, W in rows): W's rows are contiguous along the reduction, so vectorize along it
@@ -169,7 +171,7 @@ def _blocking_order(ast: UOp, outs: list[UOp]) -> list[UOp]:
   return [o for o in outs[:-1] if o is not best] + [best, inner]
 
 
-MATVEC_THREAD_WORK = 1 << 20
+MATVEC_THREAD_WORK = 1 << 17
 SHARED_THREAD_BYTES = 4 << 20  # a matrix every thread reads whole: at most this big (it stays in a shared cache)
 
 

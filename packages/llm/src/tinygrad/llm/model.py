@@ -27,7 +27,22 @@ from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
-BLOCK_DOT = ContextVar("BLOCK_DOT", 1)  # a CPU matrix-vector product: 0 dequantizes each weight; 1, 2: block_dot's two forms
+BLOCK_DOT = ContextVar("BLOCK_DOT", -1)  # a CPU matrix-vector product: 0 dequantizes each weight; 1, 2: block_dot's two forms; -1: by CPU
+
+
+@functools.cache
+def _cpu_vendor() -> str:
+  try:
+    with open("/proc/cpuinfo") as f: return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("vendor_id")), "")
+  except OSError: return ""
+
+
+def block_dot_form() -> int:
+  """BLOCK_DOT, or where unset (-1) the faster form on this CPU. int16 x (1) sums each block's products horizontally, shuffles
+  that AMD's Zen cores issue on several ports and Intel's on one: measured 1.1-1.2x faster than float x (2) per product on an
+  AMD EPYC (bench/llm_matvec.py), 1.8x slower in SmolLM2's decode on an Intel Xeon with AVX-512 (bench/README.md)."""
+  if BLOCK_DOT.value >= 0: return BLOCK_DOT.value
+  return 1 if _cpu_vendor() == "AuthenticAMD" else 2
 PANEL_MIN_ROWS = 16  # a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
@@ -196,7 +211,7 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
     if not fuses_cheaply(x.device): x = x.contiguous()
     # one row (a decode step) on a CPU: llama.cpp's form. Several rows keep the form below (its kernel reuses each decoded weight
     # for every row; block_dot's nested sums would take the register-blocking heuristics, not tuned for them)
-    if w.type_name in BLOCK_PARTS and math.prod(x.shape[:-1]) == 1 and not fuses_cheaply(x.device) and BLOCK_DOT.value:
+    if w.type_name in BLOCK_PARTS and math.prod(x.shape[:-1]) == 1 and not fuses_cheaply(x.device) and block_dot_form():
       return _finish(block_dot(x, w), scale, bias)
     wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
@@ -222,7 +237,7 @@ def block_dot(x: Tensor, w: QuantWeight) -> Tensor:
   q, d, m = BLOCK_PARTS[w.type_name](w.raw.reshape(-1, type_size))
   q, d = q.reshape(n_out, k // block, block), d.reshape(n_out, k // block)
   xb = x.reshape(*x.shape[:-1], 1, k // block, block)
-  if BLOCK_DOT.value == 1:
+  if block_dot_form() == 1:
     xq, dx = x_int16(xb)
     out = (xq.cast(dtypes.int32) * q.cast(dtypes.int32)).sum(-1).cast(dtypes.float32) * (d * dx)
   else: out = (xb * q.cast(dtypes.float32)).sum(-1) * d
