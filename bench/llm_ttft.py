@@ -14,6 +14,7 @@ the same process: prefill and sample from captures already made). Counts over th
 kernels lowered here and compiled here (the compile pool's workers lower and compile in their own processes: `pool_kernels`),
 program-cache hits and misses here, layers recorded and replayed (`layer_reuse`, tinygrad/reuse.py; REUSE=0 turns it off). On NULL there is no token to read back: the sample is computed, not read.
 Prints one JSON object. No peer: llama.cpp's TTFT is in bench/llm_decode.py's figures. Not a test, no time asserts.
+TTFT_PROFILE=DIR runs each case's process under cProfile and writes DIR/<case>.prof (its phases then include the profiler's cost).
 """
 from __future__ import annotations
 
@@ -109,9 +110,9 @@ def reuse_stats() -> dict[str, int]:
   return reuse.stats
 
 
-def run_case(path: str, max_context: int, cache: str, env: dict[str, str]) -> dict[str, Any]:
+def run_case(path: str, max_context: int, cache: str, case: str, env: dict[str, str]) -> dict[str, Any]:
   out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path, str(max_context)], capture_output=True, text=True,
-                       env={**os.environ, "COMPILE_WORKER": "1", "CACHEDB": cache, **env}, timeout=1800)
+                       env={**os.environ, "COMPILE_WORKER": "1", "CACHEDB": cache, "TTFT_CASE": case, **env}, timeout=1800)
   last = next((line for line in reversed(out.stdout.splitlines()) if line.startswith("{")), None)
   if out.returncode != 0 or last is None: return {"error": (out.stderr or out.stdout)[-2000:]}
   return json.loads(last)
@@ -119,7 +120,12 @@ def run_case(path: str, max_context: int, cache: str, env: dict[str, str]) -> di
 
 def main() -> None:
   if len(sys.argv) > 1 and sys.argv[1] == "--child":
-    print(json.dumps(child(sys.argv[2], int(sys.argv[3]))))
+    if (prof_dir := os.environ.get("TTFT_PROFILE")):  # where the time goes: the child under cProfile, stats to DIR/CASE.prof
+      import cProfile
+      with cProfile.Profile() as prof: res = child(sys.argv[2], int(sys.argv[3]))
+      prof.dump_stats(os.path.join(prof_dir, f"{os.environ.get('TTFT_CASE', 'case')}.prof"))
+    else: res = child(sys.argv[2], int(sys.argv[3]))
+    print(json.dumps(res))
     return
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
@@ -132,7 +138,7 @@ def main() -> None:
   results: dict[str, Any] = {}
   with tempfile.TemporaryDirectory() as tmp:
     cache = os.path.join(tmp, "cache.db")
-    for case in args.cases.split(","): results[case] = run_case(path, args.max_context, cache, CASES[case])
+    for case in args.cases.split(","): results[case] = run_case(path, args.max_context, cache, case, CASES[case])
   print(json.dumps({"bench": "llm_ttft", "model": os.path.basename(path), "device": os.environ.get("DEV", ""), **results}))
 
 
