@@ -165,7 +165,7 @@ def test_cpu_few_vectors_thread_over_the_vectors_while_w_fits_in_cache():
   small, big = (_ast_of(Tensor.empty(32, 576) @ Tensor.empty(n, 576).T) for n in (1024, 4096))  # W: 2.4 MB, 9.4 MB
   assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(small, threads=2)
   assert not any(o.op is OptOps.THREAD for o in hand_coded_opts(big, threads=2))
-  tiny = _ast_of(Tensor.empty(32, 64) @ Tensor.empty(256, 64).T)  # 0.5M multiply-adds
+  tiny = _ast_of(Tensor.empty(8, 32) @ Tensor.empty(256, 32).T)  # 65k multiply-adds (heuristics.MATVEC_THREAD_WORK: 128k)
   assert Opt(OptOps.UPCAST, 0, 8) in (opts := hand_coded_opts(tiny, threads=2)) and not any(o.op is OptOps.THREAD for o in opts)
 
 

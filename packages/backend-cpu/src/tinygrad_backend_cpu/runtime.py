@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tinygrad.device.plugin import Allocator, Compiled, KernelLaunch, Target
-from tinygrad.helpers import ContextVar
+from tinygrad.device.plugin import Allocator, Compiled, ContextVar, KernelLaunch, Target
 
 from tinygrad_backend_cpu.elf import LoadedObject, UnsupportedObject, load_object
 from tinygrad_backend_cpu.graph import CPUGraph
