@@ -195,6 +195,25 @@ def test_plan_shares_intermediates_and_replays_match(capture_after):
   assert n_bufs == 10 and n_blocks == 4
 
 
+def _chain_ref(a: np.ndarray, n: int, k: float = 1.5) -> np.ndarray:
+  for i in range(n): a = a * k + i
+  return a
+
+
+def test_a_jitted_function_called_inside_another_one():
+  """The inner TinyJit runs as plain code while the outer one captures, so the outer capture holds its kernels as its own
+  (replaying the inner capture there gave wrong sums from the third call on: the two captures shared ExecItems and each
+  memory plan rewrote the other's buffers)."""
+  inner = TinyJit(lambda a: _chain(a, 6).contiguous())
+  @TinyJit
+  def outer(a: Tensor) -> Tensor:
+    h = _chain(a, 5)  # intermediates of its own, alive across the inner call
+    return (h + inner(a * 2)).sum()
+  for _ in range(5):
+    a_np = np.random.randn(64).astype(np.float32)
+    np.testing.assert_allclose(outer(Tensor(a_np).realize()).item(), (_chain_ref(a_np, 5) + _chain_ref(a_np * 2, 6)).sum(), rtol=1e-4)
+
+
 def test_plan_off_keeps_one_buffer_each():
   from tinygrad.helpers import Context
   with Context(JIT_PLAN=0):

@@ -87,6 +87,9 @@ class TinyJit(Generic[ReturnType]):
     needs = [t for _, t in tensors if not (is_contiguous_buffer(t.uop) or is_realized_multi(t.uop))]  # multi: sharded inputs
     for t in needs: t.replace(t.contiguous())
     Tensor.realize_all(*(t for _, t in tensors))
+    # called while another TinyJit captures: run as plain code, so that capture records these kernels as its own (a replay of
+    # this one's items inside it would share their ExecItems and buffers with this capture, and each plan would rewrite the other's)
+    if any(c.jit for c in realize.capturing): return self._run_and_realize(args, kwargs)
     if not JIT.value or self.cnt < self.capture_after:
       self.cnt += 1
       return self._run_and_realize(args, kwargs)
