@@ -119,7 +119,9 @@ class ReduceMixin(MovementMixin):
     return m, e, e.sum(axis, keepdim=True)
   def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
     _, e, s = self._softmax_parts(axis, dtype)
-    return e / s
+    # times 1/sum, once per row: e / s divides every element (an IEEE division: ~10 instructions on a GPU, one slow vector
+    # divide on a CPU); softmax over 1024-column rows on the H200 ran at 0.67x torch with it, log_softmax at 1.0x
+    return e * s.reciprocal()
   def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
     """softmax of -x (torch.nn.functional.softmin, tinygrad's Tensor.softmin)."""
     return (-self).softmax(axis, dtype)
