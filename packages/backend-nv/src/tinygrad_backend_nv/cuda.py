@@ -8,6 +8,7 @@ no FMA contraction (--fmad=false) except where the IR asks for MULACC.
 """
 from __future__ import annotations
 
+import os
 import re
 
 from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
@@ -205,7 +206,7 @@ class CUDARenderer(CStyleRenderer):
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
     vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
-    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32) and not tc.smem_operands]
+    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32) and not tc.smem_operands and not tc.fma]
     mmas += [(f"tg_{tc.name}<", wgmma.cuda_helper(tc.name, tc.dims[1], tc.extra["ptx_type"], self.render_dtype(tc.dtype_in)))
              for tc in self.tensor_cores if tc.smem_operands]
     wides = [(f"floatx{n}", f"struct __align__(16) floatx{n} {{ float v[{n}]; }};") for n in _WIDE_FLOATS]
@@ -232,6 +233,7 @@ class CUDARenderer(CStyleRenderer):
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
     # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
     if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
+    if (mb := int(os.environ.get("FMA_MIN_BLOCKS", "0"))) and shared and not any(u.op is Ops.WMMA for u in uops): bounds = f"{threads}, {mb}"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import replace
 
-from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes
+from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes, fma_tensor_core
 
 from tinygrad_backend_nv import wgmma
 
@@ -88,6 +88,24 @@ def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, asyn
                     async_copy=async_copy, tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER)
 
 
+# float32 matmuls without tf32: core's fma spec (an outer product of FFMAs per lane, A and B staged in shared memory).
+# Indexed by Opt(TC, _, amount): append only. SIMT_GEMM=0: the register-blocked kernel of the heuristics instead
+SIMT_GEMM = ContextVar("SIMT_GEMM", 1)
+FMA_TILE_CONFIGS: tuple[TileConfig, ...] = (
+  TileConfig(128, 128, 8, 4, 2),    # 256 threads of 8x8 (warp tiles 32x64)
+  TileConfig(128, 128, 16, 4, 2),
+  TileConfig(128, 256, 8, 4, 2),    # 8x16 a thread
+  TileConfig(256, 128, 8, 4, 2),    # 16x8 a thread
+  TileConfig(64, 128, 8, 2, 2),     # 128 threads of 8x8
+  TileConfig(128, 64, 8, 4, 1),
+  TileConfig(64, 64, 8, 2, 1),      # 64 threads of 8x8
+)
+FMA_TILE_ORDER: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+
+
+def _fma() -> TensorCore: return fma_tensor_core(dtypes.float32, FMA_TILE_CONFIGS, tile_order=FMA_TILE_ORDER, opt_in=SIMT_GEMM)
+
+
 def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N8K8_F16, B_M16N8K8_F16, min_arch=75)]
 
 
@@ -95,7 +113,7 @@ def _sm80() -> list[TensorCore]:
   # sm_80+ copies global -> shared asynchronously (cp.async)
   return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80, async_copy=True),
           _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80, async_copy=True),
-          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", async_copy=True)]
+          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", async_copy=True), _fma()]
 
 
 def _sm89() -> list[TensorCore]:
