@@ -99,8 +99,10 @@ FMA_TILE_CONFIGS: tuple[TileConfig, ...] = (
   TileConfig(64, 128, 8, 2, 2),     # 128 threads of 8x8
   TileConfig(128, 64, 8, 4, 1),
   TileConfig(64, 64, 8, 2, 1),      # 64 threads of 8x8
+  TileConfig(64, 128, 16, 2, 2),
+  TileConfig(128, 64, 16, 4, 1),
 )
-FMA_TILE_ORDER: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6)
+FMA_TILE_ORDER: tuple[int, ...] = (0, 1, 2, 3, 4, 5, 6, 7, 8)
 
 
 def _fma() -> TensorCore: return fma_tensor_core(dtypes.float32, FMA_TILE_CONFIGS, tile_order=FMA_TILE_ORDER, opt_in=SIMT_GEMM)
