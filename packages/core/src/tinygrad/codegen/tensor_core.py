@@ -35,6 +35,12 @@ batch (fenced before the first, committed after the last) that may run on while 
 (TC_INFLIGHT=1): copies then run stages-2 tiles ahead, and the BARRIER arg (groups, batches) says what may still fly.
 The accumulator rows and columns are fit as affine in the lane's bits (16 * warp + groupID, ...).
 
+A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
+product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
+8x8 block of 2x2 instruction tiles, both operand tiles stored k-major (A transposed on its way through registers: no
+async copies) so that a fragment, 4 neighbouring rows or columns of one k, is one 16-byte shared load, double-buffered
+with one BARRIER per k tile, and int32 global indices wherever the buffers allow (the AST is int64 once M*N*K >= 2**31).
+
 The layout tables are fit as affine functions of groupID = lane >> s and threadID = lane & (2**s - 1) (asserted over
 all lanes), with the smallest split s that fits every table of the spec: NVIDIA's mma fragments need s = 2, AMD's
 WMMA/MFMA ones (a row or column per lane % 16, a k or row group per lane // 16) s = 4. The same code serves every
