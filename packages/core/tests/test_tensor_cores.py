@@ -206,16 +206,19 @@ def test_fma_program_shape() -> None:
     (opt,) = prog.opts
     tc = renderer.tensor_cores[opt.axis]
     cfg = tc.tile_configs[opt.amount]
-    assert opt.op is OptOps.TC and tc.fma and (cfg.bm, cfg.bn, cfg.bk) == (128, 128, 8)
+    assert opt.op is OptOps.TC and tc.fma and cfg.bk >= 8
     uops, gsz, lsz = lower_kernel_with_dims(item.ast, renderer, prog.opts)
-  assert gsz == (8, 8, 1) and lsz == (32, 8, 1)
+  threads = cfg.warps * 32
+  assert gsz == (1024 // cfg.bn, 1024 // cfg.bm, 1) and lsz == (32, cfg.warps, 1)
+  assert cfg.bm // cfg.warps_m == 32 and cfg.bn // cfg.warps_n == 64  # warp tiles of 32x64: 8x8 a lane
   loop = uops[uops.index(next(u for u in uops if u.op is Ops.RANGE)):]
   def space(u) -> str: return getattr(u.src[0].dtype, "addrspace", "")
   local_loads = [u for u in loop if u.op is Ops.LOAD and space(u) == "local"]
   assert len(local_loads) == 4 * cfg.bk and all(u.dtype == dt.vec(4) for u in local_loads)  # 2 for A, 2 for B per k
   assert sum(u.op is Ops.MULACC for u in loop) == 64 * cfg.bk
   stores = [u for u in loop if u.op is Ops.STORE and space(u) == "local"]
-  assert sorted(u.src[1].dtype.count for u in stores) == [1, 1, 1, 1, 4]
+  a_vecs, b_vecs = cfg.bm * cfg.bk // 4 // threads, cfg.bn * cfg.bk // 4 // threads
+  assert sorted(u.src[1].dtype.count for u in stores) == [1] * (4 * a_vecs) + [4] * b_vecs
   assert {u.src[0].src[1].dtype for u in loop if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL} == {dtypes.int32}
 
 

@@ -8,7 +8,6 @@ no FMA contraction (--fmad=false) except where the IR asks for MULACC.
 """
 from __future__ import annotations
 
-import os
 import re
 
 from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
@@ -233,7 +232,6 @@ class CUDARenderer(CStyleRenderer):
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
     # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
     if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
-    if (mb := int(os.environ.get("FMA_MIN_BLOCKS", "0"))) and shared and not any(u.op is Ops.WMMA for u in uops): bounds = f"{threads}, {mb}"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
