@@ -88,6 +88,10 @@ def test_tensor_core_layouts_are_bijections(arch: str) -> None:
       _bijective(tc.c_layout, m, n, 128)
       assert tc.threads == 128 and tc.dtype_out == dtypes.float32 and not tc.a_layout and not tc.b_layout and tc.opt_in is not None
       continue
+    if tc.fma:  # core's outer product of FFMAs (float32 without tf32): a lane's rows/columns are shared by its row/column group
+      _bijective(tc.c_layout, m, n, tc.threads)
+      assert tc.dtype_in == tc.dtype_out == dtypes.float32 and tc.opt_in is not None and k == 1
+      continue
     _bijective(tc.a_layout, m, k, tc.threads)
     _bijective(tc.b_layout, k, n, tc.threads)
     _bijective(tc.c_layout, m, n, tc.threads)
@@ -101,7 +105,7 @@ def test_tensor_core_layouts_are_bijections(arch: str) -> None:
 def test_tensor_core_sets_per_arch() -> None:
   def kinds(arch: str) -> set[tuple]: return {(tc.dims, tc.dtype_in) for tc in tensor_cores_for(arch)}
   assert kinds("sm_75") == {((16, 8, 8), dtypes.float16)}
-  sm80 = {((16, 8, 16), dtypes.float16), ((16, 8, 16), dtypes.bfloat16), ((16, 8, 8), dtypes.float32)}
+  sm80 = {((16, 8, 16), dtypes.float16), ((16, 8, 16), dtypes.bfloat16), ((16, 8, 8), dtypes.float32), ((16, 32, 1), dtypes.float32)}
   assert kinds("sm_80") == kinds("sm_86") == sm80
   fp8 = {((16, 8, 32), dtypes.fp8e4m3), ((16, 8, 32), dtypes.fp8e5m2)}
   assert kinds("sm_89") == kinds("sm_90") == sm80 | fp8

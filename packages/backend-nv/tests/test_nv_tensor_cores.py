@@ -76,6 +76,36 @@ def test_tf32_compiles_when_allowed(rname: str) -> None:
       assert len(renderer.compiler.compile(tc[0].src)) > 0
 
 
+@pytest.mark.parametrize("rname", ["CUDA", "PTX"])
+def test_fp32_fma_compiles(rname: str) -> None:
+  """float32 without tf32: core's fma spec (FFMAs from shared-memory tiles, no mma), as fma.rn in both renderers."""
+  renderer = _renderer(rname, "sm_90")
+  with Context(DEV=f"NULL:{rname}:sm_90"):
+    items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, True).uop])
+    (prog,) = [p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if p.opts and p.opts[0].op is OptOps.TC]
+  assert renderer.tensor_cores[prog.opts[0].axis].fma and not any(u.op is Ops.WMMA for u in prog.uops)
+  assert "mma" not in prog.src and prog.src.count("fmaf(" if rname == "CUDA" else "fma.rn.f32") >= 64 * 8
+  assert len(renderer.compiler.compile(prog.src)) > 0
+
+
+def test_fp32_fma_tiles_by_waves() -> None:
+  """The fma configs' measured rates and the H200's 132 SMs pick 64x128x16 tiles for big matmuls and 64x64 where bigger
+  tiles leave SMs idle (512^3, 128 rows); SIMT_GEMM=0 gives the register-blocked kernel; a shape that doesn't tile too."""
+  from tinygrad.codegen.program import default_opts
+  from tinygrad_backend_nv.tensor_cores import FMA_TILE_CONFIGS
+  renderer = _renderer("CUDA", "sm_90a")
+  def tile(m: int, n: int, k: int) -> tuple | None:
+    with Context(DEV="NULL:CUDA:sm_90a"): items = _graph((m, k), (k, n), dtypes.float32, False).schedule()  # the GPU's policy
+    opts = default_opts(items[-1].ast, renderer)
+    if not opts or opts[0].op is not OptOps.TC: return None
+    cfg = FMA_TILE_CONFIGS[opts[0].amount]
+    return cfg.bm, cfg.bn, cfg.bk
+  assert tile(4096, 4096, 4096) == tile(8192, 8192, 8192) == (64, 128, 16)
+  assert tile(512, 512, 512) == tile(128, 4096, 4096) == (64, 64, 8)
+  assert tile(96, 40, 72) is None
+  with Context(SIMT_GEMM=0): assert tile(4096, 4096, 4096) is None
+
+
 # tile configs whose shared memory is above 48 KB: CUDA C only, as dynamic shared memory
 BIG_TILES = [c for c, cfg in enumerate(CONFIGS) if cfg.stages > 2]
 

@@ -149,3 +149,87 @@ def test_int64_global_indices_compute_the_same(monkeypatch) -> None:
     prog = next(p for p in _programs(out) if any(u.op is Ops.WMMA for u in p.uops))
     assert {u.src[1].dtype for u in prog.uops if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL} == {dtypes.int64}
     _check(out, np.maximum(an @ bn + cn, 0), dt, True)
+
+
+# ---- float32 without tf32: core's fma spec (an outer product of multiply-adds per lane, the plugin's tile configs)
+
+def _fma_programs(out: Tensor) -> list:
+  return [p for p in _programs(out) if any(o.op is OptOps.TC for o in p.opts)]
+
+
+def test_fma_spec_pairs_fragments_like_a_matmul() -> None:
+  """Each lane's C element (r, c) adds A's (r, k) times B's (k, c): the pairing fma_outer expands, from the layouts."""
+  from tinygrad.codegen.tensor_core import _fma_terms, _lane_split
+  from tinygrad.renderer import fma_tensor_core
+  tc = fma_tensor_core(dtypes.float32, ())
+  assert tc.fma and tc.dims == (16, 32, 1) and tc.threads == 32 and _lane_split(tc) == 3
+  terms = _fma_terms(tc)
+  assert len(terms) == 16 and all(len(t) == 1 for t in terms)
+  for lane in range(32):
+    for e, ((ia, ib),) in enumerate(terms): assert (tc.a_layout[lane][ia][0], tc.b_layout[lane][ib][1]) == tc.c_layout[lane][e]
+
+
+@pytest.mark.parametrize("config", [6, 4])
+def test_fma_matmul(config: int) -> None:
+  """float32 matmuls tile on the fma spec (no tf32): exact float32 products, A and B through shared memory, no WMMA."""
+  dt = dtypes.float32
+  with Context(DEV="PYTHON::sm_80", TC_CONFIG=config):  # 64x64 tiles of 2 warps / 64x128 of 4
+    (a, an), (b, bn), (c, cn) = _rand((128, 16), dt, 30), _rand((16, 128), dt, 31), _rand((128,), dt, 32)
+    out = ((a @ b) + c).relu()
+    (prog,) = _fma_programs(out)
+    assert not any(u.op is Ops.WMMA for u in prog.uops) and any(u.op is Ops.DEFINE_LOCAL for u in prog.uops)
+    np.testing.assert_allclose(out.numpy(), np.maximum(an @ bn + cn, 0), atol=1e-5, rtol=1e-5)
+
+
+def test_fma_batched_and_transposed() -> None:
+  dt = dtypes.float32
+  with Context(DEV="PYTHON::sm_80", TC_CONFIG=6):
+    (a, an), (b, bn) = _rand((2, 64, 8), dt, 33), _rand((2, 8, 64), dt, 34)
+    assert _fma_programs(a @ b)
+    np.testing.assert_allclose((a @ b).numpy(), an @ bn, atol=1e-5, rtol=1e-5)
+    (a, an), (b, bn) = _rand((16, 64), dt, 35), _rand((64, 16), dt, 36)  # A contiguous along M, B along K: both transposed
+    assert _fma_programs(a.T @ b.T)
+    np.testing.assert_allclose((a.T @ b.T).numpy(), an.T @ bn.T, atol=1e-5, rtol=1e-5)
+
+
+def test_fma_program_shape() -> None:
+  """The lowered program, on its own: per thread and k tile one float4 shared load per 4-row/4-column fragment, one
+  MULACC per accumulator and k, A (contiguous along K) stored transposed into its k-major tile as scalars, B as float4;
+  int32 global loads although the AST indexes in int64 (M*N*K >= 2**31; the epilogue's stores keep its dtype)."""
+  from tinygrad.codegen.program import lower_kernel_with_dims
+  dt = dtypes.float32
+  with Context(DEV="PYTHON::sm_80", PACK_PANELS=0):  # (PYTHON is CPU-style: it would copy B into panels, schedule/pack.py)
+    a, b = Tensor.empty(1024, 2048, dtype=dt), Tensor.empty(2048, 1024, dtype=dt)
+    (item,) = create_schedule([(a @ b).uop])[0]
+    renderer = Device.renderer(Device.DEFAULT)
+    prog = get_program(item.ast, renderer)
+    (opt,) = prog.opts
+    tc = renderer.tensor_cores[opt.axis]
+    cfg = tc.tile_configs[opt.amount]
+    assert opt.op is OptOps.TC and tc.fma and cfg.bk >= 8
+    uops, gsz, lsz = lower_kernel_with_dims(item.ast, renderer, prog.opts)
+  threads = cfg.warps * 32
+  assert gsz == (1024 // cfg.bn, 1024 // cfg.bm, 1) and lsz == (32, cfg.warps, 1)
+  assert cfg.bm // cfg.warps_m == 32 and cfg.bn // cfg.warps_n == 64  # warp tiles of 32x64: 8x8 a lane
+  loop = uops[uops.index(next(u for u in uops if u.op is Ops.RANGE)):]
+  def space(u) -> str: return getattr(u.src[0].dtype, "addrspace", "")
+  local_loads = [u for u in loop if u.op is Ops.LOAD and space(u) == "local"]
+  assert len(local_loads) == 4 * cfg.bk and all(u.dtype == dt.vec(4) for u in local_loads)  # 2 for A, 2 for B per k
+  assert sum(u.op is Ops.MULACC for u in loop) == 64 * cfg.bk
+  stores = [u for u in loop if u.op is Ops.STORE and space(u) == "local"]
+  a_vecs, b_vecs = cfg.bm * cfg.bk // 4 // threads, cfg.bn * cfg.bk // 4 // threads
+  assert sorted(u.src[1].dtype.count for u in stores) == [1] * (4 * a_vecs) + [4] * b_vecs
+  assert {u.src[0].src[1].dtype for u in loop if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL} == {dtypes.int32}
+
+
+def test_fma_fallbacks() -> None:
+  """A float32 matmul that doesn't tile (or SIMT_GEMM=0) keeps the register-blocked kernel of the heuristics."""
+  dt = dtypes.float32
+  with Context(DEV="PYTHON::sm_80"):
+    (a, an), (b, bn) = _rand((96, 40), dt, 37), _rand((40, 72), dt, 38)
+    assert not _fma_programs(a @ b)
+    np.testing.assert_allclose((a @ b).numpy(), an @ bn, atol=1e-5, rtol=1e-5)
+    (a, an), (b, bn) = _rand((64, 8), dt, 39), _rand((8, 64), dt, 40)
+    with Context(SIMT_GEMM=0):
+      assert not _fma_programs(a @ b)
+      assert not any(u.op is Ops.DEFINE_LOCAL for p in _programs(a @ b) for u in p.uops)

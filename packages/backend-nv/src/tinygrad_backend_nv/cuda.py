@@ -205,7 +205,7 @@ class CUDARenderer(CStyleRenderer):
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
     vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
-    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32) and not tc.smem_operands]
+    mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32) and not tc.smem_operands and not tc.fma]
     mmas += [(f"tg_{tc.name}<", wgmma.cuda_helper(tc.name, tc.dims[1], tc.extra["ptx_type"], self.render_dtype(tc.dtype_in)))
              for tc in self.tensor_cores if tc.smem_operands]
     wides = [(f"floatx{n}", f"struct __align__(16) floatx{n} {{ float v[{n}]; }};") for n in _WIDE_FLOATS]

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import replace
 
-from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes
+from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes, fma_tensor_core
 
 from tinygrad_backend_nv import wgmma
 
@@ -88,6 +88,30 @@ def _mma(dims: tuple[int, int, int], dtype_in: DType, a: Layout, b: Layout, asyn
                     async_copy=async_copy, tile_configs=TILE_CONFIGS, tile_order=TILE_ORDER)
 
 
+# float32 matmuls without tf32: core's fma spec (an outer product of FFMAs per lane, A and B staged in shared memory).
+# Indexed by Opt(TC, _, amount): append only. SIMT_GEMM=0: the register-blocked kernel of the heuristics instead.
+# `rate`: 8192^3 on the H200 (CUDA C), TFLOP/s over the fastest's (64x128x16: 48.0, torch 50.9; 2026-12-02, bench/gpu_matmul.py with
+# TC_CONFIG=n, bench/README.md); registers (bench/gpu_fp32_probe.py) 113-128, no spills. 5 and 8 unmeasured: their transposes' rates;
+# 6 from 4096 (42.7 against 128x128x8's 44.0). With the renderer's compute_units core picks by modeled waves: 64x64 tiles
+# for 512^3 (4.9 TFLOP/s, 128x128: 3.0) and 128x4096x4096 (9.5; 7.6)
+FMA_TILE_CONFIGS: tuple[TileConfig, ...] = (
+  TileConfig(128, 128, 8, 4, 2, rate=0.96),    # 256 threads of 8x8 (warp tiles 32x64), 128 registers
+  TileConfig(128, 128, 16, 4, 2, rate=0.96),
+  TileConfig(128, 256, 8, 4, 2, rate=0.87),    # 8x16 a thread
+  TileConfig(256, 128, 8, 4, 2, rate=0.71),    # 16x8 a thread
+  TileConfig(64, 128, 8, 2, 2, rate=0.95),     # 128 threads of 8x8
+  TileConfig(128, 64, 8, 4, 1, rate=0.95),
+  TileConfig(64, 64, 8, 2, 1, rate=0.93),      # 64 threads of 8x8
+  TileConfig(64, 128, 16, 2, 2, rate=1.0),     # the fastest: 4096 45.9, 8192 48.0 TFLOP/s (0.90x / 0.94x torch)
+  TileConfig(128, 64, 16, 4, 1, rate=1.0),
+)
+FMA_TILE_ORDER: tuple[int, ...] = (7, 0, 1, 4, 5, 8, 6, 2, 3)
+SIMT_GEMM = ContextVar("SIMT_GEMM", 1)
+
+
+def _fma() -> TensorCore: return fma_tensor_core(dtypes.float32, FMA_TILE_CONFIGS, tile_order=FMA_TILE_ORDER, opt_in=SIMT_GEMM)
+
+
 def _sm75() -> list[TensorCore]: return [_mma((16, 8, 8), dtypes.float16, A_M16N8K8_F16, B_M16N8K8_F16, min_arch=75)]
 
 
@@ -95,7 +119,7 @@ def _sm80() -> list[TensorCore]:
   # sm_80+ copies global -> shared asynchronously (cp.async)
   return [_mma((16, 8, 16), dtypes.float16, A_M16N8K16, B_M16N8K16, min_arch=80, async_copy=True),
           _mma((16, 8, 16), dtypes.bfloat16, A_M16N8K16, B_M16N8K16, min_arch=80, async_copy=True),
-          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", async_copy=True)]
+          _mma((16, 8, 8), dtypes.float32, A_M16N8K8_TF32, B_M16N8K8_TF32, min_arch=80, operand="tf32", async_copy=True), _fma()]
 
 
 def _sm89() -> list[TensorCore]:

@@ -35,6 +35,12 @@ batch (fenced before the first, committed after the last) that may run on while 
 (TC_INFLIGHT=1): copies then run stages-2 tiles ahead, and the BARRIER arg (groups, batches) says what may still fly.
 The accumulator rows and columns are fit as affine in the lane's bits (16 * warp + groupID, ...).
 
+A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
+product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
+8x8 block of 2x2 instruction tiles, both operand tiles stored k-major (A transposed on its way through registers: no
+async copies) so that a fragment, 4 neighbouring rows or columns of one k, is one 16-byte shared load, double-buffered
+with one BARRIER per k tile, and int32 global indices wherever the buffers allow (the AST is int64 once M*N*K >= 2**31).
+
 The layout tables are fit as affine functions of groupID = lane >> s and threadID = lane & (2**s - 1) (asserted over
 all lanes), with the smallest split s that fits every table of the spec: NVIDIA's mma fragments need s = 2, AMD's
 WMMA/MFMA ones (a row or column per lane % 16, a k or row group per lane // 16) s = 4. The same code serves every
@@ -173,7 +179,7 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
     if dtypes.is_float(tc.dtype_out) and tc.dtype_out.itemsize < 4 and tc.dtype_out != m.reduce.dtype: continue
     # integer ones (int8 -> int32) compute exact products and wrap like the AST only when it multiplies and adds in dtype_out
     if dtypes.is_int(tc.dtype_out) and (m.mul_dtype != tc.dtype_out or m.reduce.dtype != tc.dtype_out): continue
-    if tc.dtype_in == dtypes.float32 and not ALLOW_TF32: continue
+    if tc.dtype_in == dtypes.float32 and not ALLOW_TF32 and not tc.fma: continue  # fma specs multiply in full precision
     out.append(n)
   return sorted(out, key=lambda n: renderer.tensor_cores[n].dtype_out != m.reduce.dtype)  # the AST's own accumulator dtype first
 
@@ -349,11 +355,12 @@ def _bits_uop(fit: tuple[int, tuple[Field, ...]], lane: UOp, lanes: int) -> UOp:
   return out
 
 
-def _global_index_dtype(ast: UOp, m: MatmulMatch) -> DType:
+def _global_index_dtype(ast: UOp, m: MatmulMatch, buffers_only: bool = False) -> DType:
   """int64 for the global-memory index math when a buffer has 2**31 elements or more or the AST already indexes in int64
   (see schedule/indexing.index_dtype), else int32. Thread ids, tile loops and shared-memory offsets stay int32: they are
-  bounded by the block's tiles."""
-  if any(r.dtype == dtypes.int64 for r in (m.i, m.j, m.k, *m.batch)): return dtypes.int64
+  bounded by the block's tiles. `buffers_only`: the buffers decide alone (every index the lowering makes is an element
+  of one; the AST is int64 as soon as M*N*K reaches 2**31)."""
+  if not buffers_only and any(r.dtype == dtypes.int64 for r in (m.i, m.j, m.k, *m.batch)): return dtypes.int64
   big = any(u.op is Ops.DEFINE_GLOBAL and u.dtype.size > 2**31 - 1 for u in ast.toposort())  # type: ignore[attr-defined]
   return dtypes.int64 if big else dtypes.int32
 
@@ -448,6 +455,59 @@ def _matrix_load(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int
   return UOp(Ops.LOAD, din.vec(n), (UOp(Ops.INDEX, din.vec(n).ptr(smem.dtype.size, "local"), (smem, idx)),), ("matrix", n // 2, trans))  # type: ignore[attr-defined]
 
 
+def _vector_fragment(smem: UOp, idxs: list[UOp], din: DType) -> UOp:
+  """A fragment vector from shared memory, its runs of neighbouring, aligned elements read as one access of up to 16
+  bytes each (an fma spec's rows or columns of one k: float4 loads)."""
+  elems: list[UOp] = []
+  e = 0
+  while e < len(idxs):
+    w = next(w for w in (16 // din.itemsize, 8, 4, 2, 1) if w <= 16 // din.itemsize and (w == 1 or _aligned_run(idxs[e:e + w], w)))
+    if w == 1: elems.append(UOp(Ops.INDEX, smem.dtype, (smem, idxs[e])).load())
+    else:
+      v = UOp(Ops.INDEX, din.vec(w).ptr(smem.dtype.size, "local"), (smem, idxs[e])).load()  # type: ignore[attr-defined]
+      elems += [UOp(Ops.GEP, din, (v,), (i,)) for i in range(w)]
+    e += w
+  return UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems))
+
+
+def _aligned_run(idxs: list[UOp], w: int) -> bool:
+  """idxs are w consecutive elements (idxs[i] == idxs[0] + i) whose first is a multiple of w for every lane."""
+  if len(idxs) != w: return False
+  t0, c0 = split_terms(idxs[0].simplify())
+  if c0 % w or any(c % w for _, c in t0): return False
+  key = sorted(t0, key=lambda p: id(p[0]))
+  for i, x in enumerate(idxs[1:], 1):
+    tx, cx = split_terms(x.simplify())
+    if cx != c0 + i or sorted(tx, key=lambda p: id(p[0])) != key: return False
+  return True
+
+
+@functools.cache
+def _fma_terms(tc: TensorCore) -> tuple[tuple[tuple[int, int], ...], ...]:
+  """Per accumulator element of an fma spec: the (A element, B element) pairs whose products it adds, one per k, the
+  same for every lane (the C element (row, col) takes A's (row, k) and B's (k, col))."""
+  out: tuple[tuple[tuple[int, int], ...], ...] | None = None
+  for lane in range(tc.threads):
+    a = {rk: n for n, rk in enumerate(tc.a_layout[lane])}
+    b = {kc: n for n, kc in enumerate(tc.b_layout[lane])}
+    terms = tuple(tuple((a[(r, k)], b[(k, c)]) for k in range(tc.dims[2])) for r, c in tc.c_layout[lane])
+    if out is not None and terms != out: raise TensorCoreError(f"{tc.name}: lane {lane} pairs its fragments differently from lane 0")
+    out = terms
+  assert out is not None
+  return out
+
+
+def fma_outer(tc: TensorCore, a: UOp, b: UOp, c: UOp) -> UOp:
+  """An fma spec's "instruction": each accumulator element plus its products of A and B elements, as MULACCs (one
+  fused multiply-add each: renderers that don't contract a*b+c themselves still emit one instruction)."""
+  elems = []
+  for e, pairs in enumerate(_fma_terms(tc)):
+    v = UOp(Ops.GEP, c.dtype.scalar(), (c,), (e,))
+    for ia, ib in pairs: v = UOp(Ops.MULACC, v.dtype, (UOp(Ops.GEP, a.dtype.scalar(), (a,), (ia,)), UOp(Ops.GEP, b.dtype.scalar(), (b,), (ib,)), v))
+    elems.append(v)
+  return UOp(Ops.VECTORIZE, c.dtype, tuple(elems))
+
+
 def _same_lane_terms(x: UOp, y: UOp) -> bool:
   """x and y differ by a constant, and every non-constant term has an even coefficient (so x's parity is lane 0's)."""
   tx, cx = split_terms(x.simplify())
@@ -506,7 +566,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     pid = by * nbx + bx
     by, bx = pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
   # global element offsets in idt: a block's first row times the row stride passes 2**31 in a big buffer
-  idt = _global_index_dtype(ast, m)
+  idt = _global_index_dtype(ast, m, buffers_only=tc.fma)
   m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
 
   # accumulators: one vector register per TC tile, zeroed before the k loop
@@ -518,11 +578,12 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
   use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
-  use_async = tc.async_copy and ASYNC_COPY.value != 0
+  use_async = tc.async_copy and ASYNC_COPY.value != 0 and not tc.fma  # fma tiles may be stored transposed: through registers
   chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
   block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
-  a_tile = _Tile(m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1, cfg.bm, cfg.bk, pad, chunk, block)
-  b_tile = _Tile(m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
+  # fma: both tiles stored k-major, so a lane's neighbouring rows (columns) of one k are one vector load
+  a_tile = _Tile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
+  b_tile = _Tile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
   stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
   smem = renderer.shared_max
   stages = (TC_STAGES.value or cfg.stages or min(4, smem // stage_bytes)) if use_async else 2
@@ -537,15 +598,17 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     loads: list[UOp] = []
     stores: list[UOp] = []
     for op, tile, smem, outer_r, outer0 in ((m.a, a_tile, a_sm, m.i, m0), (m.b, b_tile, b_sm, m.j, n0)):
-      contig_len = tile.bk if tile.k_contig else tile.outer
-      contig_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
+      # the copy's vectors run along the axis contiguous in global memory; an fma tile may be stored across them
+      gk = (op.stride(m.k) == 1 and op.stride(outer_r) != 1) if tc.fma else tile.k_contig
+      contig_len = tile.bk if gk else tile.outer
+      contig_r, other_r = (m.k, outer_r) if gk else (outer_r, m.k)
       w = _vec_width(op, contig_r, [other_r, *m.batch], tile.outer * tile.bk, contig_len, threads, din)
       per_row = contig_len // w
       base = UOp(Ops.AFTER, smem.dtype, (smem, dep)) if dep is not None else smem
       for it in range(tile.outer * tile.bk // w // threads):
         chunk_id = tid + it * threads
         row, col = chunk_id // per_row, (chunk_id % per_row) * w
-        o, kk = (row, col) if tile.k_contig else (col, row)
+        o, kk = (row, col) if gk else (col, row)
         gidx = UOp.const(idt, op.offset) + (outer0 + o.cast(idt)) * op.stride(outer_r) + (k_tile.cast(idt) * cfg.bk + kk.cast(idt)) * op.stride(m.k)
         for r in m.batch:
           if op.stride(r): gidx = gidx + batch_vals[r].cast(idt) * op.stride(r)
@@ -556,6 +619,12 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
           stores.append(UOp(Ops.STORE, dtypes.void, (dst, val), "async"))
           continue
         if after: val = UOp(Ops.AFTER, vdt, (val, *after))
+        if gk != tile.k_contig:  # transposed into the tile: one scalar store per element
+          for e in range(w):
+            at = tile.index(o, kk + e) if gk else tile.index(o + e, kk)
+            elem = UOp(Ops.GEP, din, (val,), (e,)) if w > 1 else val
+            stores.append(UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size + at)).store(elem))  # type: ignore[attr-defined]
+          continue
         stores.append(dst.store(val))
     return loads, stores
 
@@ -575,7 +644,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         a_frags.append(ldm)
         continue
       idxs = [buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
-      a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
+      if tc.fma: a_frags.append(_vector_fragment(a_rd, idxs, din))
+      else: a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags: list[UOp] = []
     for y in range(wtn):
       if len(b_frags) > y: continue  # filled by the pair load of y-1
@@ -588,7 +658,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         b_frags.append(ldm)
         continue
       idxs = [buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
-      b_frags.append(_fragment(b_rd, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
+      if tc.fma: b_frags.append(_vector_fragment(b_rd, idxs, din))
+      else: b_frags.append(_fragment(b_rd, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
     return a_frags, b_frags
 
   wmma_arg = (tc.name, tc.dims, tc.dtype_in.name, tc.dtype_out.name)
@@ -612,7 +683,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   def wmmas(cur: list[UOp], a_frags: list[UOp], b_frags: list[UOp]) -> list[UOp]:
     out = list(cur)
     for x, y in itertools.product(range(wtm), range(wtn)):
-      out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
+      if tc.fma: out[x * wtn + y] = fma_outer(tc, a_frags[x], b_frags[y], out[x * wtn + y])
+      else: out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
@@ -707,6 +779,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     c_rows, c_cols = [[_bits_uop(f, lane_after, lanes) for f in _fit_bits(tc.c_layout, which)] for which in (0, 1)]
   else:
     c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
+    if tc.fma:  # as above: the 64 accumulators need every register the loop can spare
+      lane_after, warp = UOp(Ops.AFTER, lane.dtype, (lane, end)), UOp(Ops.AFTER, warp.dtype, (warp, end))
+      g, t, wm, wn = lane_after // (1 << split), lane_after % (1 << split), warp // cfg.warps_n, warp % cfg.warps_n
     c_rows, c_cols = [_affine_uop(fr, g, t) for fr, _ in c_fit], [_affine_uop(fc, g, t) for _, fc in c_fit]
   stores = []
   for x, y in itertools.product(range(wtm), range(wtn)):

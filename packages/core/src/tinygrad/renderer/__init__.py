@@ -108,6 +108,25 @@ class TensorCore:
   # the tilings a TC opt may name (Opt(TC, tensor core, index into tile_configs)): append only, BEAM caches name them
   tile_configs: tuple[TileConfig, ...] = ()
   tile_order: tuple[int, ...] = ()  # the order the heuristic tries tile_configs in (empty: as listed)
+  # no instruction: each lane multiplies its A fragment by its B fragment as an outer product of scalar multiply-adds
+  # (SIMT). The lowering emits the ALU ops itself (no WMMA), so every GPU renderer runs it, exactly in dtype_out
+  fma: bool = False
+
+
+def fma_tensor_core(dtype: DType, tile_configs: tuple[TileConfig, ...], lanes: tuple[int, int] = (4, 8), per_lane: tuple[int, int] = (4, 4),
+                    **kw: Any) -> TensorCore:
+  """An outer product of scalar multiply-adds as a "tensor core" (fma=True): the lanes form a lanes[0] x lanes[1] grid
+  (row group = lane // lanes[1]), each lane owns per_lane[0] neighbouring rows and per_lane[1] neighbouring columns of a
+  (lanes[0]*per_lane[0]) x (lanes[1]*per_lane[1]) tile, one k per instruction. Its fragments are runs of neighbouring
+  rows/columns, so they load from shared memory as vectors (A stored k-major, like B); a warp tile of 2x2 such
+  instructions gives each lane the classic SGEMM's 8x8 block, rows g*4.. and 16+g*4.. (no bank conflicts)."""
+  gm, gn = lanes
+  rm, rn = per_lane
+  a = tuple(tuple((rm * (lane // gn) + i, 0) for i in range(rm)) for lane in range(gm * gn))
+  b = tuple(tuple((0, rn * (lane % gn) + i) for i in range(rn)) for lane in range(gm * gn))
+  c = tuple(tuple((rm * (lane // gn) + i // rn, rn * (lane % gn) + i % rn) for i in range(rm * rn)) for lane in range(gm * gn))
+  return TensorCore(dims=(gm * rm, gn * rn, 1), dtype_in=dtype, dtype_out=dtype, threads=gm * gn, a_layout=a, b_layout=b, c_layout=c,
+                    name=f"fma_{gm * rm}x{gn * rn}_{dtype.name}", fma=True, tile_configs=tile_configs, **kw)
 
 
 class Renderer:
