@@ -178,6 +178,14 @@ def test_cpu_few_vectors_reuse_the_narrow_operand():
   assert hand_coded_opts(ast) == [Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 16), Opt(OptOps.UPCAST, vectors, 8)]
 
 
+def test_cpu_big_matrix_times_a_small_kn_matrix_is_register_blocked():
+  """x @ w with a big x (rows along K) and a small (K, N) w (a 1x1 convolution's weights): w's columns are strided along K, so
+  the few-vectors form (vectorized along K) would gather them; a register block over the rows and w's columns reuses x
+  (25088x256 @ 256x64 on the Xeon: 45 -> 224 GFLOP/s)."""
+  opts = hand_coded_opts(_ast_of(Tensor.empty(4096, 256) @ Tensor.empty(256, 64)), threads=2)
+  assert not any(o.op is OptOps.UNROLL for o in opts) and sum(o.op is OptOps.UPCAST for o in opts) == 2
+
+
 def test_cpu_single_blocked_loop_with_long_reduction_also_unrolls():
   """Attention's probabilities times V, (kv heads, 3 query heads each, L) @ (kv heads, 1, L, 64): blocked along the head dim only (3
   query heads don't divide by the block sizes), so the long reduction over L also gets 4 accumulators per output; a matmul (blocked
