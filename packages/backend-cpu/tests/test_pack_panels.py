@@ -44,15 +44,28 @@ def test_small_or_unsuitable_matmuls_read_b_in_place(a, b):
   with Context(DEV="CPU"): assert len(_kernels(Tensor.empty(*a) @ Tensor.empty(*b))) == 1
 
 
-def test_transposed_or_computed_b_is_not_packed():
+def test_transposed_b_is_packed_for_many_rows_and_computed_b_is_not():
+  """x @ W.T (nn.Linear): W's rows are B's columns, 16 of them per k in the register block; packed from PACK_MIN_ROWS_T rows of
+  x (below, the few-vectors form reads W's rows in place); a computed B fuses into the matmul."""
   with Context(DEV="CPU"):
-    assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512).T)) == 1  # contiguous along k already
+    assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512).T)) == 2
+    assert len(_kernels(Tensor.empty(64, 512) @ Tensor.empty(512, 512).T)) == 1
     assert len(_kernels(Tensor.empty(256, 512) @ (Tensor.empty(512, 512) + 1))) == 1  # fused into the matmul, not a buffer
     assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512))) == 2
   with Context(DEV="CPU", PACK_PANELS=0): assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512))) == 1
 
 
 SHAPES = [(1, 1, 1), (7, 9, 13), (64, 256, 256), (65, 300, 384), (96, 257, 640), (130, 512, 40), (70, 260, 264)]
+
+
+@pytest.mark.parametrize("m,k,n", [(256, 512, 512), (300, 256, 48), (512, 260, 64)])
+def test_linear_with_packed_w_matches_numpy(m, k, n):
+  """x @ W.T with W packed (transposed B), incl. a K not a multiple of the unroll and N of 3 panels."""
+  rng = np.random.default_rng(m + k + n)
+  x, w = rng.standard_normal((m, k), np.float32), rng.standard_normal((n, k), np.float32)
+  t = Tensor(x) @ Tensor(w).T
+  assert len(_kernels(t)) == (2 if n % 16 == 0 else 1)
+  np.testing.assert_allclose(t.numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])

@@ -1,6 +1,6 @@
 """Panel packing of a CPU matmul's shared operand: B, read by the register block 16 columns at a time down the whole
 reduction, is first copied (a kernel of its own) into panel order (..., N/w, K, w), so that the matmul kernel reads each panel
-as one contiguous run.
+as one contiguous run. A transposed B (x @ W.T, W's rows along K) is packed the same way when A has PACK_MIN_ROWS_T rows.
 
 Why: in row-major B (K, N) the w columns of one panel are N elements apart from one k to the next. At N = 1024 or 2048 that
 stride is a multiple of 4 KiB, so every line of a panel falls in the same L1 set (8 ways for 1024 lines) and on a new page:
@@ -29,6 +29,9 @@ PACK_MIN_REDUCE = 256  # the reduction (K) at least this long: a short panel fit
 PACK_MIN_STRIDE = 256  # B's elements N at least this far apart along K (a narrower B is small enough to stay in L2)
 PACK_ALIGN = 512  # ... and a multiple of this many bytes apart (the lines of a panel share a few L1 sets)
 PACK_MIN_ROWS = 64     # rows of A (M) that reuse each packed panel: below that the copy costs more than it saves
+# ... for a transposed B (W.T): below this many rows the few-vectors form (codegen/heuristics.py: vectorized along K, W's rows
+# reused for 8 rows of x) is as fast without a copy (64x576 @ (1536x576).T: 136 GFLOP/s); 25088x256 @ (64x256).T ran 23.5
+PACK_MIN_ROWS_T = 256
 PANEL_WIDTH = 16  # the CPU register block's width (codegen/heuristics.py's _register_block)
 PAD_MIN_ELEMENTS = 1 << 16  # padded inputs this big and bigger are copied padded (a small one is cheap to mask, and in cache)
 PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded element: a copy for fewer doesn't pay
@@ -136,9 +139,12 @@ def pack_panels(r: UOp) -> UOp | None:
   for i, (base, steps) in enumerate(views):
     if base.op is not Ops.BUFFER or steps[j] == 0 or steps[k] == 0: continue
     if views[1 - i][1][j] != 0: continue  # a doesn't move with j: each of its elements serves the whole register block
-    if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
-    if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
-    if prod(shape[a] for a in outs if steps[a] == 0) < PACK_MIN_ROWS: continue
+    # B = W.T (nn.Linear's x @ W.T): contiguous along k, its columns W's rows; the register block would read 16 of them per k
+    transposed = abs(steps[k]) == 1 and abs(steps[j]) >= PANEL_WIDTH
+    if not transposed:
+      if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
+      if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
+    if prod(shape[a] for a in outs if steps[a] == 0) < (PACK_MIN_ROWS_T if transposed else PACK_MIN_ROWS): continue
     if shape[j] % (w := PANEL_WIDTH): continue
     return r.replace(src=(x.replace(src=tuple(_packed(x.src[i], steps, j, k, w) if n == i else s for n, s in enumerate(x.src))),))
   return None
