@@ -83,6 +83,23 @@ def test_matmul_matches_numpy(dev, m, k, n):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("m,k,n,slices", [(64, 4096, 512, 2), (128, 6144, 256, 3), (64, 4100, 512, 4), (64, 2048, 512, 1)])
+def test_long_reduction_runs_in_k_slices(m, k, n, slices):
+  """A packed matmul with K > K_SLICE (2048) runs as equal slices of at most that, a kernel each adding the sum so far; equal to
+  numpy, and K_SLICE=0 keeps one kernel."""
+  rng = np.random.default_rng(k)
+  a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+  with Context(DEV="CPU"):
+    ta, tb = Tensor(a).realize(), Tensor(b).realize()
+    kernels = _kernels((ta @ tb).relu())
+    assert len(kernels) == 1 + slices  # the packing copy, then the slices
+    reds = [next(r for r in ranges_of(kn).values() if r.arg[1] == "reduce") for kn in kernels[1:]]
+    assert [r.src[0].arg for r in reds] == [k // slices] * slices
+    got = (ta @ tb).relu().numpy()
+    with Context(K_SLICE=0): assert len(_kernels(ta @ tb)) == 2
+  np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0), rtol=1e-4, atol=1e-3 * np.sqrt(k))
+
+
 def test_batched_matmul_packs_each_batch_and_matches_numpy():
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal((3, 64, 256), np.float32), rng.standard_normal((3, 256, 384), np.float32)
