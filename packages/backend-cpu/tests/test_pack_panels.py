@@ -37,7 +37,7 @@ def test_big_matmul_opts_on_avx2():
 
 def test_big_matmul_opts_with_zmm_registers():
   """With AVX-512's zmm registers (448 accumulators) the block is 8 rows x 32 columns: two vectors of B per row of A; where
-  32 doesn't divide the columns it stays 16 wide. AVX-512 filled with ymm registers (224) keeps 8 x 16."""
+  32 doesn't divide the columns, or the rows are fewer than 256, it stays 16 wide. AVX-512 filled with ymm registers (224) keeps 8 x 16."""
   with Context(DEV="CPU"):
     mm = _kernels(Tensor.empty(2048, 2048) @ Tensor.empty(2048, 2048))[-1]
     narrow = _kernels(Tensor.empty(512, 512) @ Tensor.empty(512, 528))[-1]
@@ -47,6 +47,10 @@ def test_big_matmul_opts_with_zmm_registers():
   assert hand_coded_opts(mm, threads=2, accumulators=224) == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8), *block]
   rows, cols = sorted(r.arg[0] for r in ranges_of(narrow).values() if r.arg[1] == "global")
   assert hand_coded_opts(narrow, threads=1, accumulators=448)[:2] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8)]
+  # fewer than 256 rows (a prefill chunk): 16 wide, half the unrolled body to lower and compile
+  with Context(DEV="CPU"): short = _kernels(Tensor.empty(128, 2048) @ Tensor.empty(2048, 2048))[-1]
+  rows, cols = sorted(r.arg[0] for r in ranges_of(short).values() if r.arg[1] == "global")
+  assert hand_coded_opts(short, threads=1, accumulators=448)[:2] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8)]
 
 
 @pytest.mark.parametrize("a,b", [((32, 512), (512, 512)),    # too few rows to repay the copy
@@ -66,7 +70,7 @@ def test_transposed_or_computed_b_is_not_packed():
   with Context(DEV="CPU", PACK_PANELS=0): assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512))) == 1
 
 
-# 32-wide blocks (AVX-512 hosts): (40, 512, 96) and (264, 300, 544) take them; (520, 33, 32) packs nothing, a short reduction
+# 32-wide blocks (AVX-512 hosts, 256+ rows): (264, 300, 544) takes them; (520, 33, 32) packs nothing, a short reduction
 SHAPES = [(1, 1, 1), (7, 9, 13), (64, 256, 256), (65, 300, 384), (96, 257, 640), (130, 512, 40), (70, 260, 264), (40, 512, 96),
           (264, 300, 544), (520, 33, 32)]
 
