@@ -20,7 +20,7 @@ from typing import Any
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
-from shapes import CONV  # noqa: E402
+from shapes import CONV, MATMUL_SIZES  # noqa: E402
 
 PEER_TINYGRAD = "tinygrad==0.14.0"
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -28,7 +28,7 @@ TIMEOUT = 1800
 
 # the figure that headlines each workload: (key in the result, unit, True when higher is better)
 HEADLINE: dict[str, tuple[str, str, bool]] = {
-  **{f"matmul_{n}": ("gflops", "GFLOP/s", True) for n in (512, 1024, 2048)},
+  **{f"matmul_{n}": ("gflops", "GFLOP/s", True) for n in MATMUL_SIZES},
   "add": ("gbs", "GB/s", True), "sum": ("gbs", "GB/s", True), "softmax": ("gbs", "GB/s", True), "conv2d": ("gflops", "GFLOP/s", True),
   "mlp_step": ("ms", "ms/step", False), "mlp_cold": ("cold_s", "s", False), "jit_overhead": ("us_per_call", "us/call", False),
 }
@@ -117,7 +117,7 @@ def ours(which: str, beam: int = 0) -> dict[str, Any]:
 
 # the main kernel of a workload, to report which optimizations our compiler applies to it
 OPTS_PROBE: dict[str, Any] = {
-  **{f"matmul_{n}": (lambda n=n: _empty(n, n) @ _empty(n, n)) for n in (512, 1024, 2048)},
+  **{f"matmul_{n}": (lambda n=n: _empty(n, n) @ _empty(n, n)) for n in MATMUL_SIZES},
   "conv2d": lambda: _empty(*CONV[:2], CONV[3], CONV[3]).conv2d(_empty(CONV[2], CONV[1], CONV[4], CONV[4]), padding=1),
 }
 
@@ -145,13 +145,14 @@ def machine() -> dict[str, Any]:
   return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "loadavg": list(os.getloadavg())}
 
 
-def main(benchmark: str, cases: list[str], beam: int = 0) -> dict[str, Any]:
-  """Run `cases` on our side and every peer; print and return one JSON object."""
+def main(benchmark: str, cases: list[str], beam: int = 0, beam_cases: list[str] | None = None) -> dict[str, Any]:
+  """Run `cases` on our side and every peer; print and return one JSON object. `beam_cases`: those also run under BEAM (all
+  of them when None)."""
   start = machine()
   details: dict[str, dict[str, Any]] = {}
   for which in cases:
     d: dict[str, Any] = {"ours": ours(which)}
-    if beam: d[f"ours_beam{beam}"] = ours(which, beam)
+    if beam and (beam_cases is None or which in beam_cases): d[f"ours_beam{beam}"] = ours(which, beam)
     d["numpy"] = numpy_peer(which) if which != "mlp_cold" else {"skipped": "numpy compiles nothing"}
     d["torch"] = torch_peer(which) if which not in ("mlp_cold", "jit_overhead") else {"skipped": "no equivalent"}
     d["tinygrad_0.14"] = tinygrad_peer(which, cold=which == "mlp_cold")

@@ -1,5 +1,5 @@
 """Sizes shared by our workloads and every peer (no imports: the peers run in other environments)."""
-MATMUL_SIZES = (512, 1024, 2048)
+MATMUL_SIZES = (512, 1024, 2048, 4096)
 N_16M = 16 * 1024 * 1024
 MLP = (128, 784, 512, 512, 10)  # batch, input, hidden, hidden, classes
 CONV = (8, 64, 64, 56, 3)       # batch, cin, cout, height=width, kernel (padding 1)

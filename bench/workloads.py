@@ -46,9 +46,12 @@ def first_call(fn: Callable[[], Any]) -> float:
 
 
 def matmul(n: int) -> dict[str, Any]:
+  """Timed under TinyJit: the kernels alone, as numpy's figure is its BLAS call (scheduling a 512 matmul anew each call
+  costs about as much as running it)."""
   a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()
   first = first_call(lambda: (a @ b).realize())
-  return {**_rate(timeit(lambda: (a @ b).realize(), runs=max(3, 4096 // n * 2), warmup=1), 2 * n**3, "gflops"), "first_call_s": first}
+  step = TinyJit(lambda a, b: (a @ b).realize())
+  return {**_rate(timeit(lambda: step(a, b), runs=max(3, 4096 // n * 2), warmup=3), 2 * n**3, "gflops"), "first_call_s": first}
 
 
 def add() -> dict[str, Any]:

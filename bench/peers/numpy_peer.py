@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shapes import CONV, MLP, N_16M, mlp_flops  # noqa: E402
+from shapes import CONV, MATMUL_SIZES, MLP, N_16M, mlp_flops  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import rate, timeit  # noqa: E402
@@ -100,7 +100,7 @@ def small_ops(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
 
 
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
-  "matmul_512": lambda: matmul(512), "matmul_1024": lambda: matmul(1024), "matmul_2048": lambda: matmul(2048),
+  **{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},
   "add": add, "sum": sum_, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "jit_overhead": small_ops,
 }
 

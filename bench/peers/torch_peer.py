@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shapes import CONV, MLP, N_16M, mlp_flops  # noqa: E402
+from shapes import CONV, MATMUL_SIZES, MLP, N_16M, mlp_flops  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import rate, timeit  # noqa: E402
@@ -57,7 +57,7 @@ def workloads(torch: Any) -> dict[str, Callable[[], dict[str, Any]]]:
     t = timeit(step, runs=20, warmup=3)
     return {**rate(t, mlp_flops(), "gflops"), "ms": t["best_s"] * 1e3, "ms_median": t["median_s"] * 1e3}
 
-  return {"matmul_512": lambda: matmul(512), "matmul_1024": lambda: matmul(1024), "matmul_2048": lambda: matmul(2048),
+  return {**{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},
           "add": add, "sum": sum_, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step}
 
 

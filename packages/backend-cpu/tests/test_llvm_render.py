@@ -352,10 +352,29 @@ def test_target_cpu_and_features_from_devstring():
 
 
 def test_accumulator_budget_follows_the_vector_registers():
-  """The register block's budget: 12 free AVX registers of 8 floats, 28 with AVX-512 (LLVM still fills ymm), SSE's 4 lanes."""
+  """The register block's budget: 12 free AVX registers of 8 floats, 28 with AVX-512 (of 8 floats where LLVM fills ymm, of 16
+  where the kernels are compiled for zmm), SSE's 4 lanes."""
   from tinygrad_backend_cpu.llvmir import accumulator_budget
   assert accumulator_budget("+sse2,+avx,+avx2,+fma,-avx512f") == 96
   assert accumulator_budget("+sse2,+avx,+avx2,+avx512f") == 224
+  assert accumulator_budget("+sse2,+avx,+avx2,+avx512f", wide=True) == 448
   assert accumulator_budget("+sse2,-avx") == 48
   assert accumulator_budget("+avx,+avx2,+avx512f,-avx512f") == 96  # DEV=CPU:LLVM:native,-avx512f
   assert accumulator_budget("+neon", "aarch64-unknown-linux-gnu") == 112
+
+
+def test_wide_vectors_only_with_avx512():
+  """512-bit vectors (the prefer-vector-width attribute, and the budget of zmm registers) where avx512f is on and
+  WIDE_VECTORS isn't 0; a DEV option '-avx512f' turns them off with the instruction set."""
+  from tinygrad import Context
+  from tinygrad_backend_cpu.llvmir import wide_vectors
+  with Context(WIDE_VECTORS=1):
+    assert wide_vectors("+avx,+avx2,+avx512f") and not wide_vectors("+avx,+avx2,+avx512f,-avx512f") and not wide_vectors("+avx,+avx2")
+  with Context(WIDE_VECTORS=0): assert not wide_vectors("+avx,+avx2,+avx512f")
+  for opts in (("-avx512f",), ()):
+    with Context(WIDE_VECTORS=1): r = LLVMRenderer(Target("CPU", "LLVM", "x86_64", opts))
+    out, x = glob(0, dtypes.float32), glob(1, dtypes.float32)
+    rr = rng(const(64))
+    src = r.render("k", linearize(rr, st := store(index(out, rr), load(index(x, rr))), end(rr, st)))
+    assert ('"prefer-vector-width"="512"' in src) == r.wide == (r.accumulators == 448)
+    if opts: assert not r.wide and r.accumulators == 96

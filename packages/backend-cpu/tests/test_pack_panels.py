@@ -35,6 +35,24 @@ def test_big_matmul_opts_on_avx2():
                                                              Opt(OptOps.BLOCK, rows, 8), Opt(OptOps.THREAD, 0, 2)]
 
 
+def test_big_matmul_opts_with_zmm_registers():
+  """With AVX-512's zmm registers (448 accumulators) the block is 8 rows x 32 columns: two vectors of B per row of A; where
+  32 doesn't divide the columns, or the rows are fewer than 256, it stays 16 wide. AVX-512 filled with ymm registers (224) keeps 8 x 16."""
+  with Context(DEV="CPU"):
+    mm = _kernels(Tensor.empty(2048, 2048) @ Tensor.empty(2048, 2048))[-1]
+    narrow = _kernels(Tensor.empty(512, 512) @ Tensor.empty(512, 528))[-1]
+  rows, cols = sorted(r.arg[0] for r in ranges_of(mm).values() if r.arg[1] == "global")
+  block = [Opt(OptOps.BLOCK, rows, 8), Opt(OptOps.THREAD, 0, 2)]
+  assert hand_coded_opts(mm, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, cols, 32), Opt(OptOps.UPCAST, rows, 8), *block]
+  assert hand_coded_opts(mm, threads=2, accumulators=224) == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8), *block]
+  rows, cols = sorted(r.arg[0] for r in ranges_of(narrow).values() if r.arg[1] == "global")
+  assert hand_coded_opts(narrow, threads=1, accumulators=448)[:2] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8)]
+  # fewer than 256 rows (a prefill chunk): 16 wide, half the unrolled body to lower and compile
+  with Context(DEV="CPU"): short = _kernels(Tensor.empty(128, 2048) @ Tensor.empty(2048, 2048))[-1]
+  rows, cols = sorted(r.arg[0] for r in ranges_of(short).values() if r.arg[1] == "global")
+  assert hand_coded_opts(short, threads=1, accumulators=448)[:2] == [Opt(OptOps.UPCAST, cols, 16), Opt(OptOps.UPCAST, rows, 8)]
+
+
 @pytest.mark.parametrize("a,b", [((32, 512), (512, 512)),    # too few rows to repay the copy
                                  ((256, 128), (128, 512)),   # a short reduction
                                  ((256, 512), (512, 100)),   # B's rows are close together (and 100 isn't a block's width)
@@ -55,7 +73,9 @@ def test_transposed_b_is_packed_for_many_rows_and_computed_b_is_not():
   with Context(DEV="CPU", PACK_PANELS=0): assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512))) == 1
 
 
-SHAPES = [(1, 1, 1), (7, 9, 13), (64, 256, 256), (65, 300, 384), (96, 257, 640), (130, 512, 40), (70, 260, 264)]
+# 32-wide blocks (AVX-512 hosts, 256+ rows): (264, 300, 544) takes them; (520, 33, 32) packs nothing, a short reduction
+SHAPES = [(1, 1, 1), (7, 9, 13), (64, 256, 256), (65, 300, 384), (96, 257, 640), (130, 512, 40), (70, 260, 264), (40, 512, 96),
+          (264, 300, 544), (520, 33, 32)]
 
 
 @pytest.mark.parametrize("m,k,n", [(256, 512, 512), (300, 256, 48), (512, 260, 64)])
@@ -78,6 +98,23 @@ def test_matmul_matches_numpy(dev, m, k, n):
   for pack in (1, 0):
     with Context(DEV=dev, PACK_PANELS=pack): got = (Tensor(a) @ Tensor(b)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("m,k,n,slices", [(64, 4096, 512, 2), (128, 6144, 256, 3), (64, 4100, 512, 4), (64, 2048, 512, 1)])
+def test_long_reduction_runs_in_k_slices(m, k, n, slices):
+  """A packed matmul with K > K_SLICE (2048) runs as equal slices of at most that, a kernel each adding the sum so far; equal to
+  numpy, and K_SLICE=0 keeps one kernel."""
+  rng = np.random.default_rng(k)
+  a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+  with Context(DEV="CPU"):
+    ta, tb = Tensor(a).realize(), Tensor(b).realize()
+    kernels = _kernels((ta @ tb).relu())
+    assert len(kernels) == 1 + slices  # the packing copy, then the slices
+    reds = [next(r for r in ranges_of(kn).values() if r.arg[1] == "reduce") for kn in kernels[1:]]
+    assert [r.src[0].arg for r in reds] == [k // slices] * slices
+    got = (ta @ tb).relu().numpy()
+    with Context(K_SLICE=0): assert len(_kernels(ta @ tb)) == 2
+  np.testing.assert_allclose(got, np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0), rtol=1e-4, atol=1e-3 * np.sqrt(k))
 
 
 def test_batched_matmul_packs_each_batch_and_matches_numpy():

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tinygrad.device.plugin import (
   CompileError,
   Compiler,
+  ContextVar,
   DType,
   Ops,
   PtrDType,
@@ -152,14 +153,31 @@ def resolve_cpu_features(target: Target) -> tuple[str, str]:
   return cpu or host.cpu, ",".join([host.features, *extra]).strip(",")
 
 
-def accumulator_budget(features: str, triple: str = "") -> int:
-  """float32 accumulators a register block may hold without spilling, from LLVM's feature string: the vector registers
-  minus 4 (the operands of the multiply-adds and a broadcast), times the lanes LLVM fills (8 with AVX: it vectorizes with ymm
-  registers even where AVX-512 offers 32 of them, so AVX-512 doubles the registers, not the lanes)."""
+# AVX-512 hosts: let LLVM fill 512-bit registers. LLVM prefers 256-bit vectors on Intel's AVX-512 parts (the clock penalty of
+# older ones), which halves what a register-blocked matmul's multiply-adds do per instruction: a 2048 matmul on one core of a
+# Sapphire Rapids-class VM ran at 111 GFLOP/s with ymm registers, 163 with zmm (a 32x8 block; numpy's OpenBLAS 169).
+# WIDE_VECTORS=0 leaves the width to LLVM
+WIDE_VECTORS = ContextVar("WIDE_VECTORS", 1)
+
+
+def features_on(features: str) -> set[str]:
+  """The features LLVM's feature string leaves on, applied in order: a later '-avx512f' (a DEV option) turns off the host's."""
   on: set[str] = set()
-  for f in filter(None, features.split(",")):  # in order: a later '-avx512f' (a DEV option) turns off the host's '+avx512f'
-    (on.add if f[0] == "+" else on.discard)(f[1:])
-  if "avx512f" in on: return 28 * 8
+  for f in filter(None, features.split(",")): (on.add if f[0] == "+" else on.discard)(f[1:])
+  return on
+
+
+def wide_vectors(features: str) -> bool:
+  """True when kernels are compiled for 512-bit vectors (avx512f on, WIDE_VECTORS not 0)."""
+  return bool(WIDE_VECTORS.value) and "avx512f" in features_on(features)
+
+
+def accumulator_budget(features: str, triple: str = "", wide: bool = False) -> int:
+  """float32 accumulators a register block may hold without spilling, from LLVM's feature string: the vector registers
+  minus 4 (the operands of the multiply-adds and a broadcast), times the lanes LLVM fills: 8 with AVX, where LLVM vectorizes
+  with ymm registers even where AVX-512 offers 32 of them, unless `wide` (wide_vectors: 16 lanes a zmm register)."""
+  on = features_on(features)
+  if "avx512f" in on: return 28 * (16 if wide else 8)
   if "avx" in on: return 12 * 8
   if triple.startswith(("aarch64", "arm64")) or "neon" in on: return 28 * 4
   return 12 * 4  # SSE: 16 xmm registers of 4 floats
@@ -300,12 +318,14 @@ class LLVMRenderer(Renderer):
     self.target = target if target is not None else Target("CPU", "LLVM")
     self.cpu, self.features = resolve_cpu_features(self.target)
     self.arch = self.cpu
-    self.accumulators = accumulator_budget(self.features, host_info().triple)
+    self.wide = wide_vectors(self.features)
+    self.accumulators = accumulator_budget(self.features, host_info().triple, self.wide)
     self.compiler = LLVMCompiler(self.cpu, self.features)
 
   def __reduce__(self) -> tuple: return LLVMRenderer, (self.target,)
 
-  def render(self, name: str, uops: list[UOp]) -> str: return _FunctionBuilder(name, uops).build()
+  def render(self, name: str, uops: list[UOp]) -> str:
+    return _FunctionBuilder(name, uops, attrs=' "prefer-vector-width"="512"' if self.wide else "").build()
 
 
 @dataclass
@@ -320,6 +340,7 @@ class _FunctionBuilder:
   cur: str = "entry"
   ntmp: int = 0
   masked: dict[UOp, MaskedLoad] = field(default_factory=dict)  # by the lane rendered first (masked_loads.py)
+  attrs: str = ""  # more function attributes (the vector width)
 
   # ---- small emit helpers
   def tmp(self, hint: str = "t") -> str:
@@ -351,7 +372,7 @@ class _FunctionBuilder:
     fname = self.name if _NAME_RE.fullmatch(self.name) else '"' + self.name.replace('"', "\\22") + '"'
     body = ["entry:", *self.allocas, *self.lines, "  ret void"]
     head = f"define void @{fname}({', '.join(params)}) #0 {{"
-    return "\n".join([*self.decls.values(), "", head, *body, "}", "", "attributes #0 = { nounwind }", ""])
+    return "\n".join([*self.decls.values(), "", head, *body, "}", "", f"attributes #0 = {{ nounwind{self.attrs} }}", ""])
 
   def _params(self) -> list[str]:
     bufs = sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)

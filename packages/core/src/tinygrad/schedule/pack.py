@@ -146,8 +146,32 @@ def pack_panels(r: UOp) -> UOp | None:
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     if prod(shape[a] for a in outs if steps[a] == 0) < (PACK_MIN_ROWS_T if transposed else PACK_MIN_ROWS): continue
     if shape[j] % (w := PANEL_WIDTH): continue
-    return r.replace(src=(x.replace(src=tuple(_packed(x.src[i], steps, j, k, w) if n == i else s for n, s in enumerate(x.src))),))
+    return k_slices(r, x.replace(src=tuple(_packed(x.src[i], steps, j, k, w) if n == i else s for n, s in enumerate(x.src))), k)
   return None
+
+
+# A packed matmul's reduction runs in slices of at most this many elements, a kernel each (k_slices). Measured on 2 cores of
+# an AVX-512 VM (8x32 register block, 64-row cache blocks): 4096^3 in one kernel 318-333 GFLOP/s, in two slices of 2048
+# 343-366, in four 341; 2048^3 in one 332, in two 312 (the sum so far, written and read again, costs more than it saves there)
+K_SLICE = ContextVar("K_SLICE", 2048)
+MAX_K_SLICES = 16
+
+
+def k_slices(r: UOp, x: UOp, k: int) -> UOp:
+  """REDUCE_AXIS(ADD) r over x (float32) along axis k, as equal slices of at most K_SLICE: slice s a kernel of its own that adds
+  the sum of the slices before it (a buffer) to its own. A block of A's rows runs over every column panel of B while it stays in
+  L2 (rows x K floats: 64 x 4096 x 4 bytes is 1 MiB, half of the 2 MiB L2), which a long reduction doesn't allow in one kernel."""
+  size, n = x.shape[k], 1
+  if (kc := K_SLICE.value) > 0 and x.dtype == dtypes.float32 and isinstance(size, int) and size > kc:
+    n = next((c for c in range(-(-size // kc), MAX_K_SLICES + 1) if size % c == 0), 1)
+  if n == 1: return r.replace(src=(x,))
+  out: UOp | None = None
+  for s in range(n):
+    part = r.replace(src=(UOp(Ops.SHRINK, x.dtype, (x,), tuple((s * size // n, (s + 1) * size // n) if a == k else (0, d)
+                                                                for a, d in enumerate(x.shape))),))
+    out = part if out is None else UOp(Ops.ADD, r.dtype, (UOp(Ops.CONTIGUOUS, r.dtype, (out,)), part))
+  assert out is not None
+  return out
 
 
 def _packed(b: UOp, steps: list[int], j: int, k: int, w: int) -> UOp:
