@@ -209,6 +209,9 @@ def test_max_tokens_is_capped_by_the_context(server):
 
 def test_queue_is_bounded_and_shows_positions(server):
   service = server.RequestHandlerClass.service
+  # an earlier test's request may still be finishing on a loaded machine (its place would make this one's 2 ahead, not 1)
+  deadline = time.time() + 30
+  while service.queue.line and time.time() < deadline: time.sleep(0.05)
   running = service.queue.join()  # stands for a long generation holding the model
   try:
     s = socket.create_connection(("127.0.0.1", port(server)), timeout=10)
