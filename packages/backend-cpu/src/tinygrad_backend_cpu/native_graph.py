@@ -85,16 +85,20 @@ class NativeCPUGraph:
   def __init__(self, launches: list[KernelLaunch], compile_lib: Callable[[str], bytes], load: Callable[[str, bytes], object]):
     if any(not hasattr(lc.program, "address") for lc in launches): raise NotImplementedError("a CPU graph holds only CPU kernels")
     self._compile_lib, self._load = compile_lib, load
-    self.launches = list(launches)
-    self.team = max(launch_shape(lc)[2] for lc in self.launches)
+    self.counter = (ctypes.c_uint32 * 16)()  # a cache line of its own
+    self._set(list(launches))
+
+  def _set(self, launches: list[KernelLaunch]) -> None:
+    """Lay out the table for these launches, fill it, and load the code for their shapes."""
+    self.launches = launches
+    self.team = max(launch_shape(lc)[2] for lc in launches)
     self._offsets: list[int] = []
     n = 0
-    for lc in self.launches:
+    for lc in launches:
       self._offsets.append(n)
       n += 1 + len(lc.bufs) + len(lc.vals)
     self.table = (ctypes.c_uint64 * max(n, 1))()
-    for i, lc in enumerate(self.launches): self._write(i, lc)
-    self.counter = (ctypes.c_uint32 * 16)()  # a cache line of its own
+    for i, lc in enumerate(launches): self._write(i, lc)
     self._build()
 
   def _write(self, i: int, launch: KernelLaunch) -> None:
@@ -112,8 +116,7 @@ class NativeCPUGraph:
 
   def update(self, i: int, launch: KernelLaunch) -> None:
     if launch_shape(launch) != launch_shape(self.launches[i]):  # another thread count or signature: new code, new layout
-      self.__init__(self.launches[:i] + [launch] + self.launches[i + 1:], self._compile_lib, self._load)  # type: ignore[misc]
-      return
+      return self._set(self.launches[:i] + [launch] + self.launches[i + 1:])
     self.launches[i] = launch
     self._write(i, launch)
 
