@@ -214,6 +214,20 @@ def test_a_jitted_function_called_inside_another_one():
     np.testing.assert_allclose(outer(Tensor(a_np).realize()).item(), (_chain_ref(a_np, 5) + _chain_ref(a_np * 2, 6)).sum(), rtol=1e-4)
 
 
+def test_captures_share_their_blocks_and_replay_alternately():
+  """Two captures (an LLM's chunk sizes or attention spans) replay one at a time: the second plan takes the first one's
+  blocks instead of making its own, and replays of the two in any order stay correct."""
+  f = TinyJit(lambda a: _chain(a, 8).sum())
+  g = TinyJit(lambda a: (_chain(a * 2, 8) * 3).sum())
+  for k in range(5):
+    a_np = np.random.randn(64).astype(np.float32)
+    if k % 2: np.testing.assert_allclose(g(Tensor(a_np).realize()).item(), 3 * _chain_ref(a_np * 2, 8).sum(), rtol=1e-4)
+    np.testing.assert_allclose(f(Tensor(a_np).realize()).item(), _chain_ref(a_np, 8).sum(), rtol=1e-4)
+    if not k % 2: np.testing.assert_allclose(g(Tensor(a_np).realize()).item(), 3 * _chain_ref(a_np * 2, 8).sum(), rtol=1e-4)
+  def blocks(j: TinyJit) -> set[int]: return {id(b.base) for ei, _ in j.captured for b in ei.bufs if b.base is not None}
+  assert blocks(f) and blocks(f) == blocks(g)
+
+
 def test_plan_off_keeps_one_buffer_each():
   from tinygrad.helpers import Context
   with Context(JIT_PLAN=0):

@@ -11,9 +11,14 @@ Two steps use that:
     not the sum of all intermediates);
   - once it returned (`plan_memory`): internal buffers whose uses (first..last captured item) don't overlap become views
     of one shared block. A kernel reads and writes its buffers at once, so two buffers of one item never share a block.
+Captures replay one at a time on a device's queue and an internal buffer holds nothing from one replay to the next, so
+the blocks of different captures can be the same memory too: a plan takes each block from the device's existing blocks
+(the smallest free one that is large enough) before it makes a new one. An LLM keeps one capture per prefill chunk size
+and attention span; their activations are the same sizes, and now share one set of blocks instead of one set each.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
 
 Items = list[tuple["ExecItem", dict[str, int]]]
 RELEASE_AFTER_BYTES = 4 << 20  # a capturing call releases dead intermediates each time it allocated this much since the last time
+# the shared blocks of every capture's plan, by device: a later plan reuses them (weak: a block goes when no capture uses it)
+_blocks: dict[str, list[weakref.ref[Buffer]]] = {}
 
 
 @dataclass
@@ -104,11 +111,27 @@ def plan_memory(items: Items, fresh: set[int], keep: set[int]) -> int:
     blk.size, blk.busy_until = max(blk.size, nbytes), last[k]
     blk.members.append(k)
   replace: dict[int, Buffer] = {}
-  for blk in blocks:
-    if len(blk.members) < 2: continue  # nothing to share: it keeps its own buffer
-    shared = Buffer(blk.device, max(blk.size, 1), dtypes.uint8)  # allocated on first use, like any buffer
+  taken: set[int] = set()  # blocks of other captures this plan uses (two blocks of one plan are in use at once: never the same)
+  for blk in sorted(blocks, key=lambda b: -b.size):  # the largest first: each takes the smallest existing block that fits
+    shared = _existing_block(blk.device, blk.size, taken)
+    if shared is None:
+      if len(blk.members) < 2: continue  # nothing to share: it keeps its own buffer
+      shared = Buffer(blk.device, max(blk.size, 1), dtypes.uint8)  # allocated on first use, like any buffer
+      _blocks.setdefault(blk.device, []).append(weakref.ref(shared))
+      taken.add(id(shared))
     for k in blk.members: replace[k] = Buffer(blk.device, objs[k].size, objs[k].dtype, base=shared, offset=0)
   for ei, _ in items: ei.bufs[:] = [replace.get(id(b), b) for b in ei.bufs]
   for k in replace: objs[k].deallocate()  # the replaced buffers' memory goes back to the allocator ...
   for dev in {objs[k].device for k in replace}: Device[dev].allocator.free_cache()  # ... and from there to the device
   return sum(objs[k].nbytes for k in internal) - sum(blk.size for blk in blocks)
+
+
+def _existing_block(device: str, nbytes: int, taken: set[int]) -> Buffer | None:
+  """The smallest block an earlier plan made on `device` that holds nbytes and this plan doesn't use yet (marked taken)."""
+  alive = [b for r in _blocks.get(device, []) if (b := r()) is not None]
+  _blocks[device] = [weakref.ref(b) for b in alive]
+  fits = [b for b in alive if b.nbytes >= nbytes and id(b) not in taken]
+  if not fits: return None
+  best = min(fits, key=lambda b: b.nbytes)
+  taken.add(id(best))
+  return best
