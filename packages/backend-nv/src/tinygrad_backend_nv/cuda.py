@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
+from tinygrad.device.plugin import ContextVar, CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
@@ -232,6 +232,10 @@ class CUDARenderer(CStyleRenderer):
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
     # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
     if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
+    # a kernel whose shared memory holds only a reduction's partials streams memory: it needs warps resident to hide the
+    # latency more than registers (a softmax row kept in registers took 166 a thread: one 256-thread block an SM, not two)
+    if (warps := REDUCE_WARPS.value) and not any(u.op is Ops.WMMA for u in uops) and 0 < shared <= REDUCE_SMEM_MAX and threads * 2 <= warps * 32:
+      bounds = f"{threads}, {warps * 32 // threads}"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
@@ -241,6 +245,10 @@ class CUDARenderer(CStyleRenderer):
       body = src.index("{\n", src.index(head)) + 2
       src = src[:body] + _GRID_WAIT + src[body:]
     return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
+
+
+REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
+REDUCE_SMEM_MAX = 4096  # shared bytes up to which a kernel's shared memory is taken for a reduction's partials
 
 
 def _x2(helper: str, ty: str) -> str:

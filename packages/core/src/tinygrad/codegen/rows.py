@@ -13,10 +13,13 @@ opens them after the reductions closed: the reductions run once per row.
 from __future__ import annotations
 
 from tinygrad.codegen.opt import Opt, OptOps, range_size
+from tinygrad.helpers import ContextVar
 from tinygrad.uop.ops import Ops, UOp
 
 ROW_VECTOR = 4
-ROW_UNROLL_MAX = 16  # a lane's share of a row up to 16 vectors (64 float32 registers) is unrolled and kept in registers
+ROW_UNROLL_MAX = ContextVar("ROW_UNROLL_MAX", 16)  # a lane's share of a row up to 16 vectors (64 float32 registers) is unrolled and kept in registers
+ROW_SHORT_STEPS = ContextVar("ROW_SHORT_STEPS", 8)  # vectors a lane keeps of a short row (row_lanes)
+ROW_SHORT_LANES = 64
 ROW_MIN_STEPS = 4  # ... and at least 4 vectors, so the block's lanes are not too many for a short row
 
 
@@ -30,10 +33,15 @@ def row_loop_opts(ast: UOp) -> list[Opt]:
 
 
 def row_lanes(n: int) -> int:
-  """Lanes a GPU gives a row of n elements (gpu_row_opts), 0 where its fast path doesn't fit. The fewest that keep a lane's
-  share within ROW_UNROLL_MAX vectors: every lane reads all G partials of each reduction in the final combine
-  (codegen/group.py), so G lanes cost G shared-memory reads a reduction per lane."""
-  return next((g for g in (16, 32, 64, 128, 256) if n % (ROW_VECTOR * g) == 0 and ROW_MIN_STEPS <= n // (ROW_VECTOR * g) <= ROW_UNROLL_MAX), 0)
+  """Lanes a GPU gives a row of n elements (gpu_row_opts), 0 where its fast path doesn't fit. Every lane reads all G partials
+  of each reduction in the final combine (codegen/group.py), so G lanes cost G shared-memory reads a reduction per lane; a
+  lane's share of the row lives in registers, 4 per vector (a softmax row of 16 vectors a lane took 166 registers a thread
+  on the H200: one block an SM). So: the fewest lanes (up to ROW_SHORT_LANES) that keep a lane's share within
+  ROW_SHORT_STEPS vectors, else the fewest within ROW_UNROLL_MAX. H200, softmax (bench/README.md): 1024 and 2048 columns
+  0.78 / 0.85x torch with 16 vectors a lane, 0.94-1.03 / 0.99x with 8; 4096 columns 1.33x with 16, 1.22x with 8."""
+  def fits(g: int, most: int) -> bool: return n % (ROW_VECTOR * g) == 0 and ROW_MIN_STEPS <= n // (ROW_VECTOR * g) <= most
+  short = next((g for g in (16, 32, 64) if g <= ROW_SHORT_LANES and fits(g, ROW_SHORT_STEPS.value)), 0)
+  return short or next((g for g in (16, 32, 64, 128, 256) if fits(g, ROW_UNROLL_MAX.value)), 0)
 
 
 def gpu_row_opts(ast: UOp) -> list[Opt]:
@@ -67,7 +75,7 @@ def spread_over_lanes(sink: UOp, lane: UOp, g: int) -> UOp:
     exact = (size := range_size(r)) is not None and size % g == 0
     steps = UOp.const(r.dtype, size // g) if exact and size is not None else (n + (g - 1)) // g
     k = r.replace(src=(steps, *r.src[1:]))
-    if exact and size is not None and size // g <= ROW_UNROLL_MAX:
+    if exact and size is not None and size // g <= ROW_UNROLL_MAX.value:
       copies: list[UOp] = []
       for st in sink.src:
         copies.extend([st.substitute({r: UOp.const(r.dtype, i * g) + lane.cast(r.dtype)}) for i in range(size // g)] if r in st.toposort() else [st])
