@@ -232,9 +232,12 @@ class CUDARenderer(CStyleRenderer):
     bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
     # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
     if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
-    # a kernel whose shared memory holds only a reduction's partials streams memory: it needs warps resident to hide the
-    # latency more than registers (a softmax row kept in registers took 166 a thread: one 256-thread block an SM, not two)
-    if (warps := REDUCE_WARPS.value) and not any(u.op is Ops.WMMA for u in uops) and 0 < shared <= REDUCE_SMEM_MAX and threads * 2 <= warps * 32:
+    # a reduction kernel (its shared memory holds only partials) that keeps its share of the data in registers (a GPU row
+    # kernel: codegen/rows.py) streams memory: it needs resident warps to hide the latency more than registers. A softmax row
+    # of 64 values a thread took 166 registers (one 256-thread block an SM) where 128 fit; asked of one with 32 values a thread
+    # (79 registers), ptxas used up to the cap instead (102: two blocks, not three), so only the former ask
+    if (warps := REDUCE_WARPS.value) and 0 < shared <= REDUCE_SMEM_MAX and threads * 2 <= warps * 32 and not any(u.op is Ops.WMMA for u in uops) \
+        and _values_loaded_outside_loops(uops) >= REDUCE_HELD_VALUES:
       bounds = f"{threads}, {warps * 32 // threads}"
     decl = ""
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
@@ -249,6 +252,17 @@ class CUDARenderer(CStyleRenderer):
 
 REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
 REDUCE_SMEM_MAX = 4096  # shared bytes up to which a kernel's shared memory is taken for a reduction's partials
+REDUCE_HELD_VALUES = 64  # ... and values a thread loads from global memory outside any loop, from which it asks
+
+
+def _values_loaded_outside_loops(uops: list[UOp]) -> int:
+  """Elements a thread loads from global memory outside any loop: what it holds in registers at once, at most."""
+  depth, n = 0, 0
+  for u in uops:
+    if u.op is Ops.RANGE: depth += 1
+    elif u.op is Ops.END: depth -= 1
+    elif u.op is Ops.LOAD and depth == 0 and isinstance(ptr := u.src[0].dtype, PtrDType) and ptr.addrspace == "global": n += u.dtype.count
+  return n
 
 
 def _x2(helper: str, ty: str) -> str:
