@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
@@ -44,6 +44,12 @@ class ProgramSpec:
   estimated_mem: int = 0
   opts: list[Opt] = field(default_factory=list)          # the optimizations applied (heuristics, BEAM, or given)
   lib: bytes | None = None                               # a binary handed in (a PROGRAM with BINARY): loaded, not compiled
+
+  def runnable(self) -> ProgramSpec:
+    """This program without its linearized UOps: what running it needs (the source, launch sizes, parameters). A runner, the
+    disk cache and the compile pool keep or pass only this: an LLM's kernels held thousands of UOps each (SmolLM2 on the CPU,
+    a 512-token prompt: 17 MB of peak RSS), and every cache hit unpickled and re-interned them."""
+    return replace(self, uops=[]) if self.uops else self
 
 
 def kernel_name(ast: UOp) -> str:

@@ -1,4 +1,4 @@
-"""Lowered programs on disk: a kernel AST's ProgramSpec (its opts, linearized UOps, rendered source) kept in the on-disk cache,
+"""Lowered programs on disk: a kernel AST's ProgramSpec (its opts, rendered source, launch sizes; not its linearized UOps) kept in the on-disk cache,
 so a later process skips choosing opts, lowering, linearizing and rendering a kernel it has seen (the compiled binary is cached
 apart, by source: Compiler.compile_cached). A model's first token in a fresh process is mostly this host work, not compiling.
 
@@ -23,7 +23,7 @@ from tinygrad.renderer import Renderer
 from tinygrad.uop.ops import Ops, UOp
 
 PCACHE = ContextVar("PCACHE", 1)  # PCACHE=0: lower every kernel anew in each process (the compiled binaries stay cached)
-TABLE = "lowered_program_v1"
+TABLE = "lowered_program_v2"  # v2: without the linearized UOps
 # packages whose code decides what a kernel AST lowers to, besides the renderer's own package (a backend's, all of it: its tensor
 # cores and rewrite rules may live beside the renderer class)
 _LOWERING_PACKAGES = ("tinygrad.codegen", "tinygrad.renderer", "tinygrad.uop")
@@ -99,7 +99,7 @@ def cached_program(ast: UOp, renderer: Renderer, setting: tuple, beam: int, lowe
     return hit
   stats["misses"] += 1
   spec = lower()
-  try: diskcache_put(TABLE, key, spec)
+  try: diskcache_put(TABLE, key, spec.runnable())  # (a hit serves a runner: the UOps would be unpickled for nothing)
   except (pickle.PicklingError, RecursionError, TypeError, AttributeError): pass  # a program that doesn't pickle: lowered anew next time
   return spec
 

@@ -38,6 +38,7 @@ class CompiledRunner:
     self.lib = lib if lib is not None else spec.lib if spec.lib is not None else renderer.compiler.compile_cached(spec.src)
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
     if recorder is not None: recorder.compiled(spec, self.lib, renderer)
+    self.spec = spec.runnable()
     # worked out once: a TinyJit replays this call for every kernel of every step
     # (the thread index, codegen/threads.py, is not a value of ours: the device passes it to each thread)
     self._var_names = tuple(v.arg[0] for v in spec.vars if v.arg[0] != "core_id")
@@ -166,7 +167,7 @@ def lower_and_compile(ast: UOp, renderer: Renderer, settings: dict[str, Any]) ->
   from tinygrad.helpers import Context, ContextVar
   with Context(**{k: v for k, v in settings.items() if k in ContextVar._registry}):
     spec = _program(ast, renderer)
-    return spec, spec.lib if spec.lib is not None else renderer.compiler.compile_cached(spec.src)
+    return spec.runnable(), spec.lib if spec.lib is not None else renderer.compiler.compile_cached(spec.src)
 
 
 def _build_in_pool(kernels: list[tuple[UOp, str, Renderer]]) -> list[tuple[ProgramSpec, bytes] | None]:
