@@ -38,7 +38,7 @@ class CompiledRunner:
     self.lib = lib if lib is not None else spec.lib if spec.lib is not None else renderer.compiler.compile_cached(spec.src)
     self.program: Program = device.runtime(spec.name, self.lib) if device.runtime is not None else _noop
     if recorder is not None: recorder.compiled(spec, self.lib, renderer)
-    self.spec = spec.runnable()
+    else: self.spec = spec.runnable()  # (VIZ's recorder knows the program by its spec: kept whole while it records)
     # worked out once: a TinyJit replays this call for every kernel of every step
     # (the thread index, codegen/threads.py, is not a value of ours: the device passes it to each thread)
     self._var_names = tuple(v.arg[0] for v in spec.vars if v.arg[0] != "core_id")
