@@ -1,5 +1,5 @@
 """Output channels as a CPU convolution's vector lanes (core schedule/conv_lanes.py): a conv whose output rows don't
-vectorize (stride 2, rows not a multiple of 8) runs in the blocked layout (N, C/16, H, W, 16) over a copy of its weight with
+vectorize (stride 2, rows not a multiple of 16) runs in the blocked layout (N, C/w, H, W, w) over a copy of its weight with
 the output channel innermost; other convs and matmuls are left alone; results equal a float64 numpy reference with both
 CPU renderers, for odd shapes, batch 1, channel counts that aren't multiples of 16, and through the backward pass."""
 import numpy as np
@@ -36,40 +36,57 @@ def _reference(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.ndarra
 
 
 def test_stride2_conv_runs_with_channel_lanes():
-  """ResNet's 3x3 stride-2 conv (128 -> 256 channels, 28x28 -> 14x14): the conv kernel's innermost output loop is 16 output
+  """ResNet's 3x3 stride-2 conv (128 -> 256 channels, 28x28 -> 14x14): the conv kernel's innermost output loop is 32 output
   channels, whose weights are neighbours (the packed copy) and whose input pixel is one and the same; the register block
   vectorizes that loop."""
   with Context(DEV="CPU"):
     kernels = _kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))
   conv = _conv(kernels)
   outs = _out_ranges(conv)
-  assert [range_size(r) for r in outs] == [8, 16, 14, 14, 16]  # (N, C/16, H, W, 16)
+  assert [range_size(r) for r in outs] == [8, 8, 14, 14, 32]  # (N, C/32, H, W, 32)
   lanes = outs[-1]
   strides = sorted(_index_stride(ld, lanes) for ld in conv.toposort() if ld.op is Ops.LOAD and ld.src[0].op is Ops.INDEX)
   assert strides == [0, 1]  # the input pixel is shared by the lanes, the weights are contiguous
-  assert hand_coded_opts(conv, threads=2, accumulators=96)[0] == Opt(OptOps.UPCAST, lanes.arg[0], 16)
+  assert hand_coded_opts(conv, threads=2, accumulators=96)[0] == Opt(OptOps.UPCAST, lanes.arg[0], 32)
   # the padded input's copy, the weight's copy, the conv, and the copy back to NCHW
   assert len(kernels) == 4
   with Context(DEV="CPU", CONV_LANES=0):
     assert len(_kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))) == 2
 
 
-def test_seven_wide_layer_blocks_the_batch_too():
-  """ResNet's 7x7 layer (512 channels, batch 8): 7 has no divisor for a second register-blocked loop, so the block takes 4
-  images besides the 16 lanes (codegen/heuristics.py's _fill_block); a 56-wide conv keeps its 8x8 block."""
+@pytest.mark.parametrize("cout,width", [(64, 32), (48, 16), (24, 8)])
+def test_lane_width_is_the_widest_that_divides(cout, width):
+  with Context(DEV="CPU"): conv = _conv(_kernels(Tensor.empty(2, 16, 14, 14).conv2d(Tensor.empty(cout, 16, 3, 3), padding=1)))
+  assert range_size(_out_ranges(conv)[-1]) == width
+
+
+def test_lanes_block_takes_up_to_eight_pixels():
+  """The register block (codegen/heuristics.py's _lanes_block): the 32 lanes whole, then pixels along the row (7 of a 7- or
+  14-wide row, 8 of a 56-wide one), as many as the accumulators allow: AVX-512's 448 take 32 x 8, AVX2's 96 take 32 x 3 (a
+  7-wide row has no divisor up to 3: two images instead)."""
   with Context(DEV="CPU"):
-    conv = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
-    plain = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
-  n, lanes = _out_ranges(conv)[0], _out_ranges(conv)[-1]
-  assert hand_coded_opts(conv, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 16), Opt(OptOps.UPCAST, n.arg[0], 4),
-                                                               Opt(OptOps.THREAD, 0, 2)]
-  co, ox = _out_ranges(plain)[1], _out_ranges(plain)[-1]
-  assert hand_coded_opts(plain, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, ox.arg[0], 8), Opt(OptOps.UPCAST, co.arg[0], 8),
+    seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
+    wide = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
+  n, ox, lanes = _out_ranges(seven)[0], _out_ranges(seven)[-2], _out_ranges(seven)[-1]
+  assert hand_coded_opts(seven, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 7),
+                                                                 Opt(OptOps.THREAD, 0, 2)]
+  assert hand_coded_opts(seven, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, n.arg[0], 2),
+                                                                Opt(OptOps.THREAD, 0, 2)]
+  ox, lanes = _out_ranges(wide)[-2], _out_ranges(wide)[-1]
+  assert hand_coded_opts(wide, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 8),
                                                                 Opt(OptOps.THREAD, 0, 2)]
 
 
-@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1),  # 56-wide rows vectorize as they are
-                                              ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),  # a 1x1 conv on 56-wide rows
+@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1), ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),
+                                              ((1, 128, 14, 14), (256, 128, 1, 1), 0, 1)])
+def test_rows_not_a_multiple_of_16_take_lanes(xs, ws, pad, stride):
+  """56- and 14-wide rows (ResNet's) vectorize 8 at a time at best: the channels become the lanes instead."""
+  with Context(DEV="CPU"): conv = _conv(_kernels(Tensor.empty(*xs).conv2d(Tensor.empty(*ws), padding=pad, stride=stride)))
+  assert range_size(_out_ranges(conv)[-1]) == 32
+
+
+@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 32, 32), (64, 64, 3, 3), 1, 1),  # 32-wide rows vectorize as they are
+                                              ((8, 128, 32, 32), (128, 128, 1, 1), 0, 1),  # a 1x1 conv on 32-wide rows
                                               ((2, 16, 14, 14), (12, 16, 3, 3), 1, 1)])  # 12 channels: no lanes of 8
 def test_left_alone(xs, ws, pad, stride):
   with Context(DEV="CPU"):
@@ -91,7 +108,9 @@ SHAPES = [((1, 8, 7, 9), (16, 8, 3, 3), 1, 1),      # batch 1, 9-wide rows
           ((1, 16, 7, 7), (32, 16, 1, 1), 0, 1),    # a 1x1 conv on a 7x7 map
           ((2, 16, 15, 15), (32, 16, 1, 1), 0, 2),  # a 1x1 stride-2 conv (ResNet's downsample)
           ((1, 5, 11, 13), (16, 5, 5, 3), 2, 1),    # a 5x3 kernel, odd everything
-          ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1)]    # 48 channels: 3 blocks of 16
+          ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1),    # 48 channels: 3 blocks of 16
+          ((2, 8, 13, 13), (64, 8, 3, 3), 1, 2),    # 64 channels: 2 blocks of 32, stride 2 on odd sizes
+          ((1, 1, 10, 10), (32, 1, 3, 3), 1, 1)]    # 1 input channel
 
 
 @pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
@@ -102,7 +121,7 @@ def test_matches_numpy(dev, xs, ws, pad, stride):
   x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
   with Context(DEV=dev):
     kernels = _kernels(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride))
-    assert range_size(_out_ranges(_conv(kernels))[-1]) in (8, 16)  # the rewrite applied
+    assert range_size(_out_ranges(_conv(kernels))[-1]) in (8, 16, 32)  # the rewrite applied
     got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
   np.testing.assert_allclose(got, _reference(x, w, pad, stride), rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
 

@@ -1,13 +1,14 @@
 """Output channels as the vector lanes of a CPU convolution whose pixel rows don't vectorize.
 
 The CPU register block (codegen/heuristics.py) puts its vector lanes on the innermost output loop, a convolution's output
-columns. That pays where a row is a multiple of the vector width and the input is read at stride 1 along it (a 3x3 conv at
-56x56). A stride-2 conv reads every second input pixel (the lanes' loads are gathers), and the 14- and 7-wide rows of a
+columns. That pays where a row is a multiple of the vector width (ROW_VECTOR) and the input is read at stride 1 along it (a
+3x3 conv at 32x32). A stride-2 conv reads every second input pixel (the lanes' loads are gathers), and the 14- and 7-wide rows of a
 ResNet's later layers leave no vector width that divides them: the kernel then blocks the output channels alone, loading
 one weight at a time from 8 places a whole filter apart (a 3x3 stride-2 conv, 128 -> 256 channels at 28x28, ran at 0.16x
-torch). Here such a reduction is computed in the blocked layout (N, C/16, H, W, 16), a kernel of its own that writes 16
-output channels contiguously, over a copy of the weight laid out (O/16, I, H, W, 16): the lanes then load one contiguous
-weight vector and broadcast one input pixel per multiply-add, like a matmul's, and each 16-channel panel of the weight is
+torch). Here such a reduction is computed in the blocked layout (N, C/w, H, W, w), a kernel of its own that writes w = 32
+(else 16 or 8) output channels contiguously, over a copy of the weight laid out (O/w, I, H, W, w): the lanes then load
+contiguous weight vectors and broadcast one input pixel per multiply-add, like a matmul's (its register block,
+heuristics._lanes_block, is the matmul's 8x32: 32 lanes x up to 8 pixels), and each w-channel panel of the weight is
 one contiguous run that stays in cache while every pixel of an image goes through it (the plain (I, H, W, O) transpose,
 tried first, read 64 bytes from every 2 KiB of a 9 MB weight per pixel: the 7x7 layer ran 2.5x slower than before). The consumers read
 the result back through a permute. Measured on the loaded 2-core VM (bench/README.md): the stride-2 conv above 7.8 -> 37
@@ -25,12 +26,16 @@ from tinygrad.helpers import ContextVar
 from tinygrad.uop.ops import Ops, UOp
 
 CONV_LANES = ContextVar("CONV_LANES", 1)  # 0: convolutions keep their lanes on the output columns
-LANE_WIDTH = 8  # a row this many pixels wide (or a multiple) vectorizes as it is; the channels need a multiple of it
+# a row this many pixels wide (or a multiple), read at stride 1, vectorizes as it is: one zmm register of columns. 56 (8 at a
+# time, ymm) did not: ResNet's 3x3 64x56 layer, batch 8, 188 -> 350-360 GFLOP/s with 32 lanes x 8 pixels, its 1x1 256x56
+# 73 -> 180-190. 32-wide rows stay: (8, 64, 32, 32) 3x3 326-370 as they are, 220-359 with lanes; 1x1 128 ch 285-314 vs 211-217
+ROW_VECTOR = 16
+LANE_WIDTHS = (32, 16, 8)  # output channels per lane block, the widest that divides them: 32 are two zmm registers
 
 
 def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) -> UOp | None:
   """REDUCE_AXIS(ADD, MUL(input, weight)) of a convolution (two or more reduce axes) whose innermost output loop (the
-  columns) is not a multiple of LANE_WIDTH or is read at a stride other than 1: the same reduction in the blocked layout
+  columns) is not a multiple of ROW_VECTOR or is read at a stride other than 1: the same reduction in the blocked layout
   (N, C/w, H, W, w) over a (O/w, I, H, W, w) copy of the weight, realized, and viewed back as NCHW. None where that doesn't
   apply. axis_strides: pack._axis_strides (pack calls this module)."""
   if not CONV_LANES.value or r.arg[0] is not Ops.ADD or (x := r.src[0]).op is not Ops.MUL or not dtypes.is_float(x.dtype): return None
@@ -43,11 +48,11 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
   for i, (base, steps) in enumerate(views):
     other = views[1 - i][1]
     if base.op is not Ops.BUFFER or steps[j] != 0 or other[j] == 0: continue  # the weight: the same for every column
-    if shape[j] % LANE_WIDTH == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
-    chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTH == 0]
+    if shape[j] % ROW_VECTOR == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
+    chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
     if not chans: continue
     c = chans[-1]
-    w = 16 if shape[c] % 16 == 0 else LANE_WIDTH
+    w = next(v for v in LANE_WIDTHS if shape[c] % v == 0)
     # axis c split into (c/w, w): the lanes are axis c+1, moved last; the reduce axes after c move one up
     split = shape[:c] + (shape[c] // w, w) + shape[c + 1:]
     srcs = [UOp(Ops.RESHAPE, x.dtype, (s,), split) for s in x.src]
