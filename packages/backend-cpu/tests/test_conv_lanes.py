@@ -60,10 +60,10 @@ def test_lane_width_is_the_widest_that_divides(cout, width):
   assert range_size(_out_ranges(conv)[-1]) == width
 
 
-def test_lanes_block_takes_up_to_eight_pixels():
+def test_lanes_block_takes_a_row_of_pixels():
   """The register block (codegen/heuristics.py's _lanes_block): the 32 lanes whole, then pixels along the row (7 of a 7- or
-  14-wide row, 8 of a 56-wide one), as many as the accumulators allow: AVX-512's 448 take 32 x 8, AVX2's 96 take 32 x 3 (a
-  7-wide row has no divisor up to 3: two images instead)."""
+  14-wide row, 8 of a 56-wide one), as many as the accumulators allow: AVX-512's 448 take up to 32 x 9, AVX2's 96 take 32 x 3
+  (a 7-wide row has no divisor up to 3: two images instead)."""
   with Context(DEV="CPU"):
     seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
     wide = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
@@ -72,9 +72,9 @@ def test_lanes_block_takes_up_to_eight_pixels():
                                                                  Opt(OptOps.THREAD, 0, 2)]
   assert hand_coded_opts(seven, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, n.arg[0], 2),
                                                                 Opt(OptOps.THREAD, 0, 2)]
-  ox, lanes = _out_ranges(wide)[-2], _out_ranges(wide)[-1]
+  blocks, ox, lanes = _out_ranges(wide)[1], _out_ranges(wide)[-2], _out_ranges(wide)[-1]
   assert hand_coded_opts(wide, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 8),
-                                                                Opt(OptOps.THREAD, 0, 2)]
+                                                                Opt(OptOps.BLOCK, blocks.arg[0], 2), Opt(OptOps.THREAD, 0, 2)]
 
 
 @pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1), ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),
@@ -139,3 +139,28 @@ def test_fused_consumer_and_gradients_equal_plain():
       (y * y).sum().backward()
       res.append([y.numpy(), *(t.grad.numpy() for t in (tx, tw, tb))])
   for g1, g0 in zip(*res): np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-3)
+
+
+def test_small_weight_runs_every_channel_block_per_pixel_block():
+  """_lanes_cache_block: ResNet's 1x1 stride-2 downsample (a 512 KiB weight over a 25 MB input) nests its 16 channel blocks
+  inside the pixel loops (BLOCK), so each input block is read once from memory; the 3x3 256x14 layer (a 2.4 MB weight) keeps
+  its order."""
+  with Context(DEV="CPU"):
+    down = _conv(_kernels(Tensor.empty(8, 256, 56, 56).conv2d(Tensor.empty(512, 256, 1, 1), stride=2)))
+    big = _conv(_kernels(Tensor.empty(8, 256, 14, 14).conv2d(Tensor.empty(256, 256, 3, 3), padding=1)))
+  blocks = _out_ranges(down)[1]
+  assert range_size(blocks) == 16 and Opt(OptOps.BLOCK, blocks.arg[0], 16) in hand_coded_opts(down, threads=2, accumulators=448)
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(big, threads=2, accumulators=448))
+
+
+def test_weight_gradient_blocks_the_taps():
+  """A 3x3 conv's weight gradient in the lanes layout (output channels as lanes, the reduction over the images' pixels): the
+  block is the 32 lanes x the 9 taps, each tap's input pixel broadcast."""
+  x, w = Tensor.empty(8, 64, 56, 56), Tensor.empty(64, 64, 3, 3)
+  with Context(DEV="CPU"):
+    dw = _conv([si.ast for si in x.conv2d(w, padding=1).gradient(w, gradient=Tensor.empty(8, 64, 56, 56))[0].schedule()
+                if si.ast.op is Ops.SINK])
+  outs = _out_ranges(dw)
+  assert [range_size(r) for r in outs] == [2, 64, 3, 3, 32]
+  assert hand_coded_opts(dw, threads=2, accumulators=448)[:3] == [Opt(OptOps.UPCAST, outs[4].arg[0], 32), Opt(OptOps.UPCAST, outs[3].arg[0], 3),
+                                                                  Opt(OptOps.UPCAST, outs[2].arg[0], 3)]
