@@ -164,3 +164,13 @@ def test_weight_gradient_blocks_the_taps():
   assert [range_size(r) for r in outs] == [2, 64, 3, 3, 32]
   assert hand_coded_opts(dw, threads=2, accumulators=448)[:3] == [Opt(OptOps.UPCAST, outs[4].arg[0], 32), Opt(OptOps.UPCAST, outs[3].arg[0], 3),
                                                                   Opt(OptOps.UPCAST, outs[2].arg[0], 3)]
+
+
+def test_batched_matmul_keeps_the_matmul_block():
+  """A batched matmul whose columns are 32 (attention's probabilities times V with 32-wide heads) looks like a lanes kernel
+  (loads at stride 0 and 1 along the columns) but has no channel-block loop: it keeps _register_block's 16-wide block (32 wide
+  from 256 rows only, for the compile time of the unrolled body)."""
+  with Context(DEV="CPU"):
+    (si,) = [si for si in (Tensor.empty(4, 9, 64, 128) @ Tensor.empty(4, 9, 128, 32)).schedule() if si.ast.op is Ops.SINK]
+  outs = _out_ranges(si.ast)
+  assert hand_coded_opts(si.ast, threads=2, accumulators=448)[0] == Opt(OptOps.UPCAST, outs[-1].arg[0], 16)

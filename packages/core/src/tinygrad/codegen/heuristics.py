@@ -148,6 +148,10 @@ def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int) -> list[Opt]:
   if any(st not in (0, 1) for st in strides) or 0 not in strides or 1 not in strides: return []
   weights = [ld for ld, st in zip(loads, strides) if st == 1]
   deps = {n for ld in weights for n in ld.toposort() if n.op is Ops.RANGE}
+  inputs = {n for ld, st in zip(loads, strides) if st == 0 for n in ld.toposort() if n.op is Ops.RANGE}
+  # a loop of output channel blocks besides the lanes (the weight's, not the input's): a batched matmul has none, and keeps
+  # the matmul's block (whose 32-wide form is for 256+ rows only: WIDE_MIN_ROWS)
+  if not any(r in deps and r not in inputs for r in outs[:-1]): return []
   n_lanes = range_size(lanes) or 1
   left = max(min(LANES_PIXELS, accumulators // n_lanes), 1)
   opts = [Opt(OptOps.UPCAST, lanes.arg[0], n_lanes)]
@@ -156,20 +160,19 @@ def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int) -> list[Opt]:
     if (k := max(d for d in range(1, left + 1) if size % d == 0)) > 1:
       opts.append(Opt(OptOps.UPCAST, r.arg[0], k))
       left //= k
-  return opts + _lanes_cache_block(outs, loads, strides, deps)
+  return opts + _lanes_cache_block(outs, loads, strides, deps, inputs)
 
 
 LANES_BLOCK_WEIGHT = 512 << 10  # a weight this small (bytes) is read whole per block of pixels, from L2 ...
 LANES_BLOCK_INPUT = 16  # ... where the input is this many times bigger
 
 
-def _lanes_cache_block(outs: list[UOp], loads: list[UOp], strides: list[int | None], deps: set[UOp]) -> list[Opt]:
+def _lanes_cache_block(outs: list[UOp], loads: list[UOp], strides: list[int | None], deps: set[UOp], inputs: set[UOp]) -> list[Opt]:
   """BLOCK the loop over the channel blocks (the weight's, not the input's) whole: every block of output channels then runs
   over a block of pixels while its input is in L1, instead of the whole input streamed from memory once per channel block.
   Only for a small weight (it is what cycles through the cache then) and a much bigger input. Measured on the 2-core AVX-512
   VM, ResNet's 1x1 stride-2 downsample (512 x 256 channels, 56 -> 28, batch 8): 145-160 -> 238 GFLOP/s; its 1x1 256x56 (64
   channels) 185-187 -> 208-219; the 3x3 64x56 345-356 either way; with a big weight slower (3x3 256x14, 2.4 MB: 373 -> 245)."""
-  inputs = {n for ld, st in zip(loads, strides) if st == 0 for n in ld.toposort() if n.op is Ops.RANGE}
   blocks = [r for r in outs[1:-1] if r in deps and r not in inputs]  # not the outermost loop: the threads split that one
   weight = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1)
   data = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0)
