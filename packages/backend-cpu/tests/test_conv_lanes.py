@@ -174,3 +174,15 @@ def test_batched_matmul_keeps_the_matmul_block():
     (si,) = [si for si in (Tensor.empty(4, 9, 64, 128) @ Tensor.empty(4, 9, 128, 32)).schedule() if si.ast.op is Ops.SINK]
   outs = _out_ranges(si.ast)
   assert hand_coded_opts(si.ast, threads=2, accumulators=448)[0] == Opt(OptOps.UPCAST, outs[-1].arg[0], 16)
+
+
+@pytest.mark.parametrize("xs,ws,pad,stride,groups", [((2, 64, 14, 14), (64, 32, 3, 3), 1, 1, 2),   # 2 groups of 32 channels
+                                                     ((1, 64, 13, 13), (64, 1, 3, 3), 1, 2, 64),   # depthwise, stride 2, odd
+                                                     ((2, 32, 9, 9), (128, 8, 1, 1), 0, 1, 4)])    # grouped 1x1
+def test_groups_match_numpy(xs, ws, pad, stride, groups):
+  rng = np.random.default_rng(sum(xs) + groups)
+  x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
+  cin, cout = xs[1] // groups, ws[0] // groups
+  want = np.concatenate([_reference(x[:, g * cin:(g + 1) * cin], w[g * cout:(g + 1) * cout], pad, stride) for g in range(groups)], axis=1)
+  with Context(DEV="CPU"): got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride, groups=groups).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
