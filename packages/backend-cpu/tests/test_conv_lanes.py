@@ -211,3 +211,14 @@ def test_big_weight_gradient_runs_in_slices_of_images():
   xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
   want = np.stack([np.stack([np.einsum("nohw,nchw->oc", g, xp[:, :, ky:ky + 48, kx:kx + 48]) for kx in range(3)], -1) for ky in range(3)], -2)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+
+
+def test_input_gradient_runs_the_forward_kernel():
+  """A stride-1 conv's input gradient is a conv of the output's gradient with the flipped, transposed weight (core
+  frontend/conv.py's _input_gradient): with 64 channels each way it is the forward's own lanes kernel, the flip read
+  through the weight's lanes copy (pack._axis_strides follows FLIP)."""
+  x, w = Tensor.empty(8, 64, 56, 56), Tensor.empty(64, 64, 3, 3)
+  with Context(DEV="CPU"):
+    fwd = _conv(_kernels(x.conv2d(w, padding=1)))
+    dx = _conv([si.ast for si in x.conv2d(w, padding=1).gradient(x, gradient=Tensor.empty(8, 64, 56, 56))[0].schedule() if si.ast.op is Ops.SINK])
+  assert _keys([dx]) == _keys([fwd])

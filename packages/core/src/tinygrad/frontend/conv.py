@@ -119,21 +119,23 @@ def _weight_precision(max_weight: float) -> int:
   return p
 
 
-def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int], d_: Sequence[int], pairs: Pairs,
+def _input_gradient(x: TensorT, weight: TensorT, groups: int, d_: Sequence[int], pairs: Pairs,
                     out_shape: tuple[int, ...]) -> Callable[[UOp], tuple[set[int], dict[UOp, UOp]] | None]:
-  """conv2d's input gradient for gradient.GRAD_OVERRIDES: given the gradient of the products (the output's, expanded over the
-  input channels and taps), the transposed convolution of the output's gradient with the weight, cut to the input (its
-  padding dropped, the positions no window reached zero). The windows' own adjoint is a 9x buffer for a 3x3 kernel and a
-  masked sum of 16 taps over it (ResNet's 3x3 64x56 layer, batch 8: 9 GFLOP/s against torch's 320)."""
+  """A stride-1 conv2d's input gradient for gradient.GRAD_OVERRIDES: given the gradient of the products (the output's,
+  expanded over the input channels and taps), the convolution of the output's gradient, padded by the taps' reach less
+  the input's padding, with the weight flipped and its in/out channels swapped in each group: the transposed convolution,
+  cut to the input. The windows' own adjoint is a buffer of the input times the taps (9x for 3x3) and a masked sum of 16
+  taps over it (ResNet's 3x3 64x56 layer, batch 8: 9 GFLOP/s against torch's 320)."""
+  nd = len(d_)
+  k_ = weight.shape[2:]
+  reach = [d * (k - 1) for k, d in zip(k_, d_)]
   def given(g: UOp) -> tuple[set[int], dict[UOp, UOp]] | None:
     if g.op is not Ops.EXPAND: return None  # not the sum's plain broadcast (another use of the products): the rules decide
     go = type(x)(g.src[0], requires_grad=False).reshape(*out_shape)
-    full = go.conv_transpose2d(weight, groups=groups, stride=s_, dilation=d_)
-    sp = x.shape[2:]
-    ends = [pb + i + pa - f for (pb, pa), i, f in zip(pairs, sp, full.shape[2:])]  # padded input minus what the windows reached
-    if any(e < 0 for e in ends): return None
-    dx = full.pad(((0, 0), (0, 0), *[(0, e) for e in ends])).shrink(((0, x.shape[0]), (0, x.shape[1]), *[(pb, pb + i) for (pb, _), i in zip(pairs, sp)]))
-    return {0}, {x.uop: dx.cast(x.dtype).uop if dx.dtype != x.dtype else dx.uop}
+    cout, cin = weight.shape[:2]
+    w = weight.reshape(groups, cout // groups, cin, *k_).transpose(1, 2).reshape(groups * cin, cout // groups, *k_).flip(*range(2, 2 + nd))
+    dx = go.conv2d(w, groups=groups, dilation=d_, padding=flatten(reversed([(r - pb, r - pa) for r, (pb, pa) in zip(reach, pairs)])))
+    return {0}, {x.uop: (dx.cast(x.dtype) if dx.dtype != x.dtype else dx).uop}
   return given
 
 
@@ -215,8 +217,8 @@ class ConvMixin(ReduceMixin):
     # overlapping windows (a kernel of 2+ taps) at stride 1: a stride-2 input gradient as a transposed convolution reads a
     # zero-stuffed output gradient (ResNet's 3x3 s2 layer: 1.2 GFLOP/s, against 10.8 through the windows' adjoint)
     if CONV_INPUT_GRAD.value and dtype is None and products.uop.op is Ops.MUL and prod(k_) > 1 and all(s == 1 for s in s_) \
-       and all(a >= 0 and b >= 0 for a, b in pairs):
-      GRAD_OVERRIDES[products.uop] = _input_gradient(self, weight, groups, s_, d_, pairs, (bs, cout, *o_))
+       and all(0 <= pb <= d * (k - 1) and 0 <= pa <= d * (k - 1) for (pb, pa), k, d in zip(pairs, k_, d_)):
+      GRAD_OVERRIDES[products.uop] = _input_gradient(self, weight, groups, d_, pairs, (bs, cout, *o_))
     out = products.sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *o_)
     return out if bias is None else out + bias.reshape(1, -1, *[1] * nd)
 
