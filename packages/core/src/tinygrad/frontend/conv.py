@@ -6,6 +6,7 @@ stride-1 conv2d's input gradient: a transposed convolution (gradient.GRAD_OVERRI
 the windows."""
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Self, TypeVar
@@ -119,22 +120,40 @@ def _weight_precision(max_weight: float) -> int:
   return p
 
 
-def _input_gradient(x: TensorT, weight: TensorT, groups: int, d_: Sequence[int], pairs: Pairs,
+def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int], d_: Sequence[int], pairs: Pairs,
                     out_shape: tuple[int, ...]) -> Callable[[UOp], tuple[set[int], dict[UOp, UOp]] | None]:
-  """A stride-1 conv2d's input gradient for gradient.GRAD_OVERRIDES: given the gradient of the products (the output's,
-  expanded over the input channels and taps), the convolution of the output's gradient, padded by the taps' reach less
-  the input's padding, with the weight flipped and its in/out channels swapped in each group: the transposed convolution,
-  cut to the input. The windows' own adjoint is a buffer of the input times the taps (9x for 3x3) and a masked sum of 16
-  taps over it (ResNet's 3x3 64x56 layer, batch 8: 9 GFLOP/s against torch's 320)."""
-  nd = len(d_)
-  k_ = weight.shape[2:]
-  reach = [d * (k - 1) for k, d in zip(k_, d_)]
+  """conv2d's input gradient for gradient.GRAD_OVERRIDES: given the gradient of the products (the output's, expanded over the
+  input channels and taps), the transposed convolution of the output's gradient with the weight, as convolutions: the
+  output's gradient, padded by the taps' reach, with the weight flipped and its in/out channels swapped in each group. At
+  stride s, one such convolution per phase (the input positions s*q + r take the taps r, r + s, ...), interleaved. Then cut
+  to the input (its padding dropped). The windows' own adjoint is a buffer of the input times the taps (9x for 3x3) and a
+  masked sum of 16 taps over it (ResNet's 3x3 64x56 layer, batch 8: 9 GFLOP/s against torch's 320)."""
+  nd, k_ = len(d_), weight.shape[2:]
   def given(g: UOp) -> tuple[set[int], dict[UOp, UOp]] | None:
     if g.op is not Ops.EXPAND: return None  # not the sum's plain broadcast (another use of the products): the rules decide
     go = type(x)(g.src[0], requires_grad=False).reshape(*out_shape)
     cout, cin = weight.shape[:2]
     w = weight.reshape(groups, cout // groups, cin, *k_).transpose(1, 2).reshape(groups * cin, cout // groups, *k_).flip(*range(2, 2 + nd))
-    dx = go.conv2d(w, groups=groups, dilation=d_, padding=flatten(reversed([(r - pb, r - pa) for r, (pb, pa) in zip(reach, pairs)])))
+    sp, lp = x.shape[2:], [pb + i + pa for (pb, pa), i in zip(pairs, x.shape[2:])]
+    if all(s == 1 for s in s_):  # one phase: the padding is cut by padding the gradient less
+      reach = [d * (k - 1) for k, d in zip(k_, d_)]
+      dx = go.conv2d(w, groups=groups, dilation=d_, padding=flatten(reversed([(r - pb, r - pa) for r, (pb, pa) in zip(reach, pairs)])))
+    else:
+      q_ = [-(-n // s) for n, s in zip(lp, s_)]  # positions per phase
+      phases = []
+      for r_ in itertools.product(*[range(s) for s in s_]):
+        # the flipped kernel's taps for phase r: the original taps r, r + s, ... (flip: counted from the end)
+        wr = w.shrink(((0, w.shape[0]), (0, w.shape[1]), *[(k - 1 - r - s * ((k - 1 - r) // s), k - r) for k, r, s in zip(k_, r_, s_)]))
+        wr = wr[(slice(None), slice(None), *[slice(None, None, s) for s in s_])].contiguous()  # a plain weight for the conv rules
+        kr = wr.shape[2:]
+        # length o + kr - 1; a buffer of its own, else the interleave fuses all the phases' sums, each masked, into one kernel
+        full = go.conv2d(wr, groups=groups, padding=flatten(reversed([(k - 1, k - 1) for k in kr]))).contiguous()
+        phases.append(full.pad(((0, 0), (0, 0), *[(0, max(q - f, 0)) for q, f in zip(q_, full.shape[2:])]))
+                      .shrink(((0, full.shape[0]), (0, full.shape[1]), *[(0, q) for q in q_])))
+      st = phases[0].stack(*phases[1:], dim=2).reshape(go.shape[0], cin * groups, *s_, *q_)
+      perm = (0, 1, *flatten((2 + nd + a, 2 + a) for a in range(nd)))
+      dx = st.permute(*perm).reshape(go.shape[0], cin * groups, *[q * s for q, s in zip(q_, s_)])
+      dx = dx.shrink(((0, dx.shape[0]), (0, dx.shape[1]), *[(pb, pb + i) for (pb, _), i in zip(pairs, sp)]))
     return {0}, {x.uop: (dx.cast(x.dtype) if dx.dtype != x.dtype else dx).uop}
   return given
 
@@ -216,9 +235,10 @@ class ConvMixin(ReduceMixin):
     products = x * w
     # overlapping windows (a kernel of 2+ taps) at stride 1: a stride-2 input gradient as a transposed convolution reads a
     # zero-stuffed output gradient (ResNet's 3x3 s2 layer: 1.2 GFLOP/s, against 10.8 through the windows' adjoint)
-    if CONV_INPUT_GRAD.value and dtype is None and products.uop.op is Ops.MUL and prod(k_) > 1 and all(s == 1 for s in s_) \
-       and all(0 <= pb <= d * (k - 1) and 0 <= pa <= d * (k - 1) for (pb, pa), k, d in zip(pairs, k_, d_)):
-      GRAD_OVERRIDES[products.uop] = _input_gradient(self, weight, groups, d_, pairs, (bs, cout, *o_))
+    if CONV_INPUT_GRAD.value and dtype is None and products.uop.op is Ops.MUL and prod(k_) > 1 \
+       and all(0 <= pb <= d * (k - 1) and 0 <= pa <= d * (k - 1) for (pb, pa), k, d in zip(pairs, k_, d_)) \
+       and all(s == 1 or (d == 1 and k >= s) for k, s, d in zip(k_, s_, d_)):
+      GRAD_OVERRIDES[products.uop] = _input_gradient(self, weight, groups, s_, d_, pairs, (bs, cout, *o_))
     out = products.sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *o_)
     return out if bias is None else out + bias.reshape(1, -1, *[1] * nd)
 

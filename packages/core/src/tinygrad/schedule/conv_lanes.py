@@ -47,7 +47,8 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
   views = [axis_strides(op) for op in x.src]
   for i, (base, steps) in enumerate(views):
     other = views[1 - i][1]
-    if base.op is not Ops.BUFFER or steps[j] != 0 or other[j] == 0: continue  # the weight: the same for every column
+    # the weight (a buffer, or one this schedule makes: a strided conv's input gradient takes every s-th tap): the same for every column
+    if base.op not in (Ops.BUFFER, Ops.CONTIGUOUS) or steps[j] != 0 or other[j] == 0: continue
     if shape[j] % ROW_VECTOR == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
     chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
     if not chans: continue
