@@ -1,5 +1,5 @@
 """Output channels as a CPU convolution's vector lanes (core schedule/conv_lanes.py): a conv whose output rows don't
-vectorize (stride 2, rows not a multiple of 8) runs in the blocked layout (N, C/16, H, W, 16) over a copy of its weight with
+vectorize (stride 2, rows not a multiple of 16) runs in the blocked layout (N, C/w, H, W, w) over a copy of its weight with
 the output channel innermost; other convs and matmuls are left alone; results equal a float64 numpy reference with both
 CPU renderers, for odd shapes, batch 1, channel counts that aren't multiples of 16, and through the backward pass."""
 import numpy as np
@@ -36,40 +36,57 @@ def _reference(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.ndarra
 
 
 def test_stride2_conv_runs_with_channel_lanes():
-  """ResNet's 3x3 stride-2 conv (128 -> 256 channels, 28x28 -> 14x14): the conv kernel's innermost output loop is 16 output
+  """ResNet's 3x3 stride-2 conv (128 -> 256 channels, 28x28 -> 14x14): the conv kernel's innermost output loop is 32 output
   channels, whose weights are neighbours (the packed copy) and whose input pixel is one and the same; the register block
   vectorizes that loop."""
   with Context(DEV="CPU"):
     kernels = _kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))
   conv = _conv(kernels)
   outs = _out_ranges(conv)
-  assert [range_size(r) for r in outs] == [8, 16, 14, 14, 16]  # (N, C/16, H, W, 16)
+  assert [range_size(r) for r in outs] == [8, 8, 14, 14, 32]  # (N, C/32, H, W, 32)
   lanes = outs[-1]
   strides = sorted(_index_stride(ld, lanes) for ld in conv.toposort() if ld.op is Ops.LOAD and ld.src[0].op is Ops.INDEX)
   assert strides == [0, 1]  # the input pixel is shared by the lanes, the weights are contiguous
-  assert hand_coded_opts(conv, threads=2, accumulators=96)[0] == Opt(OptOps.UPCAST, lanes.arg[0], 16)
+  assert hand_coded_opts(conv, threads=2, accumulators=96)[0] == Opt(OptOps.UPCAST, lanes.arg[0], 32)
   # the padded input's copy, the weight's copy, the conv, and the copy back to NCHW
   assert len(kernels) == 4
   with Context(DEV="CPU", CONV_LANES=0):
     assert len(_kernels(Tensor.empty(8, 128, 28, 28).conv2d(Tensor.empty(256, 128, 3, 3), padding=1, stride=2))) == 2
 
 
-def test_seven_wide_layer_blocks_the_batch_too():
-  """ResNet's 7x7 layer (512 channels, batch 8): 7 has no divisor for a second register-blocked loop, so the block takes 4
-  images besides the 16 lanes (codegen/heuristics.py's _fill_block); a 56-wide conv keeps its 8x8 block."""
+@pytest.mark.parametrize("cout,width", [(64, 32), (48, 16), (24, 8)])
+def test_lane_width_is_the_widest_that_divides(cout, width):
+  with Context(DEV="CPU"): conv = _conv(_kernels(Tensor.empty(2, 16, 14, 14).conv2d(Tensor.empty(cout, 16, 3, 3), padding=1)))
+  assert range_size(_out_ranges(conv)[-1]) == width
+
+
+def test_lanes_block_takes_a_row_of_pixels():
+  """The register block (codegen/heuristics.py's _lanes_block): the 32 lanes whole, then pixels along the row (7 of a 7- or
+  14-wide row, 8 of a 56-wide one), as many as the accumulators allow: AVX-512's 448 take up to 32 x 9, AVX2's 96 take 32 x 3
+  (a 7-wide row has no divisor up to 3: two images instead)."""
   with Context(DEV="CPU"):
-    conv = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
-    plain = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
-  n, lanes = _out_ranges(conv)[0], _out_ranges(conv)[-1]
-  assert hand_coded_opts(conv, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 16), Opt(OptOps.UPCAST, n.arg[0], 4),
-                                                               Opt(OptOps.THREAD, 0, 2)]
-  co, ox = _out_ranges(plain)[1], _out_ranges(plain)[-1]
-  assert hand_coded_opts(plain, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, ox.arg[0], 8), Opt(OptOps.UPCAST, co.arg[0], 8),
+    seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
+    wide = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
+  n, ox, lanes = _out_ranges(seven)[0], _out_ranges(seven)[-2], _out_ranges(seven)[-1]
+  assert hand_coded_opts(seven, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 7),
+                                                                 Opt(OptOps.THREAD, 0, 2)]
+  assert hand_coded_opts(seven, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, n.arg[0], 2),
                                                                 Opt(OptOps.THREAD, 0, 2)]
+  blocks, ox, lanes = _out_ranges(wide)[1], _out_ranges(wide)[-2], _out_ranges(wide)[-1]
+  assert hand_coded_opts(wide, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 8),
+                                                                Opt(OptOps.BLOCK, blocks.arg[0], 2), Opt(OptOps.THREAD, 0, 2)]
 
 
-@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1),  # 56-wide rows vectorize as they are
-                                              ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),  # a 1x1 conv on 56-wide rows
+@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 56, 56), (64, 64, 3, 3), 1, 1), ((8, 256, 56, 56), (64, 256, 1, 1), 0, 1),
+                                              ((1, 128, 14, 14), (256, 128, 1, 1), 0, 1)])
+def test_rows_not_a_multiple_of_16_take_lanes(xs, ws, pad, stride):
+  """56- and 14-wide rows (ResNet's) vectorize 8 at a time at best: the channels become the lanes instead."""
+  with Context(DEV="CPU"): conv = _conv(_kernels(Tensor.empty(*xs).conv2d(Tensor.empty(*ws), padding=pad, stride=stride)))
+  assert range_size(_out_ranges(conv)[-1]) == 32
+
+
+@pytest.mark.parametrize("xs,ws,pad,stride", [((8, 64, 32, 32), (64, 64, 3, 3), 1, 1),  # 32-wide rows vectorize as they are
+                                              ((8, 128, 32, 32), (128, 128, 1, 1), 0, 1),  # a 1x1 conv on 32-wide rows
                                               ((2, 16, 14, 14), (12, 16, 3, 3), 1, 1)])  # 12 channels: no lanes of 8
 def test_left_alone(xs, ws, pad, stride):
   with Context(DEV="CPU"):
@@ -91,7 +108,9 @@ SHAPES = [((1, 8, 7, 9), (16, 8, 3, 3), 1, 1),      # batch 1, 9-wide rows
           ((1, 16, 7, 7), (32, 16, 1, 1), 0, 1),    # a 1x1 conv on a 7x7 map
           ((2, 16, 15, 15), (32, 16, 1, 1), 0, 2),  # a 1x1 stride-2 conv (ResNet's downsample)
           ((1, 5, 11, 13), (16, 5, 5, 3), 2, 1),    # a 5x3 kernel, odd everything
-          ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1)]    # 48 channels: 3 blocks of 16
+          ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1),    # 48 channels: 3 blocks of 16
+          ((2, 8, 13, 13), (64, 8, 3, 3), 1, 2),    # 64 channels: 2 blocks of 32, stride 2 on odd sizes
+          ((1, 1, 10, 10), (32, 1, 3, 3), 1, 1)]    # 1 input channel
 
 
 @pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
@@ -102,7 +121,7 @@ def test_matches_numpy(dev, xs, ws, pad, stride):
   x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
   with Context(DEV=dev):
     kernels = _kernels(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride))
-    assert range_size(_out_ranges(_conv(kernels))[-1]) in (8, 16)  # the rewrite applied
+    assert range_size(_out_ranges(_conv(kernels))[-1]) in (8, 16, 32)  # the rewrite applied
     got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
   np.testing.assert_allclose(got, _reference(x, w, pad, stride), rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
 
@@ -120,3 +139,86 @@ def test_fused_consumer_and_gradients_equal_plain():
       (y * y).sum().backward()
       res.append([y.numpy(), *(t.grad.numpy() for t in (tx, tw, tb))])
   for g1, g0 in zip(*res): np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-3)
+
+
+def test_small_weight_runs_every_channel_block_per_pixel_block():
+  """_lanes_cache_block: ResNet's 1x1 stride-2 downsample (a 512 KiB weight over a 25 MB input) nests its 16 channel blocks
+  inside the pixel loops (BLOCK), so each input block is read once from memory; the 3x3 256x14 layer (a 2.4 MB weight) keeps
+  its order."""
+  with Context(DEV="CPU"):
+    down = _conv(_kernels(Tensor.empty(8, 256, 56, 56).conv2d(Tensor.empty(512, 256, 1, 1), stride=2)))
+    big = _conv(_kernels(Tensor.empty(8, 256, 14, 14).conv2d(Tensor.empty(256, 256, 3, 3), padding=1)))
+  blocks = _out_ranges(down)[1]
+  assert range_size(blocks) == 16 and Opt(OptOps.BLOCK, blocks.arg[0], 16) in hand_coded_opts(down, threads=2, accumulators=448)
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(big, threads=2, accumulators=448))
+
+
+def test_weight_gradient_blocks_the_taps():
+  """A 3x3 conv's weight gradient in the lanes layout (output channels as lanes, the reduction over the images' pixels): the
+  block is the 32 lanes x the 9 taps, each tap's input pixel broadcast."""
+  x, w = Tensor.empty(8, 64, 56, 56), Tensor.empty(64, 64, 3, 3)
+  with Context(DEV="CPU"):
+    dw = _conv([si.ast for si in x.conv2d(w, padding=1).gradient(w, gradient=Tensor.empty(8, 64, 56, 56))[0].schedule()
+                if si.ast.op is Ops.SINK])
+  outs = _out_ranges(dw)
+  assert [range_size(r) for r in outs] == [2, 64, 3, 3, 32]
+  assert hand_coded_opts(dw, threads=2, accumulators=448)[:3] == [Opt(OptOps.UPCAST, outs[4].arg[0], 32), Opt(OptOps.UPCAST, outs[3].arg[0], 3),
+                                                                  Opt(OptOps.UPCAST, outs[2].arg[0], 3)]
+
+
+def test_batched_matmul_keeps_the_matmul_block():
+  """A batched matmul whose columns are 32 (attention's probabilities times V with 32-wide heads) looks like a lanes kernel
+  (loads at stride 0 and 1 along the columns) but has no channel-block loop: it keeps _register_block's 16-wide block (32 wide
+  from 256 rows only, for the compile time of the unrolled body)."""
+  with Context(DEV="CPU"):
+    (si,) = [si for si in (Tensor.empty(4, 9, 64, 128) @ Tensor.empty(4, 9, 128, 32)).schedule() if si.ast.op is Ops.SINK]
+  outs = _out_ranges(si.ast)
+  assert hand_coded_opts(si.ast, threads=2, accumulators=448)[0] == Opt(OptOps.UPCAST, outs[-1].arg[0], 16)
+
+
+@pytest.mark.parametrize("xs,ws,pad,stride,groups", [((2, 64, 14, 14), (64, 32, 3, 3), 1, 1, 2),   # 2 groups of 32 channels
+                                                     ((1, 64, 13, 13), (64, 1, 3, 3), 1, 2, 64),   # depthwise, stride 2, odd
+                                                     ((2, 32, 9, 9), (128, 8, 1, 1), 0, 1, 4)])    # grouped 1x1
+def test_groups_match_numpy(xs, ws, pad, stride, groups):
+  rng = np.random.default_rng(sum(xs) + groups)
+  x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
+  cin, cout = xs[1] // groups, ws[0] // groups
+  want = np.concatenate([_reference(x[:, g * cin:(g + 1) * cin], w[g * cout:(g + 1) * cout], pad, stride) for g in range(groups)], axis=1)
+  with Context(DEV="CPU"): got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride, groups=groups).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
+
+
+def test_big_weight_gradient_runs_in_slices_of_images():
+  """conv_lanes._sliced_sum: the 3x3 64x56 layer's weight gradient (batch 8, a 6.4 MB output gradient as the lanes operand)
+  sums 2 images per kernel (4 kernels, each adding the sum so far); the stride-2 layer's (1.6 MB) and a 1x1 conv's (no block
+  of taps) stay one kernel; the sums equal numpy's."""
+  def dw_kernels(xs, ws, pad, stride) -> list[UOp]:
+    x, w = Tensor.empty(*xs), Tensor.empty(*ws)
+    g = Tensor.empty(*x.conv2d(w, padding=pad, stride=stride).shape)
+    return [si.ast for si in x.conv2d(w, padding=pad, stride=stride).gradient(w, gradient=g)[0].schedule()
+            if si.ast.op is Ops.SINK and any(n.op is Ops.REDUCE for n in si.ast.toposort())]
+  with Context(DEV="CPU"):
+    assert [range_size(_out_ranges(k)[0]) for k in dw_kernels((8, 64, 56, 56), (64, 64, 3, 3), 1, 1)] == [2] * 4
+    assert len(dw_kernels((8, 128, 28, 28), (256, 128, 3, 3), 1, 2)) == 1
+    assert len(dw_kernels((8, 256, 56, 56), (64, 256, 1, 1), 0, 1)) == 1
+  # a small one that slices (2.4 MB of output gradient: 2 kernels of 4 images), against numpy
+  rng = np.random.default_rng(7)
+  x, w, g = (rng.standard_normal(s, np.float32) for s in ((8, 32, 48, 48), (32, 32, 3, 3), (8, 32, 48, 48)))
+  with Context(DEV="CPU"):
+    assert len(dw_kernels(x.shape, w.shape, 1, 1)) == 2
+    tx, tw = Tensor(x), Tensor(w)
+    got = tx.conv2d(tw, padding=1).gradient(tw, gradient=Tensor(g))[0].numpy()
+  xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
+  want = np.stack([np.stack([np.einsum("nohw,nchw->oc", g, xp[:, :, ky:ky + 48, kx:kx + 48]) for kx in range(3)], -1) for ky in range(3)], -2)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+
+
+def test_input_gradient_runs_the_forward_kernel():
+  """A stride-1 conv's input gradient is a conv of the output's gradient with the flipped, transposed weight (core
+  frontend/conv.py's _input_gradient): with 64 channels each way it is the forward's own lanes kernel, the flip read
+  through the weight's lanes copy (pack._axis_strides follows FLIP)."""
+  x, w = Tensor.empty(8, 64, 56, 56), Tensor.empty(64, 64, 3, 3)
+  with Context(DEV="CPU"):
+    fwd = _conv(_kernels(x.conv2d(w, padding=1)))
+    dx = _conv([si.ast for si in x.conv2d(w, padding=1).gradient(x, gradient=Tensor.empty(8, 64, 56, 56))[0].schedule() if si.ast.op is Ops.SINK])
+  assert _keys([dx]) == _keys([fwd])

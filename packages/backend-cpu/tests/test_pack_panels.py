@@ -129,13 +129,14 @@ def test_batched_matmul_packs_each_batch_and_matches_numpy():
 # ---- padded inputs (schedule/pack.py's pad_inputs)
 
 def test_big_padded_conv_reads_a_padded_copy():
-  with Context(DEV="CPU"):
+  with Context(DEV="CPU", CONV_LANES=0):  # the padded copy alone (conv_lanes.py adds the weight's copy and the output's)
     pad, conv = _kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1))
     assert not any(n.op is Ops.REDUCE for n in pad.toposort())
     assert not any(n.op is Ops.WHERE for n in conv.toposort())  # no border mask left in the convolution
     assert len(_kernels(Tensor.empty(2, 8, 16, 16).conv2d(Tensor.empty(16, 8, 3, 3), padding=1))) == 1  # small: masked in place
     assert len(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(4, 64, 3, 3), padding=1))) == 1  # 4 outputs per pixel
-  with Context(DEV="CPU", PACK_PANELS=0): assert len(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1))) == 1
+  with Context(DEV="CPU", PACK_PANELS=0, CONV_LANES=0):
+    assert len(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1))) == 1
 
 
 @pytest.mark.parametrize("shape,cout,pad,stride", [((1, 16, 64, 64), 16, 1, 1), ((2, 8, 67, 61), 24, 2, 2), ((1, 32, 48, 50), 16, 1, 1)])

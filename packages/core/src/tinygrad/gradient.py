@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 
 from tinygrad.dtype import dtypes
@@ -63,6 +64,12 @@ def _call_grad(g: UOp, ret: UOp, *args: UOp) -> Grads:
   return grads
 
 
+# Gradients a frontend op gives for its own graph (conv2d: its input's, as a transposed convolution, instead of the adjoint of
+# the sliding windows, a 9x buffer per 3x3 kernel and a masked sum over it that ran at 9 GFLOP/s). Keyed by the op's MUL
+# node: fn(gradient of the MUL) -> (indices of the MUL's sources that get no gradient, {node: gradient}), or None to leave
+# the MUL to its rule. Weak keys: an entry lives as long as its graph does.
+GRAD_OVERRIDES: weakref.WeakKeyDictionary[UOp, Callable[[UOp], tuple[set[int], dict[UOp, UOp]] | None]] = weakref.WeakKeyDictionary()
+
 LN2 = math.log(2)
 
 RULES: dict[Ops, Callable[..., Grads]] = {
@@ -110,6 +117,11 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     if not any(s in on_path for s in node.src): continue
     if node.op not in RULES: raise NotImplementedError(f"no gradient rule for {node.op}")
     src_grads = RULES[node.op](grads[node], node, *node.src)
+    if (override := GRAD_OVERRIDES.get(node)) is not None and (given := override(grads[node])) is not None:
+      skip, extra = given
+      src_grads = tuple(None if i in skip else sg for i, sg in enumerate(src_grads))
+      for target, tg in extra.items():
+        if target in on_path: grads[target] = grads[target] + tg if target in grads else tg
     for s, g in zip(node.src, src_grads):
       if g is None or s not in on_path: continue
       if s.dtype != g.dtype and dtypes.is_float(s.dtype): g = g.cast(s.dtype)

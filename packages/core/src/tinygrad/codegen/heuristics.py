@@ -50,8 +50,9 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       if outs and outs[0] is shared and (_loop_work(ast) < MATVEC_THREAD_WORK or _biggest_input_bytes(ast) > SHARED_THREAD_BYTES):
         threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
-      block = _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu, accumulators)
-      if not gpu and block: block += _fill_block(ast, ordered, block, accumulators)
+      if not gpu and (block := _lanes_block(ast, outs, accumulators)): pass  # a convolution with its channels as lanes
+      elif (block := _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu, accumulators)) and not gpu:
+        block += _fill_block(ast, ordered, block, accumulators)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
       if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
       opts.extend(block)
@@ -124,6 +125,59 @@ def _register_block(outs: list[UOp], gpu: bool, accumulators: int = 128) -> list
     opts.append(Opt(OptOps.UPCAST, outs[-2].arg[0], k2))
   if gpu and prod(o.amount for o in opts) < 4: return []
   return opts
+
+
+# CPU: pixels a convolution's register block takes besides its channel lanes (each one broadcast per step): 9 lets a weight
+# gradient's block be its 3x3 taps (ResNet's 3x3 64x56 layer, batch 8: dw 160-164 GFLOP/s with 3 taps x 2 channels, 216-225 with
+# 3x3 taps; the stride-2 128x28 one 262-289 -> 309-311)
+LANES_PIXELS = 9
+
+
+def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int) -> list[Opt]:
+  """CPU: a convolution in the channel-lanes layout (schedule/conv_lanes.py: output loops (N, C/w, H, W, w), w = 8, 16 or 32
+  channels whose weights are neighbours, one input pixel shared by all of them): UPCAST the lanes whole, and the pixel loops
+  (W, then H, then N: those the weight doesn't depend on) by divisors of up to LANES_PIXELS pixels in all, within the
+  accumulators (like the matmul's 8x32 block: 2 weight vectors and 8 broadcasts per 16 multiply-adds). A row of 7 or 14 takes
+  7 pixels, one of 56 takes 8. Measured on the 2-core AVX-512 VM, 32 lanes x 7 pixels against the 16 x 2 x 2 block that
+  _fill_block gave: ResNet's 3x3 256x14 layer, batch 8, 222 -> 255 GFLOP/s with 16 lanes x 2 channel blocks, 353-373 with 32
+  lanes. [] where the kernel isn't one."""
+  if len(outs) < 4: return []
+  lanes, loads = outs[-1], _loads_in_reduces(ast)
+  if range_size(lanes) not in (8, 16, 32) or not loads: return []
+  strides = [_index_stride(ld, lanes) for ld in loads]
+  if any(st not in (0, 1) for st in strides) or 0 not in strides or 1 not in strides: return []
+  weights = [ld for ld, st in zip(loads, strides) if st == 1]
+  deps = {n for ld in weights for n in ld.toposort() if n.op is Ops.RANGE}
+  inputs = {n for ld, st in zip(loads, strides) if st == 0 for n in ld.toposort() if n.op is Ops.RANGE}
+  # a loop of output channel blocks besides the lanes (the weight's, not the input's): a batched matmul has none, and keeps
+  # the matmul's block (whose 32-wide form is for 256+ rows only: WIDE_MIN_ROWS)
+  if not any(r in deps and r not in inputs for r in outs[:-1]): return []
+  n_lanes = range_size(lanes) or 1
+  left = max(min(LANES_PIXELS, accumulators // n_lanes), 1)
+  opts = [Opt(OptOps.UPCAST, lanes.arg[0], n_lanes)]
+  for r in reversed(outs[:-1]):
+    if r in deps or left < 2 or (size := range_size(r)) is None: continue  # a loop the weight moves with: no reuse
+    if (k := max(d for d in range(1, left + 1) if size % d == 0)) > 1:
+      opts.append(Opt(OptOps.UPCAST, r.arg[0], k))
+      left //= k
+  return opts + _lanes_cache_block(outs, loads, strides, deps, inputs)
+
+
+LANES_BLOCK_WEIGHT = 512 << 10  # a weight this small (bytes) is read whole per block of pixels, from L2 ...
+LANES_BLOCK_INPUT = 16  # ... where the input is this many times bigger
+
+
+def _lanes_cache_block(outs: list[UOp], loads: list[UOp], strides: list[int | None], deps: set[UOp], inputs: set[UOp]) -> list[Opt]:
+  """BLOCK the loop over the channel blocks (the weight's, not the input's) whole: every block of output channels then runs
+  over a block of pixels while its input is in L1, instead of the whole input streamed from memory once per channel block.
+  Only for a small weight (it is what cycles through the cache then) and a much bigger input. Measured on the 2-core AVX-512
+  VM, ResNet's 1x1 stride-2 downsample (512 x 256 channels, 56 -> 28, batch 8): 145-160 -> 238 GFLOP/s; its 1x1 256x56 (64
+  channels) 185-187 -> 208-219; the 3x3 64x56 345-356 either way; with a big weight slower (3x3 256x14, 2.4 MB: 373 -> 245)."""
+  blocks = [r for r in outs[1:-1] if r in deps and r not in inputs]  # not the outermost loop: the threads split that one
+  weight = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1)
+  data = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0)
+  if len(blocks) != 1 or not 0 < weight <= LANES_BLOCK_WEIGHT or data < LANES_BLOCK_INPUT * weight: return []
+  return [Opt(OptOps.BLOCK, blocks[0].arg[0], size)] if (size := range_size(blocks[0]) or 0) > 1 else []
 
 
 FILL_BLOCK = 64  # CPU: accumulators a register block of three or more output loops grows to (8 AVX2 registers)

@@ -1,13 +1,14 @@
 """Output channels as the vector lanes of a CPU convolution whose pixel rows don't vectorize.
 
 The CPU register block (codegen/heuristics.py) puts its vector lanes on the innermost output loop, a convolution's output
-columns. That pays where a row is a multiple of the vector width and the input is read at stride 1 along it (a 3x3 conv at
-56x56). A stride-2 conv reads every second input pixel (the lanes' loads are gathers), and the 14- and 7-wide rows of a
+columns. That pays where a row is a multiple of the vector width (ROW_VECTOR) and the input is read at stride 1 along it (a
+3x3 conv at 32x32). A stride-2 conv reads every second input pixel (the lanes' loads are gathers), and the 14- and 7-wide rows of a
 ResNet's later layers leave no vector width that divides them: the kernel then blocks the output channels alone, loading
 one weight at a time from 8 places a whole filter apart (a 3x3 stride-2 conv, 128 -> 256 channels at 28x28, ran at 0.16x
-torch). Here such a reduction is computed in the blocked layout (N, C/16, H, W, 16), a kernel of its own that writes 16
-output channels contiguously, over a copy of the weight laid out (O/16, I, H, W, 16): the lanes then load one contiguous
-weight vector and broadcast one input pixel per multiply-add, like a matmul's, and each 16-channel panel of the weight is
+torch). Here such a reduction is computed in the blocked layout (N, C/w, H, W, w), a kernel of its own that writes w = 32
+(else 16 or 8) output channels contiguously, over a copy of the weight laid out (O/w, I, H, W, w): the lanes then load
+contiguous weight vectors and broadcast one input pixel per multiply-add, like a matmul's (its register block,
+heuristics._lanes_block, is the matmul's 8x32: 32 lanes x up to 8 pixels), and each w-channel panel of the weight is
 one contiguous run that stays in cache while every pixel of an image goes through it (the plain (I, H, W, O) transpose,
 tried first, read 64 bytes from every 2 KiB of a 9 MB weight per pixel: the 7x7 layer ran 2.5x slower than before). The consumers read
 the result back through a permute. Measured on the loaded 2-core VM (bench/README.md): the stride-2 conv above 7.8 -> 37
@@ -21,16 +22,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tinygrad.dtype import dtypes
-from tinygrad.helpers import ContextVar
+from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
 
 CONV_LANES = ContextVar("CONV_LANES", 1)  # 0: convolutions keep their lanes on the output columns
-LANE_WIDTH = 8  # a row this many pixels wide (or a multiple) vectorizes as it is; the channels need a multiple of it
+# a row this many pixels wide (or a multiple), read at stride 1, vectorizes as it is: one zmm register of columns. 56 (8 at a
+# time, ymm) did not: ResNet's 3x3 64x56 layer, batch 8, 188 -> 350-360 GFLOP/s with 32 lanes x 8 pixels, its 1x1 256x56
+# 73 -> 180-190. 32-wide rows stay: (8, 64, 32, 32) 3x3 326-370 as they are, 220-359 with lanes; 1x1 128 ch 285-314 vs 211-217
+ROW_VECTOR = 16
+LANE_WIDTHS = (32, 16, 8)  # output channels per lane block, the widest that divides them: 32 are two zmm registers
 
 
 def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) -> UOp | None:
   """REDUCE_AXIS(ADD, MUL(input, weight)) of a convolution (two or more reduce axes) whose innermost output loop (the
-  columns) is not a multiple of LANE_WIDTH or is read at a stride other than 1: the same reduction in the blocked layout
+  columns) is not a multiple of ROW_VECTOR or is read at a stride other than 1: the same reduction in the blocked layout
   (N, C/w, H, W, w) over a (O/w, I, H, W, w) copy of the weight, realized, and viewed back as NCHW. None where that doesn't
   apply. axis_strides: pack._axis_strides (pack calls this module)."""
   if not CONV_LANES.value or r.arg[0] is not Ops.ADD or (x := r.src[0]).op is not Ops.MUL or not dtypes.is_float(x.dtype): return None
@@ -42,12 +47,13 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
   views = [axis_strides(op) for op in x.src]
   for i, (base, steps) in enumerate(views):
     other = views[1 - i][1]
-    if base.op is not Ops.BUFFER or steps[j] != 0 or other[j] == 0: continue  # the weight: the same for every column
-    if shape[j] % LANE_WIDTH == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
-    chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTH == 0]
+    # the weight (a buffer, or one this schedule makes: a strided conv's input gradient takes every s-th tap): the same for every column
+    if base.op not in (Ops.BUFFER, Ops.CONTIGUOUS) or steps[j] != 0 or other[j] == 0: continue
+    if shape[j] % ROW_VECTOR == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
+    chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
     if not chans: continue
     c = chans[-1]
-    w = 16 if shape[c] % 16 == 0 else LANE_WIDTH
+    w = next(v for v in LANE_WIDTHS if shape[c] % v == 0)
     # axis c split into (c/w, w): the lanes are axis c+1, moved last; the reduce axes after c move one up
     split = shape[:c] + (shape[c] // w, w) + shape[c + 1:]
     srcs = [UOp(Ops.RESHAPE, x.dtype, (s,), split) for s in x.src]
@@ -55,10 +61,37 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
     perm = tuple([a for a in range(len(split)) if a != c + 1] + [c + 1])
     xs = UOp(Ops.PERMUTE, x.dtype, (x.replace(src=tuple(srcs)),), perm)
     axes = tuple(sorted(perm.index(a + 1 if a > c else a) for a in r.arg[1]))
-    out = UOp(Ops.CONTIGUOUS, r.dtype, (UOp(Ops.REDUCE_AXIS, r.dtype, (xs,), (r.arg[0], axes)),))
+    lanes_bytes = prod(d for d, st in zip(shape, steps) if st != 0) * x.dtype.itemsize
+    out = UOp(Ops.CONTIGUOUS, r.dtype, (_sliced_sum(xs, axes, lanes_bytes),))
     back = UOp(Ops.PERMUTE, r.dtype, (out,), tuple(perm.index(a) for a in range(len(split))))
     return UOp(Ops.RESHAPE, r.dtype, (back,), r.shape)
   return None
+
+
+# a weight gradient (a long reduction over the images' pixels: SLICE_MIN_REDUCE+ elements, fewer than twice as many outputs, and
+# a register block of pixels: 4+ output loops) whose lanes operand (the output's gradient) is bigger than SLICE_BYTES runs in
+# slices of its images, a kernel each that adds its sum to the ones before, so that each output block rereads one slice of
+# that operand from L2 instead of all of it from memory. ResNet's 3x3 64x56 layer, batch 8 (a 6.4 MB gradient): dw 222-224 ->
+# 336-363 GFLOP/s in 4 slices (8: 336-354, 2: 307-333); the stride-2 128x28 one (1.6 MB) 286-330 either way, so not sliced
+SLICE_MIN_REDUCE = 1 << 14
+SLICE_BYTES = 2 << 20
+
+
+def _sliced_sum(xs: UOp, axes: tuple[int, ...], lanes_bytes: int) -> UOp:
+  """SUM over axes of xs (float), in slices of the outermost reduce axis where that pays (see SLICE_BYTES)."""
+  shape: tuple[int, ...] = xs.shape
+  whole = UOp(Ops.REDUCE_AXIS, xs.dtype, (xs,), (Ops.ADD, axes))
+  reduced, kept = prod(shape[a] for a in axes), [shape[a] for a in range(len(shape)) if a not in axes and shape[a] > 1]
+  first = next((a for a in axes if shape[a] > 1), None)
+  if first is None or reduced < SLICE_MIN_REDUCE or prod(kept) > 2 * reduced or len(kept) < 4 or lanes_bytes <= SLICE_BYTES: return whole
+  n = next((d for d in range(2, shape[first] + 1) if shape[first] % d == 0 and lanes_bytes // d <= SLICE_BYTES), shape[first])
+  step, out = shape[first] // n, None
+  for i in range(n):
+    cut = tuple((i * step, (i + 1) * step) if a == first else (0, d) for a, d in enumerate(shape))
+    part = UOp(Ops.REDUCE_AXIS, xs.dtype, (UOp(Ops.SHRINK, xs.dtype, (xs,), cut),), (Ops.ADD, axes))
+    out = part if out is None else UOp(Ops.ADD, xs.dtype, (UOp(Ops.CONTIGUOUS, xs.dtype, (out,)), part))
+  assert out is not None
+  return out
 
 
 def _innermost(b: UOp, steps: list[int], c: int) -> UOp:

@@ -38,9 +38,13 @@ PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded e
 MOVEMENT = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP)
 
 
+VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.FLIP)  # the movement ops that move no element out of range
+
+
 def _offsets(x: UOp, idx: tuple[int, ...]) -> tuple[UOp, int]:
-  """(base, row-major position in base.shape) that element idx of x reads, through RESHAPE, PERMUTE and EXPAND."""
-  while x.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND): x, idx = x.src[0], _step(x, idx)
+  """(base, row-major position in base.shape) that element idx of x reads, through RESHAPE, PERMUTE, EXPAND and FLIP (a conv's
+  input gradient reads its weight flipped)."""
+  while x.op in VIEWS: x, idx = x.src[0], _step(x, idx)
   return x, sum(i * st for i, st in zip(idx, _strides(x.shape)))
 
 
@@ -108,7 +112,7 @@ def _reused(op: UOp, r: UOp, n: int) -> bool:
 def _moves(op: UOp, idx: tuple[int, ...]) -> bool:
   """True when element idx of op (through RESHAPE, PERMUTE and EXPAND from the top) is a different element than element 0."""
   zero = (0,) * len(idx)
-  while op.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND):
+  while op.op in VIEWS:
     op, idx, zero = op.src[0], _step(op, idx), _step(op, zero)
   return idx != zero
 
@@ -122,6 +126,7 @@ def _step(x: UOp, idx: tuple[int, ...]) -> tuple[int, ...]:
     out = [0] * len(idx)
     for i, a in enumerate(x.arg): out[a] = idx[i]
     return tuple(out)
+  if x.op is Ops.FLIP: return tuple(s - 1 - i if f else i for i, s, f in zip(idx, src.shape, x.arg))
   return tuple(0 if s == 1 else i for i, s in zip(idx, src.shape))
 
 
