@@ -55,3 +55,29 @@ def test_one_tap_per_window_keeps_the_rules():
   with Context(CONV_INPUT_GRAD=1): a = [si.ast for si in x.conv2d(w, stride=2).gradient(x, gradient=g)[0].schedule()]
   with Context(CONV_INPUT_GRAD=0): b = [si.ast for si in x.conv2d(w, stride=2).gradient(x, gradient=g)[0].schedule()]
   assert len(a) == len(b)
+
+
+@pytest.mark.parametrize("on", [1, 0])
+def test_input_realized_between_forward_and_backward(on):
+  """The gradient goes to the node of the forward's graph: realizing the input (its Tensor then points at a buffer) after the
+  conv and before backward must not lose it."""
+  rng = np.random.default_rng(7)
+  a, w = rng.standard_normal((1, 2, 6, 6), np.float32), rng.standard_normal((3, 2, 3, 3), np.float32)
+  with Context(CONV_INPUT_GRAD=on):
+    ta, tw = Tensor(a, requires_grad=True), Tensor(w, requires_grad=True)
+    x = ta * 2  # lazy: its Tensor is rebound to a buffer by the realize below
+    y = x.conv2d(tw, padding=1)
+    x.realize()
+    y.sum().backward()
+    got = ta.grad.numpy()
+  ones = np.ones((1, 3, 6, 6), np.float32)
+  ref = np.zeros_like(a)  # d/da sum(conv(2a, w)) = 2 * (the transposed conv of ones): computed directly
+  for c in range(2):
+    for i in range(6):
+      for j in range(6):
+        for o in range(3):
+          for di in range(3):
+            for dj in range(3):
+              oi, oj = i - di + 1, j - dj + 1
+              if 0 <= oi < 6 and 0 <= oj < 6: ref[0, c, i, j] += 2 * w[o, c, di, dj] * ones[0, o, oi, oj]
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

@@ -129,6 +129,9 @@ def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int],
   to the input (its padding dropped). The windows' own adjoint is a buffer of the input times the taps (9x for 3x3) and a
   masked sum of 16 taps over it (ResNet's 3x3 64x56 layer, batch 8: 9 GFLOP/s against torch's 320)."""
   nd, k_ = len(d_), weight.shape[2:]
+  # the graph's nodes as they are now: a realize or an assign between this forward and the backward rebinds the Tensors to
+  # other nodes, and the gradient must go to the one in this graph
+  x_node, weight = x.uop, type(weight)(weight.uop, requires_grad=False)
   def given(g: UOp) -> tuple[set[int], dict[UOp, UOp]] | None:
     if g.op is not Ops.EXPAND: return None  # not the sum's plain broadcast (another use of the products): the rules decide
     go = type(x)(g.src[0], requires_grad=False).reshape(*out_shape)
@@ -154,7 +157,7 @@ def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int],
       perm = (0, 1, *flatten((2 + nd + a, 2 + a) for a in range(nd)))
       dx = st.permute(*perm).reshape(go.shape[0], cin * groups, *[q * s for q, s in zip(q_, s_)])
       dx = dx.shrink(((0, dx.shape[0]), (0, dx.shape[1]), *[(pb, pb + i) for (pb, _), i in zip(pairs, sp)]))
-    return {0}, {x.uop: (dx.cast(x.dtype) if dx.dtype != x.dtype else dx).uop}
+    return {0}, {x_node: (dx.cast(x.dtype) if dx.dtype != x.dtype else dx).uop}
   return given
 
 
