@@ -75,6 +75,7 @@ TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with as
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
 TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
+TC_TMA = ContextVar("TC_TMA", 1)  # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -84,7 +85,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -414,6 +415,28 @@ class _Tile:
     return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
 
 
+TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # see _tile_maps
+
+
+def _tile_maps(m: MatmulMatch, a_tile: _Tile, b_tile: _Tile, din: DType) -> list[tuple[TileMap, tuple[UOp, ...]]] | None:
+  """Per operand, the tensor map its tiles are copied through and its batch loops (the map's dimensions after the first two),
+  or None where one can't describe it. A map is (buffer param, itemsize, byte offset, dims innermost first, byte strides of
+  dims 1.., box): dim 0 the contiguous axis (k for a k-major tile, else the outer axis), dim 1 the other, then the batch
+  loops the operand moves along. The box is the tile (k-major: bk x outer) or one 128-byte block of it (bk rows of `block`)."""
+  out = []
+  for op, tile, outer_r in ((m.a, a_tile, m.i), (m.b, b_tile, m.j)):
+    inner_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
+    batch = tuple(r for r in m.batch if op.stride(r))
+    strides = tuple(op.stride(r) * din.itemsize for r in (other_r, *batch))
+    # the hardware's limits: 16-byte aligned start and strides, at most 5 dims; strides positive here (no flips)
+    if op.stride(inner_r) != 1 or op.offset < 0 or op.offset * din.itemsize % 16 or len(batch) > 3: return None
+    if any(st <= 0 or st % 16 or st >= 2 ** 40 for st in strides): return None
+    dims = tuple(r.src[0].arg for r in (inner_r, other_r, *batch))
+    box = ((tile.bk, tile.outer) if tile.k_contig else (tile.block, tile.bk)) + (1,) * len(batch)
+    out.append(((op.buf.arg, din.itemsize, op.offset * din.itemsize, dims, strides, box), batch))
+  return out
+
+
 def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
   """A fragment vector from shared memory. Elements that sit side by side for every lane (their lane-0 offsets differ
   by 1, their lane terms match, and the pair starts at an even offset) are read as one 2-wide access."""
@@ -687,6 +710,31 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       else: out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
+  # tiles as boxes through tensor maps (TMA): one thread copies a stage, which completes on that stage's shared barrier
+  tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
+  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages, "local"), (), 2) if tmaps else None
+
+  def mbar_at(i: UOp, dep: UOp | None) -> UOp:
+    assert mbar is not None
+    return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
+
+  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp) -> UOp:
+    """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
+    bytes and copies global tile k_tile of A and B into shared buffer `buf` as boxes (srcs: barrier, pred, then per box
+    A's and B's buffers, then per box its destination and coordinates, innermost first; boxes: (map, coordinates) per box)."""
+    assert tmaps is not None
+    srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
+    boxes: list[tuple[int, int]] = []
+    for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (by * cfg.bm, bx * cfg.bn))):
+      base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
+      # k-major: one box of all rows; mn-major: one box per 128-byte block of the outer axis (the tile's swizzle atoms)
+      parts = [(0, [kc, o0])] if tile.k_contig else [(b * tile.bk * tile.block, [o0 + b * tile.block, kc]) for b in range(tile.outer // tile.block)]
+      for off, coords in parts:
+        srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size + off)), *coords, *bc]  # type: ignore[attr-defined]
+        boxes.append((n, 2 + len(bc)))
+    nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
+    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes)))
+
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
@@ -696,7 +744,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
-  if use_async:
+  if tmaps:  # prologue: the stage barriers, then tiles 0..ahead-1 (those that exist)
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages))
+    for st in range(ahead): bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < nk))
+  elif use_async:
     # prologue: tiles 0..ahead-1, one async group each
     for st in range(ahead):
       # with prefetch the last one also waits for tile 0 (the fragments of its first k step are read before the loop)
@@ -737,9 +788,16 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
       # top of each iteration: tile kt has landed (the newer ahead-1 groups may still fly) and everyone is done reading
       # the buffer that tile kt+ahead goes into now (smem operands: all but the last `inflight` batches are done)
-      top = UOp(Ops.BARRIER, dtypes.void, (kt,), bar_arg(ahead - 1, inflight))
-      loads, stores = copy((kt + ahead) % nk, (kt + ahead) % stages, top)
-      a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
+      top = UOp(Ops.BARRIER, dtypes.void, (kt,), bar_arg(-1 if tmaps else ahead - 1, inflight))
+      if tmaps:  # issue tile kt+ahead (while it exists), then wait for tile kt: its stage's barrier completes phase kt // stages
+        nxt = kt + ahead
+        cp = tile_copy(nxt % nk, nxt % stages, top, nxt < nk)
+        full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(kt % stages, cp), (kt // stages) % 2, cp), ("mbar_wait",))
+        loads, stores = [], [cp]
+        a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, full)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, full))
+      else:
+        loads, stores = copy((kt + ahead) % nk, (kt + ahead) % stages, top)
+        a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
     else:
       # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
       first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
@@ -768,7 +826,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates),
                                                                    bar_arg(0, 0) if tc.smem_operands else None)))
   # smem operands: every batch is done before the accumulators are read
-  if tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(0, 0))
+  if tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
