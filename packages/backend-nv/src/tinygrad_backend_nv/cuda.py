@@ -74,9 +74,11 @@ _TMA = """\
 struct __align__(64) tg_tmap { unsigned long long v[16]; };  // a CUtensorMap (opaque), passed by value as __grid_constant__
 static __device__ __forceinline__ unsigned tg_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 static __device__ __forceinline__ bool tg_elected() { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
-static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n) {  // n stage barriers of one arrival each
+// n stage barriers of one arrival each (full: the copy's thread), then, with `empty` > 0, n of that many arrivals (empty)
+static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n, int empty) {
   if (tg_elected()) {
     for (int i = 0; i < n; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tg_smem_addr(bar + i)) : "memory");
+    for (int i = 0; i < n && empty > 0; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tg_smem_addr(bar + n + i)), "r"(empty) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;\\n  fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();
@@ -171,15 +173,18 @@ class CUDARenderer(CStyleRenderer):
 
   def render_sync(self, u: UOp, r: list[str]) -> str:
     kind = u.arg[0]
-    if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {u.arg[1]});"
+    if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {u.arg[1]}, {u.arg[2]});"
     if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
+    if kind == "mbar_arrive": return f'if ({r[1]}) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
+    if kind == "wgmma_wait": return f'asm volatile("wgmma.wait_group.sync.aligned {u.arg[1]};" ::: "memory");'
     if kind != "tile_copy": return super().render_sync(u, r)
-    _, nbytes, specs, boxes = u.arg
+    _, nbytes, specs, boxes, wait = u.arg
     maps = []
     for spec in specs:  # each distinct map is one kernel parameter
       if spec not in self._tmaps: self._tmaps.append(spec)
       maps.append(self._tmaps.index(spec))
     calls, at = [f"tg_tma_expect({r[0]}, {nbytes});"], 4  # after the barrier, pred and the two buffers
+    if wait: calls, at = [f"tg_mbar_wait({r[4]}, {r[5]});", *calls], 6  # the buffer's empty barrier first
     for n, ncoords in boxes:
       calls.append(f"tg_tma_load{ncoords}(&tmap{maps[n]}, {r[at]}, {r[0]}, {', '.join(r[at + 1:at + 1 + ncoords])});")
       at += 1 + ncoords

@@ -75,7 +75,9 @@ TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with as
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
 TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
-TC_TMA = ContextVar("TC_TMA", 1)  # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async
+# smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
+# says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
+TC_TMA = ContextVar("TC_TMA", 1)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -712,18 +714,22 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
 
   # tiles as boxes through tensor maps (TMA): one thread copies a stage, which completes on that stage's shared barrier
   tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
-  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages, "local"), (), 2) if tmaps else None
+  # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
+  pipe = tmaps is not None and TC_TMA.value >= 2
+  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1), "local"), (), 2) if tmaps else None
 
   def mbar_at(i: UOp, dep: UOp | None) -> UOp:
     assert mbar is not None
     return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
 
-  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp) -> UOp:
+  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None) -> UOp:
     """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
     bytes and copies global tile k_tile of A and B into shared buffer `buf` as boxes (srcs: barrier, pred, then per box
-    A's and B's buffers, then per box its destination and coordinates, innermost first; boxes: (map, coordinates) per box)."""
+    A's and B's buffers, with `empty` the barrier and phase parity that thread waits for first, then per box its destination
+    and coordinates, innermost first; boxes: (map, coordinates) per box)."""
     assert tmaps is not None
     srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
+    if empty is not None: srcs += list(empty)
     boxes: list[tuple[int, int]] = []
     for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (by * cfg.bm, bx * cfg.bn))):
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
@@ -733,7 +739,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size + off)), *coords, *bc]  # type: ignore[attr-defined]
         boxes.append((n, 2 + len(bc)))
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
-    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes)))
+    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None))
 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
@@ -744,9 +750,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
-  if tmaps:  # prologue: the stage barriers, then tiles 0..ahead-1 (those that exist)
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages))
-    for st in range(ahead): bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < nk))
+  if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, threads if pipe else 0))
+    for st in range(stages - 1 if pipe else ahead): bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < nk))
   elif use_async:
     # prologue: tiles 0..ahead-1, one async group each
     for st in range(ahead):
@@ -783,7 +789,14 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     updates += [UOp(Ops.AFTER, r.dtype, (r, kt)).store(f) for r, f in zip(fregs, a_frags + b_frags)]
     end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
   else:
-    if use_async:
+    if pipe:
+      assert bar is not None
+      kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+      # wait for tile kt: its stage's full barrier completes phase kt // stages
+      full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(kt % stages, kt), (kt // stages) % 2), ("mbar_wait",))
+      loads, stores = [], []
+      a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, full)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, full))
+    elif use_async:
       assert bar is not None
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
       # top of each iteration: tile kt has landed (the newer ahead-1 groups may still fly) and everyone is done reading
@@ -813,6 +826,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       a_frags, b_frags = fragments(a_rd, b_rd, cur_buf, ks)
       cur = wmmas(cur, a_frags, b_frags)
       order += [*a_frags, *b_frags, *cur]
+    if pipe:
+      # batch kt - inflight has read its buffer: every thread says so at that stage's empty barrier. Then one thread waits
+      # until everyone has released the buffer of tile kt+stages-1 (its previous tile's batch, phase t // stages - 1:
+      # parity 1 passes at once on a fresh barrier) and copies that tile into it
+      done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
+      rel, nxt = kt - inflight, kt + stages - 1
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), rel >= 0 if inflight else UOp.const(dtypes.bool, True)),
+                   ("mbar_arrive",))
+      stores = [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < nk, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2))]
     updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
     # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
     # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)

@@ -1,0 +1,110 @@
+"""Tile copies through tensor maps (TMA, sm_90a, DEV=CUDA; TC_TMA=1 with a block barrier a k tile, 2 with per-stage empty
+barriers, 0: cp.async): where a box lands against the tile layout wgmma reads, the maps and kernels the renderer emits (NVRTC,
+no spills, no serialized wgmma), and the runtime's by-value map parameters (with a stand-in driver)."""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import re
+from types import SimpleNamespace
+
+import pytest
+from test_nv_wgmma import _matmul, _tc_program, _tile, needs_nvrtc
+from tinygrad import Tensor, dtypes
+from tinygrad.codegen.opt import Opt, OptOps
+from tinygrad.device.devstring import Target
+from tinygrad.helpers import Context
+from tinygrad.uop.ops import Ops, UOp
+from tinygrad_backend_nv import runtime, wgmma
+from tinygrad_backend_nv.compiler import NVRTCCompiler
+from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS, CUDARenderer
+
+
+@pytest.mark.parametrize("k_contig,outer", [(True, 64), (True, 128), (True, 256), (False, 64), (False, 256)])
+def test_box_lands_where_the_tile_says(k_contig: bool, outer: int) -> None:
+  """A box with the 128-byte swizzle is its elements row-major, 16-byte chunks XOR-permuted by row % 8 (the address bits
+  wgmma.swizzle128 names): a k-major tile is one box (bk x outer), an mn-major one a box per 64-element block of outer."""
+  tile, isz = _tile(k_contig, outer), 2
+  for o, k in itertools.product(range(outer), range(tile.bk)):
+    if k_contig: box_at, x0, x1, width = 0, k, o, tile.bk
+    else: box_at, x0, x1, width = (o // tile.block) * tile.bk * tile.block * isz, o % tile.block, k, tile.block
+    lands = box_at + wgmma.swizzle128((x1 * width + x0) * isz)
+    assert lands == tile.index(UOp.const(dtypes.int32, o), UOp.const(dtypes.int32, k)).simplify().arg * isz, (o, k)
+
+
+def _maps(src: str) -> list[tuple[int, ...]]:
+  words = [int(w) for w in re.search(TENSOR_MAP_SYMBOL + r"\[\d+\] = \{([\d, ]+)\}", src).group(1).split(", ")]  # type: ignore[union-attr]
+  return [tuple(words[1 + i * TENSOR_MAP_WORDS:1 + (i + 1) * TENSOR_MAP_WORDS]) for i in range(words[0])]
+
+
+CASES = [  # (A shape, B shape, transposes, bias+relu, maps: (param, rank, dims, strides of dims 1.., box) of A and B)
+  ((256, 512), (512, 512), "nn", True, [(1, 2, (512, 256), (1024,), (64, 128)), (2, 2, (512, 512), (1024,), (64, 64))]),
+  ((256, 512), (256, 512), "nt", False, [(1, 2, (512, 256), (1024,), (64, 128)), (2, 2, (512, 256), (1024,), (64, 256))]),
+  ((512, 256), (512, 512), "tn", False, [(1, 2, (256, 512), (512,), (64, 64)), (2, 2, (512, 512), (1024,), (64, 64))]),
+  ((3, 256, 128), (3, 128, 256), "nn", False, None),
+]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("tma", [1, 2])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[2]}{len(c[0])}d{'_bias' if c[3] else ''}")
+def test_kernels_compile_with_maps(case: tuple, tma: int) -> None:
+  sa, sb, lay, bias, want = case
+  a, b = Tensor.empty(*sa, dtype=dtypes.float16), Tensor.empty(*sb, dtype=dtypes.float16)
+  x, y = (a if lay[0] == "n" else a.transpose(-1, -2)), (b if lay[1] == "n" else b.transpose(-1, -2))
+  out = x @ y
+  if bias: out = (out + Tensor.empty(out.shape[-1], dtype=dtypes.float16)).relu()
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  index = next(i for i, tc in enumerate(r.tensor_cores) if tc.name == "wgmma_m64n256k16_f16_f32")  # 128x256x64 tiles, 4 stages
+  with Context(WGMMA=1, TC_TMA=tma): prog = _tc_program(out, r, "NULL:CUDA:sm_90a", [Opt(OptOps.TC, index, 0)])
+  maps = _maps(prog.src)
+  assert len(maps) == 2 and prog.src.count("const __grid_constant__ tg_tmap tmap") == 2
+  if want is not None:
+    assert [(m[0], m[3], m[4:4 + m[3]], m[9:8 + m[3]], m[13:13 + m[3]]) for m in maps] == want
+  else: assert [m[3] for m in maps] == [3, 3]  # the batch is the maps' third dimension
+  assert "cp.async.bulk.tensor" in prog.src and "cp.async.cg" not in prog.src
+  # pipe mode: the only block barrier is the one after the loop
+  barriers = sum(1 for u in prog.uops if u.op is Ops.BARRIER and not isinstance(u.arg[0], str))
+  assert barriers == (1 if tma == 2 else 2)
+  log = NVRTCCompiler("sm_90a", ("--ptxas-options=-v",)).compile_log(prog.src)
+  assert "C7514" not in log and "serialized" not in log, log[-2000:]
+  assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) == 0, log[-2000:]
+
+
+def test_no_maps_where_the_renderer_cannot_pass_them() -> None:
+  """NV's own launches (and TC_TMA=0) keep cp.async: the maps are parameters only the CUDA driver runtime encodes."""
+  for target, tma in ((Target("NV", "CUDA", "sm_90a"), 1), (Target("CUDA", "CUDA", "sm_90a"), 0)):
+    r = CUDARenderer(target)
+    with Context(WGMMA=1, TC_TMA=tma): prog = _tc_program(_matmul((256, 512), (512, 512), dtypes.float16), r, "NULL:CUDA:sm_90a")
+    assert TENSOR_MAP_SYMBOL not in prog.src and "cp.async.cg" in prog.src
+
+
+class _FakeMap:
+  def __init__(self) -> None: self.raw = (ctypes.c_uint8 * 128)(*range(128))
+  def getPtr(self) -> int: return ctypes.addressof(self.raw)
+
+
+def test_runtime_passes_maps_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
+  """After the buffers and vars come one 64-byte aligned 128-byte map per described map, encoded from the buffer address plus
+  the map's byte offset (once per address: the graph and repeated launches reuse it)."""
+  calls = []
+
+  def encode(dtype, rank, addr, dims, strides, box, elem, *rest):
+    calls.append((dtype, rank, addr, list(dims), list(strides), list(box)))
+    return ("ok", _FakeMap())
+  enum = SimpleNamespace(CU_TENSOR_MAP_DATA_TYPE_UINT8=1, CU_TENSOR_MAP_DATA_TYPE_UINT16=2, CU_TENSOR_MAP_DATA_TYPE_UINT32=4,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE=0, CU_TENSOR_MAP_SWIZZLE_128B=3, CU_TENSOR_MAP_L2_PROMOTION_L2_256B=3,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE=0)
+  fake = SimpleNamespace(cuTensorMapEncodeTiled=encode, cuuint64_t=int, cuuint32_t=int, CUresult=SimpleNamespace(CUDA_SUCCESS="ok"),
+                         CUtensorMapDataType=enum, CUtensorMapInterleave=enum, CUtensorMapSwizzle=enum, CUtensorMapL2promotion=enum,
+                         CUtensorMapFloatOOBfill=enum)
+  monkeypatch.setattr(runtime, "cu", fake)
+  prg = object.__new__(runtime.CUDAProgram)
+  prg.name, prg._encoded = "k", {}
+  prg.tensor_maps = [(1, 2, 32, 2, 512, 256, 1, 1, 1, 1024, 0, 0, 0, 64, 128, 1, 1, 1), (2, 2, 0, 3, 512, 512, 3, 1, 1, 1024, 524288, 0, 0, 64, 64, 1, 1, 1)]
+  for _ in range(2):
+    values, params = prg.arguments((0x1000, 0x20000, 0x300000), (7,))
+    assert len(params) == 6 and ctypes.c_int32.from_address(params[3]).value == 7
+    for p in params[4:]:
+      assert p % 64 == 0 and bytes((ctypes.c_uint8 * 128).from_address(p)) == bytes(range(128))
+  assert calls == [(2, 2, 0x20000 + 32, [512, 256], [1024], [64, 128]), (2, 3, 0x300000, [512, 512, 3], [1024, 524288], [64, 64, 1])]
