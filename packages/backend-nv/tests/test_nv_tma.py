@@ -12,6 +12,7 @@ import pytest
 from test_nv_wgmma import _matmul, _tc_program, _tile, needs_nvrtc
 from tinygrad import Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
+from tinygrad.codegen.tensor_core import _persistent_grid
 from tinygrad.device.devstring import Target
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
@@ -49,6 +50,24 @@ CASES = [  # (A shape, B shape, transposes, bias+relu, maps: (param, rank, dims,
 @pytest.mark.parametrize("tma", [1, 2])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[2]}{len(c[0])}d{'_bias' if c[3] else ''}")
 def test_kernels_compile_with_maps(case: tuple, tma: int) -> None:
+  _compile_with_maps(case, tma)
+
+
+@needs_nvrtc
+def test_persistent_grid_compiles() -> None:
+  """TC_PERSIST=1 (with TC_TMA=2): 128 blocks take 4 output tiles each of a 4096^2 output (512 tiles of 128x256)."""
+  with Context(TC_PERSIST=1): prog = _compile_with_maps(((4096, 512), (512, 4096), "nn", True, None), 2)
+  assert prog.global_size[0] == 128 and prog.global_size[1:] in ((1, 1), ()), prog.global_size
+  assert sum(1 for u in prog.uops if u.op is Ops.RANGE) == 2
+
+
+@pytest.mark.parametrize("tiles,units,want", [(512, 132, 128), (2048, 132, 128), (64, 132, 0), (131 * 2, 132, 131), (127 * 3, 132, 127),
+                                              (7 * 37, 132, 0)])
+def test_persistent_grid_size(tiles: int, units: int, want: int) -> None:
+  assert _persistent_grid(tiles, units) == want
+
+
+def _compile_with_maps(case: tuple, tma: int):
   sa, sb, lay, bias, want = case
   a, b = Tensor.empty(*sa, dtype=dtypes.float16), Tensor.empty(*sb, dtype=dtypes.float16)
   x, y = (a if lay[0] == "n" else a.transpose(-1, -2)), (b if lay[1] == "n" else b.transpose(-1, -2))
@@ -59,9 +78,9 @@ def test_kernels_compile_with_maps(case: tuple, tma: int) -> None:
   with Context(WGMMA=1, TC_TMA=tma): prog = _tc_program(out, r, "NULL:CUDA:sm_90a", [Opt(OptOps.TC, index, 0)])
   maps = _maps(prog.src)
   assert len(maps) == 2 and prog.src.count("const __grid_constant__ tg_tmap tmap") == 2
-  if want is not None:
+  if want is not None and len(want):
     assert [(m[0], m[3], m[4:4 + m[3]], m[9:8 + m[3]], m[13:13 + m[3]]) for m in maps] == want
-  else: assert [m[3] for m in maps] == [3, 3]  # the batch is the maps' third dimension
+  elif want is None and len(sa) == 3: assert [m[3] for m in maps] == [3, 3]  # the batch is the maps' third dimension
   assert "cp.async.bulk.tensor" in prog.src and "cp.async.cg" not in prog.src
   # pipe mode: the only block barrier is the one after the loop
   barriers = sum(1 for u in prog.uops if u.op is Ops.BARRIER and not isinstance(u.arg[0], str))
@@ -69,6 +88,7 @@ def test_kernels_compile_with_maps(case: tuple, tma: int) -> None:
   log = NVRTCCompiler("sm_90a", ("--ptxas-options=-v",)).compile_log(prog.src)
   assert "C7514" not in log and "serialized" not in log, log[-2000:]
   assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) == 0, log[-2000:]
+  return prog
 
 
 def test_no_maps_where_the_renderer_cannot_pass_them() -> None:

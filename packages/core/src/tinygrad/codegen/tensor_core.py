@@ -78,6 +78,9 @@ TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together 
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
 TC_TMA = ContextVar("TC_TMA", 1)
+# TC_TMA=2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied under
+# this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles
+TC_PERSIST = ContextVar("TC_PERSIST", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -87,7 +90,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -417,6 +420,22 @@ class _Tile:
     return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
 
 
+def _tile_origin(pid: UOp, nbx: int, nby: int) -> tuple[UOp, UOp]:
+  """(row, column) of output tile `pid` in launch order. Blocks run roughly in that order: with TC_SWIZZLE rows walked column by
+  column, the blocks running at once share their A rows and B columns in L2."""
+  if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
+    return pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
+  return pid // nbx, pid % nbx
+
+
+def _persistent_grid(tiles: int, units: int) -> int:
+  """Blocks of a persistent launch: the most, up to one a compute unit, that divide the tiles evenly; 0 (one block a tile)
+  where that leaves more than a tenth of the units idle or there are no more tiles than units."""
+  if not units or tiles <= units: return 0
+  best = max(d for d in range(1, units + 1) if tiles % d == 0)
+  return best if best * 10 >= units * 9 else 0
+
+
 TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # see _tile_maps
 
 
@@ -566,17 +585,36 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   din = m.dtype_in
   pad = 16 // din.itemsize  # one 16-byte pad per smem row: fragment reads of the 8 groupIDs hit different banks
 
+  split = 2 if tc.smem_operands else _lane_split(tc)  # smem operands: no fragments, only the accumulators' own fit
+  assert split is not None  # usable_tensor_cores checked _lanes_fit
+  use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
+  use_async = tc.async_copy and ASYNC_COPY.value != 0 and not tc.fma  # fma tiles may be stored transposed: through registers
+  chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
+  block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
+  # fma: both tiles stored k-major, so a lane's neighbouring rows (columns) of one k are one vector load
+  a_tile = _Tile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
+  b_tile = _Tile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
+  # tiles as boxes through tensor maps (TMA): one thread copies a stage, which completes on that stage's shared barrier
+  tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
+  # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
+  pipe = tmaps is not None and TC_TMA.value >= 2
+  nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
+  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
+
   # thread and block indices
   lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
   warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
   tid = warp * lanes + lane
   wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
-  split = 2 if tc.smem_operands else _lane_split(tc)  # smem operands: no fragments, only the accumulators' own fit
-  assert split is not None  # usable_tensor_cores checked _lanes_fit
   g, t = lane // (1 << split), lane % (1 << split)
-  bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
-  by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
-  nbatch = prod(r.src[0].arg for r in m.batch)
+  tloop: UOp | None = None
+  if grid:  # persistent: block cta takes output tiles cta, cta + grid, ... (the tile loop, outside every other)
+    cta = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", grid))
+    tloop = UOp(Ops.RANGE, dtypes.int32, (_c(nbx * nby // grid),), (-1, "loop"))
+    by, bx = _tile_origin(tloop * grid + cta, nbx, nby)
+  else:
+    bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
+    by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
   batch_vals: dict[UOp, UOp] = {}
   if m.batch:
     bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
@@ -584,12 +622,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     for r in reversed(m.batch):
       batch_vals[r] = (bz // inner if inner > 1 else bz) % r.src[0].arg if r is not m.batch[0] else (bz // inner if inner > 1 else bz)
       inner *= r.src[0].arg
-  nbx, nby = N // cfg.bn, M // cfg.bm
-  if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
-    # blocks run roughly in launch order (x fastest): walk `group` rows of tiles column by column, so the blocks
-    # running at once share their A rows and B columns in L2
-    pid = by * nbx + bx
-    by, bx = pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
+  if not grid and TC_SWIZZLE.value > 1 and nby % TC_SWIZZLE.value == 0 and nby > TC_SWIZZLE.value: by, bx = _tile_origin(by * nbx + bx, nbx, nby)
   # global element offsets in idt: a block's first row times the row stride passes 2**31 in a big buffer
   idt = _global_index_dtype(ast, m, buffers_only=tc.fma)
   m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
@@ -598,17 +631,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   acc_dt = tc.dtype_out.vec(len(tc.c_layout[0]))
   accs = [UOp(Ops.DEFINE_REG, acc_dt.ptr(1, "reg"), (), n).index(_c(0)) for n in range(wtm * wtn)]
   zero = UOp(Ops.VECTORIZE, acc_dt, tuple(UOp.const(tc.dtype_out, 0.0) for _ in range(acc_dt.count)))
-  inits = [acc.store(zero) for acc in accs]
+  inits = [(UOp(Ops.AFTER, acc.dtype, (acc, tloop)) if tloop is not None else acc).store(zero) for acc in accs]
   nk = K // cfg.bk
 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
-  use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
-  use_async = tc.async_copy and ASYNC_COPY.value != 0 and not tc.fma  # fma tiles may be stored transposed: through registers
-  chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
-  block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
-  # fma: both tiles stored k-major, so a lane's neighbouring rows (columns) of one k are one vector load
-  a_tile = _Tile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
-  b_tile = _Tile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
   stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
   smem = renderer.shared_max
   stages = (TC_STAGES.value or cfg.stages or min(4, smem // stage_bytes)) if use_async else 2
@@ -712,17 +738,13 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       else: out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
-  # tiles as boxes through tensor maps (TMA): one thread copies a stage, which completes on that stage's shared barrier
-  tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
-  # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
-  pipe = tmaps is not None and TC_TMA.value >= 2
   mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1), "local"), (), 2) if tmaps else None
 
   def mbar_at(i: UOp, dep: UOp | None) -> UOp:
     assert mbar is not None
     return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
 
-  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None) -> UOp:
+  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None, origin: tuple[UOp, UOp] | None = None) -> UOp:
     """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
     bytes and copies global tile k_tile of A and B into shared buffer `buf` as boxes (srcs: barrier, pred, then per box
     A's and B's buffers, with `empty` the barrier and phase parity that thread waits for first, then per box its destination
@@ -731,7 +753,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
     if empty is not None: srcs += list(empty)
     boxes: list[tuple[int, int]] = []
-    for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (by * cfg.bm, bx * cfg.bn))):
+    oy, ox = origin if origin is not None else (by, bx)  # the output tile the k tile belongs to (persistent: maybe the next one)
+    for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (oy * cfg.bm, ox * cfg.bn))):
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
       # k-major: one box of all rows; mn-major: one box per 128-byte block of the outer axis (the tile's swizzle atoms)
       parts = [(0, [kc, o0])] if tile.k_contig else [(b * tile.bk * tile.block, [o0 + b * tile.block, kc]) for b in range(tile.outer // tile.block)]
@@ -752,7 +775,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
     bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, threads if pipe else 0))
-    for st in range(stages - 1 if pipe else ahead): bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < nk))
+    total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
+    for st in range(stages - 1 if pipe else ahead):
+      origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
+      bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < total), origin=origin)
   elif use_async:
     # prologue: tiles 0..ahead-1, one async group each
     for st in range(ahead):
@@ -792,8 +818,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if pipe:
       assert bar is not None
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
-      # wait for tile kt: its stage's full barrier completes phase kt // stages
-      full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(kt % stages, kt), (kt // stages) % 2), ("mbar_wait",))
+      gk = tloop * nk + kt if tloop is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
+      # wait for tile kt: its stage's full barrier completes phase gk // stages
+      full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(gk % stages, kt), (gk // stages) % 2), ("mbar_wait",))
       loads, stores = [], []
       a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, full)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, full))
     elif use_async:
@@ -816,7 +843,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
       a_rd, b_rd = a_sm, b_sm
-    cur_buf = kt % stages
+    cur_buf = gk % stages if pipe else kt % stages
     cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
     for ks in range(nks):
       if tc.smem_operands:
@@ -831,10 +858,12 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # until everyone has released the buffer of tile kt+stages-1 (its previous tile's batch, phase t // stages - 1:
       # parity 1 passes at once on a fresh barrier) and copies that tile into it
       done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
-      rel, nxt = kt - inflight, kt + stages - 1
+      rel, nxt = gk - inflight, gk + stages - 1
       arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), rel >= 0 if inflight else UOp.const(dtypes.bool, True)),
                    ("mbar_arrive",))
-      stores = [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < nk, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2))]
+      origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
+      stores = [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
+                                  origin)]
     updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
     # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
     # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
@@ -874,6 +903,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       subst = {m.reduce: val, m.i: (row0 + fr.cast(idt)).cast(m.i.dtype),
                m.j: (col0 + fc.cast(idt)).cast(m.j.dtype), **{r: v.cast(r.dtype) for r, v in batch_vals.items()}}
       stores.append(m.store.substitute(subst))
+  if tloop is not None: stores = [UOp(Ops.END, dtypes.void, (tloop, *stores))]  # the epilogue is the tile loop's last step
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
-  global_size = (N // cfg.bn, M // cfg.bm, nbatch)
+  global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
   return sink, global_size, (lanes, cfg.warps, 1)
