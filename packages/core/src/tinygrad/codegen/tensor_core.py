@@ -73,7 +73,7 @@ LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memor
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
-TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued
+TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued (TC_TMA=2: 2)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
@@ -440,22 +440,32 @@ TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]
 
 
 def _tile_maps(m: MatmulMatch, a_tile: _Tile, b_tile: _Tile, din: DType) -> list[tuple[TileMap, tuple[UOp, ...]]] | None:
-  """Per operand, the tensor map its tiles are copied through and its batch loops (the map's dimensions after the first two),
-  or None where one can't describe it. A map is (buffer param, itemsize, byte offset, dims innermost first, byte strides of
-  dims 1.., box): dim 0 the contiguous axis (k for a k-major tile, else the outer axis), dim 1 the other, then the batch
-  loops the operand moves along. The box is the tile (k-major: bk x outer) or one 128-byte block of it (bk rows of `block`)."""
+  """Per operand, the tensor map its tiles are copied through and its batch loops (the map's last dimensions), or None where
+  one can't describe it. A map is (buffer param, itemsize, byte offset, dims innermost first, byte strides of dims 1.., box),
+  one box the whole tile. k-major: dims (k, outer, *batch), box (bk, outer). mn-major: dims (block, k, outer // block, *batch),
+  the outer axis split into its 128-byte blocks (stride `block` elements), box (block, bk, outer // block): the blocks land one
+  after another, bk rows each, as the tile stores them (one copy instruction a tile: ptxas 13.0 serializes the wgmma batches
+  of a loop that issues four or more)."""
   out = []
   for op, tile, outer_r in ((m.a, a_tile, m.i), (m.b, b_tile, m.j)):
-    inner_r, other_r = (m.k, outer_r) if tile.k_contig else (outer_r, m.k)
+    inner_r = m.k if tile.k_contig else outer_r
     batch = tuple(r for r in m.batch if op.stride(r))
-    strides = tuple(op.stride(r) * din.itemsize for r in (other_r, *batch))
+    isz = din.itemsize
+    if tile.k_contig: dims, strides, box = (_size(m.k), _size(outer_r)), (op.stride(outer_r) * isz,), (tile.bk, tile.outer)
+    else:
+      if _size(outer_r) % tile.block: return None
+      dims, strides = (tile.block, _size(m.k), _size(outer_r) // tile.block), (op.stride(m.k) * isz, tile.block * isz)
+      box = (tile.block, tile.bk, tile.outer // tile.block)
+    dims, strides = dims + tuple(_size(r) for r in batch), strides + tuple(op.stride(r) * isz for r in batch)
+    box = box + (1,) * len(batch)
     # the hardware's limits: 16-byte aligned start and strides, at most 5 dims; strides positive here (no flips)
-    if op.stride(inner_r) != 1 or op.offset < 0 or op.offset * din.itemsize % 16 or len(batch) > 3: return None
+    if op.stride(inner_r) != 1 or op.offset < 0 or op.offset * isz % 16 or len(dims) > 5: return None
     if any(st <= 0 or st % 16 or st >= 2 ** 40 for st in strides): return None
-    dims = tuple(r.src[0].arg for r in (inner_r, other_r, *batch))
-    box = ((tile.bk, tile.outer) if tile.k_contig else (tile.block, tile.bk)) + (1,) * len(batch)
-    out.append(((op.buf.arg, din.itemsize, op.offset * din.itemsize, dims, strides, box), batch))
+    out.append(((op.buf.arg, isz, op.offset * isz, dims, strides, box), batch))
   return out
+
+
+def _size(r: UOp) -> int: return r.src[0].arg
 
 
 def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
@@ -756,11 +766,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     oy, ox = origin if origin is not None else (by, bx)  # the output tile the k tile belongs to (persistent: maybe the next one)
     for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (oy * cfg.bm, ox * cfg.bn))):
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
-      # k-major: one box of all rows; mn-major: one box per 128-byte block of the outer axis (the tile's swizzle atoms)
-      parts = [(0, [kc, o0])] if tile.k_contig else [(b * tile.bk * tile.block, [o0 + b * tile.block, kc]) for b in range(tile.outer // tile.block)]
-      for off, coords in parts:
-        srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size + off)), *coords, *bc]  # type: ignore[attr-defined]
-        boxes.append((n, 2 + len(bc)))
+      # one box a tile: k-major at (k, outer row), mn-major at (0, k, outer block)
+      coords = [kc, o0] if tile.k_contig else [_c(0), kc, o0 // tile.block]
+      srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size)), *coords, *bc]  # type: ignore[attr-defined]
+      boxes.append((n, len(coords) + len(bc)))
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
     return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None))
 
@@ -768,6 +777,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
   inflight = 1 if tc.smem_operands and use_async and TC_INFLIGHT.value and stages > 2 else 0
+  # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
+  # (past the barrier waits and the copy's branch) makes ptxas 13.0 serialize every wgmma (C7514; 13.5 does not); the other
+  # warpgroup's batch keeps the tensor cores busy meanwhile
+  if pipe and TC_INFLIGHT.value < 2: inflight = 0
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
