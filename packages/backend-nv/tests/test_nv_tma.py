@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import re
 from types import SimpleNamespace
 
@@ -132,3 +133,26 @@ def test_runtime_passes_maps_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
     for p in params[4:]:
       assert p % 64 == 0 and bytes((ctypes.c_uint8 * 128).from_address(p)) == bytes(range(128))
   assert calls == [(2, 2, 0x20000 + 32, [512, 256], [1024], [64, 128]), (2, 3, 0x300000, [512, 512, 3], [1024, 524288], [64, 64, 1])]
+
+
+OLD_NVRTC = os.environ.get("NVRTC_SERIAL_CHECK_LIB", "")  # a libnvrtc.so of another version (e.g. 13.0, the GPU machine's)
+
+
+@pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192)])
+def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple) -> None:
+  """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
+  with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration."""
+  M, N, K = shape
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  with Context(WGMMA=1, TC_TMA=2): prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
+  lib = ctypes.CDLL(OLD_NVRTC)
+  handle = ctypes.c_void_p()
+  assert lib.nvrtcCreateProgram(ctypes.byref(handle), prog.src.encode(), b"k.cu", 0, None, None) == 0
+  opts = [b"--gpu-architecture=sm_90a", b"--fmad=false", b"--std=c++17", b"--ptxas-options=-v"]
+  assert lib.nvrtcCompileProgram(handle, len(opts), (ctypes.c_char_p * len(opts))(*opts)) == 0
+  size = ctypes.c_size_t()
+  lib.nvrtcGetProgramLogSize(handle, ctypes.byref(size))
+  log = ctypes.create_string_buffer(size.value)
+  lib.nvrtcGetProgramLog(handle, log)
+  assert b"C7514" not in log.value, log.value.decode()[-1500:]
