@@ -35,6 +35,14 @@ batch (fenced before the first, committed after the last) that may run on while 
 (TC_INFLIGHT=1): copies then run stages-2 tiles ahead, and the BARRIER arg (groups, batches) says what may still fly.
 The accumulator rows and columns are fit as affine in the lane's bits (16 * warp + groupID, ...).
 
+Where the renderer has `tile_copy` (NVIDIA's TMA on sm_90a, DEV=CUDA) the tiles come in as boxes of a tensor map, one box an
+operand (_tile_maps: k-major (k, outer); mn-major (64, k, outer / 64), the 128-byte blocks as a third dimension, so the boxes
+land in the same swizzled layout), issued by one thread, each stage completing on its "full" mbarrier (BARRIERs with string
+args: "mbar_init", "tile_copy", "mbar_wait"). TC_TMA=1 keeps the block barrier per k tile; TC_TMA=2 (the default) has none in
+the loop: after its batch every thread arrives at that stage's "empty" barrier, and the copying thread waits for it before
+refilling the stage, stages-1 tiles ahead. With TC_PERSIST=1 a grid that divides the output tiles walks them in launch order,
+the stage/phase count running on across tiles, so the next tile's first copies land under this one's epilogue.
+
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
 8x8 block of 2x2 instruction tiles, both operand tiles stored k-major (A transposed on its way through registers: no
@@ -77,7 +85,8 @@ TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma):
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
-TC_TMA = ContextVar("TC_TMA", 1)
+# H200, fp16 8192^3 (bench/README.md, 2026-12-02 s10): cp.async 567, TMA=1 638, TMA=2 674-694 TFLOP/s (torch 715-751)
+TC_TMA = ContextVar("TC_TMA", 2)
 # TC_TMA=2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied under
 # this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles
 TC_PERSIST = ContextVar("TC_PERSIST", 0)
@@ -444,13 +453,15 @@ def _tile_maps(m: MatmulMatch, a_tile: _Tile, b_tile: _Tile, din: DType) -> list
   one can't describe it. A map is (buffer param, itemsize, byte offset, dims innermost first, byte strides of dims 1.., box),
   one box the whole tile. k-major: dims (k, outer, *batch), box (bk, outer). mn-major: dims (block, k, outer // block, *batch),
   the outer axis split into its 128-byte blocks (stride `block` elements), box (block, bk, outer // block): the blocks land one
-  after another, bk rows each, as the tile stores them (one copy instruction a tile: ptxas 13.0 serializes the wgmma batches
-  of a loop that issues four or more)."""
+  after another, bk rows each, as the tile stores them (one copy instruction an operand a stage)."""
   out = []
   for op, tile, outer_r in ((m.a, a_tile, m.i), (m.b, b_tile, m.j)):
     inner_r = m.k if tile.k_contig else outer_r
     batch = tuple(r for r in m.batch if op.stride(r))
     isz = din.itemsize
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
     if tile.k_contig: dims, strides, box = (_size(m.k), _size(outer_r)), (op.stride(outer_r) * isz,), (tile.bk, tile.outer)
     else:
       if _size(outer_r) % tile.block: return None
@@ -461,7 +472,7 @@ def _tile_maps(m: MatmulMatch, a_tile: _Tile, b_tile: _Tile, din: DType) -> list
     # the hardware's limits: 16-byte aligned start and strides, at most 5 dims; strides positive here (no flips)
     if op.stride(inner_r) != 1 or op.offset < 0 or op.offset * isz % 16 or len(dims) > 5: return None
     if any(st <= 0 or st % 16 or st >= 2 ** 40 for st in strides): return None
-    out.append(((op.buf.arg, isz, op.offset * isz, dims, strides, box), batch))
+    out.append(((int(op.buf.arg), isz, op.offset * isz, dims, strides, box), batch))
   return out
 
 
