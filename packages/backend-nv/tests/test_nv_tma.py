@@ -49,7 +49,7 @@ CASES = [  # (A shape, B shape, transposes, bias+relu, maps: (param, rank, dims,
 ]
 
 @needs_nvrtc
-@pytest.mark.parametrize("tma", [1, 2])
+@pytest.mark.parametrize("tma", [1, 2, 3])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[2]}{len(c[0])}d{'_bias' if c[3] else ''}")
 def test_kernels_compile_with_maps(case: tuple, tma: int) -> None:
   _compile_with_maps(case, tma)
@@ -83,16 +83,22 @@ def _compile_with_maps(case: tuple, tma: int):
   if want is not None and len(want):
     assert [(m[0], m[3], m[4:4 + m[3]], m[9:8 + m[3]], m[13:13 + m[3]]) for m in maps] == want
   assert "cp.async.bulk.tensor" in prog.src and "cp.async.cg" not in prog.src
-  assert prog.src.count("tg_tma_load") - prog.src.count("void tg_tma_load") == 2 * (1 + (3 if tma == 2 else 2))  # a box an operand
+  # a box an operand: TMA=1 two tiles ahead, TMA=2 three (4 stages, no batch left running), TMA=3 in the copy loop only
+  assert prog.src.count("tg_tma_load") - prog.src.count("void tg_tma_load") == 2 * {1: 3, 2: 4, 3: 1}[tma]
   # pipe mode waits for each batch right after it (ptxas 13.0 serializes every wgmma of a batch left running into the next
-  # iteration: C7514); TC_INFLIGHT=2 lets one run on
-  assert all(u.arg[1] == 0 for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait")
+  # iteration with the copy's branch and waits in between: C7514); the warp-specialized one leaves one running
+  waits = sorted(u.arg[1] for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait")
+  assert waits == {1: [], 2: [0], 3: [0, 1]}[tma], waits
   # pipe mode: the only block barrier is the one after the loop
   barriers = sum(1 for u in prog.uops if u.op is Ops.BARRIER and not isinstance(u.arg[0], str))
-  assert barriers == (1 if tma == 2 else 2)
+  assert barriers == {1: 2, 2: 1, 3: 0}[tma]
+  assert tuple(prog.local_size[:2]) == ((32, 9) if tma == 3 else (128, 2))  # 3: eight computing warps and the copying one
   log = NVRTCCompiler("sm_90a", ("--ptxas-options=-v",)).compile_log(prog.src)
   assert "C7514" not in log and "serialized" not in log, log[-2000:]
-  assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) == 0, log[-2000:]
+  # TMA=3 runs 288 threads, which ptxas caps at 168 registers as it would 384 (a warpgroup's granularity): some epilogues
+  # then spill a few bytes (nn 8192^3 needs 154, no spill; setmaxnreg would need the roles on separate branches)
+  allowed = 64 if tma == 3 else 0
+  assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) <= allowed, log[-2000:]
   return prog
 
 
@@ -139,13 +145,14 @@ OLD_NVRTC = os.environ.get("NVRTC_SERIAL_CHECK_LIB", "")  # a libnvrtc.so of ano
 
 
 @pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
+@pytest.mark.parametrize("tma", [2, 3])
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192)])
-def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple) -> None:
+def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int) -> None:
   """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
   with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration."""
   M, N, K = shape
   r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
-  with Context(WGMMA=1, TC_TMA=2): prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
+  with Context(WGMMA=1, TC_TMA=tma): prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
   lib = ctypes.CDLL(OLD_NVRTC)
   handle = ctypes.c_void_p()
   assert lib.nvrtcCreateProgram(ctypes.byref(handle), prog.src.encode(), b"k.cu", 0, None, None) == 0

@@ -178,7 +178,7 @@ class CUDARenderer(CStyleRenderer):
     if kind == "mbar_arrive": return f'if ({r[1]}) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
     if kind == "wgmma_wait": return f'asm volatile("wgmma.wait_group.sync.aligned {u.arg[1]};" ::: "memory");'
     if kind != "tile_copy": return super().render_sync(u, r)
-    _, nbytes, specs, boxes, wait = u.arg
+    _, nbytes, specs, boxes, wait, elect = u.arg
     maps = []
     for spec in specs:  # each distinct map is one kernel parameter
       if spec not in self._tmaps: self._tmaps.append(spec)
@@ -188,7 +188,7 @@ class CUDARenderer(CStyleRenderer):
     for n, ncoords in boxes:
       calls.append(f"tg_tma_load{ncoords}(&tmap{maps[n]}, {r[at]}, {r[0]}, {', '.join(r[at + 1:at + 1 + ncoords])});")
       at += 1 + ncoords
-    return f"if (tg_elected() && {r[1]}) {{ {' '.join(calls)} }}"
+    return f"if ({'tg_elected() && ' if elect else ''}{r[1]}) {{ {' '.join(calls)} }}"
 
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)

@@ -87,6 +87,8 @@ TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together 
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
 # H200, fp16 8192^3 (bench/README.md, 2026-12-02 s10): cp.async 567, TMA=1 638, TMA=2 674-694 TFLOP/s (torch 715-751)
 TC_TMA = ContextVar("TC_TMA", 2)
+# 3: as 2, and warp-specialized: one more warp whose first thread only copies (waiting at the empty barriers), the others
+# only compute, a batch left running while the next is issued (TC_INFLIGHT)
 # TC_TMA=2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied under
 # this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles
 TC_PERSIST = ContextVar("TC_PERSIST", 0)
@@ -619,23 +621,34 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
   # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
   pipe = tmaps is not None and TC_TMA.value >= 2
+  ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
   nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
   grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
 
   # thread and block indices
-  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
-  warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
+  if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
+    wpg = lanes // 32
+    lane32, wid = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", 32)), UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps * wpg + 1))
+    lane, warp = wid % wpg * 32 + lane32, wid // wpg
+    copier, computes = wid.eq(cfg.warps * wpg) & lane32.eq(0), wid < cfg.warps * wpg
+  else:
+    lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
+    warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
   tid = warp * lanes + lane
   wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
   g, t = lane // (1 << split), lane % (1 << split)
   tloop: UOp | None = None
+  # warp-specialized: the compute loops (and the epilogue in them) run no iterations in the copying warpgroup, the copy loop
+  # none in the others: the program stays straight-line, every thread takes the loop that is its own
+  def trips(n: int) -> UOp: return computes.where(_c(n), _c(0)) if ws else _c(n)
   if grid:  # persistent: block cta takes output tiles cta, cta + grid, ... (the tile loop, outside every other)
     cta = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", grid))
-    tloop = UOp(Ops.RANGE, dtypes.int32, (_c(nbx * nby // grid),), (-1, "loop"))
+    tloop = UOp(Ops.RANGE, dtypes.int32, (trips(nbx * nby // grid),), (-1, "loop"))
     by, bx = _tile_origin(tloop * grid + cta, nbx, nby)
   else:
     bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
     by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
+    if ws: tloop = UOp(Ops.RANGE, dtypes.int32, (trips(1),), (-1, "loop"))  # one output tile, in the compute warpgroups only
   batch_vals: dict[UOp, UOp] = {}
   if m.batch:
     bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
@@ -765,7 +778,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     assert mbar is not None
     return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
 
-  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None, origin: tuple[UOp, UOp] | None = None) -> UOp:
+  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None, origin: tuple[UOp, UOp] | None = None,
+                elect: bool = True) -> UOp:
     """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
     bytes and copies global tile k_tile of A and B into shared buffer `buf` as boxes (srcs: barrier, pred, then per box
     A's and B's buffers, with `empty` the barrier and phase parity that thread waits for first, then per box its destination
@@ -782,7 +796,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size)), *coords, *bc]  # type: ignore[attr-defined]
       boxes.append((n, len(coords) + len(bc)))
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
-    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None))
+    # elect: the block's first thread copies (else every thread that reaches it: the copy loop runs in one thread only)
+    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None, elect))
 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
@@ -791,7 +806,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
   # (past the barrier waits and the copy's branch) makes ptxas 13.0 serialize every wgmma (C7514; 13.5 does not); the other
   # warpgroup's batch keeps the tensor cores busy meanwhile
-  if pipe and TC_INFLIGHT.value < 2: inflight = 0
+  if pipe and not ws and TC_INFLIGHT.value < 2: inflight = 0
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
@@ -800,7 +815,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
     bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, threads if pipe else 0))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
-    for st in range(stages - 1 if pipe else ahead):
+    for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
       bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < total), origin=origin)
   elif use_async:
@@ -886,7 +901,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), rel >= 0 if inflight else UOp.const(dtypes.bool, True)),
                    ("mbar_arrive",))
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
-      stores = [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
+      stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
     updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
     # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
@@ -901,7 +916,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates),
                                                                    bar_arg(0, 0) if tc.smem_operands else None)))
   # smem operands: every batch is done before the accumulators are read
-  if tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
+  if ws: end = UOp(Ops.BARRIER, dtypes.void, (end,), ("wgmma_wait", 0))  # no block barrier: the copying thread may still run
+  elif tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
@@ -928,6 +944,13 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
                m.j: (col0 + fc.cast(idt)).cast(m.j.dtype), **{r: v.cast(r.dtype) for r, v in batch_vals.items()}}
       stores.append(m.store.substitute(subst))
   if tloop is not None: stores = [UOp(Ops.END, dtypes.void, (tloop, *stores))]  # the epilogue is the tile loop's last step
+  if ws:  # the copy loop: one thread of the last warpgroup copies every k tile of the block, stages-1 ahead of the compute
+    assert bar is not None
+    cp_loop = UOp(Ops.RANGE, dtypes.int32, (copier.where(_c(total), _c(0)), bar), (-2, "loop"))
+    origin = _tile_origin(cp_loop // nk * grid + cta, nbx, nby) if grid else None
+    copy_one = tile_copy(cp_loop % nk, cp_loop % stages, cp_loop, UOp.const(dtypes.bool, True),
+                         (mbar_at(cp_loop % stages + stages, cp_loop), (cp_loop // stages + 1) % 2), origin, elect=False)
+    stores.append(UOp(Ops.END, dtypes.void, (cp_loop, copy_one)))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
-  return sink, global_size, (lanes, cfg.warps, 1)
+  return sink, global_size, (32, cfg.warps * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)
