@@ -40,8 +40,12 @@ operand (_tile_maps: k-major (k, outer); mn-major (64, k, outer / 64), the 128-b
 land in the same swizzled layout), issued by one thread, each stage completing on its "full" mbarrier (BARRIERs with string
 args: "mbar_init", "tile_copy", "mbar_wait"). TC_TMA=1 keeps the block barrier per k tile; TC_TMA=2 (the default) has none in
 the loop: after its batch every thread arrives at that stage's "empty" barrier, and the copying thread waits for it before
-refilling the stage, stages-1 tiles ahead. With TC_PERSIST=1 a grid that divides the output tiles walks them in launch order,
-the stage/phase count running on across tiles, so the next tile's first copies land under this one's epilogue.
+refilling the stage, stages-1 tiles ahead, and each batch is waited for in its own iteration (a batch left running across the
+loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 is warp-
+specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
+copy loop none elsewhere: straight-line code, no branches in the IR), so the compute warps keep one batch in flight. With
+TC_PERSIST=1 a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
+so the next tile's first copies land under this one's epilogue.
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
