@@ -38,13 +38,13 @@ The accumulator rows and columns are fit as affine in the lane's bits (16 * warp
 Where the renderer has `tile_copy` (NVIDIA's TMA on sm_90a, DEV=CUDA) the tiles come in as boxes of a tensor map, one box an
 operand (_tile_maps: k-major (k, outer); mn-major (64, k, outer / 64), the 128-byte blocks as a third dimension, so the boxes
 land in the same swizzled layout), issued by one thread, each stage completing on its "full" mbarrier (BARRIERs with string
-args: "mbar_init", "tile_copy", "mbar_wait"). TC_TMA=1 keeps the block barrier per k tile; TC_TMA=2 (the default) has none in
+args: "mbar_init", "tile_copy", "mbar_wait"). TC_TMA=1 keeps the block barrier per k tile; TC_TMA=2 has none in
 the loop: after its batch every thread arrives at that stage's "empty" barrier, and the copying thread waits for it before
 refilling the stage, stages-1 tiles ahead, and each batch is waited for in its own iteration (a batch left running across the
-loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 is warp-
+loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 (the default) is warp-
 specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
 copy loop none elsewhere: straight-line code, no branches in the IR), so the compute warps keep one batch in flight. With
-TC_PERSIST=1 a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
+TC_PERSIST=1 (TC_TMA=2 only) a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
 so the next tile's first copies land under this one's epilogue.
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
@@ -89,12 +89,14 @@ TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma):
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
-# H200, fp16 8192^3 (bench/README.md, 2026-12-02 s10): cp.async 567, TMA=1 638, TMA=2 674-694 TFLOP/s (torch 715-751)
-TC_TMA = ContextVar("TC_TMA", 2)
+# H200, fp16 8192^3 (bench/README.md, 2026-12-02 s10): cp.async 567, TMA=1 638, TMA=2 674-702, TMA=3 699-703 TFLOP/s (torch
+# 715-751); 512x2048x8192 TMA=3 262 against TMA=2's 228
+TC_TMA = ContextVar("TC_TMA", 3)
 # 3: as 2, and warp-specialized: one more warp whose first thread only copies (waiting at the empty barriers), the others
 # only compute, a batch left running while the next is issued (TC_INFLIGHT)
-# TC_TMA=2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied under
-# this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles
+# TC_TMA=2 only: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
+# under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles. With
+# TC_TMA=3 its results were wrong on the H200 (one k tile's worth, cause not found): it stays off there
 TC_PERSIST = ContextVar("TC_PERSIST", 0)
 
 
@@ -627,7 +629,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   pipe = tmaps is not None and TC_TMA.value >= 2
   ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
   nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
-  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
+  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and not ws and TC_PERSIST.value and not m.batch else 0
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
