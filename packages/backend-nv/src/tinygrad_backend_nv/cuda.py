@@ -65,6 +65,42 @@ _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "tr
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
 _HALFS = (dtypes.float16, dtypes.bfloat16)
 _WIDE_FLOATS = (8, 16, 32, 64, 128)  # float vectors as structs: wgmma accumulators (m64nN: N/2 floats a thread)
+# tile copies through tensor maps (TMA, sm_90a, DEV=CUDA): each map is a 128-byte kernel parameter the runtime encodes at
+# launch (cuTensorMapEncodeTiled) from this global in the module: the map count, then per map TENSOR_MAP_WORDS numbers
+# (buffer parameter position, itemsize, byte offset, rank, dims[5], byte strides of dims 1..4, box[5]); runtime.py reads it
+TENSOR_MAP_SYMBOL = "tg_tensor_maps"
+TENSOR_MAP_WORDS = 18
+_TMA = """\
+struct __align__(64) tg_tmap { unsigned long long v[16]; };  // a CUtensorMap (opaque), passed by value as __grid_constant__
+static __device__ __forceinline__ unsigned tg_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ bool tg_elected() { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
+// n stage barriers of one arrival each (full: the copy's thread), then, with `empty` > 0, n of that many arrivals (empty)
+static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n, int empty) {
+  if (tg_elected()) {
+    for (int i = 0; i < n; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tg_smem_addr(bar + i)) : "memory");
+    for (int i = 0; i < n && empty > 0; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tg_smem_addr(bar + n + i)), "r"(empty) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\\n  fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+}
+static __device__ __forceinline__ void tg_mbar_wait(unsigned long long *bar, int parity) {  // until phase `parity` completed
+  asm volatile("{\\n .reg .pred p;\\n TG_WAIT:\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n @!p bra TG_WAIT;\\n}"
+               :: "r"(tg_smem_addr(bar)), "r"(parity) : "memory");
+}
+static __device__ __forceinline__ void tg_tma_expect(unsigned long long *bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(tg_smem_addr(bar)), "r"(bytes) : "memory");
+}"""
+
+
+def _tma_load(rank: int) -> str:
+  cs = ", ".join(f"int c{i}" for i in range(rank))
+  regs = ", ".join(f"%{3 + i}" for i in range(rank))
+  ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+  return (f"static __device__ __forceinline__ void tg_tma_load{rank}(const tg_tmap *map, const void *dst, unsigned long long *bar, {cs}) {{\n"
+          f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {{{regs}}}], [%2];"\n'
+          f'               :: "r"(tg_smem_addr(dst)), "l"(map), "r"(tg_smem_addr(bar)), {ins} : "memory");\n}}')
+
+
 WGMMA_SMEM_ALIGN = 1024  # a 128-byte swizzle atom (8 rows of 128 bytes) starts 1024-byte aligned (wgmma.py)
 
 
@@ -128,10 +164,31 @@ class CUDARenderer(CStyleRenderer):
     # (all, for arg None) are complete after the barrier
     if arch_number(self.arch) < 80: return "__syncthreads();"
     keep, wg = u.arg if isinstance(u.arg, tuple) else (u.arg or 0, None)
+    # tiles copied through tensor maps (groups -1): no cp.async groups, and the copies wrote through the async proxy already
+    if keep == -1: return f'asm volatile("wgmma.wait_group.sync.aligned {wg};" ::: "memory"); __syncthreads();'
     # wgmma kernels, arg (groups, batches): all but the newest `batches` wgmma batches are done too, and the landed copies
     # are made visible to the async proxy (wgmma reads shared memory through it)
     wait = "" if wg is None else f"\\n  wgmma.wait_group.sync.aligned {wg};\\n  fence.proxy.async.shared::cta;"
     return f'asm volatile("cp.async.commit_group;\\n  cp.async.wait_group {keep};{wait}" ::: "memory"); __syncthreads();'
+
+  def render_sync(self, u: UOp, r: list[str]) -> str:
+    kind = u.arg[0]
+    if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {u.arg[1]}, {u.arg[2]});"
+    if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
+    if kind == "mbar_arrive": return f'if ({r[1]}) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
+    if kind == "wgmma_wait": return f'asm volatile("wgmma.wait_group.sync.aligned {u.arg[1]};" ::: "memory");'
+    if kind != "tile_copy": return super().render_sync(u, r)
+    _, nbytes, specs, boxes, wait, elect = u.arg
+    maps = []
+    for spec in specs:  # each distinct map is one kernel parameter
+      if spec not in self._tmaps: self._tmaps.append(spec)
+      maps.append(self._tmaps.index(spec))
+    calls, at = [f"tg_tma_expect({r[0]}, {nbytes});"], 4  # after the barrier, pred and the two buffers
+    if wait: calls, at = [f"tg_mbar_wait({r[4]}, {r[5]});", *calls], 6  # the buffer's empty barrier first
+    for n, ncoords in boxes:
+      calls.append(f"tg_tma_load{ncoords}(&tmap{maps[n]}, {r[at]}, {r[0]}, {', '.join(r[at + 1:at + 1 + ncoords])});")
+      at += 1 + ncoords
+    return f"if ({'tg_elected() && ' if elect else ''}{r[1]}) {{ {' '.join(calls)} }}"
 
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)
@@ -159,6 +216,9 @@ class CUDARenderer(CStyleRenderer):
     self.compute_units = SM_COUNT.get(arch_number(self.arch), 0)
     self._dyn_offset: int | None = None  # while rendering a kernel with dynamic shared memory: the next local's offset
     self._smem_align = 16  # while rendering: shared arrays' alignment (wgmma's swizzle atoms need 1024)
+    self._tmaps: list[tuple] = []  # while rendering: the tensor maps its tile copies name (kernel parameters tmap0, ...)
+    # sm_90a on the CUDA driver (runtime.py encodes the maps; the NV device's own launches don't)
+    self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
 
   def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)
 
@@ -214,7 +274,8 @@ class CUDARenderer(CStyleRenderer):
     # wgmma kernels round through the packed (x2) conversions: ptxas serializes a wgmma pipeline whose accumulators a
     # plain cvt.rn.f16.f32 / .bf16.f32 reads (C7514), not one read by cvt.rn.f16x2.f32 (same rounding, low half kept)
     half, bf16 = (_HALF, _BF16) if self._smem_align != WGMMA_SMEM_ALIGN else (_x2(_HALF, "f16"), _x2(_BF16, "bf16"))
-    return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas,
+    tma = [("tg_mbar_", _TMA), *((f"tg_tma_load{n}(", _tma_load(n)) for n in range(2, 6))]
+    return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas, *tma,
             *super().helpers()]
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -222,8 +283,9 @@ class CUDARenderer(CStyleRenderer):
     shared = sum(_align(u.dtype.size * u.dtype.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
     self._dyn_offset = 0 if shared > STATIC_SHARED_MAX else None
+    self._tmaps = []
     try: src = super().render(name, uops)
-    finally: self._dyn_offset, align, self._smem_align = None, self._smem_align, 16
+    finally: self._dyn_offset, align, self._smem_align, tmaps, self._tmaps = None, self._smem_align, 16, self._tmaps, []
     threads = 1
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
@@ -243,6 +305,15 @@ class CUDARenderer(CStyleRenderer):
     if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
               f"extern __shared__ __align__({align}) unsigned char tg_smem[];\n")
+    if tmaps:  # by-value tensor-map parameters after the others, described to the runtime by a global
+      params = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
+      words = [len(tmaps)]
+      for buf, itemsize, offset, dims, strides, box in tmaps:
+        pad = 5 - len(dims)
+        words += [params.index(buf), itemsize, offset, len(dims), *dims, *(1,) * pad, *strides, *(0,) * pad, *box, *(1,) * pad]
+      decl += (f'extern "C" __device__ unsigned long long {TENSOR_MAP_SYMBOL}[{len(words)}] = {{{", ".join(map(str, words))}}};\n')
+      close = src.index(") {\n", src.index(head))
+      src = src[:close] + "".join(f", const __grid_constant__ tg_tmap tmap{i}" for i in range(len(tmaps))) + src[close:]
     if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
       body = src.index("{\n", src.index(head)) + 2

@@ -80,8 +80,7 @@ class CUDAGraph:
     if block[0] * block[1] * block[2] > prg.max_threads:
       raise RuntimeError(f"kernel {prg.name}: local size {block} exceeds its limit of {prg.max_threads} threads per block")
     ok = grid[0] * grid[1] * grid[2] > 0
-    values = [ctypes.c_uint64(b) for b in lc.bufs] + [ctypes.c_int32(v) for v in lc.vals]
-    args = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+    values, args = prg.arguments(tuple(lc.bufs), tuple(lc.vals))
     p = cu.CUDA_KERNEL_NODE_PARAMS()
     p.func = prg.fn
     p.gridDimX, p.gridDimY, p.gridDimZ = grid if ok else (1, 1, 1)
@@ -103,7 +102,7 @@ class CUDAGraph:
     if not isinstance(launch.program, CUDAProgram) or launch.program.ctx is not self.ctx:
       raise ValueError("a graph node can only be given launches of a kernel on its own GPU")
     _use(self.ctx)
-    if self._shape(launch) == self.shapes[i]:  # the same kernel and launch sizes: new argument values, written in place
+    if self._shape(launch) == self.shapes[i] and not launch.program.tensor_maps:  # new argument values, written in place
       params, ok, (values, _) = self.params[i]
       for v, new in zip(values, (*launch.bufs, *launch.vals)): v.value = new
     else:

@@ -223,6 +223,53 @@ class CUDAProgram:
     self.shared_bytes = self._dynamic_shared()
     from tinygrad_backend_nv.cuda import GRID_WAIT_SYMBOL  # the kernel waits for the grids before it (graph.py's programmatic edges)
     self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
+    self.tensor_maps = self._tensor_maps()
+    self._encoded: dict[tuple, Any] = {}  # (map, buffer address) -> its 128 bytes, 64-byte aligned (encoding costs microseconds)
+
+  def _tensor_maps(self) -> list[tuple[int, ...]]:
+    """The tensor maps the kernel takes as parameters after its buffers and vars (cuda.py TENSOR_MAP_SYMBOL), each as
+    TENSOR_MAP_WORDS numbers."""
+    from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS
+    res = cu.cuModuleGetGlobal(self.module, TENSOR_MAP_SYMBOL.encode())
+    if res[0] == cu.CUresult.CUDA_ERROR_NOT_FOUND: return []
+    ptr, size = check(res, f"cuModuleGetGlobal({TENSOR_MAP_SYMBOL})")
+    words = (ctypes.c_uint64 * (int(size) // 8))()
+    check(cu.cuMemcpyDtoH(ctypes.addressof(words), ptr, int(size)), f"cuMemcpyDtoH({TENSOR_MAP_SYMBOL})")
+    n = int(words[0])
+    return [tuple(int(w) for w in words[1 + i * TENSOR_MAP_WORDS:1 + (i + 1) * TENSOR_MAP_WORDS]) for i in range(n)]
+
+  def _encode(self, spec: tuple[int, ...], bufs: tuple[int, ...]) -> Any:
+    """One tensor map (a 64-byte aligned copy of its 128 bytes) for the buffer the spec names: 128-byte swizzled boxes."""
+    pos, itemsize, offset, rank = spec[:4]
+    key = (spec, bufs[pos])
+    if (got := self._encoded.get(key)) is not None: return got
+    dims, strides, box = spec[4:4 + rank], spec[9:9 + rank - 1], spec[13:13 + rank]
+    dtype = {1: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8, 2: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16,
+             4: cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT32}[itemsize]
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t  # the bindings take these, not ints, in the lists
+    tmap = check(cu.cuTensorMapEncodeTiled(dtype, rank, bufs[pos] + offset, [u64(d) for d in dims], [u64(x) for x in strides],
+                                           [u32(b) for b in box], [u32(1)] * rank,
+                                           cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                                           cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                 f"cuTensorMapEncodeTiled(kernel {self.name}, dims {dims}, strides {strides}, box {box})")
+    raw = (ctypes.c_uint8 * 192)()
+    at = (ctypes.addressof(raw) + 63) // 64 * 64
+    ctypes.memmove(at, tmap.getPtr(), 128)
+    if len(self._encoded) > 64: self._encoded.clear()
+    self._encoded[key] = got = (raw, at)
+    return got
+
+  def arguments(self, bufs: tuple[int, ...], vals: tuple[int, ...]) -> tuple[list[Any], Any]:
+    """kernelParams for a launch, a void*[] whose entries point at the argument values (buffers, vars, tensor maps), and
+    the values to keep alive until the driver has read them."""
+    values: list[Any] = [ctypes.c_uint64(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+    ptrs = [ctypes.addressof(v) for v in values]
+    for spec in self.tensor_maps:
+      raw, at = self._encode(spec, tuple(bufs))
+      values.append(raw)
+      ptrs.append(at)
+    return values, (ctypes.c_void_p * max(len(ptrs), 1))(*ptrs)
 
   def _dynamic_shared(self) -> int:
     """Dynamic shared memory the kernel needs (cuda.py renders it as a global in the module when it uses any): each
@@ -247,9 +294,7 @@ class CUDAProgram:
     if lx * ly * lz > self.max_threads:
       raise RuntimeError(f"kernel {self.name}: local size {(lx, ly, lz)} exceeds its limit of {self.max_threads} threads per block")
     _use(self.ctx)
-    # kernelParams: a void*[] whose entries point at the argument values
-    values = [ctypes.c_uint64(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
-    params = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+    values, params = self.arguments(tuple(bufs), tuple(vals))
     start = end = None
     if wait:
       start, end = check(cu.cuEventCreate(0), "cuEventCreate"), check(cu.cuEventCreate(0), "cuEventCreate")

@@ -137,14 +137,15 @@ WGMMA = ContextVar("WGMMA", 1)
 
 # wgmma tilings (warps_m x warps_n count warpgroups of 128 threads): bk = 64 halves, one 128-byte swizzled row per
 # k-major tile row; stages of cp.async copies in dynamic shared memory. Indexed by Opt(TC, _, amount): append only.
-# `rate`: fp16 8192^3 on the H200, TFLOP/s over the fastest's (573.2; 2026-12-02, `bench/gpu_wgmma.py --sweep`): core's
-# modeled_tile_cost compares them across the three widths (512x2048x8192: 64x128 tiles, 229.6 TFLOP/s against 128x128's 182.0)
+# `rate`: fp16 8192^3 on the H200, TFLOP/s over the default's (682.9 with warp-specialized TMA copies, TC_TMA=3; 2026-12-02 s10,
+# `bench/gpu_wgmma.py --sweep`, results/h200/gpu_wgmma_sweep_20261202s10_tma_req3_tma3.json): core's modeled_tile_cost compares
+# them across the three widths
 WGMMA_TILE_CONFIGS: dict[int, tuple[TileConfig, ...]] = {
-  256: (TileConfig(128, 256, 64, 2, 1, 4, rate=1.0), TileConfig(128, 256, 64, 2, 1, 3, rate=0.947)),
-  # 128x128 in 3 stages (96 KB): two blocks an SM, one's epilogue under the other's main loop (4096: 448.5, as fast as 128x256)
-  128: (TileConfig(128, 128, 64, 2, 1, 4, rate=0.876), TileConfig(64, 128, 64, 1, 1, 4, rate=0.816), TileConfig(256, 128, 64, 4, 1, 3, rate=0.939),
-        TileConfig(128, 128, 64, 2, 1, 3, rate=0.911)),
-  64: (TileConfig(64, 64, 64, 1, 1, 4, rate=0.580), TileConfig(128, 64, 64, 2, 1, 4, rate=0.703)),
+  256: (TileConfig(128, 256, 64, 2, 1, 4, rate=1.0), TileConfig(128, 256, 64, 2, 1, 3, rate=0.995)),
+  # 128x128 in 3 stages (96 KB): two blocks an SM, one's epilogue under the other's main loop
+  128: (TileConfig(128, 128, 64, 2, 1, 4, rate=0.933), TileConfig(64, 128, 64, 1, 1, 4, rate=0.650), TileConfig(256, 128, 64, 4, 1, 3, rate=0.926),
+        TileConfig(128, 128, 64, 2, 1, 3, rate=0.906)),
+  64: (TileConfig(64, 64, 64, 1, 1, 4, rate=0.480), TileConfig(128, 64, 64, 2, 1, 4, rate=0.616)),
 }
 
 

@@ -35,6 +35,18 @@ batch (fenced before the first, committed after the last) that may run on while 
 (TC_INFLIGHT=1): copies then run stages-2 tiles ahead, and the BARRIER arg (groups, batches) says what may still fly.
 The accumulator rows and columns are fit as affine in the lane's bits (16 * warp + groupID, ...).
 
+Where the renderer has `tile_copy` (NVIDIA's TMA on sm_90a, DEV=CUDA) the tiles come in as boxes of a tensor map, one box an
+operand (_tile_maps: k-major (k, outer); mn-major (64, k, outer / 64), the 128-byte blocks as a third dimension, so the boxes
+land in the same swizzled layout), issued by one thread, each stage completing on its "full" mbarrier (BARRIERs with string
+args: "mbar_init", "tile_copy", "mbar_wait"). TC_TMA=1 keeps the block barrier per k tile; TC_TMA=2 has none in
+the loop: after its batch every thread arrives at that stage's "empty" barrier, and the copying thread waits for it before
+refilling the stage, stages-1 tiles ahead, and each batch is waited for in its own iteration (a batch left running across the
+loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 (the default) is warp-
+specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
+copy loop none elsewhere: straight-line code, no branches in the IR), so the compute warps keep one batch in flight. With
+TC_PERSIST=1 (TC_TMA=2 only) a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
+so the next tile's first copies land under this one's epilogue.
+
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
 8x8 block of 2x2 instruction tiles, both operand tiles stored k-major (A transposed on its way through registers: no
@@ -73,8 +85,19 @@ LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memor
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
-TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued
+TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued (TC_TMA=2: 2)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
+# smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
+# says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
+# H200, fp16 8192^3 (bench/README.md, 2026-12-02 s10): cp.async 567, TMA=1 638, TMA=2 674-702, TMA=3 699-703 TFLOP/s (torch
+# 715-751); 512x2048x8192 TMA=3 262 against TMA=2's 228
+TC_TMA = ContextVar("TC_TMA", 3)
+# 3: as 2, and warp-specialized: one more warp whose first thread only copies (waiting at the empty barriers), the others
+# only compute, a batch left running while the next is issued (TC_INFLIGHT)
+# TC_TMA=2 only: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
+# under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles. With
+# TC_TMA=3 its results were wrong on the H200 (one k tile's worth, cause not found): it stays off there
+TC_PERSIST = ContextVar("TC_PERSIST", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -84,7 +107,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -414,6 +437,56 @@ class _Tile:
     return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
 
 
+def _tile_origin(pid: UOp, nbx: int, nby: int) -> tuple[UOp, UOp]:
+  """(row, column) of output tile `pid` in launch order. Blocks run roughly in that order: with TC_SWIZZLE rows walked column by
+  column, the blocks running at once share their A rows and B columns in L2."""
+  if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
+    return pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
+  return pid // nbx, pid % nbx
+
+
+def _persistent_grid(tiles: int, units: int) -> int:
+  """Blocks of a persistent launch: the most, up to one a compute unit, that divide the tiles evenly; 0 (one block a tile)
+  where that leaves more than a tenth of the units idle or there are no more tiles than units."""
+  if not units or tiles <= units: return 0
+  best = max(d for d in range(1, units + 1) if tiles % d == 0)
+  return best if best * 10 >= units * 9 else 0
+
+
+TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # see _tile_maps
+
+
+def _tile_maps(m: MatmulMatch, a_tile: _Tile, b_tile: _Tile, din: DType) -> list[tuple[TileMap, tuple[UOp, ...]]] | None:
+  """Per operand, the tensor map its tiles are copied through and its batch loops (the map's last dimensions), or None where
+  one can't describe it. A map is (buffer param, itemsize, byte offset, dims innermost first, byte strides of dims 1.., box),
+  one box the whole tile. k-major: dims (k, outer, *batch), box (bk, outer). mn-major: dims (block, k, outer // block, *batch),
+  the outer axis split into its 128-byte blocks (stride `block` elements), box (block, bk, outer // block): the blocks land one
+  after another, bk rows each, as the tile stores them (one copy instruction an operand a stage)."""
+  out = []
+  for op, tile, outer_r in ((m.a, a_tile, m.i), (m.b, b_tile, m.j)):
+    inner_r = m.k if tile.k_contig else outer_r
+    batch = tuple(r for r in m.batch if op.stride(r))
+    isz = din.itemsize
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    if tile.k_contig: dims, strides, box = (_size(m.k), _size(outer_r)), (op.stride(outer_r) * isz,), (tile.bk, tile.outer)
+    else:
+      if _size(outer_r) % tile.block: return None
+      dims, strides = (tile.block, _size(m.k), _size(outer_r) // tile.block), (op.stride(m.k) * isz, tile.block * isz)
+      box = (tile.block, tile.bk, tile.outer // tile.block)
+    dims, strides = dims + tuple(_size(r) for r in batch), strides + tuple(op.stride(r) * isz for r in batch)
+    box = box + (1,) * len(batch)
+    # the hardware's limits: 16-byte aligned start and strides, at most 5 dims; strides positive here (no flips)
+    if op.stride(inner_r) != 1 or op.offset < 0 or op.offset * isz % 16 or len(dims) > 5: return None
+    if any(st <= 0 or st % 16 or st >= 2 ** 40 for st in strides): return None
+    out.append(((int(op.buf.arg), isz, op.offset * isz, dims, strides, box), batch))
+  return out
+
+
+def _size(r: UOp) -> int: return r.src[0].arg
+
+
 def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
   """A fragment vector from shared memory. Elements that sit side by side for every lane (their lane-0 offsets differ
   by 1, their lane terms match, and the pair starts at an even offset) are read as one 2-wide access."""
@@ -541,17 +614,47 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   din = m.dtype_in
   pad = 16 // din.itemsize  # one 16-byte pad per smem row: fragment reads of the 8 groupIDs hit different banks
 
-  # thread and block indices
-  lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
-  warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
-  tid = warp * lanes + lane
-  wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
   split = 2 if tc.smem_operands else _lane_split(tc)  # smem operands: no fragments, only the accumulators' own fit
   assert split is not None  # usable_tensor_cores checked _lanes_fit
+  use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
+  use_async = tc.async_copy and ASYNC_COPY.value != 0 and not tc.fma  # fma tiles may be stored transposed: through registers
+  chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
+  block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
+  # fma: both tiles stored k-major, so a lane's neighbouring rows (columns) of one k are one vector load
+  a_tile = _Tile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
+  b_tile = _Tile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
+  # tiles as boxes through tensor maps (TMA): one thread copies a stage, which completes on that stage's shared barrier
+  tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
+  # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
+  pipe = tmaps is not None and TC_TMA.value >= 2
+  ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
+  nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
+  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and not ws and TC_PERSIST.value and not m.batch else 0
+
+  # thread and block indices
+  if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
+    wpg = lanes // 32
+    lane32, wid = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", 32)), UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps * wpg + 1))
+    lane, warp = wid % wpg * 32 + lane32, wid // wpg
+    copier, computes = wid.eq(cfg.warps * wpg) & lane32.eq(0), wid < cfg.warps * wpg
+  else:
+    lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
+    warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
+  tid = warp * lanes + lane
+  wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
   g, t = lane // (1 << split), lane % (1 << split)
-  bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
-  by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
-  nbatch = prod(r.src[0].arg for r in m.batch)
+  tloop: UOp | None = None
+  # warp-specialized: the compute loops (and the epilogue in them) run no iterations in the copying warpgroup, the copy loop
+  # none in the others: the program stays straight-line, every thread takes the loop that is its own
+  def trips(n: int) -> UOp: return computes.where(_c(n), _c(0)) if ws else _c(n)
+  if grid:  # persistent: block cta takes output tiles cta, cta + grid, ... (the tile loop, outside every other)
+    cta = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", grid))
+    tloop = UOp(Ops.RANGE, dtypes.int32, (trips(nbx * nby // grid),), (-1, "loop"))
+    by, bx = _tile_origin(tloop * grid + cta, nbx, nby)
+  else:
+    bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
+    by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
+    if ws: tloop = UOp(Ops.RANGE, dtypes.int32, (trips(1),), (-1, "loop"))  # one output tile, in the compute warpgroups only
   batch_vals: dict[UOp, UOp] = {}
   if m.batch:
     bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
@@ -559,12 +662,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     for r in reversed(m.batch):
       batch_vals[r] = (bz // inner if inner > 1 else bz) % r.src[0].arg if r is not m.batch[0] else (bz // inner if inner > 1 else bz)
       inner *= r.src[0].arg
-  nbx, nby = N // cfg.bn, M // cfg.bm
-  if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
-    # blocks run roughly in launch order (x fastest): walk `group` rows of tiles column by column, so the blocks
-    # running at once share their A rows and B columns in L2
-    pid = by * nbx + bx
-    by, bx = pid // (group * nbx) * group + pid % group, pid % (group * nbx) // group
+  if not grid and TC_SWIZZLE.value > 1 and nby % TC_SWIZZLE.value == 0 and nby > TC_SWIZZLE.value: by, bx = _tile_origin(by * nbx + bx, nbx, nby)
   # global element offsets in idt: a block's first row times the row stride passes 2**31 in a big buffer
   idt = _global_index_dtype(ast, m, buffers_only=tc.fma)
   m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
@@ -573,17 +671,10 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   acc_dt = tc.dtype_out.vec(len(tc.c_layout[0]))
   accs = [UOp(Ops.DEFINE_REG, acc_dt.ptr(1, "reg"), (), n).index(_c(0)) for n in range(wtm * wtn)]
   zero = UOp(Ops.VECTORIZE, acc_dt, tuple(UOp.const(tc.dtype_out, 0.0) for _ in range(acc_dt.count)))
-  inits = [acc.store(zero) for acc in accs]
+  inits = [(UOp(Ops.AFTER, acc.dtype, (acc, tloop)) if tloop is not None else acc).store(zero) for acc in accs]
   nk = K // cfg.bk
 
   # shared tiles: `stages` buffers of each operand, tile kt in buffer kt % stages
-  use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
-  use_async = tc.async_copy and ASYNC_COPY.value != 0 and not tc.fma  # fma tiles may be stored transposed: through registers
-  chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
-  block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
-  # fma: both tiles stored k-major, so a lane's neighbouring rows (columns) of one k are one vector load
-  a_tile = _Tile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
-  b_tile = _Tile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
   stage_bytes = (a_tile.size + b_tile.size) * din.itemsize
   smem = renderer.shared_max
   stages = (TC_STAGES.value or cfg.stages or min(4, smem // stage_bytes)) if use_async else 2
@@ -687,16 +778,53 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       else: out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
+  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1), "local"), (), 2) if tmaps else None
+
+  def mbar_at(i: UOp, dep: UOp | None) -> UOp:
+    assert mbar is not None
+    return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
+
+  def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None, origin: tuple[UOp, UOp] | None = None,
+                elect: bool = True) -> UOp:
+    """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
+    bytes and copies global tile k_tile of A and B into shared buffer `buf` as boxes (srcs: barrier, pred, then per box
+    A's and B's buffers, with `empty` the barrier and phase parity that thread waits for first, then per box its destination
+    and coordinates, innermost first; boxes: (map, coordinates) per box)."""
+    assert tmaps is not None
+    srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
+    if empty is not None: srcs += list(empty)
+    boxes: list[tuple[int, int]] = []
+    oy, ox = origin if origin is not None else (by, bx)  # the output tile the k tile belongs to (persistent: maybe the next one)
+    for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (oy * cfg.bm, ox * cfg.bn))):
+      base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
+      # one box a tile: k-major at (k, outer row), mn-major at (0, k, outer block)
+      coords = [kc, o0] if tile.k_contig else [_c(0), kc, o0 // tile.block]
+      srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size)), *coords, *bc]  # type: ignore[attr-defined]
+      boxes.append((n, len(coords) + len(bc)))
+    nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
+    # elect: the block's first thread copies (else every thread that reaches it: the copy loop runs in one thread only)
+    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None, elect))
+
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
   inflight = 1 if tc.smem_operands and use_async and TC_INFLIGHT.value and stages > 2 else 0
+  # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
+  # (past the barrier waits and the copy's branch) makes ptxas 13.0 serialize every wgmma (C7514; 13.5 does not); the other
+  # warpgroup's batch keeps the tensor cores busy meanwhile
+  if pipe and not ws and TC_INFLIGHT.value < 2: inflight = 0
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
-  if use_async:
+  if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, threads if pipe else 0))
+    total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
+    for st in range(0 if ws else stages - 1 if pipe else ahead):
+      origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
+      bar = tile_copy(_c(st % nk), _c(st), bar, UOp.const(dtypes.bool, st < total), origin=origin)
+  elif use_async:
     # prologue: tiles 0..ahead-1, one async group each
     for st in range(ahead):
       # with prefetch the last one also waits for tile 0 (the fragments of its first k step are read before the loop)
@@ -732,20 +860,35 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     updates += [UOp(Ops.AFTER, r.dtype, (r, kt)).store(f) for r, f in zip(fregs, a_frags + b_frags)]
     end = UOp(Ops.END, dtypes.void, (kt, *loads, *stores, *order, *updates))
   else:
-    if use_async:
+    if pipe:
+      assert bar is not None
+      kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+      gk = tloop * nk + kt if tloop is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
+      # wait for tile kt: its stage's full barrier completes phase gk // stages
+      full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(gk % stages, kt), (gk // stages) % 2), ("mbar_wait",))
+      loads, stores = [], []
+      a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, full)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, full))
+    elif use_async:
       assert bar is not None
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
       # top of each iteration: tile kt has landed (the newer ahead-1 groups may still fly) and everyone is done reading
       # the buffer that tile kt+ahead goes into now (smem operands: all but the last `inflight` batches are done)
-      top = UOp(Ops.BARRIER, dtypes.void, (kt,), bar_arg(ahead - 1, inflight))
-      loads, stores = copy((kt + ahead) % nk, (kt + ahead) % stages, top)
-      a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
+      top = UOp(Ops.BARRIER, dtypes.void, (kt,), bar_arg(-1 if tmaps else ahead - 1, inflight))
+      if tmaps:  # issue tile kt+ahead (while it exists), then wait for tile kt: its stage's barrier completes phase kt // stages
+        nxt = kt + ahead
+        cp = tile_copy(nxt % nk, nxt % stages, top, nxt < nk)
+        full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(kt % stages, cp), (kt // stages) % 2, cp), ("mbar_wait",))
+        loads, stores = [], [cp]
+        a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, full)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, full))
+      else:
+        loads, stores = copy((kt + ahead) % nk, (kt + ahead) % stages, top)
+        a_rd, b_rd = UOp(Ops.AFTER, a_sm.dtype, (a_sm, top)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, top))
     else:
       # double buffering through registers: tile 0 first, then each iteration loads tile kt+1 before its WMMAs
       first = UOp(Ops.BARRIER, dtypes.void, tuple(copy(_c(0), _c(0))[1]))
       kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, first), (m.k.arg[0], "reduce"))
       a_rd, b_rd = a_sm, b_sm
-    cur_buf = kt % stages
+    cur_buf = gk % stages if pipe else kt % stages
     cur = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).load() for acc in accs]
     for ks in range(nks):
       if tc.smem_operands:
@@ -755,6 +898,17 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       a_frags, b_frags = fragments(a_rd, b_rd, cur_buf, ks)
       cur = wmmas(cur, a_frags, b_frags)
       order += [*a_frags, *b_frags, *cur]
+    if pipe:
+      # batch kt - inflight has read its buffer: every thread says so at that stage's empty barrier. Then one thread waits
+      # until everyone has released the buffer of tile kt+stages-1 (its previous tile's batch, phase t // stages - 1:
+      # parity 1 passes at once on a fresh barrier) and copies that tile into it
+      done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
+      rel, nxt = gk - inflight, gk + stages - 1
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), rel >= 0 if inflight else UOp.const(dtypes.bool, True)),
+                   ("mbar_arrive",))
+      origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
+      stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
+                                  origin)]
     updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
     # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
     # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
@@ -768,7 +922,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       end = UOp(Ops.END, dtypes.void, (kt, *loads, *order, UOp(Ops.BARRIER, dtypes.void, (*loads, *stores, *updates),
                                                                    bar_arg(0, 0) if tc.smem_operands else None)))
   # smem operands: every batch is done before the accumulators are read
-  if tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(0, 0))
+  if ws: end = UOp(Ops.BARRIER, dtypes.void, (end,), ("wgmma_wait", 0))  # no block barrier: the copying thread may still run
+  elif tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
@@ -794,6 +949,14 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       subst = {m.reduce: val, m.i: (row0 + fr.cast(idt)).cast(m.i.dtype),
                m.j: (col0 + fc.cast(idt)).cast(m.j.dtype), **{r: v.cast(r.dtype) for r, v in batch_vals.items()}}
       stores.append(m.store.substitute(subst))
+  if tloop is not None: stores = [UOp(Ops.END, dtypes.void, (tloop, *stores))]  # the epilogue is the tile loop's last step
+  if ws:  # the copy loop: one thread of the last warpgroup copies every k tile of the block, stages-1 ahead of the compute
+    assert bar is not None
+    cp_loop = UOp(Ops.RANGE, dtypes.int32, (copier.where(_c(total), _c(0)), bar), (-2, "loop"))
+    origin = _tile_origin(cp_loop // nk * grid + cta, nbx, nby) if grid else None
+    copy_one = tile_copy(cp_loop % nk, cp_loop % stages, cp_loop, UOp.const(dtypes.bool, True),
+                         (mbar_at(cp_loop % stages + stages, cp_loop), (cp_loop // stages + 1) % 2), origin, elect=False)
+    stores.append(UOp(Ops.END, dtypes.void, (cp_loop, copy_one)))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
-  global_size = (N // cfg.bn, M // cfg.bm, nbatch)
-  return sink, global_size, (lanes, cfg.warps, 1)
+  global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
+  return sink, global_size, (32, cfg.warps * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)

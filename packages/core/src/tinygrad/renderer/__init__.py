@@ -150,6 +150,9 @@ class Renderer:
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
   tensor_cores: tuple[TensorCore, ...] = ()
+  # smem-operand tensor cores: a tile's A and B may come in as whole boxes copied by one thread through a tensor map (NVIDIA's
+  # TMA), each stage completing on a shared-memory barrier (BARRIER args "mbar_init", "tile_copy", "mbar_wait": codegen/tensor_core.py)
+  tile_copy: bool = False
   # rules this target needs before rendering (decompositions, dtype emulation); see codegen
   extra_matcher: PatternMatcher | None = None
   # dtypes it can express (a subclass's frozenset, or property returning one, becomes a DTypeSet: see __init_subclass__)

@@ -216,6 +216,10 @@ class CStyleRenderer(Renderer):
 
   def render_barrier(self, u: UOp) -> str: raise NotImplementedError(f"{self.name} renders no BARRIER")
 
+  def render_sync(self, u: UOp, r: list[str]) -> str:
+    """A BARRIER whose arg names a kind ("tile_copy", "mbar_wait", ...: renderer.tile_copy): its sources are its operands."""
+    raise NotImplementedError(f"{self.name} renders no {u.arg[0]!r} BARRIER")
+
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     """STORE(dst, LOAD(src)) with arg "async": the copy completes by the next BARRIER (the LOAD itself is then unused)."""
     return self.render_store(dst, f"(*{src})", u.src[1].dtype)
@@ -307,6 +311,7 @@ class CStyleRenderer(Renderer):
     elif op is Ops.DEFINE_LOCAL:
       k.names[u] = k.new_name("smem")
       k.emit(self.render_define_local(k.names[u], _ptr(u)))
+    elif op is Ops.BARRIER and isinstance(u.arg, tuple) and u.arg and isinstance(u.arg[0], str): k.emit(self.render_sync(u, r))
     elif op is Ops.BARRIER: k.emit(self.render_barrier(u))
     elif op is Ops.WMMA: self._declare(k, u, self.render_wmma(u, r))
     elif op is Ops.SPECIAL:
