@@ -19,7 +19,7 @@ from tinygrad.uop.ops import Ops, UOp
 ROW_VECTOR = 4
 ROW_UNROLL_MAX = ContextVar("ROW_UNROLL_MAX", 16)  # a lane's share of a row up to 16 vectors (64 float32 registers) is unrolled and kept in registers
 ROW_SHORT_STEPS = ContextVar("ROW_SHORT_STEPS", 8)  # vectors a lane keeps of a short row (row_lanes)
-ROW_SHORT_LANES = 64
+ROW_SHORT_LANES = 64  # ... up to this many lanes (more lanes: more partials every lane reads in the combine)
 ROW_MIN_STEPS = 4  # ... and at least 4 vectors, so the block's lanes are not too many for a short row
 
 

@@ -110,7 +110,7 @@ def _reused(op: UOp, r: UOp, n: int) -> bool:
 
 
 def _moves(op: UOp, idx: tuple[int, ...]) -> bool:
-  """True when element idx of op (through RESHAPE, PERMUTE and EXPAND from the top) is a different element than element 0."""
+  """True when element idx of op (through the VIEWS from the top) is a different element than element 0."""
   zero = (0,) * len(idx)
   while op.op in VIEWS:
     op, idx, zero = op.src[0], _step(op, idx), _step(op, zero)
