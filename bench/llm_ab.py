@@ -1,0 +1,70 @@
+"""A/B settings on one tinygrad.llm decode step, in one process: same model, same weights, variants interleaved round by round.
+
+  DEV=CUDA python3 bench/llm_ab.py --synthetic llama1b '{"REDUCE_WARPS":0}' '{"REDUCE_WARPS":16}'
+
+Each variant (a JSON dict of settings: ContextVars of core, a backend or tinygrad.llm) gets its own decode step: captured and
+compiled under those settings (the in-memory runner cache is cleared per variant: its key holds the AST and the opts' settings,
+not a renderer's own, so a second variant would otherwise run the first one's kernels), then --tokens greedy tokens are decoded
+under it, which must equal the first variant's. The steps are timed --rounds times each, interleaved (--steps steps queued back to
+back per timing, between device syncs). Prints a line per variant (best, all) and JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH)
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("variants", nargs="+", help='settings per variant, as JSON: \'{"NAME": value, ...}\' ({} for the defaults)')
+  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
+  ap.add_argument("--synthetic", default=None, help="a synthetic model of bench/llm_decode.py (llama1b, smollm2, tiny)")
+  ap.add_argument("--rounds", type=int, default=5)
+  ap.add_argument("--steps", type=int, default=100)
+  ap.add_argument("--tokens", type=int, default=24, help="greedy tokens each variant decodes (compared with the first's)")
+  args = ap.parse_args()
+  variants = [json.loads(v) for v in args.variants]
+
+  from llm_decode import resolve
+  from tinygrad import Device, dtypes
+  from tinygrad.engine import realize
+  from tinygrad.helpers import Context
+  from tinygrad.llm.engine import LLM, SamplingParams
+  llm = LLM.load(resolve(argparse.Namespace(model=args.model, synthetic=args.synthetic, tokens=0)), max_context=1024,
+                 cache_dtype=dtypes.float16)
+  ids = llm.chat_ids([{"role": "user", "content": "Write a short story about a robot who learns to paint."}])
+  llm.prefill(ids)
+  pos = len(ids)
+  attn_len = llm.model.attn_len(pos + 1)
+  dev = Device[Device.DEFAULT]
+  steps, tokens = [], []
+  for v in variants:
+    with Context(**v):
+      llm._step_jits.clear()
+      llm._ring_holds = None
+      realize._runner_cache.clear()
+      tokens.append(llm._decode_batch(7, pos, args.tokens, SamplingParams(ignore_eos=True)))  # compiles and captures under v
+      steps.append(llm._step_for(attn_len, True))
+      for _ in range(3): steps[-1](llm._v_start.bind(pos), [])
+  times: list[list[float]] = [[] for _ in variants]
+  for _ in range(args.rounds):
+    for i, step in enumerate(steps):
+      dev.synchronize()
+      t0 = time.perf_counter()
+      for _ in range(args.steps): step(llm._v_start.bind(pos), [])
+      dev.synchronize()
+      times[i].append(round((time.perf_counter() - t0) / args.steps * 1e6, 1))
+  for v, t in zip(variants, times):
+    print(f"{json.dumps(v):48s} best {min(t):8.1f} us/step = {1e6 / min(t):8.1f} tok/s  all {t}", file=sys.stderr)
+  print(json.dumps({"benchmark": "llm_ab", "model": os.path.basename(llm.path) if hasattr(llm, "path") else args.synthetic or args.model,
+                    "device": Device.DEFAULT, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
+                    "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1)} for v, t in zip(variants, times)]}))
+
+
+if __name__ == "__main__": main()
