@@ -38,10 +38,14 @@ def build(n_out: int, n_in: int, type_name: str, kind: str) -> tuple[Any, Any]:
   import numpy as np
   from tinygrad import Tensor, dtypes
   from tinygrad.llm.model import QuantWeight, linear
-  from tinygrad.llm.quants import BLOCK_SIZES
+  from tinygrad.llm.quants import BLOCK_SIZES, NATIVE_DTYPES
   block, nbytes = BLOCK_SIZES[type_name]
-  raw = Tensor(np.random.default_rng(0).integers(0, 255, n_out * n_in // block * nbytes, dtype=np.uint8))
-  w = QuantWeight.native(raw.realize(), type_name, (n_out, n_in))
+  rng = np.random.default_rng(0)
+  # as the model reads them (model._read_weight): F16/F32 as their own dtype, anything else as its bytes
+  if (native := NATIVE_DTYPES.get(type_name)) is not None:
+    raw = Tensor(rng.standard_normal(n_out * n_in, dtype=np.float32)).cast(native)
+  else: raw = Tensor(rng.integers(0, 255, n_out * n_in // block * nbytes, dtype=np.uint8))
+  w = QuantWeight(raw.realize(), type_name, (n_out, n_in))
   x = Tensor.empty(1, 1, n_in, dtype=dtypes.float32).realize()
   if kind == "norm": out = linear(x * Tensor.empty(n_in).realize(), w, scale=Tensor.empty(1, 1, 1).realize())
   else: out = linear(x, w)
