@@ -44,7 +44,7 @@ refilling the stage, stages-1 tiles ahead, and each batch is waited for in its o
 loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 (the default) is warp-
 specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
 copy loop none elsewhere: straight-line code, no branches in the IR), so the compute warps keep one batch in flight. With
-TC_PERSIST=1 (TC_TMA=2 only) a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
+TC_PERSIST=1 (TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
 so the next tile's first copies land under this one's epilogue.
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
@@ -94,9 +94,9 @@ TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together 
 TC_TMA = ContextVar("TC_TMA", 3)
 # 3: as 2, and warp-specialized: one more warp whose first thread only copies (waiting at the empty barriers), the others
 # only compute, a batch left running while the next is issued (TC_INFLIGHT)
-# TC_TMA=2 only: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
+# TC_TMA >= 2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
 # under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles. With
-# TC_TMA=3 its results were wrong on the H200 (one k tile's worth, cause not found): it stays off there
+# TC_TMA=3 it was wrong on the H200 by one k tile's share until the k loop was kept rolled (backend-nv cuda.py WGMMA_ROLLED)
 TC_PERSIST = ContextVar("TC_PERSIST", 0)
 
 
@@ -629,7 +629,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   pipe = tmaps is not None and TC_TMA.value >= 2
   ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
   nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
-  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and not ws and TC_PERSIST.value and not m.batch else 0
+  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
