@@ -107,7 +107,7 @@ WGMMA_SMEM_ALIGN = 1024  # a 128-byte swizzle atom (8 rows of 128 bytes) starts 
 # the k loop of a wgmma kernel nested in another loop (TC_TMA=3's tile loop; persistent grids) is kept rolled (#pragma unroll 1):
 # unrolled by NVVM, ptxas 13.0 (the H200 machine's NVRTC) scheduled the epilogue's conversions of the accumulators above the
 # final wgmma.wait_group (and any barrier), so they missed the last k tile's batch (TC_TMA=3 + TC_PERSIST=1 was wrong by one
-# k tile's share). 0: NVVM's choice (the old code)
+# k tile's share; with the empty-barrier arrive predicated, render_sync, only some tile orders still show it). 0: NVVM's choice
 WGMMA_ROLLED = ContextVar("WGMMA_ROLLED", 1)
 
 
@@ -193,7 +193,12 @@ class CUDARenderer(CStyleRenderer):
     kind = u.arg[0]
     if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {u.arg[1]}, {u.arg[2]});"
     if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
-    if kind == "mbar_arrive": return f'if ({r[1]}) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
+    if kind == "mbar_arrive":
+      if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
+      # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
+      # every wgmma of some persistent kernels (C7514)
+      return (f'asm volatile("{{\\n .reg .pred q;\\n setp.ne.b32 q, %1, 0;\\n @q mbarrier.arrive.shared::cta.b64 _, [%0];\\n}}" '
+              f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "wgmma_wait": return f'asm volatile("wgmma.wait_group.sync.aligned {u.arg[1]};" ::: "memory");'
     if kind != "tile_copy": return super().render_sync(u, r)
     _, nbytes, specs, boxes, wait, elect = u.arg
