@@ -4,11 +4,13 @@ round in one process, every result checked against torch's. Prints one JSON obje
   PYTHONPATH=packages/core/src:packages/backend-nv/src TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin DEV=CUDA \
     AB="base;persist:TC_PERSIST=1;rolled0:WGMMA_ROLLED=0" BENCH_SIZES=4096,8192 python3 bench/gpu_mm_ab.py
 
-AB: `;`-separated variants `name[:K=V,K=V...]` (the first is the reference of the ratios). Each round times every variant
-and torch (BENCH_RUNS calls each, one CUDA-event pair per call) in an order rotated by one each round, so that clock and
-thermal drift falls on all of them alike; BENCH_ROUNDS rounds (default 7). Per variant: the median over every call of every
-round, each round's median, the max error against torch relative to torch's largest |value| (inputs N(0, 1)/8), and with
-AB_SRC=DIR the CUDA source of each kernel rendered and its ptxas log (registers, spills, C7514 = serialized wgmma) written there.
+AB: `;`-separated variants `name[:K=V,K=V...]`. Each round times every variant and torch (BENCH_RUNS calls each, one
+CUDA-event pair per call) in an order rotated by one each round, so that clock and thermal drift falls on all of them alike;
+BENCH_ROUNDS rounds (default 7). Per variant and for torch: the median over every call of every round and each round's
+median; the same with BENCH_BATCH calls (default 20) between one pair of events ("batched": the kernels' own time where the
+host keeps ahead of the GPU; a single call's events also bracket the host's time to issue it); per variant the max error
+against torch relative to torch's largest |value| (inputs N(0, 1)/8), and with AB_SRC=DIR the CUDA source of each kernel
+rendered and its ptxas log (registers, spills, C7514 = serialized wgmma) written there.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "4096").split(",")]
 DTYPES = os.environ.get("BENCH_DTYPES", "float16,bfloat16").split(",")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
+BATCH = int(os.environ.get("BENCH_BATCH", "20"))  # calls between one pair of events for the batched figure
 SRC_DIR = os.environ.get("AB_SRC", "")
 TOL = {"float16": 2e-2, "bfloat16": 5e-2}
 
@@ -98,22 +101,29 @@ def bench(n: int, dtname: str, variants: list[tuple[str, dict[str, int]]]) -> di
     res[name] = {"settings": ctx, "max_rel_err": err, "ok": err <= TOL[dtname], "calls_ms": [], "round_ms": [],
                  "kernels": _dump(f"{n}_{dtname}_{name}", list(_sources))}
     log(f"{n} {dtname} {name}: err {err:.2e} {res[name]['kernels']}")
-  res["torch"] = {"calls_ms": [], "round_ms": []}
+  res["torch"] = {"calls_ms": [], "round_ms": [], "batched_ms": []}
+  for name in fns: res[name]["batched_ms"] = []
   order = [*fns, "torch"]
   for r in range(ROUNDS):
     for name in order[r % len(order):] + order[:r % len(order)]:
-      t = time_torch(lambda: ta @ tb, warmup=1, runs=RUNS) if name == "torch" else time_ours(lambda f=fns[name]: f(a, b), warmup=1, runs=RUNS)
-      ms = [x * 1e3 for x in t]
+      fn = (lambda: ta @ tb) if name == "torch" else (lambda f=fns[name]: f(a, b))
+      timer = time_torch if name == "torch" else time_ours
+      ms = [x * 1e3 for x in timer(fn, warmup=1, runs=RUNS)]
       res[name]["calls_ms"] += ms
       res[name]["round_ms"].append(median(ms))
+      res[name]["batched_ms"] += [x * 1e3 for x in timer(fn, warmup=0, runs=2, batch=BATCH)]
   flop = 2 * n ** 3
   for v in res.values():
-    v["ms"] = median(v["calls_ms"])
-    v["tflops"] = flop / v["ms"] / 1e9
+    v["ms"], v["batched_ms_median"] = median(v["calls_ms"]), median(v["batched_ms"])
+    v["tflops"], v["batched_tflops"] = flop / v["ms"] / 1e9, flop / v["batched_ms_median"] / 1e9
     v["round_tflops"] = [flop / x / 1e9 for x in v["round_ms"]]
-  for name in fns: res[name]["ratio"] = res[name]["tflops"] / res["torch"]["tflops"]
-  line = ", ".join(f"{k} {v['tflops']:.1f}" + (f" ({v['ratio']:.3f}{'' if v['ok'] else ' WRONG'})" if k != "torch" else "") for k, v in res.items())
-  log(f"matmul {n} {dtname}: {line}")
+  for name in fns:
+    res[name]["ratio"] = res[name]["tflops"] / res["torch"]["tflops"]
+    res[name]["batched_ratio"] = res[name]["batched_tflops"] / res["torch"]["batched_tflops"]
+  def fmt(k: str, v: dict) -> str:
+    if k == "torch": return f"torch {v['tflops']:.1f} / {v['batched_tflops']:.1f}"
+    return f"{k} {v['tflops']:.1f} / {v['batched_tflops']:.1f} ({v['ratio']:.3f} / {v['batched_ratio']:.3f}{'' if v['ok'] else ' WRONG'})"
+  log(f"matmul {n} {dtname} (single call / batched of {BATCH}): " + ", ".join(fmt(k, v) for k, v in res.items()))
   return {"n": n, "dtype": dtname, "variants": res}
 
 
