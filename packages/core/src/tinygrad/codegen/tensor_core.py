@@ -98,6 +98,9 @@ TC_TMA = ContextVar("TC_TMA", 3)
 # under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles. With
 # TC_TMA=3 it was wrong on the H200 by one k tile's share until the k loop was kept rolled (backend-nv cuda.py WGMMA_ROLLED)
 TC_PERSIST = ContextVar("TC_PERSIST", 0)
+# TC_TMA >= 2: 1: each warp's first lane alone arrives at a stage's empty barrier once the warp has waited for the batch (a
+# barrier of one arrival a warp), not every thread
+TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -107,7 +110,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -819,7 +822,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, threads if pipe else 0))
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
     for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
@@ -904,8 +907,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # parity 1 passes at once on a fresh barrier) and copies that tile into it
       done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
       rel, nxt = gk - inflight, gk + stages - 1
-      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), rel >= 0 if inflight else UOp.const(dtypes.bool, True)),
-                   ("mbar_arrive",))
+      pred = rel >= 0 if inflight else UOp.const(dtypes.bool, True)
+      if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), pred), ("mbar_arrive",))
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
