@@ -43,9 +43,10 @@ the loop: after its batch every thread arrives at that stage's "empty" barrier, 
 refilling the stage, stages-1 tiles ahead, and each batch is waited for in its own iteration (a batch left running across the
 loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 (the default) is warp-
 specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
-copy loop none elsewhere: straight-line code, no branches in the IR), so the compute warps keep one batch in flight. With
-TC_PERSIST=1 (TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
-so the next tile's first copies land under this one's epilogue.
+copy loop none elsewhere: straight-line code, no branches in the IR); a lone computing warpgroup keeps one batch in flight,
+two or more wait for each (TC_INFLIGHT auto: the other's batch keeps the tensor cores busy, copies run a tile further ahead).
+With TC_PERSIST=1 (the default; TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase
+count running on across tiles, so the next tile's first copies land under this one's epilogue.
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
@@ -85,7 +86,11 @@ LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memor
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
-TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued (TC_TMA=2: 2)
+# smem-operand instructions (wgmma): 1: a tile's batch runs on while the next is issued (TC_TMA=2: 2); -1 (auto): 1, except with
+# warp-specialized copies (TC_TMA=3) in blocks of two or more computing warpgroups (one's batch keeps the tensor cores busy while
+# the other waits for its own, and copies run a tile further ahead): there 0 (H200, 128x256 tiles, persistent: 4096^3 fp16 602
+# against 581, 8192^3 622 against 560 serialized (one process, interleaved, 2026-12-02 s11))
+TC_INFLIGHT = ContextVar("TC_INFLIGHT", -1)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
@@ -95,9 +100,10 @@ TC_TMA = ContextVar("TC_TMA", 3)
 # 3: as 2, and warp-specialized: one more warp whose first thread only copies (waiting at the empty barriers), the others
 # only compute, a batch left running while the next is issued (TC_INFLIGHT)
 # TC_TMA >= 2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
-# under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles. With
-# TC_TMA=3 it was wrong on the H200 by one k tile's share until the k loop was kept rolled (backend-nv cuda.py WGMMA_ROLLED)
-TC_PERSIST = ContextVar("TC_PERSIST", 0)
+# under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles (0: off).
+# With TC_TMA=3 it was wrong on the H200 by one k tile's share until the k loop was kept rolled (backend-nv cuda.py
+# WGMMA_ROLLED); then, with TC_INFLIGHT's auto 0, 4096^3 fp16 602 TFLOP/s against 564 (one block a tile), bf16 609 against 561
+TC_PERSIST = ContextVar("TC_PERSIST", 1)
 # TC_TMA >= 2: 1: each warp's first lane alone arrives at a stage's empty barrier once the warp has waited for the batch (a
 # barrier of one arrival a warp), not every thread
 TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
@@ -811,11 +817,12 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
-  inflight = 1 if tc.smem_operands and use_async and TC_INFLIGHT.value and stages > 2 else 0
+  inflight_setting = TC_INFLIGHT.value if TC_INFLIGHT.value >= 0 else 0 if ws and cfg.warps >= 2 else 1
+  inflight = 1 if tc.smem_operands and use_async and inflight_setting and stages > 2 else 0
   # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
   # (past the barrier waits and the copy's branch) makes ptxas 13.0 serialize every wgmma (C7514; 13.5 does not); the other
   # warpgroup's batch keeps the tensor cores busy meanwhile
-  if pipe and not ws and TC_INFLIGHT.value < 2: inflight = 0
+  if pipe and not ws and inflight_setting < 2: inflight = 0
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
