@@ -1,4 +1,4 @@
-"""Square fp16/bf16 matmuls on the GPU: variants of our kernel (settings as Context values) and torch, interleaved round by
+"""fp16/bf16 matmuls on the GPU (BENCH_SIZES square, BENCH_SHAPES MxNxK): variants of our kernel (settings as Context values) and torch, interleaved round by
 round in one process, every result checked against torch's. Prints one JSON object (stdout) and a table (stderr).
 
   PYTHONPATH=packages/core/src:packages/backend-nv/src TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin DEV=CUDA \
@@ -21,7 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from gpu_common import emit, header, log, median, time_ours, time_torch  # noqa: E402
 
-SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "4096").split(",")]
+# BENCH_SIZES: square n; BENCH_SHAPES: MxNxK (A is M x K, B is K x N), both may be given
+SHAPES = [(int(n),) * 3 for n in os.environ.get("BENCH_SIZES", "4096" if "BENCH_SHAPES" not in os.environ else "").split(",") if n]
+SHAPES += [tuple(int(x) for x in s.split("x")) for s in os.environ.get("BENCH_SHAPES", "").split(",") if s]
 DTYPES = os.environ.get("BENCH_DTYPES", "float16,bfloat16").split(",")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
@@ -73,14 +75,15 @@ def _dump(tag: str, srcs: list[str]) -> dict:
   return info
 
 
-def bench(n: int, dtname: str, variants: list[tuple[str, dict[str, int]]]) -> dict:
+def bench(shape: tuple[int, ...], dtname: str, variants: list[tuple[str, dict[str, int]]]) -> dict:
   import torch
   from tinygrad import Context, Tensor, TinyJit, dtypes
   from tinygrad.engine import realize
   dt, tdt = getattr(dtypes, dtname), getattr(torch, dtname)
-  rng = np.random.default_rng(n)
-  a_np = rng.standard_normal((n, n), dtype=np.float32) / 8
-  b_np = rng.standard_normal((n, n), dtype=np.float32) / 8
+  M, N, K = shape
+  rng = np.random.default_rng(M * 7 + N * 3 + K)
+  a_np = rng.standard_normal((M, K), dtype=np.float32) / 8
+  b_np = rng.standard_normal((K, N), dtype=np.float32) / 8
   a, b = Tensor(a_np).cast(dt).contiguous().realize(), Tensor(b_np).cast(dt).contiguous().realize()
   ta, tb = torch.from_numpy(a_np).cuda().to(tdt), torch.from_numpy(b_np).cuda().to(tdt)
   ref = (ta @ tb).float().cpu().numpy()
@@ -99,8 +102,8 @@ def bench(n: int, dtname: str, variants: list[tuple[str, dict[str, int]]]) -> di
     del out
     fns[name] = mm
     res[name] = {"settings": ctx, "max_rel_err": err, "ok": err <= TOL[dtname], "calls_ms": [], "round_ms": [],
-                 "kernels": _dump(f"{n}_{dtname}_{name}", list(_sources))}
-    log(f"{n} {dtname} {name}: err {err:.2e} {res[name]['kernels']}")
+                 "kernels": _dump(f"{M}x{N}x{K}_{dtname}_{name}", list(_sources))}
+    log(f"{M}x{N}x{K} {dtname} {name}: err {err:.2e} {res[name]['kernels']}")
   res["torch"] = {"calls_ms": [], "round_ms": [], "batched_ms": []}
   for name in fns: res[name]["batched_ms"] = []
   order = [*fns, "torch"]
@@ -112,7 +115,7 @@ def bench(n: int, dtname: str, variants: list[tuple[str, dict[str, int]]]) -> di
       res[name]["calls_ms"] += ms
       res[name]["round_ms"].append(median(ms))
       res[name]["batched_ms"] += [x * 1e3 for x in timer(fn, warmup=0, runs=2, batch=BATCH)]
-  flop = 2 * n ** 3
+  flop = 2 * M * N * K
   for v in res.values():
     v["ms"], v["batched_ms_median"] = median(v["calls_ms"]), median(v["batched_ms"])
     v["tflops"], v["batched_tflops"] = flop / v["ms"] / 1e9, flop / v["batched_ms_median"] / 1e9
@@ -123,8 +126,8 @@ def bench(n: int, dtname: str, variants: list[tuple[str, dict[str, int]]]) -> di
   def fmt(k: str, v: dict) -> str:
     if k == "torch": return f"torch {v['tflops']:.1f} / {v['batched_tflops']:.1f}"
     return f"{k} {v['tflops']:.1f} / {v['batched_tflops']:.1f} ({v['ratio']:.3f} / {v['batched_ratio']:.3f}{'' if v['ok'] else ' WRONG'})"
-  log(f"matmul {n} {dtname} (single call / batched of {BATCH}): " + ", ".join(fmt(k, v) for k, v in res.items()))
-  return {"n": n, "dtype": dtname, "variants": res}
+  log(f"matmul {M}x{N}x{K} {dtname} (single call / batched of {BATCH}): " + ", ".join(fmt(k, v) for k, v in res.items()))
+  return {"n": M if M == N == K else None, "shape": [M, N, K], "dtype": dtname, "variants": res}
 
 
 def main() -> None:
@@ -132,12 +135,12 @@ def main() -> None:
   variants = parse(os.environ.get("AB", "base"))
   if SRC_DIR: os.makedirs(SRC_DIR, exist_ok=True)
   result = {"bench": "gpu_mm_ab", **header(), "rounds": ROUNDS, "runs_per_round": RUNS, "unit": "TFLOP/s", "cases": []}
-  for n in SIZES:
+  for shape in SHAPES:
     for dtname in DTYPES:
-      try: result["cases"].append(bench(n, dtname, variants))
+      try: result["cases"].append(bench(shape, dtname, variants))
       except Exception as e:  # noqa: BLE001  one failing case is reported and the others still run
-        log(f"matmul {n} {dtname} failed: {type(e).__name__}: {e}")
-        result["cases"].append({"n": n, "dtype": dtname, "error": f"{type(e).__name__}: {str(e)[:2000]}"})
+        log(f"matmul {shape} {dtname} failed: {type(e).__name__}: {e}")
+        result["cases"].append({"shape": list(shape), "dtype": dtname, "error": f"{type(e).__name__}: {str(e)[:2000]}"})
   emit(result)
 
 
