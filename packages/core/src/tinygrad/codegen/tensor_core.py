@@ -43,10 +43,11 @@ the loop: after its batch every thread arrives at that stage's "empty" barrier, 
 refilling the stage, stages-1 tiles ahead, and each batch is waited for in its own iteration (a batch left running across the
 loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 (the default) is warp-
 specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
-copy loop none elsewhere: straight-line code, no branches in the IR); a lone computing warpgroup keeps one batch in flight,
-two or more wait for each (TC_INFLIGHT auto: the other's batch keeps the tensor cores busy, copies run a tile further ahead).
-With TC_PERSIST=1 (the default; TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase
-count running on across tiles, so the next tile's first copies land under this one's epilogue.
+copy loop none elsewhere: straight-line code, no branches in the IR), and the compute warps keep one batch in flight. With
+TC_PERSIST=1 (the default; TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase
+count running on across tiles, so the next tile's first copies land under this one's epilogue; there two or more computing
+warpgroups wait for each batch instead (TC_INFLIGHT auto: the other's batch keeps the tensor cores busy, copies run a tile
+further ahead).
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
@@ -86,10 +87,11 @@ LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memor
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
-# smem-operand instructions (wgmma): 1: a tile's batch runs on while the next is issued (TC_TMA=2: 2); -1 (auto): 1, except with
-# warp-specialized copies (TC_TMA=3) in blocks of two or more computing warpgroups (one's batch keeps the tensor cores busy while
-# the other waits for its own, and copies run a tile further ahead): there 0 (H200, 128x256 tiles, persistent: 4096^3 fp16 602
-# against 581, 8192^3 622 against 560 serialized (one process, interleaved, 2026-12-02 s11))
+# smem-operand instructions (wgmma): 1: a tile's batch runs on while the next is issued (TC_TMA=2: 2); -1 (auto): 1, except in a
+# persistent grid with warp-specialized copies (TC_TMA=3) and two or more computing warpgroups (one's batch keeps the tensor
+# cores busy while the other waits for its own, and copies run a tile further ahead): there 0. H200, 128x256 tiles, one process,
+# interleaved (2026-12-02 s11, bench/README.md): persistent 4096^3 fp16 539 against 529 TFLOP/s, bf16 557 against 531, 8192^3
+# 617/634 against 599/625; one block a tile it was mixed (4096^3 -1%/+3%, 512x8192x2048 -4%)
 TC_INFLIGHT = ContextVar("TC_INFLIGHT", -1)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
@@ -102,7 +104,8 @@ TC_TMA = ContextVar("TC_TMA", 3)
 # TC_TMA >= 2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
 # under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles (0: off).
 # With TC_TMA=3 it was wrong on the H200 by one k tile's share until the k loop was kept rolled (backend-nv cuda.py
-# WGMMA_ROLLED); then, with TC_INFLIGHT's auto 0, 4096^3 fp16 602 TFLOP/s against 564 (one block a tile), bf16 609 against 561
+# WGMMA_ROLLED); then, with TC_INFLIGHT's auto 0, H200 4096^3 fp16 539 TFLOP/s against 508 one block a tile (torch 568), bf16
+# 557 against 515 (torch 590); 8192^3 617/634 against 584/613 (one process, interleaved, 2026-12-02 s11, bench/README.md)
 TC_PERSIST = ContextVar("TC_PERSIST", 1)
 # TC_TMA >= 2: 1: each warp's first lane alone arrives at a stage's empty barrier once the warp has waited for the batch (a
 # barrier of one arrival a warp), not every thread
@@ -817,7 +820,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
-  inflight_setting = TC_INFLIGHT.value if TC_INFLIGHT.value >= 0 else 0 if ws and cfg.warps >= 2 else 1
+  inflight_setting = TC_INFLIGHT.value if TC_INFLIGHT.value >= 0 else 0 if ws and grid and cfg.warps >= 2 else 1
   inflight = 1 if tc.smem_operands and use_async and inflight_setting and stages > 2 else 0
   # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
   # (past the barrier waits and the copy's branch) makes ptxas 13.0 serialize every wgmma (C7514; 13.5 does not); the other
