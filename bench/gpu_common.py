@@ -28,21 +28,25 @@ def our_device() -> Any:
   return dev
 
 
-def time_ours(fn: Callable[[], Any], warmup: int = WARMUP, runs: int = RUNS) -> list[float]:
+def time_ours(fn: Callable[[], Any], warmup: int = WARMUP, runs: int = RUNS, batch: int = 1) -> list[float]:
   """Seconds per call of fn (a TinyJit'd function: the kernels replay without Python rebuilding the graph), each timed
-  with CUDA events on the stream our kernels launch on."""
+  with CUDA events on the stream our kernels launch on. The events bracket the host's call too: a kernel shorter than
+  the call's host time is timed as the host time. `batch` > 1: that many calls between one pair of events (the queue runs
+  ahead of the host), the time divided by them: the kernels' own time wherever the host keeps up."""
   from tinygrad_backend_nv.runtime import Timer
   dev = our_device()
   for _ in range(warmup): fn()
   dev.synchronize()
   times = []
   for _ in range(runs):
-    with Timer(dev) as t: fn()
-    times.append(t.seconds)
+    with Timer(dev) as t:
+      for _ in range(batch): fn()
+    times.append(t.seconds / batch)
   return times
 
 
-def time_torch(fn: Callable[[], Any], warmup: int = WARMUP, runs: int = RUNS) -> list[float]:
+def time_torch(fn: Callable[[], Any], warmup: int = WARMUP, runs: int = RUNS, batch: int = 1) -> list[float]:
+  """As time_ours, for torch (its current stream)."""
   import torch
   for _ in range(warmup): fn()
   torch.cuda.synchronize()
@@ -50,10 +54,10 @@ def time_torch(fn: Callable[[], Any], warmup: int = WARMUP, runs: int = RUNS) ->
   for _ in range(runs):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    fn()
+    for _ in range(batch): fn()
     end.record()
     end.synchronize()
-    times.append(start.elapsed_time(end) * 1e-3)
+    times.append(start.elapsed_time(end) * 1e-3 / batch)
   return times
 
 

@@ -4,6 +4,10 @@
 
 Sizes: 4096 and 8192 (square), dtypes float16, bfloat16, float32 (torch in full fp32: TF32 off). Prints one JSON object.
 Each case also reports the max error of ours against torch relative to torch's largest |value| (inputs are N(0, 1)/8).
+Timing: BENCH_ROUNDS rounds (default 5), ours and torch alternating which goes first, each BENCH_RUNS calls (default 7) with
+one pair of CUDA events a call (these events also bracket the host's time to issue the call), then 2 x BENCH_BATCH calls
+(default 20) between one pair of events ("batched": the kernel's own time wherever the host keeps ahead). The TFLOP/s
+figures are medians over every call; every call's time is in the JSON.
 BENCH_SIZES=4096 / BENCH_DTYPES=float32 narrow it down.
 """
 from __future__ import annotations
@@ -19,6 +23,8 @@ from gpu_common import emit, header, log, median, time_ours, time_torch  # noqa:
 SIZES = [int(s) for s in os.environ.get("BENCH_SIZES", "4096,8192").split(",")]
 DTYPES = os.environ.get("BENCH_DTYPES", "float16,bfloat16,float32").split(",")
 # a wrong result is reported, not fatal; these are the bounds for "ok" (half/bf16 depend on the accumulator dtype)
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))  # rounds of BENCH_RUNS timed calls each, ours and torch alternating
+BATCH = int(os.environ.get("BENCH_BATCH", "20"))  # calls between one pair of events for the batched figures
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}
 
 
@@ -39,9 +45,14 @@ def bench(n: int, dtname: str) -> dict:
   st = time.perf_counter()
   out = mm(a, b)
   first_s = time.perf_counter() - st  # includes scheduling and compiling
-  runs = 3 if n >= 8192 and dtname == "float32" else None
-  ours = time_ours(lambda: mm(a, b), **({"runs": runs} if runs else {}))
-  theirs = time_torch(lambda: ta @ tb)
+  slow = n >= 8192 and dtname == "float32"
+  # rounds alternate which of the two goes first, so that clock and thermal drift falls on both alike
+  ours, theirs, ours_b, theirs_b = [], [], [], []
+  for r in range(1 if slow else ROUNDS):
+    sides = [(ours, ours_b, time_ours, lambda: mm(a, b)), (theirs, theirs_b, time_torch, lambda: ta @ tb)]
+    for single, batched, timer, fn in (sides if r % 2 == 0 else sides[::-1]):
+      single += timer(fn, warmup=1, **({"runs": 3} if slow else {}))
+      if not slow: batched += timer(fn, warmup=0, runs=2, batch=BATCH)
   ref = (ta @ tb).float().cpu().numpy()
   got = out.float().numpy() if dtname != "float32" else out.numpy()
   err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
@@ -49,7 +60,12 @@ def bench(n: int, dtname: str) -> dict:
   res = {"n": n, "dtype": dtname, "ours_tflops": flop / median(ours) / 1e12, "torch_tflops": flop / median(theirs) / 1e12,
          "ours_ms": median(ours) * 1e3, "torch_ms": median(theirs) * 1e3, "first_call_s": first_s, "max_rel_err": err, "ok": err <= TOL[dtname]}
   res["ratio"] = res["ours_tflops"] / res["torch_tflops"]
-  log(f"matmul {n} {dtname}: ours {res['ours_tflops']:.2f} TFLOP/s, torch {res['torch_tflops']:.2f} TFLOP/s, err {err:.2e}")
+  res["ours_runs_ms"], res["torch_runs_ms"] = [x * 1e3 for x in ours], [x * 1e3 for x in theirs]
+  if ours_b:
+    res["ours_batched_tflops"], res["torch_batched_tflops"] = flop / median(ours_b) / 1e12, flop / median(theirs_b) / 1e12
+    res["batched_ratio"] = res["ours_batched_tflops"] / res["torch_batched_tflops"]
+  batched = f" (batched: {res['ours_batched_tflops']:.2f} / {res['torch_batched_tflops']:.2f})" if ours_b else ""
+  log(f"matmul {n} {dtname}: ours {res['ours_tflops']:.2f} TFLOP/s, torch {res['torch_tflops']:.2f} TFLOP/s{batched}, err {err:.2e}")
   return res
 
 

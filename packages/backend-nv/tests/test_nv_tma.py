@@ -7,6 +7,8 @@ import ctypes
 import itertools
 import os
 import re
+import shutil
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +21,7 @@ from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad_backend_nv import runtime, wgmma
 from tinygrad_backend_nv.compiler import NVRTCCompiler
-from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS, CUDARenderer
+from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS, CUDARenderer, _rolled_loops
 
 
 @pytest.mark.parametrize("k_contig,outer", [(True, 64), (True, 128), (True, 256), (False, 64), (False, 256)])
@@ -56,11 +58,29 @@ def test_kernels_compile_with_maps(case: tuple, tma: int) -> None:
 
 
 @needs_nvrtc
-def test_persistent_grid_compiles() -> None:
-  """TC_PERSIST=1 (with TC_TMA=2): 128 blocks take 4 output tiles each of a 4096^2 output (512 tiles of 128x256)."""
-  with Context(TC_PERSIST=1): prog = _compile_with_maps(((4096, 512), (512, 4096), "nn", True, None), 2)
+@pytest.mark.parametrize("tma", [2, 3])
+def test_persistent_grid_compiles(tma: int) -> None:
+  """TC_PERSIST=1: 128 blocks take 4 output tiles each of a 4096^2 output (512 tiles of 128x256). TC_TMA=3 adds the copy loop,
+  and in both the k loop, inside the tile loop, is the one kept rolled (WGMMA_ROLLED)."""
+  with Context(TC_PERSIST=1): prog = _compile_with_maps(((4096, 512), (512, 4096), "nn", True, None), tma)
   assert prog.global_size[0] == 128 and prog.global_size[1:] in ((1, 1), ()), prog.global_size
-  assert sum(1 for u in prog.uops if u.op is Ops.RANGE) == 2
+  assert sum(1 for u in prog.uops if u.op is Ops.RANGE) == {2: 2, 3: 3}[tma]
+  lines = prog.src.splitlines()
+  rolled = [lines[i + 1].strip() for i, line in enumerate(lines) if line.strip() == "#pragma unroll 1"]
+  assert rolled == [f"for (int ridx{tma - 1} = 0; ridx{tma - 1} < 8; ridx{tma - 1}++) {{"], rolled  # 3: ridx0 is the copy loop
+
+
+def test_rolled_loops_are_the_nested_wgmma_ones() -> None:
+  """Only a loop issuing wgmma batches inside another loop is kept rolled; WGMMA_ROLLED=0 leaves them all to NVVM."""
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  for tma, persist, want in ((2, 0, 0), (3, 0, 1), (2, 1, 1), (3, 1, 1)):
+    with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist):
+      prog = _tc_program(_matmul((4096, 256), (256, 4096), dtypes.float16), r, "NULL:CUDA:sm_90a")
+    assert prog.src.count("#pragma unroll 1") == want, (tma, persist)
+    assert len(_rolled_loops(prog.uops)) == want
+  with Context(WGMMA=1, TC_PERSIST=1, WGMMA_ROLLED=0):
+    prog = _tc_program(_matmul((4096, 256), (256, 4096), dtypes.float16), r, "NULL:CUDA:sm_90a")
+  assert "#pragma unroll" not in prog.src
 
 
 @pytest.mark.parametrize("tiles,units,want", [(512, 132, 128), (2048, 132, 128), (64, 132, 0), (131 * 2, 132, 131), (127 * 3, 132, 127),
@@ -86,9 +106,11 @@ def _compile_with_maps(case: tuple, tma: int):
   # a box an operand: TMA=1 two tiles ahead, TMA=2 three (4 stages, no batch left running), TMA=3 in the copy loop only
   assert prog.src.count("tg_tma_load") - prog.src.count("void tg_tma_load") == 2 * {1: 3, 2: 4, 3: 1}[tma]
   # pipe mode waits for each batch right after it (ptxas 13.0 serializes every wgmma of a batch left running into the next
-  # iteration with the copy's branch and waits in between: C7514); the warp-specialized one leaves one running
+  # iteration with the copy's branch and waits in between: C7514); the warp-specialized one leaves one running, except in a
+  # persistent grid of two computing warpgroups (TC_INFLIGHT auto)
   waits = sorted(u.arg[1] for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait")
-  assert waits == {1: [], 2: [0], 3: [0, 1]}[tma], waits
+  persistent = prog.global_size[1:] in ((1, 1), ()) and prog.global_size[0] == 128
+  assert waits == {1: [], 2: [0], 3: [0, 0] if persistent else [0, 1]}[tma], waits
   # pipe mode: the only block barrier is the one after the loop
   barriers = sum(1 for u in prog.uops if u.op is Ops.BARRIER and not isinstance(u.arg[0], str))
   assert barriers == {1: 2, 2: 1, 3: 0}[tma]
@@ -144,22 +166,75 @@ def test_runtime_passes_maps_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
 OLD_NVRTC = os.environ.get("NVRTC_SERIAL_CHECK_LIB", "")  # a libnvrtc.so of another version (e.g. 13.0, the GPU machine's)
 
 
-@pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
-@pytest.mark.parametrize("tma", [2, 3])
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192)])
-def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int) -> None:
-  """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
-  with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration."""
-  M, N, K = shape
-  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
-  with Context(WGMMA=1, TC_TMA=tma): prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
+def _old_nvrtc(src: str, opts: list[bytes]) -> tuple[str, bytes]:
+  """(log, cubin) of `src` compiled by the libnvrtc at OLD_NVRTC."""
   lib = ctypes.CDLL(OLD_NVRTC)
   handle = ctypes.c_void_p()
-  assert lib.nvrtcCreateProgram(ctypes.byref(handle), prog.src.encode(), b"k.cu", 0, None, None) == 0
-  opts = [b"--gpu-architecture=sm_90a", b"--fmad=false", b"--std=c++17", b"--ptxas-options=-v"]
+  assert lib.nvrtcCreateProgram(ctypes.byref(handle), src.encode(), b"k.cu", 0, None, None) == 0
   assert lib.nvrtcCompileProgram(handle, len(opts), (ctypes.c_char_p * len(opts))(*opts)) == 0
   size = ctypes.c_size_t()
   lib.nvrtcGetProgramLogSize(handle, ctypes.byref(size))
   log = ctypes.create_string_buffer(size.value)
   lib.nvrtcGetProgramLog(handle, log)
-  assert b"C7514" not in log.value, log.value.decode()[-1500:]
+  lib.nvrtcGetCUBINSize(handle, ctypes.byref(size))
+  cubin = ctypes.create_string_buffer(size.value)
+  lib.nvrtcGetCUBIN(handle, cubin)
+  return log.value.decode(), cubin.raw
+
+
+_OPTS = [b"--gpu-architecture=sm_90a", b"--fmad=false", b"--std=c++17", b"--ptxas-options=-v"]
+
+
+@pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
+@pytest.mark.parametrize("tma,persist", [(2, 0), (3, 0), (3, 1)])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192), (8192, 8192, 8192)])
+def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int) -> None:
+  """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
+  with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration. A persistent
+  8192^3 was serialized by the branch around the first k tile's empty-barrier arrive: the arrive is predicated instead."""
+  M, N, K = shape
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist):
+    prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
+  log, _ = _old_nvrtc(prog.src, _OPTS)
+  assert "C7514" not in log, log[-1500:]
+
+
+NVDISASM = os.environ.get("NVDISASM", "") or shutil.which("nvdisasm") or ""
+
+
+def _accumulator_reads_in_flight(sass: str) -> list[str]:
+  """Instructions (in address order) that touch a wgmma's accumulator registers while a batch may still be running: after an
+  HGMMA and before the next WARPGROUP.DEPBAR.LE gsb0, 0x0."""
+  ins = [re.sub(r"\s+", " ", m.group(1)).strip() for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+([^;]*);", sass)]
+  first = next(i for i in ins if i.startswith("HGMMA"))
+  base, n = int(re.search(r"HGMMA\.64x(\d+)x\S* R(\d+)", first).group(2)), int(re.search(r"HGMMA\.64x(\d+)", first).group(1)) // 2
+  pending, bad = False, []
+  for i in ins:
+    if i.startswith("HGMMA"): pending = True
+    elif i.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0"): pending = False
+    elif pending and not i.startswith("WARPGROUP") and any(base <= int(x) < base + n for x in re.findall(r"\bR(\d+)\b", i)): bad.append(i)
+  return bad
+
+
+@pytest.mark.skipif(not (OLD_NVRTC and NVDISASM), reason="set NVRTC_SERIAL_CHECK_LIB (nvrtc 13.0.88) and NVDISASM (pip nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("persist", [0, 1])
+def test_epilogue_waits_for_the_last_batch_with_that_nvrtc(persist: int, tmp_path) -> None:
+  """With TC_TMA=3 + TC_PERSIST=1 and the k loop left to NVVM (unrolled by 2), ptxas 13.0 put the epilogue's conversions of
+  the accumulators (F2FP) above the final WARPGROUP.DEPBAR: the last k tile's batch was missed on the H200 (error one k tile's
+  share). Kept rolled, every read of the accumulators comes after it, and nothing spills."""
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  def sass(**ctx: int) -> tuple[str, str]:
+    with Context(WGMMA=1, TC_TMA=3, TC_PERSIST=persist, **ctx):
+      prog = _tc_program(_matmul((4096, 4096), (4096, 4096), dtypes.float16), r, "NULL:CUDA:sm_90a")
+    log, cubin = _old_nvrtc(prog.src, _OPTS)
+    (f := tmp_path / "k.cubin").write_bytes(cubin)
+    return log, subprocess.run([NVDISASM, str(f)], capture_output=True, text=True, check=True).stdout
+  for inflight in (-1, 1):  # auto (0 here) and one batch left running, the setting that failed on the H200
+    log, code = sass(TC_INFLIGHT=inflight)
+    assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
+  if persist:  # the failure this guards against is still there in that ptxas (with a tile order it shows in): the check sees it
+    log, code = sass(TC_SWIZZLE=4, TC_INFLIGHT=1, WGMMA_ROLLED=0)
+    assert len(_accumulator_reads_in_flight(code)) >= 32, log[-1500:]
+    log, code = sass(TC_SWIZZLE=4, TC_INFLIGHT=1)
+    assert _accumulator_reads_in_flight(code) == [], log[-1500:]

@@ -104,6 +104,24 @@ def _tma_load(rank: int) -> str:
 WGMMA_SMEM_ALIGN = 1024  # a 128-byte swizzle atom (8 rows of 128 bytes) starts 1024-byte aligned (wgmma.py)
 
 
+# the k loop of a wgmma kernel nested in another loop (TC_TMA=3's tile loop; persistent grids) is kept rolled (#pragma unroll 1):
+# unrolled by NVVM, ptxas 13.0 (the H200 machine's NVRTC) scheduled the epilogue's conversions of the accumulators above the
+# final wgmma.wait_group (and any barrier), so they missed the last k tile's batch (TC_TMA=3 + TC_PERSIST=1 was wrong by one
+# k tile's share; with the empty-barrier arrive predicated, render_sync, only some tile orders still show it). 0: NVVM's choice
+WGMMA_ROLLED = ContextVar("WGMMA_ROLLED", 1)
+
+
+def _rolled_loops(uops: list[UOp]) -> set[UOp]:
+  """The innermost loops issuing wgmma batches (WMMAs reading shared memory) that another loop encloses."""
+  open_loops: list[UOp] = []
+  out: set[UOp] = set()
+  for u in uops:
+    if u.op is Ops.RANGE: open_loops.append(u)
+    elif u.op is Ops.END and open_loops: open_loops.pop()
+    elif u.op is Ops.WMMA and len(u.arg) > 4 and len(open_loops) >= 2: out.add(open_loops[-1])
+  return out
+
+
 def _mulacc(r: CUDARenderer, dt: DType, a: str, b: str, c: str) -> str:
   # alu computes a*b+c with an exact product (in double): fmaf is exactly that for float, and for half/bf16 too
   # (their product is exact in float); double keeps two roundings, as alu's Python floats do
@@ -175,7 +193,12 @@ class CUDARenderer(CStyleRenderer):
     kind = u.arg[0]
     if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {u.arg[1]}, {u.arg[2]});"
     if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
-    if kind == "mbar_arrive": return f'if ({r[1]}) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
+    if kind == "mbar_arrive":
+      if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
+      # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
+      # every wgmma of some persistent kernels (C7514)
+      return (f'asm volatile("{{\\n .reg .pred q;\\n setp.ne.b32 q, %1, 0;\\n @q mbarrier.arrive.shared::cta.b64 _, [%0];\\n}}" '
+              f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "wgmma_wait": return f'asm volatile("wgmma.wait_group.sync.aligned {u.arg[1]};" ::: "memory");'
     if kind != "tile_copy": return super().render_sync(u, r)
     _, nbytes, specs, boxes, wait, elect = u.arg
@@ -217,6 +240,7 @@ class CUDARenderer(CStyleRenderer):
     self._dyn_offset: int | None = None  # while rendering a kernel with dynamic shared memory: the next local's offset
     self._smem_align = 16  # while rendering: shared arrays' alignment (wgmma's swizzle atoms need 1024)
     self._tmaps: list[tuple] = []  # while rendering: the tensor maps its tile copies name (kernel parameters tmap0, ...)
+    self._rolled: set[UOp] = set()  # while rendering: loops kept rolled (_rolled_loops)
     # sm_90a on the CUDA driver (runtime.py encodes the maps; the NV device's own launches don't)
     self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
 
@@ -278,14 +302,19 @@ class CUDARenderer(CStyleRenderer):
     return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas, *tma,
             *super().helpers()]
 
+  def _render_uop(self, k, u: UOp) -> None:  # type: ignore[no-untyped-def]
+    if u.op is Ops.RANGE and u in self._rolled: k.emit("#pragma unroll 1")
+    super()._render_uop(k, u)
+
   def render(self, name: str, uops: list[UOp]) -> str:
     self._smem_align = WGMMA_SMEM_ALIGN if any(u.op is Ops.WMMA and len(u.arg) > 4 for u in uops) else 16
     shared = sum(_align(u.dtype.size * u.dtype.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
     self._dyn_offset = 0 if shared > STATIC_SHARED_MAX else None
     self._tmaps = []
+    self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
     try: src = super().render(name, uops)
-    finally: self._dyn_offset, align, self._smem_align, tmaps, self._tmaps = None, self._smem_align, 16, self._tmaps, []
+    finally: self._dyn_offset, align, self._smem_align, tmaps, self._tmaps, self._rolled = None, self._smem_align, 16, self._tmaps, [], set()
     threads = 1
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])

@@ -43,9 +43,11 @@ the loop: after its batch every thread arrives at that stage's "empty" barrier, 
 refilling the stage, stages-1 tiles ahead, and each batch is waited for in its own iteration (a batch left running across the
 loop's back edge, past barrier waits and the copy's branch, makes ptxas 13.0 serialize every wgmma). TC_TMA=3 (the default) is warp-
 specialized: one more warp, whose first thread runs its own loop of copies (the compute loops run no iterations there and the
-copy loop none elsewhere: straight-line code, no branches in the IR), so the compute warps keep one batch in flight. With
-TC_PERSIST=1 (TC_TMA=2 only) a grid that divides the output tiles walks them in launch order, the stage/phase count running on across tiles,
-so the next tile's first copies land under this one's epilogue.
+copy loop none elsewhere: straight-line code, no branches in the IR), and the compute warps keep one batch in flight. With
+TC_PERSIST=1 (the default; TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase
+count running on across tiles, so the next tile's first copies land under this one's epilogue; there two or more computing
+warpgroups wait for each batch instead (TC_INFLIGHT auto: the other's batch keeps the tensor cores busy, copies run a tile
+further ahead).
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
@@ -85,7 +87,12 @@ LDMATRIX = ContextVar("LDMATRIX", 1)      # 0: fragments from plain shared-memor
 ASYNC_COPY = ContextVar("ASYNC_COPY", 1)  # 0: global -> shared copies through registers even where the spec has async_copy
 TC_STAGES = ContextVar("TC_STAGES", 0)    # shared-memory pipeline depth with async copies (0: as many as fit, 2..4)
 TC_PREFETCH = ContextVar("TC_PREFETCH", 1)  # 1: fragments loaded one k step ahead, across tiles (async-copy pipeline)
-TC_INFLIGHT = ContextVar("TC_INFLIGHT", 1)  # smem-operand instructions (wgmma): a tile's batch runs on while the next is issued (TC_TMA=2: 2)
+# smem-operand instructions (wgmma): 1: a tile's batch runs on while the next is issued (TC_TMA=2: 2); -1 (auto): 1, except in a
+# persistent grid with warp-specialized copies (TC_TMA=3) and two or more computing warpgroups (one's batch keeps the tensor
+# cores busy while the other waits for its own, and copies run a tile further ahead): there 0. H200, 128x256 tiles, one process,
+# interleaved (2026-12-02 s11, bench/README.md): persistent 4096^3 fp16 539 against 529 TFLOP/s, bf16 557 against 531, 8192^3
+# 617/634 against 599/625; one block a tile it was mixed (4096^3 -1%/+3%, 512x8192x2048 -4%)
+TC_INFLIGHT = ContextVar("TC_INFLIGHT", -1)
 TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together for L2 reuse (0/1: plain row-major order)
 # smem operands where renderer.tile_copy: tiles copied as boxes by one thread (TMA), not cp.async; 1: a block barrier per k tile
 # says when a buffer may be refilled, 2: per-stage "empty" barriers every thread arrives at once its batch has read the buffer
@@ -94,10 +101,15 @@ TC_SWIZZLE = ContextVar("TC_SWIZZLE", 8)  # rows of block tiles walked together 
 TC_TMA = ContextVar("TC_TMA", 3)
 # 3: as 2, and warp-specialized: one more warp whose first thread only copies (waiting at the empty barriers), the others
 # only compute, a batch left running while the next is issued (TC_INFLIGHT)
-# TC_TMA=2 only: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
-# under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles. With
-# TC_TMA=3 its results were wrong on the H200 (one k tile's worth, cause not found): it stays off there
-TC_PERSIST = ContextVar("TC_PERSIST", 0)
+# TC_TMA >= 2: a persistent grid (one block an SM walks output tiles in launch order; the next tile's first k tiles are copied
+# under this one's last batches and epilogue) where a grid of at least 90% of the compute units divides the output tiles (0: off).
+# With TC_TMA=3 it was wrong on the H200 by one k tile's share until the k loop was kept rolled (backend-nv cuda.py
+# WGMMA_ROLLED); then, with TC_INFLIGHT's auto 0, H200 4096^3 fp16 539 TFLOP/s against 508 one block a tile (torch 568), bf16
+# 557 against 515 (torch 590); 8192^3 617/634 against 584/613 (one process, interleaved, 2026-12-02 s11, bench/README.md)
+TC_PERSIST = ContextVar("TC_PERSIST", 1)
+# TC_TMA >= 2: 1: each warp's first lane alone arrives at a stage's empty barrier once the warp has waited for the batch (a
+# barrier of one arrival a warp), not every thread
+TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -107,7 +119,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -629,7 +641,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   pipe = tmaps is not None and TC_TMA.value >= 2
   ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
   nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
-  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and not ws and TC_PERSIST.value and not m.batch else 0
+  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
@@ -808,18 +820,19 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
-  inflight = 1 if tc.smem_operands and use_async and TC_INFLIGHT.value and stages > 2 else 0
+  inflight_setting = TC_INFLIGHT.value if TC_INFLIGHT.value >= 0 else 0 if ws and grid and cfg.warps >= 2 else 1
+  inflight = 1 if tc.smem_operands and use_async and inflight_setting and stages > 2 else 0
   # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
   # (past the barrier waits and the copy's branch) makes ptxas 13.0 serialize every wgmma (C7514; 13.5 does not); the other
   # warpgroup's batch keeps the tensor cores busy meanwhile
-  if pipe and not ws and TC_INFLIGHT.value < 2: inflight = 0
+  if pipe and not ws and inflight_setting < 2: inflight = 0
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, threads if pipe else 0))
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
     for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
@@ -904,8 +917,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # parity 1 passes at once on a fresh barrier) and copies that tile into it
       done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
       rel, nxt = gk - inflight, gk + stages - 1
-      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), rel >= 0 if inflight else UOp.const(dtypes.bool, True)),
-                   ("mbar_arrive",))
+      pred = rel >= 0 if inflight else UOp.const(dtypes.bool, True)
+      if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), pred), ("mbar_arrive",))
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
