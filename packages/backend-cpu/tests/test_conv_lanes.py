@@ -190,8 +190,8 @@ def test_groups_match_numpy(xs, ws, pad, stride, groups):
 
 def test_big_weight_gradient_runs_in_slices_of_images():
   """conv_lanes._sliced_sum: the 3x3 64x56 layer's weight gradient (batch 8, a 6.4 MB output gradient as the lanes operand)
-  sums 2 images per kernel (4 kernels, each adding the sum so far); the stride-2 layer's (1.6 MB) and a 1x1 conv's (no block
-  of taps) stay one kernel; the sums equal numpy's."""
+  sums 2 images per kernel (4 kernels, each adding the sum so far), and so does its 1x1 256x56 layer's; the stride-2 layer's
+  (1.6 MB) stays one kernel; the sums equal numpy's."""
   def dw_kernels(xs, ws, pad, stride) -> list[UOp]:
     x, w = Tensor.empty(*xs), Tensor.empty(*ws)
     g = Tensor.empty(*x.conv2d(w, padding=pad, stride=stride).shape)
@@ -200,7 +200,7 @@ def test_big_weight_gradient_runs_in_slices_of_images():
   with Context(DEV="CPU"):
     assert [range_size(_out_ranges(k)[0]) for k in dw_kernels((8, 64, 56, 56), (64, 64, 3, 3), 1, 1)] == [2] * 4
     assert len(dw_kernels((8, 128, 28, 28), (256, 128, 3, 3), 1, 2)) == 1
-    assert len(dw_kernels((8, 256, 56, 56), (64, 256, 1, 1), 0, 1)) == 1
+    assert [range_size(_out_ranges(k)[0]) for k in dw_kernels((8, 256, 56, 56), (64, 256, 1, 1), 0, 1)] == [2] * 4
   # a small one that slices (2.4 MB of output gradient: 2 kernels of 4 images), against numpy
   rng = np.random.default_rng(7)
   x, w, g = (rng.standard_normal(s, np.float32) for s in ((8, 32, 48, 48), (32, 32, 3, 3), (8, 32, 48, 48)))
@@ -211,6 +211,14 @@ def test_big_weight_gradient_runs_in_slices_of_images():
   xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
   want = np.stack([np.stack([np.einsum("nohw,nchw->oc", g, xp[:, :, ky:ky + 48, kx:kx + 48]) for kx in range(3)], -1) for ky in range(3)], -2)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+  # a 1x1 conv's (6 MiB of output gradient: 3 kernels of 8 images)
+  x, g = rng.standard_normal((24, 16, 32, 32), np.float32), rng.standard_normal((24, 64, 32, 32), np.float32)
+  w = rng.standard_normal((64, 16, 1, 1), np.float32)
+  with Context(DEV="CPU"):
+    assert len(dw_kernels(x.shape, w.shape, 0, 1)) == 3
+    tx, tw = Tensor(x), Tensor(w)
+    got = tx.conv2d(tw).gradient(tw, gradient=Tensor(g))[0].numpy()
+  np.testing.assert_allclose(got[:, :, 0, 0], np.einsum("nohw,nchw->oc", g.astype(np.float64), x), rtol=1e-4, atol=1e-2)
 
 
 def test_input_gradient_runs_the_forward_kernel():

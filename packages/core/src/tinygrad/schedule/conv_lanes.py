@@ -69,10 +69,12 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
 
 
 # a weight gradient (a long reduction over the images' pixels: SLICE_MIN_REDUCE+ elements, fewer than twice as many outputs, and
-# a register block of pixels: 4+ output loops) whose lanes operand (the output's gradient) is bigger than SLICE_BYTES runs in
-# slices of its images, a kernel each that adds its sum to the ones before, so that each output block rereads one slice of
-# that operand from L2 instead of all of it from memory. ResNet's 3x3 64x56 layer, batch 8 (a 6.4 MB gradient): dw 222-224 ->
-# 336-363 GFLOP/s in 4 slices (8: 336-354, 2: 307-333); the stride-2 128x28 one (1.6 MB) 286-330 either way, so not sliced
+# 3+ output loops: channel blocks, input channels or taps, lanes) whose lanes operand (the output's gradient) is bigger than
+# SLICE_BYTES runs in slices of its images, a kernel each that adds its sum to the ones before, so that each output block
+# rereads one slice of that operand from L2 instead of all of it from memory. ResNet's 3x3 64x56 layer, batch 8 (a 6.4 MB
+# gradient): dw 222-224 -> 336-363 GFLOP/s in 4 slices (8: 336-354, 2: 307-333); the stride-2 128x28 one (1.6 MB) 286-330
+# either way, so not sliced. Its 1x1 256x56 layer (a 1x1's block is 32 lanes x 8 input channels, no taps): batch 8 151-155 ->
+# 272-284 (4 slices), batch 32 160 -> 243 (16 slices)
 SLICE_MIN_REDUCE = 1 << 14
 SLICE_BYTES = 2 << 20
 
@@ -83,7 +85,7 @@ def _sliced_sum(xs: UOp, axes: tuple[int, ...], lanes_bytes: int) -> UOp:
   whole = UOp(Ops.REDUCE_AXIS, xs.dtype, (xs,), (Ops.ADD, axes))
   reduced, kept = prod(shape[a] for a in axes), [shape[a] for a in range(len(shape)) if a not in axes and shape[a] > 1]
   first = next((a for a in axes if shape[a] > 1), None)
-  if first is None or reduced < SLICE_MIN_REDUCE or prod(kept) > 2 * reduced or len(kept) < 4 or lanes_bytes <= SLICE_BYTES: return whole
+  if first is None or reduced < SLICE_MIN_REDUCE or prod(kept) > 2 * reduced or len(kept) < 3 or lanes_bytes <= SLICE_BYTES: return whole
   n = next((d for d in range(2, shape[first] + 1) if shape[first] % d == 0 and lanes_bytes // d <= SLICE_BYTES), shape[first])
   step, out = shape[first] // n, None
   for i in range(n):
