@@ -230,3 +230,31 @@ def test_input_gradient_runs_the_forward_kernel():
     fwd = _conv(_kernels(x.conv2d(w, padding=1)))
     dx = _conv([si.ast for si in x.conv2d(w, padding=1).gradient(x, gradient=Tensor.empty(8, 64, 56, 56))[0].schedule() if si.ast.op is Ops.SINK])
   assert _keys([dx]) == _keys([fwd])
+
+
+def test_batch_one_with_a_big_input_puts_the_rows_outside():
+  """conv_lanes._loop_order: at batch 1 the channel blocks would be the outermost loop (the threads'); with an input
+  ROWS_FIRST_INPUT times the weight or more (ResNet's 3x3 stride-2 128x56 layer: 1.7 MB over 590 KB) the output rows go
+  outside them, so each input row is read once for all channel blocks. A smaller input (3x3 128x28: 460 KB), batch 8 and an
+  odd number of rows (which the threads can't split evenly) keep the channel blocks outside."""
+  def loops(xs, ws, pad, stride) -> list[int | None]:
+    with Context(DEV="CPU"): return [range_size(r) for r in _out_ranges(_conv(_kernels(Tensor.empty(*xs).conv2d(Tensor.empty(*ws), padding=pad, stride=stride))))]
+  assert loops((1, 128, 56, 56), (128, 128, 3, 3), 1, 2) == [28, 4, 28, 32]
+  assert loops((1, 256, 56, 56), (64, 256, 1, 1), 0, 1) == [56, 2, 56, 32]
+  assert loops((1, 128, 28, 28), (128, 128, 3, 3), 1, 1) == [4, 28, 28, 32]
+  assert loops((8, 128, 56, 56), (128, 128, 3, 3), 1, 2) == [8, 4, 28, 28, 32]
+  assert loops((1, 128, 58, 58), (128, 128, 3, 3), 1, 2) == [4, 29, 29, 32]
+
+
+@pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
+@pytest.mark.parametrize("xs,ws,pad,stride", [((1, 8, 32, 32), (32, 8, 3, 3), 1, 2), ((1, 32, 14, 14), (64, 32, 1, 1), 0, 1),
+                                              ((1, 5, 46, 38), (48, 5, 3, 5), 2, 2)])
+def test_rows_outside_matches_numpy(dev, xs, ws, pad, stride):
+  if dev == "CPU:CLANG" and clang_available() is not None: pytest.skip(str(clang_available()))
+  rng = np.random.default_rng(sum(xs) + sum(ws))
+  x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
+  with Context(DEV=dev):
+    outs = _out_ranges(_conv(_kernels(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride))))
+    assert range_size(outs[0]) != ws[0] // range_size(outs[-1])  # the rows are outside the channel blocks
+    got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
+  np.testing.assert_allclose(got, _reference(x, w, pad, stride), rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
