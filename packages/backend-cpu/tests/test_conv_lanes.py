@@ -68,10 +68,11 @@ def test_lanes_block_takes_a_row_of_pixels():
     seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
     wide = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
   n, ox, lanes = _out_ranges(seven)[0], _out_ranges(seven)[-2], _out_ranges(seven)[-1]
+  # (and 4 images per channel block: _lanes_image_block, test_big_weight_runs_several_images_per_channel_block)
   assert hand_coded_opts(seven, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 7),
-                                                                 Opt(OptOps.THREAD, 0, 2)]
+                                                                 Opt(OptOps.BLOCK, n.arg[0], 4), Opt(OptOps.THREAD, 0, 2)]
   assert hand_coded_opts(seven, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, n.arg[0], 2),
-                                                                Opt(OptOps.THREAD, 0, 2)]
+                                                                Opt(OptOps.BLOCK, n.arg[0], 2), Opt(OptOps.THREAD, 0, 2)]
   blocks, ox, lanes = _out_ranges(wide)[1], _out_ranges(wide)[-2], _out_ranges(wide)[-1]
   assert hand_coded_opts(wide, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 8),
                                                                 Opt(OptOps.BLOCK, blocks.arg[0], 2), Opt(OptOps.THREAD, 0, 2)]
@@ -258,3 +259,16 @@ def test_rows_outside_matches_numpy(dev, xs, ws, pad, stride):
     assert range_size(outs[0]) != ws[0] // range_size(outs[-1])  # the rows are outside the channel blocks
     got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
   np.testing.assert_allclose(got, _reference(x, w, pad, stride), rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
+
+
+def test_big_weight_runs_several_images_per_channel_block():
+  """heuristics._lanes_image_block: ResNet's 3x3 512x7 layer, batch 8 (a 9.4 MB weight over 166 KB padded images) runs 4
+  images per channel block on 2 threads (each thread one block of images), none on 8 threads (the images are the threads'
+  loop); the 256x14 layer (2.4 MB over 262 KB) keeps its order."""
+  with Context(DEV="CPU"):
+    seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
+    fourteen = _conv(_kernels(Tensor.empty(8, 256, 14, 14).conv2d(Tensor.empty(256, 256, 3, 3), padding=1)))
+  images = _out_ranges(seven)[0]
+  assert hand_coded_opts(seven, threads=2, accumulators=448)[-2:] == [Opt(OptOps.BLOCK, images.arg[0], 4), Opt(OptOps.THREAD, 0, 2)]
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(seven, threads=8, accumulators=448))
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(fourteen, threads=2, accumulators=448))
