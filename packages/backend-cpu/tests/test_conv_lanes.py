@@ -276,10 +276,13 @@ def test_big_weight_runs_several_images_per_channel_block():
 
 def test_strided_input_gradient_pads_the_gradient_once():
   """A stride-2 conv's input gradient is one conv per phase (2x2, 2x1, 1x2 and 1x1 taps for a 3x3 kernel): they read one
-  padded copy of the output's gradient (ResNet's 3x3 stride-2 128x28 layer: a (8, 256, 16, 16) copy), not one copy each."""
+  padded copy of the output's gradient (ResNet's 3x3 stride-2 128x28 layer: a (8, 256, 16, 16) copy), not one copy each,
+  and each phase's lanes copy of the weight reads the weight itself through the phase's slice of taps (no copy of the slice)."""
   x, w = Tensor.empty(8, 128, 28, 28), Tensor.empty(256, 128, 3, 3)
   with Context(DEV="CPU"):
     items = x.conv2d(w, padding=1, stride=2).gradient(x, gradient=Tensor.empty(8, 256, 14, 14))[0].schedule()
   reads_gradient = [si for si in items if si.ast.op is Ops.SINK and not any(n.op is Ops.REDUCE for n in si.ast.toposort())
                     and any(b.size == 8 * 256 * 14 * 14 for b in si.bufs[1:])]
   assert [si.bufs[0].size for si in reads_gradient] == [8 * 256 * 16 * 16]
+  reads_weight = [si.bufs[0].size for si in items if si.ast.op is Ops.SINK and any(b.size == 256 * 128 * 9 for b in si.bufs[1:])]
+  assert sorted(reads_weight) == [256 * 128 * t for t in (1, 2, 2, 4)]

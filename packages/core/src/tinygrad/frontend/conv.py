@@ -151,7 +151,7 @@ def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int],
       for r_ in itertools.product(*[range(s) for s in s_]):
         # the flipped kernel's taps for phase r: the original taps r, r + s, ... (flip: counted from the end)
         wr = w.shrink(((0, w.shape[0]), (0, w.shape[1]), *[(k - 1 - r - s * ((k - 1 - r) // s), k - r) for k, r, s in zip(k_, r_, s_)]))
-        wr = wr[(slice(None), slice(None), *[slice(None, None, s) for s in s_])].contiguous()  # a plain weight for the conv rules
+        wr = wr[(slice(None), slice(None), *[slice(None, None, s) for s in s_])]  # a view: conv_lanes reads it through the slice
         kr = wr.shape[2:]
         # length o + kr - 1; a buffer of its own, else the interleave fuses all the phases' sums, each masked, into one kernel
         gr = padded.shrink(((0, go.shape[0]), (0, go.shape[1]), *[(r - k + 1, n + r + k - 1) for r, k, n in zip(reach, kr, go.shape[2:])]))

@@ -33,7 +33,7 @@ ROW_VECTOR = 16
 LANE_WIDTHS = (32, 16, 8)  # output channels per lane block, the widest that divides them: 32 are two zmm registers
 
 
-def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) -> UOp | None:
+def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) -> UOp | None:
   """REDUCE_AXIS(ADD, MUL(input, weight)) of a convolution (two or more reduce axes) whose innermost output loop (the
   columns) is not a multiple of ROW_VECTOR or is read at a stride other than 1: the same reduction in the blocked layout
   (N, C/w, H, W, w) over a (O/w, I, H, W, w) copy of the weight, realized, and viewed back as NCHW. None where that doesn't
@@ -46,7 +46,9 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
   j = outs[-1]
   views = [axis_strides(op) for op in x.src]
   for i, (base, steps) in enumerate(views):
-    other = views[1 - i][1]
+    other, sliced = views[1 - i][1], False
+    # a weight sliced out of a buffer (every s-th tap, for a strided conv's input gradient): read through the slice
+    if base.op is Ops.SHRINK and (through := axis_strides(x.src[i], True))[0].op is Ops.BUFFER: (base, steps), sliced = through, True
     # the weight (a buffer, or one this schedule makes: a strided conv's input gradient takes every s-th tap): the same for every column
     if base.op not in (Ops.BUFFER, Ops.CONTIGUOUS) or steps[j] != 0 or other[j] == 0: continue
     if shape[j] % ROW_VECTOR == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
@@ -57,7 +59,7 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
     # axis c split into (c/w, w): the lanes are axis c+1, moved last; the reduce axes after c move one up
     split = shape[:c] + (shape[c] // w, w) + shape[c + 1:]
     srcs = [UOp(Ops.RESHAPE, x.dtype, (s,), split) for s in x.src]
-    srcs[i] = _innermost(srcs[i], axis_strides(srcs[i])[1], c + 1)
+    srcs[i] = _innermost(srcs[i], axis_strides(srcs[i], sliced)[1], c + 1)
     red = [a + 1 if a > c else a for a in r.arg[1]]
     lanes_bytes = prod(d for d, st in zip(shape, steps) if st != 0) * x.dtype.itemsize
     perm = _loop_order(split, red, c, _source_bytes(x.src[1 - i]) >= ROWS_FIRST_INPUT * lanes_bytes)
