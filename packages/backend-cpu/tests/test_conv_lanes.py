@@ -111,7 +111,8 @@ SHAPES = [((1, 8, 7, 9), (16, 8, 3, 3), 1, 1),      # batch 1, 9-wide rows
           ((1, 5, 11, 13), (16, 5, 5, 3), 2, 1),    # a 5x3 kernel, odd everything
           ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1),    # 48 channels: 3 blocks of 16
           ((2, 8, 13, 13), (64, 8, 3, 3), 1, 2),    # 64 channels: 2 blocks of 32, stride 2 on odd sizes
-          ((1, 1, 10, 10), (32, 1, 3, 3), 1, 1)]    # 1 input channel
+          ((1, 1, 10, 10), (32, 1, 3, 3), 1, 1),    # 1 input channel
+          ((1, 3, 64, 64), (32, 3, 7, 7), 3, 2)]    # a ResNet stem: 32-wide output rows, read at stride 2
 
 
 @pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
@@ -286,3 +287,12 @@ def test_strided_input_gradient_pads_the_gradient_once():
   assert [si.bufs[0].size for si in reads_gradient] == [8 * 256 * 16 * 16]
   reads_weight = [si.bufs[0].size for si in items if si.ast.op is Ops.SINK and any(b.size == 256 * 128 * 9 for b in si.bufs[1:])]
   assert sorted(reads_weight) == [256 * 128 * t for t in (1, 2, 2, 4)]
+
+
+def test_stem_reads_its_columns_at_stride_2():
+  """ResNet's stem (3 -> 64 channels, 7x7 stride 2, 224 -> 112): 112-wide output rows are a multiple of 16, but the input
+  is read at stride 2 along them (a stride the windows' view hides under a SHRINK: conv_lanes reads it through the slices),
+  so the conv runs in the lanes layout (24 GFLOP/s with its columns as 16 strided lanes, 310 with 32 channels)."""
+  with Context(DEV="CPU"):
+    conv = _conv(_kernels(Tensor.empty(8, 3, 224, 224).conv2d(Tensor.empty(64, 3, 7, 7), padding=3, stride=2)))
+  assert [range_size(r) for r in _out_ranges(conv)] == [8, 2, 112, 112, 32]

@@ -51,7 +51,8 @@ def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) ->
     if base.op is Ops.SHRINK and (through := axis_strides(x.src[i], True))[0].op is Ops.BUFFER: (base, steps), sliced = through, True
     # the weight (a buffer, or one this schedule makes: a strided conv's input gradient takes every s-th tap): the same for every column
     if base.op not in (Ops.BUFFER, Ops.CONTIGUOUS) or steps[j] != 0 or other[j] == 0: continue
-    if shape[j] % ROW_VECTOR == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
+    # columns vectorize as they are (the input's stride read through its slices: a stride-2 conv's windows hide it under a SHRINK)
+    if shape[j] % ROW_VECTOR == 0 and abs(axis_strides(x.src[1 - i], True)[1][j]) == 1: return None
     chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
     if not chans: continue
     c = chans[-1]
