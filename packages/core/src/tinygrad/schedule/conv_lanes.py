@@ -12,8 +12,8 @@ heuristics._lanes_block, is the matmul's 8x32: 32 lanes x up to 8 pixels), and e
 one contiguous run that stays in cache while every pixel of an image goes through it (the plain (I, H, W, O) transpose,
 tried first, read 64 bytes from every 2 KiB of a 9 MB weight per pixel: the 7x7 layer ran 2.5x slower than before). The consumers read
 the result back through a permute. Measured on the loaded 2-core VM (bench/README.md): the stride-2 conv above 7.8 -> 37
-GFLOP/s with this alone (torch about 25 in the same runs). Not seen: a stride that the input's view hides below a SHRINK
-(a stride-2 conv with rows a multiple of 8 wide keeps its layout).
+GFLOP/s with this alone (torch about 25 in the same runs). The input's stride along the columns is read through its view's
+slices (a stride-2 conv's windows hide it under a SHRINK): ResNet's stem, 112-wide rows read at stride 2, takes lanes too.
 
 Applied by create_schedule (schedule/kernelize.py, through pack.rewrite_cpu_reduce) to CPU REDUCE_AXIS nodes.
 """
