@@ -189,7 +189,8 @@ def _lanes_image_block(outs: list[UOp], loads: list[UOp], strides: list[int | No
   block's weight panel is in L2, where the weight is much bigger than an image (the whole weight is otherwise streamed from
   L3 once per image, for little work on each: a 7x7 map). The threads still get an image block each. ResNet's 3x3 512x7 layer,
   batch 8 (a 9.4 MB weight, 166 KB per padded image): the conv kernel 266-297 -> 279-316 GFLOP/s with 4 images per block (2
-  threads); its 256x7 layer (28x) and 256x14 one (9x) measured the same either way."""
+  threads); its 256x7 layer (28x) and 256x14 one (9x) measured the same either way; with the bound at 1x every smaller
+  ratio ran slower (1x1 1024x14, batch 8: 255-258 -> 186; ResNet-50's 1x1 stride-2 512 -> 1024 at 28x28: 179-188 -> 118-123)."""
   images = outs[0]
   if images in deps or images not in inputs or (size := range_size(images)) is None: return []
   weight = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1)
