@@ -1,7 +1,7 @@
 """Benchmark: CPU convolutions of ResNet shapes (3x3, 1x1, 3x3 stride 2; batch 8) and a 2048 matmul for calibration, ours
 (TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, best of 5. One JSON line.
 `python bench/conv_shapes.py [label] [--more] [--b32]` (the H200 host's CPU figures in the issue 19 note came from this script);
---more adds ResNet's later layers (14x14 and 7x7 maps), a 1x1 stride-2 downsample and batch 1; --b32 the 3x3 and 1x1 convs at
+--more adds ResNet's later layers (14x14 and 7x7 maps), a 1x1 stride-2 downsample, batch 1 and the stem (7x7 stride 2); --b32 the 3x3 and 1x1 convs at
 batch 32 (forward and backward). The backward of the default shapes is timed too, each gradient alone ("dx ...", "dw ..."): ours
 is x.conv2d(w).gradient(x or w, gradient=g) under TinyJit (only the gradient's kernels: a conv is linear), torch's is
 aten.convolution_backward with that one output asked for (what autograd runs); the FLOP count is the forward's. The load
@@ -18,7 +18,8 @@ SHAPES = [("3x3 b8 64x56", (8, 64, 56, 56), (64, 64, 3, 3), 1, 1), ("1x1 b8 256x
           ("3x3 s2 b8 128x28", (8, 128, 28, 28), (256, 128, 3, 3), 1, 2)]
 MORE = [("3x3 b8 256x14", (8, 256, 14, 14), (256, 256, 3, 3), 1, 1), ("3x3 b8 512x7", (8, 512, 7, 7), (512, 512, 3, 3), 1, 1),
         ("1x1 b8 1024x14", (8, 1024, 14, 14), (256, 1024, 1, 1), 0, 1), ("1x1 s2 b8 256x56", (8, 256, 56, 56), (512, 256, 1, 1), 0, 2),
-        ("3x3 s2 b1 128x56", (1, 128, 56, 56), (128, 128, 3, 3), 1, 2), ("3x3 b1 64x56", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1)]
+        ("3x3 s2 b1 128x56", (1, 128, 56, 56), (128, 128, 3, 3), 1, 2), ("3x3 b1 64x56", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+        ("7x7 s2 b8 3x224", (8, 3, 224, 224), (64, 3, 7, 7), 3, 2)]  # the stem
 B32 = [("3x3 b32 64x56", (32, 64, 56, 56), (64, 64, 3, 3), 1, 1), ("1x1 b32 256x56", (32, 256, 56, 56), (64, 256, 1, 1), 0, 1)]
 
 

@@ -68,10 +68,11 @@ def test_lanes_block_takes_a_row_of_pixels():
     seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
     wide = _conv(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1)))
   n, ox, lanes = _out_ranges(seven)[0], _out_ranges(seven)[-2], _out_ranges(seven)[-1]
+  # (and 4 images per channel block: _lanes_image_block, test_big_weight_runs_several_images_per_channel_block)
   assert hand_coded_opts(seven, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 7),
-                                                                 Opt(OptOps.THREAD, 0, 2)]
+                                                                 Opt(OptOps.BLOCK, n.arg[0], 4), Opt(OptOps.THREAD, 0, 2)]
   assert hand_coded_opts(seven, threads=2, accumulators=96) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, n.arg[0], 2),
-                                                                Opt(OptOps.THREAD, 0, 2)]
+                                                                Opt(OptOps.BLOCK, n.arg[0], 2), Opt(OptOps.THREAD, 0, 2)]
   blocks, ox, lanes = _out_ranges(wide)[1], _out_ranges(wide)[-2], _out_ranges(wide)[-1]
   assert hand_coded_opts(wide, threads=2, accumulators=448) == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 8),
                                                                 Opt(OptOps.BLOCK, blocks.arg[0], 2), Opt(OptOps.THREAD, 0, 2)]
@@ -110,7 +111,8 @@ SHAPES = [((1, 8, 7, 9), (16, 8, 3, 3), 1, 1),      # batch 1, 9-wide rows
           ((1, 5, 11, 13), (16, 5, 5, 3), 2, 1),    # a 5x3 kernel, odd everything
           ((3, 8, 14, 14), (48, 8, 3, 3), 1, 1),    # 48 channels: 3 blocks of 16
           ((2, 8, 13, 13), (64, 8, 3, 3), 1, 2),    # 64 channels: 2 blocks of 32, stride 2 on odd sizes
-          ((1, 1, 10, 10), (32, 1, 3, 3), 1, 1)]    # 1 input channel
+          ((1, 1, 10, 10), (32, 1, 3, 3), 1, 1),    # 1 input channel
+          ((1, 3, 64, 64), (32, 3, 7, 7), 3, 2)]    # a ResNet stem: 32-wide output rows, read at stride 2
 
 
 @pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
@@ -190,8 +192,8 @@ def test_groups_match_numpy(xs, ws, pad, stride, groups):
 
 def test_big_weight_gradient_runs_in_slices_of_images():
   """conv_lanes._sliced_sum: the 3x3 64x56 layer's weight gradient (batch 8, a 6.4 MB output gradient as the lanes operand)
-  sums 2 images per kernel (4 kernels, each adding the sum so far); the stride-2 layer's (1.6 MB) and a 1x1 conv's (no block
-  of taps) stay one kernel; the sums equal numpy's."""
+  sums 2 images per kernel (4 kernels, each adding the sum so far), and so does its 1x1 256x56 layer's; the stride-2 layer's
+  (1.6 MB) stays one kernel; the sums equal numpy's."""
   def dw_kernels(xs, ws, pad, stride) -> list[UOp]:
     x, w = Tensor.empty(*xs), Tensor.empty(*ws)
     g = Tensor.empty(*x.conv2d(w, padding=pad, stride=stride).shape)
@@ -200,7 +202,7 @@ def test_big_weight_gradient_runs_in_slices_of_images():
   with Context(DEV="CPU"):
     assert [range_size(_out_ranges(k)[0]) for k in dw_kernels((8, 64, 56, 56), (64, 64, 3, 3), 1, 1)] == [2] * 4
     assert len(dw_kernels((8, 128, 28, 28), (256, 128, 3, 3), 1, 2)) == 1
-    assert len(dw_kernels((8, 256, 56, 56), (64, 256, 1, 1), 0, 1)) == 1
+    assert [range_size(_out_ranges(k)[0]) for k in dw_kernels((8, 256, 56, 56), (64, 256, 1, 1), 0, 1)] == [2] * 4
   # a small one that slices (2.4 MB of output gradient: 2 kernels of 4 images), against numpy
   rng = np.random.default_rng(7)
   x, w, g = (rng.standard_normal(s, np.float32) for s in ((8, 32, 48, 48), (32, 32, 3, 3), (8, 32, 48, 48)))
@@ -211,6 +213,14 @@ def test_big_weight_gradient_runs_in_slices_of_images():
   xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
   want = np.stack([np.stack([np.einsum("nohw,nchw->oc", g, xp[:, :, ky:ky + 48, kx:kx + 48]) for kx in range(3)], -1) for ky in range(3)], -2)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+  # a 1x1 conv's (6 MiB of output gradient: 3 kernels of 8 images)
+  x, g = rng.standard_normal((24, 16, 32, 32), np.float32), rng.standard_normal((24, 64, 32, 32), np.float32)
+  w = rng.standard_normal((64, 16, 1, 1), np.float32)
+  with Context(DEV="CPU"):
+    assert len(dw_kernels(x.shape, w.shape, 0, 1)) == 3
+    tx, tw = Tensor(x), Tensor(w)
+    got = tx.conv2d(tw).gradient(tw, gradient=Tensor(g))[0].numpy()
+  np.testing.assert_allclose(got[:, :, 0, 0], np.einsum("nohw,nchw->oc", g.astype(np.float64), x), rtol=1e-4, atol=1e-2)
 
 
 def test_input_gradient_runs_the_forward_kernel():
@@ -222,3 +232,67 @@ def test_input_gradient_runs_the_forward_kernel():
     fwd = _conv(_kernels(x.conv2d(w, padding=1)))
     dx = _conv([si.ast for si in x.conv2d(w, padding=1).gradient(x, gradient=Tensor.empty(8, 64, 56, 56))[0].schedule() if si.ast.op is Ops.SINK])
   assert _keys([dx]) == _keys([fwd])
+
+
+def test_batch_one_with_a_big_input_puts_the_rows_outside():
+  """conv_lanes._loop_order: at batch 1 the channel blocks would be the outermost loop (the threads'); with an input
+  ROWS_FIRST_INPUT times the weight or more (ResNet's 3x3 stride-2 128x56 layer: 1.7 MB over 590 KB) the output rows go
+  outside them, so each input row is read once for all channel blocks. A smaller input (3x3 128x28: 460 KB), batch 8 and an
+  odd number of rows (which the threads can't split evenly) keep the channel blocks outside."""
+  def loops(xs, ws, pad, stride) -> list[int | None]:
+    with Context(DEV="CPU"): return [range_size(r) for r in _out_ranges(_conv(_kernels(Tensor.empty(*xs).conv2d(Tensor.empty(*ws), padding=pad, stride=stride))))]
+  assert loops((1, 128, 56, 56), (128, 128, 3, 3), 1, 2) == [28, 4, 28, 32]
+  assert loops((1, 256, 56, 56), (64, 256, 1, 1), 0, 1) == [56, 2, 56, 32]
+  assert loops((1, 128, 28, 28), (128, 128, 3, 3), 1, 1) == [4, 28, 28, 32]
+  assert loops((8, 128, 56, 56), (128, 128, 3, 3), 1, 2) == [8, 4, 28, 28, 32]
+  assert loops((1, 128, 58, 58), (128, 128, 3, 3), 1, 2) == [4, 29, 29, 32]
+
+
+@pytest.mark.parametrize("dev", ["CPU:LLVM", "CPU:CLANG"])
+@pytest.mark.parametrize("xs,ws,pad,stride", [((1, 8, 32, 32), (32, 8, 3, 3), 1, 2), ((1, 32, 14, 14), (64, 32, 1, 1), 0, 1),
+                                              ((1, 5, 46, 38), (48, 5, 3, 5), 2, 2)])
+def test_rows_outside_matches_numpy(dev, xs, ws, pad, stride):
+  if dev == "CPU:CLANG" and clang_available() is not None: pytest.skip(str(clang_available()))
+  rng = np.random.default_rng(sum(xs) + sum(ws))
+  x, w = rng.standard_normal(xs, np.float32), rng.standard_normal(ws, np.float32)
+  with Context(DEV=dev):
+    outs = _out_ranges(_conv(_kernels(Tensor(x).realize().conv2d(Tensor(w).realize(), padding=pad, stride=stride))))
+    assert range_size(outs[0]) != ws[0] // range_size(outs[-1])  # the rows are outside the channel blocks
+    got = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
+  np.testing.assert_allclose(got, _reference(x, w, pad, stride), rtol=1e-4, atol=1e-4 * np.sqrt(ws[1] * ws[2] * ws[3]))
+
+
+def test_big_weight_runs_several_images_per_channel_block():
+  """heuristics._lanes_image_block: ResNet's 3x3 512x7 layer, batch 8 (a 9.4 MB weight over 166 KB padded images) runs 4
+  images per channel block on 2 threads (each thread one block of images), none on 8 threads (the images are the threads'
+  loop); the 256x14 layer (2.4 MB over 262 KB) keeps its order."""
+  with Context(DEV="CPU"):
+    seven = _conv(_kernels(Tensor.empty(8, 512, 7, 7).conv2d(Tensor.empty(512, 512, 3, 3), padding=1)))
+    fourteen = _conv(_kernels(Tensor.empty(8, 256, 14, 14).conv2d(Tensor.empty(256, 256, 3, 3), padding=1)))
+  images = _out_ranges(seven)[0]
+  assert hand_coded_opts(seven, threads=2, accumulators=448)[-2:] == [Opt(OptOps.BLOCK, images.arg[0], 4), Opt(OptOps.THREAD, 0, 2)]
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(seven, threads=8, accumulators=448))
+  assert not any(o.op is OptOps.BLOCK for o in hand_coded_opts(fourteen, threads=2, accumulators=448))
+
+
+def test_strided_input_gradient_pads_the_gradient_once():
+  """A stride-2 conv's input gradient is one conv per phase (2x2, 2x1, 1x2 and 1x1 taps for a 3x3 kernel): they read one
+  padded copy of the output's gradient (ResNet's 3x3 stride-2 128x28 layer: a (8, 256, 16, 16) copy), not one copy each,
+  and each phase's lanes copy of the weight reads the weight itself through the phase's slice of taps (no copy of the slice)."""
+  x, w = Tensor.empty(8, 128, 28, 28), Tensor.empty(256, 128, 3, 3)
+  with Context(DEV="CPU"):
+    items = x.conv2d(w, padding=1, stride=2).gradient(x, gradient=Tensor.empty(8, 256, 14, 14))[0].schedule()
+  reads_gradient = [si for si in items if si.ast.op is Ops.SINK and not any(n.op is Ops.REDUCE for n in si.ast.toposort())
+                    and any(b.size == 8 * 256 * 14 * 14 for b in si.bufs[1:])]
+  assert [si.bufs[0].size for si in reads_gradient] == [8 * 256 * 16 * 16]
+  reads_weight = [si.bufs[0].size for si in items if si.ast.op is Ops.SINK and any(b.size == 256 * 128 * 9 for b in si.bufs[1:])]
+  assert sorted(reads_weight) == [256 * 128 * t for t in (1, 2, 2, 4)]
+
+
+def test_stem_reads_its_columns_at_stride_2():
+  """ResNet's stem (3 -> 64 channels, 7x7 stride 2, 224 -> 112): 112-wide output rows are a multiple of 16, but the input
+  is read at stride 2 along them (a stride the windows' view hides under a SHRINK: conv_lanes reads it through the slices),
+  so the conv runs in the lanes layout (24 GFLOP/s with its columns as 16 strided lanes, 310 with 32 channels)."""
+  with Context(DEV="CPU"):
+    conv = _conv(_kernels(Tensor.empty(8, 3, 224, 224).conv2d(Tensor.empty(64, 3, 7, 7), padding=3, stride=2)))
+  assert [range_size(r) for r in _out_ranges(conv)] == [8, 2, 112, 112, 32]

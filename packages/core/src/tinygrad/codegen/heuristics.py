@@ -50,7 +50,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       if outs and outs[0] is shared and (_loop_work(ast) < MATVEC_THREAD_WORK or _biggest_input_bytes(ast) > SHARED_THREAD_BYTES):
         threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
-      if not gpu and (block := _lanes_block(ast, outs, accumulators)): pass  # a convolution with its channels as lanes
+      if not gpu and (block := _lanes_block(ast, outs, accumulators, threads)): pass  # a convolution with its channels as lanes
       elif (block := _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu, accumulators)) and not gpu:
         block += _fill_block(ast, ordered, block, accumulators)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
@@ -133,7 +133,7 @@ def _register_block(outs: list[UOp], gpu: bool, accumulators: int = 128) -> list
 LANES_PIXELS = 9
 
 
-def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int) -> list[Opt]:
+def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int, threads: int = 1) -> list[Opt]:
   """CPU: a convolution in the channel-lanes layout (schedule/conv_lanes.py: output loops (N, C/w, H, W, w), w = 8, 16 or 32
   channels whose weights are neighbours, one input pixel shared by all of them): UPCAST the lanes whole, and the pixel loops
   (W, then H, then N: those the weight doesn't depend on) by divisors of up to LANES_PIXELS pixels in all, within the
@@ -160,7 +160,7 @@ def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int) -> list[Opt]:
     if (k := max(d for d in range(1, left + 1) if size % d == 0)) > 1:
       opts.append(Opt(OptOps.UPCAST, r.arg[0], k))
       left //= k
-  return opts + _lanes_cache_block(outs, loads, strides, deps, inputs)
+  return opts + (_lanes_cache_block(outs, loads, strides, deps, inputs) or _lanes_image_block(outs, loads, strides, deps, inputs, threads, opts))
 
 
 LANES_BLOCK_WEIGHT = 512 << 10  # a weight this small (bytes) is read whole per block of pixels, from L2 ...
@@ -178,6 +178,27 @@ def _lanes_cache_block(outs: list[UOp], loads: list[UOp], strides: list[int | No
   data = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0)
   if len(blocks) != 1 or not 0 < weight <= LANES_BLOCK_WEIGHT or data < LANES_BLOCK_INPUT * weight: return []
   return [Opt(OptOps.BLOCK, blocks[0].arg[0], size)] if (size := range_size(blocks[0]) or 0) > 1 else []
+
+
+LANES_IMAGE_WEIGHT = 32  # a weight this many times one image's input or more: several images run per channel block
+
+
+def _lanes_image_block(outs: list[UOp], loads: list[UOp], strides: list[int | None], deps: set[UOp], inputs: set[UOp], threads: int,
+                       block: list[Opt]) -> list[Opt]:
+  """BLOCK the images' loop (the outermost, the threads') so that each thread runs a few images per channel block while that
+  block's weight panel is in L2, where the weight is much bigger than an image (the whole weight is otherwise streamed from
+  L3 once per image, for little work on each: a 7x7 map). The threads still get an image block each. ResNet's 3x3 512x7 layer,
+  batch 8 (a 9.4 MB weight, 166 KB per padded image): the conv kernel 266-297 -> 279-316 GFLOP/s with 4 images per block (2
+  threads); its 256x7 layer (28x) and 256x14 one (9x) measured the same either way; with the bound at 1x every smaller
+  ratio ran slower (1x1 1024x14, batch 8: 255-258 -> 186; ResNet-50's 1x1 stride-2 512 -> 1024 at 28x28: 179-188 -> 118-123)."""
+  images = outs[0]
+  if images in deps or images not in inputs or (size := range_size(images)) is None: return []
+  weight = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1)
+  data = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0)
+  if not data or weight < LANES_IMAGE_WEIGHT * data // size: return []
+  size //= prod(o.amount for o in block if o.axis == images.arg[0])  # what the register block leaves of the loop
+  k = max((d for d in range(2, size + 1) if size % d == 0 and size // d >= max(threads, 1)), default=1)
+  return [Opt(OptOps.BLOCK, images.arg[0], k)] if k > 1 else []
 
 
 FILL_BLOCK = 64  # CPU: accumulators a register block of three or more output loops grows to (8 AVX2 registers)

@@ -143,14 +143,19 @@ def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int],
       dx = go.conv2d(w, groups=groups, dilation=d_, padding=flatten(reversed([(r - pb, r - pa) for r, (pb, pa) in zip(reach, pairs)])))
     else:
       q_ = [-(-n // s) for n, s in zip(lp, s_)]  # positions per phase
+      # the gradient padded once by the most taps a phase has, less one: each phase reads its own padding out of it (one copy of
+      # the padded gradient on a CPU, not one per phase: ResNet's 3x3 stride-2 128x28 layer, batch 8, dx 5.7 -> 4.9 ms of kernels)
+      reach = [-(-k // s) - 1 for k, s in zip(k_, s_)]
+      padded = go.pad(((0, 0), (0, 0), *[(r, r) for r in reach]))
       phases = []
       for r_ in itertools.product(*[range(s) for s in s_]):
         # the flipped kernel's taps for phase r: the original taps r, r + s, ... (flip: counted from the end)
         wr = w.shrink(((0, w.shape[0]), (0, w.shape[1]), *[(k - 1 - r - s * ((k - 1 - r) // s), k - r) for k, r, s in zip(k_, r_, s_)]))
-        wr = wr[(slice(None), slice(None), *[slice(None, None, s) for s in s_])].contiguous()  # a plain weight for the conv rules
+        wr = wr[(slice(None), slice(None), *[slice(None, None, s) for s in s_])]  # a view: conv_lanes reads it through the slice
         kr = wr.shape[2:]
         # length o + kr - 1; a buffer of its own, else the interleave fuses all the phases' sums, each masked, into one kernel
-        full = go.conv2d(wr, groups=groups, padding=flatten(reversed([(k - 1, k - 1) for k in kr]))).contiguous()
+        gr = padded.shrink(((0, go.shape[0]), (0, go.shape[1]), *[(r - k + 1, n + r + k - 1) for r, k, n in zip(reach, kr, go.shape[2:])]))
+        full = gr.conv2d(wr, groups=groups).contiguous()
         phases.append(full.pad(((0, 0), (0, 0), *[(0, max(q - f, 0)) for q, f in zip(q_, full.shape[2:])]))
                       .shrink(((0, full.shape[0]), (0, full.shape[1]), *[(0, q) for q in q_])))
       st = phases[0].stack(*phases[1:], dim=2).reshape(go.shape[0], cin * groups, *s_, *q_)

@@ -12,8 +12,8 @@ heuristics._lanes_block, is the matmul's 8x32: 32 lanes x up to 8 pixels), and e
 one contiguous run that stays in cache while every pixel of an image goes through it (the plain (I, H, W, O) transpose,
 tried first, read 64 bytes from every 2 KiB of a 9 MB weight per pixel: the 7x7 layer ran 2.5x slower than before). The consumers read
 the result back through a permute. Measured on the loaded 2-core VM (bench/README.md): the stride-2 conv above 7.8 -> 37
-GFLOP/s with this alone (torch about 25 in the same runs). Not seen: a stride that the input's view hides below a SHRINK
-(a stride-2 conv with rows a multiple of 8 wide keeps its layout).
+GFLOP/s with this alone (torch about 25 in the same runs). The input's stride along the columns is read through its view's
+slices (a stride-2 conv's windows hide it under a SHRINK): ResNet's stem, 112-wide rows read at stride 2, takes lanes too.
 
 Applied by create_schedule (schedule/kernelize.py, through pack.rewrite_cpu_reduce) to CPU REDUCE_AXIS nodes.
 """
@@ -33,7 +33,7 @@ ROW_VECTOR = 16
 LANE_WIDTHS = (32, 16, 8)  # output channels per lane block, the widest that divides them: 32 are two zmm registers
 
 
-def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) -> UOp | None:
+def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) -> UOp | None:
   """REDUCE_AXIS(ADD, MUL(input, weight)) of a convolution (two or more reduce axes) whose innermost output loop (the
   columns) is not a multiple of ROW_VECTOR or is read at a stride other than 1: the same reduction in the blocked layout
   (N, C/w, H, W, w) over a (O/w, I, H, W, w) copy of the weight, realized, and viewed back as NCHW. None where that doesn't
@@ -46,10 +46,13 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
   j = outs[-1]
   views = [axis_strides(op) for op in x.src]
   for i, (base, steps) in enumerate(views):
-    other = views[1 - i][1]
+    other, sliced = views[1 - i][1], False
+    # a weight sliced out of a buffer (every s-th tap, for a strided conv's input gradient): read through the slice
+    if base.op is Ops.SHRINK and (through := axis_strides(x.src[i], True))[0].op is Ops.BUFFER: (base, steps), sliced = through, True
     # the weight (a buffer, or one this schedule makes: a strided conv's input gradient takes every s-th tap): the same for every column
     if base.op not in (Ops.BUFFER, Ops.CONTIGUOUS) or steps[j] != 0 or other[j] == 0: continue
-    if shape[j] % ROW_VECTOR == 0 and abs(other[j]) == 1: return None  # columns vectorize as they are
+    # columns vectorize as they are (the input's stride read through its slices: a stride-2 conv's windows hide it under a SHRINK)
+    if shape[j] % ROW_VECTOR == 0 and abs(axis_strides(x.src[1 - i], True)[1][j]) == 1: return None
     chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
     if not chans: continue
     c = chans[-1]
@@ -57,22 +60,50 @@ def channel_lanes(r: UOp, axis_strides: Callable[[UOp], tuple[UOp, list[int]]]) 
     # axis c split into (c/w, w): the lanes are axis c+1, moved last; the reduce axes after c move one up
     split = shape[:c] + (shape[c] // w, w) + shape[c + 1:]
     srcs = [UOp(Ops.RESHAPE, x.dtype, (s,), split) for s in x.src]
-    srcs[i] = _innermost(srcs[i], axis_strides(srcs[i])[1], c + 1)
-    perm = tuple([a for a in range(len(split)) if a != c + 1] + [c + 1])
-    xs = UOp(Ops.PERMUTE, x.dtype, (x.replace(src=tuple(srcs)),), perm)
-    axes = tuple(sorted(perm.index(a + 1 if a > c else a) for a in r.arg[1]))
+    srcs[i] = _innermost(srcs[i], axis_strides(srcs[i], sliced)[1], c + 1)
+    red = [a + 1 if a > c else a for a in r.arg[1]]
     lanes_bytes = prod(d for d, st in zip(shape, steps) if st != 0) * x.dtype.itemsize
+    perm = _loop_order(split, red, c, _source_bytes(x.src[1 - i]) >= ROWS_FIRST_INPUT * lanes_bytes)
+    xs = UOp(Ops.PERMUTE, x.dtype, (x.replace(src=tuple(srcs)),), perm)
+    axes = tuple(sorted(perm.index(a) for a in red))
     out = UOp(Ops.CONTIGUOUS, r.dtype, (_sliced_sum(xs, axes, lanes_bytes),))
     back = UOp(Ops.PERMUTE, r.dtype, (out,), tuple(perm.index(a) for a in range(len(split))))
     return UOp(Ops.RESHAPE, r.dtype, (back,), r.shape)
   return None
 
 
+# batch 1 (the channel blocks the outermost output loop, the one the threads split) with an input this many times the weight's
+# size: the channel blocks nest inside the output rows, so that each thread reads its rows of the input once for every channel
+# block, instead of all of the input once per channel block. ResNet's 3x3 stride-2 128x56 layer (a 1.7 MB padded input, a
+# 590 KB weight) 176-184 -> 232-250 GFLOP/s, its 1x1 256x56 layer 136-147 -> 150-161, the 1x1 stride-2 one 132-144 -> 194;
+# with a smaller input slower (3x3 128x28, batch 1: 460 KB over 590 KB, 293-303 -> 258-265). A weight gradient at batch 1 (the
+# output's gradient as the lanes operand, the input channels as the rows) measured the same either way (dw 3x3 s2 b1 128x56)
+ROWS_FIRST_INPUT = 2
+
+
+def _source_bytes(u: UOp) -> int:
+  """Bytes of what u views: the node under its movement ops (a buffer, or a copy such as the padded input's)."""
+  while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP): u = u.src[0]
+  return prod(u.shape) * u.dtype.itemsize
+
+
+def _loop_order(split: tuple[int, ...], red: list[int], c: int, rows_first: bool) -> tuple[int, ...]:
+  """The permutation of the split axes that puts the lanes (c + 1) last; with rows_first at batch 1, the channel blocks (c)
+  also move inside the other output loops but the innermost (the columns, whose block of pixels shares each weight load)."""
+  outs = [a for a in range(len(split)) if a not in red and a != c + 1 and split[a] > 1]
+  # the rows then are the loop the threads split: an odd count doesn't split (heuristics: an uneven split costs more than it saves)
+  if not rows_first or len(outs) < 3 or outs[0] != c or split[outs[1]] % 2: return tuple([a for a in range(len(split)) if a != c + 1] + [c + 1])
+  outs = outs[1:-1] + [c, outs[-1]]
+  return tuple(outs + [a for a in range(len(split)) if a not in outs and a != c + 1] + [c + 1])
+
+
 # a weight gradient (a long reduction over the images' pixels: SLICE_MIN_REDUCE+ elements, fewer than twice as many outputs, and
-# a register block of pixels: 4+ output loops) whose lanes operand (the output's gradient) is bigger than SLICE_BYTES runs in
-# slices of its images, a kernel each that adds its sum to the ones before, so that each output block rereads one slice of
-# that operand from L2 instead of all of it from memory. ResNet's 3x3 64x56 layer, batch 8 (a 6.4 MB gradient): dw 222-224 ->
-# 336-363 GFLOP/s in 4 slices (8: 336-354, 2: 307-333); the stride-2 128x28 one (1.6 MB) 286-330 either way, so not sliced
+# 3+ output loops: channel blocks, input channels or taps, lanes) whose lanes operand (the output's gradient) is bigger than
+# SLICE_BYTES runs in slices of its images, a kernel each that adds its sum to the ones before, so that each output block
+# rereads one slice of that operand from L2 instead of all of it from memory. ResNet's 3x3 64x56 layer, batch 8 (a 6.4 MB
+# gradient): dw 222-224 -> 336-363 GFLOP/s in 4 slices (8: 336-354, 2: 307-333); the stride-2 128x28 one (1.6 MB) 286-330
+# either way, so not sliced. Its 1x1 256x56 layer (a 1x1's block is 32 lanes x 8 input channels, no taps): batch 8 151-155 ->
+# 272-284 (4 slices), batch 32 160 -> 243 (16 slices)
 SLICE_MIN_REDUCE = 1 << 14
 SLICE_BYTES = 2 << 20
 
@@ -83,7 +114,7 @@ def _sliced_sum(xs: UOp, axes: tuple[int, ...], lanes_bytes: int) -> UOp:
   whole = UOp(Ops.REDUCE_AXIS, xs.dtype, (xs,), (Ops.ADD, axes))
   reduced, kept = prod(shape[a] for a in axes), [shape[a] for a in range(len(shape)) if a not in axes and shape[a] > 1]
   first = next((a for a in axes if shape[a] > 1), None)
-  if first is None or reduced < SLICE_MIN_REDUCE or prod(kept) > 2 * reduced or len(kept) < 4 or lanes_bytes <= SLICE_BYTES: return whole
+  if first is None or reduced < SLICE_MIN_REDUCE or prod(kept) > 2 * reduced or len(kept) < 3 or lanes_bytes <= SLICE_BYTES: return whole
   n = next((d for d in range(2, shape[first] + 1) if shape[first] % d == 0 and lanes_bytes // d <= SLICE_BYTES), shape[first])
   step, out = shape[first] // n, None
   for i in range(n):

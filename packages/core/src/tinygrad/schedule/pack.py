@@ -41,10 +41,11 @@ MOVEMENT = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP)
 VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.FLIP)  # the movement ops that move no element out of range
 
 
-def _offsets(x: UOp, idx: tuple[int, ...]) -> tuple[UOp, int]:
+def _offsets(x: UOp, idx: tuple[int, ...], sliced: bool = False) -> tuple[UOp, int]:
   """(base, row-major position in base.shape) that element idx of x reads, through RESHAPE, PERMUTE, EXPAND and FLIP (a conv's
-  input gradient reads its weight flipped)."""
-  while x.op in VIEWS: x, idx = x.src[0], _step(x, idx)
+  input gradient reads its weight flipped); with sliced through SHRINK and PAD too, as the linear map they are inside their
+  range (a strided conv's input gradient takes every s-th tap of its weight: a pad, a reshape and a shrink)."""
+  while x.op in VIEWS or (sliced and x.op in (Ops.SHRINK, Ops.PAD)): x, idx = x.src[0], _step(x, idx)
   return x, sum(i * st for i, st in zip(idx, _strides(x.shape)))
 
 
@@ -56,13 +57,13 @@ def _strides(shape: tuple) -> tuple[int, ...]:
   return tuple(reversed(out))
 
 
-def _axis_strides(x: UOp) -> tuple[UOp, list[int]]:
+def _axis_strides(x: UOp, sliced: bool = False) -> tuple[UOp, list[int]]:
   """The base under x's movement ops and how far its read position moves per step of each axis of x (memory, where the
-  base is a realized buffer)."""
-  base, origin = _offsets(x, (0,) * len(x.shape))
+  base is a realized buffer). sliced: see _offsets."""
+  base, origin = _offsets(x, (0,) * len(x.shape), sliced)
   steps = []
   for a, s in enumerate(x.shape):
-    steps.append(_offsets(x, tuple(1 if i == a and s > 1 else 0 for i in range(len(x.shape))))[1] - origin if s > 1 else 0)
+    steps.append(_offsets(x, tuple(1 if i == a and s > 1 else 0 for i in range(len(x.shape))), sliced)[1] - origin if s > 1 else 0)
   return base, steps
 
 
@@ -127,6 +128,8 @@ def _step(x: UOp, idx: tuple[int, ...]) -> tuple[int, ...]:
     for i, a in enumerate(x.arg): out[a] = idx[i]
     return tuple(out)
   if x.op is Ops.FLIP: return tuple(s - 1 - i if f else i for i, s, f in zip(idx, src.shape, x.arg))
+  if x.op is Ops.SHRINK: return tuple(i + lo for i, (lo, _) in zip(idx, x.arg))
+  if x.op is Ops.PAD: return tuple(i - lo for i, (lo, _) in zip(idx, x.arg))
   return tuple(0 if s == 1 else i for i, s in zip(idx, src.shape))
 
 
