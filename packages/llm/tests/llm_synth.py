@@ -71,9 +71,11 @@ def to_float(arr: np.ndarray, type_name: str, shape: tuple[int, ...]) -> np.ndar
 
 
 def write_model(path: str, cfg: SynthConfig, qtype: str = "F32", seed: int = 0, tie_embeddings: bool = False,
-                types: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+                types: dict[str, str] | None = None, kqv_order: bool = False) -> dict[str, np.ndarray]:
   """Write a GGUF model with random weights; return its weights as float32 (dequantized by the gguf package). `types`: another
-  type for some layer tensors, by name without the layer prefix (e.g. {"attn_v.weight": "Q8_0"}, as mixed GGUFs have)."""
+  type for some layer tensors, by name without the layer prefix (e.g. {"attn_v.weight": "Q8_0"}, as mixed GGUFs have).
+  kqv_order: a layer's attention matrices in the order llama.cpp's converter writes them (k, output, q, v: q, k and v not
+  back to back in the file), else q, k, v, output."""
   rng = np.random.default_rng(seed)
   w = gguf.GGUFWriter(path, cfg.arch)
   a = cfg.arch
@@ -131,10 +133,10 @@ def write_model(path: str, cfg: SynthConfig, qtype: str = "F32", seed: int = 0, 
     p = f"blk.{i}."
     norm(p + "attn_norm.weight", D)
     norm(p + "ffn_norm.weight", D)
-    add(p + "attn_q.weight", (H * hd, D), qtype, D ** -0.5)
-    add(p + "attn_k.weight", (Hkv * hd, D), qtype, D ** -0.5)
-    add(p + "attn_v.weight", (Hkv * hd, D), qtype, D ** -0.5)
-    add(p + "attn_output.weight", (D, H * hd), qtype, (H * hd) ** -0.5)
+    attn = {"attn_q.weight": ((H * hd, D), D ** -0.5), "attn_k.weight": ((Hkv * hd, D), D ** -0.5),
+            "attn_v.weight": ((Hkv * hd, D), D ** -0.5), "attn_output.weight": ((D, H * hd), (H * hd) ** -0.5)}
+    order = ("attn_k.weight", "attn_output.weight", "attn_q.weight", "attn_v.weight") if kqv_order else tuple(attn)
+    for n in order: add(p + n, attn[n][0], qtype, attn[n][1])
     if a == "qwen2":
       for n, m in (("q", H), ("k", Hkv), ("v", Hkv)):
         arr = (0.1 * rng.standard_normal(m * hd)).astype(np.float32)

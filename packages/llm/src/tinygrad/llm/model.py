@@ -21,7 +21,7 @@ from typing import Any
 
 from tinygrad import Tensor, dtypes
 from tinygrad.helpers import ContextVar
-from tinygrad.llm.gguf import GGUFError, GGUFFile, read_gguf
+from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
@@ -542,6 +542,17 @@ def _stackable(g: GGUFFile, names: list[str]) -> bool:
   return len({(i.type_name, i.shape[1]) for i in infos if i is not None}) == 1
 
 
+def _read_stack(g: GGUFFile, names: list[str], device: str) -> Tensor:
+  """The stack of these tensors' rows on `device` (lazy). Parts that lie back to back in the file (same type, one after another:
+  a synthetic file's q, k, v; gate and up in llama.cpp's files) are one read, a copy straight into the stack's buffer; else each
+  part is read and a kernel concatenates them (one kernel to compile at load, and the parts held beside the stack meanwhile)."""
+  infos = [g.tensors[n] for n in names]
+  if all(a.path == b.path and a.offset + a.nbytes == b.offset for a, b in zip(infos, infos[1:])):
+    dt = NATIVE_DTYPES.get(infos[0].type_name, dtypes.uint8)
+    return load_bytes(infos[0].path, infos[0].offset, sum(i.nbytes for i in infos), device, realize=False, dtype=dt)
+  return Tensor.cat(*(_read_weight(g, n, device) for n in names)).contiguous()
+
+
 def _read_weight(g: GGUFFile, name: str, device: str) -> Tensor:
   """A tensor's data on `device` (lazy): an F16/F32 tensor read as its own dtype (the copy brings the values: no conversion
   kernel to compile and run at load), anything else as its bytes (uint8), for the dequantizers."""
@@ -656,7 +667,7 @@ class Transformer:
           if not _stackable(g, names): continue
           infos = [g.tensors[n] for n in names]
           shape = (sum(x.shape[0] for x in infos), infos[0].shape[1])
-          raw = Tensor.cat(*(_read_weight(g, n, device) for n in names)).contiguous()
+          raw = _read_stack(g, names, device)
           w = weights[f"blk.{group}.{stack}"] = QuantWeight(raw, infos[0].type_name, shape)
           pending.append(w.raw)
           stacked.update(names)
