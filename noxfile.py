@@ -3,6 +3,8 @@
 Sessions run inside the uv workspace environment (`uv sync` installs everything), so they start instantly;
 each sets DEV for one device/renderer. The core suite is the same for every DEV.
 """
+import os
+
 import nox
 
 nox.options.default_venv_backend = "none"
@@ -78,11 +80,21 @@ def null_cuda(session: nox.Session) -> None:
     _pytest(session, CORE_TESTS, "-m", "compile_only", dev=dev)
 
 
+# The H200 machine's NVRTC (13.0, whose ptxas serialized or reordered wgmma code that 13.5 doesn't) and nvdisasm, from PyPI
+# into .nox/tools: test_nv_tma.py compiles the tensor-core kernels with that NVRTC and reads their SASS
+NV_TOOLS = ("nvidia-cuda-nvrtc==13.0.88", "nvidia-cuda-nvdisasm==13.5.37")
+
+
 @nox.session
 def backend_nv(session: nox.Session) -> None:
   """backend-nv's own tests: registrations, renderer output, and every op of both renderers compiled for the GPU
-  (and run against alu where a GPU is present; the GPU-only runtime tests skip without one)."""
-  _pytest(session, "packages/backend-nv/tests", dev="CUDA")
+  (and run against alu where a GPU is present; the GPU-only runtime tests skip without one); the ptxas 13.0 checks with
+  NV_TOOLS."""
+  tools = os.path.abspath(".nox/tools/nv")
+  lib, disasm = f"{tools}/nvidia/cu13/lib/libnvrtc.so.13", f"{tools}/nvidia/cu13/bin/nvdisasm"
+  if not (os.path.exists(lib) and os.path.exists(disasm)):
+    session.run("uv", "pip", "install", "-q", "--no-deps", "--target", tools, *NV_TOOLS, external=True)
+  _pytest(session, "packages/backend-nv/tests", dev="CUDA", NVRTC_SERIAL_CHECK_LIB=lib, NVDISASM=disasm)
 
 
 # the core suite's programs compiled for AMD in the default session (a subset: HIP's clang runs once per kernel)
