@@ -302,9 +302,7 @@ class CUDARenderer(CStyleRenderer):
     return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas, *tma,
             *super().helpers()]
 
-  def _render_uop(self, k, u: UOp) -> None:  # type: ignore[no-untyped-def]
-    if u.op is Ops.RANGE and u in self._rolled: k.emit("#pragma unroll 1")
-    super()._render_uop(k, u)
+  def range_pragma(self, u: UOp) -> str: return "#pragma unroll 1" if u in self._rolled else ""
 
   def render(self, name: str, uops: list[UOp]) -> str:
     self._smem_align = WGMMA_SMEM_ALIGN if any(u.op is Ops.WMMA and len(u.arg) > 4 for u in uops) else 16

@@ -14,7 +14,7 @@ Extension points, in short:
   render_math / math_fn_name          transcendental function names per dtype (half/bf16 go through float)
   render_inf / render_nan / render_float_literal   float constants
   render_cast / render_float_to_int / render_bitcast   conversions
-  render_load / render_store / render_index / render_define_reg / render_range   memory and loops
+  render_load / render_store / render_index / render_define_reg / render_range / range_pragma   memory and loops
   render_define_local / render_barrier / render_wmma   shared memory, block barriers, tensor-core instructions
   helpers()                           (trigger, C code) pairs: code is prepended when trigger occurs in the body
 """
@@ -233,6 +233,10 @@ class CStyleRenderer(Renderer):
   def render_range(self, name: str, end: str, dt: DType) -> str:
     return f"for ({self.render_dtype(dt)} {name} = 0; {name} < {end}; {name}++) {{"
 
+  def range_pragma(self, u: UOp) -> str:
+    """A line before loop `u`'s header (e.g. CUDA's "#pragma unroll 1" for a loop its compiler must keep rolled); "" for none."""
+    return ""
+
   def render_special(self, name: str, size: int) -> str:
     m = re.fullmatch(r"([A-Za-z_]+?)(\d+)", name)
     if m is None or (tmpl := self.special_index.get(m.group(1))) is None:
@@ -319,6 +323,7 @@ class CStyleRenderer(Renderer):
       k.emit(f"{self.render_dtype(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0], u.arg[1])}; /* {u.arg[1]} */")
     elif op is Ops.RANGE:
       k.names[u] = k.new_name(self.name_prefix[op])
+      if pragma := self.range_pragma(u): k.emit(pragma)
       k.emit(self.render_range(k.names[u], r[0], u.dtype))
       k.depth += 1
     elif op is Ops.END:
