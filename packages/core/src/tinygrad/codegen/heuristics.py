@@ -163,6 +163,11 @@ def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int, threads: int = 1)
   return opts + (_lanes_cache_block(outs, loads, strides, deps, inputs) or _lanes_image_block(outs, loads, strides, deps, inputs, threads, opts))
 
 
+def _lanes_bytes(loads: list[UOp], strides: list[int | None]) -> tuple[int, int]:
+  """(weight, input) bytes of a channel-lanes convolution: the buffers its lanes step through, and those all lanes share."""
+  return (sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1), sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0))
+
+
 LANES_BLOCK_WEIGHT = 512 << 10  # a weight this small (bytes) is read whole per block of pixels, from L2 ...
 LANES_BLOCK_INPUT = 16  # ... where the input is this many times bigger
 
@@ -174,8 +179,7 @@ def _lanes_cache_block(outs: list[UOp], loads: list[UOp], strides: list[int | No
   VM, ResNet's 1x1 stride-2 downsample (512 x 256 channels, 56 -> 28, batch 8): 145-160 -> 238 GFLOP/s; its 1x1 256x56 (64
   channels) 185-187 -> 208-219; the 3x3 64x56 345-356 either way; with a big weight slower (3x3 256x14, 2.4 MB: 373 -> 245)."""
   blocks = [r for r in outs[1:-1] if r in deps and r not in inputs]  # not the outermost loop: the threads split that one
-  weight = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1)
-  data = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0)
+  weight, data = _lanes_bytes(loads, strides)
   if len(blocks) != 1 or not 0 < weight <= LANES_BLOCK_WEIGHT or data < LANES_BLOCK_INPUT * weight: return []
   return [Opt(OptOps.BLOCK, blocks[0].arg[0], size)] if (size := range_size(blocks[0]) or 0) > 1 else []
 
@@ -193,8 +197,7 @@ def _lanes_image_block(outs: list[UOp], loads: list[UOp], strides: list[int | No
   ratio ran slower (1x1 1024x14, batch 8: 255-258 -> 186; ResNet-50's 1x1 stride-2 512 -> 1024 at 28x28: 179-188 -> 118-123)."""
   images = outs[0]
   if images in deps or images not in inputs or (size := range_size(images)) is None: return []
-  weight = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 1)
-  data = sum(_buffer_bytes(ld) for ld, st in zip(loads, strides) if st == 0)
+  weight, data = _lanes_bytes(loads, strides)
   if not data or weight < LANES_IMAGE_WEIGHT * data // size: return []
   size //= prod(o.amount for o in block if o.axis == images.arg[0])  # what the register block leaves of the loop
   k = max((d for d in range(2, size + 1) if size % d == 0 and size // d >= max(threads, 1)), default=1)
