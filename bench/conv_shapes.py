@@ -1,5 +1,5 @@
 """Benchmark: CPU convolutions of ResNet shapes (3x3, 1x1, 3x3 stride 2; batch 8) and a 2048 matmul for calibration, ours
-(TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, best of 5. One JSON line.
+(TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, the best of 7 rounds that alternate ours and torch's. One JSON line.
 `python bench/conv_shapes.py [label] [--more] [--b32]` (the H200 host's CPU figures in the issue 19 note came from this script);
 --more adds ResNet's later layers (14x14 and 7x7 maps), a 1x1 stride-2 downsample, batch 1 and the stem (7x7 stride 2); --b32 the 3x3 and 1x1 convs at
 batch 32 (forward and backward). The backward of the default shapes is timed too, each gradient alone ("dx ...", "dw ..."): ours
@@ -23,13 +23,25 @@ MORE = [("3x3 b8 256x14", (8, 256, 14, 14), (256, 256, 3, 3), 1, 1), ("3x3 b8 51
 B32 = [("3x3 b32 64x56", (32, 64, 56, 56), (64, 64, 3, 3), 1, 1), ("1x1 b32 256x56", (32, 256, 56, 56), (64, 256, 1, 1), 0, 1)]
 
 
-def best(f, n: int = 5) -> float:
-  times = []
+def _timed(f) -> float:
+  t = time.perf_counter()
+  f()
+  return time.perf_counter() - t
+
+
+SETTLE_S = float(os.getenv("SETTLE_S", "0.2"))  # idle between the sides: torch's OpenMP workers spin on after a call
+
+
+def best_pair(ours_f, theirs_f, n: int = 7) -> tuple[float, float]:
+  """Best time of each side over n rounds that alternate ours and torch's, so a burst of load on this shared 2-core machine
+  falls on both sides rather than on whichever happened to run during it."""
+  ours_t, theirs_t = [], []
   for _ in range(n):
-    t = time.perf_counter()
-    f()
-    times.append(time.perf_counter() - t)
-  return min(times)
+    ours_t.append(_timed(ours_f))
+    time.sleep(SETTLE_S)
+    theirs_t.append(_timed(theirs_f))
+    time.sleep(SETTLE_S)
+  return min(ours_t), min(theirs_t)
 
 
 def one_conv(xs: tuple, ws: tuple, pad: int, stride: int) -> dict:
@@ -37,10 +49,11 @@ def one_conv(xs: tuple, ws: tuple, pad: int, stride: int) -> dict:
   conv = TinyJit(lambda x, w: x.conv2d(w, padding=pad, stride=stride).realize())
   for _ in range(3): conv(x, w)
   flops = 2 * conv(x, w).numel() * ws[1] * ws[2] * ws[3]
-  ours = flops / best(lambda: conv(x, w)) / 1e9
   tx, tw = torch.rand(*xs), torch.rand(*ws)
-  for _ in range(3): torch.nn.functional.conv2d(tx, tw, padding=pad, stride=stride)
-  theirs = flops / best(lambda: torch.nn.functional.conv2d(tx, tw, padding=pad, stride=stride)) / 1e9
+  def theirs_f() -> None: torch.nn.functional.conv2d(tx, tw, padding=pad, stride=stride)
+  for _ in range(3): theirs_f()
+  ours_t, theirs_t = best_pair(lambda: conv(x, w), theirs_f)
+  ours, theirs = flops / ours_t / 1e9, flops / theirs_t / 1e9
   return {"ours_gflops": round(ours, 1), "torch_gflops": round(theirs, 1), "ratio": round(ours / theirs, 3)}
 
 
@@ -55,12 +68,12 @@ def one_grad(xs: tuple, ws: tuple, pad: int, stride: int, wrt: str) -> dict:
   ours_f = TinyJit(grad)
   for _ in range(3): ours_f(x, w, g)
   flops = 2 * g.numel() * ws[1] * ws[2] * ws[3]
-  ours = flops / best(lambda: ours_f(x, w, g)) / 1e9
   tx, tw, tg = torch.rand(*xs), torch.rand(*ws), torch.rand(*os_)
   mask = [wrt == "x", wrt == "w", False]
   def theirs_f() -> None: torch.ops.aten.convolution_backward(tg, tx, tw, None, [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1, mask)
   for _ in range(3): theirs_f()
-  theirs = flops / best(theirs_f) / 1e9
+  ours_t, theirs_t = best_pair(lambda: ours_f(x, w, g), theirs_f)
+  ours, theirs = flops / ours_t / 1e9, flops / theirs_t / 1e9
   return {"ours_gflops": round(ours, 1), "torch_gflops": round(theirs, 1), "ratio": round(ours / theirs, 3)}
 
 
@@ -75,8 +88,8 @@ def main() -> None:
   mm = TinyJit(lambda a, b: (a @ b).realize())
   for _ in range(3): mm(a, b)
   ta, tb = torch.rand(2048, 2048), torch.rand(2048, 2048)
-  out["matmul 2048"] = {"ours_gflops": round(2 * 2048**3 / best(lambda: mm(a, b)) / 1e9, 1),
-                        "torch_gflops": round(2 * 2048**3 / best(lambda: ta @ tb) / 1e9, 1)}
+  ours_t, theirs_t = best_pair(lambda: mm(a, b), lambda: ta @ tb)
+  out["matmul 2048"] = {"ours_gflops": round(2 * 2048**3 / ours_t / 1e9, 1), "torch_gflops": round(2 * 2048**3 / theirs_t / 1e9, 1)}
   out["loadavg_end"] = os.getloadavg()
   print(json.dumps(out))
 
