@@ -29,7 +29,8 @@ TIMEOUT = 1800
 # the figure that headlines each workload: (key in the result, unit, True when higher is better)
 HEADLINE: dict[str, tuple[str, str, bool]] = {
   **{f"matmul_{n}": ("gflops", "GFLOP/s", True) for n in MATMUL_SIZES},
-  "add": ("gbs", "GB/s", True), "sum": ("gbs", "GB/s", True), "softmax": ("gbs", "GB/s", True), "conv2d": ("gflops", "GFLOP/s", True),
+  "add": ("gbs", "GB/s", True), "sum": ("gbs", "GB/s", True), "sum_axis0": ("gbs", "GB/s", True),
+  "vecmat": ("gbs", "GB/s", True), "softmax": ("gbs", "GB/s", True), "conv2d": ("gflops", "GFLOP/s", True),
   "mlp_step": ("ms", "ms/step", False), "mlp_cold": ("cold_s", "s", False), "jit_overhead": ("us_per_call", "us/call", False),
 }
 

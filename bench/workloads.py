@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shapes import CONV, MATMUL_SIZES, MLP, N_16M, mlp_flops
+from shapes import CONV, MATMUL_SIZES, MLP, N_16M, REDUCE_2D, mlp_flops
 from tinygrad import Device, Tensor, TinyJit
 
 
@@ -62,6 +62,20 @@ def add() -> dict[str, Any]:
 def sum_() -> dict[str, Any]:
   a = Tensor.rand(N_16M).realize()
   return _rate(timeit(lambda: a.sum().realize(), runs=10), 4 * N_16M, "gbs")
+
+
+def sum_axis0() -> dict[str, Any]:
+  """Column sums: the reduction strides a whole row a step (64 MB read per call)."""
+  a = Tensor.rand(REDUCE_2D, REDUCE_2D).realize()
+  step = TinyJit(lambda a: a.sum(0).realize())
+  return _rate(timeit(lambda: step(a), runs=10, warmup=3), 4 * REDUCE_2D * REDUCE_2D, "gbs")
+
+
+def vecmat() -> dict[str, Any]:
+  """A vector times a matrix stored (K, N), as `x @ w` with w of shape (in, out): the matrix read once (GB/s)."""
+  x, w = Tensor.rand(1, REDUCE_2D).realize(), Tensor.rand(REDUCE_2D, REDUCE_2D).realize()
+  step = TinyJit(lambda x, w: (x @ w).realize())
+  return _rate(timeit(lambda: step(x, w), runs=10, warmup=3), 4 * REDUCE_2D * REDUCE_2D, "gbs")
 
 
 def softmax() -> dict[str, Any]:
@@ -145,6 +159,6 @@ def jit_overhead(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
 
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
   **{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},  # type: ignore[misc]
-  "add": add, "sum": sum_, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "mlp_cold": mlp_cold,
+  "add": add, "sum": sum_, "sum_axis0": sum_axis0, "vecmat": vecmat, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "mlp_cold": mlp_cold,
   "jit_overhead": jit_overhead,
 }

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shapes import CONV, MATMUL_SIZES, MLP, N_16M, mlp_flops  # noqa: E402
+from shapes import CONV, MATMUL_SIZES, MLP, N_16M, REDUCE_2D, mlp_flops  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import rate, timeit  # noqa: E402
@@ -37,6 +37,16 @@ def add() -> dict[str, Any]:
 def sum_() -> dict[str, Any]:
   a = rand(N_16M)
   return rate(timeit(lambda: a.sum(), runs=10), 4 * N_16M, "gbs")
+
+
+def sum_axis0() -> dict[str, Any]:
+  a = rand(REDUCE_2D, REDUCE_2D)
+  return rate(timeit(lambda: a.sum(0), runs=10), 4 * REDUCE_2D * REDUCE_2D, "gbs")
+
+
+def vecmat() -> dict[str, Any]:
+  x, w = rand(1, REDUCE_2D), rand(REDUCE_2D, REDUCE_2D)
+  return rate(timeit(lambda: x @ w, runs=10), 4 * REDUCE_2D * REDUCE_2D, "gbs")
 
 
 def softmax() -> dict[str, Any]:
@@ -101,7 +111,7 @@ def small_ops(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
 
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
   **{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},
-  "add": add, "sum": sum_, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "jit_overhead": small_ops,
+  "add": add, "sum": sum_, "sum_axis0": sum_axis0, "vecmat": vecmat, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "jit_overhead": small_ops,
 }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shapes import CONV, MATMUL_SIZES, MLP, N_16M, mlp_flops  # noqa: E402
+from shapes import CONV, MATMUL_SIZES, MLP, N_16M, REDUCE_2D, mlp_flops  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import rate, timeit  # noqa: E402
@@ -28,6 +28,14 @@ def workloads(torch: Any) -> dict[str, Callable[[], dict[str, Any]]]:
   def sum_() -> dict[str, Any]:
     a = torch.rand(N_16M)
     return rate(timeit(lambda: a.sum(), runs=10), 4 * N_16M, "gbs")
+
+  def sum_axis0() -> dict[str, Any]:
+    a = torch.rand(REDUCE_2D, REDUCE_2D)
+    return rate(timeit(lambda: a.sum(0), runs=10), 4 * REDUCE_2D * REDUCE_2D, "gbs")
+
+  def vecmat() -> dict[str, Any]:
+    x, w = torch.rand(1, REDUCE_2D), torch.rand(REDUCE_2D, REDUCE_2D)
+    return rate(timeit(lambda: x @ w, runs=10), 4 * REDUCE_2D * REDUCE_2D, "gbs")
 
   def softmax() -> dict[str, Any]:
     x = torch.rand(4096, 4096)
@@ -58,7 +66,7 @@ def workloads(torch: Any) -> dict[str, Callable[[], dict[str, Any]]]:
     return {**rate(t, mlp_flops(), "gflops"), "ms": t["best_s"] * 1e3, "ms_median": t["median_s"] * 1e3}
 
   return {**{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},
-          "add": add, "sum": sum_, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step}
+          "add": add, "sum": sum_, "sum_axis0": sum_axis0, "vecmat": vecmat, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step}
 
 
 def main() -> None:

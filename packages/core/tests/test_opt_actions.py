@@ -439,3 +439,26 @@ def test_cpu_threads_divide_the_outer_loop():
   mm = _ast_of(Tensor.empty(72, 64) @ Tensor.empty(64, 72))  # the rows upcast by 8 leave 9 row blocks to split
   threaded = [o.amount for o in hand_coded_opts(mm, threads=16) if o.op is OptOps.THREAD]
   assert threaded and 9 % threaded[0] == 0
+
+
+def test_cpu_strided_reductions_take_their_outputs_as_lanes():
+  """A reduction whose big input runs contiguously along the outputs, not along the reduction (a column sum, a vector times a
+  (K, N) matrix): each reduce step reads a run of a row for 128 outputs side by side (UPCAST), instead of one element per row
+  per output (UNROLL of the reduction: 1 GB/s on 4096x4096 column sums). Row-contiguous ones keep UNROLL."""
+  colsum = _ast_of(Tensor.empty(4096, 4096).sum(0))
+  out = axis_of(colsum, "global")
+  assert hand_coded_opts(colsum) == [Opt(OptOps.UPCAST, out, 128)]
+  vec_mat = _ast_of(Tensor.empty(1, 2048) @ Tensor.empty(2048, 96))
+  assert [o for o in hand_coded_opts(vec_mat) if o.op is OptOps.UPCAST] == [Opt(OptOps.UPCAST, axis_of(vec_mat, "global"), 32)]
+  rowsum = _ast_of(Tensor.empty(4096, 4096).sum(1))
+  assert hand_coded_opts(rowsum) == [Opt(OptOps.UNROLL, axis_of(rowsum, "reduce"), 16)]
+
+
+@pytest.mark.parametrize("shape,axis", [((256, 384), 0), ((3, 200, 130), 1), ((96, 7, 33), 0)])
+def test_cpu_strided_reductions_stay_correct(shape: tuple[int, ...], axis: int):
+  x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+  np.testing.assert_allclose(Tensor(x).sum(axis).numpy(), x.sum(axis), rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(Tensor(x).max(axis).numpy(), x.max(axis))
+  v = np.random.default_rng(1).standard_normal((2, shape[0])).astype(np.float32)
+  m = x.reshape(shape[0], -1)
+  np.testing.assert_allclose((Tensor(v) @ Tensor(m)).numpy(), v @ m, rtol=1e-4, atol=1e-4)
