@@ -305,6 +305,9 @@ NATIVE_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, O
 _NAME_RE = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")
 
 
+PREFETCH_AHEAD = 64  # bytes past a far-striding load's footprint (one line: 64-512 measured alike)
+
+
 class LLVMRenderer(Renderer):
   """Renders a linearized program for the CPU as LLVM IR: `define void @name(ptr noalias %data0, ..., i32 %var0, ...)`."""
   threads = cpu_threads()
@@ -320,6 +323,8 @@ class LLVMRenderer(Renderer):
     self.arch = self.cpu
     self.wide = wide_vectors(self.features)
     self.accumulators = accumulator_budget(self.features, host_info().triple, self.wide)
+    # software prefetches measured on x86 only (an AVX-512 Xeon: a 1x1 conv's channel loop, codegen/prefetch.py)
+    self.prefetch_ahead = PREFETCH_AHEAD if host_info().triple.startswith("x86_64") else 0
     self.compiler = LLVMCompiler(self.cpu, self.features)
 
   def __reduce__(self) -> tuple: return LLVMRenderer, (self.target,)
@@ -437,6 +442,7 @@ class _FunctionBuilder:
     if (group := self.masked.get(u)) is not None: self._masked_load(group)
     if u in self.vals: return  # a lane of a masked load emitted before
     if len(u.src) == 1:
+      if isinstance(u.arg, tuple) and u.arg[0] == "prefetch": self._prefetch(u.src[0], u.arg[1])
       self.vals[u] = self._load_value(u.src[0], u.dtype)
       return
     # gated: branch around the load, so a false gate never touches memory
@@ -450,6 +456,14 @@ class _FunctionBuilder:
     self.lines.append(f"  br label %G{i}_done")
     self.label(f"G{i}_done")
     self.vals[u] = self.emit(f"phi {reg_type(u.dtype)} [ {val}, %{loaded_in} ], [ {alt}, %{pred} ]")
+
+  def _prefetch(self, idx: UOp, ahead: tuple[int, ...]) -> None:
+    """Prefetch (read, into every cache level) the elements `ahead` past idx: codegen/prefetch.py. No inbounds: a prefetch
+    never faults, so its address may lie past the buffer."""
+    self.decls["llvm.prefetch.p0"] = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
+    for n in ahead:
+      ptr = self.emit(f"getelementptr {mem_type(idx.src[0].dtype.base)}, ptr {self.v(idx)}, i32 {n}", "p")  # type: ignore[union-attr]
+      self.lines.append(f"  call void @llvm.prefetch.p0(ptr {ptr}, i32 0, i32 3, i32 1)")
 
   def _masked_load(self, g: MaskedLoad) -> None:
     """One llvm.masked.load for the group's lanes: lane k reads first_index + k where its gate holds, else its alt."""

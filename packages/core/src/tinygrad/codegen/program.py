@@ -12,6 +12,7 @@ from tinygrad.codegen.lanes import keep_lanes
 from tinygrad.codegen.linearize import linearize
 from tinygrad.codegen.lower import cleanup, close_loops, lower_reduces
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts
+from tinygrad.codegen.prefetch import mark_prefetches
 from tinygrad.codegen.rows import gpu_row_opts, row_loop_opts
 from tinygrad.codegen.tensor_core import lower_tensor_core, tc_opts
 from tinygrad.codegen.threads import split_for_threads
@@ -120,6 +121,7 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   sink = cleanup(sink)
   if renderer.supports_float4: sink = vectorize_memory(sink, renderer.vector_dtypes)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
+  if renderer.prefetch_ahead: sink = mark_prefetches(sink, renderer.prefetch_ahead)
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)
   return uops, global_size, local_size

@@ -149,6 +149,7 @@ class Renderer:
   supports_images: bool = False  # renders buffers of dtype ImageDType (dtypes.imagef/imageh) as images
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
+  prefetch_ahead: int = 0       # CPU: bytes past a far-striding load's footprint to prefetch (codegen/prefetch.py); 0: none
   tensor_cores: tuple[TensorCore, ...] = ()
   # smem-operand tensor cores: a tile's A and B may come in as whole boxes copied by one thread through a tensor map (NVIDIA's
   # TMA), each stage completing on a shared-memory barrier (BARRIER args "mbar_init", "tile_copy", "mbar_wait": codegen/tensor_core.py)
