@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from tinygrad.dtype import PtrDType
 from tinygrad.helpers import ContextVar
 from tinygrad.uop.alu import exec_alu
 from tinygrad.uop.ops import GroupOp, Ops, UOp
@@ -92,11 +93,11 @@ def mark_prefetches(sink: UOp, ahead: int) -> UOp:
   for u in sink.toposort():
     if u.op is not Ops.LOAD or u.arg is not None or len(u.src) != 1 or u.src[0].op is not Ops.INDEX: continue
     buf, idx = u.src[0].src[0], u.src[0].src[1]
-    if buf.op is not Ops.DEFINE_GLOBAL or (far := _far_loop(idx, buf.dtype.base.itemsize)) is None: continue  # type: ignore[union-attr]
+    if buf.op is not Ops.DEFINE_GLOBAL or not isinstance(buf.dtype, PtrDType) or (far := _far_loop(idx, buf.dtype.base.itemsize)) is None: continue
     groups[(buf, far[0], far[1])].append((u, far[2]))
   marks: dict[UOp, UOp] = {}
   for (buf, r, _), loads in groups.items():
-    item = buf.dtype.base.itemsize  # type: ignore[union-attr]
+    item = buf.dtype.base.itemsize
     first = loads[0][0].src[0].src[1]
     offs = [(o, u) for u, _ in loads if (o := _offset(u.src[0].src[1], first)) is not None]
     lo, hi = min(o for o, _ in offs), max(o + u.dtype.count for o, u in offs)
