@@ -201,7 +201,9 @@ class Embedding:
 
   def __call__(self, idx: Tensor) -> Tensor:
     hot = Tensor.arange(self.vocab_sz, dtype=dtypes.int32, device=self.weight.device).eq(idx.cast(dtypes.int32).unsqueeze(-1))  # (*idx, vocab)
-    return (hot.unsqueeze(-1) * self.weight).sum(-2, dtype=self.weight.dtype)
+    # where, not a product: the kernel builder folds a masked sum with one equality into a direct load of the row
+    # (schedule/indexing.py collapse_one_hot), and another row's inf or nan can't leak in as 0 * inf
+    return hot.unsqueeze(-1).where(self.weight, 0).sum(-2, dtype=self.weight.dtype)
 
 
 class LSTMCell:

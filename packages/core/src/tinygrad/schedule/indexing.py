@@ -185,12 +185,16 @@ def collapse_one_hot(red: UOp) -> UOp | None:
   cond, picked, zero = value.src
   if cond.op is not Ops.CMPEQ or zero.op is not Ops.CONST or zero.arg != 0: return None
   for r in ranges:
-    if r not in cond.src or r.src[0].op is not Ops.CONST: continue
-    e = cond.src[1] if cond.src[0] is r else cond.src[0]
+    if r.src[0].op is not Ops.CONST: continue
+    # r itself, or r cast to the index's type (int64 loops where a view of the kernel passes 2**31 elements): same values
+    sides = [i for i, x in enumerate(cond.src) if x is r or (x.op is Ops.CAST and x.src[0] is r and dtypes.is_int(x.dtype))]
+    if not sides: continue
+    e = cond.src[1 - sides[0]]
     if any(n.op is Ops.RANGE and n in ranges for n in e.toposort()): continue
     n = r.src[0].arg
     inside = (e < 0).logical_not() & (e < n)
-    out = inside.where(picked.substitute({r: e.maximum(0).minimum(n - 1)}), zero)
+    at = e.maximum(0).minimum(n - 1)
+    out = inside.where(picked.substitute({r: at if at.dtype == r.dtype else at.cast(r.dtype)}), zero)
     rest = tuple(x for x in ranges if x is not r)
     return UOp(Ops.REDUCE, red.dtype, (out, *rest), red.arg) if rest else out
   return None

@@ -278,6 +278,7 @@ def _rewrite_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   """A reduction as the target runs it best: a GPU matmul with few output tiles in K slices (split_k.py), a big reduction split
   (split_reduce), or on a CPU over packed or padded copies of its inputs (schedule/pack.py)."""
   device = r.device if isinstance(r.device, str) else r.device[0]
+  if _is_one_hot_select(r): return None  # a gather: collapse_one_hot makes it a direct load, whatever its size
   if policy.gpu(device) and (mm := matmul_shape(r)) is not None and (slices := policy.matmul_split(device, mm)) > 1: return split_k(r, slices)
   if (split := split_reduce(r, policy)) is not None: return split
   return None if policy.gpu(device) else rewrite_cpu_reduce(r)
