@@ -169,3 +169,15 @@ def test_gradients_equal_unpacked():
       ((ta @ tb).relu().sum() + tx.conv2d(tw, padding=1).square().mean()).backward()
       grads.append([t.grad.numpy() for t in (ta, tb, tx, tw)])
   for g1, g0 in zip(*grads): np.testing.assert_allclose(g1, g0, rtol=1e-4, atol=1e-3)
+
+
+def test_transposed_a_is_copied_with_the_reduction_innermost():
+  """A.T @ B (a weight gradient's x.T @ g): A's elements along the reduction are a row apart, so its un-broadcast view is
+  copied k-contiguous (one more kernel) next to B's panels; A @ B reads A in place. Results match numpy."""
+  a, b = Tensor.empty(512, 512), Tensor.empty(512, 512)
+  plain, trans = _kernels(a @ b), _kernels(a.T @ b)
+  assert len(trans) == len(plain) + 1
+  rng = np.random.default_rng(3)
+  an, bn = rng.standard_normal((384, 512)).astype(np.float32), rng.standard_normal((384, 256)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(an).T @ Tensor(bn)).numpy(), an.T @ bn, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(((Tensor(an) * 2).T @ Tensor(bn)).numpy(), (an * 2).T @ bn, rtol=1e-4, atol=1e-3)
