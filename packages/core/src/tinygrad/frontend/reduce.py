@@ -17,7 +17,9 @@ from tinygrad.frontend.movement import MovementMixin
 from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp, identity_element
 
-_SCAN_BLOCK = 128
+# 16: each element reduces a window of at most 16 (n * 16 operations), a few more levels of block totals. On 2 CPU cores,
+# cumsum of 2048x2048 along rows: 53 ms with 128, 18 with 32, 2.2 with 16 (numpy 8.8); of 1M elements 13.0 -> 0.71 ms (numpy 2.5)
+_SCAN_BLOCK = 16
 _HALVES = (dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2)
 
 
