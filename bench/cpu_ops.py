@@ -1,0 +1,57 @@
+"""Benchmark: common tensor ops on the CPU against numpy in the same process, to find the ones far off (a column sum ran 15x
+behind numpy, a row gather 140x, before session 12). Each op under TinyJit (warm), numpy's equivalent alternating with it
+round by round; best of 7 each; every result checked against numpy's. One JSON line: ms per call and numpy / ours.
+
+  PYTHONPATH=packages/core/src:packages/backend-cpu/src python bench/cpu_ops.py [NAME ...]
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+from tinygrad import Tensor, TinyJit
+
+N = int(os.getenv("OPS_N", "2048"))
+
+
+def cases() -> dict:
+  rng = np.random.default_rng(0)
+  A, B = rng.random((N, N), dtype=np.float32), rng.random((N, N), dtype=np.float32)
+  V, I = rng.random((1, N), dtype=np.float32), rng.integers(0, N, 2 * N).astype(np.int32)
+  X4 = rng.random((32, 64, 32, 32), dtype=np.float32)
+  a, b, v, i, x4 = (Tensor(z).realize() for z in (A, B, V, I, X4))
+  def softmax0(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(0))
+    return e / e.sum(0)
+  return {
+    "sum axis 0": (lambda: a.sum(0), lambda: A.sum(0)), "sum axis 1": (lambda: a.sum(1), lambda: A.sum(1)),
+    "max axis 0": (lambda: a.max(0), lambda: A.max(0)), "var axis 0": (lambda: a.var(0), lambda: A.var(0, ddof=1)),
+    "argmax axis 1": (lambda: a.argmax(1), lambda: A.argmax(1)), "softmax axis 0": (lambda: a.softmax(0), lambda: softmax0(A)),
+    "v @ a": (lambda: v @ a, lambda: V @ A), "a.T @ b": (lambda: a.T @ b, lambda: A.T @ B), "a @ b.T": (lambda: a @ b.T, lambda: A @ B.T),
+    "a[idx] (rows)": (lambda: a[i], lambda: A[I]), "cumsum axis 1": (lambda: a.cumsum(1), lambda: A.cumsum(1)),
+    "cumsum axis 0": (lambda: a.cumsum(0), lambda: A.cumsum(0)), "transpose copy": (lambda: a.T.contiguous(), lambda: np.ascontiguousarray(A.T)),
+    "exp": (lambda: a.exp(), lambda: np.exp(A)), "where": (lambda: (a > 0.5).where(a, b), lambda: np.where(A > 0.5, A, B)),
+    "mean over N,H,W": (lambda: x4.mean((0, 2, 3)), lambda: X4.mean((0, 2, 3))),
+    "max_pool2d 2": (lambda: x4.max_pool2d(2), lambda: X4.reshape(32, 64, 16, 2, 16, 2).max((3, 5))),
+  }
+
+
+def main() -> None:
+  want = sys.argv[1:]
+  out: dict = {"benchmark": "cpu_ops", "n": N, "loadavg": os.getloadavg(), "ops": {}}
+  for name, (ours, ref) in cases().items():
+    if want and name not in want: continue
+    f = TinyJit(lambda ours=ours: ours().realize())
+    for _ in range(3): f()
+    ok = bool(np.allclose(f().numpy(), ref(), rtol=1e-3, atol=1e-3))
+    to, tn = [], []
+    for _ in range(7):
+      t = time.perf_counter(); f(); to.append(time.perf_counter() - t)
+      t = time.perf_counter(); ref(); tn.append(time.perf_counter() - t)
+    out["ops"][name] = {"ours_ms": round(min(to) * 1e3, 3), "numpy_ms": round(min(tn) * 1e3, 3), "ratio": round(min(tn) / min(to), 3), "ok": ok}
+  out["loadavg_end"] = os.getloadavg()
+  print(json.dumps(out))
+
+
+if __name__ == "__main__": main()
