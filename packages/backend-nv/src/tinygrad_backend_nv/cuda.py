@@ -200,6 +200,10 @@ class CUDARenderer(CStyleRenderer):
       return (f'asm volatile("{{\\n .reg .pred q;\\n setp.ne.b32 q, %1, 0;\\n @q mbarrier.arrive.shared::cta.b64 _, [%0];\\n}}" '
               f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "wgmma_wait": return f'asm volatile("wgmma.wait_group.sync.aligned {u.arg[1]};" ::: "memory");'
+    if kind == "named_bar":  # barrier r[0] of u.arg[1] threads where r[1]: arrive and go on (u.arg[2]) or wait for it (ping-pong turns)
+      op = "bar.arrive" if u.arg[2] else "bar.sync"
+      return (f'asm volatile("{{\\n .reg .pred q;\\n setp.ne.b32 q, %1, 0;\\n @q {op} %0, {u.arg[1]};\\n}}" '
+              f':: "r"({r[0]}), "r"((int)({r[1]})) : "memory");')
     if kind != "tile_copy": return super().render_sync(u, r)
     _, nbytes, specs, boxes, wait, elect = u.arg
     maps = []

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes
@@ -110,6 +110,10 @@ TC_PERSIST = ContextVar("TC_PERSIST", 1)
 # TC_TMA >= 2: 1: each warp's first lane alone arrives at a stage's empty barrier once the warp has waited for the batch (a
 # barrier of one arrival a warp), not every thread
 TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
+# persistent warp-specialized TMA grids (TC_TMA=3, TC_PERSIST) only: "ping-pong": the two computing warpgroups take whole output
+# tiles of their own, in turns (named barriers order their main loops), so one's epilogue runs under the other's main loop.
+# 1: each warpgroup's tile is the config's warpgroup tile (128x256 -> 64x256), 2: the config's block tile (128x128 -> 128x128)
+TC_PINGPONG = ContextVar("TC_PINGPONG", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -119,7 +123,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -465,6 +469,25 @@ def _persistent_grid(tiles: int, units: int) -> int:
   return best if best * 10 >= units * 9 else 0
 
 
+PINGPONG_GROUPS = 2  # computing warpgroups that take turns in a ping-pong kernel
+
+
+def _pingpong_config(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, renderer: Renderer) -> TileConfig | None:
+  """With TC_PINGPONG, the one-warpgroup tiling each computing warpgroup of a ping-pong kernel runs, or None where the kernel
+  can't be one: it needs tile copies in a persistent warp-specialized grid (no batch) whose blocks each take an even number of
+  tiles, and the warpgroup's accumulators must fit in what one holds now (128 floats a thread)."""
+  if TC_PINGPONG.value not in (1, 2) or not (tc.smem_operands and renderer.tile_copy and TC_TMA.value >= 3 and TC_PERSIST.value):
+    return None
+  if m.batch or ASYNC_COPY.value == 0: return None
+  bm, bn = (cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n) if TC_PINGPONG.value == 1 else (cfg.bm, cfg.bn)
+  tm, tn, _ = tc.dims
+  if bm % tm or bn % tn or bm // tm * (bn // tn) * len(tc.c_layout[0]) > 128: return None
+  (M, N, _), units = m.mnk, renderer.compute_units
+  tiles = M // bm * (N // bn)
+  if tiles % PINGPONG_GROUPS or not _persistent_grid(tiles // PINGPONG_GROUPS, units): return None
+  return replace(cfg, bm=bm, bn=bn, warps_m=1, warps_n=1)
+
+
 TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # see _tile_maps
 
 
@@ -621,6 +644,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   M, N, K = m.mnk
   tm, tn, tk = tc.dims
   lanes = tc.threads  # one instruction's lanes (a warp on NVIDIA)
+  # ping-pong: from here on cfg is one warpgroup's tiling; `groups` warpgroups compute (each its own tiles)
+  groups = cfg.warps
+  if (pp_cfg := _pingpong_config(cfg, tc, m, renderer)) is not None: cfg, groups = pp_cfg, PINGPONG_GROUPS
   threads = cfg.warps * lanes
   wtm, wtn = cfg.bm // cfg.warps_m // tm, cfg.bn // cfg.warps_n // tn  # TC tiles per warp along M and N
   din = m.dtype_in
@@ -640,33 +666,39 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
   pipe = tmaps is not None and TC_TMA.value >= 2
   ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
+  pingpong = pp_cfg is not None
+  if pingpong and not ws: raise TensorCoreError("TC_PINGPONG: these operands can't be copied as tensor-map boxes")
   nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
-  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
+  # ping-pong: a block's tiles come in turns of `groups`, one a warpgroup
+  turn = groups if pingpong else 1
+  grid = _persistent_grid(nbx * nby // turn, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
     wpg = lanes // 32
-    lane32, wid = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", 32)), UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps * wpg + 1))
+    lane32, wid = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", 32)), UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", groups * wpg + 1))
     lane, warp = wid % wpg * 32 + lane32, wid // wpg
-    copier, computes = wid.eq(cfg.warps * wpg) & lane32.eq(0), wid < cfg.warps * wpg
+    copier, computes = wid.eq(groups * wpg) & lane32.eq(0), wid < groups * wpg
   else:
     lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
     warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
   tid = warp * lanes + lane
-  wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
+  wm, wn = (_c(0), _c(0)) if pingpong else (warp // cfg.warps_n, warp % cfg.warps_n)  # ping-pong: the warpgroup's own tile
   g, t = lane // (1 << split), lane % (1 << split)
   tloop: UOp | None = None
+  seq: UOp | None = None  # with a tile loop: the block's output tile count so far
   # warp-specialized: the compute loops (and the epilogue in them) run no iterations in the copying warpgroup, the copy loop
   # none in the others: the program stays straight-line, every thread takes the loop that is its own
   def trips(n: int) -> UOp: return computes.where(_c(n), _c(0)) if ws else _c(n)
   if grid:  # persistent: block cta takes output tiles cta, cta + grid, ... (the tile loop, outside every other)
     cta = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", grid))
-    tloop = UOp(Ops.RANGE, dtypes.int32, (trips(nbx * nby // grid),), (-1, "loop"))
-    by, bx = _tile_origin(tloop * grid + cta, nbx, nby)
+    tloop = UOp(Ops.RANGE, dtypes.int32, (trips(nbx * nby // grid // turn),), (-1, "loop"))
+    seq = tloop * turn + warp if pingpong else tloop  # the block's tile seq (ping-pong: warpgroup w takes every turn-th from w)
+    by, bx = _tile_origin(seq * grid + cta, nbx, nby)
   else:
     bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
     by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
-    if ws: tloop = UOp(Ops.RANGE, dtypes.int32, (trips(1),), (-1, "loop"))  # one output tile, in the compute warpgroups only
+    if ws: seq = tloop = UOp(Ops.RANGE, dtypes.int32, (trips(1),), (-1, "loop"))  # one output tile, in the compute warpgroups only
   batch_vals: dict[UOp, UOp] = {}
   if m.batch:
     bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
@@ -820,6 +852,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
+  # ping-pong: one warpgroup at a time on the tensor cores, so it keeps a batch in flight (auto 1)
   inflight_setting = TC_INFLIGHT.value if TC_INFLIGHT.value >= 0 else 0 if ws and grid and cfg.warps >= 2 else 1
   inflight = 1 if tc.smem_operands and use_async and inflight_setting and stages > 2 else 0
   # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
@@ -875,8 +908,14 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   else:
     if pipe:
       assert bar is not None
-      kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
-      gk = tloop * nk + kt if tloop is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
+      if pingpong:
+        # the warpgroup's turn: the other one has waited for every k tile of the block's previous tile (so each stage's full
+        # barrier is at most one phase behind this tile's: a parity wait can't pass on an older phase)
+        assert seq is not None
+        turn_bar = UOp(Ops.BARRIER, dtypes.void, ((warp + turn - 1) % turn + 1, seq > 0), ("named_bar", 2 * lanes, False))
+        kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar, turn_bar), (m.k.arg[0], "reduce"))
+      else: kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+      gk = seq * nk + kt if seq is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
       # wait for tile kt: its stage's full barrier completes phase gk // stages
       full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(gk % stages, kt), (gk // stages) % 2), ("mbar_wait",))
       loads, stores = [], []
@@ -917,7 +956,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # parity 1 passes at once on a fresh barrier) and copies that tile into it
       done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
       rel, nxt = gk - inflight, gk + stages - 1
-      pred = rel >= 0 if inflight else UOp.const(dtypes.bool, True)
+      # ping-pong: the warpgroup's previous k tile is in this tile (the last one's stage is released after the loop)
+      pred = (kt >= inflight if pingpong else rel >= 0) if inflight else UOp.const(dtypes.bool, True)
       if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
       arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), pred), ("mbar_arrive",))
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
@@ -938,6 +978,13 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # smem operands: every batch is done before the accumulators are read
   if ws: end = UOp(Ops.BARRIER, dtypes.void, (end,), ("wgmma_wait", 0))  # no block barrier: the copying thread may still run
   elif tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
+  if pingpong:  # the next turn's warpgroup may start (its tiles' k tiles come next in every stage); after the wait: an arrive
+    # between the loop and it made ptxas 13.0 serialize the wgmmas (C7514)
+    assert seq is not None
+    end = UOp(Ops.BARRIER, dtypes.void, (warp + 1, seq + 1 < nbx * nby // grid, end), ("named_bar", 2 * lanes, True))
+  if pingpong and inflight:  # the last k tile's stage, left in flight by the loop
+    assert seq is not None
+    end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
@@ -973,4 +1020,4 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     stores.append(UOp(Ops.END, dtypes.void, (cp_loop, copy_one)))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
-  return sink, global_size, (32, cfg.warps * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)
+  return sink, global_size, (32, groups * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)
