@@ -822,7 +822,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       else: out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
-  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1), "local"), (), 2) if tmaps else None
+  # pipe: full and empty barriers a stage; ping-pong: then one "turn" barrier a computing warpgroup (its turn may begin)
+  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1) + (turn if pingpong else 0), "local"), (), 2) if tmaps else None
 
   def mbar_at(i: UOp, dep: UOp | None) -> UOp:
     assert mbar is not None
@@ -865,7 +866,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0))
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
+                                                                  *((turn, lanes) if pingpong else ())))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
     for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
@@ -909,10 +911,11 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if pipe:
       assert bar is not None
       if pingpong:
-        # the warpgroup's turn: the other one has waited for every k tile of the block's previous tile (so each stage's full
-        # barrier is at most one phase behind this tile's: a parity wait can't pass on an older phase)
+        # the warpgroup's turn: the one before it has waited for every k tile of the block's previous tile (so each stage's full
+        # barrier is at most one phase behind this tile's: a parity wait can't pass on an older phase). Its turn barrier completes
+        # once a turn of the other one; the first tile's wait (parity 1 on a fresh barrier) passes at once
         assert seq is not None
-        turn_bar = UOp(Ops.BARRIER, dtypes.void, ((warp + turn - 1) % turn + 1, seq > 0), ("named_bar", 2 * lanes, False))
+        turn_bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(warp + 2 * stages, bar), ((seq + turn - 1) // turn + 1) % 2), ("mbar_wait",))
         kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar, turn_bar), (m.k.arg[0], "reduce"))
       else: kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
       gk = seq * nk + kt if seq is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
@@ -959,7 +962,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # ping-pong: the warpgroup's previous k tile is in this tile (the last one's stage is released after the loop)
       pred = (kt >= inflight if pingpong else rel >= 0) if inflight else UOp.const(dtypes.bool, True)
       if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
-      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), pred), ("mbar_arrive",))
+      # (gk + stages - inflight) % stages, not rel % stages: never negative, so it folds to kt's where stages divide nk (one value
+      # fewer held across the loop)
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at((gk + stages - inflight) % stages + stages, done), pred), ("mbar_arrive",))
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
@@ -978,13 +983,19 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # smem operands: every batch is done before the accumulators are read
   if ws: end = UOp(Ops.BARRIER, dtypes.void, (end,), ("wgmma_wait", 0))  # no block barrier: the copying thread may still run
   elif tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
-  if pingpong:  # the next turn's warpgroup may start (its tiles' k tiles come next in every stage); after the wait: an arrive
-    # between the loop and it made ptxas 13.0 serialize the wgmmas (C7514)
-    assert seq is not None
-    end = UOp(Ops.BARRIER, dtypes.void, (warp + 1, seq + 1 < nbx * nby // grid, end), ("named_bar", 2 * lanes, True))
-  if pingpong and inflight:  # the last k tile's stage, left in flight by the loop
-    assert seq is not None
-    end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+  if pingpong:
+    assert tloop is not None
+    # what depends on the warpgroup after the loop is computed after it (warp_after): held across it, ptxas 13.0 serialized the
+    # wgmmas of a batch left in flight (C7514), as it does for the lane's offsets below
+    warp_after = UOp(Ops.AFTER, warp.dtype, (warp, end))
+    seq = tloop * turn + warp_after
+    # the next warpgroup's turn may begin (its tile's k tiles come next in every stage). Turn barriers, not named ones: a bar.sync
+    # before the loop and a bar.arrive after it made ptxas 13.0 serialize the wgmmas
+    end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp_after + 1) % turn + 2 * stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+    if inflight:  # the last k tile's stage, left in flight by the loop
+      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+    by, bx = _tile_origin(seq * grid + cta, nbx, nby)
+    m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
