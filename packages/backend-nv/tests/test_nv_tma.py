@@ -124,6 +124,39 @@ def _compile_with_maps(case: tuple, tma: int):
   return prog
 
 
+def _pingpong_program(shape: tuple[int, int, int], **ctx: int):
+  M, N, K = shape
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  with Context(WGMMA=1, **ctx): return _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
+
+
+@pytest.mark.parametrize("mode,spec,a_box,b_box,stages", [(1, {}, (64, 64), (64, 64, 4), 4),
+                                                         (2, {"TC_SPEC": 1, "TC_CONFIG": 0}, (64, 128), (64, 64, 2), 4)])
+def test_pingpong_turns(mode: int, spec: dict, a_box: tuple, b_box: tuple, stages: int) -> None:
+  """TC_PINGPONG: the two computing warpgroups of the persistent TMA=3 kernel each take whole tiles (1: 64x256 of the 128x256
+  config, 2: the 128x128 config's) in turns. The copy loop fills the stages tile after tile as before; a warpgroup's stages are
+  released by its 128 threads alone, and its turn barrier (one a warpgroup, after the stages' full and empty ones) is waited for
+  before its k loop and arrived at by the other one after its own, so no parity wait can pass on an older phase."""
+  prog = _pingpong_program((4096, 4096, 4096), TC_PINGPONG=mode, **spec)
+  assert prog.global_size[0] == 128 and tuple(prog.local_size[:2]) == (32, 9)
+  assert [m[13:13 + m[3]] for m in _maps(prog.src)] == [a_box, b_box]
+  assert f"tg_mbar_init((smem0+0), {stages}, 128, 2, 128);" in prog.src
+  waits = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_wait"]
+  arrives = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_arrive"]
+  assert len(waits) == 2 and len(arrives) == 3  # waits: the turn, a k tile; arrives: in the loop, the turn, the last k tile
+  # a batch stays in flight through the k loop (a lone warpgroup keeps the tensor cores busy): wait 1 in it, 0 after it
+  assert sorted(u.arg[1] for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait") == [0, 1]
+  rng = [u for u in prog.uops if u.op is Ops.RANGE]
+  assert [u.src[0].arg if u.src[0].op is Ops.CONST else None for u in rng][-1] == 64  # the k loop; the tile loop runs 4 turns
+  assert "?4:0)" in prog.src  # the tile loop's trips in the computing warps: 8 tiles a block, 4 a warpgroup
+
+
+def test_pingpong_only_where_it_fits() -> None:
+  """Without a persistent grid whose blocks take an even number of tiles (or with TC_TMA < 3) TC_PINGPONG leaves the kernel as it is."""
+  for shape, ctx in (((512, 2048, 8192), {}), ((4096, 4096, 4096), {"TC_PERSIST": 0}), ((4096, 4096, 4096), {"TC_TMA": 2})):
+    assert _pingpong_program(shape, TC_PINGPONG=1, **ctx).src == _pingpong_program(shape, TC_PINGPONG=0, **ctx).src, (shape, ctx)
+
+
 def test_no_maps_where_the_renderer_cannot_pass_them() -> None:
   """NV's own launches (and TC_TMA=0) keep cp.async: the maps are parameters only the CUDA driver runtime encodes."""
   for target, tma in ((Target("NV", "CUDA", "sm_90a"), 1), (Target("CUDA", "CUDA", "sm_90a"), 0)):
@@ -195,15 +228,17 @@ _OPTS = [b"--gpu-architecture=sm_90a", b"--fmad=false", b"--std=c++17", b"--ptxa
 
 
 @pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
-@pytest.mark.parametrize("tma,persist", [(2, 0), (3, 0), (3, 1)])
+@pytest.mark.parametrize("tma,persist,pingpong", [(2, 0, 0), (3, 0, 0), (3, 1, 0), (3, 1, 1)])
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192), (8192, 8192, 8192)])
-def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int) -> None:
+def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int, pingpong: int) -> None:
   """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
   with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration. A persistent
-  8192^3 was serialized by the branch around the first k tile's empty-barrier arrive: the arrive is predicated instead."""
+  8192^3 was serialized by the branch around the first k tile's empty-barrier arrive: the arrive is predicated instead.
+  Ping-pong keeps a batch in flight: it was serialized with named barriers for the turns (bar.sync/bar.arrive) and with the
+  warpgroup's tile origin held across the k loop."""
   M, N, K = shape
   r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
-  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist):
+  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist, TC_PINGPONG=pingpong):
     prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
   log, _ = _old_nvrtc(prog.src, _OPTS)
   assert "C7514" not in log, log[-1500:]
@@ -238,6 +273,9 @@ def test_epilogue_waits_for_the_last_batch_with_that_nvrtc(persist: int, tmp_pat
     return log, subprocess.run([NVDISASM, str(f)], capture_output=True, text=True, check=True).stdout
   for inflight in (-1, 1):  # auto (0 here) and one batch left running, the setting that failed on the H200
     log, code = sass(TC_INFLIGHT=inflight)
+    assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
+  if persist:  # ping-pong: a batch in flight through the k loop, the epilogue of one warpgroup beside the other's k loop
+    log, code = sass(TC_PINGPONG=1)
     assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
   if persist:  # the failure this guards against is still there in that ptxas (with a tile order it shows in): the check sees it
     log, code = sass(TC_SWIZZLE=4, TC_INFLIGHT=1, WGMMA_ROLLED=0)
