@@ -151,6 +151,17 @@ def test_pingpong_turns(mode: int, spec: dict, a_box: tuple, b_box: tuple, stage
   assert "?4:0)" in prog.src  # the tile loop's trips in the computing warps: 8 tiles a block, 4 a warpgroup
 
 
+def test_pingpong_turn_in_the_loop() -> None:
+  """TC_TURN=1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (an arrive in the k loop,
+  predicated on that iteration), not after its last batch is done."""
+  prog = _pingpong_program((4096, 4096, 4096), TC_PINGPONG=1, TC_TURN=1)
+  k_loop = prog.src[prog.src.index("#pragma unroll 1"):]
+  k_loop = k_loop[:k_loop.index("wgmma.wait_group.sync.aligned 0;")]
+  assert k_loop.count("@q mbarrier.arrive") == 2  # the stage's empty barrier and, in the last iteration, the turn
+  arrives = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_arrive"]
+  assert len(arrives) == 3
+
+
 def test_pingpong_only_where_it_fits() -> None:
   """Without a persistent grid whose blocks take an even number of tiles (or with TC_TMA < 3) TC_PINGPONG leaves the kernel as it is."""
   for shape, ctx in (((512, 2048, 8192), {}), ((4096, 4096, 4096), {"TC_PERSIST": 0}), ((4096, 4096, 4096), {"TC_TMA": 2})):
@@ -275,8 +286,9 @@ def test_epilogue_waits_for_the_last_batch_with_that_nvrtc(persist: int, tmp_pat
     log, code = sass(TC_INFLIGHT=inflight)
     assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
   if persist:  # ping-pong: a batch in flight through the k loop, the epilogue of one warpgroup beside the other's k loop
-    log, code = sass(TC_PINGPONG=1)
-    assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
+    for turn in (0, 1):
+      log, code = sass(TC_PINGPONG=1, TC_TURN=turn)
+      assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
   if persist:  # the failure this guards against is still there in that ptxas (with a tile order it shows in): the check sees it
     log, code = sass(TC_SWIZZLE=4, TC_INFLIGHT=1, WGMMA_ROLLED=0)
     assert len(_accumulator_reads_in_flight(code)) >= 32, log[-1500:]

@@ -114,6 +114,9 @@ TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
 # tiles of their own, in turns (named barriers order their main loops), so one's epilogue runs under the other's main loop.
 # 1: each warpgroup's tile is the config's warpgroup tile (128x256 -> 64x256), 2: the config's block tile (128x128 -> 128x128)
 TC_PINGPONG = ContextVar("TC_PINGPONG", 0)
+# ping-pong: 1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (in the k loop), 0: after the
+# loop, once its last batch is done
+TC_TURN = ContextVar("TC_TURN", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -123,7 +126,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -968,6 +971,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
+      if pingpong and TC_TURN.value:  # every k tile of this one's has landed: the next warpgroup's full waits can't pass on them
+        stores.append(UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp + 1) % turn + 2 * stages, full), kt.eq(nk - 1)), ("mbar_arrive",)))
     updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
     # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
     # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
@@ -991,7 +996,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     seq = tloop * turn + warp_after
     # the next warpgroup's turn may begin (its tile's k tiles come next in every stage). Turn barriers, not named ones: a bar.sync
     # before the loop and a bar.arrive after it made ptxas 13.0 serialize the wgmmas
-    end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp_after + 1) % turn + 2 * stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+    if not TC_TURN.value:
+      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp_after + 1) % turn + 2 * stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
     if inflight:  # the last k tile's stage, left in flight by the loop
       end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
     by, bx = _tile_origin(seq * grid + cta, nbx, nby)
