@@ -107,10 +107,11 @@ def _compile_with_maps(case: tuple, tma: int):
   assert prog.src.count("tg_tma_load") - prog.src.count("void tg_tma_load") == 2 * {1: 3, 2: 4, 3: 1}[tma]
   # pipe mode waits for each batch right after it (ptxas 13.0 serializes every wgmma of a batch left running into the next
   # iteration with the copy's branch and waits in between: C7514); the warp-specialized one leaves one running, except in a
-  # persistent grid of two computing warpgroups (TC_INFLIGHT auto)
+  # persistent grid of two computing warpgroups on one tile (TC_INFLIGHT auto); ping-pong's lone warpgroup leaves one running
   waits = sorted(u.arg[1] for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait")
   persistent = prog.global_size[1:] in ((1, 1), ()) and prog.global_size[0] == 128
-  assert waits == {1: [], 2: [0], 3: [0, 0] if persistent else [0, 1]}[tma], waits
+  pingpong = any(u.op is Ops.BARRIER and u.arg[0] == "mbar_init" and len(u.arg) > 3 for u in prog.uops)
+  assert waits == {1: [], 2: [0], 3: [0, 0] if persistent and not pingpong else [0, 1]}[tma], waits
   # pipe mode: the only block barrier is the one after the loop
   barriers = sum(1 for u in prog.uops if u.op is Ops.BARRIER and not isinstance(u.arg[0], str))
   assert barriers == {1: 2, 2: 1, 3: 0}[tma]
@@ -160,6 +161,16 @@ def test_pingpong_turn_in_the_loop() -> None:
   assert k_loop.count("@q mbarrier.arrive") == 2  # the stage's empty barrier and, in the last iteration, the turn
   arrives = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_arrive"]
   assert len(arrives) == 3
+
+
+def test_pingpong_auto() -> None:
+  """TC_PINGPONG's default (-1) is 1 where a warpgroup's tile is 64x256 (the 128x256 config, the one measured) and A and B take
+  at most 64 MiB (H200: faster at 4096^3 and 2048x8192x2048, slower at 8192^3 and 4096x14336x4096), else off."""
+  for shape, on in (((4096, 4096, 4096), True), ((2048, 8192, 2048), True), ((8192, 8192, 8192), False), ((4096, 14336, 4096), False)):
+    assert _pingpong_program(shape).src == _pingpong_program(shape, TC_PINGPONG=1 if on else 0).src, shape
+  narrow = {"TC_SPEC": 1, "TC_CONFIG": 0}  # 128x128 tiles: 64x128 a warpgroup
+  assert _pingpong_program((4096, 4096, 4096), **narrow).src == _pingpong_program((4096, 4096, 4096), TC_PINGPONG=0, **narrow).src
+  assert _pingpong_program((4096, 4096, 4096), **narrow).src != _pingpong_program((4096, 4096, 4096), TC_PINGPONG=1, **narrow).src
 
 
 def test_pingpong_only_where_it_fits() -> None:
@@ -277,7 +288,7 @@ def test_epilogue_waits_for_the_last_batch_with_that_nvrtc(persist: int, tmp_pat
   share). Kept rolled, every read of the accumulators comes after it, and nothing spills."""
   r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
   def sass(**ctx: int) -> tuple[str, str]:
-    with Context(WGMMA=1, TC_TMA=3, TC_PERSIST=persist, **ctx):
+    with Context(WGMMA=1, TC_TMA=3, TC_PERSIST=persist, **{"TC_PINGPONG": 0, **ctx}):  # the cooperative kernel unless asked
       prog = _tc_program(_matmul((4096, 4096), (4096, 4096), dtypes.float16), r, "NULL:CUDA:sm_90a")
     log, cubin = _old_nvrtc(prog.src, _OPTS)
     (f := tmp_path / "k.cubin").write_bytes(cubin)

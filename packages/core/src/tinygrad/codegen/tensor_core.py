@@ -47,7 +47,10 @@ copy loop none elsewhere: straight-line code, no branches in the IR), and the co
 TC_PERSIST=1 (the default; TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase
 count running on across tiles, so the next tile's first copies land under this one's epilogue; there two or more computing
 warpgroups wait for each batch instead (TC_INFLIGHT auto: the other's batch keeps the tensor cores busy, copies run a tile
-further ahead).
+further ahead). There TC_PINGPONG (by default for 128x256 tiles of operands that about fit in L2) makes the two computing warpgroups take whole tiles of
+their own (64x256), in turns: the copy loop fills the stages tile after tile, a warpgroup's k loop starts once the other has
+waited for its tile's last k tile (a "turn" mbarrier each, so no full-barrier parity wait can pass on an older phase), keeps a
+batch in flight (it is alone on the tensor cores), and its epilogue runs under the other's k loop.
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
@@ -111,9 +114,13 @@ TC_PERSIST = ContextVar("TC_PERSIST", 1)
 # barrier of one arrival a warp), not every thread
 TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
 # persistent warp-specialized TMA grids (TC_TMA=3, TC_PERSIST) only: "ping-pong": the two computing warpgroups take whole output
-# tiles of their own, in turns (named barriers order their main loops), so one's epilogue runs under the other's main loop.
-# 1: each warpgroup's tile is the config's warpgroup tile (128x256 -> 64x256), 2: the config's block tile (128x128 -> 128x128)
-TC_PINGPONG = ContextVar("TC_PINGPONG", 0)
+# tiles of their own, in turns (a "turn" mbarrier each orders their k loops), so one's epilogue runs under the other's k loop.
+# 1: each warpgroup's tile is the config's warpgroup tile (128x256 -> 64x256), 2: the config's block tile (128x128 -> 128x128);
+# -1 (auto): 1 where the warpgroup's tile is 64x256 (the one measured) and A and B together take at most PINGPONG_MAX_BYTES: the
+# 64-row tiles read B twice as often, which L2 absorbs only while the operands about fit. H200, one process, interleaved, fp16
+# batched TFLOP/s ping-pong / cooperative (2026-12-02 s12, bench/README.md): 4096^3 615-653 / 595-620 (bf16 653-682 / 629-658),
+# 2048x8192x2048 555 / 527; but 8192^3 600 / 631 (bf16 630 / 664), 4096x14336x4096 551 / 590. 2 at 4096^3: 600 against 624
+TC_PINGPONG = ContextVar("TC_PINGPONG", -1)
 # ping-pong: 1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (in the k loop), 0: after the
 # loop, once its last batch is done
 TC_TURN = ContextVar("TC_TURN", 0)
@@ -473,19 +480,22 @@ def _persistent_grid(tiles: int, units: int) -> int:
 
 
 PINGPONG_GROUPS = 2  # computing warpgroups that take turns in a ping-pong kernel
+PINGPONG_MAX_BYTES = 64 << 20  # TC_PINGPONG auto: A and B together at most this (4096^3 fp16: 64 MiB)
 
 
 def _pingpong_config(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, renderer: Renderer) -> TileConfig | None:
   """With TC_PINGPONG, the one-warpgroup tiling each computing warpgroup of a ping-pong kernel runs, or None where the kernel
   can't be one: it needs tile copies in a persistent warp-specialized grid (no batch) whose blocks each take an even number of
   tiles, and the warpgroup's accumulators must fit in what one holds now (128 floats a thread)."""
-  if TC_PINGPONG.value not in (1, 2) or not (tc.smem_operands and renderer.tile_copy and TC_TMA.value >= 3 and TC_PERSIST.value):
-    return None
+  mode = TC_PINGPONG.value
+  if mode not in (-1, 1, 2) or not (tc.smem_operands and renderer.tile_copy and TC_TMA.value >= 3 and TC_PERSIST.value): return None
   if m.batch or ASYNC_COPY.value == 0: return None
-  bm, bn = (cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n) if TC_PINGPONG.value == 1 else (cfg.bm, cfg.bn)
+  bm, bn = (cfg.bm, cfg.bn) if mode == 2 else (cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n)
+  if mode == -1 and (bm, bn, cfg.warps) != (64, 256, PINGPONG_GROUPS): return None
+  (M, N, K), units = m.mnk, renderer.compute_units
+  if mode == -1 and (M + N) * K * m.dtype_in.itemsize > PINGPONG_MAX_BYTES: return None
   tm, tn, _ = tc.dims
   if bm % tm or bn % tn or bm // tm * (bn // tn) * len(tc.c_layout[0]) > 128: return None
-  (M, N, _), units = m.mnk, renderer.compute_units
   tiles = M // bm * (N // bn)
   if tiles % PINGPONG_GROUPS or not _persistent_grid(tiles // PINGPONG_GROUPS, units): return None
   return replace(cfg, bm=bm, bn=bn, warps_m=1, warps_n=1)
