@@ -2,7 +2,8 @@
 inputs, same run: the error against torch and TFLOP/s of both. Prints one JSON object.
 
   PYTHONPATH=packages/core/src:packages/backend-nv/src TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin \
-    DEV=CUDA::sm_90a [WGMMA=0] python3 bench/gpu_wgmma.py [--check-only] [--cases 4096x4096x4096,512x2048x8192]
+    DEV=CUDA::sm_90a [WGMMA=0] python3 bench/gpu_wgmma.py [--check-only] [--cases 4096x4096x4096,512x2048x8192] \
+    [--check-cases 4096x4096x4096:nt,4096x4096x4096:nn:bias]
 
 Layouts: "nn" is A (M,K) @ B (K,N), "nt" is A @ B^T with B stored (N,K) (a linear layer's weight), "tn" A stored (K,M).
 Each case reports the tensor-core opt the heuristic chose (TC(spec, config) and the spec's name). `--sweep` instead times
@@ -118,6 +119,8 @@ def main() -> None:
   ap.add_argument("--cases", default="4096x4096x4096,8192x8192x8192,512x2048x8192,512x8192x2048")
   ap.add_argument("--dtypes", default="float16,bfloat16")
   ap.add_argument("--sweep", action="store_true")
+  # more checks, e.g. big enough for a persistent grid: MxNxK:layout[:bias], comma-separated
+  ap.add_argument("--check-cases", default="")
   args = ap.parse_args()
   result = {"bench": "gpu_wgmma", **header(), "WGMMA": os.environ.get("WGMMA", "0"), "checks": [], "cases": [], "sweep": []}
   if args.sweep:
@@ -134,6 +137,10 @@ def main() -> None:
       for M, N, K, layout in CHECKS: guarded(result["checks"], M, N, K, layout, dtname, False)
       guarded(result["checks"], 256, 256, 128, "nn", dtname, False, bias=True)
       guarded(result["checks"], 128, 256, 64, "nt", dtname, False, batch=3)
+      for spec in (c for c in args.check_cases.split(",") if c):
+        shape, layout, *extra = spec.split(":")
+        M, N, K = (int(x) for x in shape.split("x"))
+        guarded(result["checks"], M, N, K, layout, dtname, False, bias="bias" in extra)
   if not args.check_only:
     for shape in args.cases.split(","):
       M, N, K = (int(x) for x in shape.split("x"))

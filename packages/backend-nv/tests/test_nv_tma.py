@@ -107,10 +107,11 @@ def _compile_with_maps(case: tuple, tma: int):
   assert prog.src.count("tg_tma_load") - prog.src.count("void tg_tma_load") == 2 * {1: 3, 2: 4, 3: 1}[tma]
   # pipe mode waits for each batch right after it (ptxas 13.0 serializes every wgmma of a batch left running into the next
   # iteration with the copy's branch and waits in between: C7514); the warp-specialized one leaves one running, except in a
-  # persistent grid of two computing warpgroups (TC_INFLIGHT auto)
+  # persistent grid of two computing warpgroups on one tile (TC_INFLIGHT auto); ping-pong's lone warpgroup leaves one running
   waits = sorted(u.arg[1] for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait")
   persistent = prog.global_size[1:] in ((1, 1), ()) and prog.global_size[0] == 128
-  assert waits == {1: [], 2: [0], 3: [0, 0] if persistent else [0, 1]}[tma], waits
+  pingpong = any(u.op is Ops.BARRIER and u.arg[0] == "mbar_init" and len(u.arg) > 3 for u in prog.uops)
+  assert waits == {1: [], 2: [0], 3: [0, 0] if persistent and not pingpong else [0, 1]}[tma], waits
   # pipe mode: the only block barrier is the one after the loop
   barriers = sum(1 for u in prog.uops if u.op is Ops.BARRIER and not isinstance(u.arg[0], str))
   assert barriers == {1: 2, 2: 1, 3: 0}[tma]
@@ -122,6 +123,60 @@ def _compile_with_maps(case: tuple, tma: int):
   allowed = 64 if tma == 3 else 0
   assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) <= allowed, log[-2000:]
   return prog
+
+
+def _pingpong_program(shape: tuple[int, int, int], **ctx: int):
+  M, N, K = shape
+  r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
+  with Context(WGMMA=1, **ctx): return _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
+
+
+@pytest.mark.parametrize("mode,spec,a_box,b_box,stages", [(1, {}, (64, 64), (64, 64, 4), 4),
+                                                         (2, {"TC_SPEC": 1, "TC_CONFIG": 0}, (64, 128), (64, 64, 2), 4)])
+def test_pingpong_turns(mode: int, spec: dict, a_box: tuple, b_box: tuple, stages: int) -> None:
+  """TC_PINGPONG: the two computing warpgroups of the persistent TMA=3 kernel each take whole tiles (1: 64x256 of the 128x256
+  config, 2: the 128x128 config's) in turns. The copy loop fills the stages tile after tile as before; a warpgroup's stages are
+  released by its 128 threads alone, and its turn barrier (one a warpgroup, after the stages' full and empty ones) is waited for
+  before its k loop and arrived at by the other one after its own, so no parity wait can pass on an older phase."""
+  prog = _pingpong_program((4096, 4096, 4096), TC_PINGPONG=mode, **spec)
+  assert prog.global_size[0] == 128 and tuple(prog.local_size[:2]) == (32, 9)
+  assert [m[13:13 + m[3]] for m in _maps(prog.src)] == [a_box, b_box]
+  assert f"tg_mbar_init((smem0+0), {stages}, 128, 2, 128);" in prog.src
+  waits = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_wait"]
+  arrives = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_arrive"]
+  assert len(waits) == 2 and len(arrives) == 3  # waits: the turn, a k tile; arrives: in the loop, the turn, the last k tile
+  # a batch stays in flight through the k loop (a lone warpgroup keeps the tensor cores busy): wait 1 in it, 0 after it
+  assert sorted(u.arg[1] for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "wgmma_wait") == [0, 1]
+  rng = [u for u in prog.uops if u.op is Ops.RANGE]
+  assert [u.src[0].arg if u.src[0].op is Ops.CONST else None for u in rng][-1] == 64  # the k loop; the tile loop runs 4 turns
+  assert "?4:0)" in prog.src  # the tile loop's trips in the computing warps: 8 tiles a block, 4 a warpgroup
+
+
+def test_pingpong_turn_in_the_loop() -> None:
+  """TC_TURN=1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (an arrive in the k loop,
+  predicated on that iteration), not after its last batch is done."""
+  prog = _pingpong_program((4096, 4096, 4096), TC_PINGPONG=1, TC_TURN=1)
+  k_loop = prog.src[prog.src.index("#pragma unroll 1"):]
+  k_loop = k_loop[:k_loop.index("wgmma.wait_group.sync.aligned 0;")]
+  assert k_loop.count("@q mbarrier.arrive") == 2  # the stage's empty barrier and, in the last iteration, the turn
+  arrives = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_arrive"]
+  assert len(arrives) == 3
+
+
+def test_pingpong_auto() -> None:
+  """TC_PINGPONG's default (-1) is 1 where a warpgroup's tile is 64x256 (the 128x256 config, the one measured) and A and B take
+  at most 64 MiB (H200: faster at 4096^3 and 2048x8192x2048, slower at 8192^3 and 4096x14336x4096), else off."""
+  for shape, on in (((4096, 4096, 4096), True), ((2048, 8192, 2048), True), ((8192, 8192, 8192), False), ((4096, 14336, 4096), False)):
+    assert _pingpong_program(shape).src == _pingpong_program(shape, TC_PINGPONG=1 if on else 0).src, shape
+  narrow = {"TC_SPEC": 1, "TC_CONFIG": 0}  # 128x128 tiles: 64x128 a warpgroup
+  assert _pingpong_program((4096, 4096, 4096), **narrow).src == _pingpong_program((4096, 4096, 4096), TC_PINGPONG=0, **narrow).src
+  assert _pingpong_program((4096, 4096, 4096), **narrow).src != _pingpong_program((4096, 4096, 4096), TC_PINGPONG=1, **narrow).src
+
+
+def test_pingpong_only_where_it_fits() -> None:
+  """Without a persistent grid whose blocks take an even number of tiles (or with TC_TMA < 3) TC_PINGPONG leaves the kernel as it is."""
+  for shape, ctx in (((512, 2048, 8192), {}), ((4096, 4096, 4096), {"TC_PERSIST": 0}), ((4096, 4096, 4096), {"TC_TMA": 2})):
+    assert _pingpong_program(shape, TC_PINGPONG=1, **ctx).src == _pingpong_program(shape, TC_PINGPONG=0, **ctx).src, (shape, ctx)
 
 
 def test_no_maps_where_the_renderer_cannot_pass_them() -> None:
@@ -195,15 +250,17 @@ _OPTS = [b"--gpu-architecture=sm_90a", b"--fmad=false", b"--std=c++17", b"--ptxa
 
 
 @pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
-@pytest.mark.parametrize("tma,persist", [(2, 0), (3, 0), (3, 1)])
+@pytest.mark.parametrize("tma,persist,pingpong", [(2, 0, 0), (3, 0, 0), (3, 1, 0), (3, 1, 1)])
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192), (8192, 8192, 8192)])
-def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int) -> None:
+def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int, pingpong: int) -> None:
   """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
   with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration. A persistent
-  8192^3 was serialized by the branch around the first k tile's empty-barrier arrive: the arrive is predicated instead."""
+  8192^3 was serialized by the branch around the first k tile's empty-barrier arrive: the arrive is predicated instead.
+  Ping-pong keeps a batch in flight: it was serialized with named barriers for the turns (bar.sync/bar.arrive) and with the
+  warpgroup's tile origin held across the k loop."""
   M, N, K = shape
   r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
-  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist):
+  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist, TC_PINGPONG=pingpong):
     prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
   log, _ = _old_nvrtc(prog.src, _OPTS)
   assert "C7514" not in log, log[-1500:]
@@ -231,7 +288,7 @@ def test_epilogue_waits_for_the_last_batch_with_that_nvrtc(persist: int, tmp_pat
   share). Kept rolled, every read of the accumulators comes after it, and nothing spills."""
   r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
   def sass(**ctx: int) -> tuple[str, str]:
-    with Context(WGMMA=1, TC_TMA=3, TC_PERSIST=persist, **ctx):
+    with Context(WGMMA=1, TC_TMA=3, TC_PERSIST=persist, **{"TC_PINGPONG": 0, **ctx}):  # the cooperative kernel unless asked
       prog = _tc_program(_matmul((4096, 4096), (4096, 4096), dtypes.float16), r, "NULL:CUDA:sm_90a")
     log, cubin = _old_nvrtc(prog.src, _OPTS)
     (f := tmp_path / "k.cubin").write_bytes(cubin)
@@ -239,6 +296,10 @@ def test_epilogue_waits_for_the_last_batch_with_that_nvrtc(persist: int, tmp_pat
   for inflight in (-1, 1):  # auto (0 here) and one batch left running, the setting that failed on the H200
     log, code = sass(TC_INFLIGHT=inflight)
     assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
+  if persist:  # ping-pong: a batch in flight through the k loop, the epilogue of one warpgroup beside the other's k loop
+    for turn in (0, 1):
+      log, code = sass(TC_PINGPONG=1, TC_TURN=turn)
+      assert _accumulator_reads_in_flight(code) == [] and "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
   if persist:  # the failure this guards against is still there in that ptxas (with a tile order it shows in): the check sees it
     log, code = sass(TC_SWIZZLE=4, TC_INFLIGHT=1, WGMMA_ROLLED=0)
     assert len(_accumulator_reads_in_flight(code)) >= 32, log[-1500:]

@@ -74,11 +74,13 @@ _TMA = """\
 struct __align__(64) tg_tmap { unsigned long long v[16]; };  // a CUtensorMap (opaque), passed by value as __grid_constant__
 static __device__ __forceinline__ unsigned tg_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 static __device__ __forceinline__ bool tg_elected() { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
-// n stage barriers of one arrival each (full: the copy's thread), then, with `empty` > 0, n of that many arrivals (empty)
-static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n, int empty) {
+// n stage barriers of one arrival each (full: the copy's thread), then, with `empty` > 0, n of that many arrivals (empty), then
+// `turns` of `turn` arrivals (ping-pong: a computing warpgroup's turn may begin)
+static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n, int empty, int turns = 0, int turn = 0) {
   if (tg_elected()) {
     for (int i = 0; i < n; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tg_smem_addr(bar + i)) : "memory");
     for (int i = 0; i < n && empty > 0; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tg_smem_addr(bar + n + i)), "r"(empty) : "memory");
+    for (int i = 0; i < turns; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tg_smem_addr(bar + 2 * n + i)), "r"(turn) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;\\n  fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();
@@ -191,7 +193,7 @@ class CUDARenderer(CStyleRenderer):
 
   def render_sync(self, u: UOp, r: list[str]) -> str:
     kind = u.arg[0]
-    if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {u.arg[1]}, {u.arg[2]});"
+    if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {', '.join(str(a) for a in u.arg[1:])});"
     if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'

@@ -47,7 +47,10 @@ copy loop none elsewhere: straight-line code, no branches in the IR), and the co
 TC_PERSIST=1 (the default; TC_TMA >= 2) a grid that divides the output tiles walks them in launch order, the stage/phase
 count running on across tiles, so the next tile's first copies land under this one's epilogue; there two or more computing
 warpgroups wait for each batch instead (TC_INFLIGHT auto: the other's batch keeps the tensor cores busy, copies run a tile
-further ahead).
+further ahead). There TC_PINGPONG (by default for 128x256 tiles of operands that about fit in L2) makes the two computing warpgroups take whole tiles of
+their own (64x256), in turns: the copy loop fills the stages tile after tile, a warpgroup's k loop starts once the other has
+waited for its tile's last k tile (a "turn" mbarrier each, so no full-barrier parity wait can pass on an older phase), keeps a
+batch in flight (it is alone on the tensor cores), and its epilogue runs under the other's k loop.
 
 A spec with `fma` (renderer.fma_tensor_core: float32 without tf32) has no instruction: its "WMMA" is each lane's outer
 product of its A and B fragments as MULACCs (fma_outer), so the same tiled program is a classic SIMT SGEMM: each lane an
@@ -68,7 +71,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tinygrad.dtype import DType, dtypes
@@ -110,6 +113,17 @@ TC_PERSIST = ContextVar("TC_PERSIST", 1)
 # TC_TMA >= 2: 1: each warp's first lane alone arrives at a stage's empty barrier once the warp has waited for the batch (a
 # barrier of one arrival a warp), not every thread
 TC_ARRIVE = ContextVar("TC_ARRIVE", 0)
+# persistent warp-specialized TMA grids (TC_TMA=3, TC_PERSIST) only: "ping-pong": the two computing warpgroups take whole output
+# tiles of their own, in turns (a "turn" mbarrier each orders their k loops), so one's epilogue runs under the other's k loop.
+# 1: each warpgroup's tile is the config's warpgroup tile (128x256 -> 64x256), 2: the config's block tile (128x128 -> 128x128);
+# -1 (auto): 1 where the warpgroup's tile is 64x256 (the one measured) and A and B together take at most PINGPONG_MAX_BYTES: the
+# 64-row tiles read B twice as often, which L2 absorbs only while the operands about fit. H200, one process, interleaved, fp16
+# batched TFLOP/s ping-pong / cooperative (2026-12-02 s12, bench/README.md): 4096^3 615-653 / 595-620 (bf16 653-682 / 629-658),
+# 2048x8192x2048 555 / 527; but 8192^3 600 / 631 (bf16 630 / 664), 4096x14336x4096 551 / 590. 2 at 4096^3: 600 against 624
+TC_PINGPONG = ContextVar("TC_PINGPONG", -1)
+# ping-pong: 1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (in the k loop), 0: after the
+# loop, once its last batch is done
+TC_TURN = ContextVar("TC_TURN", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -119,7 +133,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -465,6 +479,28 @@ def _persistent_grid(tiles: int, units: int) -> int:
   return best if best * 10 >= units * 9 else 0
 
 
+PINGPONG_GROUPS = 2  # computing warpgroups that take turns in a ping-pong kernel
+PINGPONG_MAX_BYTES = 64 << 20  # TC_PINGPONG auto: A and B together at most this (4096^3 fp16: 64 MiB)
+
+
+def _pingpong_config(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, renderer: Renderer) -> TileConfig | None:
+  """With TC_PINGPONG, the one-warpgroup tiling each computing warpgroup of a ping-pong kernel runs, or None where the kernel
+  can't be one: it needs tile copies in a persistent warp-specialized grid (no batch) whose blocks each take an even number of
+  tiles, and the warpgroup's accumulators must fit in what one holds now (128 floats a thread)."""
+  mode = TC_PINGPONG.value
+  if mode not in (-1, 1, 2) or not (tc.smem_operands and renderer.tile_copy and TC_TMA.value >= 3 and TC_PERSIST.value): return None
+  if m.batch or ASYNC_COPY.value == 0: return None
+  bm, bn = (cfg.bm, cfg.bn) if mode == 2 else (cfg.bm // cfg.warps_m, cfg.bn // cfg.warps_n)
+  if mode == -1 and (bm, bn, cfg.warps) != (64, 256, PINGPONG_GROUPS): return None
+  (M, N, K), units = m.mnk, renderer.compute_units
+  if mode == -1 and (M + N) * K * m.dtype_in.itemsize > PINGPONG_MAX_BYTES: return None
+  tm, tn, _ = tc.dims
+  if bm % tm or bn % tn or bm // tm * (bn // tn) * len(tc.c_layout[0]) > 128: return None
+  tiles = M // bm * (N // bn)
+  if tiles % PINGPONG_GROUPS or not _persistent_grid(tiles // PINGPONG_GROUPS, units): return None
+  return replace(cfg, bm=bm, bn=bn, warps_m=1, warps_n=1)
+
+
 TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # see _tile_maps
 
 
@@ -621,6 +657,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   M, N, K = m.mnk
   tm, tn, tk = tc.dims
   lanes = tc.threads  # one instruction's lanes (a warp on NVIDIA)
+  # ping-pong: from here on cfg is one warpgroup's tiling; `groups` warpgroups compute (each its own tiles)
+  groups = cfg.warps
+  if (pp_cfg := _pingpong_config(cfg, tc, m, renderer)) is not None: cfg, groups = pp_cfg, PINGPONG_GROUPS
   threads = cfg.warps * lanes
   wtm, wtn = cfg.bm // cfg.warps_m // tm, cfg.bn // cfg.warps_n // tn  # TC tiles per warp along M and N
   din = m.dtype_in
@@ -640,33 +679,39 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
   pipe = tmaps is not None and TC_TMA.value >= 2
   ws = pipe and TC_TMA.value >= 3  # warp-specialized: warpgroup cfg.warps copies, the others compute
+  pingpong = pp_cfg is not None
+  if pingpong and not ws: raise TensorCoreError("TC_PINGPONG: these operands can't be copied as tensor-map boxes")
   nbx, nby, nbatch = N // cfg.bn, M // cfg.bm, prod(r.src[0].arg for r in m.batch)
-  grid = _persistent_grid(nbx * nby, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
+  # ping-pong: a block's tiles come in turns of `groups`, one a warpgroup
+  turn = groups if pingpong else 1
+  grid = _persistent_grid(nbx * nby // turn, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
     wpg = lanes // 32
-    lane32, wid = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", 32)), UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps * wpg + 1))
+    lane32, wid = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", 32)), UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", groups * wpg + 1))
     lane, warp = wid % wpg * 32 + lane32, wid // wpg
-    copier, computes = wid.eq(cfg.warps * wpg) & lane32.eq(0), wid < cfg.warps * wpg
+    copier, computes = wid.eq(groups * wpg) & lane32.eq(0), wid < groups * wpg
   else:
     lane = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx0", lanes))
     warp = UOp(Ops.SPECIAL, dtypes.int32, (), ("lidx1", cfg.warps))
   tid = warp * lanes + lane
-  wm, wn = warp // cfg.warps_n, warp % cfg.warps_n
+  wm, wn = (_c(0), _c(0)) if pingpong else (warp // cfg.warps_n, warp % cfg.warps_n)  # ping-pong: the warpgroup's own tile
   g, t = lane // (1 << split), lane % (1 << split)
   tloop: UOp | None = None
+  seq: UOp | None = None  # with a tile loop: the block's output tile count so far
   # warp-specialized: the compute loops (and the epilogue in them) run no iterations in the copying warpgroup, the copy loop
   # none in the others: the program stays straight-line, every thread takes the loop that is its own
   def trips(n: int) -> UOp: return computes.where(_c(n), _c(0)) if ws else _c(n)
   if grid:  # persistent: block cta takes output tiles cta, cta + grid, ... (the tile loop, outside every other)
     cta = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", grid))
-    tloop = UOp(Ops.RANGE, dtypes.int32, (trips(nbx * nby // grid),), (-1, "loop"))
-    by, bx = _tile_origin(tloop * grid + cta, nbx, nby)
+    tloop = UOp(Ops.RANGE, dtypes.int32, (trips(nbx * nby // grid // turn),), (-1, "loop"))
+    seq = tloop * turn + warp if pingpong else tloop  # the block's tile seq (ping-pong: warpgroup w takes every turn-th from w)
+    by, bx = _tile_origin(seq * grid + cta, nbx, nby)
   else:
     bx = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx0", N // cfg.bn))
     by = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx1", M // cfg.bm))
-    if ws: tloop = UOp(Ops.RANGE, dtypes.int32, (trips(1),), (-1, "loop"))  # one output tile, in the compute warpgroups only
+    if ws: seq = tloop = UOp(Ops.RANGE, dtypes.int32, (trips(1),), (-1, "loop"))  # one output tile, in the compute warpgroups only
   batch_vals: dict[UOp, UOp] = {}
   if m.batch:
     bz = UOp(Ops.SPECIAL, dtypes.int32, (), ("gidx2", nbatch))
@@ -790,7 +835,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       else: out[x * wtn + y] = UOp(Ops.WMMA, acc_dt, (a_frags[x], b_frags[y], out[x * wtn + y]), wmma_arg)
     return out
 
-  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1), "local"), (), 2) if tmaps else None
+  # pipe: full and empty barriers a stage; ping-pong: then one "turn" barrier a computing warpgroup (its turn may begin)
+  mbar = UOp(Ops.DEFINE_LOCAL, dtypes.uint64.ptr(stages * (2 if pipe else 1) + (turn if pingpong else 0), "local"), (), 2) if tmaps else None
 
   def mbar_at(i: UOp, dep: UOp | None) -> UOp:
     assert mbar is not None
@@ -820,6 +866,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
   # is refilled only two tiles after its batch, so copies run stages-2 tiles ahead instead of stages-1
+  # ping-pong: one warpgroup at a time on the tensor cores, so it keeps a batch in flight (auto 1)
   inflight_setting = TC_INFLIGHT.value if TC_INFLIGHT.value >= 0 else 0 if ws and grid and cfg.warps >= 2 else 1
   inflight = 1 if tc.smem_operands and use_async and inflight_setting and stages > 2 else 0
   # pipe: each batch is waited for right after it is issued unless TC_INFLIGHT=2. A batch left running into the next iteration
@@ -832,7 +879,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0))
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
+                                                                  *((turn, lanes) if pingpong else ())))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
     for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
@@ -875,8 +923,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   else:
     if pipe:
       assert bar is not None
-      kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
-      gk = tloop * nk + kt if tloop is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
+      if pingpong:
+        # the warpgroup's turn: the one before it has waited for every k tile of the block's previous tile (so each stage's full
+        # barrier is at most one phase behind this tile's: a parity wait can't pass on an older phase). Its turn barrier completes
+        # once a turn of the other one; the first tile's wait (parity 1 on a fresh barrier) passes at once
+        assert seq is not None
+        turn_bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(warp + 2 * stages, bar), ((seq + turn - 1) // turn + 1) % 2), ("mbar_wait",))
+        kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar, turn_bar), (m.k.arg[0], "reduce"))
+      else: kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, bar), (m.k.arg[0], "reduce"))
+      gk = seq * nk + kt if seq is not None else kt  # the block's k tile count so far: stages and phases run on across output tiles
       # wait for tile kt: its stage's full barrier completes phase gk // stages
       full = UOp(Ops.BARRIER, dtypes.void, (mbar_at(gk % stages, kt), (gk // stages) % 2), ("mbar_wait",))
       loads, stores = [], []
@@ -917,12 +972,17 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       # parity 1 passes at once on a fresh barrier) and copies that tile into it
       done = UOp(Ops.BARRIER, dtypes.void, (order[-1],), ("wgmma_wait", inflight))
       rel, nxt = gk - inflight, gk + stages - 1
-      pred = rel >= 0 if inflight else UOp.const(dtypes.bool, True)
+      # ping-pong: the warpgroup's previous k tile is in this tile (the last one's stage is released after the loop)
+      pred = (kt >= inflight if pingpong else rel >= 0) if inflight else UOp.const(dtypes.bool, True)
       if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
-      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at(rel % stages + stages, done), pred), ("mbar_arrive",))
+      # (gk + stages - inflight) % stages, not rel % stages: never negative, so it folds to kt's where stages divide nk (one value
+      # fewer held across the loop)
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at((gk + stages - inflight) % stages + stages, done), pred), ("mbar_arrive",))
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
+      if pingpong and TC_TURN.value:  # every k tile of this one's has landed: the next warpgroup's full waits can't pass on them
+        stores.append(UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp + 1) % turn + 2 * stages, full), kt.eq(nk - 1)), ("mbar_arrive",)))
     updates = [UOp(Ops.AFTER, acc.dtype, (acc, kt)).store(v) for acc, v in zip(accs, cur)]
     # the linearizer emits ready nodes in the order END's sources reach them: copies first, then k step by k step all
     # fragments and then all WMMAs (independent accumulators back to back, not each one's chain over the k steps)
@@ -938,6 +998,20 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # smem operands: every batch is done before the accumulators are read
   if ws: end = UOp(Ops.BARRIER, dtypes.void, (end,), ("wgmma_wait", 0))  # no block barrier: the copying thread may still run
   elif tc.smem_operands: end = UOp(Ops.BARRIER, dtypes.void, (end,), bar_arg(-1 if tmaps else 0, 0))
+  if pingpong:
+    assert tloop is not None
+    # what depends on the warpgroup after the loop is computed after it (warp_after): held across it, ptxas 13.0 serialized the
+    # wgmmas of a batch left in flight (C7514), as it does for the lane's offsets below
+    warp_after = UOp(Ops.AFTER, warp.dtype, (warp, end))
+    seq = tloop * turn + warp_after
+    # the next warpgroup's turn may begin (its tile's k tiles come next in every stage). Turn barriers, not named ones: a bar.sync
+    # before the loop and a bar.arrive after it made ptxas 13.0 serialize the wgmmas
+    if not TC_TURN.value:
+      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp_after + 1) % turn + 2 * stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+    if inflight:  # the last k tile's stage, left in flight by the loop
+      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+    by, bx = _tile_origin(seq * grid + cta, nbx, nby)
+    m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
 
   # the epilogue: the AST's store, once per accumulator element
   if tc.smem_operands:
@@ -973,4 +1047,4 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     stores.append(UOp(Ops.END, dtypes.void, (cp_loop, copy_one)))
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
-  return sink, global_size, (32, cfg.warps * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)
+  return sink, global_size, (32, groups * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)
