@@ -69,7 +69,8 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases = {"import": time.perf_counter() - T0}
   prestart()  # as the CLI does
   t = time.perf_counter()
-  llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16)
+  # the prompt's kernels built in the compile pool while the weights load (AHEAD=0: not)
+  llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16, ahead=[{"role": "user", "content": PROMPT}])
   phases["load"] = time.perf_counter() - t
   runs = Device[Device.DEFAULT].runs_kernels
   def first_token(ids: list[int]) -> None:
@@ -92,7 +93,15 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases["ttft"] = phases["import"] + phases["load"] + phases["first_token"]
   return {"device": Device.DEFAULT, "prompt_tokens": len(ids), "phases_s": {k: round(v, 3) for k, v in phases.items()},
           "kernels_first_token": kernels_first, "kernels": len(realize._runner_cache), **counts,
-          "program_cache": dict(program_cache_stats()), "layer_reuse": dict(reuse_stats())}
+          "program_cache": dict(program_cache_stats()), "layer_reuse": dict(reuse_stats()), "ahead": ahead_stats()}
+
+
+def ahead_stats() -> dict[str, int]:
+  """Kernels sent to the compile pool before the weights were read (tinygrad/engine/ahead.py, LLM.load's `ahead`)."""
+  try:
+    from tinygrad.engine import ahead
+  except ImportError: return {}  # a tinygrad from before it
+  return dict(ahead.stats)
 
 
 def program_cache_stats() -> dict[str, int]:

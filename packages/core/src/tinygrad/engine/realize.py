@@ -120,8 +120,23 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   renderer = Device.renderer(device)
   key = _runner_key(device, ast, renderer)
   if (runner := _runner_cache.get(key)) is None:
-    runner = _runner_cache[key] = CompiledRunner(_program(ast, renderer), Device[device], renderer)
+    built = _take_ahead(key)
+    spec, lib = built if built is not None else (_program(ast, renderer), None)
+    runner = _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, lib)
   return runner
+
+
+# kernels handed to the compile pool before their first use (engine/ahead.py): runner key -> the pool's (ok, (program, binary))
+_ahead: dict[tuple, Future] = {}
+
+
+def _take_ahead(key: tuple) -> tuple[ProgramSpec, bytes] | None:
+  """The program and binary built ahead for this runner key (waiting for it), or None: none was, or building it failed (then
+  it is lowered here, where its error, if any, is raised)."""
+  if (fut := _ahead.pop(key, None)) is None: return None
+  try: ok, res = fut.result()
+  except Exception: return None  # noqa: BLE001  (a worker that died: lowered here)
+  return res if ok else None
 
 
 _compile_thread: ThreadPoolExecutor | None = None
@@ -139,10 +154,13 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
     device = str(si.bufs[0].device)
     renderer = Device.renderer(device)
     if (key := _runner_key(device, si.ast, renderer)) not in _runner_cache: new.setdefault(key, (si.ast, device, renderer))
+  ahead = {key: done for key in list(new) if (done := _take_ahead(key)) is not None}  # built in the pool beforehand (build_ahead)
+  for key in ahead: del new[key]
   from tinygrad.workers import pool_started
   enough = len(new) >= (PARALLEL_MIN_KERNELS.value if pool_started() else PARALLEL_START_KERNELS)
   built = _build_in_pool(list(new.values())) if enough else [None] * len(new)
   todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | bytes | None]] = {}
+  for key, (spec, lib) in ahead.items(): todo[key] = (spec, str(key[1]), Device.renderer(key[1]), lib)
   for (key, (ast, device, renderer)), done in zip(new.items(), built):
     if done is not None:
       todo[key] = (done[0], device, renderer, done[1])
@@ -333,7 +351,12 @@ def is_zero_fill(si: ScheduleItem) -> bool:
   return bool(stores) and all(n.op is not Ops.LOAD for n in nodes) and all(zero(s.src[1]) for s in stores)
 
 
+# dry runs (engine/ahead.py): while one is open, a schedule is kept here instead of run (nothing lowered, allocated or executed)
+collecting: list[list[ScheduleItem]] = []
+
+
 def run_schedule(items: list[ScheduleItem]) -> None:
+  if collecting: return collecting[-1].extend(items)
   st = time.perf_counter()
   # a zero fill of a buffer not allocated yet is an allocation of zeroed memory where the device has it: no kernel, and no
   # pages touched until they are used (not while TinyJit captures: a replay must fill again)
