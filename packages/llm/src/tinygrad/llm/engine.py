@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinygrad import Tensor, TinyJit, Variable, dtypes, reuse
-from tinygrad.engine.realize import buffer_of, is_zero_fill
+from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, reuse
+from tinygrad.engine.realize import buffer_of
 from tinygrad.helpers import DEBUG, ContextVar
 from tinygrad.llm.gguf import GGUFFile, read_gguf
 from tinygrad.llm.model import CACHE_SLACK, Transformer, UnsupportedModel, check_tokenizer_metadata, fuses_cheaply, scalar, select_rows
@@ -36,6 +36,8 @@ BATCH_S = 0.1
 
 # AHEAD=0: LLM.load(ahead=...) builds nothing ahead (every kernel is built when the first prompt needs it)
 AHEAD = ContextVar("AHEAD", 1)
+# OPEN_EARLY=1: LLM.load opens the device on a thread while it parses the file (Device.open_early)
+OPEN_EARLY = ContextVar("OPEN_EARLY", 0)
 
 
 def _empty_rows(model: Transformer, T: int, device: str) -> Tensor:
@@ -64,8 +66,7 @@ def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict], max
     if DEBUG >= 1: print(f"LLM.load: nothing built ahead ({type(e).__name__}: {e})")
     return 0
   finally: reuse.stats.update(saved)
-  # (a zero fill at load is an allocation of zeroed memory where the device has one: no kernel to build)
-  return build_ahead([si for si in items if not is_zero_fill(si)])
+  return build_ahead(items)  # (zero fills too: a device without zeroed allocations runs them as kernels)
 
 
 class ContextLengthExceeded(ValueError):
@@ -132,6 +133,7 @@ class LLM:
   def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, ahead: int | list[dict] | None = None, **kwargs) -> LLM:
     """The model and tokenizer of a GGUF file. `ahead`: the first prompt expected (its token count, or its chat messages): the
     kernels of its prefill, sample and first decode step are built in the compile pool while the weights are read (first_prompt_ahead)."""
+    if OPEN_EARLY.value: Device.open_early(Device.DEFAULT)  # the device opens (a GPU's context) while the file is parsed
     g: GGUFFile = read_gguf(path)
     check_tokenizer_metadata(g)
     try: tok = Tokenizer.from_gguf(g.metadata)
