@@ -81,3 +81,11 @@ def test_parallel_reads_wait_before_refilling_an_area(tmp_path, monkeypatch, nby
   assert bytes(engine.memory) == data.tobytes()
   chunks = -(-nbytes // 1000)
   assert engine.waits == chunks and engine.areas_made == min(readers + 1, chunks)
+
+
+def test_pipeline_min_applies_to_async_devices_only():
+  from tinygrad.helpers import Context
+  assert realize._chunked_from(_AsyncEngine(8)) == realize.STAGING_BYTES
+  with Context(PIPELINE_MIN=1 << 20):
+    assert realize._chunked_from(_AsyncEngine(8)) == 1 << 20
+    assert realize._chunked_from(object()) == realize.STAGING_BYTES  # no page-locked staging: scratch memory below STAGING_BYTES

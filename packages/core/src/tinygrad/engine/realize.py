@@ -251,12 +251,21 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
   elif isinstance(dest_alloc, HostMemory) and dest.base is None:
     Device[dest.device].synchronize()
     src.copyout(dest_alloc.as_memoryview(dest.opaque)[:dest.nbytes])
-  elif src.nbytes > STAGING_BYTES and isinstance(src_alloc, Views) and isinstance(dest_alloc, Views): _copy_in_chunks(dest, src)
+  elif src.nbytes > _chunked_from(dest_alloc) and isinstance(src_alloc, Views) and isinstance(dest_alloc, Views): _copy_in_chunks(dest, src)
   else:
     with _scratch(src.nbytes) as staging:
       src.copyout(staging)
       dest.copyin(staging)
   if DEBUG >= 2: print(f"*** copy {src.device} -> {dest.device} {src.nbytes} bytes")
+
+
+# PIPELINE_MIN: copies of more bytes than this into a device with page-locked staging (AsyncCopyIn) go through it too, not only
+# those past STAGING_BYTES (-1: STAGING_BYTES): a smaller one otherwise goes through pageable scratch memory and a synchronous copy
+PIPELINE_MIN = ContextVar("PIPELINE_MIN", -1)
+
+
+def _chunked_from(dest_alloc: Allocator) -> int:
+  return PIPELINE_MIN.value if PIPELINE_MIN.value >= 0 and isinstance(dest_alloc, AsyncCopyIn) else STAGING_BYTES
 
 
 # a big copy through host memory (a model's weights from DISK to a GPU) goes through one reused staging area, a view of each side
