@@ -58,7 +58,9 @@ def test_pipelined_copy_in_waits_before_refilling_an_area(tmp_path, monkeypatch,
   src = Buffer(f"DISK:{tmp_path / 'src.bin'}", nbytes, dtypes.uint8)
   from tinygrad import Device
   engine = _AsyncEngine(nbytes)
-  realize._pipelined_copy_in(SimpleNamespace(opaque=0), src.ensure_allocated(), Device[src.device].allocator, engine)
+  from tinygrad.helpers import Context
+  with Context(STAGING_READERS=1):
+    realize._pipelined_copy_in(SimpleNamespace(opaque=0), src.ensure_allocated(), Device[src.device].allocator, engine)
   assert bytes(engine.memory) == data.tobytes()
   assert engine.waits == -(-nbytes // 1000) and engine.areas_made == 2  # every chunk waited for, two areas in turn
 
@@ -85,7 +87,7 @@ def test_parallel_reads_wait_before_refilling_an_area(tmp_path, monkeypatch, nby
 
 def test_pipeline_min_applies_to_async_devices_only():
   from tinygrad.helpers import Context
-  assert realize._chunked_from(_AsyncEngine(8)) == realize.STAGING_BYTES
+  with Context(PIPELINE_MIN=-1): assert realize._chunked_from(_AsyncEngine(8)) == realize.STAGING_BYTES
   with Context(PIPELINE_MIN=1 << 20):
     assert realize._chunked_from(_AsyncEngine(8)) == 1 << 20
     assert realize._chunked_from(object()) == realize.STAGING_BYTES  # no page-locked staging: scratch memory below STAGING_BYTES
