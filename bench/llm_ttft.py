@@ -4,7 +4,9 @@ binaries and lowered programs cached), and warm in memory (a second prompt in th
   DEV=NULL:CUDA:sm_90 uv run python bench/llm_ttft.py --synthetic smollm2   # the host pipeline alone: NULL compiles, never runs
   DEV=CUDA python3 bench/llm_ttft.py --synthetic llama1b                    # the real thing on a GPU
 
-Each case runs in a fresh process (as the CLI: compile worker and pool started before loading) with its own cache file:
+Each case runs in a fresh process (as the CLI: compile worker and pool started before loading) with its own cache file. The
+prompt is given to LLM.load (`ahead`): its kernels are built in the compile pool while the weights load (`ahead` in the output:
+how many; AHEAD=0 turns it off, the path before it). Cases:
   cold          an empty cache: every kernel lowered and compiled
   warm_disk     the same cache again: lowered programs and binaries from disk (engine/program_cache.py, Compiler.compile_cached)
   warm_binaries the same cache with PCACHE=0: binaries from disk, every kernel lowered again (what a warm start was before)
