@@ -4,7 +4,9 @@ binaries and lowered programs cached), and warm in memory (a second prompt in th
   DEV=NULL:CUDA:sm_90 uv run python bench/llm_ttft.py --synthetic smollm2   # the host pipeline alone: NULL compiles, never runs
   DEV=CUDA python3 bench/llm_ttft.py --synthetic llama1b                    # the real thing on a GPU
 
-Each case runs in a fresh process (as the CLI: compile worker and pool started before loading) with its own cache file:
+Each case runs in a fresh process (as the CLI: compile worker and pool started before loading) with its own cache file. The
+prompt is given to LLM.load (`ahead`): its kernels are built in the compile pool while the weights load (`ahead` in the output:
+how many; AHEAD=0 turns it off, the path before it). Cases:
   cold          an empty cache: every kernel lowered and compiled
   warm_disk     the same cache again: lowered programs and binaries from disk (engine/program_cache.py, Compiler.compile_cached)
   warm_binaries the same cache with PCACHE=0: binaries from disk, every kernel lowered again (what a warm start was before)
@@ -69,7 +71,8 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases = {"import": time.perf_counter() - T0}
   prestart()  # as the CLI does
   t = time.perf_counter()
-  llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16)
+  # the prompt's kernels built in the compile pool while the weights load (AHEAD=0: not)
+  llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16, ahead=[{"role": "user", "content": PROMPT}])
   phases["load"] = time.perf_counter() - t
   runs = Device[Device.DEFAULT].runs_kernels
   def first_token(ids: list[int]) -> None:
@@ -92,7 +95,15 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases["ttft"] = phases["import"] + phases["load"] + phases["first_token"]
   return {"device": Device.DEFAULT, "prompt_tokens": len(ids), "phases_s": {k: round(v, 3) for k, v in phases.items()},
           "kernels_first_token": kernels_first, "kernels": len(realize._runner_cache), **counts,
-          "program_cache": dict(program_cache_stats()), "layer_reuse": dict(reuse_stats())}
+          "program_cache": dict(program_cache_stats()), "layer_reuse": dict(reuse_stats()), "ahead": ahead_stats()}
+
+
+def ahead_stats() -> dict[str, int]:
+  """Kernels sent to the compile pool before the weights were read (tinygrad/engine/ahead.py, LLM.load's `ahead`)."""
+  try:
+    from tinygrad.engine import ahead
+  except ImportError: return {}  # a tinygrad from before it
+  return dict(ahead.stats)
 
 
 def program_cache_stats() -> dict[str, int]:

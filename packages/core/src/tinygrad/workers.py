@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tinygrad.helpers import DEBUG, ContextVar
@@ -118,6 +118,19 @@ class WorkerPool:
       if done is not None: done()
       return res
     with ThreadPoolExecutor(self.n) as ex: return list(ex.map(one, arglists))
+
+  def submit(self, fn: Callable[..., Any], arglists: list[tuple]) -> list[Future]:
+    """`fn(*args)` for each args, in parallel, without waiting: a Future per args of (True, result) or (False, exception), each
+    done as soon as its job is (the jobs are pickled on the waiting threads, not here)."""
+    fbytes = pickle.dumps(fn)
+    def one(args: tuple) -> tuple[bool, Any]:
+      try: data = job(fbytes, *args)
+      except Exception as e: return (False, e)  # noqa: BLE001  something didn't pickle
+      return self._run(data)
+    ex = ThreadPoolExecutor(self.n, thread_name_prefix="tinygrad-pool")
+    futures = [ex.submit(one, args) for args in arglists]
+    ex.shutdown(wait=False)
+    return futures
 
   def close(self) -> None:
     while not self.idle.empty(): self.idle.get().close()

@@ -2,8 +2,10 @@
 registered, and opens device instances: `Device["CPU"]`, `Device["CUDA:1"]`, `Device.DEFAULT`."""
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import metadata
@@ -175,6 +177,8 @@ class _Device:
   def __init__(self) -> None:
     self._opened: dict[str, Compiled] = {}
     self._renderers: dict[tuple, Renderer] = {}
+    # opening is serialized: a device opened on a thread (open_early) while this one asks for it is opened once
+    self._open_lock = threading.RLock()
 
   @property
   def registry(self) -> Registry: return registry.load()
@@ -209,6 +213,20 @@ class _Device:
   def __getitem__(self, name: str) -> Compiled:
     key = self.canonicalize(name)
     if (ckey := self._instance_key(key)) in self._opened: return self._opened[ckey]
+    with self._open_lock:
+      if ckey in self._opened: return self._opened[ckey]
+      return self._open(key, ckey)
+
+  def open_early(self, name: str) -> threading.Thread:
+    """Start opening a device on a thread (a GPU's context takes a while to make, the driver's calls don't hold the GIL) while
+    this one does other work; Device[name] later waits for it. A failure is left for Device[name] to raise, from its caller."""
+    self.registry  # noqa: B018  (plugins loaded here: the registry is not loaded by two threads at once)
+    def open_quietly() -> None:
+      with contextlib.suppress(Exception): self[name]
+    (t := threading.Thread(target=open_quietly, name="tinygrad-open", daemon=True)).start()
+    return t
+
+  def _open(self, key: str, ckey: str) -> Compiled:
     if (pathdev := registry.split_path_instance(key)) is not None:  # DISK:path (DeviceSpec.path_instances)
       self._opened[key] = self.registry.device_spec(pathdev[0]).interfaces[""](0, Target(pathdev[0], arch=pathdev[1]))
       return self._opened[key]

@@ -120,8 +120,23 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
   renderer = Device.renderer(device)
   key = _runner_key(device, ast, renderer)
   if (runner := _runner_cache.get(key)) is None:
-    runner = _runner_cache[key] = CompiledRunner(_program(ast, renderer), Device[device], renderer)
+    built = _take_ahead(key)
+    spec, lib = built if built is not None else (_program(ast, renderer), None)
+    runner = _runner_cache[key] = CompiledRunner(spec, Device[device], renderer, lib)
   return runner
+
+
+# kernels handed to the compile pool before their first use (engine/ahead.py): runner key -> the pool's (ok, (program, binary))
+_ahead: dict[tuple, Future] = {}
+
+
+def _take_ahead(key: tuple) -> tuple[ProgramSpec, bytes] | None:
+  """The program and binary built ahead for this runner key (waiting for it), or None: none was, or building it failed (then
+  it is lowered here, where its error, if any, is raised)."""
+  if (fut := _ahead.pop(key, None)) is None: return None
+  try: ok, res = fut.result()
+  except Exception: return None  # noqa: BLE001  (a worker that died: lowered here)
+  return res if ok else None
 
 
 _compile_thread: ThreadPoolExecutor | None = None
@@ -139,10 +154,13 @@ def _compile_ahead(items: list[ScheduleItem]) -> None:
     device = str(si.bufs[0].device)
     renderer = Device.renderer(device)
     if (key := _runner_key(device, si.ast, renderer)) not in _runner_cache: new.setdefault(key, (si.ast, device, renderer))
+  ahead = {key: done for key in list(new) if (done := _take_ahead(key)) is not None}  # built in the pool beforehand (build_ahead)
+  for key in ahead: del new[key]
   from tinygrad.workers import pool_started
   enough = len(new) >= (PARALLEL_MIN_KERNELS.value if pool_started() else PARALLEL_START_KERNELS)
   built = _build_in_pool(list(new.values())) if enough else [None] * len(new)
   todo: dict[tuple, tuple[ProgramSpec, str, Renderer, Future | bytes | None]] = {}
+  for key, (spec, lib) in ahead.items(): todo[key] = (spec, str(key[1]), Device.renderer(key[1]), lib)
   for (key, (ast, device, renderer)), done in zip(new.items(), built):
     if done is not None:
       todo[key] = (done[0], device, renderer, done[1])
@@ -233,12 +251,21 @@ def copy_buffer(dest: Buffer, src: Buffer) -> None:
   elif isinstance(dest_alloc, HostMemory) and dest.base is None:
     Device[dest.device].synchronize()
     src.copyout(dest_alloc.as_memoryview(dest.opaque)[:dest.nbytes])
-  elif src.nbytes > STAGING_BYTES and isinstance(src_alloc, Views) and isinstance(dest_alloc, Views): _copy_in_chunks(dest, src)
+  elif src.nbytes > _chunked_from(dest_alloc) and isinstance(src_alloc, Views) and isinstance(dest_alloc, Views): _copy_in_chunks(dest, src)
   else:
     with _scratch(src.nbytes) as staging:
       src.copyout(staging)
       dest.copyin(staging)
   if DEBUG >= 2: print(f"*** copy {src.device} -> {dest.device} {src.nbytes} bytes")
+
+
+# PIPELINE_MIN: copies of more bytes than this into a device with page-locked staging (AsyncCopyIn) go through it too, not only
+# those past STAGING_BYTES (-1: STAGING_BYTES): a smaller one otherwise goes through pageable scratch memory and a synchronous copy
+PIPELINE_MIN = ContextVar("PIPELINE_MIN", -1)
+
+
+def _chunked_from(dest_alloc: Allocator) -> int:
+  return PIPELINE_MIN.value if PIPELINE_MIN.value >= 0 and isinstance(dest_alloc, AsyncCopyIn) else STAGING_BYTES
 
 
 # a big copy through host memory (a model's weights from DISK to a GPU) goes through one reused staging area, a view of each side
@@ -262,10 +289,18 @@ def _copy_in_chunks(dest: Buffer, src: Buffer) -> None:
       dest_alloc.copyin(dest_alloc.view(dest.opaque, off, n), _staging[:n])
 
 
+# threads that read a big copy's chunks into staging areas at once (STAGING_READERS=1: one chunk read at a time, beside the copy
+# of the last): a read from the page cache is a memcpy on one core, slower than the copy engine it feeds
+STAGING_READERS = ContextVar("STAGING_READERS", 1)
+_readers: ThreadPoolExecutor | None = None
+
+
 def _pipelined_copy_in(dest: Buffer, src: Buffer, src_alloc: Allocator, dest_alloc: Allocator) -> None:
   """Chunks through two of the destination's page-locked staging areas: chunk i is read into one while chunk i-1 is copied
-  from the other (H200, Llama-1B's 2.4 GB of weights from the page cache: the copies were 0.8 s of a 2.4 s load, read then send)."""
+  from the other (H200, Llama-1B's 2.4 GB of weights from the page cache: the copies were 0.8 s of a 2.4 s load, read then send).
+  With STAGING_READERS=R > 1, R + 1 areas: R chunks are read on threads while the last one read is copied."""
   assert isinstance(src_alloc, Views) and isinstance(dest_alloc, Views) and isinstance(dest_alloc, AsyncCopyIn)
+  if STAGING_READERS.value > 1 and src.nbytes > STAGING_BYTES: return _parallel_copy_in(dest, src, src_alloc, dest_alloc, STAGING_READERS.value)
   with _staging_lock:
     areas = dest_alloc.staging_areas(STAGING_BYTES, 2)
     pending: list[Callable[[], None] | None] = [None, None]
@@ -277,6 +312,39 @@ def _pipelined_copy_in(dest: Buffer, src: Buffer, src_alloc: Allocator, dest_all
         src_alloc.copyout(areas[slot][:n], src_alloc.view(src.opaque, off, n))
         pending[slot] = dest_alloc.copyin_async(dest_alloc.view(dest.opaque, off, n), areas[slot][:n])
     finally:  # the areas are reused by the next copy: nothing may still read them
+      for w in pending:
+        if w is not None: w()
+
+
+def _parallel_copy_in(dest: Buffer, src: Buffer, src_alloc: Allocator, dest_alloc: Allocator, readers: int) -> None:
+  """_pipelined_copy_in with `readers` chunks read at once: chunk i + readers is read into the area chunk i - 1 was copied
+  from, once that copy has read it. The copies are issued here, in order; the reads only fill host memory."""
+  global _readers
+  assert isinstance(src_alloc, Views) and isinstance(dest_alloc, Views) and isinstance(dest_alloc, AsyncCopyIn)
+  offs = list(range(0, src.nbytes, STAGING_BYTES))
+  k = min(readers + 1, len(offs))
+  with _staging_lock:
+    areas = dest_alloc.staging_areas(STAGING_BYTES, k)
+    if _readers is None or _readers._max_workers < readers:
+      _readers = ThreadPoolExecutor(readers, thread_name_prefix="tinygrad-read")
+    def read(i: int) -> None:
+      n = min(STAGING_BYTES, src.nbytes - offs[i])
+      src_alloc.copyout(areas[i % k][:n], src_alloc.view(src.opaque, offs[i], n))
+    read(0)  # here: the first read opens the file (once, not by several threads at a time)
+    reads: dict[int, Future] = {i: _readers.submit(read, i) for i in range(1, k - 1)}
+    pending: list[Callable[[], None] | None] = [None] * k
+    try:
+      for i, off in enumerate(offs):
+        if i in reads: reads.pop(i).result()
+        n = min(STAGING_BYTES, src.nbytes - off)
+        pending[i % k] = dest_alloc.copyin_async(dest_alloc.view(dest.opaque, off, n), areas[i % k][:n])
+        if (nxt := i + k - 1) < len(offs):  # into the area of chunk i - 1 (its copy was issued an iteration ago)
+          if (wait := pending[nxt % k]) is not None: wait()
+          pending[nxt % k] = None
+          reads[nxt] = _readers.submit(read, nxt)
+    finally:  # nothing may still write or read the areas: the next copy reuses them
+      for f in reads.values():
+        with contextlib.suppress(Exception): f.result()
       for w in pending:
         if w is not None: w()
 
@@ -333,7 +401,12 @@ def is_zero_fill(si: ScheduleItem) -> bool:
   return bool(stores) and all(n.op is not Ops.LOAD for n in nodes) and all(zero(s.src[1]) for s in stores)
 
 
+# dry runs (engine/ahead.py): while one is open, a schedule is kept here instead of run (nothing lowered, allocated or executed)
+collecting: list[list[ScheduleItem]] = []
+
+
 def run_schedule(items: list[ScheduleItem]) -> None:
+  if collecting: return collecting[-1].extend(items)
   st = time.perf_counter()
   # a zero fill of a buffer not allocated yet is an allocation of zeroed memory where the device has it: no kernel, and no
   # pages touched until they are used (not while TinyJit captures: a replay must fill again)

@@ -44,7 +44,8 @@ def server_options(args: argparse.Namespace):
                        max_queue=args.max_queue, max_tokens=args.max_tokens)
 
 
-def load(args: argparse.Namespace):
+def load(args: argparse.Namespace, ahead: list[dict] | None = None):
+  """The model; `ahead`: the first prompt's messages when known before loading (its kernels build while the weights load)."""
   from tinygrad import dtypes
   from tinygrad.llm.engine import LLM
   from tinygrad.llm.hub import resolve_model
@@ -52,7 +53,7 @@ def load(args: argparse.Namespace):
   # the model caps max_context at its own context length, so the file is parsed once (by LLM.load): its metadata (the
   # vocabulary, ~9 MB of Python objects for SmolLM2) is never held twice
   return LLM.load(str(path), max_context=args.max_context or DEFAULT_MAX_CONTEXT,
-                  cache_dtype=dtypes.float16 if args.kv_cache == "f16" else dtypes.float32)
+                  cache_dtype=dtypes.float16 if args.kv_cache == "f16" else dtypes.float32, ahead=ahead)
 
 
 def warmup(llm) -> None:
@@ -65,10 +66,12 @@ def warmup(llm) -> None:
   llm.cached = []
 
 
+BENCHMARK_MESSAGES = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
+
+
 def benchmark(llm, n: int) -> dict:
   from tinygrad.llm.engine import GenerationStats, SamplingParams
-  prompt = "Write a short story about a robot who learns to paint."
-  ids = llm.chat_ids([{"role": "user", "content": prompt}])
+  ids = llm.chat_ids(BENCHMARK_MESSAGES)
   n = min(n, llm.max_context - 2)
   ids = ids[:max(1, min(len(ids), llm.max_context - n - 1))]  # prompt + n tokens must fit in the context
   # two untimed runs of the same length compile and capture the kernels (for every attention span the timed run reaches)
@@ -147,7 +150,15 @@ def main(argv: list[str] | None = None) -> int:
   if "COMPILE_WORKER" not in os.environ: COMPILE_WORKER.value = 1
   prestart()
   t0 = time.perf_counter()
-  try: llm = load(args)
+  # a piped prompt is read before loading: its kernels then build while the weights load (LLM.load's `ahead`)
+  messages: list[dict] | None = None
+  if args.serve is None and args.benchmark is None and not sys.stdin.isatty():
+    prompt = sys.stdin.read().strip()
+    if not prompt:
+      print("error: no prompt on stdin", file=sys.stderr)
+      return 1
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
+  try: llm = load(args, messages if args.benchmark is None else BENCHMARK_MESSAGES)
   except (FileNotFoundError, GGUFError, UnsupportedModel, UnsupportedQuantization, OSError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
@@ -163,12 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     from tinygrad.llm.server import serve
     serve(llm, args.host, args.serve, server_options(args))
     return 0
-  if not sys.stdin.isatty():
-    prompt = sys.stdin.read().strip()
-    if not prompt:
-      print("error: no prompt on stdin", file=sys.stderr)
-      return 1
-    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
+  if messages is not None:
     try: answer(llm, messages, args)
     except (ContextLengthExceeded, ChatTemplateError) as e:
       print(f"error: {e}", file=sys.stderr)

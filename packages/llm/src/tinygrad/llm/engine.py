@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinygrad import Tensor, TinyJit, Variable, dtypes
+from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, reuse
 from tinygrad.engine.realize import buffer_of
+from tinygrad.helpers import DEBUG, ContextVar
 from tinygrad.llm.gguf import GGUFFile, read_gguf
 from tinygrad.llm.model import CACHE_SLACK, Transformer, UnsupportedModel, check_tokenizer_metadata, fuses_cheaply, scalar, select_rows
 from tinygrad.llm.sampling import greedy, sample
@@ -31,6 +32,41 @@ CPU_PREFILL_CHUNK, CPU_MIN_CHUNK = 64, 16
 # BATCH_S (streamed text stays smooth on a slow device), at most RING steps.
 RING = 256
 BATCH_S = 0.1
+
+
+# AHEAD=0: LLM.load(ahead=...) builds nothing ahead (every kernel is built when the first prompt needs it)
+AHEAD = ContextVar("AHEAD", 1)
+# OPEN_EARLY=1: LLM.load opens the device on a thread while it parses the file (Device.open_early)
+OPEN_EARLY = ContextVar("OPEN_EARLY", 0)
+
+
+def _empty_rows(model: Transformer, T: int, device: str) -> Tensor:
+  return Tensor.empty(1, T, model.row_bytes, dtype=dtypes.uint8, device=device)
+
+
+def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict], max_context: int | None = None, cache_dtype=dtypes.float32,
+                       prefill_chunk: int | None = None) -> int:
+  """Start building the kernels of a first prompt (`ahead` tokens, or these chat messages) in the compile pool, before the
+  weights are read: a dry run (engine/ahead.py) of the prompt on a skeleton of the model (its first layer over empty buffers:
+  the other layers run the same kernels) collects them, the pool's processes lower and compile them while this process
+  reads the file, and the real run takes them from there. Returns how many kernels went to the pool (0 without a pool, for
+  a mixture-of-experts model, which runs eagerly on its router's data, or when the file isn't a model: from_gguf raises that
+  later, as without this)."""
+  from tinygrad.engine.ahead import build_ahead, dry_run
+  from tinygrad.workers import compile_pool
+  if compile_pool() is None: return 0
+  n = ahead if isinstance(ahead, int) else len(tok.encode_chat(ahead, add_generation_prompt=True))
+  saved = dict(reuse.stats)  # the skeleton's layer is recorded for nothing (its dry run ran no kernels): not counted
+  try:
+    with dry_run() as items:
+      skeleton = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype, skeleton=True)
+      if skeleton.is_moe: return 0
+      LLM(skeleton, tok, prefill_chunk=prefill_chunk, jit=False)._dry_first_prompt(n)
+  except Exception as e:  # noqa: BLE001  a file the real load rejects (it raises there, with its message), or a dry run that can't
+    if DEBUG >= 1: print(f"LLM.load: nothing built ahead ({type(e).__name__}: {e})")
+    return 0
+  finally: reuse.stats.update(saved)
+  return build_ahead(items)  # (zero fills too: a device without zeroed allocations runs them as kernels)
 
 
 class ContextLengthExceeded(ValueError):
@@ -94,12 +130,17 @@ class LLM:
     self._ring_holds: tuple[int, int] | None = None  # (position, token) the ring is known to hold there
 
   @staticmethod
-  def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, **kwargs) -> LLM:
+  def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, ahead: int | list[dict] | None = None, **kwargs) -> LLM:
+    """The model and tokenizer of a GGUF file. `ahead`: the first prompt expected (its token count, or its chat messages): the
+    kernels of its prefill, sample and first decode step are built in the compile pool while the weights are read (first_prompt_ahead)."""
+    if OPEN_EARLY.value: Device.open_early(Device.DEFAULT)  # the device opens (a GPU's context) while the file is parsed
     g: GGUFFile = read_gguf(path)
     check_tokenizer_metadata(g)
     try: tok = Tokenizer.from_gguf(g.metadata)
     except ValueError as e: raise UnsupportedModel(f"{path}: {e}") from e  # well-typed but unsupported (a tokenizer model, a byte token)
     tok.source = os.path.basename(path)
+    if ahead is not None and AHEAD.value:
+      first_prompt_ahead(g, tok, ahead, max_context=max_context, cache_dtype=cache_dtype, prefill_chunk=kwargs.get("prefill_chunk"))
     model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
     name = g.get("general.name") or os.path.basename(path)
     return LLM(model, tok, name=name, **kwargs)
@@ -124,6 +165,26 @@ class LLM:
     padded = ids + [ids[-1]] * (size - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
     last = self._v_last.setdefault(size, Variable(f"last{size}", 0, size - 1)).bind(n - 1)
     return self._jit_for(self._prefill_jits, (size, L), L)(self.model.token_rows(padded), self._v_start.bind(start), last)
+
+  def _dry_first_prompt(self, n: int) -> None:
+    """What the first prompt of n tokens runs (its prefill chunks, the greedy sample, the first decode step), realized with
+    rows that hold nothing: under engine/ahead.py's dry run, to collect its kernels. The pieces are this LLM's own (built with
+    jit=False: the same graphs a capture makes), with inputs realized as TinyJit realizes them."""
+    device = self.model.norm.device
+    n = max(1, min(n, self.max_context - 1))
+    pos, logits = 0, None
+    while pos < n:
+      k = min(self.chunk, n - pos)
+      L = self.model.attn_len(pos + k)
+      if k == 1: logits = self._jit_for(self._decode_jits, L, L)(_empty_rows(self.model, 1, device), self._v_start.bind(pos))
+      else:
+        size = self._chunk_size(k)
+        last = self._v_last.setdefault(size, Variable(f"last{size}", 0, size - 1)).bind(k - 1)
+        logits = self._jit_for(self._prefill_jits, (size, L), L)(_empty_rows(self.model, size, device), self._v_start.bind(pos), last)
+      pos += k
+    assert logits is not None
+    self._greedy(logits).realize()
+    self._step_for(self.model.attn_len(n + 1), True)(self._v_start.bind(n), [])
 
   def _step_for(self, attn_len: int, greedy_only: bool) -> Any:
     """The decode step: the token at start_pos from the ring -> the model -> the sampled next token into the ring at start_pos + 1."""

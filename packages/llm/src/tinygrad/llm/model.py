@@ -14,6 +14,7 @@ The KV cache is written with an assign into the slice at start_pos (`Attention._
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -562,6 +563,16 @@ def _read_weight(g: GGUFFile, name: str, device: str) -> Tensor:
   return g.tensor_bytes(name, device, realize=False, dtype=dt)
 
 
+def _empty_stack(g: GGUFFile, names: list[str], device: str) -> Tensor:
+  """What _read_stack would hold (or _read_weight, for one name), without the data: an empty buffer of its dtype and size."""
+  infos = [g.tensors[n] for n in names]
+  dt = NATIVE_DTYPES.get(infos[0].type_name, dtypes.uint8)
+  return Tensor.empty(sum(i.nbytes for i in infos) // dt.itemsize, dtype=dt, device=device)
+
+
+def _empty_weight(g: GGUFFile, name: str, device: str) -> Tensor: return _empty_stack(g, [name], device)
+
+
 def _check_tensors(g: GGUFFile, cfg: ModelConfig) -> None:
   """Every tensor the model uses is there, with the shape the metadata implies, before anything is read: a corrupt file is an
   error naming the tensor and the file, not a crash in the middle of loading or garbage at the first forward pass."""
@@ -644,7 +655,10 @@ class Transformer:
     self._reuse = None if self.is_moe else KernelReuse()
 
   @staticmethod
-  def from_gguf(g: GGUFFile | str, max_context: int | None = None, device: str | None = None, cache_dtype=dtypes.float32) -> Transformer:
+  def from_gguf(g: GGUFFile | str, max_context: int | None = None, device: str | None = None, cache_dtype=dtypes.float32,
+                skeleton: bool = False) -> Transformer:
+    """The model with its weights read from the file. skeleton=True: its first layer only (every layer has the same kernels)
+    over empty buffers of the weights' shapes and dtypes, nothing read: for a dry run (engine/ahead.py) before the real load."""
     from tinygrad import Device
     g = g if isinstance(g, GGUFFile) else read_gguf(g)
     device = device or Device.DEFAULT  # resolved once, not for each of the file's tensors
@@ -654,12 +668,15 @@ class Transformer:
       if info.type_name not in DEQUANTIZERS:
         raise UnsupportedQuantization(f"{g.path}: tensor {name!r} is {info.type_name}, which is not supported (supported: {', '.join(DEQUANTIZERS)})")
     _check_tensors(g, cfg)
+    if skeleton: cfg = dataclasses.replace(cfg, n_layers=min(cfg.n_layers, 1))
     # loaded a layer at a time: one schedule reads all of a layer's tensors (a schedule per tensor cost more than the reading);
     # each stack is read straight into one buffer (its parts are never kept next to it: peak memory)
     stacked: set[str] = set()
     groups: dict[str, list[str]] = {}
     for name in g.tensors: groups.setdefault(name.split(".")[1] if name.startswith("blk.") else "", []).append(name)
+    read_stack, read_weight = (_empty_stack, _empty_weight) if skeleton else (_read_stack, _read_weight)
     for group, names_in in groups.items():
+      if skeleton and group not in ("", "0"): continue
       pending: list[Tensor] = []
       if group:
         for stack, parts in STACKS.items():
@@ -667,15 +684,16 @@ class Transformer:
           if not _stackable(g, names): continue
           infos = [g.tensors[n] for n in names]
           shape = (sum(x.shape[0] for x in infos), infos[0].shape[1])
-          raw = _read_stack(g, names, device)
+          raw = read_stack(g, names, device)
           w = weights[f"blk.{group}.{stack}"] = QuantWeight(raw, infos[0].type_name, shape)
           pending.append(w.raw)
           stacked.update(names)
       for name in names_in:
         if name in stacked: continue
-        info, raw = g.tensors[name], _read_weight(g, name, device)
+        info, raw = g.tensors[name], read_weight(g, name, device)
         if name.endswith(_FLOAT_SUFFIXES):
-          if raw.dtype == dtypes.uint8: weights[name] = dequantize(raw, info.type_name, info.shape).contiguous()
+          if skeleton: weights[name] = Tensor.empty(*info.shape, dtype=dtypes.float32, device=device)
+          elif raw.dtype == dtypes.uint8: weights[name] = dequantize(raw, info.type_name, info.shape).contiguous()
           elif raw.dtype == dtypes.float32: weights[name] = raw.reshape(info.shape)  # the copy itself: no kernel
           else: weights[name] = raw.reshape(info.shape).cast(dtypes.float32).contiguous()
         else: weights[name] = QuantWeight(raw, info.type_name, info.shape)

@@ -1,0 +1,69 @@
+"""LLM.load(ahead=...): the first prompt's kernels built in the compile pool while the weights load (engine/ahead.py). The
+prompt then lowers nothing in this process, and its logits, token and first decode step are the plain path's bit for bit; a
+file the load rejects raises the same error with it."""
+import numpy as np
+import pytest
+from llm_synth import SynthConfig, write_model
+from tinygrad import Device
+from tinygrad.engine import ahead, realize
+from tinygrad.helpers import Context
+from tinygrad.llm.engine import LLM
+from tinygrad.llm.model import UnsupportedModel
+
+PROMPT = [3, 17, 5, 60, 2, 9, 41]
+
+
+def first_prompt(llm: LLM) -> tuple[np.ndarray, int, list[int]]:
+  """The prompt's logits, its greedy token, and the ring after the first decode step (the token that step sampled)."""
+  logits, _ = llm.prefill(PROMPT)
+  tok = int(llm._greedy(logits).item())
+  llm._step_for(llm.model.attn_len(len(PROMPT) + 1), True)(llm._v_start.bind(len(PROMPT)), [])
+  return logits.numpy(), tok, llm._ring.tolist()
+
+
+@pytest.mark.parametrize("qtype", ["F16", "Q8_0"])
+def test_ahead_matches_the_plain_path(tmp_path, monkeypatch, qtype):
+  if Device.DEFAULT in ("NULL", "DISK"): pytest.skip("needs a device that runs kernels")
+  path = str(tmp_path / f"m-{qtype}.gguf")
+  write_model(path, SynthConfig(context=64), qtype)
+  with Context(PARALLEL_COMPILE=2):
+    want = first_prompt(LLM.load(path))
+    realize._runner_cache.clear()  # every kernel new again: built ahead, or lowered here
+    before = ahead.stats["submitted"]
+    llm = LLM.load(path, ahead=len(PROMPT))
+    assert ahead.stats["submitted"] > before
+    lower_here = realize._program
+    def refuse(*args): raise AssertionError("the first prompt lowered a kernel here: it should have been built ahead")
+    monkeypatch.setattr(realize, "_program", refuse)
+    got = first_prompt(llm)
+    monkeypatch.setattr(realize, "_program", lower_here)
+  np.testing.assert_array_equal(got[0], want[0])
+  assert got[1:] == want[1:]
+
+
+def test_ahead_by_messages_and_off(tmp_path):
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(context=64), "F32")
+  with Context(PARALLEL_COMPILE=2):
+    before = ahead.stats["submitted"]
+    LLM.load(path, ahead=[{"role": "user", "content": "hi"}])
+    assert ahead.stats["submitted"] > before
+    mid = ahead.stats["submitted"]
+    with Context(AHEAD=0): LLM.load(path, ahead=40)  # another chunk size (new kernels), but AHEAD=0 builds none
+    assert ahead.stats["submitted"] == mid
+  with Context(PARALLEL_COMPILE=0): LLM.load(path, ahead=40)  # no pool: nothing to build in
+  assert ahead.stats["submitted"] == mid
+
+
+def test_ahead_keeps_load_errors(tmp_path):
+  path = str(tmp_path / "bad.gguf")
+  write_model(path, SynthConfig(context=64), "F32")
+  data = bytearray(open(path, "rb").read())
+  key = b"llama.block_count"
+  at = data.index(key) + len(key) + 4  # the value's type (uint32), then the value
+  data[at:at + 4] = (1 << 15).to_bytes(4, "little")
+  open(path, "wb").write(bytes(data))
+  with Context(PARALLEL_COMPILE=2):
+    with pytest.raises(UnsupportedModel, match="block_count") as plain: LLM.load(path)
+    with pytest.raises(UnsupportedModel, match="block_count") as with_ahead: LLM.load(path, ahead=5)
+  assert str(plain.value) == str(with_ahead.value)
