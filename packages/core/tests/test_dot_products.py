@@ -55,6 +55,7 @@ def test_sums_that_do_not_fit_stay():
   # whole bytes times int16 x: a lane of 4 such products may pass 2^24, not exact in float32
   assert not _wmmas(byte_dots(_ast(dtypes.int16, nibbles=False), (WSSD,)))
   assert not _wmmas(byte_dots(_ast(kb=3, b=16), (BUSD,)))  # 16 products: no multiple of 32
+  assert not _wmmas(byte_dots(_ast(kb=2, b=512), (BUSD,)))  # 512: a long sum stays a loop (MAX_PRODUCTS)
   ast = _ast()
   assert byte_dots(ast, ()) is ast
   with Context(DOT=0): assert byte_dots(ast, (BUSD,)) is ast

@@ -22,6 +22,7 @@ from tinygrad.uop.ops import Ops, UOp
 
 DOT = ContextVar("DOT", 1)
 EXACT_FLOAT_INT = 1 << 24  # ints up to this magnitude convert to float32 exactly
+MAX_PRODUCTS = 256  # a longer sum (an integer matmul's) stays a loop: written out, each product is a node to build and compile
 
 
 def _terms(u: UOp) -> list[UOp]:
@@ -61,7 +62,7 @@ def _lane_bound(a: UOp, b: UOp) -> int: return int(max(abs(x * y) for x in (a.vm
 def _dot(u: UOp, dots: tuple[DotProduct, ...]) -> UOp | None:
   """The sum u as the lanes of chained dot-product instructions, or None when it isn't a sum of products that one of `dots`
   takes (each lane then a whole number below 2^24: exact in float32, for codegen/lanes.py)."""
-  if (parts := _sum_parts(u)) is None: return None
+  if (parts := _sum_parts(u)) is None or parts[0].src[1].src[0].arg * len(parts) > MAX_PRODUCTS: return None
   r = parts[0].src[1]
   for dp in dots:
     if any((f := _factors(p.src[0], dp)) is None for p in parts): continue
