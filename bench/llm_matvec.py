@@ -1,6 +1,7 @@
 """Benchmark: the CPU decode step's matrix-vector products on quantized weights, one kernel each (tinygrad.llm's linear with one
 row): SmolLM2-135M's 1536x576 (gate or up), 576x1536 (down) and 49152x576 (the output head), Q4_1 and Q8_0, in each of
-linear's forms (model.BLOCK_DOT): 0 every weight dequantized, 1 block_dot with x as int16, 2 block_dot with float32 x.
+linear's forms (model.BLOCK_DOT): 0 every weight dequantized, 1 block_dot with x as int16, 2 block_dot with float32 x, 3 block_dot
+with x as int8 (byte dot-product instructions where the CPU has them: vpdpbusd).
 
   uv run python bench/llm_matvec.py [--types Q4_1,Q8_0] [--shapes 1536x576,576x1536,49152x576]
 
@@ -19,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import machine  # noqa: E402
 
-FORMS = (0, 1, 2)
+FORMS = (0, 1, 2, 3)
 
 
 def random_weight(type_name: str, n_out: int, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -51,7 +51,9 @@ def test_wrong_size():
 def test_linear_matches_numpy_on_odd_shapes(type_name, rows):
   """linear() (dequantization fused into the matmul, x stored first on a CPU) against numpy on the gguf package's dequantization:
   7 outputs (no nice divisor) and a reduction of a few blocks."""
-  from tinygrad.llm.model import QuantWeight, linear
+  from tinygrad import Device
+  from tinygrad.llm.model import QuantWeight, block_dot_form, fuses_cheaply, linear
+  from tinygrad.llm.quants import BLOCK_PARTS
   block_size = BLOCK_SIZES[type_name][0]
   n_out, k = 7, 3 * block_size
   blocks = random_blocks(type_name, n_out * 3, seed=rows)
@@ -59,12 +61,21 @@ def test_linear_matches_numpy_on_odd_shapes(type_name, rows):
   x_np = np.random.default_rng(1).standard_normal((1, rows, k)).astype(np.float32)
   norm = np.random.default_rng(2).uniform(0.5, 1.5, k).astype(np.float32)
   got = linear(Tensor(x_np) * Tensor(norm), QuantWeight(Tensor(blocks.reshape(-1)), type_name, (n_out, k))).numpy()
-  np.testing.assert_allclose(got, (x_np * norm) @ w_np.T, rtol=1e-4, atol=1e-4 * float(np.abs(w_np).max()) * k ** 0.5)
+  xn = x_np * norm
+  # one row on a CPU in block_dot's form 3: x as int8, as llama.cpp has it, within half a step of x per element
+  bound = _x_int8_bound(xn, w_np) if rows == 1 and type_name in BLOCK_PARTS and block_dot_form() == 3 and not fuses_cheaply(Device.DEFAULT) else 0
+  np.testing.assert_allclose(got, xn @ w_np.T, rtol=1e-4, atol=1e-4 * float(np.abs(w_np).max()) * k ** 0.5 + bound)
+
+
+def _x_int8_bound(x: np.ndarray, w: np.ndarray) -> float:
+  """The largest error int8 x may add to x @ w.T: half a step (1/127 of the block's largest |x|) per element, times |w|."""
+  step = np.abs(x.reshape(-1, 32)).max(-1).repeat(32) / 127
+  return float((step / 2 * np.abs(w)).sum(-1).max() * 1.01)
 
 
 def test_nibble_shifts_are_not_a_buffer():
   """The shift amounts that unpack nibbles are computed in the kernel: a Q4_1 matrix-vector product reads only x and the
-  weight's bytes (on a CPU: x, as int16 with one scale per block in block_dot's form 1, and x's block sums); a shift table in memory
+  weight's bytes (on a CPU: x, as int16 or int8 with one scale per block in block_dot's forms 1 and 3, and x's block sums); a shift table in memory
   made every unpack a guarded variable shift."""
   from tinygrad import Device, TinyJit
   from tinygrad.llm.model import QuantWeight, block_dot_form, fuses_cheaply, linear
@@ -73,7 +84,7 @@ def test_nibble_shifts_are_not_a_buffer():
   for _ in range(3): f(Tensor.ones(1, 1, 64).contiguous().realize())
   matvec = [ei for ei, _ in f.captured if ei.runner is not None and ei.runner.spec.name.startswith("r_4_")]
   # x: as int16 and its scales, or in float32; its block sums (Q4_1's offsets); on a GPU x itself
-  n_x = 1 if fuses_cheaply(Device.DEFAULT) else 3 if block_dot_form() == 1 else 2
+  n_x = 1 if fuses_cheaply(Device.DEFAULT) else 3 if block_dot_form() in (1, 3) else 2
   assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 2 + n_x  # out, x, raw
 
 
@@ -117,10 +128,11 @@ def test_weight_panel_matches_gguf(type_name, n_out):
 
 
 @pytest.mark.parametrize("type_name", ["Q8_0", "Q4_0", "Q4_1"])
-@pytest.mark.parametrize("form", [0, 1, 2])
+@pytest.mark.parametrize("form", [0, 1, 2, 3])
 def test_block_dot_matches_numpy(type_name, form):
   """A one-row linear() in each form (model.BLOCK_DOT: 0 dequantized weights; 1 block_dot with x as int16; 2 block_dot with
-  float32 x) against numpy on the gguf package's dequantization: 7 outputs, 5 blocks, an all-zero block of x."""
+  float32 x; 3 with x as int8: byte dot-product instructions where the CPU has them) against numpy on the gguf package's
+  dequantization: 7 outputs, 5 blocks, an all-zero block of x."""
   from tinygrad.helpers import Context
   from tinygrad.llm.model import QuantWeight, linear
   n_out, k = 7, 5 * 32
@@ -129,27 +141,49 @@ def test_block_dot_matches_numpy(type_name, form):
   x_np = np.random.default_rng(form).standard_normal((1, 1, k)).astype(np.float32) * np.repeat([1, 1e-3, 0, 30, 1], 32)
   with Context(BLOCK_DOT=form): got = linear(Tensor(x_np), QuantWeight(Tensor(blocks.reshape(-1)), type_name, (n_out, k))).numpy()
   ref = x_np.reshape(1, k) @ w_np.T
-  # int16 x: each element within half a step (1/32767 of its block's largest) of x, so the error is below that times sum |w|
-  bound = (np.abs(x_np.reshape(5, 32)).max(-1).repeat(32) / 32767 / 2 * np.abs(w_np)).sum(-1) if form == 1 else 0
+  # int16 (int8) x: each element within half a step (1/32767, 1/127 of its block's largest) of x, so the error is below that
+  # times sum |w|
+  top = {1: 32767, 3: 127}.get(form)
+  bound = (np.abs(x_np.reshape(5, 32)).max(-1).repeat(32) / top / 2 * np.abs(w_np)).sum(-1) if top else 0
   err = np.abs(got.reshape(-1) - ref.reshape(-1))
   assert np.all(err <= 1e-5 * np.abs(ref).max() + bound * 1.01), (err, bound)
 
 
-def test_x_int16_rounds_each_block():
-  from tinygrad.llm.model import x_int16
+@pytest.mark.parametrize("dtype,top", [("int16", 32767), ("int8", 127)])
+def test_x_ints_round_each_block(dtype, top):
+  from tinygrad import dtypes
+  from tinygrad.llm.model import x_ints
   x = np.random.default_rng(0).standard_normal((1, 3, 32)).astype(np.float32) * np.array([1, 1e4, 0], np.float32).reshape(1, 3, 1)
-  xq, dx = x_int16(Tensor(x))
+  xq, dx = x_ints(Tensor(x), getattr(dtypes, dtype))
   xq_np, dx_np = xq.numpy(), dx.numpy()
-  assert xq_np.dtype == np.int16 and np.abs(xq_np[0, :2]).max(-1).tolist() == [32767, 32767] and not xq_np[0, 2].any()
+  assert xq_np.dtype == np.dtype(dtype) and np.abs(xq_np[0, :2]).max(-1).tolist() == [top, top] and not xq_np[0, 2].any()
   assert np.all(np.abs(xq_np * dx_np[..., None] - x) <= dx_np[..., None] * 0.5001)
 
 
 def test_block_dot_form_by_cpu(monkeypatch):
-  """BLOCK_DOT set wins; unset (-1), int16 x on AMD cores (fast horizontal integer sums), float x elsewhere."""
+  """BLOCK_DOT set wins (3, int8 x, is opt-in: see block_dot_form); unset (-1), int16 x on AMD cores (fast horizontal integer
+  sums), float x elsewhere, with or without byte dot-product instructions."""
   from tinygrad.helpers import Context
   from tinygrad.llm import model
   with Context(BLOCK_DOT=0): assert model.block_dot_form() == 0
   with Context(BLOCK_DOT=1): assert model.block_dot_form() == 1
+  with Context(BLOCK_DOT=3): assert model.block_dot_form() == 3
   for vendor, form in (("AuthenticAMD", 1), ("GenuineIntel", 2), ("", 2)):
     monkeypatch.setattr(model, "_cpu_vendor", lambda vendor=vendor: vendor)
     with Context(BLOCK_DOT=-1): assert model.block_dot_form() == form
+
+
+def test_dot_products_follow_the_renderer():
+  """Byte dot products (what BLOCK_DOT=3 runs on) where the device's renderer lists them: the LLVM renderer for a CPU with
+  AVX-512 VNNI, not one told to leave it off (DEV's -avx512vnni), nor the C renderer; unset, form 3 is never chosen."""
+  from tinygrad import Device
+  from tinygrad.helpers import Context
+  from tinygrad.llm import model
+  if not Device.DEFAULT.startswith("CPU"): pytest.skip("a CPU renderer's choice")
+  with Context(BLOCK_DOT=-1):
+    for dev in ("CPU:LLVM", "CPU:LLVM:x86_64,-avx512vnni,-avxvnni", "CPU:CLANG"):
+      with Context(DEV=dev):
+        try: has = bool(Device.renderer(Device.DEFAULT).dot_products)
+        except Exception as e: pytest.skip(f"{dev}: {e}")
+        assert model.block_dot_form(Device.DEFAULT) != 3
+        if "-avx512vnni" in dev or "CLANG" in dev: assert not has

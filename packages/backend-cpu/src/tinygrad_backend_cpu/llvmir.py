@@ -29,6 +29,7 @@ from tinygrad.device.plugin import (
   CompileError,
   Compiler,
   ContextVar,
+  DotProduct,
   DType,
   Ops,
   PtrDType,
@@ -183,6 +184,20 @@ def accumulator_budget(features: str, triple: str = "", wide: bool = False) -> i
   return 12 * 4  # SSE: 16 xmm registers of 4 floats
 
 
+def dot_products(features: str, wide: bool = False) -> tuple[DotProduct, ...]:
+  """The integer dot-product instructions LLVM's feature string leaves on, widest first (the 512-bit ones only where kernels use
+  zmm registers, `wide`): vpdpbusd (4 products of an unsigned and a signed byte into each int32 lane) and vpdpwssd (2 products
+  of int16s)."""
+  on = features_on(features)
+  kinds = (("vpdpbusd", 4, dtypes.uint8, dtypes.int8), ("vpdpwssd", 2, dtypes.int16, dtypes.int16))
+  if {"avx512f", "avx512vnni"} <= on:
+    widths = ((16, "avx512", "512"),) if wide else ()
+    widths += ((8, "avx512", "256"),) if "avx512vl" in on else ()
+  elif {"avx2", "avxvnni"} <= on: widths = ((8, "avxvnni", "256"),)
+  else: return ()
+  return tuple(DotProduct(lanes, f"llvm.x86.{ext}.{op}.{bits}", group, a, b) for op, group, a, b in kinds for lanes, ext, bits in widths)
+
+
 # ---------------------------------------------------------------- compiler
 
 class LLVMCompiler(Compiler):
@@ -270,6 +285,11 @@ def reg_type(dt: DType) -> str:
   return _REG_TYPE[dt]
 
 
+def vec_type(dt: DType) -> str:
+  """The LLVM type of a vector value (a dot product's operands and lanes: codegen/dot.py)."""
+  return f"<{dt.count} x {reg_type(dt.scalar())}>"
+
+
 def mem_type(dt: DType, reg: bool = False) -> str:
   """The LLVM type of an element in memory; `reg` arrays (DEFINE_REG) are private, so bf16 stays float there."""
   if dt == dtypes.bool: return "i8"
@@ -325,6 +345,7 @@ class LLVMRenderer(Renderer):
     self.accumulators = accumulator_budget(self.features, host_info().triple, self.wide)
     # software prefetches measured on x86 only (an AVX-512 Xeon: a 1x1 conv's channel loop, codegen/prefetch.py)
     self.prefetch_ahead = PREFETCH_AHEAD if host_info().triple.startswith("x86_64") else 0
+    self.dot_products = dot_products(self.features, self.wide)
     self.compiler = LLVMCompiler(self.cpu, self.features)
 
   def __reduce__(self) -> tuple: return LLVMRenderer, (self.target,)
@@ -493,6 +514,25 @@ class _FunctionBuilder:
     self._store_value(u.src[0], u.src[1])
     self.lines.append(f"  br label %S{i}_done")
     self.label(f"S{i}_done")
+
+  # ---- vectors: only a byte dot product's operands and lanes (codegen/dot.py); everything else is scalar
+  def vectorize(self, u: UOp) -> None:
+    vt, et = vec_type(u.dtype), reg_type(u.dtype.scalar())
+    if all(s.op is Ops.CONST for s in u.src):
+      self.vals[u] = f"<{', '.join(f'{et} {self.v(s)}' for s in u.src)}>"
+      return
+    vec = "poison"
+    for k, s in enumerate(u.src): vec = self.emit(f"insertelement {vt} {vec}, {et} {self.v(s)}, i32 {k}")
+    self.vals[u] = vec
+
+  def gep(self, u: UOp) -> None: self.vals[u] = self.emit(f"extractelement {vec_type(u.src[0].dtype)} {self.v(u.src[0])}, i32 {u.arg[0]}")
+
+  def wmma(self, u: UOp) -> None:
+    """A dot-product instruction: its intrinsic (a name LLVMRenderer.dot_products lists) on (C, A, B)."""
+    name = u.arg[0]
+    if not re.fullmatch(r"llvm\.x86\.(avx512|avxvnni)\.vpdp(busd|wssd)\.(256|512)", name): raise NotImplementedError(f"LLVMRenderer renders no WMMA {name}")
+    a, b, c = u.src
+    self.vals[u] = self.call(name, vec_type(u.dtype), (vec_type(c.dtype), self.v(c)), (vec_type(a.dtype), self.v(a)), (vec_type(b.dtype), self.v(b)))
 
   # ---- bfloat16 (float in registers, i16 in memory)
   def bf16_bits_to_float(self, bits: str) -> str:
@@ -687,4 +727,5 @@ _HANDLERS = {
   Ops.DEFINE_REG: _FunctionBuilder.define_reg, Ops.RANGE: _FunctionBuilder.range_, Ops.END: _FunctionBuilder.end,
   Ops.INDEX: _FunctionBuilder.index, Ops.LOAD: _FunctionBuilder.load, Ops.STORE: _FunctionBuilder.store,
   Ops.CAST: _FunctionBuilder.cast, Ops.BITCAST: _FunctionBuilder.bitcast,
+  Ops.VECTORIZE: _FunctionBuilder.vectorize, Ops.GEP: _FunctionBuilder.gep, Ops.WMMA: _FunctionBuilder.wmma,
 }

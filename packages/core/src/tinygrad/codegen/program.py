@@ -5,6 +5,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 
 from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
+from tinygrad.codegen.dot import byte_dots
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
 from tinygrad.codegen.heuristics import GROUP_REDUCE, hand_coded_opts
@@ -115,7 +116,8 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
     ast, used = split_for_threads(ast, n)
     global_size = (used, 1, 1)
-  if not renderer.has_local: ast = keep_lanes(ast)  # a sum of unrolled sums: one horizontal sum per output, not per block
+  # a sum of unrolled sums (or of byte dot products' lanes): one horizontal sum per output, not per block
+  if not renderer.has_local: ast = keep_lanes(byte_dots(ast, renderer.dot_products))
   sink = lower_reduces(ast)
   sink = close_loops(sink)
   sink = cleanup(sink)

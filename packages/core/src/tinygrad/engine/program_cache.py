@@ -65,7 +65,7 @@ def renderer_key(renderer: Renderer) -> str:
   """What of a renderer decides the programs it gets: its class, target and capabilities."""
   caps = (renderer.has_local, renderer.has_shared, renderer.runs_blocks, renderer.reg_vectors, renderer.shared_max, renderer.global_max,
           renderer.local_max, renderer.supports_float4, renderer.vector_dtypes, renderer.supports_images, renderer.threads, renderer.accumulators,
-          renderer.compute_units, renderer.prefetch_ahead,
+          renderer.compute_units, renderer.prefetch_ahead, tuple(d.name for d in renderer.dot_products),
           tuple((tc.name, tc.dims, tc.dtype_in, tc.dtype_out) for tc in renderer.tensor_cores), getattr(renderer.compiler, "cachekey", None))
   return f"{type(renderer).__module__}.{type(renderer).__qualname__}|{sorted(renderer.params().items())!r}|{caps!r}"
 

@@ -113,6 +113,20 @@ class TensorCore:
   fma: bool = False
 
 
+@dataclass(frozen=True)
+class DotProduct:
+  """A CPU vector instruction that adds to each of its `lanes` int32 lanes the sum of `group` products of an element of A
+  (dtype_a) and one of B (dtype_b), lane j taking elements group*j .. group*j+group-1 of each: x86's vpdpbusd (unsigned by
+  signed bytes, 4 a lane) and vpdpwssd (int16 pairs) of AVX-512 VNNI and AVX-VNNI. codegen/dot.py builds it from an int32 sum
+  of such products (a quantized weight's block dot product with integer x); the renderer emits the instruction named `name`
+  for it (a WMMA whose arg starts with that name)."""
+  lanes: int
+  name: str
+  group: int = 4
+  dtype_a: DType = dtypes.uint8
+  dtype_b: DType = dtypes.int8
+
+
 def fma_tensor_core(dtype: DType, tile_configs: tuple[TileConfig, ...], lanes: tuple[int, int] = (4, 8), per_lane: tuple[int, int] = (4, 4),
                     **kw: Any) -> TensorCore:
   """An outer product of scalar multiply-adds as a "tensor core" (fma=True): the lanes form a lanes[0] x lanes[1] grid
@@ -151,6 +165,7 @@ class Renderer:
   accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
   prefetch_ahead: int = 0       # CPU: bytes past a far-striding load's footprint to prefetch (codegen/prefetch.py); 0: none
   tensor_cores: tuple[TensorCore, ...] = ()
+  dot_products: tuple[DotProduct, ...] = ()  # CPU: byte dot-product instructions (codegen/dot.py), widest first
   # smem-operand tensor cores: a tile's A and B may come in as whole boxes copied by one thread through a tensor map (NVIDIA's
   # TMA), each stage completing on a shared-memory barrier (BARRIER args "mbar_init", "tile_copy", "mbar_wait": codegen/tensor_core.py)
   tile_copy: bool = False

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinygrad import Tensor, dtypes
+from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
@@ -28,7 +29,7 @@ from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
 CACHE_SLACK = 512  # >= the longest prefill chunk (engine.py): see Attention._write_cache
-BLOCK_DOT = ContextVar("BLOCK_DOT", -1)  # a CPU matrix-vector product: 0 dequantizes each weight; 1, 2: block_dot's two forms; -1: by CPU
+BLOCK_DOT = ContextVar("BLOCK_DOT", -1)  # a CPU matrix-vector product: 0 dequantizes each weight; 1, 2, 3: block_dot's forms; -1: by CPU
 
 
 @functools.cache
@@ -38,12 +39,18 @@ def _cpu_vendor() -> str:
   except OSError: return ""
 
 
-def block_dot_form() -> int:
-  """BLOCK_DOT, or where unset (-1) the faster form on this CPU. int16 x (1) sums each block's products horizontally, shuffles
-  that AMD's Zen cores issue on several ports and Intel's on one: measured 1.1-1.2x faster than float x (2) per product on an
-  AMD EPYC (bench/llm_matvec.py), 1.8x slower in SmolLM2's decode on an Intel Xeon with AVX-512 (bench/README.md)."""
+def block_dot_form(device: str | None = None) -> int:
+  """BLOCK_DOT, or where unset (-1) the faster exact-enough form on this CPU. int8 x (3, llama.cpp's form: byte dot-product
+  instructions, renderer.dot_products, x86's vpdpbusd; 1.3-1.5x faster per product on an AVX-512 Xeon) is opt-in: its
+  rounding (4-8e-3 of a block's largest, like llama.cpp's) tips SmolLM2's near-tie first answer to "What is the capital of
+  France?" from "Paris" to "L'Etoile" (llama.cpp answers the same). Unset: int16 x (1), which sums each block's
+  products horizontally, shuffles that AMD's Zen cores issue on several ports and Intel's on one: measured 1.1-1.2x faster
+  than float x (2) per product on an AMD EPYC (bench/llm_matvec.py), 1.8x slower in SmolLM2's decode on an Intel Xeon with
+  AVX-512 (bench/README.md)."""
   if BLOCK_DOT.value >= 0: return BLOCK_DOT.value
   return 1 if _cpu_vendor() == "AuthenticAMD" else 2
+
+
 PANEL_MIN_ROWS = 16  # a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
@@ -212,7 +219,7 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
     if not fuses_cheaply(x.device): x = x.contiguous()
     # one row (a decode step) on a CPU: llama.cpp's form. Several rows keep the form below (its kernel reuses each decoded weight
     # for every row; block_dot's nested sums would take the register-blocking heuristics, not tuned for them)
-    if w.type_name in BLOCK_PARTS and math.prod(x.shape[:-1]) == 1 and not fuses_cheaply(x.device) and block_dot_form():
+    if w.type_name in BLOCK_PARTS and math.prod(x.shape[:-1]) == 1 and not fuses_cheaply(x.device) and block_dot_form(x.device):
       return _finish(block_dot(x, w), scale, bias)
     wb = DEQUANTIZERS[w.type_name](w.raw.reshape(-1, BLOCK_SIZES[w.type_name][1])).reshape(n_out, k // block, block)
     out = (x.reshape(*x.shape[:-1], 1, k // block, block) * wb).sum((-1, -2))
@@ -229,32 +236,41 @@ def block_dot(x: Tensor, w: QuantWeight) -> Tensor:
   integers q with x, times d once, plus m times the block's sum of x (summed once per x, not per output). Per weight: a nibble,
   a conversion and a multiply-add, instead of also the scale and offset. One kernel: the block sums nest in the sum over
   blocks (schedule/kernelize.py _nests).
-  BLOCK_DOT=1 (x_int16): x quantized per block to int16 (small kernels, once per x), integer dot products that LLVM turns
+  BLOCK_DOT=1 (x_ints): x quantized per block to int16 (small kernels, once per x), integer dot products that LLVM turns
   into vpmaddwd (16 products per instruction), one float multiply per block; x errs by at most 1/65534 of its block's largest
-  magnitude (llama.cpp quantizes x to int8: 1/254). BLOCK_DOT=2: x in float32, the dot products' vector lanes kept through the
-  sum over blocks (codegen/lanes.py). Measured: bench/README.md (bench/llm_matvec.py, bench/llm_decode.py)."""
+  magnitude. BLOCK_DOT=2: x in float32, the dot products' vector lanes kept through the sum over blocks (codegen/lanes.py).
+  BLOCK_DOT=3: x quantized to int8 as llama.cpp does (errs by at most 1/254 of its block's largest magnitude), the products of
+  nibbles and x bytes summed by the CPU's byte dot-product instruction (codegen/dot.py: vpdpbusd, 32 products an instruction)
+  into int32 lanes kept through the sum over blocks. The instruction multiplies unsigned by signed bytes: Q8_0's signed q is
+  taken as q + 128 with an offset of -128 * d, and the offsets multiply the quantized x's block sums (dx * sum(xq), as
+  llama.cpp's Q8_1 keeps them), so the + 128 cancels exactly. Measured: bench/README.md (bench/llm_matvec.py, bench/llm_decode.py)."""
   n_out, k = w.shape
   block, type_size = BLOCK_SIZES[w.type_name]
   q, d, m = BLOCK_PARTS[w.type_name](w.raw.reshape(-1, type_size))
   q, d = q.reshape(n_out, k // block, block), d.reshape(n_out, k // block)
+  m = m.reshape(n_out, k // block) if m is not None else None
   xb = x.reshape(*x.shape[:-1], 1, k // block, block)
-  if block_dot_form() == 1:
-    xq, dx = x_int16(xb)
-    out = (xq.cast(dtypes.int32) * q.cast(dtypes.int32)).sum(-1).cast(dtypes.float32) * (d * dx)
+  xs = xb.sum(-1)  # the block sums of x, for the offsets
+  if (form := block_dot_form(x.device)) in (1, 3):
+    xq, dx = x_ints(xb, dtypes.int16 if form == 1 else dtypes.int8)
+    qi = q.cast(dtypes.int32)
+    if form == 3:
+      if q.dtype == dtypes.int8: qi, m = qi + 128, d * -128  # Q8_0 (no offset of its own): unsigned bytes
+      xs = xq.cast(dtypes.int32).sum(-1).cast(dtypes.float32) * dx
+    out = (xq.cast(dtypes.int32) * qi).sum(-1).cast(dtypes.float32) * (d * dx)
   else: out = (xb * q.cast(dtypes.float32)).sum(-1) * d
-  if m is not None: out = out + xb.sum(-1).contiguous() * m.reshape(n_out, k // block)
+  if m is not None: out = out + xs.contiguous() * m
   return out.sum(-1)
 
 
-X_INT16_MAX = 32767
-
-
-def x_int16(xb: Tensor) -> tuple[Tensor, Tensor]:
-  """(..., blocks, 32) float32 -> (xq, dx): xq int16 with xq * dx ~ xb, dx one float32 per block (its largest magnitude / 32767),
-  both stored (each matrix-vector product reads them once per output)."""
+def x_ints(xb: Tensor, dtype: DType) -> tuple[Tensor, Tensor]:
+  """(..., blocks, 32) float32 -> (xq, dx): xq of the signed int dtype (int16, int8) with xq * dx ~ xb, dx one float32 per block
+  (its largest magnitude / the dtype's largest value: -128 is never used, so int8 x negates in range), both stored (each
+  matrix-vector product reads them once per output)."""
+  top = dtypes.max(dtype)
   amax = xb.abs().max(-1).maximum(1e-30).contiguous()  # an all-zero block: xq 0, not 0/0
-  xq = (xb * (X_INT16_MAX / amax).unsqueeze(-1)).round().clip(-X_INT16_MAX, X_INT16_MAX).cast(dtypes.int16).contiguous()
-  return xq, amax * (1 / X_INT16_MAX)
+  xq = (xb * (top / amax).unsqueeze(-1)).round().clip(-top, top).cast(dtype).contiguous()
+  return xq, amax * (1 / top)
 
 
 def stored_unless_tensor_cores(x: Tensor, w: QuantWeight) -> Tensor:
