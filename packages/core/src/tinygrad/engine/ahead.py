@@ -24,7 +24,8 @@ stats = {"submitted": 0}
 def dry_run() -> Iterator[list[ScheduleItem]]:
   """Inside, realizing tensors schedules them (they then refer to their buffers, unallocated) but runs nothing: the schedule
   items are appended to the list this yields. A readback of a dry-run tensor is an error of the caller's (it holds nothing)."""
-  realize.collecting.append(items := [])
+  items: list[ScheduleItem] = []
+  realize.collecting.append(items)
   try: yield items
   finally: realize.collecting.pop()
 
