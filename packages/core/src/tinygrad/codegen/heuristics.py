@@ -323,13 +323,14 @@ def _index_stride(ld: UOp, r: UOp) -> int | None:
   """How far the load's address moves when loop r steps by one (others at 0); None when that isn't plain arithmetic."""
   from tinygrad.uop.alu import eval_scalar
   idx = ld.src[0].src[1] if ld.src and ld.src[0].op is Ops.INDEX and len(ld.src[0].src) > 1 else None
-  if idx is None or any(n.op not in _INDEX_OPS for n in idx.toposort()): return None
+  if idx is None or any(n.op not in INDEX_OPS for n in idx.toposort()): return None
   env: dict[UOp, int] = {n: (n.arg[1] if n.op is Ops.DEFINE_VAR else 0) for n in idx.toposort() if n.op in (Ops.RANGE, Ops.DEFINE_VAR)}
   try: return int(eval_scalar(idx, {**env, r: 1})) - int(eval_scalar(idx, env))
   except Exception: return None  # noqa: BLE001  anything unusual: no opinion
 
 
-_INDEX_OPS = {Ops.RANGE, Ops.DEFINE_VAR, Ops.CONST, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.SUB, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.WHERE,
+# the ops of loop index arithmetic (what eval_scalar evaluates from the loops' values): codegen/prefetch.py too
+INDEX_OPS = {Ops.RANGE, Ops.DEFINE_VAR, Ops.CONST, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.SUB, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.WHERE,
               Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.NEG, Ops.CAST}
 
 

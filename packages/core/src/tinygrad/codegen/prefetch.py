@@ -12,12 +12,12 @@ within a line or two of each other (the unrolled pixels), not one each.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
+from tinygrad.codegen.heuristics import INDEX_OPS
 from tinygrad.dtype import PtrDType
 from tinygrad.helpers import ContextVar
-from tinygrad.uop.alu import exec_alu
-from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.alu import eval_scalar
+from tinygrad.uop.ops import Ops, UOp
 
 SW_PREFETCH = ContextVar("SW_PREFETCH", 1)  # 0: no software prefetches
 FAR_STRIDE = 2048  # bytes a reduce step moves at least: below it the L1's stride prefetcher keeps up
@@ -27,31 +27,9 @@ MAX_LINES = 4      # prefetches per (buffer, loop) at most: a wider footprint is
 SWEEP_BYTES = 32 << 10  # bytes a far loop's sweep may fetch ahead (within L1: 48 KB on the Xeon measured)
 
 
-_INDEX_OPS = GroupOp.ALU | {Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR}
-
-
 def _index_nodes(idx: UOp) -> list[UOp]:
-  """idx's expression in dependency order, down to its loops (a RANGE's own sources order it after other work: not index)."""
-  out: list[UOp] = []
-  seen: set[UOp] = set()
-  def visit(u: UOp) -> None:
-    if u in seen: return
-    seen.add(u)
-    if u.op is not Ops.RANGE:
-      for x in u.src: visit(x)
-    out.append(u)
-  visit(idx)
-  return out
-
-
-def _value(nodes: list[UOp], env: dict[UOp, int]) -> int:
-  """The index expression (its toposort `nodes`) at the loop values `env`."""
-  vals: dict[UOp, Any] = {}
-  for n in nodes:
-    if n in env: vals[n] = env[n]
-    elif n.op is Ops.CONST: vals[n] = n.arg
-    else: vals[n] = exec_alu(n.op, n.dtype, tuple(vals[x] for x in n.src))
-  return vals[nodes[-1]]
+  """idx's expression, down to its loops (a RANGE's own sources order it after other work: they are not index math)."""
+  return idx.toposort(gate=lambda u: u.op is not Ops.RANGE)
 
 
 def _strides(idx: UOp, loops: list[UOp]) -> dict[UOp, int]:
@@ -60,13 +38,13 @@ def _strides(idx: UOp, loops: list[UOp]) -> dict[UOp, int]:
   nodes = _index_nodes(idx)
   leaves = [n for n in nodes if n.op in (Ops.RANGE, Ops.DEFINE_VAR)]
   # only loop arithmetic: an index read from memory (a gather) or a symbolic loop size has no stride to find
-  if any(n.op not in _INDEX_OPS or (n.op is Ops.RANGE and n.src[0].op is not Ops.CONST) for n in nodes): return {}
+  if any(n.op not in INDEX_OPS or (n.op is Ops.RANGE and n.src[0].op is not Ops.CONST) for n in nodes): return {}
   def at(f: float) -> dict[UOp, int]:  # every loop a fraction f of its way (leaving room for one more step); variables at their least
     return {n: int((n.src[0].arg - 2) * f) if n.op is Ops.RANGE and n.src[0].arg > 1 else 0 if n.op is Ops.RANGE else n.arg[1] for n in leaves}
   found: dict[UOp, set[int]] = {r: set() for r in loops}
   for env in (at(0.0), at(0.37), at(1.0)):
-    base = _value(nodes, env)
-    for r in loops: found[r].add(_value(nodes, env | {r: env[r] + 1}) - base)
+    base = eval_scalar(idx, env)
+    for r in loops: found[r].add(eval_scalar(idx, env | {r: env[r] + 1}) - base)
   return {r: next(iter(d)) for r, d in found.items() if len(d) == 1}
 
 

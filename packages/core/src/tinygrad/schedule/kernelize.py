@@ -248,7 +248,7 @@ def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   """A big reduction into few outputs runs as two kernels: k partial results per output, reading the input
   coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
   x = r.src[0]
-  if not all(isinstance(s, int) for s in x.shape) or _is_one_hot_select(r): return None
+  if not all(isinstance(s, int) for s in x.shape): return None
   if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]): return _split_reduce_gpu(r, policy)
   op, axes = r.arg
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
