@@ -1,11 +1,16 @@
 """The CPU device graphs: TinyJit replays as one generated native function per thread (native_graph.py), or with prepared
 ctypes calls (graph.py, CPU_NATIVE_GRAPH=0); both updated when inputs or var values change."""
+import ctypes
+import platform
+import time
+
 import numpy as np
 import pytest
 from tinygrad import Context, Device, Tensor, TinyJit, Variable
 from tinygrad_backend_cpu.graph import CPUGraph
 from tinygrad_backend_cpu.native_graph import NativeCPUGraph, render_graph
-from tinygrad_backend_cpu.runtime import NATIVE_GRAPH, cpu_graph
+from tinygrad_backend_cpu.runtime import NATIVE_GRAPH, CPUProgram, _graph_compiler, cpu_graph
+from tinygrad_backend_cpu.threadpool import run_parallel
 
 
 @pytest.mark.parametrize("native", [1, 0])
@@ -71,3 +76,29 @@ def test_native_graph_is_the_default_and_can_be_turned_off():
   def f(x: Tensor) -> Tensor: return (x + 1).sum()
   for _ in range(3): f(Tensor.ones(8).contiguous().realize())
   assert isinstance(f.graph.graph, NativeCPUGraph)
+
+
+def test_barrier_waits_out_a_slow_thread_through_its_yields():
+  """A thread that arrives at a barrier long before the other spins, then yields its core (x86-64 Linux: a raw
+  sched_yield; a pure spin starved the late thread where both shared one core) and still passes only once the other
+  arrives: the kernel after the barrier sees what the slow thread wrote before it."""
+  seen: list[tuple[int, list[int]]] = []
+  wrote: list[int] = []
+  def split(core: int) -> None:
+    if core == 1:
+      time.sleep(0.05)  # core 0 meanwhile reaches the barrier and spins well past SPINS_BEFORE_YIELD
+      wrote.append(1)
+  def after() -> None: seen.append((len(seen), list(wrote)))
+  kernel_t, after_t = ctypes.CFUNCTYPE(None, ctypes.c_int32), ctypes.CFUNCTYPE(None)
+  fns = [kernel_t(split), after_t(after)]
+  src = render_graph([(0, 0, 2), (0, 0, 1)], team=2)
+  prog = CPUProgram("tg_graph", _graph_compiler().compile_cached(src))
+  table = (ctypes.c_uint64 * 2)(*[ctypes.cast(f, ctypes.c_void_p).value for f in fns])
+  counter = (ctypes.c_uint32 * 16)()
+  for _ in range(3):
+    counter[0] = 0
+    wrote.clear()
+    run_parallel(lambda core: prog.fxn(ctypes.c_void_p(ctypes.addressof(table)), ctypes.c_int32(core), ctypes.c_void_p(ctypes.addressof(counter))), 2)
+    assert seen[-1][1] == [1]
+  assert len(seen) == 3
+  assert ("syscall" in src) == (platform.system() == "Linux" and platform.machine() == "x86_64")

@@ -69,6 +69,7 @@ def _binding() -> Any:
     # llvm.initialize() raises in llvmlite 0.50; native target + asm printer is all we need
     binding.initialize_native_target()
     binding.initialize_native_asmprinter()
+    binding.initialize_native_asmparser()  # inline asm: the native graph's barrier yields with a raw syscall (native_graph.py)
     _load_libgcc(binding)
     _llvm = binding
   return _llvm

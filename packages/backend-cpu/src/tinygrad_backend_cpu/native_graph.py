@@ -28,18 +28,36 @@ Shape = tuple[int, int, int]
 def launch_shape(launch: KernelLaunch) -> Shape: return (len(launch.bufs), len(launch.vals), max(launch.global_size[0], 1))
 
 
-def _barrier_ir(x86: bool) -> str:
+# spins at a barrier before the waiting thread starts giving its core away (sched_yield every YIELD_EVERY spins after that).
+# A pure spin is pathological where the OS put both threads on one core (a VM's 2 vCPUs, a busy machine): the spinner then
+# burns its whole time slice while the thread it waits for can't run. Measured on the 2-core VM (bench/README.md, session 13):
+# 512^2 matmuls under TinyJit ran at 70-100 GFLOP/s in whole runs of 10 calls, at random, instead of 280-330.
+SPINS_BEFORE_YIELD = 2048
+YIELD_EVERY = 16
+SYS_SCHED_YIELD_X86_64 = 24  # Linux x86-64 syscall number (arch/x86/entry/syscalls/syscall_64.tbl)
+
+
+def _barrier_ir(x86: bool, linux: bool = True) -> str:
   """Each thread adds one to the counter, then spins until all `target` arrivals (threads x barriers so far) are in. The
-  counter only grows within a replay (reset to 0 before it), so one counter serves every barrier."""
+  counter only grows within a replay (reset to 0 before it), so one counter serves every barrier. On x86-64 Linux a thread
+  that has spun SPINS_BEFORE_YIELD times yields its core every YIELD_EVERY spins (a raw syscall: the kernels link nothing)."""
   pause = "  call void @llvm.x86.sse2.pause()\n" if x86 else ""
   decl = "declare void @llvm.x86.sse2.pause()\n" if x86 else ""
+  yields = x86 and linux
+  head = "  %n = phi i32 [ 0, %entry ], [ %n1, %wait ]" + (", [ %n1, %yield ]" if yields else "") + "\n"
+  tail = "  br label %spin\n"
+  if yields:
+    tail = (f"  %late = icmp uge i32 %n1, {SPINS_BEFORE_YIELD}\n  %lo = and i32 %n1, {YIELD_EVERY - 1}\n"
+            "  %turn = icmp eq i32 %lo, 0\n  %go = and i1 %late, %turn\n  br i1 %go, label %yield, label %spin\n"
+            f"yield:\n  %r = call i64 asm sideeffect \"syscall\", \"={{rax}},0,~{{rcx}},~{{r11}},~{{memory}}\"(i64 {SYS_SCHED_YIELD_X86_64})\n"
+            "  br label %spin\n")
   return (f"{decl}define internal void @tg_barrier(ptr %ctr, i32 %target) {{\n"
           "entry:\n  %old = atomicrmw add ptr %ctr, i32 1 seq_cst, align 4\n  br label %spin\n"
-          "spin:\n  %now = load atomic i32, ptr %ctr acquire, align 4\n  %done = icmp uge i32 %now, %target\n"
-          f"  br i1 %done, label %out, label %wait\nwait:\n{pause}  br label %spin\nout:\n  ret void\n}}\n")
+          f"spin:\n{head}  %now = load atomic i32, ptr %ctr acquire, align 4\n  %done = icmp uge i32 %now, %target\n"
+          f"  br i1 %done, label %out, label %wait\nwait:\n{pause}  %n1 = add i32 %n, 1\n{tail}out:\n  ret void\n}}\n")
 
 
-def render_graph(shapes: list[Shape], team: int, x86: bool = True) -> str:
+def render_graph(shapes: list[Shape], team: int, x86: bool = True, linux: bool = True) -> str:
   """The LLVM IR of tg_graph for launches of these shapes, run by `team` threads. Table layout per launch: the kernel's
   address, its buffers' addresses, then its values (i32 in the low half of a 64-bit slot)."""
   lines = ["define void @tg_graph(ptr %tab, i32 %core, ptr %ctr) {", "entry:", "  %is0 = icmp eq i32 %core, 0", "  br label %L0"]
@@ -70,7 +88,7 @@ def render_graph(shapes: list[Shape], team: int, x86: bool = True) -> str:
       lines.append(f"  call void @tg_barrier(ptr %ctr, i32 {team * barriers})")
     lines.append(f"  br label %L{i + 1}" if nxt is not None else "  ret void")
   lines.append("}")
-  return "\n".join(lines) + "\n" + _barrier_ir(x86)
+  return "\n".join(lines) + "\n" + _barrier_ir(x86, linux)
 
 
 def table_slots(launch: KernelLaunch) -> list[int]:
@@ -107,7 +125,7 @@ class NativeCPUGraph:
 
   def _build(self) -> None:
     shapes = [launch_shape(lc) for lc in self.launches]
-    src = render_graph(shapes, self.team, x86=platform.machine().lower() in ("x86_64", "amd64"))
+    src = render_graph(shapes, self.team, x86=platform.machine().lower() in ("x86_64", "amd64"), linux=platform.system() == "Linux")
     self.program = self._load("tg_graph", self._compile_lib(src))  # kept: it owns the code's memory
     fxn = self.program.fxn  # type: ignore[attr-defined]
     tab, ctr = ctypes.addressof(self.table), ctypes.addressof(self.counter)

@@ -65,6 +65,7 @@ def _mcjit() -> llvm.ExecutionEngine:
     import llvmlite.binding as llvm
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
     tm = llvm.Target.from_default_triple().create_target_machine(opt=2, reloc="pic")
     _engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
   return _engine
