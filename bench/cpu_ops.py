@@ -1,6 +1,6 @@
 """Benchmark: common tensor ops on the CPU against numpy in the same process, to find the ones far off (a column sum ran 15x
 behind numpy, a row gather 140x, before session 12). Each op under TinyJit (warm), numpy's equivalent alternating with it
-round by round; best of 7 each; every result checked against numpy's. One JSON line: ms per call and numpy / ours.
+round by round (each timed call after an untimed one, 0.15 s apart); best of 7 each; every result checked against numpy's. One JSON line: ms per call and numpy / ours.
 
   PYTHONPATH=packages/core/src:packages/backend-cpu/src python bench/cpu_ops.py [NAME ...]
 """
@@ -13,6 +13,7 @@ import numpy as np
 from tinygrad import Tensor, TinyJit
 
 N = int(os.getenv("OPS_N", "2048"))
+SETTLE_S = float(os.getenv("SETTLE_S", "0.15"))
 
 
 def cases() -> dict:
@@ -47,8 +48,12 @@ def main() -> None:
     ok = bool(np.allclose(f().numpy(), ref(), rtol=1e-3, atol=1e-3))
     to, tn = [], []
     for _ in range(7):
-      t = time.perf_counter(); f(); to.append(time.perf_counter() - t)
-      t = time.perf_counter(); ref(); tn.append(time.perf_counter() - t)
+      # each side's timed call follows an untimed one of its own, and a pause lets the other's threads go idle: numpy's
+      # OpenBLAS threads spin about 0.1 s after a call, and ran on the core our next call needed (a @ b.T read 0.5x that way)
+      f(); t = time.perf_counter(); f(); to.append(time.perf_counter() - t)
+      time.sleep(SETTLE_S)
+      ref(); t = time.perf_counter(); ref(); tn.append(time.perf_counter() - t)
+      time.sleep(SETTLE_S)
     out["ops"][name] = {"ours_ms": round(min(to) * 1e3, 3), "numpy_ms": round(min(tn) * 1e3, 3), "ratio": round(min(tn) / min(to), 3), "ok": ok}
   out["loadavg_end"] = os.getloadavg()
   print(json.dumps(out))

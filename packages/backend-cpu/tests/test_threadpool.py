@@ -1,4 +1,7 @@
 """threadpool.run_parallel: every index runs once, on distinct threads, and a worker's exception reaches the caller."""
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -20,7 +23,6 @@ def test_a_worker_error_is_raised_and_the_pool_still_works():
 
 
 def test_a_forked_child_starts_its_own_workers():
-  import os
   run_parallel(lambda i: None, 2)  # the parent's worker exists
   pid = os.fork()
   if pid == 0:  # the child: a parallel launch must not wait for the parent's worker, which doesn't exist here
@@ -31,3 +33,19 @@ def test_a_forked_child_starts_its_own_workers():
     os._exit(0 if out == [1, 1] else 1)
   _, status = os.waitpid(pid, 0)
   assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin to")
+def test_each_thread_of_a_run_has_a_core_of_its_own_and_the_callers_mask_comes_back():
+  before = os.sched_getaffinity(0)
+  masks: dict[int, set[int]] = {}
+  run_parallel(lambda i: masks.__setitem__(i, os.sched_getaffinity(0)), 2)
+  assert all(len(m) == 1 for m in masks.values()) and masks[0] != masks[1]
+  assert os.sched_getaffinity(0) == before
+
+
+def test_pinning_can_be_turned_off():
+  code = ("import os; from tinygrad_backend_cpu.threadpool import run_parallel; m = {}; "
+          "run_parallel(lambda i: m.__setitem__(i, os.sched_getaffinity(0)), 2); print(m[0] == m[1] == os.sched_getaffinity(0))")
+  out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CPU_PIN": "0"}, capture_output=True, text=True, check=True)
+  assert out.stdout.strip() == "True"
