@@ -1,5 +1,6 @@
 """Benchmark: CPU convolutions of ResNet shapes (3x3, 1x1, 3x3 stride 2; batch 8) and a 2048 matmul for calibration, ours
-(TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, the best of 7 rounds that alternate ours and torch's. One JSON line.
+(TinyJit, warm, hand-coded heuristics) against torch in the same process; GFLOP/s, the best of 7 rounds that alternate ours and torch's
+(each timed call after an untimed one). One JSON line.
 `python bench/conv_shapes.py [label] [--more] [--b32]` (the H200 host's CPU figures in the issue 19 note came from this script);
 --more adds ResNet's later layers (14x14 and 7x7 maps), a 1x1 stride-2 downsample, batch 1 and the stem (7x7 stride 2); --b32 the 3x3 and 1x1 convs at
 batch 32 (forward and backward). The backward of the default shapes is timed too, each gradient alone ("dx ...", "dw ..."): ours
@@ -37,8 +38,12 @@ def best_pair(ours_f, theirs_f, n: int = 7) -> tuple[float, float]:
   falls on both sides rather than on whichever happened to run during it."""
   ours_t, theirs_t = [], []
   for _ in range(n):
+    # each timed call right after an untimed one of the same side: after the pause the first call of either side ran at half
+    # speed or less on this VM (torch's 1x1 256x56 conv 53-147 GFLOP/s that way, 250 back to back; ours 130 vs 260)
+    ours_f()
     ours_t.append(_timed(ours_f))
     time.sleep(SETTLE_S)
+    theirs_f()
     theirs_t.append(_timed(theirs_f))
     time.sleep(SETTLE_S)
   return min(ours_t), min(theirs_t)
