@@ -58,31 +58,9 @@ def test_pipelined_copy_in_waits_before_refilling_an_area(tmp_path, monkeypatch,
   src = Buffer(f"DISK:{tmp_path / 'src.bin'}", nbytes, dtypes.uint8)
   from tinygrad import Device
   engine = _AsyncEngine(nbytes)
-  from tinygrad.helpers import Context
-  with Context(STAGING_READERS=1):
-    realize._pipelined_copy_in(SimpleNamespace(opaque=0), src.ensure_allocated(), Device[src.device].allocator, engine)
+  realize._pipelined_copy_in(SimpleNamespace(opaque=0), src.ensure_allocated(), Device[src.device].allocator, engine)
   assert bytes(engine.memory) == data.tobytes()
   assert engine.waits == -(-nbytes // 1000) and engine.areas_made == 2  # every chunk waited for, two areas in turn
-
-
-@pytest.mark.parametrize("readers", [2, 4])
-@pytest.mark.parametrize("nbytes", [1500, 2500, 4321, 9000])
-def test_parallel_reads_wait_before_refilling_an_area(tmp_path, monkeypatch, nbytes, readers):
-  """STAGING_READERS: chunks read on threads into readers + 1 areas; every byte arrives, no area refilled before its copy read it."""
-  from types import SimpleNamespace
-
-  from tinygrad import Device
-  from tinygrad.helpers import Context
-  monkeypatch.setattr(realize, "STAGING_BYTES", 1000)
-  data = np.random.default_rng(nbytes + readers).integers(0, 256, nbytes, dtype=np.uint8)
-  (tmp_path / "src.bin").write_bytes(data.tobytes())
-  src = Buffer(f"DISK:{tmp_path / 'src.bin'}", nbytes, dtypes.uint8)
-  engine = _AsyncEngine(nbytes)
-  with Context(STAGING_READERS=readers):
-    realize._pipelined_copy_in(SimpleNamespace(opaque=0), src.ensure_allocated(), Device[src.device].allocator, engine)
-  assert bytes(engine.memory) == data.tobytes()
-  chunks = -(-nbytes // 1000)
-  assert engine.waits == chunks and engine.areas_made == min(readers + 1, chunks)
 
 
 def test_pipeline_min_applies_to_async_devices_only():

@@ -289,18 +289,11 @@ def _copy_in_chunks(dest: Buffer, src: Buffer) -> None:
       dest_alloc.copyin(dest_alloc.view(dest.opaque, off, n), _staging[:n])
 
 
-# threads that read a big copy's chunks into staging areas at once (STAGING_READERS=1: one chunk read at a time, beside the copy
-# of the last): a read from the page cache is a memcpy on one core, slower than the copy engine it feeds
-STAGING_READERS = ContextVar("STAGING_READERS", 1)
-_readers: ThreadPoolExecutor | None = None
-
-
 def _pipelined_copy_in(dest: Buffer, src: Buffer, src_alloc: Allocator, dest_alloc: Allocator) -> None:
   """Chunks through two of the destination's page-locked staging areas: chunk i is read into one while chunk i-1 is copied
   from the other (H200, Llama-1B's 2.4 GB of weights from the page cache: the copies were 0.8 s of a 2.4 s load, read then send).
-  With STAGING_READERS=R > 1, R + 1 areas: R chunks are read on threads while the last one read is copied."""
+  Reading several chunks at once on threads was tried (session 12-13: STAGING_READERS) and loaded no faster on the H200."""
   assert isinstance(src_alloc, Views) and isinstance(dest_alloc, Views) and isinstance(dest_alloc, AsyncCopyIn)
-  if STAGING_READERS.value > 1 and src.nbytes > STAGING_BYTES: return _parallel_copy_in(dest, src, src_alloc, dest_alloc, STAGING_READERS.value)
   with _staging_lock:
     areas = dest_alloc.staging_areas(STAGING_BYTES, 2)
     pending: list[Callable[[], None] | None] = [None, None]
@@ -312,39 +305,6 @@ def _pipelined_copy_in(dest: Buffer, src: Buffer, src_alloc: Allocator, dest_all
         src_alloc.copyout(areas[slot][:n], src_alloc.view(src.opaque, off, n))
         pending[slot] = dest_alloc.copyin_async(dest_alloc.view(dest.opaque, off, n), areas[slot][:n])
     finally:  # the areas are reused by the next copy: nothing may still read them
-      for w in pending:
-        if w is not None: w()
-
-
-def _parallel_copy_in(dest: Buffer, src: Buffer, src_alloc: Allocator, dest_alloc: Allocator, readers: int) -> None:
-  """_pipelined_copy_in with `readers` chunks read at once: chunk i + readers is read into the area chunk i - 1 was copied
-  from, once that copy has read it. The copies are issued here, in order; the reads only fill host memory."""
-  global _readers
-  assert isinstance(src_alloc, Views) and isinstance(dest_alloc, Views) and isinstance(dest_alloc, AsyncCopyIn)
-  offs = list(range(0, src.nbytes, STAGING_BYTES))
-  k = min(readers + 1, len(offs))
-  with _staging_lock:
-    areas = dest_alloc.staging_areas(STAGING_BYTES, k)
-    if _readers is None or _readers._max_workers < readers:
-      _readers = ThreadPoolExecutor(readers, thread_name_prefix="tinygrad-read")
-    def read(i: int) -> None:
-      n = min(STAGING_BYTES, src.nbytes - offs[i])
-      src_alloc.copyout(areas[i % k][:n], src_alloc.view(src.opaque, offs[i], n))
-    read(0)  # here: the first read opens the file (once, not by several threads at a time)
-    reads: dict[int, Future] = {i: _readers.submit(read, i) for i in range(1, k - 1)}
-    pending: list[Callable[[], None] | None] = [None] * k
-    try:
-      for i, off in enumerate(offs):
-        if i in reads: reads.pop(i).result()
-        n = min(STAGING_BYTES, src.nbytes - off)
-        pending[i % k] = dest_alloc.copyin_async(dest_alloc.view(dest.opaque, off, n), areas[i % k][:n])
-        if (nxt := i + k - 1) < len(offs):  # into the area of chunk i - 1 (its copy was issued an iteration ago)
-          if (wait := pending[nxt % k]) is not None: wait()
-          pending[nxt % k] = None
-          reads[nxt] = _readers.submit(read, nxt)
-    finally:  # nothing may still write or read the areas: the next copy reuses them
-      for f in reads.values():
-        with contextlib.suppress(Exception): f.result()
       for w in pending:
         if w is not None: w()
 
