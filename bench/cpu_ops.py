@@ -21,7 +21,8 @@ def cases() -> dict:
   A, B = rng.random((N, N), dtype=np.float32), rng.random((N, N), dtype=np.float32)
   V, I = rng.random((1, N), dtype=np.float32), rng.integers(0, N, 2 * N).astype(np.int32)
   X4 = rng.random((32, 64, 32, 32), dtype=np.float32)
-  a, b, v, i, x4 = (Tensor(z).realize() for z in (A, B, V, I, X4))
+  S = rng.random(1 << 16, dtype=np.float32)
+  a, b, v, i, x4, s = (Tensor(z).realize() for z in (A, B, V, I, X4, S))
   def softmax0(z: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max(0))
     return e / e.sum(0)
@@ -35,6 +36,8 @@ def cases() -> dict:
     "exp": (lambda: a.exp(), lambda: np.exp(A)), "where": (lambda: (a > 0.5).where(a, b), lambda: np.where(A > 0.5, A, B)),
     "mean over N,H,W": (lambda: x4.mean((0, 2, 3)), lambda: X4.mean((0, 2, 3))),
     "max_pool2d 2": (lambda: x4.max_pool2d(2), lambda: X4.reshape(32, 64, 16, 2, 16, 2).max((3, 5))),
+    "sort 65536": (lambda: s.sort()[0], lambda: np.sort(S, kind="stable")),
+    "topk 64 of 2048 (64 rows)": (lambda: a[:64].topk(64)[0], lambda: -np.sort(-A[:64], axis=1, kind="stable")[:, :64]),
   }
 
 

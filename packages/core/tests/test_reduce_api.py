@@ -4,7 +4,7 @@ Runs on every DEV; tensors stay tiny for the PYTHON interpreter."""
 import numpy as np
 import pytest
 import tinygrad.frontend.reduce as reduce_mod
-from tinygrad import Tensor, dtypes
+from tinygrad import Context, Tensor, TinyJit, dtypes
 
 
 def same(t: Tensor, expected, dtype=None, rtol=1e-6, atol=1e-6):
@@ -161,12 +161,18 @@ def test_cumulative_special():
   same(Tensor(2.5).cumsum(), 2.5); same(Tensor.empty(0).cumsum(), np.zeros(0))
 
 
+@pytest.fixture(params=["rank", "network"])
+def sort_path(request):
+  """Each sort test twice: the rank sort (short rows) and the bitonic network (frontend/sort_network.py, long rows), forced."""
+  with Context(SORT_NETWORK_MIN=2 if request.param == "network" else 1 << 30): yield request.param
+
+
 SORTX = np.array([[3.0, 1.0, 2.0, 1.0, -4.0, 2.0], [0.5, -1.0, 7.0, 7.0, 7.0, -2.0], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]], np.float32)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort(dim, descending):
+def test_sort(dim, descending, sort_path):
   t = Tensor(SORTX)
   values, indices = t.sort(dim, descending=descending)
   assert indices.dtype == dtypes.int32 and values.dtype == dtypes.float32
@@ -176,7 +182,7 @@ def test_sort(dim, descending):
   same(t.argsort(dim, descending=descending), order)
 
 
-def test_sort_nan_ints_bools_and_3d():
+def test_sort_nan_ints_bools_and_3d(sort_path):
   v, i = Tensor([2.0, np.nan, -1.0, np.inf, np.nan, -np.inf]).sort()
   same(v, [-np.inf, -1.0, 2.0, np.inf, np.nan, np.nan]); same(i, [5, 2, 0, 3, 1, 4])
   v, i = Tensor([2.0, np.nan, -1.0]).sort(descending=True)
@@ -193,13 +199,13 @@ def test_sort_nan_ints_bools_and_3d():
 
 @pytest.mark.parametrize("k", [0, 1, 3, 6])
 @pytest.mark.parametrize("largest", [True, False])
-def test_topk(k, largest):
+def test_topk(k, largest, sort_path):
   v, i = Tensor(SORTX).topk(k, largest=largest)
   order = np.argsort(-SORTX if largest else SORTX, axis=-1, kind="stable")[:, :k]
   same(i, order, dtypes.int32); same(v, np.take_along_axis(SORTX, order, axis=-1), dtypes.float32)
 
 
-def test_topk_dim_and_errors():
+def test_topk_dim_and_errors(sort_path):
   v, i = Tensor(SORTX).topk(2, dim=0)
   order = np.argsort(-SORTX, axis=0, kind="stable")[:2]
   same(i, order); same(v, np.take_along_axis(SORTX, order, axis=0))
@@ -258,7 +264,7 @@ def test_cumulative_gradients(block, monkeypatch):
   np.testing.assert_allclose(grad_of(lambda t: t.logcumsumexp(1), x, W), expected, rtol=1e-5)
 
 
-def test_sort_topk_gradients_reach_the_selected_element():
+def test_sort_topk_gradients_reach_the_selected_element(sort_path):
   x = SORTX[:2, :]  # has ties: each output still takes its gradient from exactly one element
   w = W[:2, :5]
   v_fn = lambda t: t.sort(1, descending=True)[0][:, :5]  # noqa: E731
@@ -270,3 +276,31 @@ def test_sort_topk_gradients_reach_the_selected_element():
   np.testing.assert_allclose(grad_of(lambda t: t.topk(5, dim=1)[0], x, w), expected)
   t = Tensor(x, requires_grad=True)
   assert t.argsort().dtype == dtypes.int32 and t.argmax().dtype == dtypes.int32  # indices: no gradient flows through them
+
+
+def test_sort_network_long_rows_match_numpy_and_keep_their_indices():
+  """Rows past SORT_NETWORK_MIN (forced low here) with NaN, infinities and ties: numpy's stable order (NaN last, or first
+  descending); the indices a sort returned stay as they were when another sort of the same shape runs after it."""
+  rng = np.random.default_rng(1)
+  x = np.round(rng.standard_normal((2, 1000)) * 4).astype(np.float32)
+  x[0, :4], x[1, 7:9] = [np.nan, np.inf, -np.inf, np.nan], [np.nan, np.nan]
+  with Context(SORT_NETWORK_MIN=2):
+    i_up = Tensor(x).argsort()
+    keep = i_up.numpy().copy()
+    i_down = Tensor(x).argsort(descending=True).numpy()
+    Tensor(x[::-1].copy()).argsort().numpy()
+  np.testing.assert_array_equal(keep, np.argsort(x, axis=-1, kind="stable"))  # numpy's stable order also puts NaN last
+  nan, idx = np.isnan(x), np.broadcast_to(np.arange(1000), x.shape)
+  down = [np.lexsort((idx[r], -np.where(nan[r], 0, x[r]), ~nan[r])) for r in range(2)]  # NaN first, then values, ties in order
+  np.testing.assert_array_equal(i_down, np.stack(down))
+  same(i_up, keep)
+
+
+def test_sort_network_inside_a_tinyjit():
+  """Inside another TinyJit's capture the network's stages run as plain code and are captured with it."""
+  rng = np.random.default_rng(2)
+  f = TinyJit(lambda t: t.sort(descending=True)[0].realize())
+  with Context(SORT_NETWORK_MIN=2):
+    for _ in range(4):
+      x = rng.standard_normal(300).astype(np.float32)
+      same(f(Tensor(x).realize()), np.sort(x)[::-1])

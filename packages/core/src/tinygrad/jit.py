@@ -16,6 +16,7 @@ from tinygrad.device.runtime import Buffer, GraphExec, KernelLaunch
 from tinygrad.engine import realize
 from tinygrad.engine.memory import plan_memory
 from tinygrad.engine.realize import ExecItem
+from tinygrad.frontend import sort_network
 from tinygrad.frontend.multi import input_device, is_realized_multi, tensor_buffers
 from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters
 from tinygrad.schedule.kernelize import is_contiguous_buffer
@@ -189,3 +190,6 @@ class _JitGraph:
     GlobalCounters.kernel_count += len(self.launches)
     GlobalCounters.global_ops += self.ops
     GlobalCounters.global_mem += self.mem
+
+
+sort_network.JIT = TinyJit  # the frontend's sorting network replays its stages through TinyJit (it can't import this module)

@@ -4,7 +4,8 @@ Cumulative ops reduce a masked window: element i of the scan reduces x[j] for j 
 _SCAN_BLOCK elements, and blocks are chained by scanning their totals (so the work is O(n * _SCAN_BLOCK), exact for ints).
 Sorting ranks every element by counting the elements that come before it (ties keep their order, NaN sorts as the
 largest value), then selects output k as the element of rank k: two (n, n) reductions, no data-dependent control
-flow, and gradients reach exactly the element that was selected.
+flow, and gradients reach exactly the element that was selected. Long rows (sort_network.uses_network) sort through a bitonic
+network instead (frontend/sort_network.py: the same order, O(n log^2 n) work), the values gathered by its indices.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Self
 
 from tinygrad.dtype import DType, dtypes, least_upper_float, to_dtype
 from tinygrad.frontend.movement import MovementMixin
+from tinygrad.frontend.sort_network import sort_permutation, uses_network
 from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp, identity_element
 
@@ -258,7 +260,11 @@ class ReduceMixin(MovementMixin):
       if self.requires_grad is not False: vals = vals + x.shrink_to(shape)  # zeros linked to self: its gradient is zeros
       return (vals.permute(back),
               type(self).full(shape, 0, dtype=dtypes.int32, device=self.device).permute(back))
-    values, indices = x._select_ranked(x._rank(descending), kk)
+    if uses_network(n, x.device) and (dtypes.is_float(x.dtype) or dtypes.is_int(x.dtype)):
+      indices = sort_permutation(x, descending)  # long rows: a bitonic network, O(n log^2 n) (the rank sort is O(n^2))
+      if kk != n: indices = indices[..., :kk]
+      values = x.gather(-1, indices)  # type: ignore[attr-defined]
+    else: values, indices = x._select_ranked(x._rank(descending), kk)
     return values.permute(back), indices.permute(back)
 
   def sort(self, dim: int = -1, descending: bool = False) -> tuple[Self, Self]:
