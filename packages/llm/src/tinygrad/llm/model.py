@@ -54,7 +54,8 @@ def block_dot_form(device: str | None = None) -> int:
 # a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear); fewer rows multiply by
 # the weight dequantized inside the matmul kernel. Measured on a 2-core AVX-512 Xeon (bench/README.md, session 13), one SmolLM2
 # layer's four Q4_1 matmuls, panel / fused: 8 rows 2.49 / 2.03 ms, 16 rows 2.65 / 1.75, 32 rows 3.46 / 2.13, 64 rows 5.03 / 3.96,
-# 128 rows 6.55 / 5.69 (two of them), 256 rows 7.11 / 11.24: from 256 rows the panel's matmul is cache-blocked and 8x32-wide
+# 128 rows 6.55 / 5.69, 256 rows 7.11 / 11.24 (from 256 rows the panel's matmul is cache-blocked and 8x32-wide); with 64 rows of x
+# as the fused kernel's lanes (core's conv_lanes DECODED_LANE_WIDTHS): 64 rows 2.77, 128 rows 5.3 / 7.6, 256 rows 10.2 / 9.5
 PANEL_MIN_ROWS = ContextVar("PANEL_MIN_ROWS", 256)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
