@@ -23,7 +23,7 @@ PREFILL_CHUNK = 32
 # (every chunk reads all the weights once).
 GPU_PREFILL_CHUNK = 512
 # a CPU in chunks of up to CPU_PREFILL_CHUNK tokens, powers of two from CPU_MIN_CHUNK: each chunk decodes every weight again
-# (model.linear), which more rows share (SmolLM2 layer's four matmuls on 2 cores: 1.8 ms for 16 rows, 2.8 for 64, 5.2 for 128). Powers
+# (model.linear), which more rows share (SmolLM2 layer's four matmuls on 2 cores: ~1.3-1.5 ms for 16 rows, 2.8 for 64, 5.2 for 128). Powers
 # of two, and not past 64: each size used keeps its own capture and its buffers (SmolLM2: +13 MB of peak RSS for the 64-token one,
 # +27 MB for a 128-token one, which prefilled only ~6% faster per token)
 CPU_PREFILL_CHUNK, CPU_MIN_CHUNK = 64, 16
