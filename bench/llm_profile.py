@@ -9,6 +9,8 @@ and waited for (`us`, best of `--repeat`: a floor of several microseconds for th
 of kernels (by name) is also timed by its marginal cost: the step's graph (`graph_ms`) minus the graph without that group
 (`graph_us`), what the group really costs a token. Prints JSON: the step time, the sum of the per-kernel times, and the kernels
 grouped by name, slowest first, with launch sizes, opts and achieved bandwidth. `--src` writes the slowest kernels' sources.
+`--prefill N`: the same for the captured prefill of one N-token chunk (a size of the engine's chunks: 16, 32, 64 on a CPU) at
+position 0, instead of the decode step (`step_ms` is then the chunk's time).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def main() -> None:
   ap.add_argument("--no-ablate", action="store_true", help="skip timing the device graph without each group of kernels")
   ap.add_argument("--host-profile", action="store_true", help="cProfile --steps decode steps with sampling (stderr)")
   ap.add_argument("--src", default=None, help="write the sources of the --top slowest kernels to this file")
+  ap.add_argument("--prefill", type=int, default=0, help="profile the prefill of one chunk of this many tokens instead of a decode step")
   args = ap.parse_args()
 
   from llm_decode import resolve
@@ -47,8 +50,18 @@ def main() -> None:
   llm.prefill(ids)  # no sampling: the tokens' values don't matter here (and the NULL device, which compiles only, has none)
   pos = len(ids)
   L = llm.model.attn_len(pos + 1)
-  jit = llm._step_for(L, True)  # the engine's decode step: token from the device, the model, greedy sampling, the token back
-  def step() -> None: jit(llm._v_start.bind(pos), [])
+  var_vals = {llm._v_start.arg[0]: pos}
+  if args.prefill:  # one chunk of exactly that many tokens at position 0, as the engine runs it (its capture, replayed)
+    if args.prefill not in llm.chunks: ap.error(f"--prefill {args.prefill}: the engine's chunk sizes here are {llm.chunks}")
+    chunk, pos = (ids * (args.prefill // len(ids) + 1))[:args.prefill], 0
+    L = llm.model.attn_len(args.prefill)
+    def step() -> None: llm._run_chunk(chunk, 0)
+    step()
+    jit = llm._prefill_jits[(args.prefill, L)]
+    var_vals = {llm._v_start.arg[0]: 0, llm._v_last[args.prefill].arg[0]: args.prefill - 1}
+  else:
+    jit = llm._step_for(L, True)  # the engine's decode step: token from the device, the model, greedy sampling, the token back
+    def step() -> None: jit(llm._v_start.bind(pos), [])
   for _ in range(3): step()  # compile, capture, and build the device graph
   dev = Device[Device.DEFAULT]
 
@@ -69,7 +82,6 @@ def main() -> None:
     pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(25)
 
   # kernel by kernel, each alone
-  var_vals = {llm._v_start.arg[0]: pos}
   groups: dict[str, dict[str, Any]] = defaultdict(lambda: {"count": 0, "us": 0.0, "bytes": 0})
   total_us, n_kernels, sources = 0.0, 0, {}
   for ei, vals in jit.captured:
@@ -100,7 +112,8 @@ def main() -> None:
   for t in top:
     print(f"{t.get('graph_us', float('nan')):8.1f} us in graph {t['us']:9.1f} us alone {t['count']:4d}x {t['us_each']:8.2f} {t['gb_s']:8.1f} GB/s  {t['name']:32s} g{t['global_size']} l{t['local_size']} {t['opts']}",
           file=sys.stderr)
-  print(json.dumps({"benchmark": "llm_profile", "model": os.path.basename(path), "device": Device.DEFAULT, "position": pos, "attn_len": L,
+  print(json.dumps({"benchmark": "llm_profile", "model": os.path.basename(path), "device": Device.DEFAULT, "prefill_chunk": args.prefill or None,
+                    "position": pos, "attn_len": L,
                     "step_ms": round(step_ms, 3), "graph_ms": graph_ms and round(graph_ms, 3), "tok_s_model_only": round(1e3 / step_ms, 1), "kernels": n_kernels,
                     "kernel_sum_ms": round(total_us / 1e3, 3), "groups": len(groups), "top": top}))
 

@@ -4,7 +4,7 @@ the output channel innermost; other convs and matmuls are left alone; results eq
 CPU renderers, for odd shapes, batch 1, channel counts that aren't multiples of 16, and through the backward pass."""
 import numpy as np
 import pytest
-from tinygrad import Context, Tensor
+from tinygrad import Context, Tensor, dtypes
 from tinygrad.codegen.heuristics import _index_stride, hand_coded_opts
 from tinygrad.codegen.opt import Opt, OptOps, range_size, ranges_of
 from tinygrad.codegen.program import stable_key
@@ -296,3 +296,33 @@ def test_stem_reads_its_columns_at_stride_2():
   with Context(DEV="CPU"):
     conv = _conv(_kernels(Tensor.empty(8, 3, 224, 224).conv2d(Tensor.empty(64, 3, 7, 7), padding=3, stride=2)))
   assert [range_size(r) for r in _out_ranges(conv)] == [8, 2, 112, 112, 32]
+
+
+def _decoded_matmul(x: Tensor, q: Tensor) -> Tensor:
+  """x (rows, k) times a matrix decoded per element from bytes q (out, k): (q - 8) * 0.125, summed over blocks of 32 (two
+  reduce axes, as tinygrad.llm's CPU prefill multiplies by a quantized weight dequantized in the kernel)."""
+  w = (q.cast(dtypes.float32) - 8) * 0.125
+  n, k = x.shape
+  return (x.reshape(n, 1, k // 32, 32) * w.reshape(1, q.shape[0], k // 32, 32)).sum((-1, -2))
+
+
+@pytest.mark.parametrize("rows,width", [(64, 64), (128, 64), (32, 32), (16, 0)])
+def test_decoded_matrix_takes_the_rows_as_64_lanes(rows, width):
+  """A few rows of x times a matrix decoded per element from bytes: the rows are the lanes, up to 64 of them (DECODED_LANE_WIDTHS:
+  each decoded element is broadcast to every lane), and the register block is the 64 lanes by 4 outputs; DECODED_LANES=0 keeps
+  32 lanes. Fewer than 32 rows (DECODED_MIN_LANES) keep their layout: one kernel, vectorized along the reduction (UNROLL). The
+  values equal numpy's."""
+  rng = np.random.default_rng(5)
+  x_np, q_np = rng.standard_normal((rows, 128)).astype(np.float32), rng.integers(0, 16, (96, 128)).astype(np.uint8)
+  with Context(DEV="CPU"):
+    x, q = Tensor(x_np).realize(), Tensor(q_np).realize()
+    kernels = _kernels(_decoded_matmul(x, q))
+    mm, outs = _conv(kernels), _out_ranges(_conv(kernels))
+    opts = hand_coded_opts(mm, threads=2, accumulators=448)
+    if width:
+      assert range_size(outs[-1]) == width and len(kernels) == 3  # x's copy with the rows innermost, the matmul, the copy back
+      if width == 64: assert opts[:2] == [Opt(OptOps.UPCAST, outs[-1].arg[0], 64), Opt(OptOps.UPCAST, outs[-2].arg[0], 4)]
+    else: assert len(kernels) == 1 and any(o.op is OptOps.UNROLL for o in opts)
+    got = _decoded_matmul(x, q).numpy()
+    with Context(DECODED_LANES=0): assert range_size(_out_ranges(_conv(_kernels(_decoded_matmul(x, q))))[-1]) == min(rows, 32)
+  np.testing.assert_allclose(got, x_np.astype(np.float64) @ ((q_np.astype(np.float64) - 8) * 0.125).T, rtol=1e-5, atol=1e-4)

@@ -107,26 +107,48 @@ def test_llama_quantized(tmp_path, qtype):
   check(Transformer.from_gguf(path).logits(TOKENS[:7], all_logits=True).numpy()[0], reference_forward(w, cfg, TOKENS[:7]))
 
 
+PANEL_ROWS = 16  # the panel tests' PANEL_MIN_ROWS: chunks of 16 and more read panels (the default is higher: model.PANEL_MIN_ROWS)
+
+
 @pytest.mark.parametrize("qtype", ["Q4_1", pytest.param("Q6_K", marks=pytest.mark.slow)])
 def test_cpu_prefill_reads_half_panels(tmp_path, qtype):
   """A CPU prefill chunk of >= PANEL_MIN_ROWS tokens multiplies by each quantized matrix dequantized into a float16 panel: its
   logits are the reference's with the layers' matrices rounded to half, in one chunk or cut into several; the decode step after
   it (a matrix-vector product on the quantized bytes, over the cache the chunks wrote) stays within float32's tolerance."""
-  from tinygrad.llm.model import PANEL_MIN_ROWS, fuses_cheaply
+  from tinygrad.llm.model import fuses_cheaply
   path, cfg, w = build(tmp_path, "llama", qtype, context=128)
-  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 2 * PANEL_MIN_ROWS + 3)]
+  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 2 * PANEL_ROWS + 3)]
   halved = {k: v.astype(np.float16).astype(np.float32) if k.startswith("blk.") and v.ndim == 2 else v for k, v in w.items()}
   ref, ref_half = reference_forward(w, cfg, tokens), reference_forward(halved, cfg, tokens)
-  for chunk in (128, PANEL_MIN_ROWS):  # one chunk of 64 (34 tokens, padded); three of 16
-    llm = LLM.load(path, prefill_chunk=chunk)
-    if fuses_cheaply(llm.model.norm.device): pytest.skip("a GPU-style device prefills without panels")
-    # the output head (one row: a matrix-vector product) with x in float32: x as int16 (block_dot's default) errs by about
-    # as much as the half rounding this test tells apart
-    with Context(BLOCK_DOT=2): ours = llm.prefill(tokens[:-1])[0].numpy()[0]
+  for chunk in (128, PANEL_ROWS):  # one chunk of 64 (34 tokens, padded); three of 16
+    with Context(PANEL_MIN_ROWS=PANEL_ROWS):
+      llm = LLM.load(path, prefill_chunk=chunk)
+      if fuses_cheaply(llm.model.norm.device): pytest.skip("a GPU-style device prefills without panels")
+      # the output head (one row: a matrix-vector product) with x in float32: x as int16 (block_dot's default) errs by about
+      # as much as the half rounding this test tells apart
+      with Context(BLOCK_DOT=2): ours = llm.prefill(tokens[:-1])[0].numpy()[0]
     check(ours, ref_half[-2])
     # much closer to the half-panel reference than that is to the exact one: the panels are what ran
     assert np.abs(ours - ref_half[-2]).max() < 0.1 * np.abs(ref_half[-2] - ref[-2]).max()
     check(llm._run_chunk(tokens[-1:], len(tokens) - 1).numpy()[0], ref[-1])
+
+
+def test_cpu_prefill_below_panel_rows_is_float32(tmp_path):
+  """A CPU prefill chunk of fewer than PANEL_MIN_ROWS tokens (the default's 16- and 64-token chunks) multiplies by the weights
+  dequantized in float32 inside the matmul kernels: its logits are the exact reference's within float32's tolerance, and much
+  closer to it than the half-rounded weights' logits are (a panel would have rounded them)."""
+  from tinygrad.llm.model import PANEL_MIN_ROWS, fuses_cheaply
+  path, cfg, w = build(tmp_path, "llama", "Q4_1", context=128)
+  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 2 * PANEL_ROWS + 3)]
+  halved = {k: v.astype(np.float16).astype(np.float32) if k.startswith("blk.") and v.ndim == 2 else v for k, v in w.items()}
+  ref, ref_half = reference_forward(w, cfg, tokens), reference_forward(halved, cfg, tokens)
+  for chunk in (64, PANEL_ROWS):
+    assert chunk < PANEL_MIN_ROWS.value
+    llm = LLM.load(path, prefill_chunk=chunk)
+    if fuses_cheaply(llm.model.norm.device): pytest.skip("a GPU-style device prefills on tensor cores")
+    with Context(BLOCK_DOT=2): ours = llm.prefill(tokens[:-1])[0].numpy()[0]
+    check(ours, ref[-2])
+    assert np.abs(ours - ref[-2]).max() < 0.1 * np.abs(ref_half[-2] - ref[-2]).max()
 
 
 @pytest.mark.parametrize("arch,qtype", [pytest.param("qwen2", "Q8_0", marks=pytest.mark.slow), ("qwen3", "Q4_K"), ("qwen3moe", "Q5_0")])

@@ -1,4 +1,6 @@
 """Dequantization as Tensor ops, against the `gguf` package's numpy dequantizers on random blocks."""
+import contextlib
+
 import numpy as np
 import pytest
 from tinygrad import Tensor
@@ -88,19 +90,28 @@ def test_nibble_shifts_are_not_a_buffer():
   assert len(matvec) == 1 and len(matvec[0].runner.spec.globals) == 2 + n_x  # out, x, raw
 
 
-def test_prefill_chunk_linear_split_over_threads():
-  """32 rows times a Q4_1 W (a prefill chunk): on a CPU, W dequantized once into a float16 (in, out) panel and a matmul over it,
-  split between the threads (THREAD); the values match numpy's product with W rounded to float16."""
+@pytest.mark.parametrize("panel_rows", [16, None])
+def test_prefill_chunk_linear_split_over_threads(panel_rows):
+  """32 rows times a Q4_1 W (a prefill chunk), split between the threads (THREAD) on a CPU. With PANEL_MIN_ROWS <= 32: W dequantized
+  once into a float16 (in, out) panel and a matmul over it, the values numpy's product with W rounded to float16; with the default
+  (more rows than 32): W dequantized in float32 inside the matmul kernel, the values numpy's float32 product."""
   from tinygrad import Device, TinyJit
-  from tinygrad.llm.model import QuantWeight, linear
+  from tinygrad.helpers import Context
+  from tinygrad.llm.model import PANEL_MIN_ROWS, QuantWeight, fuses_cheaply, linear
   n_out, k = 96, 384
   blocks = random_blocks("Q4_1", n_out * k // 32, seed=3)
   w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType["Q4_1"]).astype(np.float32).reshape(n_out, k)
   w = QuantWeight(Tensor(blocks.reshape(-1)).realize(), "Q4_1", (n_out, k))
   x_np = np.random.default_rng(4).standard_normal((1, 32, k)).astype(np.float32)
-  f = TinyJit(lambda x: linear(x, w).contiguous())
-  for _ in range(3): got = f(Tensor(x_np).realize()).numpy()
-  np.testing.assert_allclose(got, x_np @ w_np.astype(np.float16).astype(np.float32).T, rtol=1e-4, atol=1e-3)
+  with Context(PANEL_MIN_ROWS=panel_rows) if panel_rows else contextlib.nullcontext():
+    assert (PANEL_MIN_ROWS.value <= 32) == bool(panel_rows)
+    f = TinyJit(lambda x: linear(x, w).contiguous())
+    for _ in range(3): got = f(Tensor(x_np).realize()).numpy()
+  half = bool(panel_rows) and not fuses_cheaply(Device.DEFAULT)
+  want = x_np @ (w_np.astype(np.float16).astype(np.float32) if half else w_np).T
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 if half else 1e-4)
+  if not half:  # float32 weights: far closer than the half-rounded product is
+    assert np.abs(got - want).max() < 0.1 * np.abs(x_np @ w_np.astype(np.float16).astype(np.float32).T - want).max()
   if Device.DEFAULT.startswith("CPU") and getattr(Device.renderer(Device.DEFAULT), "threads", 1) > 1:
     opts = [o.op.name for ei, _ in f.captured if ei.runner is not None for o in ei.runner.spec.opts]
     assert "THREAD" in opts

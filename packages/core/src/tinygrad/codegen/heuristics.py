@@ -8,7 +8,7 @@ defers to the GROUP ones (engine/realize.py passes them to it).
 from __future__ import annotations
 
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
-from tinygrad.dtype import PtrDType
+from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
@@ -52,6 +52,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
         threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
       if not gpu and (block := _lanes_block(ast, outs, accumulators, threads)): pass  # a convolution with its channels as lanes
+      elif not gpu and (block := _decoded_lanes_block(ast, outs, accumulators)): pass  # rows of x as lanes times a decoded matrix
       elif (block := _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu, accumulators)) and not gpu:
         block += _fill_block(ast, ordered, block, accumulators)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
@@ -162,6 +163,27 @@ def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int, threads: int = 1)
       opts.append(Opt(OptOps.UPCAST, r.arg[0], k))
       left //= k
   return opts + (_lanes_cache_block(outs, loads, strides, deps, inputs) or _lanes_image_block(outs, loads, strides, deps, inputs, threads, opts))
+
+
+DECODED_OUTPUTS = 4  # outputs (decoded weights, each broadcast) a block of 64 lanes takes: 16 zmm accumulators
+
+
+def _decoded_lanes_block(ast: UOp, outs: list[UOp], accumulators: int) -> list[Opt]:
+  """CPU: a matmul whose innermost output loop is more than 32 lanes (schedule/conv_lanes.py's DECODED_LANE_WIDTHS: a few rows of
+  x as the lanes) over a matrix of 1-byte integers decoded per element (a quantized weight dequantized in the kernel: one
+  decode per element and block, each broadcast to every lane): UPCAST all the lanes and DECODED_OUTPUTS of the outputs the
+  decoded matrix moves with. The matmul's block (32 lanes x 8) decodes every weight twice as often. [] where it isn't one."""
+  if len(outs) < 2 or (n := range_size(lanes := outs[-1])) is None or n <= 32 or n * DECODED_OUTPUTS > accumulators: return []
+  loads = _loads_in_reduces(ast)
+  def narrow(ld: UOp) -> bool:
+    buf = ld.src[0].src[0] if ld.src and ld.src[0].op is Ops.INDEX else None
+    return buf is not None and isinstance(buf.dtype, PtrDType) and buf.dtype.base.itemsize == 1 and dtypes.is_int(buf.dtype.base)
+  coded = [ld for ld in loads if narrow(ld)]
+  if not coded or any(_index_stride(ld, lanes) != 0 for ld in coded) or all(_index_stride(ld, lanes) != 1 for ld in loads): return []
+  for r in reversed(outs[:-1]):
+    if (size := range_size(r)) and size % DECODED_OUTPUTS == 0 and all(_index_stride(ld, r) != 0 for ld in coded):
+      return [Opt(OptOps.UPCAST, lanes.arg[0], n), Opt(OptOps.UPCAST, r.arg[0], DECODED_OUTPUTS)]
+  return []
 
 
 def _lanes_bytes(loads: list[UOp], strides: list[int | None]) -> tuple[int, int]:

@@ -31,6 +31,14 @@ CONV_LANES = ContextVar("CONV_LANES", 1)  # 0: convolutions keep their lanes on 
 # 73 -> 180-190. 32-wide rows stay: (8, 64, 32, 32) 3x3 326-370 as they are, 220-359 with lanes; 1x1 128 ch 285-314 vs 211-217
 ROW_VECTOR = 16
 LANE_WIDTHS = (32, 16, 8)  # output channels per lane block, the widest that divides them: 32 are two zmm registers
+# ... where the other operand is decoded per element (a quantized matrix dequantized inside the kernel times a few rows of x,
+# tinygrad.llm's CPU prefill: the rows of x are then the lanes): each decoded element is broadcast to every lane, so more
+# lanes share its decoding (codegen/heuristics.py's _decoded_lanes_block). SmolLM2's Q4_1 matmuls with 64 rows on 2 cores,
+# 32 -> 64 lanes: 3072x576 1830 -> 1326 us, 576x1536 975 -> 685, 960x576 650 -> 432, 576x576 410 -> 290
+# 64 or 32 rows, no fewer: 16 rows keep their layout, where the heuristics' few-vectors form (vectorized along the reduction, each
+# decoded vector of weights reused for 8 rows) ran SmolLM2's 16-token chunk in 38.5 ms against 55.5 with 16 lanes
+DECODED_LANE_WIDTHS = (64, 32)
+DECODED_LANES = ContextVar("DECODED_LANES", 1)  # 0: a decoded operand's lanes are LANE_WIDTHS too
 
 
 def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) -> UOp | None:
@@ -56,7 +64,8 @@ def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) ->
     chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
     if not chans: continue
     c = chans[-1]
-    w = next(v for v in LANE_WIDTHS if shape[c] % v == 0)
+    widths = DECODED_LANE_WIDTHS if DECODED_LANES.value and _decoded(x.src[1 - i]) else LANE_WIDTHS
+    if (w := next((v for v in widths if shape[c] % v == 0), None)) is None: return None
     # axis c split into (c/w, w): the lanes are axis c+1, moved last; the reduce axes after c move one up
     split = shape[:c] + (shape[c] // w, w) + shape[c + 1:]
     srcs = [UOp(Ops.RESHAPE, x.dtype, (s,), split) for s in x.src]
@@ -79,6 +88,14 @@ def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) ->
 # with a smaller input slower (3x3 128x28, batch 1: 460 KB over 590 KB, 293-303 -> 258-265). A weight gradient at batch 1 (the
 # output's gradient as the lanes operand, the input channels as the rows) measured the same either way (dw 3x3 s2 b1 128x56)
 ROWS_FIRST_INPUT = 2
+
+
+def _decoded(u: UOp) -> bool:
+  """Whether u is computed per element from a buffer of narrower integers (a quantized matrix dequantized in the kernel), not
+  a view of a buffer or of a copy: a value each lane block decodes again."""
+  while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP): u = u.src[0]
+  if u.op in (Ops.BUFFER, Ops.CONTIGUOUS) or not dtypes.is_float(u.dtype): return False
+  return any(n.op is Ops.BUFFER and dtypes.is_int(n.dtype) and n.dtype.itemsize < u.dtype.itemsize for n in u.toposort())
 
 
 def _source_bytes(u: UOp) -> int:

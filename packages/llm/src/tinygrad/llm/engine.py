@@ -22,10 +22,10 @@ PREFILL_CHUNK = 32
 # a GPU prefills in chunks of up to GPU_PREFILL_CHUNK tokens (powers of two from PREFILL_CHUNK): fewer, fuller tensor-core matmuls
 # (every chunk reads all the weights once).
 GPU_PREFILL_CHUNK = 512
-# a CPU in chunks of up to CPU_PREFILL_CHUNK tokens, powers of two from CPU_MIN_CHUNK: each chunk dequantizes every weight once
-# into a panel (model.linear), which more rows share (SmolLM2 layer's matmuls: 5.6 ms for 32 rows, 7.7 for 64). Powers of two, and not
-# past 64: each size used keeps its own capture and its buffers (SmolLM2: +13 MB of peak RSS for the 64-token one, +27 MB for a
-# 128-token one, which prefilled no faster per token on 2 cores)
+# a CPU in chunks of up to CPU_PREFILL_CHUNK tokens, powers of two from CPU_MIN_CHUNK: each chunk decodes every weight again
+# (model.linear), which more rows share (SmolLM2 layer's four matmuls on 2 cores: ~1.3-1.5 ms for 16 rows, 2.8 for 64, 5.2 for 128). Powers
+# of two, and not past 64: each size used keeps its own capture and its buffers (SmolLM2: +13 MB of peak RSS for the 64-token one,
+# +27 MB for a 128-token one, which prefilled only ~6% faster per token)
 CPU_PREFILL_CHUNK, CPU_MIN_CHUNK = 64, 16
 # decode runs ahead of the host: each step reads its token from, and writes the next one into, a ring of recent tokens on the
 # device, so steps are queued back to back and the host reads the ring once per batch of steps. A batch is sized to run about

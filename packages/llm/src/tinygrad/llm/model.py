@@ -51,7 +51,12 @@ def block_dot_form(device: str | None = None) -> int:
   return 1 if _cpu_vendor() == "AuthenticAMD" else 2
 
 
-PANEL_MIN_ROWS = 16  # a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear)
+# a CPU matmul with at least this many rows reads a dequantized weight panel (QuantWeight.panel, linear); fewer rows multiply by
+# the weight dequantized inside the matmul kernel. Measured on a 2-core AVX-512 Xeon (bench/README.md, session 13), one SmolLM2
+# layer's four Q4_1 matmuls, panel / fused: 8 rows 2.49 / 2.03 ms, 16 rows 2.65 / 1.75, 32 rows 3.46 / 2.13, 64 rows 5.03 / 3.96,
+# 128 rows 6.55 / 5.69, 256 rows 7.11 / 11.24 (from 256 rows the panel's matmul is cache-blocked and 8x32-wide); with 64 rows of x
+# as the fused kernel's lanes (core's conv_lanes DECODED_LANE_WIDTHS): 64 rows 2.77, 128 rows 5.3 / 7.6, 256 rows 10.2 / 9.5
+PANEL_MIN_ROWS = ContextVar("PANEL_MIN_ROWS", 256)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
@@ -199,17 +204,18 @@ def linear(x: Tensor, w: QuantWeight, bias: Tensor | None = None, scale: Tensor 
   """x @ W.T (times `scale`, one factor per row of x, then plus bias) with W (out, in) dequantized inside the matmul kernel.
   Quantized weights reduce over (blocks, elements of a block), two loops, so each block's scales are loaded once per block and
   the dequantized weight needs no index division. Many rows (a prefill chunk) on a GPU with half-precision tensor cores: x (scaled)
-  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too); on a CPU (PANEL_MIN_ROWS or
-  more): the weight dequantized once into a float16 panel, and a float32 matmul over it."""
+  and the weight as float16, accumulated in float32 on the tensor cores (what llama.cpp does too); on a CPU with PANEL_MIN_ROWS
+  or more: the weight dequantized once into a float16 panel, and a float32 matmul over it; fewer rows (a CPU prefill chunk of up
+  to 128 tokens), each weight dequantized in float32 inside the matmul kernel, which reuses it for a block of rows."""
   if uses_tensor_cores(x, w):
     xh = (x if scale is None else x * scale).cast(dtypes.float16).contiguous()  # the matmul reads stored half rows, not a fused cast
     out = xh.matmul(w.half().T, dtype=dtypes.float32)
     return out + bias if bias is not None else out
   block = BLOCK_SIZES[w.type_name][0]
-  if block > 1 and len(w.shape) == 2 and math.prod(x.shape[:-1]) >= PANEL_MIN_ROWS and not fuses_cheaply(x.device):
-    # a CPU prefill chunk: the weight dequantized once into a (in, out) float16 panel, then a register-blocked matmul reads it
-    # (vector loads along the outputs). Fused, every weight is decoded again per group of rows and the kernel vectorizes along
-    # the reduction (SmolLM2 layer's four matmuls, 32 rows: 9.7 -> 5.6 ms on 2 cores; 64 rows: 19.4 -> 7.7 ms)
+  if block > 1 and len(w.shape) == 2 and math.prod(x.shape[:-1]) >= PANEL_MIN_ROWS.value and not fuses_cheaply(x.device):
+    # many rows on a CPU: the weight dequantized once into a (in, out) float16 panel, then a register-blocked matmul reads it
+    # (vector loads along the outputs). Below PANEL_MIN_ROWS the panel's kernel (a pass that writes 2 bytes per weight) costs
+    # more than decoding every weight again per block of rows inside the matmul
     out = x.contiguous().matmul(w.panel().cast(dtypes.float32))
   elif block == 1 or len(w.shape) != 2: out = x.matmul(w.dequant().T)
   else:
