@@ -124,6 +124,13 @@ TC_PINGPONG = ContextVar("TC_PINGPONG", -1)
 # ping-pong: 1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (in the k loop), 0: after the
 # loop, once its last batch is done
 TC_TURN = ContextVar("TC_TURN", 0)
+# persistent warp-specialized TMA grids (TC_TMA=3, TC_PERSIST) where neighbouring blocks' tiles share their B columns: blocks in
+# clusters of 2 (2 * cta, 2 * cta + 1), each copying A's tile and half of B's, the half multicast into both blocks' shared memory
+# (cp.async.bulk.tensor ... multicast::cluster), so each block reads half as much of B from L2. A stage may be refilled only once
+# both blocks' consumers released it: each computing thread arrives at its own block's empty barrier or at the other's (by lane
+# parity: the count stays one arrival a thread). 0: off
+TC_CLUSTER = ContextVar("TC_CLUSTER", 0)
+CLUSTER = 2  # blocks a cluster with TC_CLUSTER
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -133,7 +140,7 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN, TC_CLUSTER)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -479,6 +486,12 @@ def _persistent_grid(tiles: int, units: int) -> int:
   return best if best * 10 >= units * 9 else 0
 
 
+def _cluster_shares_b(grid: int, nbx: int, nby: int) -> bool:
+  """TC_CLUSTER: whether blocks 2c and 2c+1 of a persistent grid of `grid` blocks take output tiles of the same columns (the same
+  B tile) at every step: tile seq * grid + cta is block cta's, so with an even grid that is every even tile and the next."""
+  return grid % CLUSTER == 0 and all(_tile_origin(pid, nbx, nby)[1] == _tile_origin(pid + 1, nbx, nby)[1] for pid in range(0, nbx * nby, CLUSTER))
+
+
 PINGPONG_GROUPS = 2  # computing warpgroups that take turns in a ping-pong kernel
 PINGPONG_MAX_BYTES = 64 << 20  # TC_PINGPONG auto: A and B together at most this (4096^3 fp16: 64 MiB)
 
@@ -685,6 +698,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # ping-pong: a block's tiles come in turns of `groups`, one a warpgroup
   turn = groups if pingpong else 1
   grid = _persistent_grid(nbx * nby // turn, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
+  # TC_CLUSTER: B's tile split along its outermost box dimension, each half copied by one block of the pair into both
+  b_halves = tmaps is not None and (b_tile.outer if b_tile.k_contig else b_tile.outer // b_tile.block) % CLUSTER == 0
+  cluster = CLUSTER if TC_CLUSTER.value and ws and grid and b_halves and not TC_ARRIVE.value and _cluster_shares_b(grid, nbx, nby) else 1
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
@@ -842,6 +858,14 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     assert mbar is not None
     return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
 
+  # the maps the copies name: with TC_CLUSTER B's box is half the tile (its outermost dimension halved)
+  map_specs = tuple(spec for spec, _ in tmaps) if tmaps else ()
+  if tmaps and cluster > 1:
+    bspec = map_specs[1]
+    at = 1 if b_tile.k_contig else 2
+    map_specs = (map_specs[0], (*bspec[:5], tuple(b // cluster if i == at else b for i, b in enumerate(bspec[5]))))
+  rank = cta % cluster if cluster > 1 else _c(0)  # the block's rank in its cluster (clusters along the grid's x)
+
   def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None, origin: tuple[UOp, UOp] | None = None,
                 elect: bool = True) -> UOp:
     """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
@@ -857,11 +881,16 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
       # one box a tile: k-major at (k, outer row), mn-major at (0, k, outer block)
       coords = [kc, o0] if tile.k_contig else [_c(0), kc, o0 // tile.block]
-      srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size)), *coords, *bc]  # type: ignore[attr-defined]
-      boxes.append((n, len(coords) + len(bc)))
+      dst = buf * tile.size
+      if (mcast := n == 1 and cluster > 1):  # this block's half of B (the outer half at its rank), landing in both blocks
+        coords[-1] = coords[-1] + rank * ((tile.outer if tile.k_contig else tile.outer // tile.block) // cluster)
+        dst = dst + rank * (tile.size // cluster)
+      srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, dst)), *coords, *bc]  # type: ignore[attr-defined]
+      boxes.append((n, len(coords) + len(bc), mcast))
+    # every byte of the stage lands on this block's barrier: its own copies' and, multicast, the other block's half of B
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
     # elect: the block's first thread copies (else every thread that reaches it: the copy loop runs in one thread only)
-    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None, elect))
+    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, map_specs, tuple(boxes), empty is not None, elect))
 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
@@ -876,11 +905,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
+  # a stage's empty barrier: with TC_CLUSTER each thread arrives at its own block's or the other's (lane parity), so a stage is
+  # refilled (in both blocks, by multicast) once both blocks' consumers released it
+  empty_arrive = ("mbar_arrive", "pair") if cluster > 1 else ("mbar_arrive",)
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
     bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
-                                                                  *((turn, lanes) if pingpong else ())))
+                                                                  *((turn, lanes) if pingpong else (0, 0) if cluster > 1 else ()),
+                                                                  *((cluster,) if cluster > 1 else ())))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
     for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
@@ -977,7 +1010,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
       # (gk + stages - inflight) % stages, not rel % stages: never negative, so it folds to kt's where stages divide nk (one value
       # fewer held across the loop)
-      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at((gk + stages - inflight) % stages + stages, done), pred), ("mbar_arrive",))
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at((gk + stages - inflight) % stages + stages, done), pred), empty_arrive)
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
@@ -1009,7 +1042,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if not TC_TURN.value:
       end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp_after + 1) % turn + 2 * stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
     if inflight:  # the last k tile's stage, left in flight by the loop
-      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), empty_arrive)
     by, bx = _tile_origin(seq * grid + cta, nbx, nby)
     m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
 
@@ -1045,6 +1078,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     copy_one = tile_copy(cp_loop % nk, cp_loop % stages, cp_loop, UOp.const(dtypes.bool, True),
                          (mbar_at(cp_loop % stages + stages, cp_loop), (cp_loop // stages + 1) % 2), origin, elect=False)
     stores.append(UOp(Ops.END, dtypes.void, (cp_loop, copy_one)))
+  # TC_CLUSTER: no block exits while the other may still copy into its shared memory or arrive at its barriers
+  if cluster > 1: stores = [UOp(Ops.BARRIER, dtypes.void, tuple(stores), ("cluster_sync",))]
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
   return sink, global_size, (32, groups * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)
