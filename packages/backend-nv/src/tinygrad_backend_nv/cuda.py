@@ -205,11 +205,13 @@ class CUDARenderer(CStyleRenderer):
     if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {', '.join(str(a) for a in u.arg[1:])});"
     if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
     if kind == "mbar_arrive" and len(u.arg) > 1 and u.arg[1] == "pair":
-      # TC_CLUSTER: even lanes arrive at their own block's barrier, odd ones at the other block's (same offset, mapa); the barrier
-      # counts a thread's arrival either way, and completes once both blocks' consumers are done with the stage
-      return ('asm volatile("{\\n .reg .pred q;\\n .reg .b32 rk, ln, ra;\\n setp.ne.b32 q, %1, 0;\\n mov.u32 rk, %%cluster_ctarank;\\n'
-              ' mov.u32 ln, %%laneid;\\n and.b32 ln, ln, 1;\\n xor.b32 rk, rk, ln;\\n mapa.shared::cluster.u32 ra, %0, rk;\\n'
-              ' @q mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\\n}" '
+      # TC_CLUSTER (pairs): lane 0 of the warp arrives at its own block's barrier, lane 1 at the other block's (same offset, mapa):
+      # the barrier completes once every computing warp of both blocks is done with the stage. One arrival a thread (each odd lane
+      # a remote one) ran at half the speed. Lanes chosen inside the asm: a predicate on the lane in the program around a wgmma
+      # pipeline made ptxas 13.0 serialize it (TC_ARRIVE)
+      return ('asm volatile("{\\n .reg .pred q, w;\\n .reg .b32 rk, ln, ra;\\n mov.u32 ln, %%laneid;\\n setp.lt.u32 w, ln, 2;\\n'
+              ' setp.ne.and.b32 q, %1, 0, w;\\n and.b32 ln, ln, 1;\\n mov.u32 rk, %%cluster_ctarank;\\n xor.b32 rk, rk, ln;\\n'
+              ' mapa.shared::cluster.u32 ra, %0, rk;\\n @q mbarrier.arrive.shared::cluster.b64 _, [ra];\\n}" '
               f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "cluster_sync": return "tg_cluster_sync();"
     if kind == "mbar_arrive":

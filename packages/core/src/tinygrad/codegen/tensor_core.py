@@ -72,7 +72,7 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import ContextVar, prod
@@ -127,8 +127,9 @@ TC_TURN = ContextVar("TC_TURN", 0)
 # persistent warp-specialized TMA grids (TC_TMA=3, TC_PERSIST) where neighbouring blocks' tiles share their B columns: blocks in
 # clusters of 2 (2 * cta, 2 * cta + 1), each copying A's tile and half of B's, the half multicast into both blocks' shared memory
 # (cp.async.bulk.tensor ... multicast::cluster), so each block reads half as much of B from L2. A stage may be refilled only once
-# both blocks' consumers released it: each computing thread arrives at its own block's empty barrier or at the other's (by lane
-# parity: the count stays one arrival a thread). 0: off
+# both blocks' consumers released it: lanes 0 and 1 of each computing warp arrive, at their own block's empty barrier and at the
+# other's (one arrival a thread, each a remote one, ran at half the speed: H200 4096^3 fp16 268 against 562 TFLOP/s).
+# 0: off; 2: clusters without multicast (each block copies all of B and releases its own stages: what the cluster launch costs)
 TC_CLUSTER = ContextVar("TC_CLUSTER", 0)
 CLUSTER = 2  # blocks a cluster with TC_CLUSTER
 
@@ -470,7 +471,10 @@ class _Tile:
     return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
 
 
-def _tile_origin(pid: UOp, nbx: int, nby: int) -> tuple[UOp, UOp]:
+_Pid = TypeVar("_Pid", UOp, int)
+
+
+def _tile_origin(pid: _Pid, nbx: int, nby: int) -> tuple[_Pid, _Pid]:
   """(row, column) of output tile `pid` in launch order. Blocks run roughly in that order: with TC_SWIZZLE rows walked column by
   column, the blocks running at once share their A rows and B columns in L2."""
   if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
@@ -860,7 +864,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
 
   # the maps the copies name: with TC_CLUSTER B's box is half the tile (its outermost dimension halved)
   map_specs = tuple(spec for spec, _ in tmaps) if tmaps else ()
-  if tmaps and cluster > 1:
+  mcast = cluster > 1 and TC_CLUSTER.value != 2
+  if tmaps and mcast:
     bspec = map_specs[1]
     at = 1 if b_tile.k_contig else 2
     map_specs = (map_specs[0], (*bspec[:5], tuple(b // cluster if i == at else b for i, b in enumerate(bspec[5]))))
@@ -875,18 +880,18 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     assert tmaps is not None
     srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
     if empty is not None: srcs += list(empty)
-    boxes: list[tuple[int, int]] = []
+    boxes: list[tuple[int, int, bool]] = []
     oy, ox = origin if origin is not None else (by, bx)  # the output tile the k tile belongs to (persistent: maybe the next one)
     for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (oy * cfg.bm, ox * cfg.bn))):
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
       # one box a tile: k-major at (k, outer row), mn-major at (0, k, outer block)
       coords = [kc, o0] if tile.k_contig else [_c(0), kc, o0 // tile.block]
       dst = buf * tile.size
-      if (mcast := n == 1 and cluster > 1):  # this block's half of B (the outer half at its rank), landing in both blocks
+      if (half := n == 1 and mcast):  # this block's half of B (the outer half at its rank), landing in both blocks
         coords[-1] = coords[-1] + rank * ((tile.outer if tile.k_contig else tile.outer // tile.block) // cluster)
         dst = dst + rank * (tile.size // cluster)
       srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, dst)), *coords, *bc]  # type: ignore[attr-defined]
-      boxes.append((n, len(coords) + len(bc), mcast))
+      boxes.append((n, len(coords) + len(bc), half))
     # every byte of the stage lands on this block's barrier: its own copies' and, multicast, the other block's half of B
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
     # elect: the block's first thread copies (else every thread that reaches it: the copy loop runs in one thread only)
@@ -905,13 +910,13 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
-  # a stage's empty barrier: with TC_CLUSTER each thread arrives at its own block's or the other's (lane parity), so a stage is
-  # refilled (in both blocks, by multicast) once both blocks' consumers released it
-  empty_arrive = ("mbar_arrive", "pair") if cluster > 1 else ("mbar_arrive",)
+  # a stage's empty barrier: with TC_CLUSTER's multicast lanes 0 and 1 of each computing warp arrive, at its own block's and at the
+  # other's, so a stage is refilled (in both blocks) once both blocks' consumers released it
+  empty_arrive = ("mbar_arrive", "pair") if mcast else ("mbar_arrive",)
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 * cluster if mcast else threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
                                                                   *((turn, lanes) if pingpong else (0, 0) if cluster > 1 else ()),
                                                                   *((cluster,) if cluster > 1 else ())))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
