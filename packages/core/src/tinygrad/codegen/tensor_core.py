@@ -75,6 +75,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from tinygrad.dtype import DType, dtypes
+from tinygrad.codegen.vectorize import STORE_ORDER
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
@@ -132,6 +133,8 @@ TC_TURN = ContextVar("TC_TURN", 0)
 # 0: off; 2: clusters without multicast (each block copies all of B and releases its own stages: what the cluster launch costs)
 TC_CLUSTER = ContextVar("TC_CLUSTER", 0)
 CLUSTER = 2  # blocks a cluster with TC_CLUSTER
+# the epilogue's stores of one accumulator tile: 0 in the instruction's element order, 1 sorted by (row, column) of lane 0
+TC_STORE_ORDER = ContextVar("TC_STORE_ORDER", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -141,7 +144,8 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN, TC_CLUSTER)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN, TC_CLUSTER,
+                                                            TC_STORE_ORDER, STORE_ORDER)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -880,7 +884,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     assert tmaps is not None
     srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
     if empty is not None: srcs += list(empty)
-    boxes: list[tuple[int, int, bool]] = []
+    boxes: list[tuple[int, int] | tuple[int, int, bool]] = []
     oy, ox = origin if origin is not None else (by, bx)  # the output tile the k tile belongs to (persistent: maybe the next one)
     for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (oy * cfg.bm, ox * cfg.bn))):
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
@@ -891,7 +895,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
         coords[-1] = coords[-1] + rank * ((tile.outer if tile.k_contig else tile.outer // tile.block) // cluster)
         dst = dst + rank * (tile.size // cluster)
       srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, dst)), *coords, *bc]  # type: ignore[attr-defined]
-      boxes.append((n, len(coords) + len(bc), half))
+      boxes.append((n, len(coords) + len(bc), True) if half else (n, len(coords) + len(bc)))  # (map, coordinates[, multicast])
     # every byte of the stage lands on this block's barrier: its own copies' and, multicast, the other block's half of B
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
     # elect: the block's first thread copies (else every thread that reaches it: the copy loop runs in one thread only)
@@ -1069,7 +1073,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()
     row0 = m0 + (wm * (cfg.bm // cfg.warps_m) + x * tm).cast(idt)
     col0 = n0 + (wn * (cfg.bn // cfg.warps_n) + y * tn).cast(idt)
-    for e, (fr, fc) in enumerate(zip(c_rows, c_cols)):
+    elems = sorted(range(len(c_rows)), key=lambda e: tc.c_layout[0][e]) if TC_STORE_ORDER.value else range(len(c_rows))
+    for e, fr, fc in ((e, c_rows[e], c_cols[e]) for e in elems):
       val = UOp(Ops.GEP, tc.dtype_out, (final,), (e,)).cast(m.reduce.dtype)
       # the loops' values in the AST's index dtype, so the store's index math keeps its width
       subst = {m.reduce: val, m.i: (row0 + fr.cast(idt)).cast(m.i.dtype),
