@@ -212,6 +212,23 @@ def test_cluster_only_where_pairs_share_b() -> None:
     assert _pingpong_program(shape, TC_CLUSTER=1, **ctx).src == _pingpong_program(shape, TC_CLUSTER=0, **ctx).src, (shape, ctx)
 
 
+def test_epilogue_store_order_is_the_same_in_every_process() -> None:
+  """The epilogue's wide stores come in one order (vectorize's store groups in first-seen order, STORE_ORDER=1: descending
+  columns here): it came from a set of UOp-keyed groups before, so each process emitted the stores in another order (the H200
+  read 460-508 TFLOP/s for one 512x8192x2048 kernel whose sources differed only in that order)."""
+  import hashlib
+  import sys
+  code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); from test_nv_tma import _pingpong_program; "
+          "print(hashlib.md5(_pingpong_program((4096, 4096, 4096)).src.encode()).hexdigest())")
+  here = os.path.dirname(os.path.abspath(__file__))
+  run = lambda: subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
+  first = run()
+  assert len(first) == 32 and run() == first
+  src = _pingpong_program((4096, 4096, 4096)).src
+  offsets = [int(x) for x in re.findall(r"long long alu\d+ = \(alu\d+\+(\d+)ll\);", src)]
+  assert offsets[:4] == [8 * 4096 + 248, 248, 8 * 4096 + 240, 240], offsets[:4]  # rows g+8 and g, columns 248 + 2t, 240 + 2t, ...
+
+
 def test_no_maps_where_the_renderer_cannot_pass_them() -> None:
   """NV's own launches (and TC_TMA=0) keep cp.async: the maps are parameters only the CUDA driver runtime encodes."""
   for target, tma in ((Target("NV", "CUDA", "sm_90a"), 1), (Target("CUDA", "CUDA", "sm_90a"), 0)):

@@ -74,8 +74,8 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 
-from tinygrad.dtype import DType, dtypes
 from tinygrad.codegen.vectorize import STORE_ORDER
+from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
