@@ -213,10 +213,10 @@ def test_cluster_only_where_pairs_share_b() -> None:
 
 
 def test_epilogue_store_order_is_the_same_in_every_process() -> None:
-  """The epilogue's wide stores come in one order (vectorize's store groups in first-seen order, STORE_ORDER=1: descending
-  columns here): it came from a set of UOp-keyed groups before, so each process emitted the stores in another order (the H200
-  read 460-508 TFLOP/s for one 512x8192x2048 kernel whose sources differed only in that order)."""
-  import hashlib
+  """The epilogue's wide stores come in one order (vectorize's store groups in first-seen order; STORE_ORDER=2, the default: the
+  accumulator's element order, ascending columns; 1: descending): it came from a set of UOp-keyed groups before, so each process
+  emitted the stores in another order (the H200 read 460-508 TFLOP/s for one 512x8192x2048 kernel whose sources differed only in
+  that order)."""
   import sys
   code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); from test_nv_tma import _pingpong_program; "
           "print(hashlib.md5(_pingpong_program((4096, 4096, 4096)).src.encode()).hexdigest())")
@@ -224,9 +224,12 @@ def test_epilogue_store_order_is_the_same_in_every_process() -> None:
   run = lambda: subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
   first = run()
   assert len(first) == 32 and run() == first
-  src = _pingpong_program((4096, 4096, 4096)).src
-  offsets = [int(x) for x in re.findall(r"long long alu\d+ = \(alu\d+\+(\d+)ll\);", src)]
-  assert offsets[:4] == [8 * 4096 + 248, 248, 8 * 4096 + 240, 240], offsets[:4]  # rows g+8 and g, columns 248 + 2t, 240 + 2t, ...
+  def store_offsets(**ctx: int) -> list[int]:  # the epilogue's stores in program order: each one's offset from the first one's row
+    src = _pingpong_program((4096, 4096, 4096), **ctx).src
+    defs = {name: int(off) for name, off in re.findall(r"long long (alu\d+) = \(alu\d+\+(\d+)ll\);", src)}
+    return [defs.get(name, 0) for name in re.findall(r"\*\(\(halfx2\*\)\(data0\+(alu\d+)\)\)", src)]
+  # rows g and g+8 of columns 2t, 8 + 2t, ...; STORE_ORDER=1 from the last columns down
+  assert store_offsets()[:4] == [0, 8 * 4096, 8, 8 * 4096 + 8] and store_offsets(STORE_ORDER=1)[:4] == [8 * 4096 + 248, 248, 8 * 4096 + 240, 240]
 
 
 def test_no_maps_where_the_renderer_cannot_pass_them() -> None:

@@ -51,8 +51,11 @@ def _vec_ptr(buf: UOp, base: UOp, dt: DType, width: int) -> UOp:
 
 # the wide stores' order in the kernel (a tensor-core epilogue's 64-128 pairs a thread): each replaces its group at the front of
 # the END holding it, so 1 emits the groups in reverse of the order the kernel lists them (a wgmma epilogue: descending columns),
-# 2 in that order; 0: a set's order, different in each process (what it was before: A/B only)
-STORE_ORDER = ContextVar("STORE_ORDER", 1)
+# 2 in that order (ascending); 0: a set's order, different in each process (what it was before: A/B only). H200, one process,
+# interleaved, fp16 TFLOP/s single / batched ratio to torch, 2 vs 1 (2026-12-03 s13, bench/README.md): 4096^3 0.943 / 0.958 vs
+# 0.932 / 0.948 (bf16 0.935 / 0.956 vs 0.927 / 0.954), 512x8192x2048 0.790 / 0.811 vs 0.763 / 0.797, 2048x8192x2048 0.866 /
+# 0.905 vs 0.886 / 0.899; the old order there 0.845 / 0.845
+STORE_ORDER = ContextVar("STORE_ORDER", 2)
 
 
 # a tensor-core epilogue's pairs of neighbouring columns (each lane holds (row, 2t) and (row, 2t+1)): 4- or 8-byte accesses
