@@ -130,7 +130,10 @@ TC_TURN = ContextVar("TC_TURN", 0)
 # (cp.async.bulk.tensor ... multicast::cluster), so each block reads half as much of B from L2. A stage may be refilled only once
 # both blocks' consumers released it: lanes 0 and 1 of each computing warp arrive, at their own block's empty barrier and at the
 # other's (one arrival a thread, each a remote one, ran at half the speed: H200 4096^3 fp16 268 against 562 TFLOP/s).
-# 0: off; 2: clusters without multicast (each block copies all of B and releases its own stages: what the cluster launch costs)
+# 0: off; 2: clusters without multicast (each block copies all of B and releases its own stages: what the cluster launch costs).
+# Off by default: correct (max error 0) but no faster on the H200 (one process, interleaved, 2026-12-03 s13, bench/README.md):
+# 4096^3 fp16 ping-pong 513 / 569 TFLOP/s (single / batched) against 544 / 615 without (clusters alone 528 / 581); 8192^3
+# cooperative 609 / 629 against 613 / 629
 TC_CLUSTER = ContextVar("TC_CLUSTER", 0)
 CLUSTER = 2  # blocks a cluster with TC_CLUSTER
 # the epilogue's stores of one accumulator tile: 0 in the instruction's element order, 1 sorted by (row, column) of lane 0
