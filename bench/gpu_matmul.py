@@ -7,7 +7,9 @@ Each case also reports the max error of ours against torch relative to torch's l
 Timing: BENCH_ROUNDS rounds (default 5), ours and torch alternating which goes first, each BENCH_RUNS calls (default 7) with
 one pair of CUDA events a call (these events also bracket the host's time to issue the call), then 2 x BENCH_BATCH calls
 (default 20) between one pair of events ("batched": the kernel's own time wherever the host keeps ahead). The TFLOP/s
-figures are medians over every call; every call's time is in the JSON.
+figures are medians over every call; every call's time is in the JSON. Then BENCH_PAIRS pairs (default 21) of one call each, ours
+and torch back to back in alternating order, and 6 pairs of BENCH_BATCH calls: "paired_ratio" / "paired_batched_ratio" are the
+medians of each pair's ratio, so clock and thermal drift between rounds (which moved whole rounds by 10-20% on the H200) cancels.
 BENCH_SIZES=4096 / BENCH_DTYPES=float32 narrow it down.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ DTYPES = os.environ.get("BENCH_DTYPES", "float16,bfloat16,float32").split(",")
 # a wrong result is reported, not fatal; these are the bounds for "ok" (half/bf16 depend on the accumulator dtype)
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))  # rounds of BENCH_RUNS timed calls each, ours and torch alternating
 BATCH = int(os.environ.get("BENCH_BATCH", "20"))  # calls between one pair of events for the batched figures
+PAIRS = int(os.environ.get("BENCH_PAIRS", "21"))  # back-to-back pairs (ours, torch) for the paired ratios
 TOL = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4}
 
 
@@ -53,6 +56,14 @@ def bench(n: int, dtname: str) -> dict:
     for single, batched, timer, fn in (sides if r % 2 == 0 else sides[::-1]):
       single += timer(fn, warmup=1, **({"runs": 3} if slow else {}))
       if not slow: batched += timer(fn, warmup=0, runs=2, batch=BATCH)
+  # pairs: one call (or one batch) of each side back to back, alternating which goes first; the ratio of each pair
+  pairs: list[float] = []
+  pairs_b: list[float] = []
+  for i in range(0 if slow else PAIRS + 6):
+    calls = [(time_ours, lambda: mm(a, b)), (time_torch, lambda: ta @ tb)]
+    batch = BATCH if i >= PAIRS else 1
+    t = {timer: timer(fn, warmup=1 if batch == 1 else 0, runs=1, batch=batch)[0] for timer, fn in (calls if i % 2 == 0 else calls[::-1])}
+    (pairs_b if batch > 1 else pairs).append(t[time_torch] / t[time_ours])
   ref = (ta @ tb).float().cpu().numpy()
   got = out.float().numpy() if dtname != "float32" else out.numpy()
   err = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
@@ -64,7 +75,9 @@ def bench(n: int, dtname: str) -> dict:
   if ours_b:
     res["ours_batched_tflops"], res["torch_batched_tflops"] = flop / median(ours_b) / 1e12, flop / median(theirs_b) / 1e12
     res["batched_ratio"] = res["ours_batched_tflops"] / res["torch_batched_tflops"]
+  if pairs: res["paired_ratio"], res["paired_batched_ratio"], res["pair_ratios"], res["pair_batched_ratios"] = median(pairs), median(pairs_b), pairs, pairs_b
   batched = f" (batched: {res['ours_batched_tflops']:.2f} / {res['torch_batched_tflops']:.2f})" if ours_b else ""
+  if pairs: batched += f", paired ratio {res['paired_ratio']:.3f} / batched {res['paired_batched_ratio']:.3f}"
   log(f"matmul {n} {dtname}: ours {res['ours_tflops']:.2f} TFLOP/s, torch {res['torch_tflops']:.2f} TFLOP/s{batched}, err {err:.2e}")
   return res
 

@@ -15,13 +15,13 @@ import pytest
 from test_nv_wgmma import _matmul, _tc_program, _tile, needs_nvrtc
 from tinygrad import Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
-from tinygrad.codegen.tensor_core import _persistent_grid
+from tinygrad.codegen.tensor_core import _cluster_shares_b, _persistent_grid
 from tinygrad.device.devstring import Target
 from tinygrad.helpers import Context
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad_backend_nv import runtime, wgmma
 from tinygrad_backend_nv.compiler import NVRTCCompiler
-from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS, CUDARenderer, _rolled_loops
+from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS, CUDARenderer, _rolled_loops, kernel_names
 
 
 @pytest.mark.parametrize("k_contig,outer", [(True, 64), (True, 128), (True, 256), (False, 64), (False, 256)])
@@ -179,6 +179,59 @@ def test_pingpong_only_where_it_fits() -> None:
     assert _pingpong_program(shape, TC_PINGPONG=1, **ctx).src == _pingpong_program(shape, TC_PINGPONG=0, **ctx).src, (shape, ctx)
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("pingpong,b_box", [(1, (64, 64, 2)), (0, (64, 64, 2))])
+def test_cluster_multicasts_half_of_b(pingpong: int, b_box: tuple) -> None:
+  """TC_CLUSTER=1: blocks 2c and 2c+1 (a cluster, fixed at compile time) take tiles of the same B columns; each copies its A tile
+  and one half of B's (the map's box halved along its outermost dimension, at its rank's half) into both blocks. The stage still
+  expects the whole tile's bytes; every computing thread releases a stage at its own block's or the other's empty barrier (by lane
+  parity), and the blocks meet at a cluster barrier before they exit. It compiles without spills."""
+  prog = _pingpong_program((4096, 4096, 4096), TC_PINGPONG=pingpong, TC_CLUSTER=1)
+  assert "__cluster_dims__(2, 1, 1) __launch_bounds__(288, 1)" in prog.src and kernel_names(prog.src) == [prog.name]
+  assert prog.global_size[0] == 128 and [m[13:13 + m[3]] for m in _maps(prog.src)][1] == b_box
+  copies = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "tile_copy"]
+  assert len(copies) == 1 and [len(box) == 3 and box[2] for box in copies[0].arg[3]] == [False, True]
+  assert copies[0].arg[1] == ((64 if pingpong else 128) + 256) * 64 * 2  # the whole stage: own copies and the other's half of B
+  assert prog.src.count("tg_tma_mcast3(&tmap1") == 1 and prog.src.count("tg_tma_load2(&tmap0") == 1
+  pairs = [u for u in prog.uops if u.op is Ops.BARRIER and u.arg == ("mbar_arrive", "pair")]
+  assert len(pairs) == (2 if pingpong else 1)  # the k loop's release (ping-pong: and the last k tile's, after the loop)
+  assert prog.src.count("mapa.shared::cluster") == len(pairs) and prog.src.rstrip().endswith("tg_cluster_sync();\n}")
+  init = next(u for u in prog.uops if u.op is Ops.BARRIER and u.arg[0] == "mbar_init")
+  assert init.arg[-1] == 2 and init.arg[2] == (8 if pingpong else 16)  # lanes 0 and 1 of each computing warp, of both blocks
+  log = NVRTCCompiler("sm_90a", ("--ptxas-options=-v",)).compile_log(prog.src)
+  assert " 0 bytes spill stores" in log, log[-1500:]
+
+
+def test_cluster_only_where_pairs_share_b() -> None:
+  """Without a swizzled launch order (blocks 2c and 2c+1 then take neighbouring columns), outside persistent warp-specialized
+  grids, or with TC_ARRIVE's one arrival a warp, TC_CLUSTER leaves the kernel as it is."""
+  assert _cluster_shares_b(128, 16, 64) and not _cluster_shares_b(127, 16, 64)
+  with Context(TC_SWIZZLE=1): assert not _cluster_shares_b(128, 16, 64)
+  for shape, ctx in (((4096, 4096, 4096), {"TC_SWIZZLE": 1}), ((512, 2048, 8192), {}), ((4096, 4096, 4096), {"TC_TMA": 2}),
+                     ((4096, 4096, 4096), {"TC_ARRIVE": 1, "TC_PINGPONG": 0})):
+    assert _pingpong_program(shape, TC_CLUSTER=1, **ctx).src == _pingpong_program(shape, TC_CLUSTER=0, **ctx).src, (shape, ctx)
+
+
+def test_epilogue_store_order_is_the_same_in_every_process() -> None:
+  """The epilogue's wide stores come in one order (vectorize's store groups in first-seen order; STORE_ORDER=2, the default: the
+  accumulator's element order, ascending columns; 1: descending): it came from a set of UOp-keyed groups before, so each process
+  emitted the stores in another order (the H200 read 460-508 TFLOP/s for one 512x8192x2048 kernel whose sources differed only in
+  that order)."""
+  import sys
+  code = ("import sys, hashlib; sys.path.insert(0, sys.argv[1]); from test_nv_tma import _pingpong_program; "
+          "print(hashlib.md5(_pingpong_program((4096, 4096, 4096)).src.encode()).hexdigest())")
+  here = os.path.dirname(os.path.abspath(__file__))
+  run = lambda: subprocess.run([sys.executable, "-c", code, here], capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
+  first = run()
+  assert len(first) == 32 and run() == first
+  def store_offsets(**ctx: int) -> list[int]:  # the epilogue's stores in program order: each one's offset from the first one's row
+    src = _pingpong_program((4096, 4096, 4096), **ctx).src
+    defs = {name: int(off) for name, off in re.findall(r"long long (alu\d+) = \(alu\d+\+(\d+)ll\);", src)}
+    return [defs.get(name, 0) for name in re.findall(r"\*\(\(halfx2\*\)\(data0\+(alu\d+)\)\)", src)]
+  # rows g and g+8 of columns 2t, 8 + 2t, ...; STORE_ORDER=1 from the last columns down
+  assert store_offsets()[:4] == [0, 8 * 4096, 8, 8 * 4096 + 8] and store_offsets(STORE_ORDER=1)[:4] == [8 * 4096 + 248, 248, 8 * 4096 + 240, 240]
+
+
 def test_no_maps_where_the_renderer_cannot_pass_them() -> None:
   """NV's own launches (and TC_TMA=0) keep cp.async: the maps are parameters only the CUDA driver runtime encodes."""
   for target, tma in ((Target("NV", "CUDA", "sm_90a"), 1), (Target("CUDA", "CUDA", "sm_90a"), 0)):
@@ -250,9 +303,9 @@ _OPTS = [b"--gpu-architecture=sm_90a", b"--fmad=false", b"--std=c++17", b"--ptxa
 
 
 @pytest.mark.skipif(not OLD_NVRTC, reason="set NVRTC_SERIAL_CHECK_LIB to a libnvrtc.so.13 (e.g. pip nvidia-cuda-nvrtc==13.0.88)")
-@pytest.mark.parametrize("tma,persist,pingpong", [(2, 0, 0), (3, 0, 0), (3, 1, 0), (3, 1, 1)])
+@pytest.mark.parametrize("tma,persist,pingpong,cluster", [(2, 0, 0, 0), (3, 0, 0, 0), (3, 1, 0, 0), (3, 1, 1, 0), (3, 1, 0, 1), (3, 1, 1, 1)])
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (512, 2048, 8192), (8192, 8192, 8192)])
-def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int, pingpong: int) -> None:
+def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist: int, pingpong: int, cluster: int) -> None:
   """ptxas 13.0 serializes every wgmma (C7514, a wait after each) when a batch stays in flight across the k loop's back edge
   with barrier waits and the copy's branch in between; TC_TMA=2 waits for each batch in its own iteration. A persistent
   8192^3 was serialized by the branch around the first k tile's empty-barrier arrive: the arrive is predicated instead.
@@ -260,10 +313,10 @@ def test_pipe_mode_not_serialized_by_that_nvrtc(shape: tuple, tma: int, persist:
   warpgroup's tile origin held across the k loop."""
   M, N, K = shape
   r = CUDARenderer(Target("CUDA", "CUDA", "sm_90a"))
-  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist, TC_PINGPONG=pingpong):
+  with Context(WGMMA=1, TC_TMA=tma, TC_PERSIST=persist, TC_PINGPONG=pingpong, TC_CLUSTER=cluster):
     prog = _tc_program(_matmul((M, K), (K, N), dtypes.float16), r, "NULL:CUDA:sm_90a")
   log, _ = _old_nvrtc(prog.src, _OPTS)
-  assert "C7514" not in log, log[-1500:]
+  assert "C7514" not in log and " 0 bytes spill stores" in log, log[-1500:]
 
 
 def _accumulator_reads_in_flight(sass: str) -> list[str]:

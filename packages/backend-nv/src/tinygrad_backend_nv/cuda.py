@@ -73,17 +73,22 @@ TENSOR_MAP_WORDS = 18
 _TMA = """\
 struct __align__(64) tg_tmap { unsigned long long v[16]; };  // a CUtensorMap (opaque), passed by value as __grid_constant__
 static __device__ __forceinline__ unsigned tg_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void tg_cluster_sync() {  // every thread of every block in the cluster
+  asm volatile("barrier.cluster.arrive.release;\\n  barrier.cluster.wait.acquire;" ::: "memory");
+}
 static __device__ __forceinline__ bool tg_elected() { return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0; }
 // n stage barriers of one arrival each (full: the copy's thread), then, with `empty` > 0, n of that many arrivals (empty), then
-// `turns` of `turn` arrivals (ping-pong: a computing warpgroup's turn may begin)
-static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n, int empty, int turns = 0, int turn = 0) {
+// `turns` of `turn` arrivals (ping-pong: a computing warpgroup's turn may begin). In a cluster (TC_CLUSTER) the other block may
+// copy into this one's stages and arrive at its barriers: every block's are initialized before any block goes on
+static __device__ __forceinline__ void tg_mbar_init(unsigned long long *bar, int n, int empty, int turns = 0, int turn = 0, int cluster = 1) {
   if (tg_elected()) {
     for (int i = 0; i < n; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(tg_smem_addr(bar + i)) : "memory");
     for (int i = 0; i < n && empty > 0; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tg_smem_addr(bar + n + i)), "r"(empty) : "memory");
     for (int i = 0; i < turns; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tg_smem_addr(bar + 2 * n + i)), "r"(turn) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;\\n  fence.proxy.async.shared::cta;" ::: "memory");
   }
-  __syncthreads();
+  if (cluster > 1) tg_cluster_sync();
+  else __syncthreads();
 }
 static __device__ __forceinline__ void tg_mbar_wait(unsigned long long *bar, int parity) {  // until phase `parity` completed
   asm volatile("{\\n .reg .pred p;\\n TG_WAIT:\\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\\n @!p bra TG_WAIT;\\n}"
@@ -94,13 +99,17 @@ static __device__ __forceinline__ void tg_tma_expect(unsigned long long *bar, un
 }"""
 
 
-def _tma_load(rank: int) -> str:
+def _tma_load(rank: int, mcast: bool = False) -> str:
+  """tg_tma_load{rank}: one box into this block's shared memory; tg_tma_mcast{rank}: into every block of the cluster (TC_CLUSTER's
+  pairs: mask 0b11), at the same offset, completing on each block's barrier at the same offset."""
   cs = ", ".join(f"int c{i}" for i in range(rank))
   regs = ", ".join(f"%{3 + i}" for i in range(rank))
   ins = ", ".join(f'"r"(c{i})' for i in range(rank))
-  return (f"static __device__ __forceinline__ void tg_tma_load{rank}(const tg_tmap *map, const void *dst, unsigned long long *bar, {cs}) {{\n"
-          f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {{{regs}}}], [%2];"\n'
-          f'               :: "r"(tg_smem_addr(dst)), "l"(map), "r"(tg_smem_addr(bar)), {ins} : "memory");\n}}')
+  name, mask, mask_in = (f"tg_tma_mcast{rank}", f", %{3 + rank}", ', "h"((unsigned short)3)') if mcast else (f"tg_tma_load{rank}", "", "")
+  kind = ".multicast::cluster" if mcast else ""
+  return (f"static __device__ __forceinline__ void {name}(const tg_tmap *map, const void *dst, unsigned long long *bar, {cs}) {{\n"
+          f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{kind} [%0], [%1, {{{regs}}}], [%2]{mask};"\n'
+          f'               :: "r"(tg_smem_addr(dst)), "l"(map), "r"(tg_smem_addr(bar)), {ins}{mask_in} : "memory");\n}}')
 
 
 WGMMA_SMEM_ALIGN = 1024  # a 128-byte swizzle atom (8 rows of 128 bytes) starts 1024-byte aligned (wgmma.py)
@@ -195,6 +204,16 @@ class CUDARenderer(CStyleRenderer):
     kind = u.arg[0]
     if kind == "mbar_init": return f"tg_mbar_init({r[0]}, {', '.join(str(a) for a in u.arg[1:])});"
     if kind == "mbar_wait": return f"tg_mbar_wait({r[0]}, {r[1]});"
+    if kind == "mbar_arrive" and len(u.arg) > 1 and u.arg[1] == "pair":
+      # TC_CLUSTER (pairs): lane 0 of the warp arrives at its own block's barrier, lane 1 at the other block's (same offset, mapa):
+      # the barrier completes once every computing warp of both blocks is done with the stage. One arrival a thread (each odd lane
+      # a remote one) ran at half the speed. Lanes chosen inside the asm: a predicate on the lane in the program around a wgmma
+      # pipeline made ptxas 13.0 serialize it (TC_ARRIVE)
+      return ('asm volatile("{\\n .reg .pred q, w;\\n .reg .b32 rk, ln, ra;\\n mov.u32 ln, %%laneid;\\n setp.lt.u32 w, ln, 2;\\n'
+              ' setp.ne.and.b32 q, %1, 0, w;\\n and.b32 ln, ln, 1;\\n mov.u32 rk, %%cluster_ctarank;\\n xor.b32 rk, rk, ln;\\n'
+              ' mapa.shared::cluster.u32 ra, %0, rk;\\n @q mbarrier.arrive.shared::cluster.b64 _, [ra];\\n}" '
+              f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
+    if kind == "cluster_sync": return "tg_cluster_sync();"
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
       # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
@@ -210,8 +229,9 @@ class CUDARenderer(CStyleRenderer):
       maps.append(self._tmaps.index(spec))
     calls, at = [f"tg_tma_expect({r[0]}, {nbytes});"], 4  # after the barrier, pred and the two buffers
     if wait: calls, at = [f"tg_mbar_wait({r[4]}, {r[5]});", *calls], 6  # the buffer's empty barrier first
-    for n, ncoords in boxes:
-      calls.append(f"tg_tma_load{ncoords}(&tmap{maps[n]}, {r[at]}, {r[0]}, {', '.join(r[at + 1:at + 1 + ncoords])});")
+    for n, ncoords, *mcast in boxes:
+      fn = "tg_tma_mcast" if mcast and mcast[0] else "tg_tma_load"
+      calls.append(f"{fn}{ncoords}(&tmap{maps[n]}, {r[at]}, {r[0]}, {', '.join(r[at + 1:at + 1 + ncoords])});")
       at += 1 + ncoords
     return f"if ({'tg_elected() && ' if elect else ''}{r[1]}) {{ {' '.join(calls)} }}"
 
@@ -300,7 +320,7 @@ class CUDARenderer(CStyleRenderer):
     # wgmma kernels round through the packed (x2) conversions: ptxas serializes a wgmma pipeline whose accumulators a
     # plain cvt.rn.f16.f32 / .bf16.f32 reads (C7514), not one read by cvt.rn.f16x2.f32 (same rounding, low half kept)
     half, bf16 = (_HALF, _BF16) if self._smem_align != WGMMA_SMEM_ALIGN else (_x2(_HALF, "f16"), _x2(_BF16, "bf16"))
-    tma = [("tg_mbar_", _TMA), *((f"tg_tma_load{n}(", _tma_load(n)) for n in range(2, 6))]
+    tma = [("tg_mbar_", _TMA), *((f"tg_tma_load{n}(", _tma_load(n)) for n in range(2, 6)), *((f"tg_tma_mcast{n}(", _tma_load(n, True)) for n in range(2, 6))]
     return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas, *tma,
             *super().helpers()]
 
@@ -347,7 +367,12 @@ class CUDARenderer(CStyleRenderer):
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
       body = src.index("{\n", src.index(head)) + 2
       src = src[:body] + _GRID_WAIT + src[body:]
-    return src.replace(head, f"{decl}{self.kernel_prefix}void __launch_bounds__({bounds}) {name}(", 1)
+    # thread-block clusters (TC_CLUSTER: the tensor-core lowering's mbar_init names the size): fixed at compile time, so a plain
+    # launch (and a graph's kernel node) runs the grid as clusters
+    cluster = max((u.arg[5] for u in uops if u.op is Ops.BARRIER and isinstance(u.arg, tuple) and u.arg[:1] == ("mbar_init",) and len(u.arg) > 5),
+                  default=1)
+    dims = f"__cluster_dims__({cluster}, 1, 1) " if cluster > 1 else ""
+    return src.replace(head, f"{decl}{self.kernel_prefix}void {dims}__launch_bounds__({bounds}) {name}(", 1)
 
 
 REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
@@ -412,4 +437,4 @@ def _mma_helper(r: CUDARenderer, tc: TensorCore) -> str:
 
 def kernel_names(src: str) -> list[str]:
   """The __global__ functions in CUDA source rendered by CUDARenderer (for tests and tools)."""
-  return re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(', src)
+  return re.findall(r'extern "C" __global__ void (?:__\w+__\([\d, ]+\) )*(\w+)\(', src)

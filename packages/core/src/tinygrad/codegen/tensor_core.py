@@ -72,8 +72,9 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from tinygrad.codegen.vectorize import STORE_ORDER
 from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import Ops, UOp
@@ -124,6 +125,19 @@ TC_PINGPONG = ContextVar("TC_PINGPONG", -1)
 # ping-pong: 1: the next warpgroup's turn begins once this one has waited for its tile's last k tile (in the k loop), 0: after the
 # loop, once its last batch is done
 TC_TURN = ContextVar("TC_TURN", 0)
+# persistent warp-specialized TMA grids (TC_TMA=3, TC_PERSIST) where neighbouring blocks' tiles share their B columns: blocks in
+# clusters of 2 (2 * cta, 2 * cta + 1), each copying A's tile and half of B's, the half multicast into both blocks' shared memory
+# (cp.async.bulk.tensor ... multicast::cluster), so each block reads half as much of B from L2. A stage may be refilled only once
+# both blocks' consumers released it: lanes 0 and 1 of each computing warp arrive, at their own block's empty barrier and at the
+# other's (one arrival a thread, each a remote one, ran at half the speed: H200 4096^3 fp16 268 against 562 TFLOP/s).
+# 0: off; 2: clusters without multicast (each block copies all of B and releases its own stages: what the cluster launch costs).
+# Off by default: correct (max error 0) but no faster on the H200 (one process, interleaved, 2026-12-03 s13, bench/README.md):
+# 4096^3 fp16 ping-pong 513 / 569 TFLOP/s (single / batched) against 544 / 615 without (clusters alone 528 / 581); 8192^3
+# cooperative 609 / 629 against 613 / 629
+TC_CLUSTER = ContextVar("TC_CLUSTER", 0)
+CLUSTER = 2  # blocks a cluster with TC_CLUSTER
+# the epilogue's stores of one accumulator tile: 0 in the instruction's element order, 1 sorted by (row, column) of lane 0
+TC_STORE_ORDER = ContextVar("TC_STORE_ORDER", 0)
 
 
 _OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
@@ -133,7 +147,8 @@ def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
   opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
-                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN)) + opt_ins
+                                                            TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN, TC_CLUSTER,
+                                                            TC_STORE_ORDER, STORE_ORDER)) + opt_ins
 
 
 class TensorCoreError(ValueError): pass
@@ -463,7 +478,10 @@ class _Tile:
     return (self.outer * (self.bk + pad)) if self.k_contig else (self.bk * (self.outer + pad))
 
 
-def _tile_origin(pid: UOp, nbx: int, nby: int) -> tuple[UOp, UOp]:
+_Pid = TypeVar("_Pid", UOp, int)
+
+
+def _tile_origin(pid: _Pid, nbx: int, nby: int) -> tuple[_Pid, _Pid]:
   """(row, column) of output tile `pid` in launch order. Blocks run roughly in that order: with TC_SWIZZLE rows walked column by
   column, the blocks running at once share their A rows and B columns in L2."""
   if (group := TC_SWIZZLE.value) > 1 and nby % group == 0 and nby > group:
@@ -477,6 +495,12 @@ def _persistent_grid(tiles: int, units: int) -> int:
   if not units or tiles <= units: return 0
   best = max(d for d in range(1, units + 1) if tiles % d == 0)
   return best if best * 10 >= units * 9 else 0
+
+
+def _cluster_shares_b(grid: int, nbx: int, nby: int) -> bool:
+  """TC_CLUSTER: whether blocks 2c and 2c+1 of a persistent grid of `grid` blocks take output tiles of the same columns (the same
+  B tile) at every step: tile seq * grid + cta is block cta's, so with an even grid that is every even tile and the next."""
+  return grid % CLUSTER == 0 and all(_tile_origin(pid, nbx, nby)[1] == _tile_origin(pid + 1, nbx, nby)[1] for pid in range(0, nbx * nby, CLUSTER))
 
 
 PINGPONG_GROUPS = 2  # computing warpgroups that take turns in a ping-pong kernel
@@ -685,6 +709,9 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   # ping-pong: a block's tiles come in turns of `groups`, one a warpgroup
   turn = groups if pingpong else 1
   grid = _persistent_grid(nbx * nby // turn, renderer.compute_units) if pipe and TC_PERSIST.value and not m.batch else 0
+  # TC_CLUSTER: B's tile split along its outermost box dimension, each half copied by one block of the pair into both
+  b_halves = tmaps is not None and (b_tile.outer if b_tile.k_contig else b_tile.outer // b_tile.block) % CLUSTER == 0
+  cluster = CLUSTER if TC_CLUSTER.value and ws and grid and b_halves and not TC_ARRIVE.value and _cluster_shares_b(grid, nbx, nby) else 1
 
   # thread and block indices
   if ws:  # threads as (32 lanes, warps): the instruction's warpgroups, then one more warp that copies (224 registers a thread)
@@ -842,6 +869,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     assert mbar is not None
     return UOp(Ops.INDEX, mbar.dtype, (UOp(Ops.AFTER, mbar.dtype, (mbar, dep)) if dep is not None else mbar, i))
 
+  # the maps the copies name: with TC_CLUSTER B's box is half the tile (its outermost dimension halved)
+  map_specs = tuple(spec for spec, _ in tmaps) if tmaps else ()
+  mcast = cluster > 1 and TC_CLUSTER.value != 2
+  if tmaps and mcast:
+    bspec = map_specs[1]
+    at = 1 if b_tile.k_contig else 2
+    map_specs = (map_specs[0], (*bspec[:5], tuple(b // cluster if i == at else b for i, b in enumerate(bspec[5]))))
+  rank = cta % cluster if cluster > 1 else _c(0)  # the block's rank in its cluster (clusters along the grid's x)
+
   def tile_copy(k_tile: UOp, buf: UOp, dep: UOp, pred: UOp, empty: tuple[UOp, UOp] | None = None, origin: tuple[UOp, UOp] | None = None,
                 elect: bool = True) -> UOp:
     """BARRIER ("tile_copy", bytes, maps, boxes): where `pred` holds, one thread has stage barrier `buf` expect the tile's
@@ -851,17 +887,22 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     assert tmaps is not None
     srcs: list[UOp] = [mbar_at(buf, dep), pred, m.a.buf, m.b.buf]  # the buffers: kernel parameters still (read through the maps)
     if empty is not None: srcs += list(empty)
-    boxes: list[tuple[int, int]] = []
+    boxes: list[tuple[int, int] | tuple[int, int, bool]] = []
     oy, ox = origin if origin is not None else (by, bx)  # the output tile the k tile belongs to (persistent: maybe the next one)
     for n, ((_, axes), tile, smem, o0) in enumerate(zip(tmaps, (a_tile, b_tile), (a_sm, b_sm), (oy * cfg.bm, ox * cfg.bn))):
       base, kc, bc = UOp(Ops.AFTER, smem.dtype, (smem, dep)), k_tile * cfg.bk, [batch_vals[r] for r in axes]
       # one box a tile: k-major at (k, outer row), mn-major at (0, k, outer block)
       coords = [kc, o0] if tile.k_contig else [_c(0), kc, o0 // tile.block]
-      srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, buf * tile.size)), *coords, *bc]  # type: ignore[attr-defined]
-      boxes.append((n, len(coords) + len(bc)))
+      dst = buf * tile.size
+      if (half := n == 1 and mcast):  # this block's half of B (the outer half at its rank), landing in both blocks
+        coords[-1] = coords[-1] + rank * ((tile.outer if tile.k_contig else tile.outer // tile.block) // cluster)
+        dst = dst + rank * (tile.size // cluster)
+      srcs += [UOp(Ops.INDEX, din.ptr(smem.dtype.size, "local"), (base, dst)), *coords, *bc]  # type: ignore[attr-defined]
+      boxes.append((n, len(coords) + len(bc), True) if half else (n, len(coords) + len(bc)))  # (map, coordinates[, multicast])
+    # every byte of the stage lands on this block's barrier: its own copies' and, multicast, the other block's half of B
     nbytes = (a_tile.outer + b_tile.outer) * cfg.bk * din.itemsize
     # elect: the block's first thread copies (else every thread that reaches it: the copy loop runs in one thread only)
-    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, tuple(spec for spec, _ in tmaps), tuple(boxes), empty is not None, elect))
+    return UOp(Ops.BARRIER, dtypes.void, tuple(srcs), ("tile_copy", nbytes, map_specs, tuple(boxes), empty is not None, elect))
 
   prefetch = use_async and TC_PREFETCH.value != 0 and renderer.reg_vectors and not tc.smem_operands
   # smem operands: a tile's batch of instructions may still run while the next one is issued (inflight 1); then a buffer
@@ -876,11 +917,15 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   ahead = stages - 1 - inflight
   # BARRIER arg: async groups that may stay in flight, and for smem operands also the instruction batches that may
   def bar_arg(keep: int, batches: int) -> int | tuple[int, int]: return (keep, batches) if tc.smem_operands else keep
+  # a stage's empty barrier: with TC_CLUSTER's multicast lanes 0 and 1 of each computing warp arrive, at its own block's and at the
+  # other's, so a stage is refilled (in both blocks) once both blocks' consumers released it
+  empty_arrive = ("mbar_arrive", "pair") if mcast else ("mbar_arrive",)
   order: list[UOp] = []  # per k step: fragment loads and WMMAs, in the order the linearizer should emit them
   bar: UOp | None = None
   if tmaps:  # prologue: the stage barriers (pipe: full ones of one arrival, empty ones of every thread's), then the first tiles
-    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
-                                                                  *((turn, lanes) if pingpong else ())))
+    bar = UOp(Ops.BARRIER, dtypes.void, (mbar_at(_c(0), None),), ("mbar_init", stages, (threads // 32 * cluster if mcast else threads // 32 if TC_ARRIVE.value else threads) if pipe else 0,
+                                                                  *((turn, lanes) if pingpong else (0, 0) if cluster > 1 else ()),
+                                                                  *((cluster,) if cluster > 1 else ())))
     total = nk * (nbx * nby // grid if grid else 1)  # k tiles this block copies (persistent: of all its output tiles)
     for st in range(0 if ws else stages - 1 if pipe else ahead):
       origin = _tile_origin(_c(st // nk * grid) + cta, nbx, nby) if grid else None
@@ -977,7 +1022,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       if TC_ARRIVE.value: pred = pred & (tid % 32).eq(0)  # the warp has waited for its batch: its first lane says so for it
       # (gk + stages - inflight) % stages, not rel % stages: never negative, so it folds to kt's where stages divide nk (one value
       # fewer held across the loop)
-      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at((gk + stages - inflight) % stages + stages, done), pred), ("mbar_arrive",))
+      arrive = UOp(Ops.BARRIER, dtypes.void, (mbar_at((gk + stages - inflight) % stages + stages, done), pred), empty_arrive)
       origin = _tile_origin(nxt // nk * grid + cta, nbx, nby) if grid else None
       stores = [arrive] if ws else [arrive, tile_copy(nxt % nk, nxt % stages, arrive, nxt < total, (mbar_at(nxt % stages + stages, arrive), (nxt // stages + 1) % 2),
                                   origin)]
@@ -1009,7 +1054,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if not TC_TURN.value:
       end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((warp_after + 1) % turn + 2 * stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
     if inflight:  # the last k tile's stage, left in flight by the loop
-      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), ("mbar_arrive",))
+      end = UOp(Ops.BARRIER, dtypes.void, (mbar_at((seq * nk + nk - 1) % stages + stages, end), UOp.const(dtypes.bool, True)), empty_arrive)
     by, bx = _tile_origin(seq * grid + cta, nbx, nby)
     m0, n0 = by.cast(idt) * cfg.bm, bx.cast(idt) * cfg.bn
 
@@ -1031,7 +1076,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()
     row0 = m0 + (wm * (cfg.bm // cfg.warps_m) + x * tm).cast(idt)
     col0 = n0 + (wn * (cfg.bn // cfg.warps_n) + y * tn).cast(idt)
-    for e, (fr, fc) in enumerate(zip(c_rows, c_cols)):
+    elems = sorted(range(len(c_rows)), key=lambda e: tc.c_layout[0][e]) if TC_STORE_ORDER.value else range(len(c_rows))
+    for e, fr, fc in ((e, c_rows[e], c_cols[e]) for e in elems):
       val = UOp(Ops.GEP, tc.dtype_out, (final,), (e,)).cast(m.reduce.dtype)
       # the loops' values in the AST's index dtype, so the store's index math keeps its width
       subst = {m.reduce: val, m.i: (row0 + fr.cast(idt)).cast(m.i.dtype),
@@ -1045,6 +1091,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     copy_one = tile_copy(cp_loop % nk, cp_loop % stages, cp_loop, UOp.const(dtypes.bool, True),
                          (mbar_at(cp_loop % stages + stages, cp_loop), (cp_loop // stages + 1) % 2), origin, elect=False)
     stores.append(UOp(Ops.END, dtypes.void, (cp_loop, copy_one)))
+  # TC_CLUSTER: no block exits while the other may still copy into its shared memory or arrive at its barriers
+  if cluster > 1: stores = [UOp(Ops.BARRIER, dtypes.void, tuple(stores), ("cluster_sync",))]
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
   global_size = (grid, 1, 1) if grid else (N // cfg.bn, M // cfg.bm, nbatch)
   return sink, global_size, (32, groups * lanes // 32 + 1, 1) if ws else (lanes, cfg.warps, 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tinygrad.dtype import DType, PtrDType, dtypes
+from tinygrad.helpers import ContextVar
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import build_sum, split_terms
 
@@ -48,6 +49,15 @@ def _vec_ptr(buf: UOp, base: UOp, dt: DType, width: int) -> UOp:
   return UOp(Ops.INDEX, dt.vec(width).ptr(size), (buf, base))
 
 
+# the wide stores' order in the kernel (a tensor-core epilogue's 64-128 pairs a thread): each replaces its group at the front of
+# the END holding it, so 1 emits the groups in reverse of the order the kernel lists them (a wgmma epilogue: descending columns),
+# 2 in that order (ascending); 0: a set's order, different in each process (what it was before: A/B only). H200, one process,
+# interleaved, fp16 TFLOP/s single / batched ratio to torch, 2 vs 1 (2026-12-03 s13, bench/README.md): 4096^3 0.943 / 0.958 vs
+# 0.932 / 0.948 (bf16 0.935 / 0.956 vs 0.927 / 0.954), 512x8192x2048 0.790 / 0.811 vs 0.763 / 0.797, 2048x8192x2048 0.866 /
+# 0.905 vs 0.886 / 0.899; the old order there 0.845 / 0.845
+STORE_ORDER = ContextVar("STORE_ORDER", 2)
+
+
 # a tensor-core epilogue's pairs of neighbouring columns (each lane holds (row, 2t) and (row, 2t+1)): 4- or 8-byte accesses
 PAIRS: dict[DType, tuple[int, ...]] = {dtypes.float32: (2,), dtypes.float16: (2,), dtypes.bfloat16: (2,)}
 
@@ -60,7 +70,10 @@ def _groups(accesses: list[UOp], widths: dict[DType, tuple[int, ...]]) -> list[t
     groups: dict[tuple, dict[int, UOp]] = defaultdict(dict)
     for u in left:
       if width in widths[_base(u.src[0])] and (key := _access_key(u, width)) is not None: groups[key[0]][key[1]] = u
-    done = {g for g, lanes in groups.items() if sorted(lanes) == list(range(width))}
+    # a list in first-seen order, not a set: the keys hold UOps, whose hashes differ between processes, so a set's order (and with
+    # it the order of a tensor-core epilogue's stores in the kernel) changed from one process to the next
+    done = [g for g, lanes in groups.items() if sorted(lanes) == list(range(width))]
+    if not STORE_ORDER.value: done = list(set(done))  # 0: the old set (an order that changes between processes), for A/B only
     found.extend((g, width, groups[g]) for g in done)
     taken = {u for g in done for u in groups[g].values()}
     left = [u for u in left if u not in taken]
@@ -83,6 +96,7 @@ def vectorize_memory(sink: UOp, allowed: tuple[DType, ...] = (dtypes.float32,), 
       value = UOp(Ops.VECTORIZE, dt.vec(width), tuple(s.src[1] for s in stores))
       store_groups.append((stores, UOp(Ops.STORE, dtypes.void, (_vec_ptr(buf, base, dt, width), value, *((gate,) if gate is not None else ())))))
   if not replace and not store_groups: return sink
+  if STORE_ORDER.value == 2: store_groups.reverse()
   if replace:
     sink = sink.substitute(replace)
     if store_groups:  # the groups' stores with the loads replaced, in one walk: they share most of their graphs (a tensor-core
