@@ -51,10 +51,10 @@ def _vec_ptr(buf: UOp, base: UOp, dt: DType, width: int) -> UOp:
 
 # the wide stores' order in the kernel (a tensor-core epilogue's 64-128 pairs a thread): each replaces its group at the front of
 # the END holding it, so 1 emits the groups in reverse of the order the kernel lists them (a wgmma epilogue: descending columns),
-# 2 in that order (ascending); 0: a set's order, different in each process (what it was before: A/B only). H200, one process,
-# interleaved, fp16 TFLOP/s single / batched ratio to torch, 2 vs 1 (2026-12-03 s13, bench/README.md): 4096^3 0.943 / 0.958 vs
-# 0.932 / 0.948 (bf16 0.935 / 0.956 vs 0.927 / 0.954), 512x8192x2048 0.790 / 0.811 vs 0.763 / 0.797, 2048x8192x2048 0.866 /
-# 0.905 vs 0.886 / 0.899; the old order there 0.845 / 0.845
+# 2 in that order (ascending). H200, one process, interleaved, fp16 TFLOP/s single / batched ratio to torch, 2 vs 1 (2026-12-03
+# s13, bench/README.md): 4096^3 0.943 / 0.958 vs 0.932 / 0.948 (bf16 0.935 / 0.956 vs 0.927 / 0.954), 512x8192x2048 0.790 / 0.811
+# vs 0.763 / 0.797, 2048x8192x2048 0.866 / 0.905 vs 0.886 / 0.899; the set order that changed from one process to the next
+# (before session 13) read 0.845 / 0.845 there
 STORE_ORDER = ContextVar("STORE_ORDER", 2)
 
 
@@ -73,7 +73,6 @@ def _groups(accesses: list[UOp], widths: dict[DType, tuple[int, ...]]) -> list[t
     # a list in first-seen order, not a set: the keys hold UOps, whose hashes differ between processes, so a set's order (and with
     # it the order of a tensor-core epilogue's stores in the kernel) changed from one process to the next
     done = [g for g, lanes in groups.items() if sorted(lanes) == list(range(width))]
-    if not STORE_ORDER.value: done = list(set(done))  # 0: the old set (an order that changes between processes), for A/B only
     found.extend((g, width, groups[g]) for g in done)
     taken = {u for g in done for u in groups[g].values()}
     left = [u for u in left if u not in taken]
