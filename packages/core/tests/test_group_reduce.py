@@ -278,6 +278,33 @@ def test_group_reduce_heuristic_choices():
   assert not any(o.op is OptOps.GROUP for o in hand_coded_opts(mm.ast, gpu=True))
 
 
+def test_uneven_rows_get_more_lanes():
+  """A row the lanes can't split evenly (masked lanes) and few outputs: more lanes while each keeps at least 4 elements, instead
+  of 32 lanes with a long loop each (a greedy sample over 128256 = 256 * 501 logits: partials of 501, strided); GROUP_WIDE=0: 32."""
+  (si,) = Tensor.empty(501, 256).max(0).schedule()  # 256 outputs, each over 501 elements 256 apart
+  red = reduce_ranges(si.ast)[0].arg[0]
+  assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.GROUP, red, 128)]
+  with Context(GROUP_WIDE=0):
+    assert hand_coded_opts(si.ast, gpu=True, wide_loads=True) == [Opt(OptOps.GROUP, red, 32)]
+  (even,) = Tensor.empty(512, 256).max(0).schedule()  # an even row keeps what it had
+  assert [o.amount for o in hand_coded_opts(even.ast, gpu=True, wide_loads=True) if o.op is OptOps.GROUP] == [32]
+
+
+@runs_grouped
+def test_argmax_over_an_uneven_vocabulary(gpu, monkeypatch):
+  """A greedy sample over 64 * 501 logits (Llama 3's 128256 is 256 * 501): split into partials of 501 logits that wide groups of
+  lanes reduce (masked), then the partials; the same index as numpy's, ties (the first index) included."""
+  seen: list[list[Opt]] = []
+  monkeypatch.setattr(search, "choose_opts", recording(default_opts, seen))
+  monkeypatch.setattr(realize, "_runner_cache", {})
+  x = np.random.randn(1, 64 * 501).astype(F32)
+  x[0, [7, 30001]] = 9.0  # a tie: the first one wins
+  assert Tensor(x).argmax(-1).item() == 7
+  x[0, 7] = -9.0
+  assert Tensor(x).argmax(-1).item() == int(np.argmax(x)) == 30001
+  assert Opt(OptOps.GROUP, 1, 128) in [o for opts in seen for o in opts], seen  # the partials' kernels: 128 lanes over 501
+
+
 def _blockwise_matvec(packed: Tensor, d: Tensor, m: Tensor, x: Tensor) -> Tensor:
   """As tinygrad.llm's quantized linear: two reduce loops, the blocks of a row and the elements of a block."""
   q = packed.cast(dtypes.int32)
