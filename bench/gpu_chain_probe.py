@@ -185,8 +185,29 @@ __device__ __forceinline__ unsigned saddr(const void* p) { return (unsigned)__cv
 __device__ __forceinline__ void mwait(unsigned long long* bar, int parity) {
   asm volatile("{\n .reg .pred p;\n W:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" :: "r"(saddr(bar)), "r"(parity) : "memory");
 }
-extern "C" __global__ void __launch_bounds__(288) stream(const unsigned long long* Ws, float* b0, float* b1, unsigned* bar, int epoch, int phases,
-                                                         int wait) {
+// TMA: the one copying warp's lanes 0-7 each ask for one row's COLS columns (a bulk copy); the slot's mbarrier expects its bytes
+// LDGSTS: the 4 copying warps' threads copy 16-byte chunks ct, ct + 128, ... of the slot (cp.async), each thread's copies counting
+// as one arrival at the slot's mbarrier once they have landed (cp.async.mbarrier.arrive.noinc)
+template <bool TMA>
+__device__ __forceinline__ void copy_slot(unsigned char* dst, unsigned long long* full, const unsigned short* W, int row0, int K, int c, int ct) {
+  if (TMA) {
+    if (ct == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(saddr(full)), "r"(SLOT) : "memory");
+    __syncwarp();
+    if (ct < 8)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   :: "r"(saddr(dst + ct * COLS * 2)), "l"(W + (size_t)(row0 + ct) * K + c), "r"(COLS * 2), "r"(saddr(full)) : "memory");
+  } else {
+    #pragma unroll
+    for (int q = ct; q < COLS; q += 128) {  // 8 rows x COLS / 8 chunks
+      int j = q / (COLS / 8), e = q % (COLS / 8);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(saddr(dst + j * COLS * 2 + e * 16)), "l"(W + (size_t)(row0 + j) * K + c + e * 8) : "memory");
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(saddr(full)) : "memory");
+  }
+}
+
+template <bool TMA>
+__device__ __forceinline__ void streamed(const unsigned long long* Ws, float* b0, float* b1, unsigned* bar, int epoch, int phases, int wait) {
   const int Ns[4] = {3072, 2048, 16384, 2048}, Ks[4] = {2048, 2048, 2048, 8192};
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* ring = smem;
@@ -196,30 +217,22 @@ extern "C" __global__ void __launch_bounds__(288) stream(const unsigned long lon
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
   if (threadIdx.x == 0) {
     for (int i = 0; i < SLOTS; i++) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(saddr(full + i)) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(saddr(full + i)), "r"(TMA ? 1 : 128) : "memory");
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(saddr(empty + i)) : "memory");
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n  fence.proxy.async.shared::cta;" ::: "memory");
   }
   __syncthreads();
-  if (warp == 8) {  // the copying warp
+  if (warp >= 8) {  // the copying warp(s): every product's slots of this block, in the order the computing warps take them
     int t = 0;
-    for (int p = 0; p < phases; p++) {
-      const unsigned short* W = (const unsigned short*)Ws[p];
-      int N = Ns[p % 4], K = Ks[p % 4];
-      for (int g = blockIdx.x; g * 8 < N; g += G)
-        for (int c = 0; c < K; c += COLS, t++) {
+    for (int p = 0; p < phases; p++)
+      for (int g = blockIdx.x; g * 8 < Ns[p % 4]; g += G)
+        for (int c = 0; c < Ks[p % 4]; c += COLS, t++) {
           int slot = t % SLOTS, use = t / SLOTS;
           if (use > 0) mwait(empty + slot, (use - 1) & 1);
-          if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(saddr(full + slot)), "r"(SLOT) : "memory");
-          __syncwarp();
-          if (lane < 8) {
-            const unsigned short* src = W + (size_t)(g * 8 + lane) * K + c;
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         :: "r"(saddr(ring + slot * SLOT + lane * COLS * 2)), "l"(src), "r"(COLS * 2), "r"(saddr(full + slot)) : "memory");
-          }
+          copy_slot<TMA>(ring + slot * SLOT, full + slot, (const unsigned short*)Ws[p], g * 8, Ks[p % 4], c, threadIdx.x - 256);
         }
-    }
+    if (!TMA) asm volatile("cp.async.wait_all;" ::: "memory");
     return;
   }
   int t = 0;
@@ -257,80 +270,10 @@ extern "C" __global__ void __launch_bounds__(288) stream(const unsigned long lon
   }
 }
 
-// the same with 4 copying warps that copy 16 bytes a thread at a time (cp.async, no TMA): a slot's mbarrier completes when all 128
-// copying threads' copies into it have landed (cp.async.mbarrier.arrive.noinc)
+extern "C" __global__ void __launch_bounds__(288) stream(const unsigned long long* Ws, float* b0, float* b1, unsigned* bar, int epoch, int phases,
+                                                         int wait) { streamed<true>(Ws, b0, b1, bar, epoch, phases, wait); }
 extern "C" __global__ void __launch_bounds__(384) stream_ld(const unsigned long long* Ws, float* b0, float* b1, unsigned* bar, int epoch,
-                                                            int phases, int wait) {
-  const int Ns[4] = {3072, 2048, 16384, 2048}, Ks[4] = {2048, 2048, 2048, 8192};
-  extern __shared__ __align__(128) unsigned char smem[];
-  unsigned char* ring = smem;
-  float* xs = (float*)(smem + SLOTS * SLOT);
-  unsigned long long* full = (unsigned long long*)(smem + SLOTS * SLOT + 8192 * 4);
-  unsigned long long* empty = full + SLOTS;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < SLOTS; i++) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" :: "r"(saddr(full + i)) : "memory");
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(saddr(empty + i)) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  if (warp >= 8) {  // the copying warps: thread ct copies 16-byte chunks ct, ct + 128, ... of each slot (COLS / 8 chunks a row)
-    int ct = threadIdx.x - 256, t = 0;
-    for (int p = 0; p < phases; p++) {
-      const unsigned short* W = (const unsigned short*)Ws[p];
-      int N = Ns[p % 4], K = Ks[p % 4];
-      for (int g = blockIdx.x; g * 8 < N; g += G)
-        for (int c = 0; c < K; c += COLS, t++) {
-          int slot = t % SLOTS, use = t / SLOTS;
-          if (use > 0) mwait(empty + slot, (use - 1) & 1);
-          #pragma unroll
-          for (int q = ct; q < 8 * COLS / 8; q += 128) {
-            int j = q / (COLS / 8), e = q % (COLS / 8);
-            const unsigned short* src = W + (size_t)(g * 8 + j) * K + c + e * 8;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(saddr(ring + slot * SLOT + j * COLS * 2 + e * 16)), "l"(src) : "memory");
-          }
-          asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(saddr(full + slot)) : "memory");
-        }
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    return;
-  }
-  int t = 0;
-  for (int p = 0; p < phases; p++) {
-    int N = Ns[p % 4], K = Ks[p % 4];
-    const float* x = p % 2 ? b1 : b0;
-    float* y = p % 2 ? b0 : b1;
-    if (p > 0 && wait && threadIdx.x == 0) {
-      unsigned target = (unsigned)((epoch * phases + p) * G), v;
-      do { asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory"); } while (v < target);
-    }
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    for (int i = threadIdx.x * 4; i < K; i += 256 * 4) *(float4*)(xs + i) = __ldcg((const float4*)(x + i));
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    for (int g = blockIdx.x; g * 8 < N; g += G) {
-      float acc = 0.f;
-      for (int c = 0; c < K; c += COLS, t++) {
-        int slot = t % SLOTS, use = t / SLOTS;
-        mwait(full + slot, use & 1);
-        const uint4* row = (const uint4*)(ring + slot * SLOT + warp * COLS * 2);
-        #pragma unroll
-        for (int i = 0; i < COLS / 256; i++) {
-          const float4* xp = (const float4*)(xs + c + (i * 32 + lane) * 8);
-          acc += dot8(row[i * 32 + lane], xp[0], xp[1]);
-        }
-        __syncwarp();
-        if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(saddr(empty + slot)) : "memory");
-      }
-      #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-      if (lane == 0) y[g * 8 + warp] = acc * (3.4641f * rsqrtf((float)K));
-    }
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    if (threadIdx.x == 0) { __threadfence(); atomicAdd(bar, 1u); }
-  }
-}
+                                                            int phases, int wait) { streamed<false>(Ws, b0, b1, bar, epoch, phases, wait); }
 
 extern "C" __global__ void fill(unsigned short* p, int n, unsigned seed) {
   for (int i = blockIdx.x * 256 + threadIdx.x; i < n; i += gridDim.x * 256) {
