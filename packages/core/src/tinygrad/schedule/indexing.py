@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from tinygrad.dtype import DType, dtypes
 from tinygrad.schedule.rows import mark_row_loops
+from tinygrad.schedule.siblings import merge_sibling_reduces
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
 
@@ -173,7 +174,7 @@ def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext, out_view: UOp |
     out_ptr = graph_rewrite(index_at(out_view, TRUE, idx), pm_indexing, ctx).src[0]  # LOAD(INDEX(out, i)) -> INDEX
   else:
     out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape, ctx.dtype))
-  return mark_row_loops(graph_rewrite(out_ptr.store(value).sink(), symbolic + pm_collapse_one_hot))
+  return mark_row_loops(merge_sibling_reduces(graph_rewrite(out_ptr.store(value).sink(), symbolic + pm_collapse_one_hot)))
 
 
 def collapse_one_hot(red: UOp) -> UOp | None:

@@ -23,6 +23,7 @@ from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
 from tinygrad.schedule.rows import broadcast_rows, fits_row, reads_other_reduction, row_limit, row_shape
+from tinygrad.schedule.siblings import sibling_of
 from tinygrad.schedule.split_k import MatmulShape, matmul_shape, split_k
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -91,13 +92,17 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
   def nest_sums(r: UOp) -> bool: return not policy.gpu(r.device if isinstance(r.device, str) else r.device[0])
   rows = broadcast_rows(nodes, policy)
   reductions = [n for n in reversed(nodes) if n.op is Ops.REDUCE_AXIS]
+  siblings: dict[UOp, UOp] = {}  # a scalar reduction fused into the kernel of a sibling (schedule/siblings.py) -> the sibling
   for n in reductions:
-    if n not in realize and n not in rows and _fuses_into_one_kernel(n, consumers, realize, None, nest_sums(n)) is None: realize.add(n)
+    if n not in realize and n not in rows and _fuses_into_one_kernel(n, consumers, realize, None, nest_sums(n),
+                                                                        siblings if not nest_sums(n) else None) is None: realize.add(n)
   for n in reductions:
     if n in realize or n not in rows: continue
     row = row_shape(n, row_limit(n, policy))
     if (row_outputs := _fuses_into_one_kernel(n, consumers, realize, row)) is None: realize.add(n)
     else: realize.update(row_outputs)
+  # a sibling that got a buffer after all: its kernel is an elementwise one, where the scalar would be reduced per element
+  realize.update(red for red, other in siblings.items() if other in realize and red not in realize)
   return realize
 
 
@@ -168,10 +173,12 @@ applied_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary
 
 
 def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], row: tuple | None,
-                           nest: bool = False) -> set[UOp] | None:
+                           nest: bool = False, siblings: dict[UOp, UOp] | None = None) -> set[UOp] | None:
   """None when `red` must get a buffer; else the nodes that must get one for it to stay inline: the outputs of its row
   kernel where they feed something a row kernel can't hold (a matmul after a softmax). `row`: the shape red's result may
-  broadcast back to (row_shape), None where it may not. `nest`: red may nest in a sum that reduces it further (_nests)."""
+  broadcast back to (row_shape), None where it may not. `nest`: red may nest in a sum that reduces it further (_nests).
+  `siblings` (GPUs): red, a scalar, may be broadcast into the kernel of a sibling reduction (schedule/siblings.py), which is
+  recorded there."""
   ends: set[UOp] = set()
   outputs: set[UOp] = set()
   frontier, seen = [red], {red}
@@ -192,7 +199,9 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
       if user.op is Ops.REDUCE_AXIS and nest and _nests(red, user):
         ends.add(user)  # a sum nested in this one goes where this one goes
         continue
-      if user.op is Ops.REDUCE_AXIS or broadcast:
+      if broadcast and row is None and siblings is not None and (other := sibling_of(red, user, consumers, realize)) is not None:
+        siblings[red] = other
+      elif user.op is Ops.REDUCE_AXIS or broadcast:
         if row is None or not fits_row(user, row, red, node): return None
       if user in realize:
         if row is not None and user.shape == row and reads_other_reduction(user, red, row, realize, read): return None
