@@ -198,3 +198,28 @@ def test_dot_products_follow_the_renderer():
         except Exception as e: pytest.skip(f"{dev}: {e}")
         assert model.block_dot_form(Device.DEFAULT) != 3
         if "-avx512vnni" in dev or "CLANG" in dev: assert not has
+
+
+@pytest.mark.parametrize("siblings", [1, 0])
+def test_one_token_gate_up_as_sibling_products(monkeypatch, siblings):
+  """One token through a stacked Q4_1 gate/up FFN in the GPU form (fuses_cheaply): with GATE_UP_SIBLINGS=1 the gate's and the up's
+  products are two reductions of one kernel that stores silu(gate) * up (one kernel fewer than the stacked product and a kernel
+  combining its halves); both forms match numpy on the gguf package's dequantization."""
+  import tinygrad.llm.model as model
+  from tinygrad.helpers import Context
+  from tinygrad.uop.ops import Ops
+  monkeypatch.setattr(model, "fuses_cheaply", lambda device: True)
+  k, n = 64, 32
+  gu_blocks, down_blocks = random_blocks("Q4_1", 2 * n * k // 32), random_blocks("Q4_1", k * n // 32, seed=1)
+  ffn = model.FeedForward({model.GATE_UP: model.QuantWeight(Tensor(gu_blocks.reshape(-1)), "Q4_1", (2 * n, k)),
+                           "ffn_down.weight": model.QuantWeight(Tensor(down_blocks.reshape(-1)), "Q4_1", (k, n))})
+  x_np = (np.random.default_rng(2).standard_normal((1, 1, k)) * 1e-2).astype(np.float32)  # gate values where silu is not flat
+  with Context(GATE_UP_SIBLINGS=siblings):
+    out = ffn(Tensor(x_np))
+    kernels = [si for si in out.schedule() if si.ast.op is Ops.SINK]
+    got = out.numpy()
+  q = gguf.GGMLQuantizationType["Q4_1"]
+  gu = x_np @ ref_dequantize(gu_blocks.reshape(-1), q).reshape(2 * n, k).T
+  act = gu[..., :n] / (1 + np.exp(-gu[..., :n])) * gu[..., n:]
+  np.testing.assert_allclose(got, act @ ref_dequantize(down_blocks.reshape(-1), q).reshape(k, n).T, rtol=1e-4, atol=1e-4)
+  assert len(kernels) == (2 if siblings else 3)

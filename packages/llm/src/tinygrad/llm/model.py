@@ -57,6 +57,10 @@ def block_dot_form(device: str | None = None) -> int:
 # 128 rows 6.55 / 5.69, 256 rows 7.11 / 11.24 (from 256 rows the panel's matmul is cache-blocked and 8x32-wide); with 64 rows of x
 # as the fused kernel's lanes (core's conv_lanes DECODED_LANE_WIDTHS): 64 rows 2.77, 128 rows 5.3 / 7.6, 256 rows 10.2 / 9.5
 PANEL_MIN_ROWS = ContextVar("PANEL_MIN_ROWS", 256)
+# one token on a GPU, quantized weights: the gate's and the up's matrix-vector products as two sibling reductions of one kernel
+# (FeedForward); 0: as one product over the stacked matrix, and silu(gate) * up a kernel of its own. Measured on the H200
+# (bench/README.md): SmolLM2's Q4_1 decode step 678 -> 626 us; Llama-1B's F16 products got slower that way (gate/up 278 -> 378 us)
+GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
@@ -308,6 +312,14 @@ def rms_scale(x: Tensor, eps: float) -> Tensor:
   return (x.square().mean(-1, keepdim=True) + eps).rsqrt()
 
 
+def norm_scale(x: Tensor, eps: float) -> Tensor:
+  """rms_scale for the matmuls after a norm. Stored on a CPU. On a GPU the scheduler decides: it stores it by default; with
+  SIBLING_REDUCE=1 a decode step's factor (one scalar) is summed inside the matrix-vector product's kernel, in its loop over x
+  (schedule/siblings.py: no kernel of its own)."""
+  scale = rms_scale(x, eps)
+  return scale if fuses_cheaply(x.device) else scale.contiguous()
+
+
 def fuses_cheaply(device: str) -> bool:
   """True on GPU-style devices (threads in blocks), where recomputing a little elementwise work inside the kernels that read
   it (RoPE, softmax's exponentials) costs less than a kernel that stores it; on a CPU the recomputation costs more."""
@@ -498,6 +510,12 @@ class FeedForward:
   def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
     if self.gate_up is not None:
       n = self.gate_up.shape[0] // 2
+      quantized = BLOCK_SIZES[self.gate_up.type_name][0] > 1
+      if GATE_UP_SIBLINGS.value and quantized and math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device):
+        # one token on a GPU: the gate's and the up's products are sibling reductions (schedule/siblings.py), one kernel that
+        # loads x once and stores silu(gate) * up, not the two halves for a kernel of its own to combine
+        gate, up = linear(x, self.gate_up.rows(0, n), scale=scale), linear(x, self.gate_up.rows(n, 2 * n), scale=scale)
+        return linear((gate.silu() * up).contiguous(), self.down)
       gu = linear(x, self.gate_up, scale=scale).contiguous()
       # stored: inside the down projection's kernel silu(gate) * up would be recomputed for every output row (measured on the
       # H200: Llama-1B's down projection 13.6 -> 45 us when it was); on tensor cores linear() stores it itself, as half
@@ -546,11 +564,11 @@ class Block:
     self.ffn = MoEFeedForward(cfg, w) if "ffn_gate_inp.weight" in w else FeedForward(w)
 
   def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
-    # the residual stream is realized, and each norm's factor (rms_scale): the matmuls after a norm read x times the norm's weight
-    # and scale their outputs, so the normalized rows are never stored (an unrealized norm would be recomputed per output row)
+    # the residual stream is realized; the matmuls after a norm read x times the norm's weight and scale their outputs by the
+    # norm's factor (norm_scale), so the normalized rows are never stored (an unrealized norm would be recomputed per output row)
     eps = self.cfg.norm_eps
-    h = (x + self.attn(x * self.attn_norm, rms_scale(x, eps).contiguous(), start_pos, cos, sin, mask)).contiguous()
-    return (h + self.ffn(h * self.ffn_norm, rms_scale(h, eps).contiguous())).contiguous()
+    h = (x + self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask)).contiguous()
+    return (h + self.ffn(h * self.ffn_norm, norm_scale(h, eps))).contiguous()
 
 
 # matrices of a layer stacked into one at load where their types and widths match: the stack's name, its parts. A GGUF may
