@@ -3,10 +3,11 @@
   DEV=CUDA python3 bench/llm_ab.py --synthetic llama1b '{"REDUCE_WARPS":0}' '{"REDUCE_WARPS":16}'
 
 Each variant (a JSON dict of settings: ContextVars of core, a backend or tinygrad.llm) gets its own decode step: captured and
-compiled under those settings (the in-memory runner cache is cleared per variant: its key holds the AST and the opts' settings,
-not a renderer's own, so a second variant would otherwise run the first one's kernels), then --tokens greedy tokens are decoded
-under it, which must equal the first variant's. The steps are timed --rounds times each, interleaved (--steps steps queued back to
-back per timing, between device syncs). Prints a line per variant (best, all) and JSON.
+compiled under those settings (the in-memory runner cache and the layers' recordings are cleared per variant: their keys hold
+the AST and the opts' settings, not a renderer's or the scheduler's own, so a second variant would otherwise run the first one's
+kernels), then --tokens greedy tokens are decoded under it, which must equal the first variant's. The steps are timed --rounds
+times each, interleaved (--steps steps queued back to back per timing, between device syncs). Prints a line per variant (best,
+all, the kernels its step launches) and JSON.
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def main() -> None:
       llm._step_jits.clear()
       llm._ring_holds = None
       realize._runner_cache.clear()
+      # the layers' recorded kernels (tinygrad/reuse.py) too: their key holds the opts' settings, not the scheduler's
+      if llm.model._reuse is not None: llm.model._reuse.recordings.clear()
       tokens.append(llm._decode_batch(7, pos, args.tokens, SamplingParams(ignore_eos=True)))  # compiles and captures under v
       steps.append(llm._step_for(attn_len, True))
       for _ in range(3): steps[-1](llm._v_start.bind(pos), [])
@@ -60,11 +63,13 @@ def main() -> None:
       for _ in range(args.steps): step(llm._v_start.bind(pos), [])
       dev.synchronize()
       times[i].append(round((time.perf_counter() - t0) / args.steps * 1e6, 1))
-  for v, t in zip(variants, times):
-    print(f"{json.dumps(v):48s} best {min(t):8.1f} us/step = {1e6 / min(t):8.1f} tok/s  all {t}", file=sys.stderr)
+  kernels = [len(getattr(step, "captured", ())) for step in steps]
+  for v, t, k in zip(variants, times, kernels):
+    print(f"{json.dumps(v):48s} best {min(t):8.1f} us/step = {1e6 / min(t):8.1f} tok/s  {k} kernels  all {t}", file=sys.stderr)
   print(json.dumps({"benchmark": "llm_ab", "model": os.path.basename(llm.path) if hasattr(llm, "path") else args.synthetic or args.model,
                     "device": Device.DEFAULT, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
-                    "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1)} for v, t in zip(variants, times)]}))
+                    "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1), "kernels": k}
+                                 for v, t, k in zip(variants, times, kernels)]}))
 
 
 if __name__ == "__main__": main()
