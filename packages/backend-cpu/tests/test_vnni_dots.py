@@ -10,7 +10,7 @@ from tinygrad.uop.ops import Ops
 from tinygrad_backend_cpu.clang import clang_available
 from tinygrad_backend_cpu.llvmir import LLVMRenderer, dot_products, host_info
 
-HOST_VNNI = "avx512vnni" in host_info().feature_names or "avxvnni" in host_info().feature_names
+HOST_VNNI = bool(dot_products(host_info().features))  # feature_names lists the off features too
 NO_VNNI = "CPU:LLVM:x86_64,-avx512vnni,-avxvnni"
 
 
@@ -71,6 +71,16 @@ def test_without_the_instruction(dev):
     assert not any("vpdp" in s for s in _sources("CPU", _int_block_dot(*args)))
     got = _int_block_dot(*args).numpy()
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("features,insn", [("+avx2,+avx512f,+avx512vl,+avx512vnni", "avx512.vpdpbusd"), ("+avx2,+avxvnni", "avxvnni.vpdpbusd")])
+def test_rendered_for_a_vnni_target_on_any_host(features, insn):
+  """The instruction follows the DEV target, not the host: rendered (not run) for a VNNI target on a host without it too."""
+  if not host_info().triple.startswith("x86_64"): pytest.skip("x86 feature names")
+  args, _ = _data(7, 5, 32, np.int8, np.uint8)
+  with Context(DEV=f"CPU:LLVM:x86_64,{features}"):
+    assert Device.renderer("CPU").dot_products
+    assert any(insn in s for s in _sources("CPU", _int_block_dot(*args))), insn
 
 
 @pytest.mark.skipif(not HOST_VNNI, reason="the host has no VNNI")

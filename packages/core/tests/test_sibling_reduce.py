@@ -47,26 +47,35 @@ def rand(*shape: int, seed: int = 0) -> np.ndarray: return np.random.default_rng
 
 # ---- loops shared within a kernel
 
-def test_sum_and_max_of_rows_share_one_loop():
+def test_sum_and_max_of_rows_share_one_loop(gpu):
   (ast,) = asts(Tensor.empty(4, 256).sum(1) + Tensor.empty(4, 256).max(1))
   loops = reduce_loops(ast)
   assert len(loops) == 2 and loops[0] == loops[1]
 
 
-def test_a_reduction_that_reads_another_keeps_its_loop():
+def test_on_a_cpu_siblings_keep_a_loop_each():
+  """A CPU runs each output's loops on one thread: one loop with two accumulators measured slower than two loops."""
+  if Device.renderer(Device.DEFAULT).has_local: pytest.skip("the default device is GPU-style")
+  (ast,) = asts(Tensor.empty(4, 256).sum(1) + Tensor.empty(4, 256).max(1))
+  assert len(set(reduce_loops(ast))) == 2
+
+
+def test_a_reduction_that_reads_another_keeps_its_loop(gpu):
   (ast,) = asts(Tensor.empty(4, 256).softmax(1))  # the sum of exp(x - max) reads the max: two loops, one after the other
   loops = reduce_loops(ast)
   assert len(loops) == 2 and loops[0] != loops[1]
 
 
-def test_loops_of_different_lengths_stay_apart():
+def test_loops_of_different_lengths_stay_apart(gpu):
   a = Tensor.empty(4, 256)
   (ast,) = asts(a.sum(1) + a[:, :128].max(1))
   assert len(set(reduce_loops(ast))) == 2
 
 
+@pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=runs_gpu)])
 @runs
-def test_shared_loop_values():
+def test_shared_loop_values(request, on_gpu: bool):
+  if on_gpu: request.getfixturevalue("gpu")
   a, b = rand(5, 300), rand(5, 300, seed=1)
   out = (Tensor(a).sum(1) * Tensor(b).max(1) + (Tensor(a) * Tensor(b)).sum(1)).numpy()
   np.testing.assert_allclose(out, a.sum(1) * b.max(1) + (a * b).sum(1), rtol=1e-5, atol=1e-4)

@@ -92,7 +92,7 @@ class HostInfo:
   llvm_version: str
 
   @property
-  def feature_names(self) -> set[str]: return {f[1:] for f in self.features.split(",") if f}
+  def feature_names(self) -> set[str]: return {f[1:] for f in self.features.split(",") if f}  # on and off: what LLVM knows
 
 
 def _cpu_signature() -> str | None:

@@ -413,7 +413,8 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
     elif node.op is Ops.COPY:
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
     else:
-      ast, bufs = cached_kernel_ast(value, out, rebuilt.src[0] if node.op is Ops.ASSIGN else None)
+      gpu = policy.gpu(out.device if isinstance(out.device, str) else out.device[0])
+      ast, bufs = cached_kernel_ast(value, out, rebuilt.src[0] if node.op is Ops.ASSIGN else None, siblings=gpu)
       ast, var_vals = strip_binds(ast)
       items.append(ScheduleItem(ast, bufs, var_vals))
     becomes[node] = replaced[node]
@@ -428,21 +429,21 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
 
 # kernel ASTs by the shape of their graph with buffers renamed to placeholders: the layers of a model (and every call of a
 # function) build the same kernels over different buffers, and pushing the indexing through each graph is most of scheduling
-_ast_cache: dict[tuple[UOp, UOp, UOp | None], tuple[UOp, tuple[UOp, ...]]] = {}
+_ast_cache: dict[tuple[UOp, UOp, UOp | None, bool], tuple[UOp, tuple[UOp, ...]]] = {}
 AST_CACHE_SIZE = 4096
 
 
-def cached_kernel_ast(value: UOp, out: UOp, out_view: UOp | None) -> tuple[UOp, list[UOp]]:
+def cached_kernel_ast(value: UOp, out: UOp, out_view: UOp | None, siblings: bool = False) -> tuple[UOp, list[UOp]]:
   """kernel_ast(value, out, ...) and its buffers in parameter order, reusing the AST of an earlier kernel that differs only in
-  which buffers it reads and writes."""
+  which buffers it reads and writes. `siblings`: sibling reductions share a loop (a GPU-style device's kernel)."""
   roots = (value, out) if out_view is None else (value, out, out_view)
   bufs = [n for n in UOp(Ops.SINK, src=roots).toposort(gate=lambda u: u.op is not Ops.BUFFER) if n.op is Ops.BUFFER]
   # placeholders keep everything the AST sees of a buffer (dtype, size, device); only the identity goes
   holders = {b: UOp(Ops.BUFFER, b.dtype, b.src, (-1 - i, b.arg[1])) for i, b in enumerate(bufs)}
-  key = (value.substitute(holders), holders[out], None if out_view is None else out_view.substitute(holders))
+  key = (value.substitute(holders), holders[out], None if out_view is None else out_view.substitute(holders), siblings)
   if (hit := _ast_cache.get(key)) is None:
     ctx = IndexingContext()
-    ast = kernel_ast(key[0], key[1], ctx, key[2])
+    ast = kernel_ast(key[0], key[1], ctx, key[2], siblings)
     if len(_ast_cache) >= AST_CACHE_SIZE: del _ast_cache[next(iter(_ast_cache))]
     hit = _ast_cache[key] = (ast, tuple(ctx.buffers))
   real = {h: b for b, h in holders.items()}

@@ -8,8 +8,9 @@ loop (GROUP, UNROLL) splits both alike. The scheduler fuses a scalar reduction b
 (kernelize.find_realizes, `sibling_of`) only on GPUs, where the kernel's outputs are threads: the sibling is then computed by
 each output's threads, in the loop they run anyway. SIBLING_REDUCE=1 turns that fusion on; it is off by default: measured on the
 H200 (bench/README.md), Llama-1B's decode step lost its 32 norm kernels but got slower, 935 -> 976 us, as the matrix-vector
-products that took the norm in ran slower (q/k/v 77 -> 117 us a step). Kernels that already hold sibling reductions (a row
-kernel's `x.sum() / x.max()`, an FFN's gate and up products) share their loop either way.
+products that took the norm in ran slower (q/k/v 77 -> 117 us a step). On a GPU, kernels that already hold sibling reductions
+(a row kernel's `x.sum() / x.max()`, an FFN's gate and up products) share their loop either way; on a CPU they keep a loop each
+(indexing.kernel_ast `siblings`): one loop with two accumulators ran up to 2x slower there.
 """
 from __future__ import annotations
 
