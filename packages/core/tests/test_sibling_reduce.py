@@ -137,3 +137,20 @@ def test_the_product_also_read_by_another_reduction(gpu):
   want = (a * g) @ w.T
   np.testing.assert_allclose(out.numpy(), want / np.sqrt((a * a).mean(-1, keepdims=True) + EPS), rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(total.numpy(), want.sum(), rtol=1e-4, atol=1e-3)
+
+
+def test_siblings_share_the_vector_in_the_rows_a_thread_heuristic(gpu):
+  """Two float16 matrix-vector products of one float32 vector (an FFN's gate and up as siblings) already serve each vector load
+  to two rows: the GPU heuristics count that load once, and give the kernel no more rows a thread (UPCAST) than one product
+  over the stacked matrix gets (measured on the H200: 4 rows a thread ran slower, bench/README.md)."""
+  from tinygrad.codegen.heuristics import hand_coded_opts
+  from tinygrad.codegen.opt import OptOps
+  x, g, w = Tensor.empty(1, 2048), Tensor.empty(2048), Tensor.empty(2 * 4096, 2048, dtype=dtypes.half)
+  xg = x * g
+  def rows_a_thread(t: Tensor) -> int:
+    (ast,) = asts(t)
+    ups = [o.amount for o in hand_coded_opts(ast, wide_loads=True, gpu=True) if o.op is OptOps.UPCAST]
+    return (ups[0] if ups else 1) * len([r for r in ast.toposort() if r.op is Ops.REDUCE])
+  stacked = rows_a_thread(xg @ w.cast(dtypes.float).T)
+  siblings = rows_a_thread((xg @ w[:4096].cast(dtypes.float).T).silu() * (xg @ w[4096:].cast(dtypes.float).T))
+  assert stacked == 2 and siblings == 2

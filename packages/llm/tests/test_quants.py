@@ -200,26 +200,33 @@ def test_dot_products_follow_the_renderer():
         if "-avx512vnni" in dev or "CLANG" in dev: assert not has
 
 
+@pytest.mark.parametrize("type_name", ["Q4_1", "F16"])
 @pytest.mark.parametrize("siblings", [1, 0])
-def test_one_token_gate_up_as_sibling_products(monkeypatch, siblings):
-  """One token through a stacked Q4_1 gate/up FFN in the GPU form (fuses_cheaply): with GATE_UP_SIBLINGS=1 the gate's and the up's
-  products are two reductions of one kernel that stores silu(gate) * up (one kernel fewer than the stacked product and a kernel
-  combining its halves); both forms match numpy on the gguf package's dequantization."""
+def test_one_token_gate_up_as_sibling_products(monkeypatch, siblings, type_name):
+  """One token through a stacked gate/up FFN (Q4_1 or F16) in the GPU form (fuses_cheaply): with GATE_UP_SIBLINGS=1 the gate's and
+  the up's products are two reductions of one kernel that stores silu(gate) * up (one kernel fewer than the stacked product and
+  a kernel combining its halves); both forms match numpy (on the gguf package's dequantization for Q4_1)."""
   import tinygrad.llm.model as model
   from tinygrad.helpers import Context
   from tinygrad.uop.ops import Ops
   monkeypatch.setattr(model, "fuses_cheaply", lambda device: True)
   k, n = 64, 32
-  gu_blocks, down_blocks = random_blocks("Q4_1", 2 * n * k // 32), random_blocks("Q4_1", k * n // 32, seed=1)
-  ffn = model.FeedForward({model.GATE_UP: model.QuantWeight(Tensor(gu_blocks.reshape(-1)), "Q4_1", (2 * n, k)),
-                           "ffn_down.weight": model.QuantWeight(Tensor(down_blocks.reshape(-1)), "Q4_1", (k, n))})
+  if type_name == "Q4_1":
+    q = gguf.GGMLQuantizationType["Q4_1"]
+    gu_raw, down_raw = random_blocks("Q4_1", 2 * n * k // 32).reshape(-1), random_blocks("Q4_1", k * n // 32, seed=1).reshape(-1)
+    gu_w, down_w = ref_dequantize(gu_raw, q).reshape(2 * n, k), ref_dequantize(down_raw, q).reshape(k, n)
+  else:
+    rng = np.random.default_rng(3)
+    gu_raw, down_raw = (rng.standard_normal(2 * n * k) / 8).astype(np.float16), (rng.standard_normal(k * n) / 8).astype(np.float16)
+    gu_w, down_w = gu_raw.astype(np.float32).reshape(2 * n, k), down_raw.astype(np.float32).reshape(k, n)
+  ffn = model.FeedForward({model.GATE_UP: model.QuantWeight(Tensor(gu_raw), type_name, (2 * n, k)),
+                           "ffn_down.weight": model.QuantWeight(Tensor(down_raw), type_name, (k, n))})
   x_np = (np.random.default_rng(2).standard_normal((1, 1, k)) * 1e-2).astype(np.float32)  # gate values where silu is not flat
   with Context(GATE_UP_SIBLINGS=siblings):
     out = ffn(Tensor(x_np))
     kernels = [si for si in out.schedule() if si.ast.op is Ops.SINK]
     got = out.numpy()
-  q = gguf.GGMLQuantizationType["Q4_1"]
-  gu = x_np @ ref_dequantize(gu_blocks.reshape(-1), q).reshape(2 * n, k).T
+  gu = x_np @ gu_w.T
   act = gu[..., :n] / (1 + np.exp(-gu[..., :n])) * gu[..., n:]
-  np.testing.assert_allclose(got, act @ ref_dequantize(down_blocks.reshape(-1), q).reshape(k, n).T, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(got, act @ down_w.T, rtol=1e-4, atol=1e-4)
   assert len(kernels) == (2 if siblings else 3)

@@ -332,7 +332,9 @@ def _outputs_as_lanes(ast: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
 
 
 def _loads_in_reduces(ast: UOp) -> list[UOp]:
-  return [ld for red in ast.toposort() if red.op is Ops.REDUCE for ld in red.src[0].toposort() if ld.op is Ops.LOAD]
+  """Each load inside a reduction, once: sibling reductions (schedule/siblings.py) share the vector's loads, and a nested
+  reduction's loads are inside the outer one's too."""
+  return list(dict.fromkeys(ld for red in ast.toposort() if red.op is Ops.REDUCE for ld in red.src[0].toposort() if ld.op is Ops.LOAD))
 
 
 def _buffer_bytes(ld: UOp) -> int:

@@ -57,9 +57,10 @@ def block_dot_form(device: str | None = None) -> int:
 # 128 rows 6.55 / 5.69, 256 rows 7.11 / 11.24 (from 256 rows the panel's matmul is cache-blocked and 8x32-wide); with 64 rows of x
 # as the fused kernel's lanes (core's conv_lanes DECODED_LANE_WIDTHS): 64 rows 2.77, 128 rows 5.3 / 7.6, 256 rows 10.2 / 9.5
 PANEL_MIN_ROWS = ContextVar("PANEL_MIN_ROWS", 256)
-# one token on a GPU, quantized weights: the gate's and the up's matrix-vector products as two sibling reductions of one kernel
-# (FeedForward); 0: as one product over the stacked matrix, and silu(gate) * up a kernel of its own. Measured on the H200
-# (bench/README.md): SmolLM2's Q4_1 decode step 678 -> 626 us; Llama-1B's F16 products got slower that way (gate/up 278 -> 378 us)
+# one token on a GPU: the gate's and the up's matrix-vector products as two sibling reductions of one kernel (FeedForward);
+# 0: as one product over the stacked matrix, and silu(gate) * up a kernel of its own. Measured on the H200 (bench/README.md):
+# SmolLM2's Q4_1 decode step 671 -> 619 us; Llama-1B's F16 step 940 -> 934 us once the kernel got 2 rows a thread as the stacked
+# one has (the heuristics had counted the shared vector's loads once per sibling and given it 4: 278 -> 378 us a step)
 GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
@@ -510,8 +511,7 @@ class FeedForward:
   def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
     if self.gate_up is not None:
       n = self.gate_up.shape[0] // 2
-      quantized = BLOCK_SIZES[self.gate_up.type_name][0] > 1
-      if GATE_UP_SIBLINGS.value and quantized and math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device):
+      if GATE_UP_SIBLINGS.value and math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device):
         # one token on a GPU: the gate's and the up's products are sibling reductions (schedule/siblings.py), one kernel that
         # loads x once and stores silu(gate) * up, not the two halves for a kernel of its own to combine
         gate, up = linear(x, self.gate_up.rows(0, n), scale=scale), linear(x, self.gate_up.rows(n, 2 * n), scale=scale)
