@@ -132,16 +132,15 @@ def test_cpu_matvec_unrolls_the_reduction_instead_of_blocking():
   """A matrix-vector product reads each matrix element once: on a CPU the heuristic vectorizes along the reduction (UNROLL) instead
   of register-blocking the rows; a matmul still blocks both output loops; on a GPU a small matrix-vector product gets no register
   block either (it would leave too few threads to fill the chip)."""
-  (mv,) = kernel_asts("matvec")
+  with Context(DEV="PYTHON"):  # scheduled as for a CPU (on a GPU the gated pair shares one loop: schedule/siblings.py)
+    (mv,), (gated,), (vm,) = kernel_asts("matvec"), kernel_asts("gated_matvec"), kernel_asts("vectors_matmul")
   red, out = axis_of(mv, "reduce"), axis_of(mv, "global")
   assert hand_coded_opts(mv) == [Opt(OptOps.UNROLL, red, 16)]
   assert not [o for o in hand_coded_opts(mv, gpu=True) if o.op is OptOps.UPCAST and o.axis == out]
   assert {o.op for o in hand_coded_opts(matmul_ast())} == {OptOps.UPCAST}
-  (gated,) = kernel_asts("gated_matvec")
   reds = {r.arg[0] for r in ranges_of(gated).values() if r.arg[1] == "reduce"}
   assert len(reds) == 2 and hand_coded_opts(gated) == [Opt(OptOps.UNROLL, r, 16) for r in sorted(reds)]
   # a few vectors times W.T: vectorize along W's rows and reuse each loaded piece of W for all 4 vectors
-  (vm,) = kernel_asts("vectors_matmul")
   outs = sorted(r.arg[0] for r in ranges_of(vm).values() if r.arg[1] == "global")
   assert hand_coded_opts(vm) == [Opt(OptOps.UNROLL, axis_of(vm, "reduce"), 16), Opt(OptOps.UPCAST, outs[0], 4)]
   # small matrix-vector products stay on one thread (starting threads costs more than the kernel)
@@ -445,12 +444,12 @@ def test_cpu_strided_reductions_take_their_outputs_as_lanes():
   """A reduction whose big input runs contiguously along the outputs, not along the reduction (a column sum, a vector times a
   (K, N) matrix): each reduce step reads a run of a row for 128 outputs side by side (UPCAST), instead of one element per row
   per output (UNROLL of the reduction: 1 GB/s on 4096x4096 column sums). Row-contiguous ones keep UNROLL."""
-  colsum = _ast_of(Tensor.empty(4096, 4096).sum(0))
+  with Context(DEV="PYTHON"):  # scheduled as for a CPU (a GPU splits these reductions: schedule/kernelize.py)
+    colsum, rowsum = _ast_of(Tensor.empty(4096, 4096).sum(0)), _ast_of(Tensor.empty(4096, 4096).sum(1))
+    vec_mat = _ast_of(Tensor.empty(1, 2048) @ Tensor.empty(2048, 96))
   out = axis_of(colsum, "global")
   assert hand_coded_opts(colsum) == [Opt(OptOps.UPCAST, out, 128)]
-  vec_mat = _ast_of(Tensor.empty(1, 2048) @ Tensor.empty(2048, 96))
   assert [o for o in hand_coded_opts(vec_mat) if o.op is OptOps.UPCAST] == [Opt(OptOps.UPCAST, axis_of(vec_mat, "global"), 32)]
-  rowsum = _ast_of(Tensor.empty(4096, 4096).sum(1))
   assert hand_coded_opts(rowsum) == [Opt(OptOps.UNROLL, axis_of(rowsum, "reduce"), 16)]
 
 
