@@ -89,13 +89,13 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
   # it would hold; then later reductions before earlier ones: softmax's sum is settled before the max inside it asks whether
   # it may fuse through it
   policy = policy or SplitPolicy()
-  def nest_sums(r: UOp) -> bool: return not policy.gpu(r.device if isinstance(r.device, str) else r.device[0])
   rows = broadcast_rows(nodes, policy)
   reductions = [n for n in reversed(nodes) if n.op is Ops.REDUCE_AXIS]
   siblings: dict[UOp, UOp] = {}  # a scalar reduction fused into the kernel of a sibling (schedule/siblings.py) -> the sibling
   for n in reductions:
-    if n not in realize and n not in rows and _fuses_into_one_kernel(n, consumers, realize, None, nest_sums(n),
-                                                                        siblings if not nest_sums(n) else None) is None: realize.add(n)
+    if n in realize or n in rows: continue
+    gpu = policy.on_gpu(n)  # a CPU's sums may nest in a sum that reduces them further; a GPU's scalar may join a sibling
+    if _fuses_into_one_kernel(n, consumers, realize, None, not gpu, siblings if gpu else None) is None: realize.add(n)
   for n in reductions:
     if n in realize or n not in rows: continue
     row = row_shape(n, row_limit(n, policy))
@@ -252,13 +252,17 @@ class SplitPolicy:
   # K slices for a matmul on a GPU device (schedule/split_k.py); 1: as it is
   matmul_split: Callable[[str, MatmulShape], int] = lambda device, shape: 1
 
+  def on_gpu(self, node: UOp) -> bool:
+    """Whether `node` lives on a GPU-style device (a multi-device node: its first device)."""
+    return self.gpu(node.device if isinstance(node.device, str) else node.device[0])
+
 
 def split_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   """A big reduction into few outputs runs as two kernels: k partial results per output, reading the input
   coalesced/contiguously with every core or thread busy, then a small reduction of the partials."""
   x = r.src[0]
   if not all(isinstance(s, int) for s in x.shape): return None
-  if policy.gpu(r.device if isinstance(r.device, str) else r.device[0]): return _split_reduce_gpu(r, policy)
+  if policy.on_gpu(r): return _split_reduce_gpu(r, policy)
   op, axes = r.arg
   n, out = prod(x.shape[a] for a in axes), prod(r.shape)
   if n < SPLIT_MIN_REDUCE or out > SPLIT_MAX_OUTPUT: return None
@@ -413,8 +417,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
     elif node.op is Ops.COPY:
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
     else:
-      gpu = policy.gpu(out.device if isinstance(out.device, str) else out.device[0])
-      ast, bufs = cached_kernel_ast(value, out, rebuilt.src[0] if node.op is Ops.ASSIGN else None, siblings=gpu)
+      ast, bufs = cached_kernel_ast(value, out, rebuilt.src[0] if node.op is Ops.ASSIGN else None, siblings=policy.on_gpu(out))
       ast, var_vals = strip_binds(ast)
       items.append(ScheduleItem(ast, bufs, var_vals))
     becomes[node] = replaced[node]
