@@ -47,13 +47,26 @@ def _no_program_cache():
   with Context(PCACHE=0): yield
 
 
-@pytest.fixture
-def gpu(monkeypatch):
-  """The default device's renderer told it is GPU-style (has_local): on PYTHON, grouped kernels run in the interpreter."""
+def _told_gpu(monkeypatch, shuffles: bool):
   import tinygrad.codegen.gpudims as gpudims
   from tinygrad.engine import realize
   r = Device.renderer(Device.DEFAULT)
   monkeypatch.setattr(r, "has_local", True)
+  if not shuffles: monkeypatch.setattr(r, "shuffle_lanes", 0)
   monkeypatch.setattr(realize, "_runner_cache", {})
   monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 1)  # small tests: several outputs per block, as big kernels have
   return r
+
+
+@pytest.fixture(params=["shuffle", "smem"])
+def gpu(request, monkeypatch):
+  """The default device's renderer told it is GPU-style (has_local): on PYTHON, grouped kernels run in the interpreter.
+  Each test runs twice: grouped reductions combining through the renderer's warp shuffles where it has them (PYTHON: 32
+  lanes, as CUDA), and through shared memory only (shuffle_lanes 0, codegen/group.py)."""
+  return _told_gpu(monkeypatch, request.param == "shuffle")
+
+
+@pytest.fixture
+def gpu_shuffles(monkeypatch):
+  """`gpu` with the renderer's own shuffles only (not parametrized: for request.getfixturevalue)."""
+  return _told_gpu(monkeypatch, True)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import tinygrad.codegen.gpudims as gpudims
 import tinygrad.engine.search as search
 import tinygrad.engine.timing as timing
 from tinygrad import Device, Tensor, Variable, dtypes
@@ -15,7 +16,7 @@ from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
 from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
-from tinygrad.helpers import Context
+from tinygrad.helpers import Context, prod
 from tinygrad.uop.ops import Ops, UOp
 
 
@@ -140,7 +141,8 @@ def test_two_reductions_in_one_kernel(gpu, monkeypatch):
   h1, h2 = w1.astype(np.float64) @ xv, w2.astype(np.float64) @ xv
   np.testing.assert_allclose(run(monkeypatch, group_each(16), f, w1, w2, xv), h1 / (1 + np.exp(-h1)) * h2, rtol=1e-4, atol=1e-5)
   p = get_program(si.ast, gpu, group_each(16)(si.ast, gpu))
-  assert sum(1 for u in p.uops if u.op is Ops.DEFINE_LOCAL) == 2
+  # 16 lanes, 2 outputs a block: one warp, so with shuffles no shared array at all
+  assert sum(1 for u in p.uops if u.op is Ops.DEFINE_LOCAL) == (0 if gpu.shuffle_lanes else 2)
 
 
 @runs_grouped
@@ -383,5 +385,77 @@ def test_grouped_kernels_compile_for_nvidia(name: str):
   assert grouped
   for p in grouped:
     assert r.compiler.compile(p.src)[:4] == b"\x7fELF"  # a cubin (NVRTC for CUDA C, nvJitLink for PTX), or an AMD code object
-    if r.name == "PTX": assert ".shared" in p.src and "bar.sync" in p.src
-    elif r.name == "CUDA": assert "__shared__" in p.src and "__syncthreads()" in p.src and (name != "heuristics" or "float4" in p.src)
+    # blocks of whole warps combine by shuffles, and through shared memory where a group is more than a warp (or the
+    # block less than one: no shuffles then)
+    warps = prod(p.local_size) % 32 == 0
+    through_smem = not warps or max(o.amount for o in p.opts if o.op is OptOps.GROUP) > 32
+    if r.name == "PTX":
+      assert ("shfl.sync.bfly.b32" in p.src) == warps and (".shared" in p.src and "bar.sync" in p.src) == through_smem
+    elif r.name == "CUDA":
+      assert ("__shfl_xor_sync" in p.src) == warps and ("__shared__" in p.src and "__syncthreads()" in p.src) == through_smem
+      assert name != "heuristics" or "float4" in p.src
+
+
+# ---- the combine through warp shuffles (Renderer.shuffle_lanes): a butterfly in registers, shared memory only between warps
+
+def _count(p, op: Ops) -> int: return sum(1 for u in p.uops if u.op is op)
+
+
+@runs_grouped
+@pytest.mark.parametrize("g,warp,shuffles,smem", [(32, 32, 5, 0), (16, 32, 4, 0), (64, 32, 5, 2), (32, 8, 3, 4), (128, 32, 5, 4)])
+def test_butterfly_then_shared_memory_between_warps(gpu_shuffles, monkeypatch, g: int, warp: int, shuffles: int, smem: int):
+  # log2(min(G, warp)) exchanges per reduction; a group of several warps meets in shared memory, G/warp values per output
+  monkeypatch.setattr(gpu_shuffles, "shuffle_lanes", warp)
+  a = np.random.randn(16, 700).astype(F32)
+  (si,) = Tensor.empty(16, 700).sum(1).schedule()
+  p = get_program(si.ast, gpu_shuffles, group_each(g)(si.ast, gpu_shuffles))
+  assert prod(p.local_size) % warp == 0 and _count(p, Ops.SHUFFLE) == shuffles
+  locals_ = [u for u in p.uops if u.op is Ops.DEFINE_LOCAL]
+  assert [u.dtype.size for u in locals_] == ([smem * p.local_size[1]] if smem else []) and _count(p, Ops.BARRIER) == (1 if smem else 0)
+  np.testing.assert_allclose(run(monkeypatch, group_each(g), lambda x: x.sum(1), a), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+  np.testing.assert_array_equal(run(monkeypatch, group_each(g), lambda x: x.max(1), a), a.max(1))
+  b = np.random.randint(-50, 50, size=(16, 700)).astype(np.int32)
+  np.testing.assert_array_equal(run(monkeypatch, group_each(g), lambda x: x.sum(1), b), b.sum(1))
+
+
+@runs_grouped
+def test_softmax_and_upcast_rows_through_shuffles(gpu_shuffles, monkeypatch):
+  # a grouped reduce inside another (every lane needs the max), and two rows a thread: one butterfly per copy
+  a = (np.random.randn(8, 512) * 3).astype(F32)
+  e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+  np.testing.assert_allclose(run(monkeypatch, group_each(32), lambda x: x.softmax(1), a), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+  w, x = np.random.randn(64, 256).astype(F32), np.random.randn(256).astype(F32)
+  upcast = group_each(32, before=lambda ast: [Opt(OptOps.UPCAST, 0, 2)])
+  (si,) = (Tensor.empty(64, 256) @ Tensor.empty(256)).schedule()
+  p = get_program(si.ast, gpu_shuffles, upcast(si.ast, gpu_shuffles))
+  assert _count(p, Ops.SHUFFLE) == 2 * 5 and _count(p, Ops.DEFINE_LOCAL) == 0
+  np.testing.assert_allclose(run(monkeypatch, upcast, lambda w, x: w @ x, w, x), w.astype(np.float64) @ x, rtol=1e-4, atol=1e-4)
+
+
+@runs_grouped
+def test_partials_shuffles_cant_move_go_through_shared_memory(gpu_shuffles, monkeypatch):
+  # shfl moves 32-bit registers, and needs the warp whole: int64 partials, or a block of 16 threads, use the shared array
+  a = np.random.randint(-2**40, 2**40, size=(6, 300)).astype(np.int64)
+  (si,) = Tensor.empty(6, 300, dtype=dtypes.int64).sum(1).schedule()
+  p = get_program(si.ast, gpu_shuffles, group_each(32)(si.ast, gpu_shuffles))
+  assert _count(p, Ops.SHUFFLE) == 0 and _count(p, Ops.DEFINE_LOCAL) == 1
+  np.testing.assert_array_equal(run(monkeypatch, group_each(32), lambda x: x.sum(1), a), a.sum(1))
+  monkeypatch.setattr(gpudims, "GROUP_MIN_BLOCKS", 64)  # one output a block: 16 threads
+  (si,) = Tensor.empty(4, 300).sum(1).schedule()
+  p = get_program(si.ast, gpu_shuffles, group_each(16)(si.ast, gpu_shuffles))
+  assert p.local_size[0] * p.local_size[1] == 16 and _count(p, Ops.SHUFFLE) == 0 and _count(p, Ops.BARRIER) == 1
+
+
+def test_interpreter_shuffle_exchanges_within_the_block():
+  from tinygrad.runtime.python import _shuffle_emulator
+  assert _shuffle_emulator("k", 2)(list(range(8)), None) == [2, 3, 0, 1, 6, 7, 4, 5]
+  assert _shuffle_emulator("k", 1)([1.5, -2.0], None) == [-2.0, 1.5]
+  with pytest.raises(RuntimeError, match="SHUFFLE with lane mask 4 in a block of 6 threads"): _shuffle_emulator("k", 4)(list(range(6)), None)
+
+
+def test_verify_rejects_a_64bit_shuffle():
+  from tinygrad.uop.verify import VerifyError, verify_kernel
+  x = UOp.const(dtypes.float32, 1.0)
+  verify_kernel(UOp(Ops.SINK, dtypes.void, (UOp(Ops.SHUFFLE, dtypes.float32, (x,), 16),)))
+  for bad in (UOp(Ops.SHUFFLE, dtypes.float64, (UOp.const(dtypes.float64, 1.0),), 16), UOp(Ops.SHUFFLE, dtypes.float32, (x,), 0)):
+    with pytest.raises(VerifyError, match="SHUFFLE"): verify_kernel(UOp(Ops.SINK, dtypes.void, (bad,)))

@@ -75,7 +75,7 @@ def test_loops_of_different_lengths_stay_apart(gpu):
 @pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=runs_gpu)])
 @runs
 def test_shared_loop_values(request, on_gpu: bool):
-  if on_gpu: request.getfixturevalue("gpu")
+  if on_gpu: request.getfixturevalue("gpu_shuffles")
   a, b = rand(5, 300), rand(5, 300, seed=1)
   out = (Tensor(a).sum(1) * Tensor(b).max(1) + (Tensor(a) * Tensor(b)).sum(1)).numpy()
   np.testing.assert_allclose(out, a.sum(1) * b.max(1) + (a * b).sum(1), rtol=1e-5, atol=1e-4)
@@ -118,7 +118,7 @@ def test_a_realized_product_keeps_the_norm_apart(gpu):
 @runs
 @pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=runs_gpu)])
 def test_normed_matvec_values(request, on_gpu: bool):
-  if on_gpu: request.getfixturevalue("gpu")
+  if on_gpu: request.getfixturevalue("gpu_shuffles")
   a, g, w = rand(1, 1, 320), rand(320, seed=1), rand(48, 320, seed=2).astype(np.float16)
   out = normed_matvec(Tensor(a), Tensor(g), Tensor(w).float()).numpy()
   np.testing.assert_allclose(out, np_normed_matvec(a, g, w), rtol=1e-4, atol=1e-4)

@@ -153,6 +153,7 @@ class CUDARenderer(CStyleRenderer):
   supports_float4 = True  # float4 loads/stores: one 16-byte access per thread (core's codegen/vectorize.py)
   vector_dtypes = (dtypes.float32, dtypes.float16, dtypes.bfloat16)  # float4, halfx8 / bfloat16x8 (_vector_struct)
   has_shared = True
+  shuffle_lanes = 32  # __shfl_xor_sync: grouped reductions combine a warp's partials in registers (core's codegen/group.py)
   local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
   global_max = (2 ** 31 - 1, 65535, 65535)
   kernel_prefix = 'extern "C" __global__ '
@@ -238,6 +239,8 @@ class CUDARenderer(CStyleRenderer):
   def render_async_copy(self, u: UOp, dst: str, src: str) -> str:
     if arch_number(self.arch) < 80: return super().render_async_copy(u, dst, src)
     return f"tg_cp_async{u.src[1].dtype.nbytes}({dst}, {src});"
+
+  def render_shuffle(self, x: str, mask: int, dt: DType) -> str: return f"__shfl_xor_sync(0xffffffffu, {x}, {mask})"
 
   def render_wmma(self, u: UOp, operands: list[str]) -> str:
     if len(u.arg) > 4:  # A and B in shared memory (wgmma): how each lies and the batch position are template arguments

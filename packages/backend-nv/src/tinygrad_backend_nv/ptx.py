@@ -19,6 +19,7 @@ Scalar code with one virtual register per value (ptxas allocates the real ones).
   ("matrix", n, trans) is ldmatrix, a STORE with arg "async" is cp.async. Vectors (fragments, accumulators, 16-byte
   copies) are lists of registers: float32 elements one .f32 each, half/bf16 elements packed two to a .b32, the form
   ldmatrix and mma.sync use.
+- SHUFFLE (a grouped reduction's butterfly, core's codegen/group.py) is shfl.sync.bfly.b32 over the full warp.
 """
 from __future__ import annotations
 
@@ -133,6 +134,7 @@ class PTXRenderer(Renderer):
   name = "PTX"
   has_local = True
   has_shared = False
+  shuffle_lanes = 32  # shfl.sync.bfly: grouped reductions combine a warp's partials in registers (core's codegen/group.py)
   local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
   global_max = (2 ** 31 - 1, 65535, 65535)
   supported_dtypes = frozenset(set(ITYPE) | {dtypes.void})
@@ -295,6 +297,9 @@ class _Kernel:
       if self.r.sm >= 80: self.emit(f"cp.async.commit_group;\n\tcp.async.wait_group {u.arg or 0}")
       self.emit("bar.sync 0")
     elif op is Ops.WMMA: self._wmma(u)
+    elif op is Ops.SHUFFLE:  # a .b32 exchange takes any 32-bit register (f32, s32, u32); clamp 31: lanes of the whole warp
+      reg = self.vals[u] = self.new(CLASS[ITYPE[u.dtype]])
+      self.emit(f"shfl.sync.bfly.b32 {reg}, {self.v(u.src[0])}, {u.arg}, 31, 0xffffffff")
     elif op is Ops.VECTORIZE: self._vectorize(u)
     elif op is Ops.GEP:
       if u.src[0].dtype.scalar() in HALFS: self.lazy_gep[u] = (u.src[0], u.arg[0])

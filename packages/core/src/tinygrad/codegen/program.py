@@ -111,7 +111,7 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   if is_hand_written(ast): ast, global_size, local_size = lower_hand_ranges(ast, renderer)
   elif renderer.has_local:
     max_local = min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0])
-    if any(o.op is OptOps.GROUP for o in opts): ast, global_size, local_size = lower_groups(ast, max_local, renderer.shared_max)
+    if any(o.op is OptOps.GROUP for o in opts): ast, global_size, local_size = lower_groups(ast, max_local, renderer.shared_max, renderer.shuffle_lanes)
     else: ast, global_size, local_size = to_thread_indices(ast, max_local)
   elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
     ast, used = split_for_threads(ast, n)

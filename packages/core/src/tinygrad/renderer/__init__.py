@@ -153,6 +153,8 @@ class Renderer:
   runs_blocks: bool = False     # not GPU-style, but runs programs with thread indices, shared memory and barriers (the PYTHON
                                 # interpreter): a hand-written kernel that needs blocks of threads gets them (codegen/custom.py)
   has_shared: bool = False
+  shuffle_lanes: int = 0        # lanes of a warp that Ops.SHUFFLE exchanges values between (CUDA: 32); 0: no shuffles, grouped
+                                # reductions combine through shared memory only (codegen/group.py)
   reg_vectors: bool = True      # DEFINE_REG of packed 16-bit vectors (tensor-core fragments carried across loop iterations)
   shared_max: int = 48 * 1024   # shared memory bytes one block may use (above 48 KB the device needs it as dynamic smem)
   compute_units: int = 0        # blocks that run side by side at full speed (GPU: its SMs/CUs; 0: unknown): tile choice by waves

@@ -227,6 +227,10 @@ class CStyleRenderer(Renderer):
   def render_collective_load(self, u: UOp, ptr: str) -> str:
     raise NotImplementedError(f"{self.name} renders no collective load {u.arg!r}")
 
+  def render_shuffle(self, x: str, mask: int, dt: DType) -> str:
+    """x as lane (this lane ^ mask) of the warp has it (Ops.SHUFFLE; a renderer with shuffle_lanes > 0 renders it)."""
+    raise NotImplementedError(f"{self.name} renders no SHUFFLE (its shuffle_lanes is 0)")
+
   def render_wmma(self, u: UOp, operands: list[str]) -> str:
     raise NotImplementedError(f"{self.name} renders no tensor-core WMMA ({u.arg[0]})")
 
@@ -318,6 +322,7 @@ class CStyleRenderer(Renderer):
     elif op is Ops.BARRIER and isinstance(u.arg, tuple) and u.arg and isinstance(u.arg[0], str): k.emit(self.render_sync(u, r))
     elif op is Ops.BARRIER: k.emit(self.render_barrier(u))
     elif op is Ops.WMMA: self._declare(k, u, self.render_wmma(u, r))
+    elif op is Ops.SHUFFLE: self._declare(k, u, self.render_shuffle(r[0], u.arg, u.dtype))
     elif op is Ops.SPECIAL:
       k.names[u] = u.arg[0]
       k.emit(f"{self.render_dtype(u.dtype)} {u.arg[0]} = {self.render_special(u.arg[0], u.arg[1])}; /* {u.arg[1]} */")

@@ -5,10 +5,10 @@ positions, arg). The program decodes it once into a tree of small closures (stra
 run their body) and runs that tree over a list holding the value of every uop by position. Elementwise ops go
 through `tinygrad.uop.alu` (exec_alu, cast_scalar, to_bits/from_bits), so the results are the reference ones.
 
-Vectors are tuples. Programs with BARRIER or WMMA run the threads of a block in lockstep: each thread is a
-generator that yields at those points; a BARRIER resumes when every thread of the block reached it, a WMMA when
-the whole warp did, with D = A*B + C computed from the lanes' fragments through the TensorCore's layout tables
-(in double, rounded once to the accumulator dtype). DEFINE_LOCAL arrays are shared by the threads of one block.
+Vectors are tuples. Programs with BARRIER, WMMA or SHUFFLE run the threads of a block in lockstep: each thread is a
+generator that yields at those points; a BARRIER resumes when every thread of the block reached it, a SHUFFLE with
+thread (t ^ mask)'s value, a WMMA when the whole warp did, with D = A*B + C computed from the lanes' fragments through
+the TensorCore's layout tables (in double, rounded once to the accumulator dtype). DEFINE_LOCAL arrays are shared by the threads of one block.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ _MAGIC = "PYTHONv1 "
 _DTYPES: dict[str, DType] = {dt.name: dt for dt in DTYPES_BY_NAME.values()} | {"void": dtypes.void}
 # the ops a linearized program may hold (docs/linear-ir.md); AFTER and NOOP are folded away by render
 _CONTROL = {Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL, Ops.CONST, Ops.SPECIAL, Ops.RANGE, Ops.END,
-            Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST, Ops.SINK, Ops.VECTORIZE, Ops.GEP, Ops.BARRIER, Ops.WMMA}
+            Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.CAST, Ops.BITCAST, Ops.SINK, Ops.VECTORIZE, Ops.GEP, Ops.BARRIER, Ops.WMMA,
+            Ops.SHUFFLE}
 _SUPPORTED = frozenset(_CONTROL | GroupOp.ALU)
 # memoryview.cast knows these struct chars; other dtypes (half, bfloat16, fp8) are stored as raw unsigned ints
 _CASTABLE = frozenset("?bBhHiIqQfd")
@@ -66,6 +67,7 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op in (Ops.DEFINE_REG, Ops.DEFINE_LOCAL): return int(u.dtype.size)  # type: ignore[attr-defined]
   if u.op is Ops.SPECIAL: return (str(u.arg[0]), u.arg[1] if isinstance(u.arg[1], int) else None)
   if u.op is Ops.GEP: return int(u.arg[0])
+  if u.op is Ops.SHUFFLE: return int(u.arg)
   if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("matrix", matrices, trans)
   if u.op is Ops.BARRIER and isinstance(u.arg, tuple): return tuple(u.arg)  # (copy groups, smem-operand batches) left in flight
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
@@ -115,6 +117,7 @@ class PythonRenderer(Renderer):
   device = "PYTHON"
   name = "PYTHON"
   runs_blocks = True  # its threads run in lockstep: a hand-written kernel's LOCAL ranges and barriers run here
+  shuffle_lanes = 32  # as CUDA's warps: a grouped reduction told it runs on a GPU (has_local) combines by SHUFFLE here too
   shared_max = 227 * 1024  # emulation has no limit of its own: sm_90's, so every tensor-core tile config runs here
 
   def __init__(self, target: Target | None = None):
@@ -170,6 +173,7 @@ def _loop(r: int, end: int, body: list[Step]) -> Step:
   return step
 
 
+_COLLECTIVE = {"barrier": "BARRIER", "shuffle": "SHUFFLE", "matrix": "collective LOAD"}  # the op each lockstep event comes from
 # lockstep programs: a body is a list of (is_generator, step); generator steps yield at BARRIER/WMMA
 GenBody = list[tuple[bool, Callable]]
 
@@ -220,6 +224,21 @@ def matrix_load_emulator(matrices: int, trans: bool, dt: DType, raw: bool) -> Ca
       g, t = lane >> 2, lane & 3
       out.append(tuple(x for j in range(matrices) for x in ((rows[j][2 * t][g], rows[j][2 * t + 1][g]) if trans else rows[j][g][2 * t:2 * t + 2])))
     return out
+  return run
+
+
+def _shuffle(i: int, x: int) -> Callable[[list], Generator[Any, Any, None]]:
+  def step(v: list) -> Generator[Any, Any, None]: v[i] = yield ("shuffle", i, v[x], None)
+  return step
+
+
+def _shuffle_emulator(kernel: str, mask: int) -> Callable[[list[Any], Any], list[Any]]:
+  """fn(each thread's value, None) -> each thread's result: thread t gets thread t ^ mask's value. The interpreter's warp is
+  the block, so any warp size a renderer has (Renderer.shuffle_lanes) runs here; the mask must stay inside the block."""
+  def run(values: list[Any], _: Any) -> list[Any]:
+    if len(values) % (2 * mask):
+      raise RuntimeError(f"kernel {kernel!r}: SHUFFLE with lane mask {mask} in a block of {len(values)} threads (not a multiple of {2 * mask})")
+    return [values[t ^ mask] for t in range(len(values))]
   return run
 
 
@@ -428,7 +447,7 @@ class PythonProgram:
     self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD position -> its emulator
     self.lanes: dict[int, int] = {}                     # WMMA / collective LOAD position -> lanes per instruction
     # BARRIER/WMMA make the threads of a block run in lockstep (generators); other programs run thread after thread
-    self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL") for op, _, _, _ in self.prog)
+    self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL", "SHUFFLE") for op, _, _, _ in self.prog)
     if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
       raise ValueError(f"kernel {name!r}: a collective LOAD outside a lockstep (shared-memory) program")
     # smem-operand WMMAs: their batches' reads are tracked (per block) against shared-memory stores, see _Batches
@@ -468,6 +487,9 @@ class PythonProgram:
         mem, x = self._index(i, src[0])
         self.wmmas[i], self.lanes[i] = matrix_load_emulator(arg[1], arg[2], mem.dt, mem.raw), 32
         stack[-1][2].append((True, _matrix_load(i, x, mem.slot)))
+      elif op is Ops.SHUFFLE:  # a butterfly exchange between the lanes: runs in lockstep, over the whole block (see _shuffle)
+        self.wmmas[i], self.lanes[i] = _shuffle_emulator(self.name, arg), 0
+        stack[-1][2].append((True, _shuffle(i, src[0])))
       elif (step := self._step(i, op, dt, src, arg)) is not None: stack[-1][2].append((False, step))
     if len(stack) > 1: raise ValueError(f"kernel {self.name!r}: the RANGE at {stack[-1][0]} has no END")
     return root
@@ -583,17 +605,17 @@ class PythonProgram:
       if all(e is None for e in events): return
       first = events[0]
       if first is None or any(e is None or e[:2] != first[:2] for e in events):
-        raise RuntimeError(f"kernel {self.name!r}: the threads of a block diverged at a {'BARRIER' if first and first[0] == 'barrier' else 'WMMA'}")
+        raise RuntimeError(f"kernel {self.name!r}: the threads of a block diverged at a {_COLLECTIVE.get(first[0], 'WMMA') if first else 'WMMA'}")
       if first[0] == "barrier":
         if (keep := self.barrier_batches.get(first[1])) is not None: self.batches.retire(keep)
         sends = [None] * len(threads)
         continue
-      emulate, warp = self.wmmas[first[1]], self.lanes[first[1]]
+      emulate, warp = self.wmmas[first[1]], self.lanes[first[1]] or len(threads)
       if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: {first[0]} needs whole warps, the block has {len(threads)} threads")
       sends = []
       for w in range(0, len(threads), warp):
         lanes = events[w:w + warp]
-        if first[0] == "matrix": sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
+        if first[0] in ("matrix", "shuffle"): sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
         else: sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
       if first[1] in self.smem_last: self.batches.issued(emulate.take_reads(), self.smem_last[first[1]])  # type: ignore[attr-defined]
 

@@ -48,6 +48,8 @@ class Ops(Enum):
   BARRIER = auto()      # src: side effects (stores) it waits for; every thread of the block reaches it before any passes
   WMMA = auto()         # src: (A fragment, B fragment, C accumulator) vectors; dtype: the accumulator vector;
                         # arg: (TensorCore name, dims, dtype_in name, dtype_out name); one warp-wide matrix multiply-add
+  SHUFFLE = auto()      # src: (x,); arg: lane mask m; x as the lane (this lane ^ m) of the same warp has it: a butterfly
+                        # exchange that every lane of the warp runs together (Renderer.shuffle_lanes; codegen/group.py)
   RANGE = auto()        # src: (end, *order_after); arg: (id, kind); a loop variable 0..end-1
   END = auto()          # src: (range, *side_effects); closes the loop of `range` after side effects
   REDUCE = auto()       # src: (value, *ranges); arg: reduce op; value reduced over the ranges

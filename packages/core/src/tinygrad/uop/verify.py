@@ -47,6 +47,10 @@ def _check_node(u: UOp, stage: str) -> None:
   elif u.op is Ops.WMMA:
     if len(u.src) != 3 or u.src[2].dtype != u.dtype: fail("WMMA: (A, B, C) with C of the result's dtype")
     if u.dtype.count < 2 or u.src[0].dtype.count < 1: fail("WMMA works on fragment vectors")
+  elif u.op is Ops.SHUFFLE:
+    if len(u.src) != 1 or u.src[0].dtype != u.dtype: fail("SHUFFLE: (x,) with x of the result's dtype")
+    if u.dtype.count != 1 or u.dtype.itemsize != 4: fail("SHUFFLE exchanges 32-bit scalars")
+    if not isinstance(u.arg, int) or u.arg <= 0: fail("SHUFFLE's arg: the lane mask (int > 0)")
   elif u.op is Ops.REDUCE:
     if any(r.op is not Ops.RANGE for r in u.src[1:]): fail("REDUCE reduces over RANGEs")
     if u.arg not in GroupOp.Reduce: fail(f"{u.arg} is not a reduce op")
