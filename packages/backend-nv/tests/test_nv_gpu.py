@@ -67,6 +67,20 @@ def test_launch_and_timing(dev, kind: str) -> None:
   dev.synchronize()
 
 
+def test_kernels_with_little_shared_memory_ask_for_one_l1_split(dev) -> None:
+  """runtime.SMEM_CARVEOUT: a kernel with at most 16 KB of shared memory asks for it; one with a tensor-core tile's worth (32 KB
+  here) keeps the driver's choice."""
+  from tinygrad_backend_nv import runtime
+  if runtime.SMEM_CARVEOUT < 0: pytest.skip("SMEM_CARVEOUT=-1: the driver's choice for every kernel")
+  attr = runtime.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+  small = dev.runtime(*compile_prog(_fill_prog(), make_renderer("CUDA"))[::2])
+  assert runtime.check(runtime.cu.cuFuncGetAttribute(attr, small.fn), "carveout") == runtime.SMEM_CARVEOUT
+  src = ('extern "C" __global__ void big_smem(float *out) { __shared__ float t[8192]; t[threadIdx.x] = threadIdx.x; '
+         '__syncthreads(); out[threadIdx.x] = t[8191 - threadIdx.x]; }')
+  big = dev.runtime("big_smem", make_renderer("CUDA").compiler.compile(src))
+  assert runtime.check(runtime.cu.cuFuncGetAttribute(attr, big.fn), "carveout") != runtime.SMEM_CARVEOUT
+
+
 def test_ptx_through_the_driver_jit(dev) -> None:
   """Our PTX (.version 8.0) loads as text too: the driver JIT-compiles it (no nvJitLink)."""
   from tinygrad_backend_nv.compiler import PTXCompiler

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tinygrad.device.plugin import Allocator, Compiled, GraphExec, KernelLaunch
+from tinygrad.device.plugin import Allocator, Compiled, GraphExec, KernelLaunch, getenv
 
 try:
   from cuda.bindings import driver as cu
@@ -210,6 +210,16 @@ class CUDAAllocator(Allocator):
     check(cu.cuMemcpy(dest, src, nbytes), f"cuMemcpy({nbytes} bytes)")
 
 
+# The split of each SM's L1 between cache and shared memory that a kernel asks for, in percent shared (-1: the driver's choice
+# by the kernel's needs), for the kernels that use little shared memory (a reduction's partials; not a tensor-core tile's
+# stages, whose occupancy the driver's choice keeps). Without it, a decode step whose kernels differ in their needs (warp
+# shuffles: none; 18-lane quantized rows: a few hundred bytes) ran SmolLM2 at 696 us a step against 610 with one split for
+# all on the H200 (bench/README.md, "warp shuffles"): an SM seems to reconfigure between kernels of different splits rather
+# than run the next kernel's blocks beside the last ones of this one (graph.py's programmatic edges)
+SMEM_CARVEOUT = getenv("SMEM_CARVEOUT", 8)
+SMEM_CARVEOUT_MAX_BYTES = 16 * 1024
+
+
 class CUDAProgram:
   """A kernel loaded from a cubin (or NUL-terminated PTX). Called with device pointers, then int32 var values."""
 
@@ -221,6 +231,10 @@ class CUDAProgram:
     self.max_threads = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.fn),
                              "cuFuncGetAttribute")
     self.shared_bytes = self._dynamic_shared()
+    static = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.fn), "cuFuncGetAttribute")
+    if SMEM_CARVEOUT >= 0 and static + self.shared_bytes <= SMEM_CARVEOUT_MAX_BYTES:
+      attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+      check(cu.cuFuncSetAttribute(self.fn, attr, SMEM_CARVEOUT), f"cuFuncSetAttribute(kernel {self.name}, carveout {SMEM_CARVEOUT}%)")
     from tinygrad_backend_nv.cuda import GRID_WAIT_SYMBOL  # the kernel waits for the grids before it (graph.py's programmatic edges)
     self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
     self.tensor_maps = self._tensor_maps()
