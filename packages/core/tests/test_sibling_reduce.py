@@ -1,7 +1,7 @@
 """Sibling reductions (schedule/siblings.py): reductions of one kernel over loops of the same length, neither reading the other,
 share one loop; on a GPU a scalar reduction (an RMS norm's sum of squares) joins the kernel of a sibling that its broadcast value
-meets (the matrix-vector product after the norm), instead of running as a kernel of its own (SIBLING_REDUCE=1: off by default,
-these tests turn it on).
+meets (the matrix-vector product after the norm), instead of running as a kernel of its own (SIBLING_REDUCE=1, the default;
+these tests set it, so that they test the fusion whatever the environment says).
 
 Kernel counts and shared loops are read off the schedule (any device); values against numpy run on PYTHON/CLANG/LLVM, and on
 the PYTHON device told it is a GPU (the `gpu` fixture, conftest.py)."""
@@ -23,7 +23,8 @@ EPS = 1e-5
 
 @pytest.fixture(autouse=True)
 def sibling_fusion_on():
-  """Off by default (slower for Llama-1B's F16 products on the H200, bench/README.md): these tests turn it on."""
+  """On by default since the warp-shuffle combine (bench/README.md); set here so that SIBLING_REDUCE=0 in the environment
+  doesn't turn these tests into no-ops."""
   with Context(SIBLING_REDUCE=1): yield
 
 

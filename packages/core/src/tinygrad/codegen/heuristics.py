@@ -417,7 +417,7 @@ GROUP_MAX_OUTPUTS = 1 << 15  # 2^15: a 1B model's gate and up stacked (16384 row
 GROUP_MIN_REDUCE = ContextVar("GROUP_MIN_REDUCE", 64)  # 64: attention scores over a 64-wide head (Llama-1B decode step 0.984 -> 0.956 ms on the H200)
 GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
 GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
-GROUP_TARGET_THREADS = 1 << 17  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
+GROUP_TARGET_THREADS = ContextVar("GROUP_TARGET_THREADS", 1 << 17)  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
 GROUP_WIDE = ContextVar("GROUP_WIDE", 1)  # 0: an uneven row always gets 32 lanes (the A/B switch)
 GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
 VECTOR_HEAVY, GROUP_MIN_ROW_GROUPS = 3, 4096
@@ -491,7 +491,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
     axes = [r.arg[0] for r in inners]  # a gated MLP's two matrix-vector products: each its own loop, split alike
     for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
       if v * itemsize <= 16 and size % (v * g) == 0:
-        while g < 256 and total * g < GROUP_TARGET_THREADS and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
+        while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
         if (rows := _rows_per_thread(outs, loads, 2)) and _valid(ast, rows + opts): return rows + opts
         # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,
@@ -505,7 +505,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
   if GROUP_WIDE.value and len(inners) == 1 and (size := range_size(inners[0])) is not None and size % g:
     # few outputs, a row the lanes can't split evenly (masked): more lanes while each keeps at least 4 elements, so that a lane's
     # loop is short (a greedy sample's partials of 501 logits: 16 loads in a row each, 32 lanes -> 4 each, 128 lanes)
-    while g < 256 and total * g * 2 <= GROUP_TARGET_THREADS and -(-size // (g * 2)) >= 4: g *= 2
+    while g < 256 and total * g * 2 <= GROUP_TARGET_THREADS.value and -(-size // (g * 2)) >= 4: g *= 2
   opts = _valid(ast, [Opt(OptOps.GROUP, r.arg[0], g) for r in inners])
   # the other reduce loops (a quantized row's blocks, outside the elements of a block the lanes share): unrolled
   outer = [Opt(OptOps.UNROLL, r.arg[0], u) for r in reds if r not in inners and (u := _largest_divisor(range_size(r), (8, 6, 4, 3, 2))) > 1]

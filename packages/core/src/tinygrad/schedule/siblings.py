@@ -6,9 +6,10 @@
 Codegen lowers reductions over the same loops into one loop with an accumulator each (codegen/lower.py), and an opt on the
 loop (GROUP, UNROLL) splits both alike. The scheduler fuses a scalar reduction broadcast into a kernel that has such a sibling
 (kernelize.find_realizes, `sibling_of`) only on GPUs, where the kernel's outputs are threads: the sibling is then computed by
-each output's threads, in the loop they run anyway. SIBLING_REDUCE=1 turns that fusion on; it is off by default: measured on the
-H200 (bench/README.md), Llama-1B's decode step lost its 32 norm kernels but got slower, 935 -> 976 us, as the matrix-vector
-products that took the norm in ran slower (q/k/v 77 -> 117 us a step). On a GPU, kernels that already hold sibling reductions
+each output's threads, in the loop they run anyway. SIBLING_REDUCE=0 turns that fusion off. It was off by default until the
+grouped reductions' combine moved to warp shuffles (codegen/group.py): before, Llama-1B's decode step lost its 32 norm kernels
+but got slower on the H200, 935 -> 976 us (q/k/v 77 -> 117 us a step); with shuffles it is 881 -> 875 us, and SmolLM2's
+quantized products (which can't take the norm in) are unchanged (bench/README.md, "warp shuffles"). On a GPU, kernels that already hold sibling reductions
 (a row kernel's `x.sum() / x.max()`, an FFN's gate and up products) share their loop either way; on a CPU they keep a loop each
 (indexing.kernel_ast `siblings`): one loop with two accumulators ran up to 2x slower there.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
-SIBLING_REDUCE = ContextVar("SIBLING_REDUCE", 0)
+SIBLING_REDUCE = ContextVar("SIBLING_REDUCE", 1)
 SIBLING_MAX = 16384  # the longest scalar reduction fused into a sibling's kernel (elements): a norm over a hidden vector
 
 

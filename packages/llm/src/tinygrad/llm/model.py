@@ -314,9 +314,9 @@ def rms_scale(x: Tensor, eps: float) -> Tensor:
 
 
 def norm_scale(x: Tensor, eps: float) -> Tensor:
-  """rms_scale for the matmuls after a norm. Stored on a CPU. On a GPU the scheduler decides: it stores it by default; with
-  SIBLING_REDUCE=1 a decode step's factor (one scalar) is summed inside the matrix-vector product's kernel, in its loop over x
-  (schedule/siblings.py: no kernel of its own)."""
+  """rms_scale for the matmuls after a norm. Stored on a CPU. On a GPU the scheduler decides: a decode step's factor (one
+  scalar) is summed inside the matrix-vector product's kernel, in its loop over x (schedule/siblings.py: no kernel of its own;
+  SIBLING_REDUCE=0 stores it instead)."""
   scale = rms_scale(x, eps)
   return scale if fuses_cheaply(x.device) else scale.contiguous()
 
