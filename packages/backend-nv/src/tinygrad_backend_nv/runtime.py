@@ -231,14 +231,18 @@ class CUDAProgram:
     self.max_threads = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, self.fn),
                              "cuFuncGetAttribute")
     self.shared_bytes = self._dynamic_shared()
-    static = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.fn), "cuFuncGetAttribute")
-    if SMEM_CARVEOUT >= 0 and static + self.shared_bytes <= SMEM_CARVEOUT_MAX_BYTES:
-      attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-      check(cu.cuFuncSetAttribute(self.fn, attr, SMEM_CARVEOUT), f"cuFuncSetAttribute(kernel {self.name}, carveout {SMEM_CARVEOUT}%)")
+    if SMEM_CARVEOUT >= 0: self._ask_for_the_l1_split()
     from tinygrad_backend_nv.cuda import GRID_WAIT_SYMBOL  # the kernel waits for the grids before it (graph.py's programmatic edges)
     self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
     self.tensor_maps = self._tensor_maps()
     self._encoded: dict[tuple, Any] = {}  # (map, buffer address) -> its 128 bytes, 64-byte aligned (encoding costs microseconds)
+
+  def _ask_for_the_l1_split(self) -> None:
+    """SMEM_CARVEOUT for a kernel with at most SMEM_CARVEOUT_MAX_BYTES of shared memory (static and dynamic)."""
+    static = check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.fn), "cuFuncGetAttribute")
+    if static + self.shared_bytes > SMEM_CARVEOUT_MAX_BYTES: return
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+    check(cu.cuFuncSetAttribute(self.fn, attr, SMEM_CARVEOUT), f"cuFuncSetAttribute(kernel {self.name}, carveout {SMEM_CARVEOUT}%)")
 
   def _tensor_maps(self) -> list[tuple[int, ...]]:
     """The tensor maps the kernel takes as parameters after its buffers and vars (cuda.py TENSOR_MAP_SYMBOL), each as

@@ -8,7 +8,8 @@ through `tinygrad.uop.alu` (exec_alu, cast_scalar, to_bits/from_bits), so the re
 Vectors are tuples. Programs with BARRIER, WMMA or SHUFFLE run the threads of a block in lockstep: each thread is a
 generator that yields at those points; a BARRIER resumes when every thread of the block reached it, a SHUFFLE with
 thread (t ^ mask)'s value, a WMMA when the whole warp did, with D = A*B + C computed from the lanes' fragments through
-the TensorCore's layout tables (in double, rounded once to the accumulator dtype). DEFINE_LOCAL arrays are shared by the threads of one block.
+the TensorCore's layout tables (in double, rounded once to the accumulator dtype). DEFINE_LOCAL arrays are shared by the
+threads of one block.
 """
 from __future__ import annotations
 
@@ -174,7 +175,7 @@ def _loop(r: int, end: int, body: list[Step]) -> Step:
 
 
 _COLLECTIVE = {"barrier": "BARRIER", "shuffle": "SHUFFLE", "matrix": "collective LOAD"}  # the op each lockstep event comes from
-# lockstep programs: a body is a list of (is_generator, step); generator steps yield at BARRIER/WMMA
+# lockstep programs: a body is a list of (is_generator, step); generator steps yield at BARRIER/WMMA/SHUFFLE/collective LOAD
 GenBody = list[tuple[bool, Callable]]
 
 
@@ -444,9 +445,9 @@ class PythonProgram:
     self.locals: list[tuple[int, int, str, int]] = []   # (slot, size, view format, itemsize): one array per block
     self.specials: list[tuple[int, str, int]] = []      # (slot, 'g' or 'l', dim)
     self.mems: dict[int, _Mem] = {}                     # INDEX position -> its buffer
-    self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD position -> its emulator
-    self.lanes: dict[int, int] = {}                     # WMMA / collective LOAD position -> lanes per instruction
-    # BARRIER/WMMA make the threads of a block run in lockstep (generators); other programs run thread after thread
+    self.wmmas: dict[int, Callable] = {}                # WMMA / collective LOAD / SHUFFLE position -> its emulator
+    self.lanes: dict[int, int] = {}                     # ... -> lanes per instruction (0: the whole block, a SHUFFLE)
+    # BARRIER/WMMA/SHUFFLE make the threads of a block run in lockstep (generators); other programs run thread after thread
     self.lockstep = any(op in ("BARRIER", "WMMA", "DEFINE_LOCAL", "SHUFFLE") for op, _, _, _ in self.prog)
     if any(op == "LOAD" and arg is not None for op, _, _, arg in self.prog) and not self.lockstep:
       raise ValueError(f"kernel {name!r}: a collective LOAD outside a lockstep (shared-memory) program")
