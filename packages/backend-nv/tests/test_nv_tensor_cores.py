@@ -106,6 +106,20 @@ def test_fp32_fma_tiles_by_waves() -> None:
   with Context(SIMT_GEMM=0): assert tile(4096, 4096, 4096) is None
 
 
+
+def test_opt_in_settings_are_in_the_runner_key_before_a_spec_is_met() -> None:
+  """WGMMA and SIMT_GEMM (specs' opt_in) are part of the compiled-runner key from the plugin's import on, not from the first
+  kernel that meets their spec: a key that grew then made KernelReuse and the runner cache miss (a decode step's second
+  layer recompiled the first's kernels; tests/test_layer_reuse.py on a GPU)."""
+  from tinygrad.engine.realize import opt_setting
+  from tinygrad.renderer import TC_OPT_INS
+  from tinygrad_backend_nv.tensor_cores import SIMT_GEMM, WGMMA
+  assert TC_OPT_INS["WGMMA"] is WGMMA and TC_OPT_INS["SIMT_GEMM"] is SIMT_GEMM
+  before = opt_setting()
+  test_fp32_fma_compiles("CUDA")  # meets the fma spec (SIMT_GEMM's)
+  assert opt_setting() == before
+  with Context(SIMT_GEMM=0): assert opt_setting() != before
+
 # tile configs whose shared memory is above 48 KB: CUDA C only, as dynamic shared memory
 BIG_TILES = [c for c, cfg in enumerate(CONFIGS) if cfg.stages > 2]
 

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import replace
 
-from tinygrad.device.plugin import ContextVar, DType, TensorCore, TileConfig, dtypes, fma_tensor_core
+from tinygrad.device.plugin import DType, TensorCore, TileConfig, dtypes, fma_tensor_core, tc_opt_in
 
 from tinygrad_backend_nv import wgmma
 
@@ -106,7 +106,7 @@ FMA_TILE_CONFIGS: tuple[TileConfig, ...] = (
   TileConfig(128, 64, 16, 4, 1, rate=1.0),
 )
 FMA_TILE_ORDER: tuple[int, ...] = (7, 0, 1, 4, 5, 8, 6, 2, 3)
-SIMT_GEMM = ContextVar("SIMT_GEMM", 1)
+SIMT_GEMM = tc_opt_in("SIMT_GEMM", 1)
 
 
 def _fma() -> TensorCore: return fma_tensor_core(dtypes.float32, FMA_TILE_CONFIGS, tile_order=FMA_TILE_ORDER, opt_in=SIMT_GEMM)
@@ -133,7 +133,7 @@ _WGMMA = ("sm_90a also has warpgroup MMA (wgmma.mma_async m64nNk16, A and B read
 # 1 (default): on sm_90a, f16/bf16 matmuls try warpgroup MMA first. Measured on the H200 (2026-12-02, bench/gpu_wgmma.py, same run):
 # 8192 fp16/bf16 573.5/590.5 TFLOP/s against mma.sync's 443.8/452.0, 4096 491.5/473.1 against 364.7/367.1, 512x8192x2048 fp16
 # 281.5 against 221.0; every check against torch exact. WGMMA=0: the mma.sync specs only
-WGMMA = ContextVar("WGMMA", 1)
+WGMMA = tc_opt_in("WGMMA", 1)
 
 # wgmma tilings (warps_m x warps_n count warpgroups of 128 threads): bk = 64 halves, one 128-byte swizzled row per
 # k-major tile row; stages of cp.async copies in dynamic shared memory. Indexed by Opt(TC, _, amount): append only.

@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tinygrad.codegen.vectorize import STORE_ORDER
 from tinygrad.dtype import DType, dtypes
 from tinygrad.helpers import ContextVar, prod
+from tinygrad.renderer import TC_OPT_INS
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import split_terms
 
@@ -140,12 +141,9 @@ CLUSTER = 2  # blocks a cluster with TC_CLUSTER
 TC_STORE_ORDER = ContextVar("TC_STORE_ORDER", 0)
 
 
-_OPT_INS: dict[str, ContextVar] = {}  # TensorCore.opt_in settings met so far (a backend's, e.g. WGMMA)
-
-
 def tc_setting() -> tuple[int, ...]:
   """The settings that change tensor-core kernels (part of the compiled-runner cache key: Context(TC=0) takes effect)."""
-  opt_ins = tuple(int(v.value) for _, v in sorted(_OPT_INS.items()))
+  opt_ins = tuple(int(v.value) for _, v in sorted(TC_OPT_INS.items()))
   return tuple(int(v.value) for v in (TC, ALLOW_TF32, TC_CONFIG, TC_SPEC, LDMATRIX, ASYNC_COPY, TC_STAGES, TC_SWIZZLE, TC_PREFETCH,
                                                             TC_INFLIGHT, TC_TMA, TC_PERSIST, TC_ARRIVE, TC_PINGPONG, TC_TURN, TC_CLUSTER,
                                                             TC_STORE_ORDER, STORE_ORDER)) + opt_ins
@@ -236,7 +234,7 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   for n, tc in enumerate(renderer.tensor_cores):
     if tc.dtype_in != m.dtype_in or not tc.tile_configs or not _lanes_fit(tc): continue
     if tc.opt_in is not None:
-      _OPT_INS[tc.opt_in.key] = tc.opt_in
+      TC_OPT_INS.setdefault(tc.opt_in.key, tc.opt_in)  # (a spec whose setting wasn't made by tc_opt_in)
       if not tc.opt_in.value: continue
     if dtypes.is_float(tc.dtype_out) != dtypes.is_float(m.reduce.dtype): continue
     # narrow float accumulators (f16) only for a matmul that accumulates in that dtype (matmul(dtype=half))

@@ -43,7 +43,7 @@ from tinygrad.device.runtime import (
 )
 from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
 from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
-from tinygrad.renderer import CompileError, Compiler, DotProduct, Renderer, TensorCore, TileConfig, UnsupportedDTypeError, fma_tensor_core
+from tinygrad.renderer import CompileError, Compiler, DotProduct, Renderer, TensorCore, TileConfig, UnsupportedDTypeError, fma_tensor_core, tc_opt_in
 from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
@@ -51,7 +51,7 @@ from tinygrad.workers import offload
 
 __all__ = [
   # the hooks and what they register
-  "hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "TileConfig", "fma_tensor_core", "DotProduct", "Target", "OpenDevice", "RegisterDevice", "RegisterRenderer", "RegisterTensorCores",
+  "hookimpl", "DeviceSpec", "RendererSpec", "TensorCore", "TileConfig", "fma_tensor_core", "tc_opt_in", "DotProduct", "Target", "OpenDevice", "RegisterDevice", "RegisterRenderer", "RegisterTensorCores",
   # runtime: device instances, memory (and its optional abilities), loaded kernels, device graphs
   "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "AsyncCopyIn", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules

@@ -113,6 +113,17 @@ class TensorCore:
   fma: bool = False
 
 
+# every TensorCore.opt_in setting, registered where it is defined (tc_opt_in): the compiled-runner cache key holds their values
+# (codegen/tensor_core.tc_setting), and a key that grew when a spec was first met would miss the kernels compiled before it
+TC_OPT_INS: dict[str, ContextVar] = {}
+
+
+def tc_opt_in(key: str, default: int) -> ContextVar:
+  """The ContextVar for a TensorCore's opt_in (a backend's new instruction that starts off, e.g. WGMMA), registered at once."""
+  TC_OPT_INS[key] = var = ContextVar(key, default)
+  return var
+
+
 @dataclass(frozen=True)
 class DotProduct:
   """A CPU vector instruction that adds to each of its `lanes` int32 lanes the sum of `group` products of an element of A
