@@ -92,12 +92,13 @@ def test_nibble_shifts_are_not_a_buffer():
 
 @pytest.mark.parametrize("panel_rows", [16, None])
 def test_prefill_chunk_linear_split_over_threads(panel_rows):
-  """32 rows times a Q4_1 W (a prefill chunk), split between the threads (THREAD) on a CPU. With PANEL_MIN_ROWS <= 32: W dequantized
+  """32 rows times a Q4_1 W (a prefill chunk), split between the threads (THREAD) on a CPU. On a GPU with half tensor cores: x and W
+  rounded to float16, a tensor-core matmul (whatever PANEL_MIN_ROWS says). On a CPU with PANEL_MIN_ROWS <= 32: W dequantized
   once into a float16 (in, out) panel and a matmul over it, the values numpy's product with W rounded to float16; with the default
   (more rows than 32): W dequantized in float32 inside the matmul kernel, the values numpy's float32 product."""
   from tinygrad import Device, TinyJit
   from tinygrad.helpers import Context
-  from tinygrad.llm.model import PANEL_MIN_ROWS, QuantWeight, fuses_cheaply, linear
+  from tinygrad.llm.model import PANEL_MIN_ROWS, QuantWeight, fuses_cheaply, linear, uses_tensor_cores
   n_out, k = 96, 384
   blocks = random_blocks("Q4_1", n_out * k // 32, seed=3)
   w_np = ref_dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType["Q4_1"]).astype(np.float32).reshape(n_out, k)
@@ -107,6 +108,10 @@ def test_prefill_chunk_linear_split_over_threads(panel_rows):
     assert (PANEL_MIN_ROWS.value <= 32) == bool(panel_rows)
     f = TinyJit(lambda x: linear(x, w).contiguous())
     for _ in range(3): got = f(Tensor(x_np).realize()).numpy()
+  if uses_tensor_cores(Tensor(x_np), w):  # a GPU with half tensor cores: x and W as float16, sums in float32 (the docstring's first form)
+    np.testing.assert_allclose(got, x_np.astype(np.float16).astype(np.float32) @ w_np.astype(np.float16).astype(np.float32).T,
+                               rtol=1e-4, atol=1e-3)
+    return
   half = bool(panel_rows) and not fuses_cheaply(Device.DEFAULT)
   want = x_np @ (w_np.astype(np.float16).astype(np.float32) if half else w_np).T
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 if half else 1e-4)
