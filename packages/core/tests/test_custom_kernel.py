@@ -244,3 +244,25 @@ def test_kernel_with_two_outputs_runs_once():
   assert x2.tolist() == [1.0, 1.0, 1.0]  # runs the kernel
   assert y2.tolist() == [10.0, 10.0, 10.0]  # the same run's other output: not run again
   assert (x2 + y2).tolist() == [11.0, 11.0, 11.0]
+
+
+def mean_and_variance(out: UOp, a: UOp) -> UOp:
+  """out = [mean(a), mean((a - mean)^2)] in one thread: the second loop's accumulator starts after the first loop has ended
+  (a RANGE whose start waits for side effects that hold another such RANGE)."""
+  n = a.shape[0]
+  r1, r2 = UOp.range(n, 0, AxisType.REDUCE), UOp.range(n, 1, AxisType.REDUCE)
+  s = UOp.placeholder(1, dtypes.float32, 0, AddrSpace.REG)
+  acc = s.after(s[0].store(0.0), r1)
+  mean_done = out[0].store(s.after(acc[0].store(acc[0] + a[r1]).end(r1))[0] / n)
+  m = out.after(mean_done)[0]
+  v = UOp.placeholder(1, dtypes.float32, 1, AddrSpace.REG)
+  acc2 = v.after(v.after(mean_done)[0].store(0.0), r2)
+  var_done = acc2[0].store(acc2[0] + (a[r2] - m) * (a[r2] - m)).end(r2)
+  return out[1].store(v.after(var_done)[0] / n).sink(arg=KernelInfo("mean_var"))
+
+
+@runs
+def test_a_loop_after_a_loop_that_computes_what_it_uses():
+  x = np.random.default_rng(1).standard_normal(50).astype(np.float32)
+  got = Tensor.empty(2).custom_kernel(Tensor(x), fxn=mean_and_variance)[0].numpy()
+  np.testing.assert_allclose(got, [x.mean(), x.var()], rtol=1e-5, atol=1e-6)

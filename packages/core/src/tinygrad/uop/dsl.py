@@ -149,13 +149,11 @@ def end(x: UOp, ranges: tuple[UOp, ...]) -> UOp:
 def finalize_kernel(sink: UOp) -> UOp:
   """The kernel a person wrote with this module's names, as codegen's AST (see the module docstring)."""
   if sink.op is not Ops.SINK: raise TypeError(f"a kernel is a SINK of stores (`.sink()`), got a {sink.op.name}")
-  # a RANGE listed next to side effects in an AFTER starts after them
-  starts: dict[UOp, list[UOp]] = {}
-  for n in sink.toposort():
-    if n.op is not Ops.AFTER: continue
-    for r in (d for d in n.src[1:] if d.op is Ops.RANGE):
-      starts.setdefault(r, []).extend(d for d in n.src[1:] if d.op is not Ops.RANGE and r not in d.toposort())
-  if starts: sink = sink.substitute({r: r.replace(src=(*r.src, *dict.fromkeys(d for d in ds if d not in r.src))) for r, ds in starts.items() if ds})
+  # a RANGE listed next to side effects in an AFTER starts after them. One range at a time, first in graph order: the side
+  # effects a later range starts after may hold an earlier one (a loop after a loop), which must be the rewritten one
+  while (r_deps := _first_range_start(sink)) is not None:
+    r, deps = r_deps
+    sink = sink.substitute({r: r.replace(src=(*r.src, *deps))})
   # an element INDEX: the pointer where a STORE or LOAD takes it, a LOAD where it is a value
   new: dict[UOp, UOp] = {}
   ptrs: dict[UOp, UOp] = {}
@@ -166,6 +164,16 @@ def finalize_kernel(sink: UOp) -> UOp:
     src = tuple((ptrs[s] if j == 0 and n.op in (Ops.STORE, Ops.LOAD) else ptrs[s].load()) if s in ptrs else new[s] for j, s in enumerate(n.src))
     new[n] = n if src == n.src else n.replace(src=src)
   return new[sink]
+
+
+def _first_range_start(sink: UOp) -> tuple[UOp, tuple[UOp, ...]] | None:
+  """The first RANGE (in graph order) listed in an AFTER next to side effects it doesn't start after yet, and those."""
+  starts: dict[UOp, list[UOp]] = {}
+  for n in sink.toposort():
+    if n.op is not Ops.AFTER: continue
+    for r in (d for d in n.src[1:] if d.op is Ops.RANGE):
+      starts.setdefault(r, []).extend(d for d in n.src[1:] if d.op is not Ops.RANGE and d not in r.src and r not in d.toposort())
+  return next(((r, tuple(dict.fromkeys(ds))) for r, ds in starts.items() if ds), None)
 
 
 def _pointer(buf: UOp, i: UOp) -> UOp:
