@@ -9,6 +9,9 @@ each layer its own weights (1.94 GB, past the L2), each product reading the one 
   graph_pdl          the same with programmatic edges (each kernel starts with griddepcontrol.wait; PDL=1, the default)
   graph_pdl_early    and each kernel lets the next one's blocks start at once (griddepcontrol.launch_dependents first)
   graph_pdl_preload  and each warp loads its first weights before it waits (they don't depend on the kernel before; x does)
+  resident_rR_bB     a kernel per product whose grid is one wave of B blocks an SM (R rows a warp, the warps striding over the
+                     rows), small enough that the next kernel's blocks fit beside it: launch_dependents first, the first weights
+                     loaded before the wait (_wait_only: neither; _early_only: no preload)
   persistent         one kernel, a block per SM slot, the products separated by grid-wide barriers
   persistent_pf      the same, each warp asking the L2 for its first rows of the next product before it waits at the barrier
   persistent_preload the same, each warp loading its first weights of the next product into registers before it waits
@@ -118,6 +121,38 @@ extern "C" __global__ void __launch_bounds__(256) mv(const unsigned short* W, co
     fma_chunk<ROWS>(s, w, xs, c, lane);
   }
   store_rows<ROWS>(s, y, r, K, lane);
+}
+
+// resident: a kernel per product whose grid is one wave that leaves room on every SM for the next kernel's (SMs x RB blocks,
+// the warps striding over the rows; __launch_bounds__ keeps two kernels' blocks within an SM's registers). It lets the next
+// kernel's blocks start at once (launch_dependents first): they land beside this one's, load their first weights and wait, so
+// a product's ramp runs under the one before's tail without taking block slots that product still needs
+#ifndef MINB
+#define MINB 2
+#endif
+extern "C" __global__ void __launch_bounds__(256, MINB) mv_res(const unsigned short* W, const float* x, float* y, int N, int K) {
+  int lane = threadIdx.x & 31, gwarp = blockIdx.x * 8 + (threadIdx.x >> 5), nwarps = gridDim.x * 8, r0 = gwarp * ROWS;
+  uint4 w[ROWS][8];
+#ifdef PRELOAD
+  if (r0 < N) load_chunk<ROWS>(w, W, r0, K, 0, lane);
+#endif
+#ifdef EARLY
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  __shared__ float xs[8192];
+  stage_x(xs, x, K);
+  for (int r = r0; r < N; r += nwarps * ROWS) {
+    float s[ROWS] = {};
+    for (int c = 0; c < K / 256; c += 8) {
+#ifdef PRELOAD
+      if (r != r0 || c > 0)
+#endif
+      load_chunk<ROWS>(w, W, r, K, c, lane);
+      fma_chunk<ROWS>(s, w, xs, c, lane);
+    }
+    store_rows<ROWS>(s, y, r, K, lane);
+  }
 }
 
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned target) {
@@ -286,11 +321,43 @@ extern "C" __global__ void fill(unsigned short* p, int n, unsigned seed) {
 """
 
 
+def tinygrad_chain(shapes: list[tuple[int, int]], reps: int) -> dict:
+  """The same 64 products written with tinygrad ops (a float16 W times a float32 x, summed in float32: the decode step's F16
+  matrix-vector form), captured by TinyJit: the kernels our compiler generates, in its CUDA graph, on weights of their own."""
+  import time
+
+  from tinygrad import Device, Tensor, TinyJit, dtypes
+  weights = [(Tensor.rand(n, k, dtype=dtypes.float16) - 0.5).realize() for n, k in shapes]
+
+  @TinyJit
+  def chain(x: Tensor) -> Tensor:
+    for (n, k), w in zip(shapes, weights): x = (x[:k].reshape(1, k).matmul(w.T, dtype=dtypes.float32) * (3.4641 / k ** 0.5)).reshape(n)
+    return x.contiguous()
+  x = Tensor.rand(16384).realize()
+  for _ in range(3): chain(x)
+  best = None
+  for _ in range(3):
+    Device[Device.DEFAULT].synchronize()
+    t = time.perf_counter()
+    for _ in range(reps): chain(x)
+    Device[Device.DEFAULT].synchronize()
+    us = (time.perf_counter() - t) / reps * 1e6
+    best = us if best is None else min(best, us)
+  assert best is not None
+  total = sum(n * k * 2 for n, k in shapes)
+  kernels = [ei.runner.spec for ei, _ in chain.captured if ei.runner is not None]  # type: ignore[attr-defined]
+  print(f"{'tinygrad':14s} {best:8.1f} us  {total / best / 1e6:6.3f} TB/s  ({len(kernels)} kernels)", file=sys.stderr)
+  return {"us": round(best, 1), "tb_s": round(total / best / 1e6, 3), "kernels": len(kernels),
+          "forms": sorted({f"{k.name} g{k.global_size} l{k.local_size} {' '.join(map(str, k.opts))}" for k in kernels})}
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--layers", type=int, default=16)
   ap.add_argument("--reps", type=int, default=20)
   ap.add_argument("--rows", type=int, default=2, help="rows a warp takes at a time (2 or 4)")
+  ap.add_argument("--tinygrad", action="store_true", help="also time the same chain of products as tinygrad's own kernels (TinyJit)")
+  ap.add_argument("--only-graphs", action="store_true", help="the kernel-per-product structures only (no persistent or streamed kernel)")
   args = ap.parse_args()
   from tinygrad.device.plugin import KernelLaunch
   from tinygrad_backend_nv.compiler import NVRTCCompiler
@@ -360,6 +427,21 @@ def main() -> None:
                 for p, ((n, k), w) in enumerate(zip(shapes, weights))]
     g = CUDAGraph(dev.ctx, launches)
     timed(name, lambda _i, g=g: g())
+  # resident grids: (name, rows a warp, blocks an SM, launch-bounds minimum, defines)
+  both = ("-DEARLY", "-DPRELOAD")
+  for name, rws, rb, minb, defs in (("resident_r1_b1", 1, 1, 2, both), ("resident_r2_b1", 2, 1, 2, both), ("resident_r1_b2", 1, 2, 4, both),
+                                     ("resident_r2_b1_wait_only", 2, 1, 2, ()), ("resident_r2_b1_early_only", 2, 1, 2, ("-DEARLY",)),
+                                     ("resident_r2_b1_preload_only", 2, 1, 2, ("-DPRELOAD",)), ("resident_r2_b1_minb1", 2, 1, 1, both),
+                                     ("resident_r4_b1", 4, 1, 2, both), ("resident_r2_b2", 2, 2, 4, both)):
+    prg = load("mv_res", NVRTCCompiler(arch, ("-DPDL", f"-DROWS={rws}", f"-DMINB={minb}", *defs)).compile(SRC))
+    launches = [KernelLaunch(prg, (int(w), int(bufs[p % 2]), int(bufs[(p + 1) % 2])), (int(sms) * rb,), (256,), (n, k))
+                for p, ((n, k), w) in enumerate(zip(shapes, weights))]
+    g = CUDAGraph(dev.ctx, launches)
+    timed(name, lambda _i, g=g: g())
+  if args.tinygrad: res["tinygrad"] = tinygrad_chain(shapes, args.reps)
+  if args.only_graphs:
+    print(json.dumps(res))
+    return
   grid = (int(sms) * int(occ),)
   for name, pf in (("persistent", 0), ("persistent_pf", 1), ("persistent_preload", 2)):
     # the barrier's count grows by the grid per phase, across launches: the epoch is the launch's number since the reset

@@ -37,6 +37,8 @@ def main() -> None:
   ap.add_argument("--no-ablate", action="store_true", help="skip timing the device graph without each group of kernels")
   ap.add_argument("--host-profile", action="store_true", help="cProfile --steps decode steps with sampling (stderr)")
   ap.add_argument("--src", default=None, help="write the sources of the --top slowest kernels to this file")
+  ap.add_argument("--drop-sets", default=None, help='JSON list of lists of kernel-name parts, e.g. \'[["r_8_4_", "E_2_8_64"]]\': '
+                  "also time the device graph without every kernel whose name contains one of a set's parts, per set")
   ap.add_argument("--prefill", type=int, default=0, help="profile the prefill of one chunk of this many tokens instead of a decode step")
   args = ap.parse_args()
 
@@ -98,11 +100,15 @@ def main() -> None:
     n_kernels += 1
   # marginal cost inside the device graph: the step's graph without one group's kernels (their outputs go stale, which doesn't
   # change any launch); a kernel's cost in a graph is its own run plus the gap before the next, which timing it alone can't show
-  graph_ms = None
+  graph_ms, dropped = None, {}
   if dev.graph is not None and not args.no_ablate:
     launches = [(ei.runner.spec.name, ei.runner.launch(ei.bufs, {**vals, **var_vals})) for ei, vals in jit.captured if ei.runner is not None]
     graph_ms = time_graph(dev, [lc for _, lc in launches], args.steps)
     for name, g in groups.items(): g["graph_us"] = round((graph_ms - time_graph(dev, [lc for n, lc in launches if n != name], args.steps)) * 1e3, 1)
+    for parts in json.loads(args.drop_sets or "[]"):  # a set's joint marginal cost: not the sum of its groups' in a chain
+      kept = [lc for n, lc in launches if not any(p in n for p in parts)]
+      dropped[" ".join(parts)] = {"kernels": len(launches) - len(kept), "graph_us": round((graph_ms - time_graph(dev, kept, args.steps)) * 1e3, 1)}
+      print(f"without {parts}: {dropped[' '.join(parts)]}", file=sys.stderr)
   ranked = sorted(groups.items(), key=lambda kv: -kv[1].get("graph_us", kv[1]["us"]))
   top = [{"name": name, **{k: (round(v, 2) if isinstance(v, float) else v) for k, v in g.items()},
           "us_each": round(g["us"] / g["count"], 2), "gb_s": round(g["bytes"] / max(g["us"], 1e-9) * 1e-3, 1)} for name, g in ranked[:args.top]]
@@ -115,7 +121,7 @@ def main() -> None:
   print(json.dumps({"benchmark": "llm_profile", "model": os.path.basename(path), "device": Device.DEFAULT, "prefill_chunk": args.prefill or None,
                     "position": pos, "attn_len": L,
                     "step_ms": round(step_ms, 3), "graph_ms": graph_ms and round(graph_ms, 3), "tok_s_model_only": round(1e3 / step_ms, 1), "kernels": n_kernels,
-                    "kernel_sum_ms": round(total_us / 1e3, 3), "groups": len(groups), "top": top}))
+                    "kernel_sum_ms": round(total_us / 1e3, 3), "groups": len(groups), "top": top, "dropped_sets": dropped}))
 
 
 def time_graph(dev: Any, launches: list[Any], n: int) -> float:
