@@ -23,6 +23,7 @@ from typing import Any
 from tinygrad import Tensor, dtypes
 from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
+from tinygrad.llm.decode_attention import block_size, decode_attention_kernel
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
 from tinygrad.reuse import KernelReuse
@@ -62,6 +63,10 @@ PANEL_MIN_ROWS = ContextVar("PANEL_MIN_ROWS", 256)
 # SmolLM2's Q4_1 decode step 671 -> 619 us; Llama-1B's F16 step 940 -> 934 us once the kernel got 2 rows a thread as the stacked
 # one has (the heuristics had counted the shared vector's loads once per sibling and given it 4: 278 -> 378 us a step)
 GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
+# one token on a GPU: attention after the cache write as one hand-written kernel (decode_attention.py); 0: the Tensor-op form's
+# four kernels; 2: the kernel writes the cache itself (one kernel a layer, but slower on the H200: Llama-1B 839 -> 866 us a step,
+# SmolLM2 584 -> 625; bench/README.md, session 19)
+DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
@@ -298,6 +303,12 @@ def uses_tensor_cores(x: Tensor, w: QuantWeight) -> bool:
 
 
 @functools.cache
+def shuffle_lanes(device: str) -> int:
+  from tinygrad import Device
+  return Device.renderer(device).shuffle_lanes
+
+
+@functools.cache
 def has_half_tensor_cores(device: str) -> bool:
   from tinygrad import Device
   return any(tc.dtype_in == dtypes.float16 and tc.dtype_out == dtypes.float32 for tc in Device.renderer(device).tensor_cores)
@@ -427,16 +438,29 @@ class Attention:
     if self.wqkv is not None:
       qkv = linear(x, self.wqkv, self.bqkv, scale).contiguous()
       q, k, v = qkv[..., :nq], qkv[..., nq:nq + nkv], qkv[..., nq + nkv:]
+      q_rows = qkv  # a buffer whose rows start with q (for the decode attention kernel)
     else:
       assert self.wq is not None and self.wk is not None and self.wv is not None
       q, k, v = (linear(x, w, b, scale).contiguous() for w, b in ((self.wq, self.bq), (self.wk, self.bk), (self.wv, self.bv)))
+      q_rows = q
     q, k, v = q.reshape(B, T, cfg.n_heads, cfg.head_dim), k.reshape(B, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
-    if self.q_norm is not None: q = rms_norm(q, self.q_norm, cfg.norm_eps).contiguous()
+    if self.q_norm is not None: q = q_rows = rms_norm(q, self.q_norm, cfg.norm_eps).contiguous()
     if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps).contiguous()
     # q with RoPE: recomputed inside the attention scores' kernel on a GPU, stored once on a CPU (it is read for every position)
     q = apply_rope(q, cos, sin, cfg.rope_neox)
     if not fused: q = q.contiguous()
     k = apply_rope(k, cos, sin, cfg.rope_neox)
+    if B == 1 and T == 1 and fused and DECODE_ATTENTION.value and block_size(mask.shape[1], cfg.head_dim) is not None:
+      # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
+      # itself. DECODE_ATTENTION=2: it also writes the new k and v into the cache where they lie in one buffer (stacked q/k/v, no k
+      # norm), instead of the cache write's kernel
+      fold = self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
+      kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
+                                       (nq, nq + nkv) if fold else None)
+      if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
+      args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
+      out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
+      return linear(out.reshape(B, 1, nq), self.wo)
     self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     G = cfg.n_heads // cfg.n_kv_heads
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G

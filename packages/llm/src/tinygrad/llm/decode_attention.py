@@ -1,0 +1,170 @@
+"""A decode step's attention as one kernel on a GPU, written in UOps (tinygrad.uop.dsl, docs/kernels.md) and compiled by our
+codegen for whichever GPU backend runs it.
+
+Written as Tensor ops, one token's attention is five kernels a layer on a GPU (the cache write, the scores, their max, the
+exponentials' sum, the weighted values), each waiting for the one before: on the H200 they cost Llama-1B's decode step 112 us
+of its 872 (bench/README.md, session 19), far more than their bytes. Here one block per query head does all of it after the
+cache write:
+  1. its query row, rotated (RoPE) and scaled by log2(e) / sqrt(head_dim), into shared memory;
+  2. each thread the scores of positions t, t + B, ... (a dot product over the head dim with the cached keys), masked, into
+     shared memory;
+  3. the scores' max and the sum of exp2(score - max), each thread's part, then a tree over the block;
+  4. thread t the weighted sum of the values for dimension t % D over every (B / D)-th position (UNROLL loads a step), the
+     exponentials recomputed (cheaper than a pass that stores them), the parts added and divided by the sum.
+Positions, dims and loops are fixed when the kernel is built: one kernel per (attn_len, model shape). Where a thread's keys and
+values are few they are loaded before the first barrier (beside the query's loads, not one round trip after another), and the
+block's max and sum combine through warp shuffles where the renderer has them.
+
+`new_kv` also folds the cache write into the kernel (one kernel a layer instead of two). It is correct and measured slower on
+the H200 (Llama-1B 839 -> 866 us a step, SmolLM2 584 -> 625; bench/README.md, session 19), so the model uses it only with
+DECODE_ATTENTION=2; why it is slower is not known yet.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from tinygrad.dtype import dtypes
+from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo
+from tinygrad.uop.ops import Ops, UOp
+
+UNROLL = 64  # values a thread loads per step of the weighted sum (independent loads in flight: fewer steps, each an L2 round trip)
+MAX_LEN = 8192  # the scores of one head are in shared memory: 32 KB at most
+
+
+def block_size(attn_len: int, head_dim: int) -> int | None:
+  """Threads a block for this attention length, or None where the kernel doesn't apply (the Tensor-op form does)."""
+  b = min(128, attn_len)
+  if attn_len > MAX_LEN or attn_len % b or b % head_dim: return None
+  return b
+
+
+def pairwise_sum(xs: list[UOp]) -> UOp:
+  """The sum of xs as a balanced tree: log2(n) dependent adds instead of n (the compiler keeps the order it is given)."""
+  while len(xs) > 1: xs = [xs[i] + xs[i + 1] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+  return xs[0]
+
+
+def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
+                            new_kv: tuple[int, int] | None = None) -> Callable[..., UOp]:
+  """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask[, kv]): out (n_heads * head_dim,) float32; q a buffer whose first
+  n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1,
+  head_dim / 2); mask (1, attn_len) bool, the positions the token sees (0 .. its own). `warp`: the renderer's shuffle_lanes (32:
+  the block's max and sum combine through warp shuffles and one barrier; 0: a tree in shared memory, a barrier a level).
+  `new_kv` (k offset, v offset): the kernel also writes the cache: the token's key (unrotated) and value heads lie in `kv` at
+  these offsets; the first block of each kv head rotates the key and stores both at the token's position (the last one the
+  mask shows), and every block uses them from registers there, not the cache (which other blocks may be writing)."""
+  H, D, L = n_heads, head_dim, attn_len
+  G = n_heads // n_kv_heads
+  B = block_size(L, D)
+  assert B is not None and n_heads % n_kv_heads == 0, f"no decode attention kernel for attn_len {L}, head_dim {D}"
+  P, N = B // D, L // B  # threads per dimension in the weighted sum; positions per thread
+  f32 = dtypes.float32
+
+  def block_reduce(v: UOp, t: UOp, slot: int, combine: Callable[[UOp, UOp], UOp], after: UOp) -> UOp:
+    """combine of every thread's v, seen by every thread; its first barrier comes after `after` (a store other threads read
+    past that barrier)."""
+    if warp >= 32 and B % 32 == 0:  # each warp by shuffles, then one value a warp through shared memory
+      for m in (16, 8, 4, 2, 1): v = combine(v, UOp(Ops.SHUFFLE, f32, (v,), m))
+      red = UOp.placeholder(B // 32, f32, slot, AddrSpace.LOCAL)
+      r = red.after(red.after(after)[t // 32].store(v, (t % 32).eq(0)).barrier())
+      out = r[0]
+      for w in range(1, B // 32): out = combine(out, r[w])
+      return out
+    red = UOp.placeholder(B, f32, slot, AddrSpace.LOCAL)
+    after, s = red.after(after)[t].store(v).barrier(), B // 2
+    while s >= 1:  # halves, a barrier each
+      r = red.after(after)
+      after = r[t].store(combine(r[t], r[(t + s) % B]), t < s).barrier()
+      s //= 2
+    return red.after(after)[0]
+
+  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
+    h = UOp.range(H, 0, AxisType.GLOBAL)
+    t = UOp.range(B, 1, AxisType.LOCAL)
+    kvh = h // G
+    # 1. the query, rotated and scaled (threads t < D; the others read in bounds and don't store)
+    d = t % D
+    if neox: i, partner, sign = d % (D // 2), (d + D // 2) % D, (d < D // 2).where(-1.0, 1.0)
+    else: i, partner, sign = d // 2, d ^ 1, (d % 2).eq(0).where(-1.0, 1.0)
+    def rotated(src: UOp, base: UOp) -> UOp: return src[base + d] * cos[0, i] + src[base + partner] * sign * sin[0, i]
+    qrot = rotated(q, h * D) * (math.log2(math.e) / math.sqrt(D))
+    # the keys and values a thread reads, where they are few (straight-line code): listed in the first barrier, so their loads
+    # issue before it and wait beside the query's, not one round trip after another
+    part = t // D
+    keys = [[cache[0, kvh, j * B + t, k].cast(f32) for k in range(D)] for j in range(N)] if N <= 2 else None
+    values = [cache[1, kvh, u * P + part, d].cast(f32) for u in range(L // P)] if L // P <= UNROLL else None
+    early = [x for row in keys or [] for x in row] + (values or [])
+    qs = UOp.placeholder(D, f32, 0, AddrSpace.LOCAL)
+    q_stored = qs[d].store(qrot, t < D)
+    if kv is not None:  # the token's key, rotated, and value, rounded to the cache's dtype as the cache will hold them
+      assert new_kv is not None
+      cdt = cache.dtype.base
+      knew, vnew = rotated(kv, new_kv[0] + kvh * D).cast(cdt).cast(f32), kv[new_kv[1] + kvh * D + d].cast(cdt).cast(f32)
+      ks = UOp.placeholder(D, f32, 8, AddrSpace.LOCAL)
+      first = q_stored.barrier(ks[d].store(knew, t < D), *early)
+      kv_new = ks.after(first)
+    else: first = q_stored.barrier(*early)
+    qv = qs.after(first)
+    def is_new(pos: UOp) -> UOp:  # the token's own position: the last the mask shows
+      return mask[0, pos] & ((pos + 1).eq(L) | mask[0, (pos + 1) % L].logical_not())
+    def score(j: int | UOp) -> UOp:
+      pos = j * B + t
+      k_at = (lambda k: keys[j][k]) if keys is not None and isinstance(j, int) else (lambda k: cache[0, kvh, pos, k].cast(f32))
+      if kv is not None: k_at = (lambda old: lambda k: is_new(pos).where(kv_new[k], old(k)))(k_at)
+      return mask[0, pos].where(pairwise_sum([qv[k] * k_at(k) for k in range(D)]), -math.inf)
+    # where the token's position is, for the values: the thread that scores it says so (read after the max's barrier)
+    at = UOp.placeholder(1, dtypes.int32, 9, AddrSpace.LOCAL)
+    # 2. scores of positions j * B + t, masked, into shared memory; 3. their max, then the exponentials' sum over the block
+    sc = UOp.placeholder(L, f32, 1, AddrSpace.LOCAL)
+    if N <= 4:  # few positions a thread: straight-line code, the scores stay in registers too
+      mine = [score(j) for j in range(N)]
+      stored = sc[t].store(mine[0])
+      for j in range(1, N): stored = sc.after(stored)[j * B + t].store(mine[j])
+      if kv is not None:
+        for j in range(N): stored = at.after(stored)[0].store(j * B + t, is_new(j * B + t))
+      mx = mine[0]
+      for v in mine[1:]: mx = mx.maximum(v)
+      m = block_reduce(mx, t, 2, lambda a, b: a.maximum(b), stored)
+      sm = (mine[0] - m).alu(Ops.EXP2)
+      for v in mine[1:]: sm = sm + (v - m).alu(Ops.EXP2)
+    else:
+      j = UOp.range(N, 2, AxisType.LOOP)
+      stored = sc[j * B + t].store(score(j))
+      stored = (at.after(stored)[0].store(j * B + t, is_new(j * B + t)) if kv is not None else stored).end(j)
+      scv = sc.after(stored)
+      acc = UOp.placeholder(1, f32, 3, AddrSpace.REG)
+      j2 = UOp.range(N, 3, AxisType.LOOP)
+      a = acc.after(acc.after(stored)[0].store(-math.inf), j2)
+      m = block_reduce(acc.after(a[0].store(a[0].maximum(scv[j2 * B + t])).end(j2))[0], t, 2, lambda a, b: a.maximum(b), stored)
+      acc2 = UOp.placeholder(1, f32, 4, AddrSpace.REG)
+      j3 = UOp.range(N, 4, AxisType.LOOP)
+      a2 = acc2.after(acc2.after(m)[0].store(0.0), j3)
+      sm = acc2.after(a2[0].store(a2[0] + (scv[j3 * B + t] - m).alu(Ops.EXP2)).end(j3))[0]
+    total = block_reduce(sm, t, 5, lambda a, b: a + b, stored)
+    # 4. the weighted values: dimension d over positions part, part + P, ... (UNROLL loads a step); other threads' scores, so
+    # read after a barrier (total's)
+    scores = sc.after(stored, total)
+    here = at.after(stored, total)[0]  # the token's position (with new_kv)
+    def value(p: UOp, old: UOp) -> UOp: return p.eq(here).where(vnew, old) if kv is not None else old
+    red3 = UOp.placeholder(B, f32, 7, AddrSpace.LOCAL)
+    if values is not None:  # loaded before the first barrier
+      mine_w = pairwise_sum([(scores[u * P + part] - m).alu(Ops.EXP2) * value(u * P + part, v) for u, v in enumerate(values)])
+      part_done = red3.after(total)[t].store(mine_w)
+    else:
+      acc3 = UOp.placeholder(1, f32, 6, AddrSpace.REG)
+      j4 = UOp.range(L // P // UNROLL, 6, AxisType.LOOP)
+      a3 = acc3.after(acc3.after(total)[0].store(0.0), j4)
+      step = a3[0] + pairwise_sum([(scores[p] - m).alu(Ops.EXP2) * value(p, cache[1, kvh, p, d].cast(f32))
+                                   for p in ((j4 * UNROLL + u) * P + part for u in range(UNROLL))])
+      part_done = red3[t].store(acc3.after(a3[0].store(step).end(j4))[0])
+    parts = red3.after(last := part_done.barrier())
+    weighted = parts[d]
+    for k in range(1, P): weighted = weighted + parts[k * D + d]
+    result = out[h * D + d].store(weighted / total, t < D)
+    if kv is None: return result.end(t, h).sink(arg=KernelInfo("decode_attention"))
+    writes = (h % G).eq(0) & (t < D)  # the first block of each kv head writes the cache (after its reads: the last barrier)
+    return UOp.sink(result, *(cache.after(last)[c, kvh, here, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))),
+                    arg=KernelInfo("decode_attention_kv"))
+
+  return kernel

@@ -1,0 +1,124 @@
+"""One token's attention as one hand-written kernel (tinygrad/llm/decode_attention.py): its values and cache writes against
+numpy on the PYTHON device (which runs blocks of threads), and which kernels a GPU's decode step schedules with it (NULL:CUDA,
+compile only); whole decode steps on MOCK+NV (slow here; the other llm tests run them on a GPU with DEV=CUDA)."""
+import math
+
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor, dtypes
+from tinygrad.llm.decode_attention import MAX_LEN, block_size, decode_attention_kernel
+
+
+def rope(q: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.ndarray:
+  H, D = q.shape
+  if neox:
+    a, b = q[:, :D // 2], q[:, D // 2:]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], 1)
+  x = q.reshape(H, D // 2, 2)
+  return np.stack([x[..., 0] * cos - x[..., 1] * sin, x[..., 1] * cos + x[..., 0] * sin], -1).reshape(H, D)
+
+
+def reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox):
+  q = rope(q_rows[:n_heads * head_dim].reshape(n_heads, head_dim), cos, sin, neox)
+  L = mask.shape[1]
+  out = np.zeros((n_heads, head_dim), np.float64)
+  for h in range(n_heads):
+    kv = h // (n_heads // n_kv_heads)
+    s = np.where(mask[0], cache[0, kv, :L].astype(np.float64) @ q[h] / math.sqrt(head_dim), -np.inf)
+    p = np.exp(s - s.max())
+    out[h] = (p / p.sum()) @ cache[1, kv, :L].astype(np.float64)
+  return out.reshape(-1)
+
+
+@pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
+@pytest.mark.parametrize("n_heads,n_kv_heads,head_dim,attn_len,seen,neox,cache_dtype", [
+  (4, 2, 64, 64, 59, False, np.float16),    # grouped query heads, the shortest bucket (one position a thread)
+  (4, 4, 32, 256, 200, True, np.float32),   # NeoX pairs, a float32 cache, two positions a thread, four threads a dimension
+  (8, 2, 64, 128, 1, False, np.float16),    # the first position only
+  (2, 1, 64, 1024, 700, True, np.float16),  # eight positions a thread: loops, not straight-line code
+])
+def test_matches_numpy(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, warp):
+  rng = np.random.default_rng(attn_len)
+  q_rows = rng.standard_normal(n_heads * head_dim + 2 * n_kv_heads * head_dim).astype(np.float32)  # q, then k and v (unused)
+  cache = (rng.standard_normal((2, n_kv_heads, attn_len + 32, head_dim)) * 2).astype(cache_dtype)
+  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
+  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+  mask = (np.arange(attn_len) < seen)[None]
+  kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
+  args = [Tensor(a, device="PYTHON") for a in (q_rows, cache, cos, sin, mask)]
+  got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*args, fxn=kernel)[0].numpy()
+  want = reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
+@pytest.mark.parametrize("n_heads,n_kv_heads,attn_len,seen,neox", [(4, 2, 64, 59, False), (4, 1, 128, 128, True), (2, 2, 1024, 700, False)])
+def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_len, seen, neox, warp):
+  """new_kv: the token's key (rotated) and value come from the q/k/v buffer; the kernel stores them, rounded to the cache's dtype,
+  at the token's position (the last the mask shows) and attends over the cache as if they had been written before it ran."""
+  head_dim, rng = 64, np.random.default_rng(seen)
+  nq, nkv = n_heads * head_dim, n_kv_heads * head_dim
+  qkv = rng.standard_normal(nq + 2 * nkv).astype(np.float32)
+  cache = rng.standard_normal((2, n_kv_heads, attn_len + 16, head_dim)).astype(np.float16)
+  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
+  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+  mask = (np.arange(attn_len) < seen)[None]
+  want_cache = cache.copy()
+  want_cache[0, :, seen - 1] = rope(qkv[nq:nq + nkv].reshape(n_kv_heads, head_dim), cos, sin, neox)
+  want_cache[1, :, seen - 1] = qkv[nq + nkv:].reshape(n_kv_heads, head_dim)
+  kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp, (nq, nq + nkv))
+  args = [Tensor(a, device="PYTHON").contiguous() for a in (qkv, cache, cos, sin, mask, qkv)]
+  out, _, new_cache = Tensor.empty(nq, device="PYTHON").custom_kernel(*args, fxn=kernel)[:3]
+  want = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
+  np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+  np.testing.assert_array_equal(new_cache.numpy(), want_cache)
+
+
+def test_block_size_says_where_the_kernel_applies():
+  assert block_size(64, 64) == 64 and block_size(4096, 64) == 128 and block_size(128, 128) == 128
+  assert block_size(2 * MAX_LEN, 64) is None  # the scores would not fit in shared memory
+  assert block_size(64, 128) is None  # fewer threads than dimensions
+  assert block_size(96, 64) is None
+
+
+def _kernels(path: str, setting: int, tokens: list[int], start: int) -> list[str]:
+  """Names (without the hash) of the kernels one forward of these tokens runs on NULL:CUDA (compile only)."""
+  from tinygrad.engine import realize
+  from tinygrad.llm.model import Transformer
+  with Context(DEV="NULL:CUDA:sm_90", DECODE_ATTENTION=setting, REUSE=0):
+    m = Transformer.from_gguf(path, cache_dtype=dtypes.float16)
+    realize.capturing.append(cap := realize.Capture(jit=False))
+    try: m.forward(m.token_rows(tokens), start).realize()
+    finally: realize.capturing.pop()
+  return [ei.runner.spec.name.rsplit("_", 1)[0] for ei, _ in cap.items if ei.runner is not None]
+
+
+def test_gpu_decode_step_runs_one_attention_kernel_a_layer(tmp_path):
+  """A GPU's one-token step: the cache write and one attention kernel a layer (DECODE_ATTENTION=1), or one kernel that also writes
+  the cache (2), instead of the Tensor-op form's five kernels; a prefill chunk keeps its own form."""
+  from llm_synth import SynthConfig, write_model
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=2), "F16")
+  on, folded, off = _kernels(path, 1, [5], 3), _kernels(path, 2, [5], 3), _kernels(path, 0, [5], 3)
+  assert on.count("decode_attention") == 2 and folded.count("decode_attention_kv") == 2 and not any("decode" in n for n in off)
+  assert len(on) == len(off) - 2 * 3 and len(folded) == len(off) - 2 * 4  # (the cache write: a kernel of its own, or inside)
+  assert not any("decode" in n for n in _kernels(path, 1, [1, 2, 3, 4], 0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", [1, 2])
+def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path, setting):
+  """(about a minute each) Decode steps on MOCK+NV (the CUDA renderer, kernels run by the PYTHON interpreter): each step writes
+  its key and value into the cache (2: the attention kernel itself), the next step reads them."""
+  from llm_synth import SynthConfig, reference_forward, write_model
+  from tinygrad.llm.model import Transformer
+  pytest.importorskip("tinygrad_backend_nv")
+  tokens, cfg = [3, 17, 5, 60, 2, 9], SynthConfig(n_layers=1)
+  path = str(tmp_path / "m.gguf")
+  ref = reference_forward(write_model(path, cfg, "F16"), cfg, tokens)
+  with Context(DEV="MOCK+NV", DECODE_ATTENTION=setting):
+    m = Transformer.from_gguf(path)
+    m.forward(m.token_rows(tokens[:3]), 0).realize()
+    for i in range(3, len(tokens)):
+      got = m.forward(m.token_rows(tokens[i:i + 1]), i).numpy()[0]
+      np.testing.assert_allclose(got, ref[i], rtol=0, atol=1e-4 * np.abs(ref[i]).max())
