@@ -79,6 +79,7 @@ def test_block_size_says_where_the_kernel_applies():
   assert block_size(2 * MAX_LEN, 64) is None  # the scores would not fit in shared memory
   assert block_size(64, 128) is None  # fewer threads than dimensions
   assert block_size(96, 64) is None
+  with pytest.raises(ValueError, match="block_size"): decode_attention_kernel(4, 2, 64, 96, False)
 
 
 def _kernels(path: str, setting: int, tokens: list[int], start: int) -> list[str]:

@@ -8,7 +8,7 @@ cache write:
   1. its query row, rotated (RoPE) and scaled by log2(e) / sqrt(head_dim), into shared memory;
   2. each thread the scores of positions t, t + B, ... (a dot product over the head dim with the cached keys), masked, into
      shared memory;
-  3. the scores' max and the sum of exp2(score - max), each thread's part, then a tree over the block;
+  3. the scores' max and the sum of exp2(score - max), each thread's part, then the block's (warp shuffles, or a tree);
   4. thread t the weighted sum of the values for dimension t % D over every (B / D)-th position (UNROLL loads a step), the
      exponentials recomputed (cheaper than a pass that stores them), the parts added and divided by the sum.
 Positions, dims and loops are fixed when the kernel is built: one kernel per (attn_len, model shape). Where a thread's keys and
@@ -57,7 +57,9 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
   H, D, L = n_heads, head_dim, attn_len
   G = n_heads // n_kv_heads
   B = block_size(L, D)
-  assert B is not None and n_heads % n_kv_heads == 0, f"no decode attention kernel for attn_len {L}, head_dim {D}"
+  if B is None or n_heads % n_kv_heads:
+    raise ValueError(f"no decode attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, attn_len {L}, head_dim {D}: "
+                     "check block_size(attn_len, head_dim) first and use the Tensor-op form where it is None")
   P, N = B // D, L // B  # threads per dimension in the weighted sum; positions per thread
   f32 = dtypes.float32
 
