@@ -17,8 +17,8 @@ block's max and sum combine through warp shuffles where the renderer has them.
 
 `new_kv` also folds the cache write into the kernel (one kernel a layer instead of two). It is correct and measured slower on
 the H200 (Llama-1B 839 -> 866 us a step, SmolLM2 584 -> 625; bench/README.md, session 19), so the model uses it only with
-DECODE_ATTENTION=2; why it is slower is not known yet (a lead: it needs 128 registers, the cap __launch_bounds__(128, 4) sets,
-against 86 without the fold, so ptxas may hold back some of the early loads).
+DECODE_ATTENTION=2. Why it is slower is not known yet; not its registers (128, the launch bounds' cap, against 86: without the
+cap it is as slow).
 """
 from __future__ import annotations
 
