@@ -233,9 +233,7 @@ def usable_tensor_cores(renderer: Renderer, m: MatmulMatch) -> list[int]:
   out = []
   for n, tc in enumerate(renderer.tensor_cores):
     if tc.dtype_in != m.dtype_in or not tc.tile_configs or not _lanes_fit(tc): continue
-    if tc.opt_in is not None:
-      TC_OPT_INS.setdefault(tc.opt_in.key, tc.opt_in)  # (a spec whose setting wasn't made by tc_opt_in)
-      if not tc.opt_in.value: continue
+    if tc.opt_in is not None and not tc.opt_in.value: continue
     if dtypes.is_float(tc.dtype_out) != dtypes.is_float(m.reduce.dtype): continue
     # narrow float accumulators (f16) only for a matmul that accumulates in that dtype (matmul(dtype=half))
     if dtypes.is_float(tc.dtype_out) and tc.dtype_out.itemsize < 4 and tc.dtype_out != m.reduce.dtype: continue

@@ -112,6 +112,9 @@ class TensorCore:
   # (SIMT). The lowering emits the ALU ops itself (no WMMA), so every GPU renderer runs it, exactly in dtype_out
   fma: bool = False
 
+  def __post_init__(self) -> None:
+    if self.opt_in is not None: TC_OPT_INS.setdefault(self.opt_in.key, self.opt_in)  # (a setting not made by tc_opt_in: from now on)
+
 
 # every TensorCore.opt_in setting, registered where it is defined (tc_opt_in): the compiled-runner cache key holds their values
 # (codegen/tensor_core.tc_setting), and a key that grew when a spec was first met would miss the kernels compiled before it

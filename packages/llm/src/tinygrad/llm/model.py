@@ -450,18 +450,18 @@ class Attention:
     q = apply_rope(q, cos, sin, cfg.rope_neox)
     if not fused: q = q.contiguous()
     k = apply_rope(k, cos, sin, cfg.rope_neox)
-    if B == 1 and T == 1 and fused and DECODE_ATTENTION.value and block_size(mask.shape[1], cfg.head_dim) is not None:
-      # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
-      # itself. DECODE_ATTENTION=2: it also writes the new k and v into the cache where they lie in one buffer (stacked q/k/v, no k
-      # norm), instead of the cache write's kernel
-      fold = self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
+    # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
+    # itself. DECODE_ATTENTION=2: it also writes the new k and v into the cache where they lie in one buffer (stacked q/k/v, no k
+    # norm), instead of the cache write's kernel
+    one_kernel = B == 1 and T == 1 and fused and DECODE_ATTENTION.value and block_size(mask.shape[1], cfg.head_dim) is not None
+    fold = one_kernel and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
+    if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
+    if one_kernel:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                        (nq, nq + nkv) if fold else None)
-      if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
       out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
       return linear(out.reshape(B, 1, nq), self.wo)
-    self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     G = cfg.n_heads // cfg.n_kv_heads
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
     if T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device):
