@@ -88,6 +88,23 @@ def test_embed_ids_matches_host_rows(tmp_path, qtype):
   np.testing.assert_array_equal(on_device, model.embed(model.token_rows(ids)).numpy())
 
 
+@pytest.mark.parametrize("qtype", ["F16", "Q4_1"])
+def test_prefill_from_ids_matches_host_rows(tmp_path, qtype):
+  """The engine feeds tokens as ids on the device (token_ids: a kernel gathers the rows; reading 512 rows on the host cost an
+  H200 prefill 2.6 ms): the logits must be those of the rows read from the file, and a bad id an error before any kernel."""
+  cfg = SynthConfig()
+  path = str(tmp_path / f"m-{qtype}.gguf")
+  write_model(path, cfg, qtype)
+  model = Transformer.from_gguf(path)
+  ids = [0, 5, cfg.vocab - 1, 17, 17]
+  by_rows = model.forward_all(model.token_rows(ids), 0).numpy()
+  model = Transformer.from_gguf(path)  # a fresh cache
+  np.testing.assert_array_equal(model.forward_all(model.token_ids(ids), 0).numpy(), by_rows)
+  for bad in (-1, cfg.vocab):
+    with pytest.raises(ValueError, match="out of range"):
+      model.token_ids([1, bad])
+
+
 def test_generation_does_not_import_numpy(tmp_path):
   """The CLI's resident memory stays small partly because numpy is never imported (about 10 MB): loading, prefill and the
   decode loop (reading the ring back included) use none of it."""

@@ -35,12 +35,26 @@ def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
     return _numpy_to_bytes(data, dtype), tuple(data.shape)
   shape = _list_shape(data)
   flat = _flatten(data)
+  if (raw := _pack_plain(flat, dtype)) is not None: return raw, shape
   from tinygrad.uop.alu import cast_scalar, to_bits
   for x in flat: dtypes.check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
   if dtype.fmt is not None:
     return struct.pack(f"{len(flat)}{dtype.fmt}", *(cast_scalar(x, dtype) for x in flat)), shape
   size_fmt = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
   return struct.pack(f"{len(flat)}{size_fmt}", *(to_bits(x, dtype) for x in flat)), shape
+
+
+def _pack_plain(flat: list[Any], dtype: DType) -> bytes | None:
+  """The common cases packed at once (ints that fit an int dtype, numbers into float32/64); None for the rest, which the
+  per-element conversion handles (wrapping, rounding, overflow errors). A 512-token prompt's ids took 10 ms element by element."""
+  if dtype.fmt is None or not flat: return None
+  kinds = set(map(type, flat))
+  if dtypes.is_int(dtype) and kinds == {int} and dtypes.min(dtype) <= min(flat) and max(flat) <= dtypes.max(dtype):
+    return struct.pack(f"{len(flat)}{dtype.fmt}", *flat)
+  if dtype in (dtypes.float32, dtypes.float64) and kinds <= {int, float}:
+    try: return struct.pack(f"{len(flat)}{dtype.fmt}", *flat)
+    except OverflowError: return None  # past float32's range: inf, as a cast gives
+  return None
 
 
 def _numpy_to_bytes(arr: Any, dtype: DType) -> bytes:
@@ -55,6 +69,7 @@ def _numpy_to_bytes(arr: Any, dtype: DType) -> bytes:
 def _list_shape(data: Any) -> tuple[int, ...]:
   if not isinstance(data, (list, tuple)): return ()
   if len(data) == 0: return (0,)
+  if not any(isinstance(x, (list, tuple)) for x in data): return (len(data),)  # a row of numbers (no recursion per element)
   inner = [_list_shape(x) for x in data]
   if any(s != inner[0] for s in inner): raise ValueError(f"ragged nested list: sub-lists have shapes {sorted(set(inner))}")
   return (len(data), *inner[0])
@@ -62,6 +77,7 @@ def _list_shape(data: Any) -> tuple[int, ...]:
 
 def _flatten(data: Any) -> list[Any]:
   if not isinstance(data, (list, tuple)): return [data]
+  if not any(isinstance(x, (list, tuple)) for x in data): return list(data)
   return [y for x in data for y in _flatten(x)]
 
 

@@ -40,8 +40,8 @@ AHEAD = ContextVar("AHEAD", 1)
 OPEN_EARLY = ContextVar("OPEN_EARLY", 0)
 
 
-def _empty_rows(model: Transformer, T: int, device: str) -> Tensor:
-  return Tensor.empty(1, T, model.row_bytes, dtype=dtypes.uint8, device=device)
+def _empty_ids(T: int, device: str) -> Tensor:
+  return Tensor.empty(1, T, dtype=dtypes.int32, device=device)
 
 
 def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict], max_context: int | None = None, cache_dtype=dtypes.float32,
@@ -160,11 +160,11 @@ class LLM:
     """Logits after `ids` (at most one chunk) written at positions start.."""
     n = len(ids)
     L = self.model.attn_len(start + n)
-    if n == 1: return self._jit_for(self._decode_jits, L, L)(self.model.token_rows(ids), self._v_start.bind(start))
+    if n == 1: return self._jit_for(self._decode_jits, L, L)(self.model.token_ids(ids), self._v_start.bind(start))
     size = self._chunk_size(n)
     padded = ids + [ids[-1]] * (size - n)  # the padding's keys/values land past the prompt, where the next tokens overwrite them
     last = self._v_last.setdefault(size, Variable(f"last{size}", 0, size - 1)).bind(n - 1)
-    return self._jit_for(self._prefill_jits, (size, L), L)(self.model.token_rows(padded), self._v_start.bind(start), last)
+    return self._jit_for(self._prefill_jits, (size, L), L)(self.model.token_ids(padded), self._v_start.bind(start), last)
 
   def _dry_first_prompt(self, n: int) -> None:
     """What the first prompt of n tokens runs (its prefill chunks, the greedy sample, the first decode step), realized with
@@ -176,11 +176,11 @@ class LLM:
     while pos < n:
       k = min(self.chunk, n - pos)
       L = self.model.attn_len(pos + k)
-      if k == 1: logits = self._jit_for(self._decode_jits, L, L)(_empty_rows(self.model, 1, device), self._v_start.bind(pos))
+      if k == 1: logits = self._jit_for(self._decode_jits, L, L)(_empty_ids(1, device), self._v_start.bind(pos))
       else:
         size = self._chunk_size(k)
         last = self._v_last.setdefault(size, Variable(f"last{size}", 0, size - 1)).bind(k - 1)
-        logits = self._jit_for(self._prefill_jits, (size, L), L)(_empty_rows(self.model, size, device), self._v_start.bind(pos), last)
+        logits = self._jit_for(self._prefill_jits, (size, L), L)(_empty_ids(size, device), self._v_start.bind(pos), last)
       pos += k
     assert logits is not None
     self._greedy(logits).realize()

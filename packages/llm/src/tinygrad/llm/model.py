@@ -3,9 +3,9 @@
 Quantized weights stay quantized in memory (raw GGUF bytes in uint8 Tensors); every matmul dequantizes its weight inside the
 graph, so the scheduler fuses the dequantization into the matmul kernel.
 
-`Transformer.forward(rows, start_pos)` is a pure function of the tokens (as their rows of the quantized embedding table, a
-(1, T, row_bytes) uint8 Tensor: `token_rows(ids)`) and the position of the first one, over a preallocated KV cache that it
-updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static, which is what
+`Transformer.forward(tokens, start_pos)` is a pure function of the tokens (a (1, T) int32 Tensor of ids on the device:
+`token_ids(ids)`; or their rows of the quantized embedding table, a (1, T, row_bytes) uint8 Tensor: `token_rows(ids)`) and the
+position of the first one, over a preallocated KV cache that it updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static, which is what
 TinyJit needs to replay one capture for many positions (see engine.py). Attention spans the first `attn_len` positions of the
 cache (masked past start_pos + T): a power of two that covers the chunk, so its work follows the position, and the engine keeps
 one capture per span.
@@ -693,8 +693,10 @@ _FLOAT_SUFFIXES = ("norm.weight", ".bias", "rope_freqs.weight")
 
 
 class Transformer:
-  """The model. Tokens enter as their rows of the (quantized) embedding table, read from the file on the host (`token_rows`): data
-  in, not compute, and it keeps the embedding lookup out of the kernels (no one-hot reduction over the vocabulary)."""
+  """The model. Tokens enter as ids on the device (`token_ids`), whose rows of the (quantized) embedding table a kernel gathers
+  (`embed_ids`: direct loads, no pass over the vocabulary), or as those rows read from the file on the host (`token_rows`). The
+  engine uses ids: reading a 512-token chunk's rows on the host took 2.6 ms before its kernels could start (bench/README.md,
+  session 20), 40% of the chunk's time on an H200."""
 
   def __init__(self, cfg: ModelConfig, weights: dict[str, Any], max_context: int | None = None, cache_dtype=dtypes.float32,
                embedding_source: tuple[str, int] | None = None):
@@ -766,10 +768,18 @@ class Transformer:
     emb = g.tensors["token_embd.weight"]
     return Transformer(cfg, weights, max_context, cache_dtype, (emb.path, emb.offset))
 
-  def token_rows(self, ids: list[int]) -> Tensor:
-    """(1, T, row_bytes) uint8: the embedding table's rows for these tokens, still quantized."""
+  def _check_ids(self, ids: list[int]) -> None:
     for i in ids:
       if not 0 <= i < self.cfg.vocab_size: raise ValueError(f"token id {i} is out of range for a vocabulary of {self.cfg.vocab_size}")
+
+  def token_ids(self, ids: list[int]) -> Tensor:
+    """(1, T) int32 on the model's device: the tokens as `forward` takes them (a kernel gathers their embedding rows)."""
+    self._check_ids(ids)
+    return Tensor([ids], dtype=dtypes.int32, device=self.norm.device)
+
+  def token_rows(self, ids: list[int]) -> Tensor:
+    """(1, T, row_bytes) uint8: the embedding table's rows for these tokens, still quantized (read from the file on the host)."""
+    self._check_ids(ids)
     rb = self.row_bytes
     if self.embedding_source is None:  # no file behind the table (a model built in memory): slice its bytes on the device
       table = self.tok_embd.raw if self.tok_embd.raw.dtype == dtypes.uint8 else self.tok_embd.raw.bitcast(dtypes.uint8)  # native: its bytes
@@ -814,7 +824,7 @@ class Transformer:
     B, T = rows.shape[:2]
     if isinstance(start_pos, int) and start_pos + T > self.max_context:
       raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
-    # rows: the embedding rows' bytes (token_rows), or (B, T) token ids on the device
+    # rows: (B, T) token ids on the device (token_ids), or the embedding rows' bytes (token_rows)
     x = (self.embed_ids(rows) if rows.ndim == 2 else self.embed(rows)).contiguous()  # realized: every kernel of the first layer reads it
     if attn_len is not None and not 0 < attn_len <= self.max_context: raise ValueError(f"attn_len {attn_len} is not in 1..{self.max_context}")
     L = attn_len or (self.attn_len(start_pos + T) if isinstance(start_pos, int) else self.max_context)
@@ -832,7 +842,7 @@ class Transformer:
 
   def logits(self, ids: list[int], start_pos: int = 0, all_logits: bool = False) -> Tensor:
     """Convenience for tests and scripts: logits for token ids starting at start_pos (eager, exact shapes)."""
-    rows = self.token_rows(ids)
+    rows = self.token_ids(ids)
     return self.forward_all(rows, start_pos) if all_logits else self.forward(rows, start_pos)
 
 
