@@ -483,9 +483,10 @@ class Attention:
     # each matmul stored as it comes out: scaling and masking (the mask is the same for every head of a group) fused into it
     # would split the (G*T) rows back into two axes, and the tensor-core lowering wants one row axis per operand
     raw = q16.matmul(keys.transpose(-1, -2), dtype=dtypes.float32).contiguous().reshape(Hkv, G, T, L)
-    scores = mask.where(raw * (1.0 / math.sqrt(D)), -math.inf)  # recomputed by the two kernels below: cheap, not stored
-    e = (scores - scores.max(-1, keepdim=True).contiguous()).exp()
-    probs = (e / e.sum(-1, keepdim=True).contiguous()).cast(dtypes.float16).contiguous().reshape(Hkv, G * T, L)
+    # scaled, masked and softmaxed in one row kernel (codegen/rows.py: its lanes hold the row, read once), stored as half. Its
+    # max and sum stored by kernels of their own (three passes over the scores) took 57 us a layer of Llama-1B's 512-token chunk
+    # against 24, each kernel launched alone (pp512 125k -> 137k tok/s on the H200: bench/README.md, session 20)
+    probs = mask.where(raw * (1.0 / math.sqrt(D)), -math.inf).softmax(-1).cast(dtypes.float16).contiguous().reshape(Hkv, G * T, L)
     return probs.matmul(values, dtype=dtypes.float32).contiguous().reshape(Hkv, G, T, D)
 
   def _attend(self, qh: Tensor, mask: Tensor, fused: bool) -> Tensor:
