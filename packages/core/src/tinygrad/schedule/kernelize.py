@@ -237,8 +237,8 @@ SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
 PAD_SPLIT_MIN_REDUCE = 1 << 24  # sums this long are split even when their length doesn't divide (padded with zeros)
 # GPU: a thread per partial result, so the partials (all outputs together) should number about a chip's worth of
 # threads times the 4 that a float4 load gives each; every partial sums at least GPU_SPLIT_CHUNK elements. 2**19: on the H200 a
-# sum of 2**28 floats 0.94x torch with 2**20 partials, 1.04x with 2**19 (three runs each; a column sum 1.07x -> 1.18x); only
-# reductions past 2**25 elements an output see the difference (bench/README.md, session 20)
+# sum of 2**28 floats 0.94x torch with 2**20 partials, 1.04x with 2**19 (three runs each; a column sum of 2**26 elements
+# 1.07x -> 1.18x): a split reduction of more than 2**25 elements in all gets fewer partials (bench/README.md, session 20)
 GPU_SPLIT_PARTIALS = ContextVar("GPU_SPLIT_PARTIALS", 1 << 19)
 GPU_SPLIT_CHUNK = ContextVar("GPU_SPLIT_CHUNK", 64)
 
