@@ -5,8 +5,9 @@ graph, so the scheduler fuses the dequantization into the matmul kernel.
 
 `Transformer.forward(tokens, start_pos)` is a pure function of the tokens (a (1, T) int32 Tensor of ids on the device:
 `token_ids(ids)`; or their rows of the quantized embedding table, a (1, T, row_bytes) uint8 Tensor: `token_rows(ids)`) and the
-position of the first one, over a preallocated KV cache that it updates in place. `start_pos` is an int or a bound symbolic Variable: with a Variable every shape is static, which is what
-TinyJit needs to replay one capture for many positions (see engine.py). Attention spans the first `attn_len` positions of the
+position of the first one, over a preallocated KV cache that it updates in place. `start_pos` is an int or a bound symbolic
+Variable: with a Variable every shape is static, which is what TinyJit needs to replay one capture for many positions (see
+engine.py). Attention spans the first `attn_len` positions of the
 cache (masked past start_pos + T): a power of two that covers the chunk, so its work follows the position, and the engine keeps
 one capture per span.
 
