@@ -7,9 +7,8 @@ graph, so the scheduler fuses the dequantization into the matmul kernel.
 `token_ids(ids)`; or their rows of the quantized embedding table, a (1, T, row_bytes) uint8 Tensor: `token_rows(ids)`) and the
 position of the first one, over a preallocated KV cache that it updates in place. `start_pos` is an int or a bound symbolic
 Variable: with a Variable every shape is static, which is what TinyJit needs to replay one capture for many positions (see
-engine.py). Attention spans the first `attn_len` positions of the
-cache (masked past start_pos + T): a power of two that covers the chunk, so its work follows the position, and the engine keeps
-one capture per span.
+engine.py). Attention spans the first `attn_len` positions of the cache (masked past start_pos + T): a power of two that covers
+the chunk, so its work follows the position, and the engine keeps one capture per span.
 
 The KV cache is written with an assign into the slice at start_pos (`Attention._write_cache`).
 """
