@@ -83,13 +83,14 @@ def test_block_size_says_where_the_kernel_applies():
 
 
 def _kernels(path: str, setting: int, tokens: list[int], start: int) -> list[str]:
-  """Names (without the hash) of the kernels one forward of these tokens runs on NULL:CUDA (compile only)."""
+  """Names (without the hash) of the kernels one forward of these tokens (as ids, as the engine feeds them) runs on NULL:CUDA (compile
+  only)."""
   from tinygrad.engine import realize
   from tinygrad.llm.model import Transformer
   with Context(DEV="NULL:CUDA:sm_90", DECODE_ATTENTION=setting, REUSE=0):
     m = Transformer.from_gguf(path, cache_dtype=dtypes.float16)
     realize.capturing.append(cap := realize.Capture(jit=False))
-    try: m.forward(m.token_rows(tokens), start).realize()
+    try: m.forward(m.token_ids(tokens), start).realize()
     finally: realize.capturing.pop()
   return [ei.runner.spec.name.rsplit("_", 1)[0] for ei, _ in cap.items if ei.runner is not None]
 
@@ -119,7 +120,7 @@ def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path, setting):
   ref = reference_forward(write_model(path, cfg, "F16"), cfg, tokens)
   with Context(DEV="MOCK+NV", DECODE_ATTENTION=setting):
     m = Transformer.from_gguf(path)
-    m.forward(m.token_rows(tokens[:3]), 0).realize()
+    m.forward(m.token_ids(tokens[:3]), 0).realize()
     for i in range(3, len(tokens)):
-      got = m.forward(m.token_rows(tokens[i:i + 1]), i).numpy()[0]
+      got = m.forward(m.token_ids(tokens[i:i + 1]), i).numpy()[0]
       np.testing.assert_allclose(got, ref[i], rtol=0, atol=1e-4 * np.abs(ref[i]).max())
