@@ -12,7 +12,7 @@ from nv_harness import GPU_ARCH, needs_gpu
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.codegen.program import get_program
-from tinygrad.codegen.tensor_core import _Tile
+from tinygrad.codegen.tensor_core import SmemTile
 from tinygrad.device.devstring import Target
 from tinygrad.helpers import Context
 from tinygrad.schedule.kernelize import create_schedule
@@ -43,7 +43,7 @@ def test_swizzle_is_a_permutation_of_each_atom() -> None:
   assert wgmma.swizzle128(3 * 128 + 5 * 16 + 2) == 3 * 128 + (5 ^ 3) * 16 + 2
 
 
-def _tile(k_contig: bool, outer: int, bk: int = 64) -> _Tile: return _Tile(k_contig, outer, bk, 0, 8, 0 if k_contig else 64)
+def _tile(k_contig: bool, outer: int, bk: int = 64) -> SmemTile: return SmemTile(k_contig, outer, bk, 0, 8, 0 if k_contig else 64)
 
 
 @pytest.mark.parametrize("k_contig,outer,rows", [(True, 128, 64), (True, 256, 256), (False, 128, 64), (False, 256, 256)])

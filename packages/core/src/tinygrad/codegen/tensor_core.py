@@ -265,7 +265,7 @@ LANE_SPLITS = (2, 3, 4, 5)  # s in groupID = lane >> s, threadID = lane & (2**s 
 def _lane_split(tc: TensorCore) -> int | None:
   """The smallest s for which all of tc's layout tables are affine in (lane >> s, lane & (2**s - 1)), or None."""
   for split in LANE_SPLITS:
-    try: [_fit_layout(layout, which, split) for layout in (tc.a_layout, tc.b_layout, tc.c_layout) for which in (0, 1)]
+    try: [fit_layout(layout, which, split) for layout in (tc.a_layout, tc.b_layout, tc.c_layout) for which in (0, 1)]
     except TensorCoreError: continue
     return split
   return None
@@ -357,7 +357,7 @@ def modeled_tile_cost(cfg: TileConfig, blocks: int, compute_units: int) -> float
 
 # ---- the lowering
 
-def _fit_layout(layout: tuple, which: int, split: int = 2) -> list[tuple[int, int, int]]:
+def fit_layout(layout: tuple, which: int, split: int = 2) -> list[tuple[int, int, int]]:
   """Per element: (c0, cg, ct) with layout[lane][e][which] == c0 + cg*(lane>>split) + ct*(lane&mask) for every lane."""
   out = []
   mask = (1 << split) - 1
@@ -434,7 +434,7 @@ def _affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
 
 
 @dataclass
-class _Tile:
+class SmemTile:
   """One operand's shared-memory tile: rows x cols in the operand's (outer, k) orientation, stored contiguous along
   the axis that is contiguous in global memory (so global -> shared copies are wide)."""
   k_contig: bool   # stored [outer][k] (else [k][outer])
@@ -448,7 +448,7 @@ class _Tile:
 
   def index(self, o: UOp, kk: UOp) -> UOp:
     if self.block and not self.k_contig:
-      return (o // self.block) * (self.bk * self.block) + _Tile(False, self.block, self.bk, 0, self.chunk).index(o % self.block, kk)
+      return (o // self.block) * (self.bk * self.block) + SmemTile(False, self.block, self.bk, 0, self.chunk).index(o % self.block, kk)
     row, col, length = (o, kk, self.bk) if self.k_contig else (kk, o, self.outer)
     if not self.chunk: return row * (length + self.pad) + col
     nchunks = length // self.chunk
@@ -524,7 +524,7 @@ def _pingpong_config(cfg: TileConfig, tc: TensorCore, m: MatmulMatch, renderer: 
 TileMap = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # see _tile_maps
 
 
-def _tile_maps(m: MatmulMatch, a_tile: _Tile, b_tile: _Tile, din: DType) -> list[tuple[TileMap, tuple[UOp, ...]]] | None:
+def _tile_maps(m: MatmulMatch, a_tile: SmemTile, b_tile: SmemTile, din: DType) -> list[tuple[TileMap, tuple[UOp, ...]]] | None:
   """Per operand, the tensor map its tiles are copied through and its batch loops (the map's last dimensions), or None where
   one can't describe it. A map is (buffer param, itemsize, byte offset, dims innermost first, byte strides of dims 1.., box),
   one box the whole tile. k-major: dims (k, outer, *batch), box (bk, outer). mn-major: dims (block, k, outer // block, *batch),
@@ -572,8 +572,8 @@ def _fragment(smem: UOp, idxs: list[UOp], lane0: list[int], din: DType) -> UOp:
   return UOp(Ops.VECTORIZE, din.vec(len(elems)), tuple(elems))
 
 
-def _matrix_load(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, int]]], tile: _Tile, buf_off: UOp, outer0: UOp,
-              k0: int, lane: UOp, din: DType) -> UOp | None:
+def matrix_fragment(smem: UOp, fit: list[tuple[tuple[int, int, int], tuple[int, int, int]]], tile: SmemTile, buf_off: UOp, outer0: UOp,
+                    k0: int, lane: UOp, din: DType) -> UOp | None:
   """The fragment as one collective 8x8-matrix load (LOAD with arg ("matrix", matrices, trans): NVIDIA's ldmatrix),
   when the layout is the one it delivers: register j (elements 2j, 2j+1) of every lane is (outer = c_j + groupID,
   k = c'_j + 2*threadID + {0, 1}). Each lane gives the address of one matrix row: lane l row l&7 of matrix l>>3."""
@@ -692,8 +692,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   chunk = 16 // din.itemsize if use_ldm or tc.smem_operands else 0  # swizzled (no padding) where fragments come from ldmatrix
   block = SWIZZLE_BYTES // din.itemsize if tc.smem_operands else 0  # smem operands: 128-byte swizzle atoms along outer too
   # fma: both tiles stored k-major, so a lane's neighbouring rows (columns) of one k are one vector load
-  a_tile = _Tile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
-  b_tile = _Tile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
+  a_tile = SmemTile(not tc.fma and (m.a.stride(m.k) == 1 or m.a.stride(m.i) != 1), cfg.bm, cfg.bk, pad, chunk, block)
+  b_tile = SmemTile(not tc.fma and m.b.stride(m.k) == 1 and m.b.stride(m.j) != 1, cfg.bn, cfg.bk, pad, chunk, block)
   # tiles as boxes through tensor maps (TMA): one thread copies a stage, which completes on that stage's shared barrier
   tmaps = _tile_maps(m, a_tile, b_tile, din) if tc.smem_operands and use_async and renderer.tile_copy and TC_TMA.value else None
   # pipe: no block barrier in the loop; stage s is "full" at barrier s (the copy landed) and "empty" at barrier stages + s
@@ -800,8 +800,8 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     return loads, stores
 
   # fragments of one k step: ldmatrix where the layout is its, else loads at the layout's (row, k)
-  a_fit = [] if tc.smem_operands else list(zip(_fit_layout(tc.a_layout, 0, split), _fit_layout(tc.a_layout, 1, split)))
-  b_fit = [] if tc.smem_operands else list(zip(_fit_layout(tc.b_layout, 0, split), _fit_layout(tc.b_layout, 1, split)))
+  a_fit = [] if tc.smem_operands else list(zip(fit_layout(tc.a_layout, 0, split), fit_layout(tc.a_layout, 1, split)))
+  b_fit = [] if tc.smem_operands else list(zip(fit_layout(tc.b_layout, 0, split), fit_layout(tc.b_layout, 1, split)))
   b_ofit = [(fc, fk) for fk, fc in b_fit]
   # two neighbouring B tiles' fragments from one 4-matrix ldmatrix where the layout allows (fewer load instructions)
   b_pair = [*b_ofit, *(((fc[0] + tn, *fc[1:]), fk) for fc, fk in b_ofit)]
@@ -811,7 +811,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     a_frags = []
     for x in range(wtm):
       row0 = wm * (cfg.bm // cfg.warps_m) + x * tm
-      if use_ldm and (ldm := _matrix_load(a_rd, a_fit, a_tile, buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := matrix_fragment(a_rd, a_fit, a_tile, buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
         a_frags.append(ldm)
         continue
       idxs = [buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
@@ -821,11 +821,11 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     for y in range(wtn):
       if len(b_frags) > y: continue  # filled by the pair load of y-1
       col0 = wn * (cfg.bn // cfg.warps_n) + y * tn
-      if use_ldm and y + 1 < wtn and (ldm := _matrix_load(b_rd, b_pair, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and y + 1 < wtn and (ldm := matrix_fragment(b_rd, b_pair, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         half_n = len(b_ofit)
         b_frags += [UOp(Ops.VECTORIZE, din.vec(half_n), tuple(UOp(Ops.GEP, din, (ldm,), (h * half_n + e,)) for e in range(half_n))) for h in (0, 1)]
         continue
-      if use_ldm and (ldm := _matrix_load(b_rd, b_ofit, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
+      if use_ldm and (ldm := matrix_fragment(b_rd, b_ofit, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         b_frags.append(ldm)
         continue
       idxs = [buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
@@ -1062,7 +1062,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     lane_after = UOp(Ops.AFTER, lane.dtype, (lane, end)).cast(idt)
     c_rows, c_cols = [[_bits_uop(f, lane_after, lanes) for f in _fit_bits(tc.c_layout, which)] for which in (0, 1)]
   else:
-    c_fit = list(zip(_fit_layout(tc.c_layout, 0, split), _fit_layout(tc.c_layout, 1, split)))
+    c_fit = list(zip(fit_layout(tc.c_layout, 0, split), fit_layout(tc.c_layout, 1, split)))
     if tc.fma:  # as above: the 64 accumulators need every register the loop can spare
       lane_after, warp = UOp(Ops.AFTER, lane.dtype, (lane, end)), UOp(Ops.AFTER, warp.dtype, (warp, end))
       g, t, wm, wn = lane_after // (1 << split), lane_after % (1 << split), warp // cfg.warps_n, warp % cfg.warps_n

@@ -112,7 +112,7 @@ def param(slot: int, shape: tuple[int, ...], dtype: DType, size: int | None = No
   return shaped(UOp(Ops.DEFINE_GLOBAL, dtype.ptr(prod(shape) if size is None else size), (), slot), shape)
 
 
-def _buffer_of(x: UOp) -> tuple[UOp, tuple[int, ...] | None]:
+def buffer_of(x: UOp) -> tuple[UOp, tuple[int, ...] | None]:
   """The DEFINE_* under AFTER/RESHAPE wrappers, and the shape a RESHAPE gave it."""
   shape = None
   while x.op in (Ops.AFTER, Ops.RESHAPE):
@@ -123,7 +123,7 @@ def _buffer_of(x: UOp) -> tuple[UOp, tuple[int, ...] | None]:
 
 def index(buf: UOp, idx: Any) -> UOp:
   """buf[i, j, ...] (row-major in the buffer's shape) or buf[flat]: the element, usable as a value or as a STORE target."""
-  base, shape = _buffer_of(buf)
+  base, shape = buffer_of(buf)
   if not isinstance(base.dtype, PtrDType):
     raise TypeError(f"only a buffer can be indexed (a kernel parameter or a placeholder), not a {buf.op.name} of {buf.dtype!r}")
   idxs = idx if isinstance(idx, tuple) else (idx,)
