@@ -335,11 +335,14 @@ def test_prefill_chunk_sizes(tmp_path):
   with pytest.raises(ValueError, match="slack"): LLM.load(path, prefill_chunk=100_000)
 
 
+@pytest.mark.parametrize("one_kernel", [1, 0], ids=["flash", "tensor_ops"])
 @pytest.mark.parametrize("qtype", ["F16", "Q8_0"])
-def test_prefill_on_tensor_cores(tmp_path, qtype):
+def test_prefill_on_tensor_cores(tmp_path, qtype, one_kernel):
   """A chunk of >= TC_MIN_ROWS tokens on a device with float16 tensor cores (PYTHON::sm_80 emulates an A100's bit-exactly): the
   matmuls read half activations and weights (F16 as stored, a quantized weight dequantized to half by its own kernel) and
-  accumulate in float32 on the tensor cores, and so do attention's two matmuls over a float16 cache; logits match the float64 reference to half precision's tolerance."""
+  accumulate in float32 on the tensor cores, and so does attention over a float16 cache: one flash-style kernel a layer
+  (prefill_attention.py), or with PREFILL_ATTENTION=0 its two matmuls; logits match the float64 reference to half precision's
+  tolerance."""
   from tinygrad import Tensor, dtypes
   from tinygrad.codegen.opt import OptOps
   from tinygrad.engine import realize
@@ -347,13 +350,16 @@ def test_prefill_on_tensor_cores(tmp_path, qtype):
   from tinygrad.llm.model import TC_MIN_ROWS, uses_tensor_cores
   path, cfg, w = build(tmp_path, "llama", qtype, dim=128, ff_dim=128, n_heads=2, n_kv_heads=1)
   tokens = TOKENS + TOKENS[:TC_MIN_ROWS - len(TOKENS)]
-  with Context(DEV="PYTHON::sm_80"):
-    model = Transformer.from_gguf(path, cache_dtype=dtypes.float16)  # a half cache: attention's two matmuls on tensor cores too
+  with Context(DEV="PYTHON::sm_80", PREFILL_ATTENTION=one_kernel, PA_MIN_BLOCKS=1):  # a toy model's chunk is a block or two
+    model = Transformer.from_gguf(path, cache_dtype=dtypes.float16)  # a half cache: attention on tensor cores too
     assert len(tokens) == TC_MIN_ROWS and uses_tensor_cores(Tensor.empty(1, TC_MIN_ROWS, cfg.dim), model.layers[0].ffn.down)
     realize.capturing.append(seen := realize.Capture())  # what runs, as TinyJit records it
     try: logits = model.logits(tokens).numpy()[0]
     finally: realize.capturing.remove(seen)
+  names = [it.runner.spec.name for it, _ in seen.items if it.runner is not None]
   tc = [it.runner.spec.name for it, _ in seen.items if it.runner is not None and any(o.op is OptOps.TC for o in it.runner.spec.opts)]
-  assert len(tc) >= 6 * cfg.n_layers, tc  # qkv, scores, probabilities x values, output, gate/up, down
+  # qkv, output, gate/up, down (and attention's scores and probabilities x values without the one kernel)
+  assert len(tc) >= (4 if one_kernel else 6) * cfg.n_layers, tc
+  assert sum(n.startswith("prefill_attention") for n in names) == (cfg.n_layers if one_kernel else 0), names
   ref = reference_forward(w, cfg, tokens)[-1]
   np.testing.assert_allclose(logits, ref, rtol=0, atol=5e-3 * np.abs(ref).max())

@@ -25,6 +25,7 @@ from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import block_size, decode_attention_kernel
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
+from tinygrad.llm.prefill_attention import MIN_BLOCKS, pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
@@ -67,6 +68,8 @@ GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
 # four kernels; 2: the kernel writes the cache itself (one kernel a layer, but slower on the H200: Llama-1B 839 -> 866 us a step,
 # SmolLM2 584 -> 625; bench/README.md, session 19)
 DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 1)
+# a prefill chunk's attention on half tensor cores as one flash-style kernel (prefill_attention.py); 0: the four Tensor-op kernels
+PREFILL_ATTENTION = ContextVar("PREFILL_ATTENTION", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
 
 SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe")
@@ -308,6 +311,17 @@ def shuffle_lanes(device: str) -> int:
   return Device.renderer(device).shuffle_lanes
 
 
+def attention_tensor_core(device: str, head_dim: int, attn_len: int, rows: int, group: int, n_kv_heads: int):
+  """The tensor core prefill_attention.py runs a chunk's attention on here, or None (the Tensor-op form runs it)."""
+  return _attention_tensor_core(device, head_dim, attn_len, rows, group, n_kv_heads, MIN_BLOCKS.value)
+
+
+@functools.cache
+def _attention_tensor_core(device: str, head_dim: int, attn_len: int, rows: int, group: int, n_kv_heads: int, _min_blocks: int):
+  from tinygrad import Device
+  return pick_tensor_core(Device.renderer(device).tensor_cores, head_dim, attn_len, rows, group, n_kv_heads)
+
+
 @functools.cache
 def has_half_tensor_cores(device: str) -> bool:
   from tinygrad import Device
@@ -349,6 +363,14 @@ def one_hot(idx: Tensor, n: int) -> Tensor:
 def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
   """An int stays an int; a symbolic int (bound Variable) becomes a 0-d int32 Tensor, so it can meet tensors in arithmetic."""
   return v if isinstance(v, int) else Tensor(v, dtype=dtypes.int32, device=device)
+
+
+def attention_first(start_pos: int | UOp, B: int, T: int, device: str) -> Tensor | None:
+  """The chunk's first position as a (1,) int32 tensor (stored once for every layer) where its attention runs as one kernel on
+  the tensor cores (prefill_attention.py, PREFILL_ATTENTION): a GPU with half tensor cores and a chunk of TC_MIN_ROWS or more;
+  else None (no kernel for it: a decode step's graph stays as it is)."""
+  if B != 1 or T < TC_MIN_ROWS or not PREFILL_ATTENTION.value or not has_half_tensor_cores(device): return None
+  return Tensor(start_pos, dtype=dtypes.int32, device=device).reshape(1).contiguous()
 
 
 def causal_mask(start_pos: int | UOp, T: int, L: int, device: str) -> Tensor:
@@ -426,9 +448,11 @@ class Attention:
     # compile side by side in the compile pool, not one after another while the model loads)
     self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous()
 
-  def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor,
+               first: Tensor | None = None) -> Tensor:
     """x: the layer's input times the norm's weight, `scale` the norm's factor per row (rms_scale), or None for no norm.
-    cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask)."""
+    cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask); first: the
+    chunk's first position as a (1,) int32 tensor, where a prefill chunk's attention may run as one kernel (attention_first)."""
     cfg = self.cfg
     B, T, _ = x.shape
     nq, nkv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
@@ -462,9 +486,15 @@ class Attention:
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
       out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
       return linear(out.reshape(B, 1, nq), self.wo)
+    on_tc = T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device)
     G = cfg.n_heads // cfg.n_kv_heads
+    if on_tc and B == 1 and first is not None and (tc := attention_tensor_core(x.device, cfg.head_dim, mask.shape[1], T, G, cfg.n_kv_heads)) is not None:
+      # the chunk's attention as one kernel (prefill_attention.py): it rotates q itself and stores half rows for the output matmul
+      kernel = prefill_attention_kernel(tc, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, mask.shape[1], cfg.rope_neox)
+      out = Tensor.empty(T, nq, dtype=dtypes.float16, device=x.device).custom_kernel(q_rows.reshape(T, -1), self.cache, cos, sin, first, fxn=kernel)[0]
+      return linear(out.reshape(B, T, nq), self.wo)
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
-    if T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device):
+    if on_tc and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device):
       out = self._attend_on_tensor_cores(qh, mask)
     else: out = self._attend(qh, mask, fused)
     # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
@@ -588,11 +618,11 @@ class Block:
     self.attn = Attention(cfg, w, max_context, cache_dtype)
     self.ffn = MoEFeedForward(cfg, w) if "ffn_gate_inp.weight" in w else FeedForward(w)
 
-  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor, first: Tensor | None = None) -> Tensor:
     # the residual stream is realized; the matmuls after a norm read x times the norm's weight and scale their outputs by the
     # norm's factor (norm_scale), so the normalized rows are never stored (an unrealized norm would be recomputed per output row)
     eps = self.cfg.norm_eps
-    h = (x + self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask)).contiguous()
+    h = (x + self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first)).contiguous()
     return (h + self.ffn(h * self.ffn_norm, norm_scale(h, eps))).contiguous()
 
 
@@ -833,9 +863,10 @@ class Transformer:
     # layers' kernels then don't depend on start_pos, only the cache writes do: fewer launches to update per replayed step)
     cos, sin = select_rows(self.cos, start_pos, T).contiguous(), select_rows(self.sin, start_pos, T).contiguous()
     mask = causal_mask(start_pos, T, L, x.device).contiguous()
+    first = attention_first(start_pos, B, T, x.device)
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
-      x = layer(x, start_pos, cos, sin, mask).realize() if self._reuse is None else self._reuse(layer, x, start_pos, cos, sin, mask)
+      x = layer(x, start_pos, cos, sin, mask, first).realize() if self._reuse is None else self._reuse(layer, x, start_pos, cos, sin, mask, first)
     if last is not None:
       if isinstance(last, int): x = x[:, last, :]
       else: x = (one_hot(scalar(last, x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)
