@@ -49,6 +49,15 @@ def test_image_shape() -> None:
   assert image_shape(64) == (1, 16, 4) and image_shape(4 * 16384 * 3) == (3, 16384, 4)
   assert image_shape(6) is None and image_shape(0) is None
   assert image_shape(4 * 16411 * 16411, (16384, 16384)) is None  # a prime number of texels above the width limit: no image
+  assert image_shape(4 * 33280, (8192, 8192)) == (5, 6656, 4)  # a device with 8192 texels a side: 8320 x 4 won't do
+
+
+@needs_cl
+def test_images_fit_the_cl_devices() -> None:
+  """The CL renderer sizes images by what the OpenCL devices here take (PoCL's limit differs between machines: 8192 or 16384)."""
+  from tinygrad_backend_qcom.opencl import cl_devices
+  w, h = QCOMCLRenderer(Target("CL", "QCOMCL", "cl")).image_max
+  assert all(w <= int(d.image2d_max_width) and h <= int(d.image2d_max_height) for d in cl_devices())
 
 
 def test_renderers_without_images_reject_them() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from tinygrad.device.plugin import IMAGE, ImageDType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
-IMAGE_MAX = (16384, 16384)  # texels (width, height): Adreno 6xx/7xx's and PoCL's CL_DEVICE_IMAGE2D_MAX_WIDTH/HEIGHT
+IMAGE_MAX = (16384, 16384)  # texels (width, height): Adreno 6xx/7xx's CL_DEVICE_IMAGE2D_MAX_WIDTH/HEIGHT (a CL device: its own)
 
 
 def image_level() -> int: return int(IMAGE.value)
@@ -46,8 +46,8 @@ def _access(buf: UOp, users: dict[UOp, list[UOp]]) -> str | None:
   return "w" if stores and not loads else None
 
 
-def choose_images(sink: UOp, level: int) -> dict[UOp, ImageDType]:
-  """The kernel's buffers that become images at IMAGE=level, with their image dtypes."""
+def choose_images(sink: UOp, level: int, max_wh: tuple[int, int] = IMAGE_MAX) -> dict[UOp, ImageDType]:
+  """The kernel's buffers that become images at IMAGE=level, with their image dtypes (at most max_wh texels a side)."""
   nodes = sink.toposort()
   users: dict[UOp, list[UOp]] = {}
   for u in nodes:
@@ -56,7 +56,7 @@ def choose_images(sink: UOp, level: int) -> dict[UOp, ImageDType]:
   out: dict[UOp, ImageDType] = {}
   for buf in nodes:
     if buf.op is not Ops.DEFINE_GLOBAL or isinstance(buf.dtype, ImageDType) or not isinstance(buf.dtype, PtrDType): continue
-    if buf.dtype.base not in (dtypes.float32, dtypes.float16) or (shape := image_shape(buf.dtype.size)) is None: continue
+    if buf.dtype.base not in (dtypes.float32, dtypes.float16) or (shape := image_shape(buf.dtype.size, max_wh)) is None: continue
     access = _access(buf, users)
     if access == "r" and (reduces or level >= 2) or access == "w" and level >= 2:
       out[buf] = dtypes.imagef(shape) if buf.dtype.base == dtypes.float32 else dtypes.imageh(shape)
@@ -65,7 +65,7 @@ def choose_images(sink: UOp, level: int) -> dict[UOp, ImageDType]:
 
 def _to_images(ctx, x: UOp) -> UOp | None:
   if not getattr(ctx, "supports_images", False) or (level := image_level()) < 1: return None
-  if not (chosen := choose_images(x, level)): return None
+  if not (chosen := choose_images(x, level, getattr(ctx, "image_max", IMAGE_MAX))): return None
   return x.substitute({buf: UOp(Ops.DEFINE_GLOBAL, dt, buf.src, buf.arg) for buf, dt in chosen.items()})
 
 

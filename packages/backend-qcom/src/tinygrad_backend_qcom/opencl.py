@@ -56,3 +56,13 @@ def generic_arch(dev: Any) -> str:
   """The QCOMCL arch that describes a non-Adreno OpenCL device: 'cl', plus '_fp16' / '_fp64' for what it supports."""
   info = device_info(dev)
   return "cl" + ("_fp16" if info["fp16"] else "") + ("_fp64" if info["fp64"] else "")
+
+
+@functools.cache
+def image_max() -> tuple[int, int] | None:
+  """The largest 2D image (width, height in texels) every OpenCL device here takes, or None without one. PoCL's limit depends on
+  the machine: 16384 on one, 8192 on another (its CL_DEVICE_IMAGE2D_MAX_WIDTH/HEIGHT)."""
+  try: devices = cl_devices()
+  except RuntimeError: return None
+  if not devices: return None
+  return min(int(d.image2d_max_width) for d in devices), min(int(d.image2d_max_height) for d in devices)

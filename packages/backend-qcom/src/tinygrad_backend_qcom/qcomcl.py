@@ -31,7 +31,7 @@ from typing import Any
 from tinygrad.device.plugin import CStyleRenderer, DType, GroupOp, ImageDType, Ops, PtrDType, Target, UOp, dtypes
 
 from tinygrad_backend_qcom.compiler import CLCompiler
-from tinygrad_backend_qcom.images import image_level, pm_images
+from tinygrad_backend_qcom.images import IMAGE_MAX, image_level, pm_images
 
 ADRENO_ARCHS = ("a6??", "a7??")  # fnmatch patterns; Adreno 6xx and 7xx
 GENERIC_ARCHS = ("cl", "cl_fp16", "cl_fp64", "cl_fp16_fp64")
@@ -139,6 +139,12 @@ class QCOMCLRenderer(CStyleRenderer):
     self._float4: bool | None = None
     self.supports_images = self.device == "CL"
     self.extra_matcher = pm_images if self.supports_images else None
+
+  @property
+  def image_max(self) -> tuple[int, int]:
+    """The largest image (texels a side) a buffer becomes: what the OpenCL devices here take (images run on the CL device only)."""
+    from tinygrad_backend_qcom.opencl import image_max
+    return image_max() or IMAGE_MAX
 
   @property
   def supports_float4(self) -> bool:  # type: ignore[override]
