@@ -108,14 +108,16 @@ class dtypes:
     """A float image of shape (height, width, 4)."""
     return _image(dtypes.float32, shape)
 
+  # by the scalar type's name (a name is one scalar type's): the codegen asks these for every node it rewrites, and a test of
+  # membership in a tuple of dtypes runs the dataclass __eq__ (a tuple of five fields) per element. A pointer is none of them
   @staticmethod
-  def is_float(x: DType) -> builtins.bool: return x.scalar() in FLOATS
+  def is_float(x: DType) -> builtins.bool: return x.name in _FLOAT_NAMES and not isinstance(x, PtrDType)
   @staticmethod
-  def is_int(x: DType) -> builtins.bool: return x.scalar() in INTS
+  def is_int(x: DType) -> builtins.bool: return x.name in _INT_NAMES and not isinstance(x, PtrDType)
   @staticmethod
-  def is_unsigned(x: DType) -> builtins.bool: return x.scalar() in UNSIGNED
+  def is_unsigned(x: DType) -> builtins.bool: return x.name in _UNSIGNED_NAMES and not isinstance(x, PtrDType)
   @staticmethod
-  def is_bool(x: DType) -> builtins.bool: return x.scalar() == dtypes.bool
+  def is_bool(x: DType) -> builtins.bool: return x.name == "bool" and not isinstance(x, PtrDType)
 
   @staticmethod
   def from_py(x) -> DType:
@@ -168,6 +170,7 @@ UNSIGNED: Final = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 INTS: Final = SIGNED + UNSIGNED
 FLOATS: Final = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 dtypes.sints, dtypes.uints, dtypes.ints, dtypes.floats = SIGNED, UNSIGNED, INTS, FLOATS
+_INT_NAMES, _UNSIGNED_NAMES, _FLOAT_NAMES = (frozenset(dt.name for dt in kind) for kind in (INTS, UNSIGNED, FLOATS))
 dtypes.all = (dtypes.bool, *INTS, *FLOATS)
 FLOAT_BITS: Final = {dtypes.fp8e4m3: (4, 3), dtypes.fp8e5m2: (5, 2), dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7),
                      dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
