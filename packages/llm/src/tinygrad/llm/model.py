@@ -365,11 +365,12 @@ def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
   return v if isinstance(v, int) else Tensor(v, dtype=dtypes.int32, device=device)
 
 
-def attention_first(start_pos: int | UOp, B: int, T: int, device: str) -> Tensor | None:
+def attention_first(cfg: ModelConfig, start_pos: int | UOp, B: int, T: int, L: int, device: str, cache_dtype: DType) -> Tensor | None:
   """The chunk's first position as a (1,) int32 tensor (stored once for every layer) where its attention runs as one kernel on
-  the tensor cores (prefill_attention.py, PREFILL_ATTENTION): a GPU with half tensor cores and a chunk of TC_MIN_ROWS or more;
-  else None (no kernel for it: a decode step's graph stays as it is)."""
-  if B != 1 or T < TC_MIN_ROWS or not PREFILL_ATTENTION.value or not has_half_tensor_cores(device): return None
+  the tensor cores (prefill_attention.py, PREFILL_ATTENTION): a GPU with half tensor cores, a float16 cache, a chunk of TC_MIN_ROWS
+  rows or more that the kernel takes; else None (no kernel for it: a decode step's graph stays as it is)."""
+  if B != 1 or T < TC_MIN_ROWS or not PREFILL_ATTENTION.value or cache_dtype != dtypes.float16 or not has_half_tensor_cores(device): return None
+  if attention_tensor_core(device, cfg.head_dim, L, T, cfg.n_heads // cfg.n_kv_heads, cfg.n_kv_heads) is None: return None
   return Tensor(start_pos, dtype=dtypes.int32, device=device).reshape(1).contiguous()
 
 
@@ -488,14 +489,13 @@ class Attention:
       return linear(out.reshape(B, 1, nq), self.wo)
     on_tc = T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device)
     G = cfg.n_heads // cfg.n_kv_heads
-    if on_tc and B == 1 and first is not None and (tc := attention_tensor_core(x.device, cfg.head_dim, mask.shape[1], T, G, cfg.n_kv_heads)) is not None:
+    if on_tc and first is not None and (tc := attention_tensor_core(x.device, cfg.head_dim, mask.shape[1], T, G, cfg.n_kv_heads)) is not None:
       # the chunk's attention as one kernel (prefill_attention.py): it rotates q itself and stores half rows for the output matmul
       kernel = prefill_attention_kernel(tc, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, mask.shape[1], cfg.rope_neox)
       out = Tensor.empty(T, nq, dtype=dtypes.float16, device=x.device).custom_kernel(q_rows.reshape(T, -1), self.cache, cos, sin, first, fxn=kernel)[0]
       return linear(out.reshape(B, T, nq), self.wo)
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
-    if on_tc and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device):
-      out = self._attend_on_tensor_cores(qh, mask)
+    if on_tc: out = self._attend_on_tensor_cores(qh, mask)
     else: out = self._attend(qh, mask, fused)
     # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
     if T == 1: out = out.reshape(B, 1, cfg.n_heads * cfg.head_dim)
@@ -741,6 +741,7 @@ class Transformer:
     self.embedding_source = embedding_source  # (file, offset) of token_embd's bytes, to read rows without the device
     self.row_bytes = self.tok_embd.raw.shape[0] * self.tok_embd.raw.dtype.itemsize // self.tok_embd.shape[0]
     self.layers = []
+    self.cache_dtype = cache_dtype
     for i in range(cfg.n_layers):
       prefix = f"blk.{i}."
       lw = {k[len(prefix):]: v for k, v in weights.items() if k.startswith(prefix)}
@@ -863,7 +864,7 @@ class Transformer:
     # layers' kernels then don't depend on start_pos, only the cache writes do: fewer launches to update per replayed step)
     cos, sin = select_rows(self.cos, start_pos, T).contiguous(), select_rows(self.sin, start_pos, T).contiguous()
     mask = causal_mask(start_pos, T, L, x.device).contiguous()
-    first = attention_first(start_pos, B, T, x.device)
+    first = attention_first(self.cfg, start_pos, B, T, L, x.device, self.cache_dtype)
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
       x = layer(x, start_pos, cos, sin, mask, first).realize() if self._reuse is None else self._reuse(layer, x, start_pos, cos, sin, mask, first)
