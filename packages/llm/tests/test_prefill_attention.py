@@ -67,11 +67,12 @@ def test_matches_numpy(n_heads, n_kv_heads, rows, attn_len, first, neox):
   np.testing.assert_allclose(got, want, rtol=0, atol=4e-3 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("split,async_copies", [(22, 0), (14, 0), (11, 0), (12, 1), (41, 1)])
-def test_every_split_of_the_work_agrees(split, async_copies):
+@pytest.mark.parametrize("split,async_copies,ldmatrix", [(22, 0, 1), (14, 0, 1), (11, 0, 0), (12, 1, 1), (41, 1, 0)])
+def test_every_split_of_the_work_agrees(split, async_copies, ldmatrix):
   """Heads and shares of a block (PA_SPLIT), keys and values copied through registers or by async copies in two stages
-  (PA_ASYNC): the same values, whichever warps did which blocks of positions."""
-  with Context(PA_SPLIT=split, PA_ASYNC=async_copies):
+  (PA_ASYNC), their fragments read by ldmatrix or element by element (LDMATRIX=0): the same values, whichever warps did which
+  blocks of positions."""
+  with Context(PA_SPLIT=split, PA_ASYNC=async_copies, LDMATRIX=ldmatrix):
     got, want = run(4, 1, 32, 256, 90, False, seed=split)
   np.testing.assert_allclose(got, want, rtol=0, atol=4e-3 * np.abs(want).max())
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tinygrad.codegen.tensor_core import SmemTile, TensorCoreError, fit_layout, matrix_fragment
+from tinygrad.codegen.tensor_core import LDMATRIX, SmemTile, TensorCoreError, fit_layout, matrix_fragment
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar
 from tinygrad.renderer import TensorCore
@@ -149,6 +149,7 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
   nthreads = W * tc.threads  # the warps of a share copy its blocks
   stage = k_tile.size + v_tile.size  # one share's keys and values
   STAGES = 2 if tc.async_copy and PA_ASYNC.value else 1
+  use_ldm = tc.matrix_load and LDMATRIX.value != 0  # else each fragment element is a shared-memory load (LDMATRIX=0, as the lowering)
 
   def lin(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
     c0, cg, ct = fit
@@ -227,7 +228,7 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
       share = now * (S * stage) + sp * stage
 
       def frag(tile: SmemTile, off: int, outer0: int, k0: int) -> UOp:
-        if tc.matrix_load and (ldm := matrix_fragment(rd, b_ofit, tile, share + off, UOp.const(dtypes.int32, outer0), k0, lane, f16)) is not None:
+        if use_ldm and (ldm := matrix_fragment(rd, b_ofit, tile, share + off, UOp.const(dtypes.int32, outer0), k0, lane, f16)) is not None:
           return ldm
         return vec([UOp(Ops.INDEX, f16.ptr(smem.dtype.size, "local"), (rd, share + off + tile.index(outer0 + lin(fo, g, t), lin(fk, g, t) + k0))).load()
                     for fo, fk in b_ofit], f16)
