@@ -158,6 +158,21 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
     if ct: out = out + t * ct
     return out
 
+  lane_max = ((tc.threads >> split) - 1, (1 << split) - 1)  # the largest groupID and threadID
+
+  def rope_fits(fd: tuple[int, int, int]) -> tuple[tuple[int, int, int], tuple[int, int, int], float] | None:
+    """For a head-dim element affine in the lane (c0 + cg*groupID + ct*threadID): its RoPE partner's and angle's fits and the
+    partner's sign, where every lane's element pairs the same way (else None: computed per lane)."""
+    c0, cg, ct = fd
+    if cg < 0 or ct < 0: return None
+    hi = c0 + cg * lane_max[0] + ct * lane_max[1]
+    if neox:  # pairs (d, d + D/2): every lane's element in the same half
+      if hi < D // 2: return (c0 + D // 2, cg, ct), fd, -1.0
+      if c0 >= D // 2: return (c0 - D // 2, cg, ct), (c0 - D // 2, cg, ct), 1.0
+      return None
+    if cg % 2 or ct % 2: return None  # pairs (2i, 2i + 1): the lane terms keep the parity of c0
+    return (c0 ^ 1, cg, ct), (c0 // 2, cg // 2, ct // 2), (-1.0 if c0 % 2 == 0 else 1.0)
+
   def vec(xs: list[UOp], dt) -> UOp: return UOp(Ops.VECTORIZE, dt.vec(len(xs)), tuple(xs))
   def gep(x: UOp, i: int) -> UOp: return UOp(Ops.GEP, x.dtype.scalar(), (x,), (i,))
   def wmma(a: UOp, b: UOp, c: UOp) -> UOp: return UOp(Ops.WMMA, f32.vec(nc), (a, b, c), arg)
@@ -178,11 +193,17 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
     def head_loop(h: UOp) -> list[UOp]:
       """The stores of query head h's M rows."""
       # 1. the query rows as A fragments, one per K-wide slice of the head dim: rotated, scaled, half
-      def q_at(row: UOp, d: UOp) -> UOp:
-        if neox: i, partner, sign = d % (D // 2), (d + D // 2) % D, (d < D // 2).where(-1.0, 1.0)
-        else: i, partner, sign = d // 2, d ^ 1, (d % 2).eq(0).where(-1.0, 1.0)
+      def q_at(row: UOp, fk: tuple[int, int, int], kk: int) -> UOp:
+        fd = (fk[0] + kk * K, fk[1], fk[2])  # the head-dim element, affine in the lane
+        if (parts := rope_fits(fd)) is not None:  # its partner and angle affine too: the loads are other elements' (shared)
+          fp, fi, sign_c = parts
+          d, partner, i, sign = lin(fd, g, t), lin(fp, g, t), lin(fi, g, t), UOp.const(f32, sign_c)
+        else:
+          d = lin(fd, g, t)
+          if neox: i, partner, sign = d % (D // 2), (d + D // 2) % D, (d < D // 2).where(-1.0, 1.0)
+          else: i, partner, sign = d // 2, d ^ 1, (d % 2).eq(0).where(-1.0, 1.0)
         return (q[row, h * D + d] * cos[row, i] + q[row, h * D + partner] * sign * sin[row, i]) * qscale
-      qa = [vec([q_at(row0 + lin(fr, g, t), lin(fk, g, t) + kk * K).cast(f16) for fr, fk in fa], f16) for kk in range(D // K)]
+      qa = [vec([q_at(row0 + lin(fr, g, t), fk, kk).cast(f16) for fr, fk in fa], f16) for kk in range(D // K)]
 
       # the running state, in registers across the loop over blocks of positions: O (D/N tiles), m and l per row slot
       n_o, n_slots = D // N, len(row_fits)
