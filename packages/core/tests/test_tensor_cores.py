@@ -159,10 +159,10 @@ def _fma_programs(out: Tensor) -> list:
 
 def test_fma_spec_pairs_fragments_like_a_matmul() -> None:
   """Each lane's C element (r, c) adds A's (r, k) times B's (k, c): the pairing fma_outer expands, from the layouts."""
-  from tinygrad.codegen.tensor_core import _fma_terms, _lane_split
+  from tinygrad.codegen.tensor_core import _fma_terms, lane_split
   from tinygrad.renderer import fma_tensor_core
   tc = fma_tensor_core(dtypes.float32, ())
-  assert tc.fma and tc.dims == (16, 32, 1) and tc.threads == 32 and _lane_split(tc) == 3
+  assert tc.fma and tc.dims == (16, 32, 1) and tc.threads == 32 and lane_split(tc) == 3
   terms = _fma_terms(tc)
   assert len(terms) == 16 and all(len(t) == 1 for t in terms)
   for lane in range(32):

@@ -254,7 +254,7 @@ def _lanes_fit(tc: TensorCore) -> bool:
     except TensorCoreError: return False
     return True
   if any(len(layout) != tc.threads for layout in (tc.a_layout, tc.b_layout, tc.c_layout)): return False
-  return _lane_split(tc) is not None
+  return lane_split(tc) is not None
 
 
 SWIZZLE_BYTES = 128  # smem-operand tiles: rows of 128 bytes, 16-byte chunks XOR row % 8 (NVIDIA's 128-byte swizzle)
@@ -262,7 +262,7 @@ LANE_SPLITS = (2, 3, 4, 5)  # s in groupID = lane >> s, threadID = lane & (2**s 
 
 
 @functools.cache
-def _lane_split(tc: TensorCore) -> int | None:
+def lane_split(tc: TensorCore) -> int | None:
   """The smallest s for which all of tc's layout tables are affine in (lane >> s, lane & (2**s - 1)), or None."""
   for split in LANE_SPLITS:
     try: [fit_layout(layout, which, split) for layout in (tc.a_layout, tc.b_layout, tc.c_layout) for which in (0, 1)]
@@ -425,7 +425,7 @@ def _global_index_dtype(ast: UOp, m: MatmulMatch, buffers_only: bool = False) ->
   return dtypes.int64 if big else dtypes.int32
 
 
-def _affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
+def affine_uop(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
   c0, cg, ct = fit
   out = _c(c0)
   if cg: out = out + g * cg
@@ -685,7 +685,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
   din = m.dtype_in
   pad = 16 // din.itemsize  # one 16-byte pad per smem row: fragment reads of the 8 groupIDs hit different banks
 
-  split = 2 if tc.smem_operands else _lane_split(tc)  # smem operands: no fragments, only the accumulators' own fit
+  split = 2 if tc.smem_operands else lane_split(tc)  # smem operands: no fragments, only the accumulators' own fit
   assert split is not None  # usable_tensor_cores checked _lanes_fit
   use_ldm = _uses_matrix_load(tc, din) and split == 2  # the target's collective 8x8 load (its lane pattern is split 2's)
   use_async = tc.async_copy and ASYNC_COPY.value != 0 and not tc.fma  # fma tiles may be stored transposed: through registers
@@ -814,7 +814,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       if use_ldm and (ldm := matrix_fragment(a_rd, a_fit, a_tile, buf * a_tile.size, row0, ks * tk, lane, din)) is not None:
         a_frags.append(ldm)
         continue
-      idxs = [buf * a_tile.size + a_tile.index(row0 + _affine_uop(fr, g, t), _affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
+      idxs = [buf * a_tile.size + a_tile.index(row0 + affine_uop(fr, g, t), affine_uop(fk, g, t) + ks * tk) for fr, fk in a_fit]
       if tc.fma: a_frags.append(_vector_fragment(a_rd, idxs, din))
       else: a_frags.append(_fragment(a_rd, idxs, [a_tile.index(_c(fr[0]), _c(fk[0])).simplify().arg for fr, fk in a_fit], din))
     b_frags: list[UOp] = []
@@ -828,7 +828,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
       if use_ldm and (ldm := matrix_fragment(b_rd, b_ofit, b_tile, buf * b_tile.size, col0, ks * tk, lane, din)) is not None:
         b_frags.append(ldm)
         continue
-      idxs = [buf * b_tile.size + b_tile.index(col0 + _affine_uop(fc, g, t), _affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
+      idxs = [buf * b_tile.size + b_tile.index(col0 + affine_uop(fc, g, t), affine_uop(fk, g, t) + ks * tk) for fk, fc in b_fit]
       if tc.fma: b_frags.append(_vector_fragment(b_rd, idxs, din))
       else: b_frags.append(_fragment(b_rd, idxs, [b_tile.index(_c(fc[0]), _c(fk[0])).simplify().arg for fk, fc in b_fit], din))
     return a_frags, b_frags
@@ -1066,7 +1066,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     if tc.fma:  # as above: the 64 accumulators need every register the loop can spare
       lane_after, warp = UOp(Ops.AFTER, lane.dtype, (lane, end)), UOp(Ops.AFTER, warp.dtype, (warp, end))
       g, t, wm, wn = lane_after // (1 << split), lane_after % (1 << split), warp // cfg.warps_n, warp % cfg.warps_n
-    c_rows, c_cols = [_affine_uop(fr, g, t) for fr, _ in c_fit], [_affine_uop(fc, g, t) for _, fc in c_fit]
+    c_rows, c_cols = [affine_uop(fr, g, t) for fr, _ in c_fit], [affine_uop(fc, g, t) for _, fc in c_fit]
   stores = []
   for x, y in itertools.product(range(wtm), range(wtn)):
     final = UOp(Ops.AFTER, accs[x * wtn + y].dtype, (accs[x * wtn + y], end)).load()

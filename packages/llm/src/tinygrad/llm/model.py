@@ -25,7 +25,7 @@ from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import block_size, decode_attention_kernel
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
-from tinygrad.llm.prefill_attention import MIN_BLOCKS, pick_tensor_core, prefill_attention_kernel
+from tinygrad.llm.prefill_attention import pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
@@ -313,11 +313,6 @@ def shuffle_lanes(device: str) -> int:
 
 def attention_tensor_core(device: str, head_dim: int, attn_len: int, rows: int, group: int, n_kv_heads: int):
   """The tensor core prefill_attention.py runs a chunk's attention on here, or None (the Tensor-op form runs it)."""
-  return _attention_tensor_core(device, head_dim, attn_len, rows, group, n_kv_heads, MIN_BLOCKS.value)
-
-
-@functools.cache
-def _attention_tensor_core(device: str, head_dim: int, attn_len: int, rows: int, group: int, n_kv_heads: int, _min_blocks: int):
   from tinygrad import Device
   return pick_tensor_core(Device.renderer(device).tensor_cores, head_dim, attn_len, rows, group, n_kv_heads)
 

@@ -26,10 +26,11 @@ are few).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
-from tinygrad.codegen.tensor_core import LDMATRIX, SmemTile, TensorCoreError, fit_layout, matrix_fragment
+from tinygrad.codegen.tensor_core import LDMATRIX, SmemTile, affine_uop, fit_layout, lane_split, matrix_fragment
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar
 from tinygrad.renderer import TensorCore
@@ -50,16 +51,7 @@ PA_SPLIT = ContextVar("PA_SPLIT", 0)  # > 0: heads * 10 + shares of a block (spl
 M_INIT = -1e30  # the running max before any position: finite, so a block that masks a whole row gives exp2(-inf - M_INIT) = 0
 
 
-def _split(tc: TensorCore) -> int:
-  """Lane bits that index within a row group (threadID = lane & (2**split - 1)): the smallest split every table fits."""
-  for split in (2, 3, 4):
-    try:
-      for lay in (tc.a_layout, tc.b_layout, tc.c_layout): fit_layout(lay, 0, split), fit_layout(lay, 1, split)
-      return split
-    except TensorCoreError: continue
-  raise TensorCoreError(f"{tc.name}: its lane layouts are not affine in (groupID, threadID)")
-
-
+@functools.cache  # asked for each prefill chunk: the answer is the spec's
 def _p_from_c(tc: TensorCore) -> list[tuple[int, int]] | None:
   """For each A element of a lane, the (C tile, C element) of the same lane that holds it when a row of C tiles side by side
   (tile n: columns n*N ..) is read as A: None where some A element lies in another lane."""
@@ -84,8 +76,7 @@ def fits(tc: TensorCore, head_dim: int, attn_len: int, rows: int, group: int) ->
   if tc.smem_operands or tc.fma or tc.dtype_in != dtypes.float16 or tc.dtype_out != dtypes.float32 or not tc.a_layout: return False
   M, N, K = tc.dims
   if rows % M or attn_len % KB or KB % K or KB % N or head_dim % K or head_dim % N: return False
-  try: split = _split(tc)
-  except TensorCoreError: return False
+  if (split := lane_split(tc)) is None: return False
   rows_fit = fit_layout(tc.c_layout, 0, split)
   # the lanes that share a C row differ only in threadID's bits (their max and sum combine by shuffles over those bits)
   return all(ct == 0 for _, _, ct in rows_fit) and _p_from_c(tc) is not None
@@ -127,7 +118,8 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
                      "kv heads: check pick_tensor_core() first and use the Tensor-op form where it is None")
   G = H // n_kv_heads
   M, N, K = tc.dims
-  split = _split(tc)
+  split = lane_split(tc)
+  assert split is not None  # fits() checked it
   W, S = split_work(G, L)
   if G % W or W * S > MAX_WARPS: raise ValueError(f"prefill attention: {W} heads x {S} shares a block don't split {G} heads a group in {MAX_WARPS} warps")
   fa, fb, fc = ([*zip(fit_layout(lay, 0, split), fit_layout(lay, 1, split))] for lay in (tc.a_layout, tc.b_layout, tc.c_layout))
@@ -150,13 +142,6 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
   stage = k_tile.size + v_tile.size  # one share's keys and values
   STAGES = 2 if tc.async_copy and PA_ASYNC.value else 1
   use_ldm = tc.matrix_load and LDMATRIX.value != 0  # else each fragment element is a shared-memory load (LDMATRIX=0, as the lowering)
-
-  def lin(fit: tuple[int, int, int], g: UOp, t: UOp) -> UOp:
-    c0, cg, ct = fit
-    out = UOp.const(dtypes.int32, c0)
-    if cg: out = out + g * cg
-    if ct: out = out + t * ct
-    return out
 
   lane_max = ((tc.threads >> split) - 1, (1 << split) - 1)  # the largest groupID and threadID
 
@@ -197,13 +182,13 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
         fd = (fk[0] + kk * K, fk[1], fk[2])  # the head-dim element, affine in the lane
         if (parts := rope_fits(fd)) is not None:  # its partner and angle affine too: the loads are other elements' (shared)
           fp, fi, sign_c = parts
-          d, partner, i, sign = lin(fd, g, t), lin(fp, g, t), lin(fi, g, t), UOp.const(f32, sign_c)
+          d, partner, i, sign = affine_uop(fd, g, t), affine_uop(fp, g, t), affine_uop(fi, g, t), UOp.const(f32, sign_c)
         else:
-          d = lin(fd, g, t)
+          d = affine_uop(fd, g, t)
           if neox: i, partner, sign = d % (D // 2), (d + D // 2) % D, (d < D // 2).where(-1.0, 1.0)
           else: i, partner, sign = d // 2, d ^ 1, (d % 2).eq(0).where(-1.0, 1.0)
         return (q[row, h * D + d] * cos[row, i] + q[row, h * D + partner] * sign * sin[row, i]) * qscale
-      qa = [vec([q_at(row0 + lin(fr, g, t), fk, kk).cast(f16) for fr, fk in fa], f16) for kk in range(D // K)]
+      qa = [vec([q_at(row0 + affine_uop(fr, g, t), fk, kk).cast(f16) for fr, fk in fa], f16) for kk in range(D // K)]
 
       # the running state, in registers across the loop over blocks of positions: O (D/N tiles), m and l per row slot
       n_o, n_slots = D // N, len(row_fits)
@@ -251,7 +236,7 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
       def frag(tile: SmemTile, off: int, outer0: int, k0: int) -> UOp:
         if use_ldm and (ldm := matrix_fragment(rd, b_ofit, tile, share + off, UOp.const(dtypes.int32, outer0), k0, lane, f16)) is not None:
           return ldm
-        return vec([UOp(Ops.INDEX, f16.ptr(smem.dtype.size, "local"), (rd, share + off + tile.index(outer0 + lin(fo, g, t), lin(fk, g, t) + k0))).load()
+        return vec([UOp(Ops.INDEX, f16.ptr(smem.dtype.size, "local"), (rd, share + off + tile.index(outer0 + affine_uop(fo, g, t), affine_uop(fk, g, t) + k0))).load()
                     for fo, fk in b_ofit], f16)
 
       # 2. scores of this block's positions, masked past each row's own position
@@ -259,7 +244,7 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
       for n in range(KB // N):
         acc = vec([UOp.const(f32, 0.0)] * nc, f32)
         for kk in range(D // K): acc = wmma(qa[kk], frag(k_tile, 0, n * N, kk * K), acc)
-        s_tiles.append([(live & (base + n * N + lin(fcl, g, t) <= first[0] + row0 + lin(fr, g, t))).where(gep(acc, e), -math.inf)
+        s_tiles.append([(live & (base + n * N + affine_uop(fcl, g, t) <= first[0] + row0 + affine_uop(fr, g, t))).where(gep(acc, e), -math.inf)
                         for e, (fr, fcl) in enumerate(fc)])
       # 3. the online softmax, a row slot at a time
       m_new, alpha = [], []
@@ -314,7 +299,7 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
         for sh in shuffles: tot = tot + UOp(Ops.SHUFFLE, f32, (tot,), sh)
         totals.append(tot)
       keep = (sp.eq(0),) if S > 1 else ()  # share 0 stores the result
-      return [out[row0 + lin(fr, g, t), h * D + n * N + lin(fcl, g, t)].store((mine[O_AT + n * nc + e] / totals[slot[e]]).cast(f16), *keep)
+      return [out[row0 + affine_uop(fr, g, t), h * D + n * N + affine_uop(fcl, g, t)].store((mine[O_AT + n * nc + e] / totals[slot[e]]).cast(f16), *keep)
               for n in range(n_o) for e, (fr, fcl) in enumerate(fc)]
 
     outs = head_loop(kvh * G + hg * W + hw)
