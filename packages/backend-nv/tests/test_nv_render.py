@@ -8,9 +8,10 @@ from nv_harness import Prog, compile_prog
 from tinygrad.device.devstring import Target
 from tinygrad.dtype import dtypes
 from tinygrad.renderer import CompileError, UnsupportedDTypeError
-from tinygrad.uop.ops import Ops
+from tinygrad.uop.dsl import KernelInfo
+from tinygrad.uop.ops import Ops, UOp
 from tinygrad_backend_nv.compiler import ARCHS, NVRTCCompiler, PTXCompiler, nvjitlink_version, nvrtc_version
-from tinygrad_backend_nv.cuda import CUDARenderer, kernel_names
+from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL, GRID_WAIT_SYMBOL, CUDARenderer, kernel_names
 from tinygrad_backend_nv.ptx import PTX_VERSION, PTXRenderer
 
 
@@ -57,6 +58,25 @@ def test_cuda_prelude_only_when_needed() -> None:
   p.end(r, p.store(out, r, p.alu(Ops.MUL, p.load(a, r), p.load(a, r))))
   src = CUDARenderer().render("sq", p.uops)
   assert "struct" not in src and "__launch_bounds__(1)" in src
+
+
+def test_a_spread_kernel_reserves_more_than_half_an_sm() -> None:
+  """KernelInfo(spread=True) on sm_90+: the kernel asks for more than half an SM's shared memory (dynamic, told to the runtime
+  by a global), so at most one of its blocks is resident an SM; its own buffers sit at the start of it. Not on sm_80 (no early
+  launch there), and not without the ask. Every sm_90 kernel still waits for the grids before it (a programmatic edge)."""
+  p = Prog()
+  out, a = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32)
+  r = p.loop(p.const(dtypes.int32, 4))
+  p.end(r, p.store(out, r, p.load(a, r)))
+  hopper = CUDARenderer(Target("CUDA", "CUDA", "sm_90"))
+  spread = hopper.render("cp", [*p.uops, UOp(Ops.SINK, arg=KernelInfo("cp", spread=True))])
+  plain = hopper.render("cp", [*p.uops, UOp(Ops.SINK, arg=KernelInfo("cp"))])
+  reserved = int(re.search(rf"{DYNAMIC_SMEM_SYMBOL} = (\d+);", spread).group(1))  # type: ignore[union-attr]
+  assert hopper.shared_max // 2 < reserved <= hopper.shared_max and "__launch_bounds__(1, 1)" in spread
+  assert DYNAMIC_SMEM_SYMBOL not in plain and GRID_WAIT_SYMBOL in plain and GRID_WAIT_SYMBOL in spread
+  ampere = CUDARenderer(Target("CUDA", "CUDA", "sm_80")).render("cp", [*p.uops, UOp(Ops.SINK, arg=KernelInfo("cp", spread=True))])
+  assert DYNAMIC_SMEM_SYMBOL not in ampere and "griddepcontrol" not in ampere
+  NVRTCCompiler("sm_90").compile(spread)
 
 
 def test_nvrtc_flags_and_cachekey() -> None:

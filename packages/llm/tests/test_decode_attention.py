@@ -95,6 +95,26 @@ def _kernels(path: str, setting: int, tokens: list[int], start: int) -> list[str
   return [ei.runner.spec.name.rsplit("_", 1)[0] for ei, _ in cap.items if ei.runner is not None]
 
 
+def test_the_folded_kernel_takes_an_sm_a_block(tmp_path):
+  """Rendered for Hopper, the attention kernel that writes the cache follows the q/k/v product, which fills the GPU: it asks for
+  an SM a block (KernelInfo.spread: more than half an SM's shared memory), so that its early-launched blocks don't land packed on
+  the SMs with room left. The step's other kernels don't; every kernel is still launched early (a programmatic edge)."""
+  from llm_synth import SynthConfig, write_model
+  from tinygrad.engine import realize
+  from tinygrad.llm.model import Transformer
+  from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL, GRID_WAIT_SYMBOL
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=1), "F16")
+  with Context(DEV="NULL:CUDA:sm_90", REUSE=0):
+    m = Transformer.from_gguf(path, cache_dtype=dtypes.float16)
+    realize.capturing.append(cap := realize.Capture(jit=False))
+    try: m.forward(m.token_ids([5]), 3).realize()
+    finally: realize.capturing.pop()
+  srcs = {ei.runner.spec.name.rsplit("_", 1)[0]: ei.runner.spec.src for ei, _ in cap.items if ei.runner is not None}
+  assert all(GRID_WAIT_SYMBOL in src for src in srcs.values())
+  assert [name for name, src in srcs.items() if DYNAMIC_SMEM_SYMBOL in src] == ["decode_attention_kv"]
+
+
 def test_gpu_decode_step_runs_one_attention_kernel_a_layer(tmp_path):
   """A GPU's one-token step: the cache write and one attention kernel a layer (DECODE_ATTENTION=1), or one kernel that also writes
   the cache (2), instead of the Tensor-op form's five kernels; a prefill chunk keeps its own form."""

@@ -327,13 +327,21 @@ class CUDARenderer(CStyleRenderer):
     return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas, *tma,
             *super().helpers()]
 
+  def _spread(self, uops: list[UOp]) -> bool:
+    """Whether each block gets an SM of its own: a hand-written kernel that asks (KernelInfo.spread), on sm_90+, where a graph
+    launches kernels early. (Every kernel of at most 8, 32 or 132 blocks spread the same way measured as noise on the H200.)"""
+    return arch_number(self.arch) >= 90 and bool(getattr(uops[-1].arg, "spread", False))
+
   def range_pragma(self, u: UOp) -> str: return "#pragma unroll 1" if u in self._rolled else ""
 
   def render(self, name: str, uops: list[UOp]) -> str:
     self._smem_align = WGMMA_SMEM_ALIGN if any(u.op is Ops.WMMA and len(u.arg) > 4 for u in uops) else 16
     shared = sum(_align(u.dtype.size * u.dtype.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
-    self._dyn_offset = 0 if shared > STATIC_SHARED_MAX else None
+    # a kernel whose blocks should each have an SM (KernelInfo.spread) reserves more than half an SM's shared memory: launched
+    # early behind a kernel that fills the GPU, its blocks then land one an SM as SMs drain, not packed where room is left
+    reserved = max(shared, self.shared_max // 2 + 16) if self._spread(uops) else shared
+    self._dyn_offset = 0 if reserved > STATIC_SHARED_MAX else None
     self._tmaps = []
     self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
     try: src = super().render(name, uops)
@@ -343,7 +351,7 @@ class CUDARenderer(CStyleRenderer):
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
-    bounds = f"{threads}, 1" if shared > STATIC_SHARED_MAX else f"{threads}"
+    bounds = f"{threads}, 1" if reserved > STATIC_SHARED_MAX else f"{threads}"
     # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
     if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
     # a reduction kernel (its shared memory holds only partials) that keeps its share of the data in registers (a GPU row
@@ -354,8 +362,8 @@ class CUDARenderer(CStyleRenderer):
         and _values_loaded_outside_loops(uops) >= REDUCE_HELD_VALUES:
       bounds = f"{threads}, {warps * 32 // threads}"
     decl = ""
-    if shared > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
-      decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {shared};\n'
+    if reserved > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
+      decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {reserved};\n'
               f"extern __shared__ __align__({align}) unsigned char tg_smem[];\n")
     if tmaps:  # by-value tensor-map parameters after the others, described to the runtime by a global
       params = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)

@@ -11,18 +11,26 @@ driver call, without building the parameters again.
 A kernel that waits for the grids before it (rendered for sm_90+, cuda.py: `griddepcontrol.wait` first thing) depends on the
 kernel before it through a programmatic edge: the GPU may schedule it while that one drains, instead of after it has
 finished and its completion has been processed; its wait still orders every memory access after the previous kernel's.
-PDL=0 makes every edge a plain one.
+PDL=0 makes every edge a plain one; PDL_PLAIN (comma-separated parts of kernel names, an experiment setting) makes the edge
+into every kernel whose name contains one of them plain.
 """
 from __future__ import annotations
 
 import ctypes
 from typing import Any
 
-from tinygrad.device.plugin import KernelLaunch, getenv
+from tinygrad.device.plugin import ContextVar, KernelLaunch, getenv
 
 from tinygrad_backend_nv.runtime import CUDAProgram, _Context, _use, check, cu
 
 PDL = getenv("PDL", 1)
+PDL_PLAIN = ContextVar("PDL_PLAIN", "")
+
+
+def _programmatic(program: Any) -> bool:
+  """Whether the edge into this kernel is programmatic: it waits for the grid before it, and PDL_PLAIN doesn't name it."""
+  if not PDL or not getattr(program, "waits_for_grid", False): return False
+  return not any(part and part in program.name for part in str(PDL_PLAIN.value).split(","))
 
 
 def _add_edge(graph: Any, before: Any, after: Any, programmatic: bool) -> None:
@@ -62,7 +70,7 @@ class CUDAGraph:
       params, ok, keep = self._params(lc)
       if not ok: empty.append(i)
       node = check(cu.cuGraphAddKernelNode(self.graph, [], 0, params), f"cuGraphAddKernelNode({lc.program.name})")
-      if self.nodes: _add_edge(self.graph, self.nodes[-1], node, bool(PDL) and getattr(lc.program, "waits_for_grid", False))
+      if self.nodes: _add_edge(self.graph, self.nodes[-1], node, _programmatic(lc.program))
       self.nodes.append(node)
       self.params.append((params, ok, keep))
       self.shapes.append(self._shape(lc))

@@ -41,9 +41,14 @@ class AddrSpace(Enum):
 @dataclass(frozen=True)
 class KernelInfo:
   """The SINK's arg of a hand-written kernel: its name (None: the usual r_/E_ name) and the opts to apply. Codegen applies
-  exactly these (no heuristics, no BEAM): a hand-written kernel is optimized only when asked."""
+  exactly these (no heuristics, no BEAM): a hand-written kernel is optimized only when asked.
+
+  `spread=True`: each block gets a compute unit (SM) of its own, for a latency-bound kernel of few blocks. Where a GPU may
+  schedule a kernel's blocks while the kernel before it drains (CUDA sm_90+ graphs), they would otherwise land packed on the few
+  SMs with room left behind a kernel that fills the GPU; the CUDA renderer reserves more than half an SM's shared memory."""
   name: str | None = None
   opts_to_apply: tuple[Any, ...] = ()
+  spread: bool = False
 
   def __post_init__(self) -> None:
     if self.name is not None and not (isinstance(self.name, str) and self.name.isidentifier() and self.name.isascii()):

@@ -15,10 +15,12 @@ Positions, dims and loops are fixed when the kernel is built: one kernel per (at
 values are few they are loaded before the first barrier (beside the query's loads, not one round trip after another), and the
 block's max and sum combine through warp shuffles where the renderer has them.
 
-`new_kv` also folds the cache write into the kernel (one kernel a layer instead of two). It is correct and measured slower on
-the H200 (Llama-1B 839 -> 866 us a step, SmolLM2 584 -> 625; bench/README.md, session 19), so the model uses it only with
-DECODE_ATTENTION=2. Why it is slower is not known yet; not its registers (128, the launch bounds' cap, against 86: without the
-cap it is as slow).
+`new_kv` also folds the cache write into the kernel (one kernel a layer instead of two). It then follows the q/k/v product
+directly, which fills the GPU with its blocks. A CUDA graph launches it early (a programmatic edge): its blocks landed packed on
+the few SMs with room left, and the step was slower than with the cache write's one-block kernel in between (Llama-1B 835 ->
+864 us a step on the H200; session 19: 839 -> 866, SmolLM2 584 -> 625). The fold kernel therefore asks for an SM a block
+(KernelInfo.spread): still launched early, its blocks wait one an SM for the product to finish. Llama-1B 839 -> 823 us,
+SmolLM2 595 -> 536 against the cache write's kernel and this one (bench/README.md, session 22).
 """
 from __future__ import annotations
 
@@ -168,6 +170,6 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     if kv is None: return result.end(t, h).sink(arg=KernelInfo("decode_attention"))
     writes = (h % G).eq(0) & (t < D)  # the first block of each kv head writes the cache (after its reads: the last barrier)
     return UOp.sink(result, *(cache.after(last)[c, kvh, here, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))),
-                    arg=KernelInfo("decode_attention_kv"))
+                    arg=KernelInfo("decode_attention_kv", spread=True))
 
   return kernel

@@ -64,10 +64,10 @@ PANEL_MIN_ROWS = ContextVar("PANEL_MIN_ROWS", 256)
 # SmolLM2's Q4_1 decode step 671 -> 619 us; Llama-1B's F16 step 940 -> 934 us once the kernel got 2 rows a thread as the stacked
 # one has (the heuristics had counted the shared vector's loads once per sibling and given it 4: 278 -> 378 us a step)
 GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
-# one token on a GPU: attention after the cache write as one hand-written kernel (decode_attention.py); 0: the Tensor-op form's
-# four kernels; 2: the kernel writes the cache itself (one kernel a layer, but slower on the H200: Llama-1B 839 -> 866 us a step,
-# SmolLM2 584 -> 625; bench/README.md, session 19)
-DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 1)
+# one token on a GPU: attention as one hand-written kernel (decode_attention.py) that also writes the cache where q/k/v are one
+# buffer (one kernel a layer; on the H200 Llama-1B 839 -> 823 us a step, SmolLM2 595 -> 536: bench/README.md, session 22);
+# 1: after a cache write kernel of its own; 0: the Tensor-op form's four kernels after the cache write
+DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 2)
 # a prefill chunk's attention on half tensor cores as one flash-style kernel (prefill_attention.py); 0: the four Tensor-op kernels
 PREFILL_ATTENTION = ContextVar("PREFILL_ATTENTION", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
@@ -471,8 +471,8 @@ class Attention:
     if not fused: q = q.contiguous()
     k = apply_rope(k, cos, sin, cfg.rope_neox)
     # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
-    # itself. DECODE_ATTENTION=2: it also writes the new k and v into the cache where they lie in one buffer (stacked q/k/v, no k
-    # norm), instead of the cache write's kernel
+    # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
+    # q/k/v, no k norm), instead of the cache write's kernel
     one_kernel = B == 1 and T == 1 and fused and DECODE_ATTENTION.value and block_size(mask.shape[1], cfg.head_dim) is not None
     fold = one_kernel and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
