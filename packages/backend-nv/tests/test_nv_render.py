@@ -8,7 +8,7 @@ from nv_harness import Prog, compile_prog
 from tinygrad.device.devstring import Target
 from tinygrad.dtype import dtypes
 from tinygrad.renderer import CompileError, UnsupportedDTypeError
-from tinygrad.uop.dsl import KernelInfo
+from tinygrad.uop.dsl import GRID_WAIT, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad_backend_nv.compiler import ARCHS, NVRTCCompiler, PTXCompiler, nvjitlink_version, nvrtc_version
 from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL, GRID_WAIT_SYMBOL, CUDARenderer, kernel_names
@@ -58,6 +58,20 @@ def test_cuda_prelude_only_when_needed() -> None:
   p.end(r, p.store(out, r, p.alu(Ops.MUL, p.load(a, r), p.load(a, r))))
   src = CUDARenderer().render("sq", p.uops)
   assert "struct" not in src and "__launch_bounds__(1)" in src
+
+
+def test_a_placed_grid_wait_replaces_the_first_statement() -> None:
+  """A BARRIER GRID_WAIT (a hand-written kernel's own place for the wait, after what it may load early) is where the sm_90
+  kernel waits for the grids before it, and the only wait."""
+  p = Prog()
+  out, a, b = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32), p.glob(2, dtypes.float32)
+  zero = p.const(dtypes.int32, 0)
+  early = p.load(a, zero)
+  p(Ops.BARRIER, dtypes.void, (early,), GRID_WAIT)
+  p.store(out, zero, p.alu(Ops.ADD, early, p.load(b, zero)))
+  src = CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("k", p.uops)
+  assert src.count("griddepcontrol.wait") == 1 and src.index("(data1+") < src.index("griddepcontrol.wait") < src.index("(data2+")
+  NVRTCCompiler("sm_90").compile(src)
 
 
 def test_a_spread_kernel_reserves_more_than_half_an_sm() -> None:

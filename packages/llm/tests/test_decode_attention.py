@@ -51,11 +51,14 @@ def test_matches_numpy(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cach
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("grid_wait", [False, True], ids=["", "grid_wait"])
 @pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
 @pytest.mark.parametrize("n_heads,n_kv_heads,attn_len,seen,neox", [(4, 2, 64, 59, False), (4, 1, 128, 128, True), (2, 2, 1024, 700, False)])
-def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_len, seen, neox, warp):
+def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_len, seen, neox, warp, grid_wait):
   """new_kv: the token's key (rotated) and value come from the q/k/v buffer; the kernel stores them, rounded to the cache's dtype,
-  at the token's position (the last the mask shows) and attends over the cache as if they had been written before it ran."""
+  at the token's position (the last the mask shows) and attends over the cache as if they had been written before it ran.
+  grid_wait: the early cache loads before a GRID_WAIT barrier, the other buffers after it (PYTHON runs kernels one at a time:
+  the barrier only orders the program)."""
   head_dim, rng = 64, np.random.default_rng(seen)
   nq, nkv = n_heads * head_dim, n_kv_heads * head_dim
   qkv = rng.standard_normal(nq + 2 * nkv).astype(np.float32)
@@ -66,7 +69,7 @@ def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_l
   want_cache = cache.copy()
   want_cache[0, :, seen - 1] = rope(qkv[nq:nq + nkv].reshape(n_kv_heads, head_dim), cos, sin, neox)
   want_cache[1, :, seen - 1] = qkv[nq + nkv:].reshape(n_kv_heads, head_dim)
-  kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp, (nq, nq + nkv))
+  kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp, (nq, nq + nkv), grid_wait)
   args = [Tensor(a, device="PYTHON").contiguous() for a in (qkv, cache, cos, sin, mask, qkv)]
   out, _, new_cache = Tensor.empty(nq, device="PYTHON").custom_kernel(*args, fxn=kernel)[:3]
   want = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
@@ -98,7 +101,8 @@ def _kernels(path: str, setting: int, tokens: list[int], start: int) -> list[str
 def test_the_folded_kernel_takes_an_sm_a_block(tmp_path):
   """Rendered for Hopper, the attention kernel that writes the cache follows the q/k/v product, which fills the GPU: it asks for
   an SM a block (KernelInfo.spread: more than half an SM's shared memory), so that its early-launched blocks don't land packed on
-  the SMs with room left. The step's other kernels don't; every kernel is still launched early (a programmatic edge)."""
+  the SMs with room left, and loads the cache before it waits for the product. The step's other kernels don't; every kernel is
+  still launched early (a programmatic edge)."""
   from llm_synth import SynthConfig, write_model
   from tinygrad.engine import realize
   from tinygrad.llm.model import Transformer
@@ -113,6 +117,9 @@ def test_the_folded_kernel_takes_an_sm_a_block(tmp_path):
   srcs = {ei.runner.spec.name.rsplit("_", 1)[0]: ei.runner.spec.src for ei, _ in cap.items if ei.runner is not None}
   assert all(GRID_WAIT_SYMBOL in src for src in srcs.values())
   assert [name for name, src in srcs.items() if DYNAMIC_SMEM_SYMBOL in src] == ["decode_attention_kv"]
+  # the cache (data2) loads before the wait for the q/k/v product, the query (data1) after it
+  src = srcs["decode_attention_kv"]
+  assert src.index("(data2+") < src.index("griddepcontrol.wait") < src.index("(data1+")
 
 
 def test_gpu_decode_step_runs_one_attention_kernel_a_layer(tmp_path):

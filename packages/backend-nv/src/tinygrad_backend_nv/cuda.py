@@ -215,6 +215,7 @@ class CUDARenderer(CStyleRenderer):
               ' mapa.shared::cluster.u32 ra, %0, rk;\\n @q mbarrier.arrive.shared::cluster.b64 _, [ra];\\n}" '
               f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "cluster_sync": return "tg_cluster_sync();"
+    if kind == "grid_wait": return _GRID_WAIT.strip()  # placed by a hand-written kernel (uop.dsl.GRID_WAIT), after its sources
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
       # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
@@ -268,6 +269,7 @@ class CUDARenderer(CStyleRenderer):
     self._rolled: set[UOp] = set()  # while rendering: loops kept rolled (_rolled_loops)
     # sm_90a on the CUDA driver (runtime.py encodes the maps; the NV device's own launches don't)
     self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
+    self.grid_wait = arch_number(self.arch) >= 90  # every kernel waits for the grids before it (render)
 
   def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)
 
@@ -376,8 +378,9 @@ class CUDARenderer(CStyleRenderer):
       src = src[:close] + "".join(f", const __grid_constant__ tg_tmap tmap{i}" for i in range(len(tmaps))) + src[close:]
     if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
-      body = src.index("{\n", src.index(head)) + 2
-      src = src[:body] + _GRID_WAIT + src[body:]
+      if not any(u.op is Ops.BARRIER and u.arg == ("grid_wait",) for u in uops):  # else where the kernel placed it
+        body = src.index("{\n", src.index(head)) + 2
+        src = src[:body] + _GRID_WAIT + src[body:]
     # thread-block clusters (TC_CLUSTER: the tensor-core lowering's mbar_init names the size): fixed at compile time, so a plain
     # launch (and a graph's kernel node) runs the grid as clusters
     cluster = max((u.arg[5] for u in uops if u.op is Ops.BARRIER and isinstance(u.arg, tuple) and u.arg[:1] == ("mbar_init",) and len(u.arg) > 5),

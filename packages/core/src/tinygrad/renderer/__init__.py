@@ -180,6 +180,7 @@ class Renderer:
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
   prefetch_ahead: int = 0       # CPU: bytes past a far-striding load's footprint to prefetch (codegen/prefetch.py); 0: none
+  grid_wait: bool = False       # kernels wait for the grids before them (CUDA sm_90+ graphs); a hand-written one may place it (uop.dsl.GRID_WAIT)
   tensor_cores: tuple[TensorCore, ...] = ()
   dot_products: tuple[DotProduct, ...] = ()  # CPU: byte dot-product instructions (codegen/dot.py), widest first
   # smem-operand tensor cores: a tile's A and B may come in as whole boxes copied by one thread through a tensor map (NVIDIA's

@@ -26,6 +26,7 @@ from tinygrad.device.runtime import Allocator, Compiled
 from tinygrad.dtype import DTYPES_BY_NAME, DType, PtrDType, dtypes
 from tinygrad.renderer import Renderer
 from tinygrad.uop.alu import alu_fn, cast_scalar, fp8_fnuz_from_bits, from_bits, to_bits
+from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 # one encoded uop: (op name, dtype name ("float", or "float*" for a pointer), source positions, plain-data arg)
@@ -79,6 +80,9 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   return None
 
 
+def _grid_wait(u: UOp) -> bool: return u.op is Ops.BARRIER and u.arg == GRID_WAIT
+
+
 def encode(uops: list[UOp], tensor_cores: tuple[TensorCore, ...] = ()) -> list[Encoded]:
   tcs = {tc.name: tc for tc in tensor_cores}
   pos: dict[UOp, int] = {}
@@ -87,11 +91,12 @@ def encode(uops: list[UOp], tensor_cores: tuple[TensorCore, ...] = ()) -> list[E
     if u.op in (Ops.AFTER, Ops.NOOP):  # only orders things: its value is its first source's
       pos[u] = pos[u.src[0]]
       continue
+    if _grid_wait(u): continue  # a GPU's wait for the kernel before (uop.dsl.GRID_WAIT): kernels run one after another here
     if u.op not in _SUPPORTED: raise ValueError(f"PYTHON can't run {u.op} (uop {n}); linearized programs hold only the ops in docs/linear-ir.md")
-    missing = [s.op.name for s in u.src if s not in pos]
+    missing = [s.op.name for s in u.src if s not in pos and not _grid_wait(s)]
     if missing: raise ValueError(f"uop {n} ({u.op.name}) uses sources {missing} that don't come before it in the program")
     pos[u] = len(out)
-    out.append((u.op.name, _enc_dtype(u.dtype), tuple(pos[s] for s in u.src), _enc_arg(u, tcs)))
+    out.append((u.op.name, _enc_dtype(u.dtype), tuple(pos[s] for s in u.src if s in pos), _enc_arg(u, tcs)))
   return out
 
 

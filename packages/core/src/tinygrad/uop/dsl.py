@@ -38,6 +38,12 @@ class AddrSpace(Enum):
   REG = "reg"; LOCAL = "local"  # noqa: E702
 
 
+# a BARRIER with this arg, where the renderer has `grid_wait` (CUDA sm_90+): the wait for the grids before this kernel (which the
+# renderer otherwise puts first), after the BARRIER's sources. A hand-written kernel loads what no kernel before it in a graph
+# writes first, and orders every other global access after it (`buf.after(wait)`)
+GRID_WAIT = ("grid_wait",)
+
+
 @dataclass(frozen=True)
 class KernelInfo:
   """The SINK's arg of a hand-written kernel: its name (None: the usual r_/E_ name) and the opts to apply. Codegen applies

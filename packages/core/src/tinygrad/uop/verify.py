@@ -42,7 +42,8 @@ def _check_node(u: UOp, stage: str) -> None:
   elif u.op is Ops.BARRIER:
     if u.dtype != dtypes.void: fail("BARRIER has no value")
     arg = u.arg if isinstance(u.arg, tuple) and len(u.arg) == 2 else (u.arg,)  # smem-operand kernels: (copy groups, instruction batches)
-    if u.arg is not None and not all(isinstance(a, int) and a >= 0 for a in arg):
+    named = isinstance(u.arg, tuple) and bool(u.arg) and isinstance(u.arg[0], str)  # a renderer's kind (uop.dsl.GRID_WAIT, "mbar_wait", ...)
+    if u.arg is not None and not named and not all(isinstance(a, int) and a >= 0 for a in arg):
       fail("BARRIER's arg: async copy groups left in flight (int >= 0), or (groups, smem-operand instruction batches)")
   elif u.op is Ops.WMMA:
     if len(u.src) != 3 or u.src[2].dtype != u.dtype: fail("WMMA: (A, B, C) with C of the result's dtype")

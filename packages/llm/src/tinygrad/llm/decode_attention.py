@@ -20,7 +20,10 @@ directly, which fills the GPU with its blocks. A CUDA graph launches it early (a
 the few SMs with room left, and the step was slower than with the cache write's one-block kernel in between (Llama-1B 835 ->
 864 us a step on the H200; session 19: 839 -> 866, SmolLM2 584 -> 625). The fold kernel therefore asks for an SM a block
 (KernelInfo.spread): still launched early, its blocks wait one an SM for the product to finish. Llama-1B 839 -> 823 us,
-SmolLM2 595 -> 536 against the cache write's kernel and this one (bench/README.md, session 22).
+SmolLM2 595 -> 536 against the cache write's kernel and this one (bench/README.md, session 22). With `grid_wait` (the renderer
+has it: CUDA sm_90+) the keys and values of the cache it reads early load before the wait for the product (uop.dsl.GRID_WAIT):
+only this kernel writes the cache, and the token's own position comes from registers (SmolLM2 543 -> 534 us, Llama-1B 821 ->
+819).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import math
 from collections.abc import Callable
 
 from tinygrad.dtype import dtypes
-from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo
+from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 
 UNROLL = 64  # values a thread loads per step of the weighted sum (independent loads in flight: fewer steps, each an L2 round trip)
@@ -49,14 +52,15 @@ def pairwise_sum(xs: list[UOp]) -> UOp:
 
 
 def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
-                            new_kv: tuple[int, int] | None = None) -> Callable[..., UOp]:
+                            new_kv: tuple[int, int] | None = None, grid_wait: bool = False) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask[, kv]): out (n_heads * head_dim,) float32; q a buffer whose first
   n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1,
   head_dim / 2); mask (1, attn_len) bool, the positions the token sees (0 .. its own). `warp`: the renderer's shuffle_lanes (32:
   the block's max and sum combine through warp shuffles and one barrier; 0: a tree in shared memory, a barrier a level).
   `new_kv` (k offset, v offset): the kernel also writes the cache: the token's key (unrotated) and value heads lie in `kv` at
   these offsets; the first block of each kv head rotates the key and stores both at the token's position (the last one the
-  mask shows), and every block uses them from registers there, not the cache (which other blocks may be writing)."""
+  mask shows), and every block uses them from registers there, not the cache (which other blocks may be writing). `grid_wait`
+  (with new_kv): the early cache loads come before a GRID_WAIT barrier, every other buffer's after it."""
   H, D, L = n_heads, head_dim, attn_len
   G = n_heads // n_kv_heads
   B = block_size(L, D)
@@ -92,14 +96,19 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     d = t % D
     if neox: i, partner, sign = d % (D // 2), (d + D // 2) % D, (d < D // 2).where(-1.0, 1.0)
     else: i, partner, sign = d // 2, d ^ 1, (d % 2).eq(0).where(-1.0, 1.0)
-    def rotated(src: UOp, base: UOp) -> UOp: return src[base + d] * cos[0, i] + src[base + partner] * sign * sin[0, i]
-    qrot = rotated(q, h * D) * (math.log2(math.e) / math.sqrt(D))
     # the keys and values a thread reads, where they are few (straight-line code): listed in the first barrier, so their loads
     # issue before it and wait beside the query's, not one round trip after another
     part = t // D
     keys = [[cache[0, kvh, j * B + t, k].cast(f32) for k in range(D)] for j in range(N)] if N <= 2 else None
     values = [cache[1, kvh, u * P + part, d].cast(f32) for u in range(L // P)] if L // P <= UNROLL else None
     early = [x for row in keys or [] for x in row] + (values or [])
+    if kv is not None and grid_wait and early:
+      # the cache's earlier positions were written by earlier steps, and only this kernel writes it (the token's own position
+      # comes from registers): they load before the wait for the grid before this one, every other buffer after it
+      wait = UOp(Ops.BARRIER, dtypes.void, tuple(early), GRID_WAIT)
+      q, kv, cos, sin, mask = (x.after(wait) for x in (q, kv, cos, sin, mask))
+    def rotated(src: UOp, base: UOp) -> UOp: return src[base + d] * cos[0, i] + src[base + partner] * sign * sin[0, i]
+    qrot = rotated(q, h * D) * (math.log2(math.e) / math.sqrt(D))
     qs = UOp.placeholder(D, f32, 0, AddrSpace.LOCAL)
     q_stored = qs[d].store(qrot, t < D)
     if kv is not None:  # the token's key, rotated, and value, rounded to the cache's dtype as the cache will hold them

@@ -311,6 +311,12 @@ def shuffle_lanes(device: str) -> int:
   return Device.renderer(device).shuffle_lanes
 
 
+def has_grid_wait(device: str) -> bool:
+  """Whether kernels here wait for the grids before them, a wait a hand-written kernel may place itself (uop.dsl.GRID_WAIT)."""
+  from tinygrad import Device
+  return Device.renderer(device).grid_wait
+
+
 def attention_tensor_core(device: str, head_dim: int, attn_len: int, rows: int, group: int, n_kv_heads: int):
   """The tensor core prefill_attention.py runs a chunk's attention on here, or None (the Tensor-op form runs it)."""
   from tinygrad import Device
@@ -478,7 +484,7 @@ class Attention:
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     if one_kernel:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
-                                       (nq, nq + nkv) if fold else None)
+                                       (nq, nq + nkv) if fold else None, has_grid_wait(x.device))
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
       out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
       return linear(out.reshape(B, 1, nq), self.wo)
