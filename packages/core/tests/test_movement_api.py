@@ -402,11 +402,24 @@ def test_setitem_casts_value_and_repeated_index_last_wins():
 
 def test_setitem_errors():
   t = Tensor(A.copy()).realize()
-  with pytest.raises(RuntimeError, match="view"):
-    t[0][1] = 3.0
-  with pytest.raises(RuntimeError, match="view"):
-    v = t.T
-    v[0] = 1.0
+  # a view of t is written through (tinygrad and torch): t[0][1] = 3.0 sets t[0, 1]
+  t[0][1] = 3.0
+  v = t.T
+  v[0] = 1.0
+  expect = A.copy()
+  expect[0, 1] = 3.0
+  expect.T[0] = 1.0
+  same(t, expect)
+  same(v, expect.T)
+  with pytest.raises(RuntimeError, match="view"):  # a strided view has no buffer element per element
+    w = t[:, ::2]
+    w[0] = 1.0
+  with pytest.raises(ValueError, match="view"):
+    t[:, ::2].assign(Tensor.zeros(2, 2, 4))
+  t[:, :, ::2].assign(Tensor.zeros(2, 3, 2))  # a stride that divides the dim is a reshape and a shrink: written through
+  expect[:, :, ::2] = 0
+  same(t, expect)
+  t = Tensor(A.copy()).realize()
   with pytest.raises(NotImplementedError):
     Tensor(A, requires_grad=True)[0] = 1.0
   with pytest.raises(ValueError, match="broadcast"):

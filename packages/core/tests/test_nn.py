@@ -415,11 +415,11 @@ def test_batchnorm_training_and_eval(training):
   close(out, (x - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5), atol=1e-4)
   close(bn.running_mean, 0.1 * mean)
   close(bn.running_var, 0.9 + 0.1 * x.var((0, 2, 3), ddof=1))
-  assert bn.num_batches_tracked.numpy().tolist() == [1]
+  assert bn.num_batches_tracked.numpy().tolist() == 1
   Tensor.training = False
   rm, rv = bn.running_mean.numpy(), bn.running_var.numpy()
   close(bn(Tensor(x)), (x - rm[None, :, None, None]) / np.sqrt(rv[None, :, None, None] + 1e-5), atol=1e-5)
-  assert bn.num_batches_tracked.numpy().tolist() == [1]
+  assert bn.num_batches_tracked.numpy().tolist() == 1
 
 
 def test_batchnorm_no_running_stats(training):

@@ -181,7 +181,7 @@ def test_unfold():
 
 
 def test_small_helpers():
-  assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0000001])) and not Tensor([1.0]).allclose(Tensor([1.1]))
+  assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0000001])).item() and not Tensor([1.0]).allclose(Tensor([1.1])).item()
   assert Tensor([1.0]).is_floating_point() and not Tensor([1]).is_floating_point()
   e = Tensor.ones(2, 3, dtype=dtypes.int16).empty_like()
   assert e.shape == (2, 3) and e.dtype == dtypes.int16

@@ -6,7 +6,9 @@ import math
 import struct
 from dataclasses import dataclass
 from functools import cache
-from typing import ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final
+
+from tinygrad.helpers import ContextVar
 
 ConstType = float | int | bool
 
@@ -67,7 +69,40 @@ def _image(base: DType, shape: tuple[int, ...]) -> ImageDType:
                     "global", tuple(shape))
 
 
-class dtypes:
+_DEFAULT_CACHE: dict[tuple[str, str], DType] = {}
+
+
+def _default_dtype(setting: str, kind: str) -> DType:
+  """dtypes.default_float / default_int: the dtype the DEFAULT_FLOAT / DEFAULT_INT setting names (any case: HALF, float16)."""
+  name = str(ContextVar._registry[setting].value)
+  if (dt := _DEFAULT_CACHE.get((setting, name))) is not None: return dt
+  dt = DTYPES_BY_NAME.get(name) or DTYPES_BY_NAME.get(name.lower())
+  if dt is None or not (dtypes.is_float(dt) if kind == "float" else dtypes.is_int(dt)):
+    known = sorted({n for n, d in DTYPES_BY_NAME.items() if (dtypes.is_float(d) if kind == "float" else dtypes.is_int(d))})
+    raise ValueError(f"{setting}={name!r} names no {kind} dtype; use one of {', '.join(known)}")
+  _DEFAULT_CACHE[(setting, name)] = dt
+  return dt
+
+
+class _DTypesType(type):
+  """dtypes' metaclass: `dtypes.default_float` / `default_int` are the DEFAULT_FLOAT / DEFAULT_INT settings (environment or
+  `Context(DEFAULT_FLOAT="HALF")`, as tinygrad 0.14), and assigning them (older tinygrad) sets those settings."""
+  @property
+  def default_float(cls) -> DType: return _default_dtype("DEFAULT_FLOAT", "float")
+  @default_float.setter
+  def default_float(cls, dt: DType) -> None: cls._set_default("DEFAULT_FLOAT", dt, "float")
+  @property
+  def default_int(cls) -> DType: return _default_dtype("DEFAULT_INT", "int")
+  @default_int.setter
+  def default_int(cls, dt: DType) -> None: cls._set_default("DEFAULT_INT", dt, "int")
+  def __dir__(cls) -> list[str]: return sorted({*super().__dir__(), "default_float", "default_int"})
+  def _set_default(cls, setting: str, dt: DType | str, kind: str) -> None:
+    dt = to_dtype(dt)
+    if not (dtypes.is_float(dt) if kind == "float" else dtypes.is_int(dt)): raise ValueError(f"default_{kind} must be {'an int' if kind == 'int' else 'a float'} dtype, got {dt!r}")
+    ContextVar._registry[setting].value = dt.name
+
+
+class dtypes(metaclass=_DTypesType):
   """All dtypes by name, and predicates over them (tinygrad's `dtypes` namespace)."""
   void: Final = DType(-1, 0, "void", None)
   bool: Final = DType(0, 1, "bool", "?")
@@ -96,8 +131,9 @@ class dtypes:
   ints: ClassVar[tuple[DType, ...]]
   floats: ClassVar[tuple[DType, ...]]
   all: ClassVar[tuple[DType, ...]]
-  default_float: DType = float32
-  default_int: DType = int32
+  if TYPE_CHECKING:  # the settings, through _DTypesType's properties
+    default_float: ClassVar[DType]
+    default_int: ClassVar[DType]
 
   @staticmethod
   def imageh(shape: tuple[builtins.int, ...]) -> ImageDType:
@@ -201,8 +237,13 @@ def _upper_bounds(dt: DType) -> frozenset[DType]:
 
 def least_upper_dtype(*ds: DType) -> DType:
   """The smallest dtype that every one of `ds` promotes to."""
-  common = frozenset.intersection(*(_upper_bounds(d.scalar()) for d in ds))
-  return min(common) if common else dtypes.float64
+  scalars = [d.scalar() for d in ds]
+  common = frozenset.intersection(*(_upper_bounds(d) for d in scalars))
+  ret = min(common) if common else dtypes.float64
+  # ints with no common int type (uint64 with a signed int) meet at the default float, as tinygrad's weak float does,
+  # never at the fp8 types that sit just above int64 in the lattice
+  if dtypes.is_float(ret) and not any(dtypes.is_float(d) for d in scalars): return dtypes.default_float
+  return ret
 
 
 def least_upper_float(dt: DType) -> DType:

@@ -117,9 +117,10 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     if not any(s in on_path for s in node.src): continue
     if node.op not in RULES: raise NotImplementedError(f"no gradient rule for {node.op}")
     src_grads = RULES[node.op](grads[node], node, *node.src)
-    if (override := GRAD_OVERRIDES.get(node)) is not None and (given := override(grads[node])) is not None \
-       and all(t in on_path for t in given[1]):  # (else the rules: a skipped source's gradient must arrive some other way)
-      skip, extra = given
+    if (override := GRAD_OVERRIDES.get(node)) is not None and (given := override(grads[node])) is not None:
+      # a target off the path needs no gradient (a constant exponent of pow); a skipped source on the path gets its
+      # gradient through the targets that are on it
+      skip, extra = given[0], {t: tg for t, tg in given[1].items() if t in on_path}
       src_grads = tuple(None if i in skip else sg for i, sg in enumerate(src_grads))
       for target, tg in extra.items(): grads[target] = grads[target] + tg if target in grads else tg
     for s, g in zip(node.src, src_grads):

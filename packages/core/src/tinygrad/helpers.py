@@ -20,6 +20,10 @@ T = TypeVar("T")
 OSX, WIN = sys.platform == "darwin", sys.platform == "win32"  # as tinygrad's helpers name them
 
 
+class JitError(RuntimeError):
+  """A TinyJit misuse (inputs that changed shape, data read while capturing, ...); tinygrad.jit exports it."""
+
+
 class InvalidArgumentError(ValueError, RuntimeError):
   """An invalid argument where torch and tinygrad raise RuntimeError (a bad reshape or permute, mismatched matmul shapes):
   a ValueError for our callers and a RuntimeError for code written against them."""
@@ -142,15 +146,18 @@ BEAM = ContextVar("BEAM", 0)                 # BEAM search width for every kerne
 JITBEAM = ContextVar("JITBEAM", 0)           # BEAM search width for kernels captured by a TinyJit only
 TRACK_MATCH_STATS = ContextVar("TRACK_MATCH_STATS", 0)
 IMAGE = ContextVar("IMAGE", 0)               # renderers with images (QCOMCL on CL): 1 reduce kernels' inputs, 2 all kernels' buffers
+DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "float32")  # dtypes.default_float, by name (HALF, bfloat16, ...), as in tinygrad
+DEFAULT_INT = ContextVar("DEFAULT_INT", "int32")        # dtypes.default_int
+TRAINING = ContextVar("TRAINING", 0)         # training mode (dropout, BatchNorm's batch statistics, Optimizer.step); Tensor.training is it
 
 # settings tinygrad programs set with Context(...) or read that have no effect here (our compiler has no such knob, or
 # decides it another way): accepted so that such programs run unchanged, instead of a KeyError. docs/differences.md lists them.
 TINYGRAD_NOOP_SETTINGS: dict[str, Any] = {
   "FLOAT16": 0, "OPENPILOT_HACKS": 0, "JIT_BATCH_SIZE": 32, "WINO": 0, "CAPTURING": 1, "TRACEMETA": 1, "NO_COLOR": 0,
-  "TRAINING": 0, "TC_SELECT": -1, "TC_OPT": 0, "TRANSCENDENTAL": 1, "NOLOCALS": 0, "SPLIT_REDUCEOP": 1, "NO_MEMORY_PLANNER": 0,
+  "TC_SELECT": -1, "TC_OPT": 0, "TRANSCENDENTAL": 1, "NOLOCALS": 0, "SPLIT_REDUCEOP": 1, "NO_MEMORY_PLANNER": 0,
   "LRU": 1, "ALL2ALL": 0, "ALLREDUCE_CAST": 1, "IGNORE_BEAM_CACHE": 0, "VALIDATE_WITH_CPU": 0, "DISABLE_FAST_IDIV": 1,
   "FUSE_OPTIM": 0, "ALLOW_DEVICE_USAGE": 1, "MAX_BUFFER_SIZE": 0, "MAX_KERNEL_BUFFERS": 0, "EMULATED_DTYPES": "",
-  "DEFAULT_FLOAT": "float32", "DEFAULT_INT": "int32", "CAPTURE_PROCESS_REPLAY": 0, "NUM_CPU_THREADS": 0, "NULL_ALLOW_COPYOUT": 0,
+  "CAPTURE_PROCESS_REPLAY": 0, "NUM_CPU_THREADS": 0, "NULL_ALLOW_COPYOUT": 0,
   "VIZ": 0, "PROFILE": 0, "SPEC": 1, "CHECK_OOB": 0, "PCONTIG": 0, "DEBUG_RANGEIFY": 0, "TUPLE_ORDER": 1, "CCACHE": 1,
   "SCACHE": 1, "USE_ATOMICS": 0, "DISALLOW_BROADCAST": 0, "REWRITE_STACK_LIMIT": 250000, "HCQ_RUNTIME_DEV": "CPU", "SQTT": 0,
   "PMC": 0, "PMA": 0,

@@ -18,7 +18,7 @@ from tinygrad.engine.memory import plan_memory
 from tinygrad.engine.realize import ExecItem
 from tinygrad.frontend import sort_network
 from tinygrad.frontend.multi import input_device, is_realized_multi, tensor_buffers
-from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters
+from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters, JitError  # noqa: F401  (JitError: tinygrad.jit.JitError, as before)
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 from tinygrad.uop.ops import Ops, UOp
@@ -28,7 +28,6 @@ GRAPH = ContextVar("GRAPH", 1)  # GRAPH=0: replay kernel by kernel even where th
 ReturnType = TypeVar("ReturnType")
 
 
-class JitError(RuntimeError): pass
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class TinyJit(Generic[ReturnType]):
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, tensors: list[tuple[str, Any]]) -> Any:
-    realize.capturing.append(realize.Capture())
+    realize.capturing.append(realize.Capture(replayed=True))
     try: ret = self._run_and_realize(args, kwargs)
     finally: capture = realize.capturing.pop()
     captured = capture.items

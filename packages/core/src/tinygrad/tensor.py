@@ -8,7 +8,7 @@ import math
 import struct
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tinygrad.device.registry import Device
 from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
@@ -21,7 +21,7 @@ from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.indexing import IndexingMixin
 from tinygrad.frontend.multi import MultiMixin, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
 from tinygrad.gradient import compute_gradient
-from tinygrad.helpers import InvalidArgumentError, all_int, argfix, argsort, make_tuple, prod
+from tinygrad.helpers import TRAINING, InvalidArgumentError, JitError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
 from tinygrad.schedule.multi import has_multi, lower_roots, lowered_key, realized
 from tinygrad.uop.ops import Ops, UOp
@@ -90,12 +90,24 @@ def _numpy_dtype_of(arr: Any) -> DType:
   return mapping[arr.dtype.type]
 
 
-class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
+class _TensorType(type):
+  """Tensor's metaclass, for one class property: `Tensor.training` reads and sets the TRAINING setting, so
+  `Tensor.training = True`, `with Tensor.train():`, `with Context(TRAINING=1):` and `TRAINING=1` in the environment are one
+  switch (tinygrad 0.14 programs use the Context form, older ones the attribute)."""
+  @property
+  def training(cls) -> bool: return bool(TRAINING.value)
+  @training.setter
+  def training(cls, mode: bool) -> None: TRAINING.value = int(bool(mode))
+  def __dir__(cls) -> list[str]: return sorted({*super().__dir__(), "training"})
+
+
+class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_TensorType):
   """A lazy tensor. `Tensor([1, 2, 3])`, `Tensor(np_array)`, `Tensor.rand(2, 3)`; `.numpy()` computes it.
   The ops are the mixins of frontend/ over frontend/base.py's TensorBase (the graph, shape, dtype, device); this class
   adds construction from data, creation, realization and autograd."""
   __slots__ = ("__weakref__",)
-  training: ClassVar[bool] = False
+  if not TYPE_CHECKING:  # `t.training` on an instance reads the same setting (the class-level one is _TensorType's)
+    training = property(lambda self: bool(TRAINING.value))
   _seed: ClassVar[int] = 0
   _rng_counters: ClassVar[dict[Any, Tensor]] = {}
 
@@ -196,8 +208,13 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
     t.realize()
     return buffer_of(t.uop.base)
 
-  def data(self) -> memoryview:
+  def _flat_data(self) -> memoryview:
     """The elements as a flat memoryview (typed when Python has a format for the dtype)."""
+    from tinygrad.engine import realize as realize_mod
+    if any(c.replayed for c in realize_mod.capturing):
+      raise JitError("a tensor's data was read (.item(), .tolist(), .numpy(), .data()) inside a TinyJit function while it "
+                     "captures: the replays would reuse this value instead of reading the new one. Return the tensor from the "
+                     "jitted function and read it after the call (or run the function without TinyJit)")
     buf = self._contiguous_buffer()
     mv = memoryview(bytearray(buf.nbytes))
     buf.copyout(mv)
@@ -205,9 +222,17 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
     castable = self.dtype.fmt is not None and self.dtype.fmt != "e" and self.numel() > 0
     return mv.cast(self.dtype.fmt) if castable else mv  # type: ignore[call-overload]
 
+  def data(self) -> memoryview:
+    """The elements as a memoryview of the tensor's shape (`t.data()[1, 0]`, `.tolist()`), as tinygrad's: typed when Python
+    has a format for the dtype; flat raw bytes for half, bfloat16, fp8 and empty tensors."""
+    mv = self._flat_data()
+    if mv.format == self.dtype.fmt and mv.ndim == 1 and self.shape != (mv.shape[0] if mv.shape else 0,):
+      return mv.cast("B").cast(self.dtype.fmt, self.shape)  # type: ignore[call-overload]
+    return mv
+
   def numpy(self) -> Any:
     import numpy as np
-    raw = bytes(self.data().cast("B"))
+    raw = bytes(self._flat_data().cast("B"))
     if self.dtype.fmt is not None:
       return np.frombuffer(raw, dtype=np.bool_ if self.dtype == dtypes.bool else np.dtype(self.dtype.fmt)).reshape(self.shape).copy()
     from tinygrad.uop.alu import from_bits
@@ -217,7 +242,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
 
   def tolist(self) -> Any:
     from tinygrad.uop.alu import from_bits
-    mv = self.data()
+    mv = self._flat_data()
     if self.dtype.fmt == "e": flat = list(struct.unpack(f"{self.numel()}e", bytes(mv)))
     elif self.dtype.fmt is not None: flat = list(mv) if self.numel() > 0 else []
     else:
@@ -254,9 +279,10 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
 
   def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
 
-  def allclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    """True when every element is close (torch.allclose; tinygrad's reads back the same way)."""
-    return bool(self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all().item())
+  def allclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """Whether every element is close, as a 0-d bool tensor, lazily, as tinygrad's (`a.allclose(b).item()`; torch returns a
+    Python bool)."""
+    return self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
 
   def assign(self, x: Tensor | ConstType) -> Tensor:
     """Write x into this tensor's buffer (in place, like tinygrad's assign)."""
@@ -269,12 +295,38 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin):
       assign_bytes(self, x)
       return self
     if x.device != self.device: x = x.to(self.device)
-    if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop): self.realize()
+    if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and not self._rebase_view():
+      if is_buffer_view(self.uop):  # realizing it would copy it, and the write would never reach the buffer it views
+        raise InvalidArgumentError(f"can't assign into this {self.shape} view of another tensor's buffer: a strided (x[::2]), "
+                                   "expanded or padded view has no buffer element per element of its own. Assign into the base "
+                                   "tensor (x[i, ::2] = v is fine), or make a copy with .contiguous() first")
+      self.realize()
     if not is_writable_view(self.uop):  # e.g. an expanded or padded view: there is no buffer slot per element
       self.uop = x.uop
       return self
+    view = not is_contiguous_buffer(self.uop)
     self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    # a write into a view (cache[:, a:b].assign(x)) runs now: the tensors of the whole buffer (cache) don't refer to this
+    # ASSIGN, so a lazy one would reach them only if this view were realized; tinygrad's readers of the buffer see it
+    if view: self.realize()
     return self
+
+  def _rebase_view(self) -> bool:
+    """For a view (reshape/permute/shrink/flip) of a tensor that is computed but not yet realized, like a lazy
+    `Tensor.zeros(n).contiguous()` or a pending assign: realize that base, which repoints the tensors that are it at its
+    new buffer, and make this tensor the same view of that buffer, so a write into the view reaches them. False when the
+    base is another computation (it has no buffer of its own to write into)."""
+    chain, u = [], self.uop
+    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP):
+      chain.append(u)
+      u = u.src[0]
+    if not chain or u.op not in (Ops.CONTIGUOUS, Ops.ASSIGN, Ops.COPY) or isinstance(self.device, tuple): return False
+    base = Tensor(u, requires_grad=False).realize()
+    if not is_writable_view(base.uop): return False
+    new = base.uop
+    for node in reversed(chain): new = node.replace(src=(new, *node.src[1:]))
+    self.uop = new
+    return True
 
   def replace(self, x: Tensor) -> Tensor:
     if x.shape != self.shape: raise InvalidArgumentError(f"replace shape mismatch: {self.shape} vs {x.shape}")

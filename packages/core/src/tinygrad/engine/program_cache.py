@@ -31,8 +31,9 @@ _LOWERING_MODULES = ("tinygrad.dtype",)
 _code_digests: dict[type, str] = {}
 # settings that never change a program (they change what is printed, cached or where work runs; the beam width is in the key
 # apart, as the engine resolves it: a compile worker runs with BEAM=JITBEAM=0 and is handed the width)
+# (TRAINING and the default dtypes shape the graph, which is in the key; a kernel's AST lowers the same in train and eval mode)
 _NOT_LOWERING = {"DEBUG", "CACHELEVEL", "PCACHE", "CCACHE", "PARALLEL_COMPILE", "COMPILE_WORKER", "VIZ", "PROFILE", "JIT", "GRAPH", "BEAM",
-                 "JITBEAM"}
+                 "JITBEAM", "TRAINING", "DEFAULT_FLOAT", "DEFAULT_INT"}
 stats = {"hits": 0, "misses": 0}  # this process's lookups (bench/llm_ttft.py reports them)
 
 

@@ -342,6 +342,7 @@ class Capture:
   fresh: set[int] = field(default_factory=set)  # id()s of Buffers, kept alive by `items`
   unreleased: int = 0  # bytes of fresh buffers allocated since the last release_dead
   jit: bool = True  # a TinyJit's capture (JITBEAM applies), not tinygrad/reuse.py recording a call
+  replayed: bool = False  # TinyJit's own capture, whose items replace the function on later calls: reading data then is an error
   # release_dead's progress: items scanned, fresh buffers not yet released (by id()), bases of views among the items
   scanned: int = 0
   pending: dict[int, Buffer] = field(default_factory=dict)

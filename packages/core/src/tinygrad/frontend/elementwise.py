@@ -96,6 +96,30 @@ def _half_exp(z: TensorT) -> TensorT:
   return e * 0.5 * e
 
 
+def _pow_gradient(out: TensorT, base: TensorT, ex: TensorT | builtins.float) -> TensorT:
+  """Give `out` = base ** ex (built from exp2/log2, sqrt and wheres for the special cases) torch's gradients through
+  gradient.GRAD_OVERRIDES: d/dbase = ex * base ** (ex - 1) (0 where ex is 0), d/dex = out * ln(base) (0 where base is 0 and
+  ex >= 0). The ops' own rules give NaN at base 0 (0 * inf) and 0 where a special-case where() picked a constant (x ** 0,
+  1 ** x). `ex` is a float for a constant exponent."""
+  from tinygrad.gradient import GRAD_OVERRIDES
+  # the graph's nodes as they are now (a later assign rebinds the Tensors)
+  b_node, out_node = base.uop, out.uop
+  b, o = type(base)(b_node, requires_grad=False), type(out)(out_node, requires_grad=False)
+  e_node = ex.uop if not isinstance(ex, builtins.float) else None
+  e = type(base)(e_node, requires_grad=False) if e_node is not None else ex
+  def given(g: UOp) -> tuple[set[int], dict[UOp, UOp]] | None:
+    gt = type(base)(g, requires_grad=False)
+    if isinstance(e, builtins.float): db = b.pow(e - 1) * e if e != 0 else b.zeros_like()
+    else: db = e.eq(0).where(0.0, e * b.pow(e - 1))
+    grads: dict[UOp, UOp] = {b_node: (gt * db).cast(b.dtype).uop}
+    if e_node is not None and not isinstance(e, builtins.float):
+      de = (gt * (b.eq(0) & (e >= 0)).where(0.0, o * b.log())).cast(e.dtype).uop
+      grads[e_node] = (type(base)(grads[e_node], requires_grad=False) + type(base)(de, requires_grad=False)).uop if e_node in grads else de
+    return set(range(len(out_node.src))), grads
+  GRAD_OVERRIDES[out_node] = given
+  return out
+
+
 def _int_pow(x: TensorT, n: int) -> TensorT:
   """x ** n for a Python int n, by square and multiply (exact for ints, a few ulps for floats)."""
   if n == 0:  # 1 everywhere (NaN ** 0 too); the branch through x carries a zero gradient
@@ -587,7 +611,8 @@ class ElementwiseMixin(TensorBase):
       if math.isfinite(e) and e > 0 and (e - 0.5) == int(e - 0.5) and e <= 2 ** 31:  # k + 1/2: x**k * sqrt(x)
         k = int(e - 0.5)
         r = self.sqrt() if k == 0 else _int_pow(self, k) * self.sqrt()
-        return r if k == 0 else self.eq(-math.inf).where(math.inf, r)  # (-inf) ** 2.5 is inf, sqrt(-inf) is NaN
+        # (-inf) ** 2.5 is inf, sqrt(-inf) is NaN; the gradient at 0 is 0, not the 0 * inf of x**k * sqrt(x)
+        return r if k == 0 else _pow_gradient(self.eq(-math.inf).where(math.inf, r), self, e)
     base, ex = self._broadcasted(x, reverse)
     if (dtypes.is_int(base.dtype) or base.dtype == dtypes.bool) and dtypes.is_int(ex.dtype): return base._pow_int_tensor(ex)
     return base._pow_float(ex)
@@ -615,7 +640,7 @@ class ElementwiseMixin(TensorBase):
     # a negative base needs an integral exponent, except -inf: (-inf) ** y is +-inf or +-0 for every y
     signed = (b < 0).where((is_int | b.isinf()).where(odd.where(-mag, mag), math.nan), mag)
     signed = (b.eq(0) & odd & b._signbit()).where(-mag, signed)  # (-0) ** odd keeps the sign: -0 or -inf
-    return (e.eq(0) | b.eq(1) | (b.eq(-1) & e.isinf())).where(1.0, signed)
+    return _pow_gradient((e.eq(0) | b.eq(1) | (b.eq(-1) & e.isinf())).where(1.0, signed), b, e)
 
   # ---- activations
   def relu(self) -> Self: return (self <= 0).where(0, self)

@@ -35,7 +35,7 @@ def _is_int(x: Any) -> bool:
   if isinstance(x, bool): return False
   if isinstance(x, int): return True
   # numpy integer scalars and other objects that are ints by __index__ (but not arrays)
-  return hasattr(x, "__index__") and not hasattr(x, "shape") and type(x).__name__ != "Tensor"
+  return hasattr(x, "__index__") and getattr(x, "shape", ()) == () and type(x).__name__ != "Tensor" and not isinstance(x, UOp)
 
 
 def _select(mask: TensorT, x: TensorT, axis: int | tuple[int, ...]) -> TensorT:
@@ -68,7 +68,7 @@ class IndexingMixin(ReduceMixin):
         plan.append(None)
         continue
       size = self.shape[dim]
-      if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "shape")):
+      if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "shape") and not _is_int(i)):
         i = type(self)(i, device=self.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and len(i) == 0 else None)
       if isinstance(i, type(self)):
         if not dtypes.is_int(i.dtype): raise OutOfRangeError(f"tensors used as indices must have an integer dtype, got {i.dtype!r}")
@@ -157,15 +157,20 @@ class IndexingMixin(ReduceMixin):
 
   def __setitem__(self, index: Any, v: Self | ConstType) -> None:
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
-    from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer
+    from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_writable_view
     if self.requires_grad or (isinstance(v, type(self)) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
-    if not is_contiguous_buffer(self.uop) and is_buffer_view(self.uop):
-      raise RuntimeError(f"setitem needs a tensor with its own contiguous buffer; this {self.shape} tensor is a view of another one's buffer, "
-                         "which the write would not reach: index the base tensor, or make a copy with .contiguous() first")
+    # a view of another tensor's buffer (row = x[1]; row[0] = 5) is written through: the assign of the whole view
+    # reaches the buffer (Tensor.assign), as in tinygrad and torch
+    if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and hasattr(self, "_rebase_view"): self._rebase_view()
+    through = not is_contiguous_buffer(self.uop) and is_writable_view(self.uop)
+    if not is_contiguous_buffer(self.uop) and is_buffer_view(self.uop) and not through:
+      raise RuntimeError(f"setitem can't write through this {self.shape} view of another tensor's buffer: a strided (x[::2]), "
+                         "expanded or padded view has no buffer element per element of its own. Index the base tensor in one "
+                         "subscript (x[:, ::2][1] = v -> x[1, ::2] = v), or make a copy with .contiguous() first")
     parts = list(index) if isinstance(index, (tuple, list)) else [index]
     inputs = [t for t in (v, *parts) if isinstance(t, type(self))]
     # realize self together with what the value and the index read: a pending assign on self then runs once, before them
-    if not is_contiguous_buffer(self.uop): self.realize(*inputs)
+    if not is_contiguous_buffer(self.uop) and not through: self.realize(*inputs)
     # the write kernel must not read self's buffer except at the element it writes: copy inputs that read it elsewhere
     copies = {id(t): t.contiguous().realize() for t in inputs if self.uop.base in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER)}
     if copies:

@@ -204,12 +204,28 @@ class ReduceMixin(MovementMixin):
   def cumprod(self, axis: int = 0) -> Self:
     """Running product along axis, in self's dtype."""
     return self._cum_reduce(axis, Ops.MUL)
-  def cummax(self, axis: int = 0) -> Self:
-    """Running maximum along axis (values only, like tinygrad)."""
-    return self._cum_reduce(axis, Ops.MAX)
-  def cummin(self, axis: int = 0) -> Self:
-    """Running minimum along axis (values only)."""
-    return self._inverse().cummax(axis)._inverse()
+  def _running_max(self, axis: int) -> tuple[Self, Self]:
+    """Running maximum along axis and, as int32, the first index where each running maximum was reached."""
+    values = self._cum_reduce(axis, Ops.MAX)
+    if self.ndim == 0: return values, type(self).full((), 0, dtype=dtypes.int32, device=self.device)
+    ax, n = self._axis(axis), self.shape[self._axis(axis)]
+    if n == 0: return values, type(self).full(self.shape, 0, dtype=dtypes.int32, device=self.device)
+    # an element starts a new running maximum when it beats the running maximum before it (ties keep the earlier
+    # index); a NaN starts one once, as the maximum stays NaN from there on
+    before = values.shrink(tuple((0, n - 1) if i == ax else (0, s) for i, s in enumerate(self.shape)))
+    before = before.pad(tuple((1, 0) if i == ax else (0, 0) for i in range(self.ndim)))
+    pos = type(self).arange(n, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
+    new = (self > before) | pos.eq(0)
+    if dtypes.is_float(self.dtype): new = new | (self.isnan() & before.isnan().logical_not())
+    return values, new.where(pos, 0)._cum_reduce(axis, Ops.MAX)
+  def cummax(self, axis: int = 0) -> tuple[Self, Self]:
+    """Running maximum along axis and the (int32) index where each was first reached: `values, indices = x.cummax(0)`,
+    as tinygrad 0.14 and torch."""
+    return self._running_max(axis)
+  def cummin(self, axis: int = 0) -> tuple[Self, Self]:
+    """Running minimum along axis and the (int32) index where each was first reached, as `cummax`."""
+    values, indices = self._inverse()._running_max(axis)
+    return values._inverse(), indices
 
   def logcumsumexp(self, axis: int = 0) -> Self:
     """log(cumsum(exp(x))) without overflow: each prefix is shifted by its running maximum."""

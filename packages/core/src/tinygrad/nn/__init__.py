@@ -106,7 +106,8 @@ class BatchNorm:
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight: Tensor | None = _filled(sz, value=1.0) if affine else None
     self.bias: Tensor | None = _filled(sz) if affine else None
-    self.num_batches_tracked = _filled(1, value=0, dtype=dtypes.int32, requires_grad=False)
+    # a 0-d int64, as torch's and tinygrad's, so their checkpoints load as they are
+    self.num_batches_tracked = _filled(value=0, dtype=dtypes.int64, requires_grad=False)
     if track_running_stats:
       self.running_mean = _filled(sz, requires_grad=False)
       self.running_var = _filled(sz, value=1.0, requires_grad=False)

@@ -47,7 +47,8 @@ class Optimizer:
 
   def schedule_step(self) -> list[Tensor]:
     """Assign the updates lazily; returns the tensors to realize (buffers, optimizer state, parameters)."""
-    if not Tensor.training: raise RuntimeError("Tensor.training is False: set Tensor.training = True before Optimizer.step()")
+    if not Tensor.training: raise RuntimeError("Tensor.training is False (TRAINING=0): Optimizer.step() needs training mode; set Tensor.training = True "
+                                           "or run the step inside `with Context(TRAINING=1):` (or `with Tensor.train():`)")
     for p in self.params:
       if p.grad is None: raise RuntimeError(f"parameter {p} has no gradient: call backward() first")
     # each gradient gets a buffer of its own first: fused into the updates, the update of one weight could read another

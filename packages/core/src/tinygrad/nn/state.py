@@ -262,6 +262,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
       continue
     new = state_dict[k]
     if not isinstance(new, Tensor): raise TypeError(f"load_state_dict: state dict entry {k!r} is a {type(new).__name__}, expected a Tensor")
+    if v.shape != new.shape and v.numel() == new.numel() == 1 and v.ndim <= 1 and new.ndim <= 1: new = new.reshape(v.shape)  # () vs (1,)
     if v.shape != new.shape:
       raise ValueError(f"load_state_dict: shape mismatch in layer `{k}`: the model has {v.shape}, the state dict has {new.shape}")
     ret.append(v.replace(new.to(v.device)))

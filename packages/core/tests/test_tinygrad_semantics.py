@@ -1,0 +1,259 @@
+"""Behaviour a tinygrad 0.14 program relies on, found by running the same small programs against tinygrad 0.14.0: the
+TRAINING setting as the train/eval switch, cummax/cummin's indices, BatchNorm's 0-d num_batches_tracked, data()'s shape,
+reading data inside a TinyJit capture, pow's gradients at 0 and 1, and the promotion of uint64 with a signed int.
+References are numpy or written by hand."""
+import math
+
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor, TinyJit, dtypes, nn
+from tinygrad.helpers import TRAINING
+from tinygrad.jit import JitError
+from tinygrad.nn.state import get_parameters, get_state_dict, load_state_dict
+
+
+# ---- TRAINING: tinygrad 0.14 switches training with Context(TRAINING=1); Tensor.training is the same setting
+def test_context_training_is_tensor_training():
+  assert not Tensor.training and TRAINING.value == 0
+  with Context(TRAINING=1):
+    assert Tensor.training and Tensor([1.0]).training
+    with Tensor.train(False): assert not Tensor.training and TRAINING.value == 0
+    assert Tensor.training
+  assert not Tensor.training
+  Tensor.training = True
+  try: assert TRAINING.value == 1
+  finally: Tensor.training = False
+  assert TRAINING.value == 0
+
+
+def test_context_training_drives_dropout_batchnorm_and_optimizer():
+  x = Tensor.ones(64)
+  assert x.dropout(0.5).tolist() == [1.0] * 64  # eval: no dropout
+  with Context(TRAINING=1):
+    vals = set(x.dropout(0.5).tolist())
+  assert vals <= {0.0, 2.0} and len(vals) == 2
+  bn = nn.BatchNorm(2)
+  data = np.array([[1.0, 2.0], [3.0, 5.0]], np.float32)
+  with Context(TRAINING=1): y = bn(Tensor(data)).numpy()
+  np.testing.assert_allclose(y, (data - data.mean(0)) / np.sqrt(data.var(0) + 1e-5), rtol=1e-5)
+  np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * data.mean(0), rtol=1e-6)
+  lin = nn.Linear(2, 1)
+  opt = nn.optim.SGD(get_parameters(lin), lr=0.1)
+  lin(Tensor([[1.0, 2.0]])).sum().backward()
+  with pytest.raises(RuntimeError, match=r"Context\(TRAINING=1\)"): opt.step()
+  b0 = lin.bias.numpy()
+  with Context(TRAINING=1): opt.step()
+  np.testing.assert_allclose(lin.bias.numpy(), b0 - 0.1, rtol=1e-6)
+
+
+# ---- cummax / cummin: (values, indices), the index where each running extreme was first reached
+@pytest.mark.parametrize("data,vals,idx", [
+  ([1, 3, 3, 2, 3], [1, 3, 3, 3, 3], [0, 1, 1, 1, 1]),
+  ([3, 3, 1, 1], [3, 3, 3, 3], [0, 0, 0, 0]),
+  ([1.0, 0.5, 4.0, 4.0, 7.0], [1.0, 1.0, 4.0, 4.0, 7.0], [0, 0, 2, 2, 4]),
+  ([True, False, True], [True, True, True], [0, 0, 0]),
+])
+def test_cummax_values_and_indices(data, vals, idx):
+  v, i = Tensor(data).cummax(0)
+  assert v.tolist() == vals and i.tolist() == idx and i.dtype == dtypes.int32
+
+
+def test_cummin_and_axes():
+  v, i = Tensor([3, 3, 1, 1, 2]).cummin(0)
+  assert v.tolist() == [3, 3, 1, 1, 1] and i.tolist() == [0, 0, 2, 2, 2]
+  v, i = Tensor([True, False, True]).cummin()
+  assert v.tolist() == [True, False, False] and i.tolist() == [0, 1, 1]
+  x = np.array([[1.0, 3.0, 3.0], [5.0, 5.0, 0.0]], np.float32)
+  v, i = Tensor(x).cummax(-1)
+  assert v.tolist() == [[1, 3, 3], [5, 5, 5]] and i.tolist() == [[0, 1, 1], [0, 0, 0]]
+  v, i = Tensor(x).cummin(0)
+  assert v.tolist() == [[1, 3, 3], [1, 3, 0]] and i.tolist() == [[0, 0, 0], [0, 0, 1]]
+  v, i = Tensor.ones(0).cummax(0)
+  assert v.shape == i.shape == (0,)
+
+
+def test_cummax_indices_long_and_nan():
+  import tinygrad.frontend.reduce as reduce_mod
+  r = np.random.default_rng(0).integers(0, 20, size=(2, 300))
+  v, i = Tensor(r.astype(np.int32)).cummax(1)
+  first = np.array([[int(np.argmax(row[:j + 1])) for j in range(row.size)] for row in r])  # argmax: the first maximum
+  np.testing.assert_array_equal(v.numpy(), np.maximum.accumulate(r, 1))
+  np.testing.assert_array_equal(i.numpy(), first)
+  assert reduce_mod._SCAN_BLOCK < 300  # the chained-blocks scan was used
+  v, i = Tensor([1.0, math.nan, 0.0, 5.0]).cummax(0)  # NaN propagates (torch); its index stays
+  assert v.tolist()[0] == 1.0 and all(math.isnan(a) for a in v.tolist()[1:]) and i.tolist() == [0, 1, 1, 1]
+
+
+def test_cummax_gradient_goes_to_the_running_max():
+  x = Tensor([1.0, 3.0, 2.0, 5.0], requires_grad=True)
+  v, _ = x.cummax(0)
+  v.sum().backward()
+  assert x.grad.tolist() == [1.0, 2.0, 0.0, 1.0]
+
+
+# ---- BatchNorm's num_batches_tracked is a 0-d int64 (torch's and tinygrad's checkpoints)
+def test_batchnorm_num_batches_tracked_is_0d_int64():
+  bn = nn.BatchNorm2d(3)
+  t = get_state_dict(bn)["num_batches_tracked"]
+  assert t.shape == () and t.dtype == dtypes.int64 and t.item() == 0
+  with Context(TRAINING=1): bn(Tensor.ones(2, 3, 2, 2)).realize()
+  assert bn.num_batches_tracked.item() == 1
+
+
+@pytest.mark.parametrize("nbt", [Tensor(7, dtype=dtypes.int64), Tensor([7], dtype=dtypes.int32)])
+def test_batchnorm_loads_0d_and_1_element_counts(nbt):
+  bn = nn.BatchNorm(2)
+  sd = {"weight": Tensor([2.0, 3.0]), "bias": Tensor([0.0, 1.0]), "running_mean": Tensor([0.5, 0.5]),
+        "running_var": Tensor([4.0, 4.0]), "num_batches_tracked": nbt}
+  load_state_dict(bn, sd, verbose=False)
+  assert bn.num_batches_tracked.shape == () and bn.num_batches_tracked.item() == 7
+  np.testing.assert_allclose(bn(Tensor([[1.0, 1.0]])).numpy(), [[2.0 * 0.5 / math.sqrt(4 + 1e-5), 1 + 3.0 * 0.5 / math.sqrt(4 + 1e-5)]], rtol=1e-5)
+  with pytest.raises(ValueError, match="shape mismatch"):
+    load_state_dict(nn.Linear(2, 2), {"weight": Tensor.ones(4), "bias": Tensor.ones(2)}, verbose=False)
+
+
+# ---- data(): a memoryview of the tensor's shape
+def test_data_has_the_tensors_shape():
+  d = Tensor([[1, 2], [3, 4]]).data()
+  assert d.shape == (2, 2) and d.format == "i" and d.tolist() == [[1, 2], [3, 4]] and d[1, 0] == 3
+  d = Tensor(3.5).data()
+  assert d.shape == () and d.tolist() == 3.5
+  assert Tensor([True, False]).data().tolist() == [True, False]
+  assert Tensor.ones(2, 0).data().nbytes == 0
+  # the other readers still work on 2-d data
+  assert Tensor([[1.5, 2.5]]).tolist() == [[1.5, 2.5]] and Tensor([[1, 2]], dtype=dtypes.uint8).numpy().tolist() == [[1, 2]]
+
+
+# ---- TinyJit: reading data while capturing is an error, not a value baked into every replay
+@pytest.mark.parametrize("read", [lambda t: t.item(), lambda t: t.tolist(), lambda t: t.numpy()])
+def test_jit_data_read_during_capture_raises(read):
+  @TinyJit
+  def f(a): return read(a.sum())
+  assert f(Tensor([1.0, 2.0])) == 3.0 or True  # call 1 runs eagerly
+  with pytest.raises(JitError, match="inside a TinyJit"): f(Tensor([1.0, 5.0]))
+
+
+# ---- pow's gradients where the forward special-cases (torch's values)
+def _grad(fn, x):
+  t = Tensor(x, requires_grad=True)
+  fn(t).sum().backward()
+  return t.grad.numpy()
+
+
+@pytest.mark.parametrize("e", [2.5, 1.5, 1.7, 0.3, 1.0, 3.0, -1.0, -1.5])
+def test_pow_gradient_at_0_and_1(e):
+  x = np.array([0.0, 1.0, 2.0], np.float32)
+  with np.errstate(divide="ignore"):
+    expect = e * np.power(x.astype(np.float64), e - 1)
+  np.testing.assert_allclose(_grad(lambda t: t ** e, x), expect, rtol=1e-5)
+  np.testing.assert_allclose(_grad(lambda t: t ** Tensor([e] * 3), x), expect, rtol=1e-5)  # a tensor exponent
+
+
+def test_pow_gradient_of_the_exponent():
+  # d/dx 2**x = 2**x ln 2, at x = 0 too (the forward's x ** 0 == 1 case)
+  np.testing.assert_allclose(_grad(lambda t: 2 ** t, [0.0, 1.0]), [math.log(2), 2 * math.log(2)], rtol=1e-6)
+  # 0 ** x for x > 0: 0 (torch)
+  np.testing.assert_allclose(_grad(lambda t: Tensor([0.0, 0.0]) ** t, [1.0, 2.0]), [0.0, 0.0])
+  # x ** x: x**x (ln x + 1), both paths summed
+  x = np.array([0.5, 1.0, 2.0])
+  np.testing.assert_allclose(_grad(lambda t: t ** t, x.astype(np.float32)), x ** x * (np.log(x) + 1), rtol=1e-5)
+
+
+def test_pow_second_derivative():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  gx, = (x ** 1.7).sum().gradient(x)
+  gx.sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), 1.7 * 0.7 * np.array([1.0, 2.0]) ** -0.3, rtol=1e-5)
+
+
+# ---- promotion: uint64 with a signed int meets at the default float (not fp8)
+def test_uint64_with_signed_int_is_default_float():
+  out = Tensor([3], dtype=dtypes.uint64) + Tensor([-1], dtype=dtypes.int64)
+  assert out.dtype == dtypes.float32 and out.tolist() == [2.0]
+  assert (Tensor([3], dtype=dtypes.uint64) * Tensor([2], dtype=dtypes.int8)).dtype == dtypes.float32
+
+
+# ---- numpy integer scalars index like ints
+def test_numpy_integer_scalar_index():
+  t = Tensor([[1, 2, 3], [4, 5, 6]])
+  assert t[np.int64(1)].tolist() == [4, 5, 6]
+  assert t[np.int32(0), np.int64(-1)].item() == 3
+  assert t[:, np.array([0, 2])].tolist() == [[1, 3], [4, 6]]
+
+
+# ---- assign / setitem into a view reaches the base tensor's buffer (tinygrad's KV-cache idiom)
+def test_assign_into_view_of_realized_buffer():
+  cache = Tensor.zeros(2, 4).contiguous().realize()
+  cache[:, 1:3].assign(Tensor.ones(2, 2))  # not realized by the caller
+  assert cache.tolist() == [[0, 1, 1, 0], [0, 1, 1, 0]]
+  cache.shrink((None, (0, 2))).assign(Tensor.full((2, 2), 3.0)).realize()
+  assert cache.tolist() == [[3, 3, 1, 0], [3, 3, 1, 0]]
+  flat = Tensor.zeros(2, 2).contiguous().realize()
+  flat.reshape(4)[0:2].assign(Tensor([7.0, 8.0]))
+  assert flat.tolist() == [[7, 8], [0, 0]]
+  t = Tensor.zeros(4).contiguous().realize()
+  s = t.sum()  # a lazy reader made before the write sees it, as in tinygrad
+  t[0:2].assign(Tensor.ones(2))
+  assert s.item() == 2.0
+
+
+def test_assign_into_view_of_lazy_base():
+  cache = Tensor.zeros(2, 4).contiguous()  # not realized yet
+  v = cache[:, 1:3].assign(Tensor([[1.0, 2.0], [3.0, 4.0]]))
+  assert v.tolist() == [[1, 2], [3, 4]]
+  assert cache.tolist() == [[0, 1, 2, 0], [0, 3, 4, 0]]
+  base = Tensor.ones(4) + 1  # a computation, not a buffer: the view gets a buffer of its own, the base is unchanged
+  assert base[0:2].assign(Tensor([7.0, 8.0])).tolist() == [7, 8] and base.tolist() == [2, 2, 2, 2]
+
+
+def test_setitem_on_a_view_writes_through():
+  a = Tensor.zeros(2, 3).contiguous().realize()
+  row = a[1]
+  row[0] = 5.0
+  row[1:] = Tensor([6.0, 7.0])
+  assert a.tolist() == [[0, 0, 0], [5, 6, 7]] and row.tolist() == [5, 6, 7]
+  b = Tensor.zeros(3, 2).contiguous()
+  col = b[:, 1]
+  col[Tensor([0, 2])] = 9.0
+  assert b.tolist() == [[0, 9], [0, 0], [0, 9]]
+
+
+def test_assign_into_view_inside_jit():
+  cache = Tensor.zeros(6).contiguous().realize()
+  @TinyJit
+  def put(x):
+    cache[0:2].assign(x)
+    return (cache * 1).realize()
+  for i in range(4): out = put(Tensor([float(i), float(i + 1)]))
+  assert out.tolist() == [3, 4, 0, 0, 0, 0] and cache.tolist() == [3, 4, 0, 0, 0, 0]
+
+
+# ---- DEFAULT_FLOAT / DEFAULT_INT: tinygrad 0.14 sets the default dtypes with these settings
+@pytest.mark.parametrize("name,dt", [("HALF", dtypes.half), ("half", dtypes.half), ("float16", dtypes.half), ("bfloat16", dtypes.bfloat16)])
+def test_default_float_setting(name, dt):
+  with Context(DEFAULT_FLOAT=name):
+    assert dtypes.default_float == dt
+    assert Tensor.ones(2).dtype == dt and Tensor([1.5]).dtype == dt and (Tensor([1]) / 2).dtype == dt
+    assert nn.Linear(2, 2).weight.dtype == dt and Tensor([1, 2]).mean().dtype == dt
+  assert dtypes.default_float == dtypes.float32 and Tensor([1.5]).dtype == dtypes.float32
+
+
+def test_default_int_setting_and_assignment():
+  with Context(DEFAULT_INT="int64"):
+    assert dtypes.default_int == dtypes.int64 and Tensor([1]).dtype == dtypes.int64 and Tensor.arange(3).dtype == dtypes.int64
+  assert Tensor([1]).dtype == dtypes.int32
+  dtypes.default_float = dtypes.float16  # the older form: it sets DEFAULT_FLOAT
+  try: assert Tensor([1.5]).dtype == dtypes.float16
+  finally: dtypes.default_float = dtypes.float32
+  assert Tensor([1.5]).dtype == dtypes.float32
+  with pytest.raises(ValueError, match="names no float dtype"):
+    with Context(DEFAULT_FLOAT="int8"): _ = dtypes.default_float
+  with pytest.raises(ValueError, match="must be an int dtype"):
+    dtypes.default_int = dtypes.float32
+
+
+def test_allclose_is_a_0d_bool_tensor():
+  r = Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0000001]))
+  assert isinstance(r, Tensor) and r.shape == () and r.dtype == dtypes.bool and r.item() is True
+  assert not Tensor([1.0]).allclose(Tensor([1.1])).item()
+  assert Tensor([1.0, math.nan]).allclose(Tensor([1.0, math.nan]), equal_nan=True).item()
