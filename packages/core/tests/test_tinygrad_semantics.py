@@ -120,6 +120,7 @@ def test_data_has_the_tensors_shape():
   assert d.shape == () and d.tolist() == 3.5
   assert Tensor([True, False]).data().tolist() == [True, False]
   assert Tensor.ones(2, 0).data().nbytes == 0
+  assert Tensor.empty(0, 3, dtype=dtypes.uint8).data().nbytes == 0  # a byte dtype: already 'B', and no shape with a 0 in it
   # the other readers still work on 2-d data
   assert Tensor([[1.5, 2.5]]).tolist() == [[1.5, 2.5]] and Tensor([[1, 2]], dtype=dtypes.uint8).numpy().tolist() == [[1, 2]]
 

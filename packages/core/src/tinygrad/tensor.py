@@ -226,7 +226,8 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     """The elements as a memoryview of the tensor's shape (`t.data()[1, 0]`, `.tolist()`), as tinygrad's: typed when Python
     has a format for the dtype; flat raw bytes for half, bfloat16, fp8 and empty tensors."""
     mv = self._flat_data()
-    if mv.format == self.dtype.fmt and mv.ndim == 1 and self.shape != (mv.shape[0] if mv.shape else 0,):
+    # (memoryview can't take a shape with a 0 in it: an empty tensor's view stays flat)
+    if mv.format == self.dtype.fmt and mv.ndim == 1 and self.numel() > 0 and self.shape != (mv.shape[0] if mv.shape else 0,):
       return mv.cast("B").cast(self.dtype.fmt, self.shape)  # type: ignore[call-overload]
     return mv
 
