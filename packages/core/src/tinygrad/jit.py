@@ -21,7 +21,7 @@ from tinygrad.frontend.multi import input_device, is_realized_multi, tensor_buff
 from tinygrad.helpers import DEBUG, ContextVar, GlobalCounters, JitError  # noqa: F401  (JitError: tinygrad.jit.JitError, as before)
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 JIT = ContextVar("JIT", 1)  # JIT=0 runs jitted functions eagerly every time
 GRAPH = ContextVar("GRAPH", 1)  # GRAPH=0: replay kernel by kernel even where the device has graphs
@@ -49,6 +49,23 @@ def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], dic
       for j, v in enumerate(value):
         if isinstance(v, Tensor): tensors.append((f"{name}[{j}]", v))
   return tensors, var_vals
+
+
+def _rebind(ret: Any, var_vals: dict[str, int]) -> None:
+  """A returned tensor of symbolic shape (x[:, :v] * 2) takes this call's values: the Variables in its view's shapes (the
+  args of its movement ops) are rebound."""
+  def arg_of(a: Any) -> Any:
+    if isinstance(a, tuple): return tuple(arg_of(x) for x in a)
+    if not isinstance(a, UOp): return a
+    binds = {n: n.src[0].bind(var_vals[n.src[0].arg[0]]) for n in a.toposort() if n.op is Ops.BIND and n.src[0].arg[0] in var_vals}
+    return a.substitute(binds) if binds else a
+  for t in (ret if isinstance(ret, (list, tuple)) else [ret]):
+    if not isinstance(t, Tensor) or all(isinstance(s, int) for s in t.shape): continue
+    new: dict[UOp, UOp] = {}
+    for n in t.uop.toposort():
+      src, arg = tuple(new[x] for x in n.src), arg_of(n.arg) if n.op in GroupOp.Movement else n.arg
+      new[n] = n if src == n.src and arg == n.arg else UOp(n.op, n.dtype, src, arg)
+    t._uop = new[t.uop]
 
 
 class TinyJit(Generic[ReturnType]):
@@ -96,6 +113,7 @@ class TinyJit(Generic[ReturnType]):
     if self.cnt == self.capture_after: return self._capture(args, kwargs, tensors)
     self._check_inputs(tensors)
     self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
+    _rebind(self.ret, var_vals)
     return self.ret
 
   def _run_and_realize(self, args: tuple, kwargs: dict) -> Any:

@@ -22,9 +22,19 @@ from tinygrad.frontend.indexing import IndexingMixin
 from tinygrad.frontend.multi import MultiMixin, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import TRAINING, InvalidArgumentError, JitError, all_int, argfix, argsort, make_tuple, prod
-from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, is_contiguous_buffer, is_writable_view, mark_applied, new_buffer
+from tinygrad.schedule.kernelize import (
+  buffer_view,
+  create_schedule,
+  is_buffer_view,
+  is_contiguous_buffer,
+  is_writable_view,
+  mark_applied,
+  max_size,
+  new_buffer,
+)
 from tinygrad.schedule.multi import has_multi, lower_roots, lowered_key, realized
 from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import sint_le, sint_simplify, sint_val
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
@@ -211,6 +221,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   def _flat_data(self) -> memoryview:
     """The elements as a flat memoryview (typed when Python has a format for the dtype)."""
     from tinygrad.engine import realize as realize_mod
+    if not all_int(self.shape): return self._at_bound_values()._flat_data()
     if any(c.replayed for c in realize_mod.capturing):
       raise JitError("a tensor's data was read (.item(), .tolist(), .numpy(), .data()) inside a TinyJit function while it "
                      "captures: the replays would reuse this value instead of reading the new one. Return the tensor from the "
@@ -225,6 +236,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   def data(self) -> memoryview:
     """The elements as a memoryview of the tensor's shape (`t.data()[1, 0]`, `.tolist()`), as tinygrad's: typed when Python
     has a format for the dtype; flat raw bytes for half, bfloat16, fp8 and empty tensors."""
+    if not all_int(self.shape): return self._at_bound_values().data()  # a symbolic shape: read at the bound values
     mv = self._flat_data()
     # (memoryview can't take a shape with a 0 in it: an empty tensor's view stays flat)
     if mv.format == self.dtype.fmt and mv.ndim == 1 and self.numel() > 0 and self.shape != (mv.shape[0] if mv.shape else 0,):
@@ -232,6 +244,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     return mv
 
   def numpy(self) -> Any:
+    if not all_int(self.shape): return self._at_bound_values().numpy()  # a symbolic shape: read at the bound values
     import numpy as np
     raw = bytes(self._flat_data().cast("B"))
     if self.dtype.fmt is not None:
@@ -242,6 +255,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     return np.array([from_bits(int(b), self.dtype) for b in bits], dtype=np.float32).reshape(self.shape)
 
   def tolist(self) -> Any:
+    if not all_int(self.shape): return self._at_bound_values().tolist()  # a symbolic shape: read at the bound values
     from tinygrad.uop.alu import from_bits
     mv = self._flat_data()
     if self.dtype.fmt == "e": flat = list(struct.unpack(f"{self.numel()}e", bytes(mv)))
@@ -252,7 +266,12 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     if self.dtype == dtypes.bool: flat = [bool(x) for x in flat]
     return _unflatten(flat, self.shape)
 
+  def _at_bound_values(self) -> Tensor:
+    """A tensor of symbolic shape (x[:, :v]) cut to its size at the values its Variables are bound to (tinygrad can't read it)."""
+    return self.shrink(tuple((0, sint_val(s)) for s in self.shape))
+
   def item(self) -> ConstType:
+    if not all_int(self.shape): return self._at_bound_values().item()
     if self.numel() != 1: raise InvalidArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.reshape(()).tolist()
 
@@ -340,14 +359,17 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = _check_shape(argfix(*shape))
     if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]
-    buf = new_buffer(Device.canonicalize(device), prod(shape), dt)
+    # a symbolic size (Tensor.empty(v, 2)) gets a buffer for its largest value, viewed at the symbolic shape
+    buf = new_buffer(Device.canonicalize(device), max_size(shape), dt)
     return Tensor(buffer_view(buf, tuple(shape)), **kwargs)
 
   @staticmethod
   def full(shape: tuple[int, ...] | int, fill_value: ConstType, device: str | None = None, dtype: DType | str | None = None,
            **kwargs: Any) -> Tensor:
-    shape = make_tuple(shape, 1) if isinstance(shape, int) else tuple(shape)
-    if not all_int(shape) or any(s < 0 for s in shape): raise ValueError(f"shape must be non-negative ints, got {shape}")
+    shape = make_tuple(shape, 1) if isinstance(shape, (int, UOp)) else tuple(shape)
+    # ints >= 0, or symbolic sizes (int expressions of Variables: Tensor.full((1, v+1), -inf))
+    if not all(isinstance(s, UOp) and dtypes.is_int(s.dtype) or isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+      raise ValueError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)
     return t.reshape((1,) * len(shape)).expand(shape) if shape else t
@@ -370,6 +392,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
     if stop is None: start, stop = 0, start
+    if any(isinstance(x, UOp) for x in (start, stop, step)): return Tensor._arange_symbolic(start, stop, step, **kwargs)
     dtype = kwargs.pop("dtype", None) or dtypes.from_py([start, stop, step])
     dtype = to_dtype(dtype)
     n = max(0, math.ceil((stop - start) / step))
@@ -378,9 +401,21 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 
   @staticmethod
+  def _arange_symbolic(start: Any, stop: Any, step: Any, **kwargs: Any) -> Tensor:
+    """arange(v), arange(v, v+4): a symbolic start or stop (bound Variables); int steps > 0 and int dtypes only."""
+    if isinstance(step, UOp) or not isinstance(step, int) or step <= 0 or any(isinstance(x, float) for x in (start, stop)):
+      raise NotImplementedError(f"arange with a symbolic bound takes ints and an int step > 0, got ({start}, {stop}, {step}): "
+                                "build it from arange(n) of an int n with * and +")
+    dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_int)
+    n = sint_simplify((stop - start + (step - 1)) // step)
+    if not sint_le(0, n): raise InvalidArgumentError(f"arange({start}, {stop}, {step}) has a negative size {n} at the bound values")
+    idx = Tensor._index(n, kwargs.get("device"))
+    return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+
+  @staticmethod
   def _index(n: int, device: str | None) -> Tensor:
     """0..n-1 as int32 (int64 past what int32 holds): the IOTA node, which kernels turn into their loop index."""
-    dt = dtypes.int32 if n <= 2**31 else dtypes.int64
+    dt = dtypes.int32 if (n.vmax if isinstance(n, UOp) else n) <= 2**31 else dtypes.int64
     return Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=canonical_device(device)),), n))  # multi.py: a tuple replicates
 
   @staticmethod

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from tinygrad.dtype import ConstType, DType
 from tinygrad.helpers import prod
 from tinygrad.uop.ops import UOp
+from tinygrad.uop.symbolic import sint_simplify
 
 DeviceArg = str | tuple[str, ...]  # a device name, or the devices of a sharded tensor (frontend/multi.py)
 
@@ -42,7 +43,9 @@ class TensorBase:
   def device(self) -> str: return self.uop.device  # type: ignore[return-value]  # a tuple for sharded tensors
   @property
   def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
+  def numel(self) -> int:
+    n = prod(self.shape)
+    return n if isinstance(n, int) else sint_simplify(n)  # a symbolic shape: the count as one simplified expression
   def element_size(self) -> int: return self.dtype.itemsize
   def nbytes(self) -> int: return self.numel() * self.element_size()
 

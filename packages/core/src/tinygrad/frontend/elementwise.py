@@ -20,6 +20,7 @@ from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_up
 from tinygrad.frontend.base import TensorBase
 from tinygrad.helpers import InvalidArgumentError
 from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.symbolic import sint_eq
 
 TensorT = TypeVar("TensorT", bound="ElementwiseMixin")  # a Tensor, in the helpers of the mixin
 
@@ -48,9 +49,11 @@ def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   out = []
   for dims in zip(*padded):
     sizes = {d for d in dims if d != 1}
+    if len(sizes) > 1 and any(isinstance(d, UOp) for d in sizes):  # symbolic sizes: one size when equal for every value
+      sizes = {next(d for d in sizes if isinstance(d, UOp))} if all(sint_eq(a, b) for a in sizes for b in sizes) else sizes
     if len(sizes) > 1:
       raise InvalidArgumentError(f"shapes {' and '.join(str(s) for s in shapes)} can't be broadcast together: "
-                       f"sizes {sorted(sizes)} meet at one axis (each axis must match or be 1)")
+                       f"sizes {sorted(sizes, key=str)} meet at one axis (each axis must match or be 1)")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
 

@@ -15,6 +15,7 @@ from tinygrad.frontend.elementwise import _broadcast_shape
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import sint_le, sint_simplify
 
 TensorT = TypeVar("TensorT", bound="IndexingMixin")  # a Tensor, in the helpers of the mixin
 
@@ -36,6 +37,30 @@ def _is_int(x: Any) -> bool:
   if isinstance(x, int): return True
   # numpy integer scalars and other objects that are ints by __index__ (but not arrays)
   return hasattr(x, "__index__") and getattr(x, "shape", ()) == () and type(x).__name__ != "Tensor" and not isinstance(x, UOp)
+
+
+def _symbolic_at(i: Any, size: Any, dim: int) -> tuple[Any, Any]:
+  """The (start, end) of an int index where the index (a bound Variable) or the dim's size is symbolic."""
+  if not isinstance(i, UOp): i = int(i.__index__())
+  if not isinstance(i, UOp) and i < 0: i = sint_simplify(size + i)
+  if not (sint_le(0, i) and sint_le(i + 1, size)): raise OutOfRangeError(f"index {i} is out of bounds for dim {dim} with size {size}")
+  return i, sint_simplify(i + 1)
+
+
+def _symbolic_slice(i: slice, size: Any, dim: int) -> tuple[Any, Any]:
+  """The (start, end) of a step-1 slice where a bound or the dim's size is symbolic. Negative ints count from the end; no
+  clamping (the result's size is hi - lo), so the bounds must lie in the dim (checked with the Variables' bound values)."""
+  def at(b: Any, default: Any) -> Any:
+    if b is None: return default
+    if isinstance(b, UOp): return b
+    if not _is_int(b): raise OutOfRangeError(f"slice bounds must be ints or bound Variables, got {b!r}")
+    b = int(b.__index__())
+    return sint_simplify(size + b) if b < 0 else b if isinstance(size, UOp) else min(b, size)
+  lo, hi = at(i.start, 0), at(i.stop, size)
+  if not (sint_le(0, lo) and sint_le(lo, hi) and sint_le(hi, size)):
+    raise OutOfRangeError(f"slice {lo}:{hi} is out of bounds for dim {dim} with size {size} (a slice with a symbolic bound or "
+                          "of a symbolic size is not clamped)")
+  return lo, hi
 
 
 def _select(mask: TensorT, x: TensorT, axis: int | tuple[int, ...]) -> TensorT:
@@ -78,17 +103,20 @@ class IndexingMixin(ReduceMixin):
         steps.append(1)
         plan.append(dim)
         adv.append((len(plan) - 1, i))
+      elif isinstance(i, UOp) or (isinstance(size, UOp) and _is_int(i)):  # x[:, v] with a bound Variable, or x[:, :v][:, -1]
+        bounds.append(_symbolic_at(i, size, dim))
+        steps.append(1)
       elif _is_int(i):
         i = int(i.__index__())
         if not -size <= i < size: raise OutOfRangeError(f"index {i} is out of bounds for dim {dim} with size {size}")
         i %= size
         bounds.append((i, i + 1))
         steps.append(1)
-      elif isinstance(i, slice) and any(isinstance(b, UOp) for b in (i.start, i.stop)):  # x[:v] with a bound Variable
-        if i.step not in (None, 1): raise OutOfRangeError(f"a slice with a symbolic bound takes step 1, got {i.step}")
-        lo = 0 if i.start is None else i.start if isinstance(i.start, UOp) else int(i.start) % (size + 1)
-        hi = size if i.stop is None else i.stop if isinstance(i.stop, UOp) else int(i.stop) % (size + 1)
-        bounds.append((lo, hi))  # type: ignore[arg-type]  # symbolic (UOp) bounds: movement ops take them, shapes are typed as ints
+      elif isinstance(i, slice) and any(isinstance(b, UOp) for b in (i.start, i.stop, i.step, size)):  # x[:v], x[v:v+1], x[:, :v][:, 1:]
+        if i.step == -1 and i.start is None and i.stop is None: flips.append(dim)  # x[:, :v][:, ::-1]: a flip
+        elif i.step not in (None, 1): raise NotImplementedError(f"a slice of a symbolic size or with a symbolic bound takes step 1 (or is ::-1), got {i}: "
+                                                              "slice with step 1 first, then take every n-th element of a fixed-size result")
+        bounds.append(_symbolic_slice(slice(i.start, i.stop), size, dim))
         steps.append(1)
         plan.append(dim)
       elif isinstance(i, slice):
@@ -102,18 +130,14 @@ class IndexingMixin(ReduceMixin):
         plan.append(dim)
       else: raise OutOfRangeError(f"unsupported index {i!r} of type {type(i).__name__}: use ints, slices, None, ..., lists or integer Tensors")
       dim += 1
-    strided = tuple(hi - lo if st == 1 else -(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
+    strided = tuple(sint_simplify(hi - lo) if st == 1 else -(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps))
     shape = tuple(1 if p is None else strided[p] for p in plan)
     return _IndexPlan(tuple(bounds), tuple(flips), tuple(steps), strided, shape, adv)
 
   def _basic_view(self, p: _IndexPlan[Self]) -> Self:
     x = self.shrink(p.bounds)
     if p.flips: x = x.flip(p.flips)
-    x = x._strided(p.steps)
-    if not all(isinstance(d, int) for d in x.shape):  # symbolic (x[:v]): the plan's sizes are the shrink's, when nothing else changes
-      if len(p.shape) == x.ndim and all(a is b or a is n for a, b, n in zip(p.shape, x.shape, p.strided)): return x
-      raise NotImplementedError(f"indexing with a symbolic slice supports slices only (no int index or None next to it), got shape {p.shape}")
-    return x.reshape(p.shape)
+    return x._strided(p.steps).reshape(p.shape)
 
   def _basic_unview(self, p: _IndexPlan[Self], full: tuple[int, ...]) -> Self:
     """The inverse of _basic_view: a tensor of the view's shape placed where the view reads from, zeros elsewhere."""

@@ -9,8 +9,9 @@ from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import dtypes, least_upper_dtype
 from tinygrad.frontend.elementwise import ElementwiseMixin
-from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, argfix, ceildiv, make_tuple, prod
+from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, all_int, argfix, ceildiv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.symbolic import sint_div, sint_eq, sint_le, sint_prod, sint_simplify
 
 TensorT = TypeVar("TensorT", bound="MovementMixin")  # a Tensor, in the helpers of the mixin
 
@@ -57,11 +58,6 @@ def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool
 
 
 
-def _sym_le(a: Any, b: Any) -> bool:
-  """a <= b for ints, or for symbolic ints whenever their value ranges guarantee it."""
-  if isinstance(a, UOp) or isinstance(b, UOp): return a is b or (b - a).simplify().vmin >= 0
-  return a <= b
-
 def _diagonal(x: TensorT, a: int, b: int) -> TensorT:
   """The diagonal of axes a < b (equal sizes), placed where axis a was; axis b goes away."""
   n = x.shape[a]
@@ -72,6 +68,14 @@ def _diagonal(x: TensorT, a: int, b: int) -> TensorT:
   back = list(range(y.ndim - 1))
   back.insert(a, y.ndim - 1)
   return y.permute(back)
+
+
+def _pad_amount(x: Any) -> Any:
+  """A pad size: an int, or a symbolic size (an int expression of bound Variables)."""
+  if isinstance(x, UOp):
+    if not dtypes.is_int(x.dtype): raise TypeError(f"a pad size must be an int or a symbolic int, got a {x.dtype!r} UOp")
+    return sint_simplify(x)
+  return int(x)
 
 
 class MovementMixin(ElementwiseMixin):
@@ -95,6 +99,7 @@ class MovementMixin(ElementwiseMixin):
 
   def reshape(self, shape: int | Sequence[int], *args: int) -> Self:
     new = [s if s is not None else self.shape[i] for i, s in enumerate(argfix(shape, *args))]
+    if not all_int(new) or not all_int(self.shape): return self._reshape_symbolic(new)
     if new.count(-1) > 1: raise InvalidArgumentError(f"only one -1 allowed in reshape, got {tuple(new)}")
     if -1 in new:
       known = prod(s for s in new if s != -1)
@@ -102,6 +107,25 @@ class MovementMixin(ElementwiseMixin):
       new[new.index(-1)] = self.numel() // known
     if any(s < 0 for s in new): raise InvalidArgumentError(f"reshape sizes must be >= 0 (or one -1), got {tuple(new)}")
     if prod(new) != self.numel(): raise InvalidArgumentError(f"can't reshape {self.shape} ({self.numel()} elements) to {tuple(new)} ({prod(new)} elements)")
+    return self if tuple(new) == self.shape else self._view(Ops.RESHAPE, tuple(new))
+
+  def _reshape_symbolic(self, new: list) -> Self:
+    """reshape where a size is symbolic: the element counts must be equal for every value of the Variables."""
+    if any(not isinstance(s, (int, UOp)) or isinstance(s, bool) for s in new): raise TypeError(f"reshape sizes must be ints, got {tuple(new)}")
+    if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise InvalidArgumentError(f"only one -1 allowed in reshape, got {tuple(new)}")
+    numel = sint_prod(self.shape)
+    if any(isinstance(s, int) and s == -1 for s in new):
+      at = next(i for i, s in enumerate(new) if isinstance(s, int) and s == -1)
+      known = sint_prod(s for i, s in enumerate(new) if i != at)
+      if (inferred := None if isinstance(known, int) and known == 0 else sint_div(numel, known)) is None:
+        raise InvalidArgumentError(f"can't reshape {self.shape} to {tuple(new)}: {known} doesn't divide {numel} for every value of its Variables")
+      new[at] = inferred
+    if any(isinstance(s, int) and s < 0 for s in new): raise InvalidArgumentError(f"reshape sizes must be >= 0 (or one -1), got {tuple(new)}")
+    new = [sint_simplify(s) for s in new]
+    if not sint_eq(sint_prod(new), numel):
+      raise InvalidArgumentError(f"can't reshape {self.shape} ({numel} elements) to {tuple(new)} ({sint_prod(new)} elements) for every "
+                                 "value of its Variables: keep each symbolic size in one dim (or merged with int dims)")
+    if len(new) == self.ndim: new = [o if sint_eq(n, o) else n for n, o in zip(new, self.shape)]  # v+1 built twice: the old node
     return self if tuple(new) == self.shape else self._view(Ops.RESHAPE, tuple(new))
 
   def view(self, shape: int | Sequence[int], *args: int) -> Self: return self.reshape(shape, *args)
@@ -115,9 +139,9 @@ class MovementMixin(ElementwiseMixin):
     new = argfix(shape, *args)
     if len(new) < self.ndim: raise InvalidArgumentError(f"can't expand {self.shape} to fewer dims {new}")
     base = (1,) * (len(new) - self.ndim) + self.shape
-    target = tuple(b if n is None or n == -1 else n for b, n in zip(base, new))
+    target = tuple(b if n is None or (isinstance(n, int) and n == -1) or (isinstance(n, UOp) and sint_eq(b, n)) else n for b, n in zip(base, new))
     for b, n in zip(base, target):
-      if b != n and b != 1: raise InvalidArgumentError(f"can't expand {self.shape} to {tuple(new)}: only size-1 axes can grow")
+      if b is not n and not (isinstance(b, int) and b == 1) and not sint_eq(b, n): raise InvalidArgumentError(f"can't expand {self.shape} to {tuple(new)}: only size-1 axes can grow")
       if isinstance(n, int) and n < 0: raise InvalidArgumentError(f"can't expand {self.shape} to {tuple(new)}: negative size")  # symbolic sizes are >= 0
     t = self.reshape(base) if base != self.shape else self
     return t if target == t.shape else t._view(Ops.EXPAND, target)
@@ -127,12 +151,16 @@ class MovementMixin(ElementwiseMixin):
     (or None) per axis, or torch-style flat ints starting from the last axis. Negative pads remove elements."""
     if mode not in PAD_MODES: raise NotImplementedError(f"pad mode {mode!r} is not supported, use one of {PAD_MODES}")
     if len(padding) and all(p is not None and not isinstance(p, (tuple, list)) for p in padding):
-      pairs = _flat_pads_to_pairs([int(p) for p in padding], self.ndim)  # type: ignore[arg-type]
-    else: pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]  # type: ignore[index]
+      pairs = _flat_pads_to_pairs([_pad_amount(p) for p in padding], self.ndim)
+    else: pairs = [(0, 0) if p is None else (_pad_amount(p[0]), _pad_amount(p[1])) for p in padding]  # type: ignore[index]
     if len(pairs) != self.ndim: raise InvalidArgumentError(f"padding has {len(pairs)} axes, tensor has {self.ndim} (padding={tuple(padding)})")
+    if any(isinstance(x, UOp) for p in pairs for x in p):  # pad by a symbolic amount (cat along a symbolic dim)
+      if mode != "constant": raise NotImplementedError(f"pad by a symbolic amount takes mode='constant', got {mode!r}")
+      if not all(sint_le(0, x) for p in pairs for x in p): raise NotImplementedError(f"pad by a symbolic amount must be >= 0, got {tuple(pairs)}")
+      pairs = [tuple(0 if isinstance(x, int) and x == 0 else x for x in p) for p in pairs]  # type: ignore[misc]
     if all(p == (0, 0) for p in pairs): return self
     if mode == "constant":
-      if any(b < 0 or a < 0 for b, a in pairs):  # negative padding shrinks
+      if any(isinstance(x, int) and x < 0 for p in pairs for x in p):  # negative padding shrinks
         for (b, a), s in zip(pairs, self.shape):
           if max(0, -b) + max(0, -a) > s: raise InvalidArgumentError(f"negative padding {tuple(pairs)} removes more than the {self.shape} tensor has")
         t = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape)))
@@ -161,7 +189,7 @@ class MovementMixin(ElementwiseMixin):
     bounds = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):
       # bounds may be symbolic (bound Variables): then their value ranges must fit
-      if not (_sym_le(0, b) and _sym_le(b, e) and _sym_le(e, s)): raise InvalidArgumentError(f"shrink {bounds} is out of bounds for shape {self.shape}")
+      if not (sint_le(0, b) and sint_le(b, e) and sint_le(e, s)): raise InvalidArgumentError(f"shrink {bounds} is out of bounds for shape {self.shape}")
     return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else self._view(Ops.SHRINK, bounds)
 
   def pad_to(self, shape: int | Sequence[int | None], *args: int | None, value: float = 0.0) -> Self:
@@ -262,7 +290,7 @@ class MovementMixin(ElementwiseMixin):
     d = self._resolve_dim(dim)
     for i, t in enumerate(args, 1):
       if t.ndim != self.ndim: raise InvalidArgumentError(f"cat needs tensors with the same number of dims: tensor 0 has shape {self.shape}, tensor {i} has {t.shape}")
-      if any(a != b for j, (a, b) in enumerate(zip(self.shape, t.shape)) if j != d):
+      if any(not sint_eq(a, b) for j, (a, b) in enumerate(zip(self.shape, t.shape)) if j != d):
         raise InvalidArgumentError(f"cat along dim {d}: shapes must match except in that dim, tensor 0 has {self.shape}, tensor {i} has {t.shape}")
     dt = least_upper_dtype(*(t.dtype for t in tensors))
     # tensors empty along dim add nothing (and padding an empty buffer gives a kernel with a stray buffer argument)

@@ -170,7 +170,7 @@ class ReduceMixin(MovementMixin):
     total of the blocks before it."""
     def scan_last(x: Self) -> Self:
       n = x.shape[-1]
-      if n <= _SCAN_BLOCK: return direct(x)
+      if isinstance(n, UOp) or n <= _SCAN_BLOCK: return direct(x)  # a symbolic length: one block (n*n work, as tinygrad's)
       m, b = -(-n // _SCAN_BLOCK), _SCAN_BLOCK
       lead = x.shape[:-1]
       xp = x.pad(((0, 0),) * len(lead) + ((0, m * b - n),), value=identity) if m * b != n else x
@@ -266,6 +266,8 @@ class ReduceMixin(MovementMixin):
     if self.ndim == 0: return self, type(self).full((), 0, dtype=dtypes.int32, device=self.device)
     dim = self._axis(dim)
     n = self.shape[dim]
+    if isinstance(n, UOp): raise NotImplementedError(f"sort/topk along a symbolic dim ({n}) is not supported: sort a fixed-size tensor "
+                                                     "(pad or mask the rows past the Variable's value to -inf / +inf first)")
     kk = n if k is None else k
     order = [i for i in range(self.ndim) if i != dim] + [dim]
     back = [order.index(i) for i in range(len(order))]
@@ -291,5 +293,6 @@ class ReduceMixin(MovementMixin):
   def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Self, Self]:
     """The k largest (or smallest) values along dim and their int32 indices, in sorted order (also for sorted_=False)."""
     n = self.shape[self._axis(dim)] if self.ndim else 1
+    if isinstance(n, UOp): return self._sorted(dim, largest, k)  # (raises: a symbolic dim)
     if not 0 <= k <= n: raise InvalidArgumentError(f"topk: k={k} is out of range for dim {dim} of size {n}")
     return self._sorted(dim, largest, k)

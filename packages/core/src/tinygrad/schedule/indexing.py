@@ -75,8 +75,41 @@ def unflatten_index(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
 # ---- one rule per view op
 
 def _reshape(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...], dt: DType) -> UOp:
-  if x.shape == arg: return index_at(x, g, idx)
-  return index_at(x, g, unflatten_index(flat_index(idx, arg, dt), x.shape))
+  old = x.shape
+  if old == arg: return index_at(x, g, idx)
+  if all(isinstance(s, int) for s in old) and all(isinstance(s, int) for s in arg):
+    return index_at(x, g, unflatten_index(flat_index(idx, arg, dt), old))
+  # a symbolic shape: each group of axes with equal products maps on its own, so a symbolic axis that the reshape keeps
+  # keeps its index (no `% (v+1)` of a flat index)
+  out: list[UOp] = []
+  for (o0, o1), (n0, n1) in _reshape_groups(old, arg):
+    if o1 - o0 == 1 and n1 - n0 == 1: out.append(idx[n0])
+    else: out.extend(unflatten_index(flat_index(idx[n0:n1], arg[n0:n1], dt), old[o0:o1]) if o1 > o0 else ())
+  return index_at(x, g, tuple(out))
+
+
+def _reshape_groups(old: tuple, new: tuple) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+  """Consecutive axis ranges of old and new shapes with equal element counts (for every value of the Variables), in order;
+  one group of everything when no finer split is found."""
+  from tinygrad.uop.symbolic import sint_eq, sint_prod
+  groups, i, j = [], 0, 0
+  while i < len(old) or j < len(new):
+    i0, j0 = i, j
+    po, pn = old[i] if i < len(old) else 1, new[j] if j < len(new) else 1
+    i, j = min(i + 1, len(old)), min(j + 1, len(new))
+    while not sint_eq(po, pn):
+      if j < len(new) and (i == len(old) or _surely_le(pn, po)): pn, j = sint_prod((pn, new[j])), j + 1
+      elif i < len(old) and (j == len(new) or _surely_le(po, pn)): po, i = sint_prod((po, old[i])), i + 1
+      else: return [((0, len(old)), (0, len(new)))]
+    groups.append(((i0, i), (j0, j)))
+  return groups
+
+
+def _surely_le(a: int | UOp, b: int | UOp) -> bool:
+  """a <= b for every value of the Variables (not only the bound ones)."""
+  if not isinstance(a, UOp) and not isinstance(b, UOp): return a <= b
+  d = b - a if isinstance(b, UOp) else (-a) + b
+  return bool(isinstance(d, UOp) and d.simplify().vmin >= 0)
 
 
 def _permute(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[int, ...], dt: DType) -> UOp:
@@ -97,14 +130,18 @@ def _flip(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[bool, ...], dt: DType
   return index_at(x, g, tuple((s - 1) - i if f else i for i, s, f in zip(idx, x.shape, arg)))
 
 
+def _nonzero(x: int | UOp) -> bool: return isinstance(x, UOp) or x != 0  # a symbolic pad (cat along a symbolic dim) may be 0
+
+
 def _pad(x: UOp, g: UOp, idx: tuple[UOp, ...], arg: tuple[tuple[int, int], ...], dtype) -> UOp:
   valid = TRUE
   new_idx = []
   for i, s, (before, after) in zip(idx, x.shape, arg):
-    j = i - before if before else i
+    has_before, has_after = _nonzero(before), _nonzero(after)
+    j = i - before if has_before else i
     new_idx.append(j)
-    if before: valid = valid & (j >= 0) if valid is not TRUE else (j >= 0)
-    if after: valid = valid & (j < s) if valid is not TRUE else (j < s)
+    if has_before: valid = valid & (j >= 0) if valid is not TRUE else (j >= 0)
+    if has_after: valid = valid & (j < s) if valid is not TRUE else (j < s)
   valid = valid.simplify()
   inner_gate = valid if g is TRUE else (g & valid)
   return valid.where(index_at(x, inner_gate, tuple(new_idx)), UOp.const(dtype, 0))
@@ -176,7 +213,9 @@ def kernel_ast(expr: UOp, out_buffer: UOp, ctx: IndexingContext, out_view: UOp |
     out_ptr = graph_rewrite(index_at(out_view, TRUE, idx), pm_indexing, ctx).src[0]  # LOAD(INDEX(out, i)) -> INDEX
   else:
     out_ptr = UOp(Ops.DEFINE_GLOBAL, out_buffer.dtype.ptr(out_buffer.arg[1]), (), 0).index(flat_index(idx, expr.shape, ctx.dtype))
-  ast = graph_rewrite(out_ptr.store(value).sink(), symbolic + pm_collapse_one_hot)
+  ast = out_ptr.store(value).sink()
+  if ctx.dtype is not dtypes.int32: ast = graph_rewrite(ast, pm_widen_sizes)  # symbolic sizes (int32 Variables) in int64 index math
+  ast = graph_rewrite(ast, symbolic + pm_collapse_one_hot)
   return mark_row_loops(merge_sibling_reduces(ast) if siblings else ast)
 
 
@@ -202,6 +241,24 @@ def collapse_one_hot(red: UOp) -> UOp | None:
     rest = tuple(x for x in ranges if x is not r)
     return UOp(Ops.REDUCE, red.dtype, (out, *rest), red.arg) if rest else out
   return None
+
+
+_INT_MATH = frozenset({Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.SUB, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE})
+
+
+def widen_sizes(x: UOp) -> UOp | None:
+  """Index math that mixes int64 loop indices with int32 symbolic sizes (a Variable is int32) in int64: the sizes are cast up."""
+  if x.op is Ops.RANGE:
+    end = x.src[0]
+    return x.replace(src=(end.cast(x.dtype), *x.src[1:])) if end.dtype != x.dtype and dtypes.is_int(end.dtype) else None
+  vals = x.src[1:] if x.op is Ops.WHERE else x.src
+  ints = {s.dtype for s in vals if dtypes.is_int(s.dtype) and s.dtype.count == 1}
+  if len(ints) < 2 or dtypes.int64 not in ints: return None
+  src = tuple(s.cast(dtypes.int64) if (x.op is not Ops.WHERE or i > 0) and dtypes.is_int(s.dtype) else s for i, s in enumerate(x.src))
+  return UOp(x.op, dtypes.bool if x.op in GroupOp.Comparison else dtypes.int64, src, x.arg)
+
+
+pm_widen_sizes = PatternMatcher([(UPat(_INT_MATH | {Ops.RANGE}, name="x"), widen_sizes)])
 
 
 pm_collapse_one_hot = PatternMatcher([(UPat(Ops.REDUCE, name="red"), collapse_one_hot)])

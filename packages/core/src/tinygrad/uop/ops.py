@@ -151,13 +151,18 @@ class UOp:
   def __delattr__(self, name: str) -> None: raise AttributeError("UOp is immutable")
   # hash and == are object's own (identity, in C): interning makes identity equality; a Python __hash__ here was called millions
   # of times per schedule (every set and dict of UOps)
-  def __bool__(self) -> bool: raise TypeError("a UOp has no truth value; compare with .op / .arg, or use .simplify()")
+  def __bool__(self) -> bool:
+    if any(n.op is Ops.BIND for n in self.toposort()):  # a size of a symbolic shape met a Python `if`: that op has no symbolic support
+      raise NotImplementedError(f"this op doesn't support a symbolic size here (it asked whether {render_expr(self)} holds, which depends "
+                                "on a bound Variable's value): shrink the symbolic dim to a fixed size first, or work on a fixed-size "
+                                "tensor with a mask built from Tensor(var) (docs/jit.md, Symbolic Variables)")
+    raise TypeError("a UOp has no truth value; compare with .op / .arg, or use .simplify()")
 
   def replace(self, **kwargs: Any) -> UOp:
     new = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg} | kwargs
     return UOp(new["op"], new["dtype"], tuple(new["src"]), new["arg"])
 
-  def __repr__(self) -> str: return pretty(self)
+  def __repr__(self) -> str: return render_expr(self) if _is_symbolic_int(self) else pretty(self)
 
   # ---- graph traversal (iterative: graphs can be deep)
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
@@ -250,11 +255,12 @@ class UOp:
 
   # ---- python operators build ALU nodes (index math and tests read naturally)
   def _binop(self, op: Ops, other: Any, reverse: bool = False) -> UOp:
+    if getattr(other, "uop", None) is not None: return NotImplemented  # a Tensor: v - t is the Tensor's t.__rsub__(v)
     other_uop = other if isinstance(other, UOp) else UOp.const(self.dtype, other)
     return other_uop.alu(op, self) if reverse else self.alu(op, other_uop)
   def __add__(self, x: Any) -> UOp: return self._binop(Ops.ADD, x)
   def __radd__(self, x: Any) -> UOp: return self._binop(Ops.ADD, x, True)
-  def __sub__(self, x: Any) -> UOp: return self._binop(Ops.ADD, -x if not isinstance(x, UOp) else x.neg())
+  def __sub__(self, x: Any) -> UOp: return self._binop(Ops.ADD, x.neg() if isinstance(x, UOp) else x if getattr(x, "uop", None) is not None else -x)
   def __rsub__(self, x: Any) -> UOp: return self.neg()._binop(Ops.ADD, x, True)
   def __mul__(self, x: Any) -> UOp: return self._binop(Ops.MUL, x)
   def __rmul__(self, x: Any) -> UOp: return self._binop(Ops.MUL, x, True)
@@ -401,6 +407,7 @@ def render_expr(u: UOp) -> str:
     if n.op is Ops.CONST: out[n] = repr(n.arg)
     elif n.op is Ops.RANGE: out[n] = f"r{n.arg[0]}"
     elif n.op is Ops.DEFINE_VAR: out[n] = n.arg[0]
+    elif n.op is Ops.BIND: out[n] = out[n.src[0]]
     elif n.op is Ops.SPECIAL: out[n] = n.arg[0]
     elif n.op in names and len(n.src) == 2: out[n] = f"({out[n.src[0]]}{names[n.op]}{out[n.src[1]]})"
     elif n.op is Ops.NEG: out[n] = f"(-{out[n.src[0]]})"
@@ -408,6 +415,16 @@ def render_expr(u: UOp) -> str:
     elif n.op is Ops.WHERE: out[n] = f"({out[n.src[0]]} ? {out[n.src[1]]} : {out[n.src[2]]})"
     else: out[n] = f"{n.op.name}({', '.join(out[s] for s in n.src)})"
   return out[u]
+
+
+_SIZE_OPS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.NEG, Ops.MAX})
+
+
+def _is_symbolic_int(u: UOp) -> bool:
+  """A size of a symbolic shape (an int expression of Variables): printed as its expression, `(4, (v+1))`."""
+  if u.dtype != dtypes.int32 or u.op not in _SIZE_OPS or u.op is Ops.CONST: return False
+  nodes = u.toposort()
+  return len(nodes) <= 64 and all(n.op in _SIZE_OPS and (n.op is not Ops.CONST or not n.src) for n in nodes) and any(n.op is Ops.DEFINE_VAR for n in nodes)
 
 
 def pretty(u: UOp, max_nodes: int = 200) -> str:

@@ -274,3 +274,73 @@ def sym_infer(u: UOp, var_vals: dict[str, int]) -> Any:
     elif n.op is Ops.BIND: vals[n] = vals[n.src[1]]
     else: vals[n] = exec_alu(n.op, n.dtype, tuple(vals[s] for s in n.src))
   return vals[u]
+
+
+# ---- symbolic sizes: the dims of a shape are ints or int expressions of (bound) Variables
+
+def sint_simplify(x: Any) -> Any:
+  """A size simplified; a plain int when it is constant ((v+1) - v is 1)."""
+  if not isinstance(x, UOp): return x
+  s = x.simplify()
+  return s.arg if s.op is Ops.CONST else s
+
+
+def sint_prod(xs: Any) -> Any:
+  """The product of sizes, simplified (an int when they all are)."""
+  out: Any = 1
+  for x in xs: out = x * out if isinstance(x, UOp) else out * x
+  return sint_simplify(out)
+
+
+def sint_eq(a: Any, b: Any) -> bool:
+  """a == b for every value of their Variables (ints compare as ints; a size equal only at the bound value is not equal)."""
+  if not isinstance(a, UOp) and not isinstance(b, UOp): return bool(a == b)
+  if a is b: return True
+  d = sint_simplify(a - b if isinstance(a, UOp) else (-b) + a)
+  return not isinstance(d, UOp) and d == 0
+
+
+def _bound_value(x: UOp) -> int | None:
+  """The value of x from its bound Variables; None when one of them is not bound."""
+  nodes = x.toposort()
+  bound = {n.src[0]: n.src[1].arg for n in nodes if n.op is Ops.BIND}
+  if any(n.op is Ops.DEFINE_VAR and n not in bound for n in nodes): return None
+  return sym_infer(x, {v.arg[0]: val for v, val in bound.items()})
+
+
+def sint_le(a: Any, b: Any) -> bool:
+  """a <= b for sizes. Symbolic: True when the Variables' ranges guarantee it, False when they rule it out; otherwise the
+  bound values decide (x[:, :v].shrink(((0, 4), (0, 3))) with v bound to 3 or more), and an unbound Variable allows it."""
+  if not isinstance(a, UOp) and not isinstance(b, UOp): return bool(a <= b)
+  if a is b: return True
+  d = sint_simplify(b - a if isinstance(b, UOp) else (-a) + b)
+  if not isinstance(d, UOp): return d >= 0
+  if d.vmin >= 0: return True
+  if d.vmax < 0: return False
+  return (v := _bound_value(d)) is None or v >= 0
+
+
+def sint_val(x: Any) -> int:
+  """A size's value: its bound Variables' values in a symbolic one."""
+  if not isinstance(x, UOp): return int(x)
+  if (v := _bound_value(x)) is None:
+    raise ValueError(f"the size {x.render()} has a Variable that is not bound: bind it (Variable(...).bind(value)) to read its value")
+  return int(v)
+
+
+def sint_div(a: Any, b: Any) -> Any:
+  """a // b when b divides a for every value of the Variables (sizes: reshape's -1), else None."""
+  if not isinstance(a, UOp) and not isinstance(b, UOp): return a // b if b and a % b == 0 else None
+  if isinstance(b, int):
+    if b <= 0: return None
+    q = sint_simplify(a // b)
+    return q if sint_eq(q * b if isinstance(q, UOp) else b * q, a) else None
+  # a symbolic divisor: a an int multiple of it ((v*4) // v, (v*8+8) // (v+1)), the one case reshape's -1 needs
+  at, ac = split_terms(a if isinstance(a, UOp) else UOp.const(b.dtype, a))
+  bt, bc = split_terms(b)
+  da, db = dict(merge_terms(at)), dict(merge_terms(bt))
+  if not db or set(da) != set(db): return None
+  atom, k = next(iter(db.items()))
+  if da[atom] % k: return None
+  q = da[atom] // k
+  return q if all(da[x] == q * db[x] for x in db) and ac == q * bc else None
