@@ -213,8 +213,11 @@ def test_cat_stack_errors():
 
 
 def test_split_chunk():
-  parts = Tensor(A).split(2)  # tinygrad: along the last dim by default
+  parts = Tensor(A).split(1)  # tinygrad 0.14 and torch: along dim 0 by default
   assert isinstance(parts, tuple) and len(parts) == 2
+  for p, e in zip(parts, np.split(A, 2, 0)): same(p, e)
+  assert [p.shape for p in Tensor(A).split([1, 1])] == [(1, 3, 4), (1, 3, 4)]
+  parts = Tensor(A).split(2, dim=-1)
   for p, e in zip(parts, np.split(A, 2, -1)): same(p, e)
   parts = Tensor(A).split(2, dim=1)
   assert [p.shape for p in parts] == [(2, 2, 4), (2, 1, 4)]
@@ -224,9 +227,10 @@ def test_split_chunk():
   same(parts[2], A[..., 1:])
   chunks = Tensor(A).chunk(2, dim=1)
   assert isinstance(chunks, list) and [c.shape for c in chunks] == [(2, 2, 4), (2, 1, 4)]
-  assert [c.shape for c in Tensor(A).chunk(3)] == [(2, 3, 2), (2, 3, 2)]
+  assert [c.shape for c in Tensor(A).chunk(3, -1)] == [(2, 3, 2), (2, 3, 2)]
+  assert [c.shape for c in Tensor(A).chunk(2)] == [(1, 3, 4), (1, 3, 4)]  # dim 0 by default
   assert [c.shape for c in Tensor(A).chunk(5, 0)] == [(1, 3, 4), (1, 3, 4)]
-  same(Tensor(A).chunk(4)[3], A[..., 3:])
+  same(Tensor(A).chunk(4, dim=-1)[3], A[..., 3:])
   with pytest.raises(ValueError):
     Tensor(A).split([1, 1], dim=1)
   with pytest.raises(ValueError):

@@ -105,7 +105,7 @@ CASES = {
   "adamw": (lambda p: optim.AdamW(p, lr=0.05, weight_decay=0.2), np_adam(0.05, wd=0.2)),
   "lamb": (lambda p: optim.LAMB(p, lr=0.05, weight_decay=0.1), np_adam(0.05, eps=1e-6, wd=0.1, lamb=True)),
   "lars": (lambda p: optim.LARS(p, lr=10.0), np_lars(10.0)),
-  "muon": (lambda p: optim.Muon(p, lr=0.05), np_muon(0.05)),
+  "muon": (lambda p: optim.Muon(p, lr=0.05, weight_decay=0.0), np_muon(0.05)),
   "muon_wd_no_nesterov": (lambda p: optim.Muon(p, lr=0.05, weight_decay=0.1, nesterov=False, momentum=0.8), np_muon(0.05, 0.8, 0.1, False)),
 }
 
@@ -154,7 +154,8 @@ def test_defaults_like_tinygrad():
   assert (adam.b1, adam.b2, adam.eps, adam.wd) == (0.9, 0.999, 1e-8, 0.0)
   assert (adamw.eps, adamw.wd) == (1e-8, 0.01) and (lamb.eps, lamb.wd, lamb.adam) == (1e-6, 0.0, False)
   assert sgd.lr.numpy().tolist() == pytest.approx([0.001]) and (sgd.momentum, sgd.wd, sgd.nesterov) == (0.0, 0.0, False)
-  assert (muon.momentum, muon.nesterov, muon.ns_steps) == (0.95, True, 5) and muon.lr.numpy().tolist() == pytest.approx([0.02])
+  assert (muon.momentum, muon.nesterov, muon.ns_steps, muon.wd) == (0.95, True, 5, 0.1) and muon.lr.numpy().tolist() == pytest.approx([0.001])
+  assert muon.ns_coefficients == (3.4445, -4.775, 2.0315)  # tinygrad 0.14's name and default
 
 
 def test_grads_come_from_old_weights():
@@ -232,7 +233,7 @@ def test_optimizer_group():
 
 def test_muon_update_is_orthogonal():
   w = Tensor(np.eye(3, dtype=np.float32) * 0, requires_grad=True)
-  opt = optim.Muon([w], lr=1.0, momentum=0.0, nesterov=False, ns_steps=10, ns_params=(1.5, -0.5))  # the cubic iteration converges to UV^T
+  opt = optim.Muon([w], lr=1.0, momentum=0.0, nesterov=False, ns_steps=10, ns_coefficients=(1.5, -0.5))  # the cubic iteration converges to UV^T
   g = np.array([[2.0, 0.5, 0.0], [0.0, 1.0, 0.3], [0.1, 0.0, 3.0]], np.float32)
   (w * Tensor(g)).sum().backward()
   opt.step()

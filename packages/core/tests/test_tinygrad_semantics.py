@@ -1,7 +1,9 @@
 """Behaviour a tinygrad 0.14 program relies on, found by running the same small programs against tinygrad 0.14.0: the
 TRAINING setting as the train/eval switch, cummax/cummin's indices, BatchNorm's 0-d num_batches_tracked, data()'s shape,
-reading data inside a TinyJit capture, pow's gradients at 0 and 1, and the promotion of uint64 with a signed int.
+reading data inside a TinyJit capture, pow's gradients at 0 and 1, and the promotion of uint64 with a signed int; split and
+chunk along dim 0, Muon's defaults, the random factories' dtype and keyword checks, and the helpers programs import.
 References are numpy or written by hand."""
+import io
 import math
 
 import numpy as np
@@ -258,3 +260,86 @@ def test_allclose_is_a_0d_bool_tensor():
   assert isinstance(r, Tensor) and r.shape == () and r.dtype == dtypes.bool and r.item() is True
   assert not Tensor([1.0]).allclose(Tensor([1.1])).item()
   assert Tensor([1.0, math.nan]).allclose(Tensor([1.0, math.nan]), equal_nan=True).item()
+
+
+# ---- split/chunk: dim 0 by default, as tinygrad 0.14 (and torch)
+def test_split_and_chunk_default_to_dim_0():
+  a = np.arange(24, dtype=np.int32).reshape(4, 3, 2)
+  parts = Tensor(a).split(3)
+  assert [p.shape for p in parts] == [(3, 3, 2), (1, 3, 2)]
+  np.testing.assert_equal(parts[1].numpy(), a[3:])
+  assert [p.shape for p in Tensor(a).split([1, 3])] == [(1, 3, 2), (3, 3, 2)]
+  chunks = Tensor(a).chunk(2)
+  assert [c.shape for c in chunks] == [(2, 3, 2), (2, 3, 2)]
+  np.testing.assert_equal(chunks[1].numpy(), a[2:])
+  np.testing.assert_equal(Tensor(a).chunk(2, dim=-1)[0].numpy(), a[..., :1])
+
+
+# ---- Muon: tinygrad 0.14's defaults (lr 0.001, weight_decay 0.1) and parameter name ns_coefficients
+def test_muon_defaults_and_ns_coefficients():
+  w = Tensor([[1.0, 0.0], [0.0, 2.0]])
+  opt = nn.optim.Muon([w])
+  assert opt.lr.numpy().tolist() == pytest.approx([0.001]) and opt.wd == 0.1 and opt.ns_coefficients == (3.4445, -4.775, 2.0315)
+  opt = nn.optim.Muon([w], lr=0.1, weight_decay=0.0, momentum=0.0, nesterov=False, ns_steps=20, ns_coefficients=(1.5, -0.5))
+  (w * Tensor([[1.0, 0.0], [0.0, 4.0]])).sum().backward()
+  with Context(TRAINING=1): opt.step()
+  # the gradient diag(1, 4) orthogonalizes to the identity: w - 0.1 * I
+  np.testing.assert_allclose(w.numpy(), [[0.9, 0.0], [0.0, 1.9]], atol=1e-3)
+
+
+# ---- random factories: rand is float-only, uniform of an int dtype truncates, unknown keywords are errors
+def test_rand_needs_a_float_dtype():
+  with pytest.raises(ValueError, match="float dtype"): Tensor.rand(2, 3, dtype=dtypes.int32)
+  with pytest.raises(ValueError, match="float dtype"): Tensor.ones(2, dtype=dtypes.int32).rand_like()
+  assert Tensor.ones(2, dtype=dtypes.int32).rand_like(dtype=dtypes.float16).dtype == dtypes.float16
+  assert Tensor.ones(2, dtype=dtypes.int32).randn_like().dtype == dtypes.int32  # drawn as floats, then cast (as tinygrad)
+  u = Tensor.uniform(200, low=3, high=6, dtype=dtypes.int32)
+  assert u.dtype == dtypes.int32 and set(u.tolist()) <= {3, 4, 5}
+  assert Tensor.uniform(4, dtype="float16").dtype == dtypes.float16
+
+
+@pytest.mark.parametrize("make", [
+  lambda: Tensor.rand(2, dtpye=dtypes.float16), lambda: Tensor.randn(2, shape=(2,)), lambda: Tensor.normal(2, sd=2.0),
+  lambda: Tensor.uniform(2, lo=1), lambda: Tensor.kaiming_uniform(2, 2, b=1), lambda: Tensor.kaiming_normal(2, 2, fan=1),
+  lambda: Tensor.glorot_uniform(2, 2, gain=1), lambda: Tensor.scaled_uniform(2, foo=1), lambda: Tensor.arange(3, dtyp=dtypes.int8),
+  lambda: Tensor.linspace(0, 1, 3, foo=1), lambda: Tensor.eye(2, foo=1), lambda: Tensor.randperm(3, foo=1),
+  lambda: Tensor.ones(2).rand_like(foo=1)])
+def test_factories_reject_unknown_keywords(make):
+  with pytest.raises(TypeError, match="unexpected keyword argument"): make()
+
+
+def test_factory_shape_and_bound_errors():
+  with pytest.raises(ValueError, match="negative dimension"): Tensor.rand(-1, 2)
+  with pytest.raises(RuntimeError, match="negative dimension"): Tensor.empty(2, -3)
+  with pytest.raises(TypeError, match="must be ints"): Tensor.randint(2, low=0.5, high=5)
+  with pytest.raises(ValueError, match="low < high"): Tensor.randint(2, low=5, high=5)
+  assert Tensor.eye(2, dtype="int8", requires_grad=False).dtype == dtypes.int8
+
+
+# ---- names programs import: tinygrad.engine.jit.TinyJit, every setting and the small helpers of tinygrad.helpers
+def test_helpers_exports():
+  import tinygrad.helpers as h
+  from tinygrad.engine.jit import TinyJit as EngineTinyJit
+  assert EngineTinyJit is TinyJit
+  assert h.JIT.value == 1 and h.WINO.value == 0 and h.USE_TC is h.TC and h.FLOAT16.key == "FLOAT16"
+  with Context(WINO=1): assert h.WINO.value == 1
+  with pytest.raises(AttributeError): h.NOT_A_SETTING  # noqa: B018
+  assert h.fully_flatten([[1, (2, np.array(3))], np.array([4, 5]), [[[]]]]) == [1, 2, 3, 4, 5]
+  assert h.get_child({"a": [0, {"b": 5}]}, "a.1.b") == 5 and h.get_child(nn.Linear(2, 3), "weight").shape == (3, 2)
+  assert h.merge_dicts([{"a": 1}, {"b": 2}, {"a": 1}]) == {"a": 1, "b": 2}
+  with pytest.raises(RuntimeError): h.merge_dicts([{"a": 1}, {"a": 2}])
+  assert h.get_single_element([3]) == 3 and h.get_shape([[1, 2], [3, 4], [5, 6]]) == (3, 2) and h.get_shape(3) == ()
+  assert [h.cdiv(a, b) for a, b in [(7, 2), (-7, 2), (7, -2), (-7, -2), (3, 0)]] == [3, -3, -3, 3, 0]
+  assert [h.cmod(a, b) for a, b in [(7, 2), (-7, 2), (7, -2), (-7, -2)]] == [1, -1, 1, -1]
+  assert (h.round_down(17, 5), h.next_power2(0), h.next_power2(5), h.next_power2(8)) == (15, 1, 8, 8)
+  assert h.polyN(2.0, [1, 2, 3]) == 11.0 and h.polyN(Tensor([1.0, 2.0]), [1.0, 0.0, -1.0]).tolist() == [0.0, 3.0]
+  assert (h.i2u(8, -1), h.getbits(0b110110, 1, 3), h.lo32(2**40 + 7), h.hi32(2**40 + 7)) == (255, 0b011, 7, 256)
+  assert h.data64(2**40 + 7) == (256, 7) and h.data64_le(2**40 + 7) == (7, 256)
+  assert (h.pluralize("kernel", 1), h.pluralize("kernel", 3)) == ("1 kernel", "3 kernels")
+  assert [h.time_to_str(t) for t in (0.5, 20, 1e-5)] == ["  500.00ms", "   20.00s ", "   10.00us"]
+  assert h.ansistrip("\x1b[31mhi\x1b[0mx") == "hix" and h.ansilen("\x1b[31mhi\x1b[0m") == 2
+  assert h.to_function_name("a.b") == "a2Eb" and h.word_wrap("abcdefghij\nxy", 4) == "abcd\nefgh\nij\nxy"
+  assert h.flat_mv(memoryview(np.zeros((2, 3), np.float32))).shape == (24,)
+  assert list(h.tqdm([1, 2, 3], disable=True)) == [1, 2, 3] and list(h.trange(3, disable=True)) == [0, 1, 2]
+  with h.tqdm(total=4, file=io.StringIO()) as bar: bar.update(3)  # the tqdm library's own
+  assert bar.n == 3

@@ -248,3 +248,148 @@ def partition(xs: Iterable[T], pred: Any) -> tuple[list[T], list[T]]:
 
 
 def pairwise(xs: Sequence[T]) -> Iterator[tuple[T, T]]: return zip(xs, xs[1:])
+
+
+# ---- small helpers that tinygrad programs import from tinygrad.helpers (same names and behaviour)
+
+def fully_flatten(x: Any) -> list[Any]:
+  """Every leaf of nested lists/tuples (and numpy arrays), in order: fully_flatten([[1, (2,)], 3]) == [1, 2, 3]."""
+  if hasattr(x, "__len__") and hasattr(x, "__getitem__") and not isinstance(x, (str, bytes)):
+    if getattr(x, "shape", None) == (): return [x[()]]  # a 0-d numpy array
+    return [y for v in x for y in fully_flatten(v)]
+  return [x]
+
+
+def get_child(obj: Any, key: str) -> Any:
+  """Walk a dotted path as state-dict keys spell it: digits index lists/tuples, dict keys and attributes otherwise
+  (get_child(model, "layers.0.weight"))."""
+  for k in key.split("."):
+    if k.isnumeric() and isinstance(obj, (list, tuple)): obj = obj[int(k)]
+    elif isinstance(obj, dict): obj = obj[k]
+    else: obj = getattr(obj, k)
+  return obj
+
+
+def merge_dicts(ds: Iterable[dict[Any, Any]]) -> dict[Any, Any]:
+  """One dict from several; a key given two different values is an error."""
+  out: dict[Any, Any] = {}
+  for d in ds:
+    for k, v in d.items():
+      if k in out and out[k] != v: raise InvalidArgumentError(f"merge_dicts: key {k!r} has two values, {out[k]!r} and {v!r}")
+      out[k] = v
+  return out
+
+
+def get_single_element(x: Sequence[T]) -> T:
+  if len(x) != 1: raise ValueError(f"expected one element, got {len(x)}: {x!r}")
+  return x[0]
+
+
+def get_shape(x: Any) -> tuple[int, ...]:
+  """The shape of nested lists/tuples (all rows of one length): get_shape([[1, 2], [3, 4]]) == (2, 2)."""
+  if not isinstance(x, (list, tuple)): return ()
+  subs = [get_shape(v) for v in x]
+  if not all_same(subs): raise ValueError(f"inhomogeneous shape: {subs}")
+  return (len(subs),) + (subs[0] if subs else ())
+
+
+def cdiv(x: int, y: int) -> int:
+  """C's integer division (rounds toward zero); 0 for y == 0."""
+  return abs(x) // abs(y) * (1, -1)[(x < 0) ^ (y < 0)] if y != 0 else 0
+def cmod(x: int, y: int) -> int: return x - cdiv(x, y) * y
+def round_down(num: int, amt: int) -> int: return num - num % amt
+def next_power2(x: int) -> int: return 1 if x == 0 else 1 << (x - 1).bit_length()
+def polyN(x: Any, p: Sequence[Any]) -> Any:
+  """p[0] * x**(n-1) + ... + p[-1] (coefficients from the highest power), by Horner's rule; x may be a Tensor."""
+  return functools.reduce(lambda acc, c: acc * x + c, p, 0.0)
+def i2u(bits: int, value: int) -> int: return value if value >= 0 else (1 << bits) + value
+def getbits(value: int, start: int, end: int) -> int: return (value >> start) & ((1 << (end - start + 1)) - 1)
+def lo32(x: int) -> int: return x & 0xFFFFFFFF
+def hi32(x: int) -> int: return x >> 32
+def data64(data: int) -> tuple[int, int]: return (data >> 32, data & 0xFFFFFFFF)
+def data64_le(data: int) -> tuple[int, int]: return (data & 0xFFFFFFFF, data >> 32)
+def pluralize(st: str, cnt: int) -> str: return f"{cnt} {st}" + ("" if cnt == 1 else "s")
+
+
+_ANSI = __import__("re").compile(r"\x1b\[[0-9;]*m")
+def ansistrip(s: str) -> str: return _ANSI.sub("", s)
+def ansilen(s: str) -> int: return len(ansistrip(s))
+def to_function_name(s: str) -> str: return "".join(c if c.isalnum() or c == "_" else f"{ord(c):02X}" for c in ansistrip(s))
+def colorize_float(x: float) -> str:
+  return colored(f"{x:7.2f}x", "green" if x < 0.75 else "red" if x > 1.15 else "yellow")
+def time_to_str(t: float, w: int = 8) -> str:
+  """Seconds as a string in s, ms or us, the number `w` characters wide."""
+  return next((f"{t * d:{w}.2f}{pr}" for d, pr in ((1, "s "), (1e3, "ms")) if t > 10 / d), f"{t * 1e6:{w}.2f}us")
+def word_wrap(x: str, wrap: int = 80) -> str:
+  """Break each line of x into lines of at most `wrap` visible characters (ANSI color codes don't count)."""
+  out = []
+  for line in x.split("\n"):
+    while ansilen(line) > wrap:
+      i, n = 0, 0
+      while n < wrap:  # advance over `wrap` visible characters, skipping escape codes
+        m = _ANSI.match(line, i)
+        if m: i = m.end()
+        else: i, n = i + 1, n + 1
+      out.append(line[:i])
+      line = line[i:]
+    out.append(line)
+  return "\n".join(out)
+
+
+def temp(x: str, append_user: bool = False) -> str:
+  """A path in the system's temp directory (with the user name appended, for a per-user file)."""
+  return os.path.join(tempfile.gettempdir(), f"{x}.{os.environ.get('USER', 'user')}" if append_user else x)
+
+
+def diskcache(func: Any) -> Any:
+  """Cache a function's results on disk (the CACHEDB sqlite file), keyed by its pickled arguments."""
+  table, key_prefix = f"diskcache_{func.__module__}.{func.__qualname__}", ""
+  @functools.wraps(func)
+  def wrapper(*args: Any, **kwargs: Any) -> Any:
+    key = key_prefix + hashlib.sha256(pickle.dumps((args, sorted(kwargs.items())))).hexdigest()
+    if (ret := diskcache_get(table, key)) is not None: return ret
+    return diskcache_put(table, key, func(*args, **kwargs))
+  return wrapper
+
+
+class Profiling(contextlib.ContextDecorator):
+  """cProfile the block and print the top `frac` of functions by `sort` ("cumtime" or "tottime")."""
+  def __init__(self, enabled: bool = True, sort: str = "cumtime", frac: float = 0.2, fn: str | None = None, ts: int = 1):
+    self.enabled, self.sort, self.frac, self.fn, self.time_scale = enabled, sort, frac, fn, 1e3 / ts
+  def __enter__(self) -> Profiling:
+    import cProfile
+    self.pr = cProfile.Profile()
+    if self.enabled: self.pr.enable()
+    return self
+  def __exit__(self, *exc: object) -> None:
+    if not self.enabled: return
+    self.pr.disable()
+    if self.fn: self.pr.dump_stats(self.fn)
+    import pstats
+    stats = pstats.Stats(self.pr).strip_dirs().sort_stats(self.sort)
+    stats.print_stats(max(1, int(len(stats.stats) * self.frac)))  # type: ignore[attr-defined]
+
+
+# memoryviews and ctypes pointers (tinygrad's runtime helpers; used to hand raw bytes around)
+def flat_mv(mv: memoryview) -> memoryview: return mv if len(mv) == 0 else mv.cast("B", shape=(mv.nbytes,))
+def to_mv(ptr: int, sz: int) -> memoryview:
+  import ctypes
+  return memoryview((ctypes.c_uint8 * sz).from_address(ptr)).cast("B")
+def mv_address(mv: memoryview) -> int:
+  import ctypes
+  return ctypes.addressof(ctypes.c_char.from_buffer(mv))
+def from_mv(mv: memoryview, to_type: Any = None) -> Any:
+  import ctypes
+  return ctypes.cast(ctypes.addressof((to_type or ctypes.c_char).from_buffer(mv)), ctypes.POINTER((to_type or ctypes.c_char) * len(mv))).contents
+
+
+def __getattr__(name: str) -> Any:
+  """Every setting (ContextVar) by name, as tinygrad's helpers export them: `from tinygrad.helpers import JIT, WINO`; and
+  tqdm / trange.
+  Settings of other modules (JIT in tinygrad.jit, TC in codegen) are registered when tinygrad is imported."""
+  if name in ("tqdm", "trange"):  # the tqdm library's (a dependency), imported on first use: not at every `import tinygrad`
+    import tqdm as tqdm_lib
+    return getattr(tqdm_lib, name)
+  if name == "USE_TC": name = "TC"
+  if name in ContextVar._registry: return ContextVar._registry[name]
+  raise AttributeError(f"module 'tinygrad.helpers' has no attribute {name!r}")

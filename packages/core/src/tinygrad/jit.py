@@ -8,6 +8,7 @@ launch: only the launches whose inputs or var values changed are updated first. 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -26,6 +27,9 @@ from tinygrad.uop.ops import GroupOp, Ops, UOp
 JIT = ContextVar("JIT", 1)  # JIT=0 runs jitted functions eagerly every time
 GRAPH = ContextVar("GRAPH", 1)  # GRAPH=0: replay kernel by kernel even where the device has graphs
 ReturnType = TypeVar("ReturnType")
+# tinygrad keeps TinyJit in tinygrad.engine.jit: `from tinygrad.engine.jit import TinyJit` finds this module under that name
+sys.modules.setdefault("tinygrad.engine.jit", sys.modules[__name__])
+vars(sys.modules["tinygrad.engine"])["jit"] = sys.modules[__name__]  # as an import would set it
 
 
 

@@ -391,6 +391,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
 
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
+    _check_kwargs("arange", kwargs)
     if stop is None: start, stop = 0, start
     if any(isinstance(x, UOp) for x in (start, stop, step)): return Tensor._arange_symbolic(start, stop, step, **kwargs)
     dtype = kwargs.pop("dtype", None) or dtypes.from_py([start, stop, step])
@@ -420,9 +421,11 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
 
   @staticmethod
   def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+    _check_kwargs("eye", kwargs)
     m = n if m is None else m
     return (Tensor.arange(n, dtype=dtypes.int32, device=kwargs.get("device")).reshape(n, 1) ==
-            Tensor.arange(m, dtype=dtypes.int32, device=kwargs.get("device")).reshape(1, m)).cast(kwargs.get("dtype") or dtypes.default_float)
+            Tensor.arange(m, dtype=dtypes.int32, device=kwargs.get("device")).reshape(1, m)).cast(
+              to_dtype(kwargs.get("dtype") or dtypes.default_float)).requires_grad_(kwargs.get("requires_grad"))
 
   # ---- random numbers: counter-based (threefry 2x32), so the same seed gives the same values on every device
   @staticmethod
@@ -446,8 +449,10 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   @staticmethod
   def rand(*shape: int, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Uniform in [0, 1)."""
+    _check_kwargs("rand", kwargs, ("requires_grad",))
     shape = _check_shape(argfix(*shape))
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dtypes.is_float(dt): raise InvalidArgumentError(f"rand draws floats, got dtype={dt}: use a float dtype (randint draws ints)")
     n = prod(shape)
     if n == 0: return Tensor.empty(*shape, device=device, dtype=dt, **kwargs)
     bits = Tensor._random_bits(n, device)
@@ -457,6 +462,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   @staticmethod
   def randn(*shape: int, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     """Standard normal, by the Box-Muller transform."""
+    _check_kwargs("randn", kwargs, ("device", "requires_grad"))
     shape = argfix(*shape)
     u = Tensor.rand(2, *shape, device=kwargs.get("device"))
     z = (u[0].mul(2 * math.pi).cos()) * ((1 - u[1]).log() * -2).sqrt()
@@ -464,19 +470,22 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
 
   @staticmethod
   def normal(*shape: int, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    _check_kwargs("normal", kwargs)
     rg = kwargs.pop("requires_grad", None)
     return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(rg)
 
   @staticmethod
   def randint(*shape: int, low: int = 0, high: int = 10, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
     """Uniform integers in [low, high)."""
-    if not (isinstance(low, int) and isinstance(high, int)) or high <= low: raise InvalidArgumentError(f"randint needs int low < high, got {low}, {high}")
+    if not (isinstance(low, int) and isinstance(high, int)): raise TypeError(f"randint's low={low!r} and high={high!r} must be ints")
+    if high <= low: raise InvalidArgumentError(f"randint needs low < high, got low={low}, high={high}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.int32
     return (Tensor.rand(*shape, device=device) * (high - low) + low).floor().cast(dt)
 
   @staticmethod
   def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included."""
+    _check_kwargs("linspace", kwargs)
     if steps < 0: raise InvalidArgumentError(f"linspace needs steps >= 0, got {steps}")
     dt = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
     if steps == 1: return Tensor.full((1,), start, dtype=dt, **kwargs)
@@ -484,10 +493,11 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     return (start + idx * ((stop - start) / max(steps - 1, 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))
 
   def rand_like(self, **kwargs: Any) -> Tensor:
-    return Tensor.rand(*self.shape, **{"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None, **kwargs})
+    """Uniform in [0, 1) of self's shape, device and dtype (a float dtype: an int tensor needs dtype=)."""
+    return Tensor.rand(*self.shape, **{"device": self.device, "dtype": self.dtype, **kwargs})
 
   def randn_like(self, **kwargs: Any) -> Tensor:
-    return Tensor.randn(*self.shape, **{"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None, **kwargs})
+    return Tensor.randn(*self.shape, **{"device": self.device, "dtype": self.dtype, **kwargs})
 
   def size(self, dim: int | None = None) -> Any:
     """The shape (like torch's .size()), or one dim of it."""
@@ -495,17 +505,22 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
 
   @staticmethod
   def uniform(*shape: int, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
-    rg = kwargs.pop("requires_grad", None)
-    return (Tensor.rand(*shape, **kwargs) * (high - low) + low).requires_grad_(rg)
+    _check_kwargs("uniform", kwargs)
+    rg, dt = kwargs.pop("requires_grad", None), kwargs.pop("dtype", None)
+    if dt is not None and not dtypes.is_float(dt := to_dtype(dt)):  # an int dtype: drawn as floats, then truncated (as tinygrad)
+      return (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(dt).requires_grad_(rg)
+    return (Tensor.rand(*shape, dtype=dt, **kwargs) * (high - low) + low).requires_grad_(rg)
 
   @staticmethod
   def scaled_uniform(*shape: int, **kwargs: Any) -> Tensor:
+    _check_kwargs("scaled_uniform", kwargs)
     rg = kwargs.pop("requires_grad", None)
     return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5).requires_grad_(rg)
 
   @staticmethod
   def kaiming_normal(*shape: int, a: float = 0.01, **kwargs: Any) -> Tensor:
     """Normal with std sqrt(2 / (1 + a^2)) / sqrt(fan_in) (torch.nn.init.kaiming_normal_, tinygrad's kaiming_normal)."""
+    _check_kwargs("kaiming_normal", kwargs)
     rg = kwargs.pop("requires_grad", None)
     shape = argfix(*shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
@@ -514,6 +529,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   @staticmethod
   def glorot_uniform(*shape: int, **kwargs: Any) -> Tensor:
     """Uniform in +-sqrt(6 / (fan_in + fan_out)) (tinygrad's glorot_uniform)."""
+    _check_kwargs("glorot_uniform", kwargs)
     rg = kwargs.pop("requires_grad", None)
     shape = argfix(*shape)
     bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
@@ -531,6 +547,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
 
   @staticmethod
   def kaiming_uniform(*shape: int, a: float = 0.01, **kwargs: Any) -> Tensor:
+    _check_kwargs("kaiming_uniform", kwargs)
     rg = kwargs.pop("requires_grad", None)
     shape = argfix(*shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
@@ -558,6 +575,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   @staticmethod
   def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
     """A random permutation of 0..n-1 (torch.randperm, tinygrad's Tensor.randperm): the argsort of n uniform keys."""
+    _check_kwargs("randperm", kwargs, ("requires_grad",))
     rg = kwargs.pop("requires_grad", None)
     if n < 0: raise ValueError(f"randperm needs n >= 0, got {n}")
     if n == 0: return Tensor.zeros(0, device=device, dtype=dtype, requires_grad=rg)
@@ -637,10 +655,16 @@ def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | 
   return buffer_view(buf, shape)
 
 
+def _check_kwargs(fn: str, kwargs: dict[str, Any], allowed: tuple[str, ...] = ("device", "dtype", "requires_grad")) -> None:
+  """Factories take their options as **kwargs: a misspelled or unknown one is a TypeError (as in tinygrad), not ignored."""
+  if bad := [k for k in kwargs if k not in allowed]:
+    raise TypeError(f"Tensor.{fn}() got an unexpected keyword argument {bad[0]!r}: its options are device=, dtype= and requires_grad=")
+
+
 def _check_shape(shape: tuple) -> tuple:
   """A shape to allocate: ints (or symbolic sizes) >= 0. A negative size is an error (torch's message), not a buffer of -1."""
   if (bad := next((s for s in shape if not isinstance(s, UOp) and (not isinstance(s, int) or s < 0)), None)) is not None:
-    raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {list(shape)}" if isinstance(bad, int) else
+    raise InvalidArgumentError(f"Trying to create tensor with negative dimension {bad}: {list(shape)}" if isinstance(bad, int) else
                        f"a tensor's dimensions must be ints, got {bad!r} in {shape}")
   return shape
 

@@ -467,7 +467,7 @@ def test_muon_vs_torch(shape, kw, training, monkeypatch):
   w0 = make_inputs([shape], seed=3)[0]
   x = make_inputs([(6, shape[0])], seed=4)[0]
   w, tw = Tensor(w0.copy(), requires_grad=True), torch.tensor(w0.copy(), requires_grad=True)
-  opt = optim.Muon([w], lr=0.02, **kw)
+  opt = optim.Muon([w], lr=0.02, **{"weight_decay": 0.0, **kw})
   topt = torch.optim.Muon([tw], lr=0.02, weight_decay=kw.get("weight_decay", 0.0), momentum=kw.get("momentum", 0.95), nesterov=kw.get("nesterov", True))
   for _ in range(3):
     opt.zero_grad()

@@ -313,7 +313,7 @@ class MovementMixin(ElementwiseMixin):
     d = self._resolve_dim(dim, extra=True)
     return self.unsqueeze(d).cat(*[t.unsqueeze(d) for t in args], dim=d)
 
-  def split(self, sizes: int | Sequence[int], dim: int = -1) -> tuple[Self, ...]:
+  def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Self, ...]:
     d = self._resolve_dim(dim)
     n = self.shape[d]
     if isinstance(sizes, int):
@@ -324,7 +324,7 @@ class MovementMixin(ElementwiseMixin):
     offsets = list(itertools.accumulate(sizes, initial=0))
     return tuple(self.shrink(tuple((offsets[i], offsets[i + 1]) if j == d else None for j in range(self.ndim))) for i in range(len(sizes)))
 
-  def chunk(self, chunks: int, dim: int = -1) -> list[Self]:
+  def chunk(self, chunks: int, dim: int = 0) -> list[Self]:
     if chunks <= 0: raise InvalidArgumentError(f"chunk needs chunks > 0, got {chunks}")
     d = self._resolve_dim(dim)
     return list(self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else [0] * chunks, dim=d))

@@ -81,12 +81,12 @@ class LARS(Optimizer):
   """SGD with momentum, weight decay and LARS trust-ratio scaling (tcoef > 0); with ns_steps > 0 the update is
   orthogonalized by Newton-Schulz iterations (Muon)."""
   def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, ns_steps: int = 0,
-               ns_params: tuple[float, ...] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001,
+               ns_coefficients: tuple[float, ...] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001,
                fused: bool = False):
     if fused and ns_steps: raise ValueError("Muon (ns_steps > 0) orthogonalizes each matrix: it can't be fused")
     super().__init__(params, lr, fused)
     self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
-    self.ns_steps, self.ns_params = ns_steps, ns_params
+    self.ns_steps, self.ns_coefficients = ns_steps, ns_coefficients
     self.b = self._zeros_like_params() if self.momentum else []
 
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
@@ -102,7 +102,7 @@ class LARS(Optimizer):
       if self.momentum:
         self.b[i].assign(self.momentum * self.b[i] + g)
         g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
-      if self.ns_steps: g = _newton_schulz(g.reshape(g.shape[0], -1), self.ns_steps, self.ns_params or (3.4445, -4.775, 2.0315)).reshape(g.shape)
+      if self.ns_steps: g = _newton_schulz(g.reshape(g.shape[0], -1), self.ns_steps, self.ns_coefficients or (3.4445, -4.775, 2.0315)).reshape(g.shape)
       if not self.classic: g = g * r * lr
       if not self.pre_wd and self.wd > 0: t = t * (1.0 - self.wd * lr)
       out.append(t - g)
@@ -134,10 +134,11 @@ def SGD(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0, weig
   return LARS(params, lr, momentum, weight_decay, 0, None, nesterov, classic=classic, pre_wd=True, tcoef=0.0, fused=fused)
 
 
-def Muon(params: Sequence[Tensor], lr: float = 0.02, momentum: float = 0.95, weight_decay: float = 0.0, ns_steps: int = 5,
-         ns_params: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True) -> LARS:
-  """Momentum SGD whose update is orthogonalized by Newton-Schulz iterations, with decoupled weight decay."""
-  return LARS(params, lr, momentum, weight_decay, ns_steps, ns_params, nesterov, classic=False, pre_wd=False, tcoef=0.0)
+def Muon(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
+         ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True, fused: bool = False) -> LARS:
+  """Momentum SGD whose update is orthogonalized by Newton-Schulz iterations, with decoupled weight decay (tinygrad's
+  defaults: lr 0.001, weight_decay 0.1)."""
+  return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False, tcoef=0.0, fused=fused)
 
 
 class LAMB(Optimizer):
