@@ -15,7 +15,7 @@ CORE = ROOT / "packages/core/src/tinygrad"
 # bottom-up: a module may import its own layer and the ones before it. A folder of tinygrad/ or a top-level module is
 # one unit; units of one layer (schedule, codegen, renderer) may import each other as long as no cycle forms.
 LAYERS: list[set[str]] = [
-  {"dtype", "helpers", "workers"},       # workers: generic worker processes, for compiling and BEAM alike
+  {"dtype", "helpers", "workers", "download"},  # workers: generic worker processes (compiling, BEAM); download: fetch
   {"uop", "gradient"},                   # the IR; gradient.py is a UOp graph transform
   {"schedule", "codegen", "renderer"},   # renderer: the base classes (a backend's renderers live in its package)
   {"device", "runtime"},

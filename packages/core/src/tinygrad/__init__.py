@@ -4,6 +4,7 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)  # tinygrad.llm and other add-ons live in their own distributions
 
 from tinygrad.device.registry import Device  # noqa: E402
+from tinygrad.download import fetch  # noqa: E402
 from tinygrad.dtype import dtypes  # noqa: E402
 from tinygrad.frontend.function import function  # noqa: E402
 from tinygrad.helpers import Context, GlobalCounters, getenv  # noqa: E402
@@ -15,4 +16,4 @@ if getenv("VIZ"):  # record for the VIZ page (tinygrad/viz): hooks installed onl
   from tinygrad.viz import enable_from_env
   enable_from_env()
 
-__all__ = ["Tensor", "TinyJit", "function", "Variable", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp"]
+__all__ = ["Tensor", "TinyJit", "function", "Variable", "Device", "dtypes", "Context", "GlobalCounters", "getenv", "UOp", "fetch"]

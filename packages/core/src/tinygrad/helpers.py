@@ -385,11 +385,14 @@ def from_mv(mv: memoryview, to_type: Any = None) -> Any:
 
 def __getattr__(name: str) -> Any:
   """Every setting (ContextVar) by name, as tinygrad's helpers export them: `from tinygrad.helpers import JIT, WINO`; and
-  tqdm / trange.
+  tqdm / trange, fetch.
   Settings of other modules (JIT in tinygrad.jit, TC in codegen) are registered when tinygrad is imported."""
   if name in ("tqdm", "trange"):  # the tqdm library's (a dependency), imported on first use: not at every `import tinygrad`
     import tqdm as tqdm_lib
     return getattr(tqdm_lib, name)
+  if name == "fetch":  # tinygrad/download.py (which imports this module)
+    from tinygrad.download import fetch
+    return fetch
   if name == "USE_TC": name = "TC"
   if name in ContextVar._registry: return ContextVar._registry[name]
   raise AttributeError(f"module 'tinygrad.helpers' has no attribute {name!r}")

@@ -355,6 +355,13 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
 
   # ---- creation
   @staticmethod
+  def from_url(url: str, gunzip: bool = False, **kwargs: Any) -> Tensor:
+    """The bytes of the file at `url` as a uint8 tensor, downloaded once into the download cache (tinygrad.download.fetch;
+    gunzip=True: decompressed). kwargs go to Tensor() (device=...)."""
+    from tinygrad.download import fetch
+    return Tensor(fetch(url, gunzip=gunzip).read_bytes(), **kwargs)
+
+  @staticmethod
   def empty(*shape: int, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = _check_shape(argfix(*shape))
