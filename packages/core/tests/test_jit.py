@@ -17,17 +17,17 @@ def test_replay_matches_eager_and_runs_the_captured_kernels():
     GlobalCounters.reset()
     out = f(a, b).numpy()
     np.testing.assert_allclose(out, np.maximum(a_np @ b_np, 0) + 1, rtol=1e-5, atol=1e-5)
-  assert f.cnt == 2 and len(f.captured) >= 1
+  assert f.cnt == 4 and len(f.captured) >= 1  # cnt counts the calls, as tinygrad's
   assert GlobalCounters.kernel_count == len(f.captured)
 
 
 def test_capture_after_zero_captures_on_the_first_call():
   f = TinyJit(lambda a, b: (a * b).sum(1) + 1, capture_after=0)
-  for _ in range(3):
+  for i in range(3):
     a_np, b_np = np.random.randn(4, 5).astype(np.float32), np.random.randn(4, 5).astype(np.float32)
     out = f(Tensor(a_np).realize(), Tensor(b_np).realize()).numpy()
     np.testing.assert_allclose(out, (a_np * b_np).sum(1) + 1, rtol=1e-5, atol=1e-5)
-    assert f.captured and f.cnt == 1  # captured by call 1, replayed by calls 2 and 3
+    assert f.captured and f.cnt == i + 1  # captured by call 1, replayed by calls 2 and 3
   with pytest.raises(ValueError, match="capture_after"): TinyJit(lambda a: a, capture_after=-1)
 
 
@@ -52,7 +52,7 @@ def test_bound_variable_as_a_size_serves_every_size_with_one_capture():
   @TinyJit
   def f(x: Tensor, n) -> Tensor: return x.shrink(((0, n),)).sum()
   for k in range(1, 9): assert f(x, n.bind(k)).item() == sum(range(k))
-  assert f.cnt == 2
+  assert f.cnt == 8
 
 
 def test_random_numbers_are_fresh_on_every_replay():
@@ -88,7 +88,7 @@ def test_kv_cache_style_write_at_a_symbolic_position():
   expect = np.zeros((8, 3), np.float32)
   expect[:5] = np.arange(1, 6)[:, None]
   np.testing.assert_array_equal(cache.numpy(), expect)
-  assert write.cnt == 2
+  assert write.cnt == 5
 
 
 # ---- device graphs: the hook core calls (a real one is tested in backend-nv with a GPU); here a recording stand-in

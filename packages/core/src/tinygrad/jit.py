@@ -116,6 +116,7 @@ class TinyJit(Generic[ReturnType]):
       return self._run_and_realize(args, kwargs)
     if self.cnt == self.capture_after: return self._capture(args, kwargs, tensors)
     self._check_inputs(tensors)
+    self.cnt += 1  # the number of calls so far, as tinygrad's (replays included)
     self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
     _rebind(self.ret, var_vals)
     return self.ret

@@ -19,7 +19,7 @@ from tinygrad.frontend.custom_kernel import custom_kernel
 from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.indexing import IndexingMixin
-from tinygrad.frontend.multi import MultiMixin, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
+from tinygrad.frontend.multi import MultiMixin, assign_value, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import TRAINING, InvalidArgumentError, JitError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import (
@@ -304,12 +304,11 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     Python bool)."""
     return self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
 
-  def assign(self, x: Tensor | ConstType) -> Tensor:
-    """Write x into this tensor's buffer (in place, like tinygrad's assign)."""
+  def assign(self, x: Tensor | ConstType | Sequence | Any) -> Tensor:
+    """Write x into this tensor's buffer (in place, like tinygrad's assign): a tensor of this dtype, broadcast to this shape
+    (a (1,) or (4,) value into a (3, 4) tensor), or a Python scalar, list or numpy array, taken in this dtype."""
     if isinstance(self.device, tuple): return multi_assign(self, x)  # sharded: every device writes its part
-    x = x if isinstance(x, Tensor) else Tensor.full(self.shape, x, dtype=self.dtype, device=self.device)
-    if x.shape != self.shape: raise InvalidArgumentError(f"assign shape mismatch: target {self.shape}, value {x.shape}")
-    if x.dtype != self.dtype: raise TypeError(f"assign dtype mismatch: target {self.dtype!r}, value {x.dtype!r}; cast the value first")
+    x = assign_value(self, x)
     if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
       if not is_writable_view(self.uop): self.realize()
       assign_bytes(self, x)

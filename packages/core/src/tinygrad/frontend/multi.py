@@ -10,7 +10,7 @@ from tinygrad.device.registry import Device
 from tinygrad.dtype import DType
 from tinygrad.engine.realize import buffer_of
 from tinygrad.frontend.movement import MovementMixin
-from tinygrad.helpers import InvalidArgumentError, prod
+from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, prod
 from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
 from tinygrad.schedule.multi import Devices, copy_to, lower, make_multi, shrink_axis, split_bounds
 from tinygrad.uop.ops import Ops, UOp
@@ -62,11 +62,24 @@ def multi_empty(shape: tuple[int, ...], dtype: DType, devices: Devices) -> UOp:
 def replicate(x: UOp, devices: Devices) -> UOp: return make_multi([copy_to(x, d) for d in devices])
 
 
+def assign_value(target: TensorT, x: Any) -> TensorT:
+  """The value `target.assign(x)` writes, as tinygrad takes it: a Python scalar, list or numpy array becomes a tensor of the
+  target's dtype (and device); a tensor must have the target's dtype and is broadcast to its shape."""
+  T = type(target)
+  if not isinstance(x, T):
+    if isinstance(x, (int, float, bool)): return T.full(target.shape, x, dtype=target.dtype, device=target.device)
+    x = T(x, dtype=target.dtype, device=target.device)
+  if x.dtype != target.dtype:
+    raise InvalidDTypeError(f"assign dtype mismatch: target {target.dtype!r}, value {x.dtype!r}; cast the value first")
+  if x.shape != target.shape:
+    try: x = x.expand(target.shape)
+    except InvalidArgumentError: raise InvalidArgumentError(f"assign shape mismatch: target {target.shape}, value {x.shape}") from None
+  return x
+
+
 def multi_assign(target: TensorT, x: Any) -> TensorT:
   """Tensor.assign into a sharded tensor: each device writes its part in place."""
-  x = x if isinstance(x, type(target)) else type(target).full(target.shape, x, dtype=target.dtype, device=target.device)
-  if x.shape != target.shape: raise InvalidArgumentError(f"assign shape mismatch: target {target.shape}, value {x.shape}")
-  if x.dtype != target.dtype: raise TypeError(f"assign dtype mismatch: target {target.dtype!r}, value {x.dtype!r}; cast the value first")
+  x = assign_value(target, x)
   if x.device != target.device: x = x.to(target.device)
   if not is_realized_multi(target.uop): target.realize()
   if not is_realized_multi(target.uop):  # a view of sharded buffers: no place to write in, so it just takes the value

@@ -223,7 +223,7 @@ class LSTMCell:
     i, f, g, o = (gates.shrink(((0, gates.shape[0]), (k * hidden, (k + 1) * hidden))) for k in range(4))
     new_c = f.sigmoid() * hc[1] + i.sigmoid() * g.tanh()
     new_h = o.sigmoid() * new_c.tanh()
-    return new_h.contiguous(), new_c.contiguous()
+    return new_h, new_c
 
 
 from tinygrad.nn import optim  # noqa: E402,F401  (tinygrad.nn.optim, as in tinygrad)
