@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import ContextVar, CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
+from tinygrad.device.plugin import GRID_WAIT, ContextVar, CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
@@ -215,7 +215,7 @@ class CUDARenderer(CStyleRenderer):
               ' mapa.shared::cluster.u32 ra, %0, rk;\\n @q mbarrier.arrive.shared::cluster.b64 _, [ra];\\n}" '
               f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "cluster_sync": return "tg_cluster_sync();"
-    if kind == "grid_wait": return _GRID_WAIT.strip()  # placed by a hand-written kernel (uop.dsl.GRID_WAIT), after its sources
+    if u.arg == GRID_WAIT: return _GRID_WAIT.strip()  # placed by a hand-written kernel (uop.dsl.GRID_WAIT), after its sources
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
       # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
@@ -378,7 +378,7 @@ class CUDARenderer(CStyleRenderer):
       src = src[:close] + "".join(f", const __grid_constant__ tg_tmap tmap{i}" for i in range(len(tmaps))) + src[close:]
     if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
-      if not any(u.op is Ops.BARRIER and u.arg == ("grid_wait",) for u in uops):  # else where the kernel placed it
+      if not any(u.op is Ops.BARRIER and u.arg == GRID_WAIT for u in uops):  # else where the kernel placed it
         body = src.index("{\n", src.index(head)) + 2
         src = src[:body] + _GRID_WAIT + src[body:]
     # thread-block clusters (TC_CLUSTER: the tensor-core lowering's mbar_init names the size): fixed at compile time, so a plain

@@ -45,6 +45,7 @@ from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
 from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
 from tinygrad.renderer import CompileError, Compiler, DotProduct, Renderer, TensorCore, TileConfig, UnsupportedDTypeError, fma_tensor_core, tc_opt_in
 from tinygrad.renderer.cstyle import CStyleRenderer
+from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
 from tinygrad.workers import offload
@@ -57,6 +58,7 @@ __all__ = [
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
   "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
+  "GRID_WAIT",  # the BARRIER arg of the wait for the grids before a kernel, where a hand-written kernel places it (Renderer.grid_wait)
   # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
   "ContextVar", "IMAGE", "getenv", "diskcache_get", "diskcache_put", "offload",
   # collectives (process groups across processes: tinygrad.distributed) and the buffers they move
