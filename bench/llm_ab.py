@@ -53,7 +53,7 @@ def main() -> None:
       # the layers' recorded kernels (tinygrad/reuse.py) too: their key holds the opts' settings, not the scheduler's
       if llm.model._reuse is not None: llm.model._reuse.recordings.clear()
       tokens.append(llm._decode_batch(7, pos, args.tokens, SamplingParams(ignore_eos=True)))  # compiles and captures under v
-      steps.append(llm._step_for(attn_len, True))
+      steps.append(llm._step_for(attn_len, "greedy"))
       for _ in range(3): steps[-1](llm._v_start.bind(pos), [])
   times: list[list[float]] = [[] for _ in variants]
   for _ in range(args.rounds):

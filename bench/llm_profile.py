@@ -62,7 +62,7 @@ def main() -> None:
     jit = llm._prefill_jits[(args.prefill, L)]
     var_vals = {llm._v_start.arg[0]: 0, llm._v_last[args.prefill].arg[0]: args.prefill - 1}
   else:
-    jit = llm._step_for(L, True)  # the engine's decode step: token from the device, the model, greedy sampling, the token back
+    jit = llm._step_for(L, "greedy")  # the engine's decode step: token from the device, the model, greedy sampling, the token back
     def step() -> None: jit(llm._v_start.bind(pos), [])
   for _ in range(3): step()  # compile, capture, and build the device graph
   dev = Device[Device.DEFAULT]

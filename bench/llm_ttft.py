@@ -85,7 +85,7 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases["first_token"] = time.perf_counter() - t
   kernels_first = len(realize._runner_cache)
   t, pos = time.perf_counter(), len(ids)
-  llm._step_for(llm.model.attn_len(pos + 1), True)(llm._v_start.bind(pos), [])  # the decode step LLM.generate runs next
+  llm._step_for(llm.model.attn_len(pos + 1), "greedy")(llm._v_start.bind(pos), [])  # the decode step LLM.generate runs next
   if runs: Device[Device.DEFAULT].synchronize()
   phases["first_decode"] = time.perf_counter() - t
   llm.cached = []  # a new conversation: nothing reused from the cache

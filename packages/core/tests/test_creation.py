@@ -74,3 +74,9 @@ def test_zeros_inside_a_jit_are_filled_on_every_replay():
 def test_negative_zero_fill_keeps_its_sign():
   z = Tensor.full((16,), -0.0).contiguous().realize()
   assert (1 / z).numpy().tolist() == [-np.inf] * 16
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3), (2, 0), (0, 3), (2, 0, 3), (2, 3, 4), (1, 1, 1), (3, 1, 2, 2)])
+def test_tolist_nests_like_numpy(shape):
+  a = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+  assert Tensor(a).tolist() == a.tolist()

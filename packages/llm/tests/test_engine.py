@@ -57,6 +57,24 @@ def test_sampled_decode_matches_stepwise(tmp_path, small_ring):
   assert len(set(got)) > 3  # really sampled, not one repeated token
 
 
+def test_temperature_only_decode_is_the_filtered_draw_without_filters(tmp_path, small_ring):
+  """Without top-k/top-p the step draws with the Gumbel argmax alone (no threshold searches): the tokens the filtered sampler
+  draws with its filters off, from the same (seed, position) keys."""
+  path, _, _ = model_path(tmp_path, "F32")
+  llm = LLM.load(path)
+  V = llm.model.cfg.vocab_size
+  params = SamplingParams(temperature=0.8, seed=5, ignore_eos=True)
+  assert llm._sampling_mode(params) == "temperature" and llm._sampling_mode(SamplingParams(temperature=0.8, top_k=V)) == "temperature"
+  assert llm._sampling_mode(SamplingParams()) == "greedy" and llm._sampling_mode(SamplingParams(temperature=1, top_p=0.5)) == "filtered"
+  llm.cached = []
+  got = list(llm.generate(PROMPT, max_new_tokens=16, params=params))
+  assert got == stepwise(llm, PROMPT, 16, params)
+  assert len(set(got)) > 3
+  llm.cached = []
+  llm._sampling_mode = lambda _params: "filtered"  # type: ignore[method-assign]  # the searching sampler, filters off
+  assert list(llm.generate(PROMPT, max_new_tokens=16, params=params)) == got
+
+
 def test_stop_inside_a_batch_keeps_the_cache_consistent(tmp_path, small_ring):
   path, cfg, w = model_path(tmp_path, "F32")
   llm = LLM.load(path)

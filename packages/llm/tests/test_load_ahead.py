@@ -17,7 +17,7 @@ def first_prompt(llm: LLM) -> tuple[np.ndarray, int, list[int]]:
   """The prompt's logits, its greedy token, and the ring after the first decode step (the token that step sampled)."""
   logits, _ = llm.prefill(PROMPT)
   tok = int(llm._greedy(logits).item())
-  llm._step_for(llm.model.attn_len(len(PROMPT) + 1), True)(llm._v_start.bind(len(PROMPT)), [])
+  llm._step_for(llm.model.attn_len(len(PROMPT) + 1), "greedy")(llm._v_start.bind(len(PROMPT)), [])
   return logits.numpy(), tok, llm._ring.tolist()
 
 

@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from tinygrad import Tensor, TinyJit, dtypes
-from tinygrad.llm.sampling import greedy, hash_uniform, sample
+from tinygrad.llm.sampling import PARTS, greedy, hash_uniform, sample, sample_temperature
 
 V = 40
 
@@ -51,3 +51,29 @@ def test_distribution_and_filters(sampler):
   assert {draw(sampler, logits, top_p=1e-6, step=i) for i in range(10)} == {3}
   # a low temperature sharpens towards the most likely token
   assert Counter(draw(sampler, logits, temperature=0.05, step=i) for i in range(30))[3] >= 29
+
+
+def test_long_rows_filter_exactly():
+  """Rows long enough for the searches' partial sums (a vocabulary past 8 * PARTS, padded to a multiple of PARTS)."""
+  n = 8 * PARTS + 37
+  rng = np.random.default_rng(1)
+  logits = rng.standard_normal(n).astype(np.float32)
+  top = np.argsort(-logits)
+  jit = TinyJit(sample)
+  assert {draw(jit, logits, top_k=3, temperature=3.0, step=i) for i in range(40)} <= set(top[:3].tolist())
+  # top-p: the smallest set of most likely tokens holding 30% of the mass
+  p = np.exp(logits - logits.max())
+  p /= p.sum()
+  keep = top[:int(np.searchsorted(np.cumsum(p[top]), 0.3)) + 1]
+  drawn = {draw(jit, logits, top_p=0.3, step=i) for i in range(200)}
+  assert drawn <= set(keep.tolist()) and len(drawn) > 1
+
+
+def test_temperature_only_is_sample_without_filters():
+  logits = np.random.default_rng(2).standard_normal(3 * PARTS).astype(np.float32)
+  x = Tensor(logits.reshape(1, -1))
+  t = Tensor([0.7], dtype=dtypes.float32)
+  for step in range(5):
+    key = Tensor([3, step], dtype=dtypes.uint32)
+    want = int(sample(x, t, Tensor([0], dtype=dtypes.int32), Tensor([1.0], dtype=dtypes.float32), key).item())
+    assert int(sample_temperature(x, t, key).item()) == want

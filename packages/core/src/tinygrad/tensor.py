@@ -680,8 +680,10 @@ def _is_numpy(x: Any) -> bool: return type(x).__module__ == "numpy" and type(x).
 
 def _unflatten(flat: list[Any], shape: tuple[int, ...]) -> Any:
   if not shape: return flat[0]
-  step = prod(shape[1:])
-  return [_unflatten(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+  if 0 in shape[1:]: return [_unflatten([], shape[1:]) for _ in range(shape[0])]
+  # innermost dim first, one slice per row: a call per row, not a recursive call per element (tolist of 1M elements: ~0.1 s)
+  for d in reversed(shape[1:]): flat = [flat[i:i + d] for i in range(0, len(flat), d)]
+  return flat
 
 
 def _argsort(x: Iterable[int]) -> list[int]: return argsort(list(x))

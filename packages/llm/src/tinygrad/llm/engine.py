@@ -15,7 +15,7 @@ from tinygrad.engine.realize import buffer_of
 from tinygrad.helpers import DEBUG, ContextVar
 from tinygrad.llm.gguf import GGUFFile, read_gguf
 from tinygrad.llm.model import CACHE_SLACK, Transformer, UnsupportedModel, check_tokenizer_metadata, fuses_cheaply, scalar, select_rows
-from tinygrad.llm.sampling import greedy, sample
+from tinygrad.llm.sampling import greedy, sample, sample_temperature
 from tinygrad.llm.tokenizer import Tokenizer
 
 PREFILL_CHUNK = 32
@@ -123,8 +123,9 @@ class LLM:
     self._v_last: dict[int, Variable] = {}  # chunk size -> the chunk's last real token, a symbolic index
     self._decode_jits: dict[int, Any] = {}
     self._sample = self._wrap(sample)
+    self._sample_temperature = self._wrap(sample_temperature)
     self._greedy = self._wrap(greedy)
-    self._step_jits: dict[tuple[int, bool], Any] = {}  # (attn_len, greedy) -> the decode step with its sampler
+    self._step_jits: dict[tuple[int, str], Any] = {}  # (attn_len, sampling mode) -> the decode step with its sampler
     self._ring = Tensor.zeros(RING, dtype=dtypes.int32, device=model.norm.device).contiguous().realize()
     self._batch = 1  # decode steps per readback, adapted to the device's speed (BATCH_S)
     self._ring_holds: tuple[int, int] | None = None  # (position, token) the ring is known to hold there
@@ -184,23 +185,31 @@ class LLM:
       pos += k
     assert logits is not None
     self._greedy(logits).realize()
-    self._step_for(self.model.attn_len(n + 1), True)(self._v_start.bind(n), [])
+    self._step_for(self.model.attn_len(n + 1), "greedy")(self._v_start.bind(n), [])
 
-  def _step_for(self, attn_len: int, greedy_only: bool) -> Any:
-    """The decode step: the token at start_pos from the ring -> the model -> the sampled next token into the ring at start_pos + 1."""
-    if (fn := self._step_jits.get((attn_len, greedy_only))) is None:
+  def _sampling_mode(self, params: SamplingParams) -> str:
+    """greedy (temperature 0), temperature (top-k and top-p off: the Gumbel draw alone, no threshold searches over the vocabulary)
+    or filtered. A top_k of at least the vocabulary's size keeps every token, as 0 does."""
+    if params.temperature <= 0: return "greedy"
+    return "filtered" if 0 < params.top_k < self.model.cfg.vocab_size or params.top_p < 1 else "temperature"
+
+  def _step_for(self, attn_len: int, mode: str) -> Any:
+    """The decode step: the token at start_pos from the ring -> the model -> the sampled next token into the ring at start_pos + 1.
+    mode: `_sampling_mode`'s."""
+    if (fn := self._step_jits.get((attn_len, mode))) is None:
       model, ring = self.model, self._ring
       def step(start_pos, knobs: list[Tensor]) -> Tensor:
         tok = select_rows(ring, start_pos % RING, 1).reshape(1, 1)
         logits = model.forward(tok, start_pos, attn_len=attn_len)
         pos = scalar(start_pos, ring.device) + 1
-        if greedy_only: nxt = greedy(logits)
+        if mode == "greedy": nxt = greedy(logits)
         else:  # the draw depends on (seed, position of the new token), as in LLM.sample
           temperature, top_k, top_p, seed = knobs
-          nxt = sample(logits, temperature, top_k, top_p, seed.cat(pos.cast(dtypes.uint32).reshape(1)))
+          key = seed.cat(pos.cast(dtypes.uint32).reshape(1))
+          nxt = sample(logits, temperature, top_k, top_p, key) if mode == "filtered" else sample_temperature(logits, temperature, key)
         at = Tensor.arange(RING, dtype=dtypes.int32, device=ring.device) == pos % RING
         return ring.assign(at.where(nxt, ring)).realize()
-      fn = self._step_jits[(attn_len, greedy_only)] = self._wrap(step)
+      fn = self._step_jits[(attn_len, mode)] = self._wrap(step)
     return fn
 
   def _decode_batch(self, tok: int, pos: int, n: int, params: SamplingParams) -> list[int]:
@@ -210,11 +219,11 @@ class LLM:
       ring[pos % RING] = tok
       # data in, straight into the ring's buffer: an assign would schedule a copy (about 1 ms of host time per generation)
       buffer_of(self._ring.uop.base).copyin(memoryview(ring).cast("B"))
-    greedy_only = params.temperature <= 0
-    knobs = [] if greedy_only else [Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
+    mode = self._sampling_mode(params)
+    knobs = [] if mode == "greedy" else [Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
                                     Tensor([params.top_p], dtype=dtypes.float32), Tensor([params.seed & 0xFFFFFFFF], dtype=dtypes.uint32)]
-    for p in range(pos, pos + n): self._step_for(self.model.attn_len(p + 1), greedy_only)(self._v_start.bind(p), knobs)
-    out = self._ring.tolist()  # (not .numpy(): the CLI never imports numpy, ~10 MB of resident memory)
+    for p in range(pos, pos + n): self._step_for(self.model.attn_len(p + 1), mode)(self._v_start.bind(p), knobs)
+    out = self._ring.data()  # a typed view, read in place (not .numpy(): the CLI never imports numpy, ~10 MB of resident memory)
     toks = [int(out[(p + 1) % RING]) for p in range(pos, pos + n)]
     self._ring_holds = (pos + n, toks[-1])
     return toks
@@ -238,8 +247,9 @@ class LLM:
 
   def sample(self, logits: Tensor, params: SamplingParams, position: int = 0) -> int:
     """The next token from logits. The random draw depends on (seed, position): the same prompt and seed give the same answer."""
-    if params.temperature <= 0: return int(self._greedy(logits).item())
+    if (mode := self._sampling_mode(params)) == "greedy": return int(self._greedy(logits).item())
     key = Tensor([params.seed & 0xFFFFFFFF, position & 0xFFFFFFFF], dtype=dtypes.uint32)
+    if mode == "temperature": return int(self._sample_temperature(logits, Tensor([params.temperature], dtype=dtypes.float32), key).item())
     out = self._sample(logits, Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
                        Tensor([params.top_p], dtype=dtypes.float32), key)
     return int(out.item())

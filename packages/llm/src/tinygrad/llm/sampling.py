@@ -4,6 +4,8 @@ temperature 0 is greedy (argmax). Otherwise top-k and top-p keep the tokens at o
 candidate values (no sort): the k-th largest logit, then the smallest probability whose tokens still hold top_p of the mass. Each
 search round tests 64 evenly spaced candidates at once in one reduction, and narrows the interval 64-fold. The draw itself is the Gumbel-max
 trick, argmax(logits / temperature + Gumbel noise), with noise from a counter-based hash of (seed, step, token index).
+Without top-k or top-p (`sample_temperature`, what the server does by default) the draw is that argmax alone: the same token
+`sample` draws with the filters off, without the searches.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 from tinygrad import Tensor, dtypes
 
 SEARCH_POINTS, SEARCH_ROUNDS = 64, 4  # 64**4 = 2**24 steps: float32 precision of the threshold
+PARTS = 256  # a long row's sums in this many partial sums first
 
 
 def hash_uniform(key: Tensor, n: int) -> Tensor:
@@ -24,6 +27,16 @@ def hash_uniform(key: Tensor, n: int) -> Tensor:
   return ((x >> 8).cast(dtypes.float32) + 0.5) * (1.0 / (1 << 24))
 
 
+def _sum_last(t: Tensor) -> Tensor:
+  """Sum over the last axis, keepdim, as partial sums of PARTS slices first (long rows: a vocabulary of 128k). One reduction over
+  the whole row gave one small thread group per candidate, a long serial loop each."""
+  n = t.shape[-1]
+  if n < 8 * PARTS: return t.sum(-1, keepdim=True)
+  m = -(-n // PARTS)
+  t = t.pad(((0, 0),) * (t.ndim - 1) + ((0, PARTS * m - n),))  # zeros: they add nothing to a count or a mass
+  return t.reshape(*t.shape[:-1], PARTS, m).sum(-1).contiguous().sum(-1, keepdim=True)
+
+
 def _search(lo: Tensor, hi: Tensor, ok_at) -> Tensor:
   """The largest v in [lo, hi] (both (1, 1)) with ok_at(v), for ok_at monotone (true at lo, false above some point).
   ok_at takes candidates (1, C, 1) and returns (1, C, 1) bools."""
@@ -32,8 +45,9 @@ def _search(lo: Tensor, hi: Tensor, ok_at) -> Tensor:
     width = hi - lo
     ok = ok_at(lo.reshape(1, 1, 1) + width.reshape(1, 1, 1) * steps)
     best = (ok.cast(dtypes.float32).sum(1) - 1).maximum(0).reshape(1, 1)  # index of the last candidate that passes
-    lo, hi = lo + width * best * (1.0 / SEARCH_POINTS), (lo + width * (best + 1) * (1.0 / SEARCH_POINTS)).minimum(hi)
-    lo, hi = lo.contiguous(), hi.contiguous()
+    # the new interval stored as one (1, 2) tensor: one kernel a round for it, not one per end
+    iv = (lo + width * best * (1.0 / SEARCH_POINTS)).cat((lo + width * (best + 1) * (1.0 / SEARCH_POINTS)).minimum(hi), dim=1).contiguous()
+    lo, hi = iv[:, 0:1], iv[:, 1:2]
   return lo
 
 
@@ -44,16 +58,29 @@ def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, top_p: Tensor, ke
   # top-k: the k-th largest value is the largest v with count(x >= v) >= k
   k = (top_k.reshape(1, 1) <= 0).where(V, top_k.reshape(1, 1).minimum(V)).cast(dtypes.float32)
   lo, hi = x.min(-1, keepdim=True), x.max(-1, keepdim=True)
-  kth = _search(lo, hi, lambda v: (x.reshape(1, 1, V) >= v).cast(dtypes.float32).sum(-1, keepdim=True) >= k.reshape(1, 1, 1))
+  x = x.contiguous()  # read by every search round: computed once
+  kth = _search(lo, hi, lambda v: _sum_last((x.reshape(1, 1, V) >= v).cast(dtypes.float32)) >= k.reshape(1, 1, 1))
   x = (x >= kth).where(x, -math.inf)
   # top-p: keep probabilities >= t for the largest t whose kept mass is still >= top_p
-  p = x.softmax(-1)
+  p = x.softmax(-1).contiguous()
   tp = top_p.reshape(1, 1).cast(dtypes.float32)
   pv = p.reshape(1, 1, V)
-  t = _search(p.min(-1, keepdim=True) * 0, p.max(-1, keepdim=True), lambda v: (pv >= v).where(pv, 0.0).sum(-1, keepdim=True) >= tp.reshape(1, 1, 1))
-  x = (p >= t).where(x, -math.inf)
+  t = _search(p.min(-1, keepdim=True) * 0, p.max(-1, keepdim=True), lambda v: _sum_last((pv >= v).where(pv, 0.0)) >= tp.reshape(1, 1, 1))
+  return _gumbel_argmax((p >= t).where(x, -math.inf), key)
+
+
+def sample_temperature(logits: Tensor, temperature: Tensor, key: Tensor) -> Tensor:
+  """`sample` with top-k and top-p off: logits (1, V); temperature (1,) float (> 0); key (2,) uint32 -> (1,) int32."""
+  V = logits.shape[-1]
+  return _gumbel_argmax(logits.reshape(1, V).cast(dtypes.float32) / temperature.reshape(1, 1), key)
+
+
+def _gumbel_argmax(x: Tensor, key: Tensor) -> Tensor:
+  """The Gumbel-max draw from (1, V) scaled logits: argmax(x + Gumbel noise), the noise a function of (key, token index)."""
+  V = x.shape[-1]
   gumbel = -(-hash_uniform(key, V).log()).log()
-  return (x + gumbel.reshape(1, V)).argmax(-1).cast(dtypes.int32)
+  # noisy logits stored once: argmax reads them twice (the max, then its index), each pass would hash and take two logs again
+  return (x + gumbel.reshape(1, V)).contiguous().argmax(-1).cast(dtypes.int32)
 
 
 def greedy(logits: Tensor) -> Tensor:
