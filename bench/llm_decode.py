@@ -9,7 +9,8 @@ Each side runs in a fresh process, twice: with its default thread count and with
 THREADS=1); the run with the better decode figure is that side's (on a busy 2-core machine torch's threads made it 5x slower).
 TTFT is from the moment the process is started to the first generated token (imports, loading the file, scheduling and
 compiling, prefill; our side with an empty compile cache). Then both sides warm up and time a prefill of the same prompt and
-`--tokens` greedy decode steps (`decode_tok_s` counts the steps after the first token). Peak RSS is the process's maximum
+`--tokens` greedy decode steps (`decode_tok_s` counts the steps after the first token); ours also samples them at temperature 0.7
+(`decode_t07_tok_s`: the server's default when a request gives none; the peers' are greedy only). Peak RSS is the process's maximum
 resident set (`ru_maxrss`) at the end. The peer runs in `uv run --isolated` with torch (the CPU build from the local wheel
 store), transformers, gguf and accelerate, or in this interpreter when it has them; when neither works it is skipped with the
 reason in `details`. `--synthetic llama1b` needs the `gguf` package (to write the file) on the machine that runs it.
@@ -72,6 +73,8 @@ def child_ours(path: str, n: int, max_context: int, t0: float, pp: list[int]) ->
   next(iter(llm.generate(ids, max_new_tokens=1, params=SamplingParams(ignore_eos=True))))
   ttft = time.time() - t0
   res = benchmark(llm, n)
+  # the server's default sampling (temperature 0.7, no top-k/top-p); the peers' figures are greedy only
+  res["decode_t07_tok_s"] = benchmark(llm, n, SamplingParams(temperature=0.7))["decode_tok_s"]
   res["pp_tok_s"] = prefill_only(llm, ids, pp)
   from tinygrad import workers as offload
   offload.close()  # the compile worker exits: its own peak (reported apart, not added) becomes readable
@@ -276,7 +279,7 @@ def main() -> None:
     if args.no_peer or skip: d[side] = {"skipped": "--no-peer" if args.no_peer else flag}
     elif ids is None: d[side] = {"skipped": "our side failed, so there are no prompt ids to share"}
     else: d[side] = fn()
-  keys = {"decode_tok_s": True, "prefill_tok_s": True, "ttft_s": False, "peak_rss_mb": False}
+  keys = {"decode_tok_s": True, "decode_t07_tok_s": True, "prefill_tok_s": True, "ttft_s": False, "peak_rss_mb": False}
   figures = {k: {side: r.get(k) for side, r in d.items()} for k in keys}
   for p in pp: figures[f"pp{p}_tok_s"] = {side: (r.get("pp_tok_s") or {}).get(str(p)) for side, r in d.items() if side != "torch_transformers"}
   ratios = {}
@@ -286,7 +289,7 @@ def main() -> None:
       a, b = figures[k]["ours"], figures[k].get(peer_side)
       if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a and b: ratios[f"{k}_ours_vs_{short}"] = round(a / b if higher else b / a, 3)
   out = {"benchmark": "llm_decode", "model": os.path.basename(path), "file_mb": round(os.path.getsize(path) / 2**20, 1),
-         "units": {"decode_tok_s": "tok/s", "prefill_tok_s": "tok/s", "ttft_s": "s", "peak_rss_mb": "MiB", **{f"pp{p}_tok_s": "tok/s" for p in pp}},
+         "units": {"decode_tok_s": "tok/s", "decode_t07_tok_s": "tok/s", "prefill_tok_s": "tok/s", "ttft_s": "s", "peak_rss_mb": "MiB", **{f"pp{p}_tok_s": "tok/s" for p in pp}},
          "figures": figures, "ratios": ratios, "details": d, "machine": {**start, "loadavg_end": list(os.getloadavg())}}
   print(json.dumps(out))
 

@@ -36,6 +36,11 @@ def test_benchmark_prints_json(model):
   assert r.returncode == 0, r.stderr
   out = json.loads(r.stdout.strip().splitlines()[-1])
   assert out["decode_tokens"] == 4 and out["decode_tok_s"] > 0 and out["prefill_tok_s"] > 0
+  assert out["sampling"] == {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
+  r = run_cli("--model", model, "--benchmark", "4", "--temperature", "0.7", "--top-k", "5")  # sampled decode, as asked
+  assert r.returncode == 0, r.stderr
+  out = json.loads(r.stdout.strip().splitlines()[-1])
+  assert out["decode_tokens"] == 4 and out["sampling"] == {"temperature": 0.7, "top_k": 5, "top_p": 1.0}
 
 
 def test_errors(tmp_path):

@@ -32,7 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   p.add_argument("--request-timeout", type=float, default=30.0, metavar="S", help="seconds a request may take to arrive (default 30)")
   p.add_argument("--max-queue", type=int, default=16, metavar="N", help="requests that may wait for the model (default 16; more: 429)")
   p.add_argument("--max-connections", type=int, default=64, metavar="N", help="open connections (default 64; more: 503)")
-  p.add_argument("--benchmark", nargs="?", type=int, const=20, default=None, metavar="N", help="time prefill and N decoded tokens, print JSON and exit")
+  p.add_argument("--benchmark", nargs="?", type=int, const=20, default=None, metavar="N", help="time prefill and N decoded tokens (greedy, or as --temperature/--top-k/--top-p sample), print JSON and exit")
   p.add_argument("--warmup", action="store_true", help="compile and capture the kernels before the first prompt")
   p.add_argument("--verbose", "-v", action="store_true", help="print timings after each answer")
   return p.parse_args(argv)
@@ -69,20 +69,25 @@ def warmup(llm) -> None:
 BENCHMARK_MESSAGES = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
 
 
-def benchmark(llm, n: int) -> dict:
+def benchmark(llm, n: int, params=None) -> dict:
+  """Prefill of the benchmark prompt and n decoded tokens, warm; greedy unless params (a SamplingParams) says otherwise."""
+  from dataclasses import replace
+
   from tinygrad.llm.engine import GenerationStats, SamplingParams
+  params = replace(params or SamplingParams(), ignore_eos=True)
   ids = llm.chat_ids(BENCHMARK_MESSAGES)
   n = min(n, llm.max_context - 2)
   ids = ids[:max(1, min(len(ids), llm.max_context - n - 1))]  # prompt + n tokens must fit in the context
   # two untimed runs of the same length compile and capture the kernels (for every attention span the timed run reaches)
   for _ in range(2):
     llm.cached = []
-    for _ in llm.generate(ids, max_new_tokens=n, params=SamplingParams(ignore_eos=True)): pass
+    for _ in llm.generate(ids, max_new_tokens=n, params=params): pass
   llm.cached = []
   stats = GenerationStats()
-  for _ in llm.generate(ids, max_new_tokens=n, params=SamplingParams(ignore_eos=True), stats=stats): pass
+  for _ in llm.generate(ids, max_new_tokens=n, params=params, stats=stats): pass
   return {"model": llm.name, "prompt_tokens": stats.prompt_tokens, "prefill_tok_s": round(stats.prefill_tps, 2),
-          "decode_tokens": stats.completion_tokens, "decode_tok_s": round(stats.decode_tps, 2), "max_context": llm.max_context}
+          "decode_tokens": stats.completion_tokens, "decode_tok_s": round(stats.decode_tps, 2), "max_context": llm.max_context,
+          "sampling": {"temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p}}
 
 
 def answer(llm, messages: list[dict], args: argparse.Namespace, out=sys.stdout) -> str:
@@ -164,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     return 1
   if args.verbose: print(f"[loaded {llm.name} in {time.perf_counter() - t0:.1f} s]", file=sys.stderr)
   if args.benchmark is not None:
-    print(json.dumps(benchmark(llm, args.benchmark)))
+    from tinygrad.llm.engine import SamplingParams
+    print(json.dumps(benchmark(llm, args.benchmark, SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed))))
     return 0
   if args.warmup:
     t1 = time.perf_counter()
