@@ -135,3 +135,14 @@ def test_server_options():
                                  "--max-connections", "8", "--max-tokens", "64"]))
   assert o.allow_origins == {"http://localhost:3000", "http://x.example"} and o.allow_hosts == {"box.lan"}
   assert (o.max_body, o.request_timeout, o.max_queue, o.max_connections, o.max_tokens) == (1000, 5.0, 2, 8, 64)
+
+
+def test_warmup_covers_the_first_answers_sampling():
+  import argparse
+
+  from tinygrad.llm.__main__ import warmup_samplings
+  from tinygrad.llm.server import DEFAULT_TEMPERATURE
+  serve = warmup_samplings(argparse.Namespace(serve=8000))
+  assert [p.temperature for p in serve] == [DEFAULT_TEMPERATURE, 0.0]  # a request without temperature samples, one with 0 doesn't
+  chat = warmup_samplings(argparse.Namespace(serve=None, temperature=0.5, top_k=3, top_p=0.9, seed=2))
+  assert [(p.temperature, p.top_k, p.top_p, p.seed) for p in chat] == [(0.5, 3, 0.9, 2)]

@@ -56,14 +56,27 @@ def load(args: argparse.Namespace, ahead: list[dict] | None = None):
                   cache_dtype=dtypes.float16 if args.kv_cache == "f16" else dtypes.float32, ahead=ahead)
 
 
-def warmup(llm) -> None:
-  """Run prefill and decode three times each (compile, capture, replay), then forget the tokens."""
+def warmup(llm, samplings: list | None = None) -> None:
+  """Run prefill and decode three times each (compile, capture, replay) for each way of sampling in `samplings` (SamplingParams;
+  default greedy): each way has a decode capture of its own. Then forget the tokens."""
+  from dataclasses import replace
+
   from tinygrad.llm.engine import SamplingParams
   ids = llm.tokenizer.encode("Hello, how are you?")[: max(2, min(8, llm.max_context - 8))] or [0, 0]
-  for _ in range(3):
-    llm.cached = []
-    for _ in llm.generate(ids, max_new_tokens=3, params=SamplingParams(ignore_eos=True)): pass
+  for params in samplings or [SamplingParams()]:
+    for _ in range(3):
+      llm.cached = []
+      for _ in llm.generate(ids, max_new_tokens=3, params=replace(params, ignore_eos=True)): pass
   llm.cached = []
+
+
+def warmup_samplings(args: argparse.Namespace) -> list:
+  """What the first answers will sample with: the server's default and greedy when serving, else the command line's."""
+  from tinygrad.llm.engine import SamplingParams
+  if args.serve is not None:
+    from tinygrad.llm.server import DEFAULT_TEMPERATURE
+    return [SamplingParams(temperature=DEFAULT_TEMPERATURE), SamplingParams()]
+  return [SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)]
 
 
 BENCHMARK_MESSAGES = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
@@ -174,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
   if args.warmup:
     t1 = time.perf_counter()
-    warmup(llm)
+    warmup(llm, warmup_samplings(args))
     if args.verbose: print(f"[warmed up in {time.perf_counter() - t1:.1f} s]", file=sys.stderr)
   if args.serve is not None:
     from tinygrad.llm.server import serve
