@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 from tinygrad import Context, Tensor, dtypes
-from tinygrad.llm.decode_attention import MAX_LEN, block_size, decode_attention_kernel
+from tinygrad.llm.decode_attention import MAX_LEN, SPAN_PER_HEAD, applies, block_size, decode_attention_kernel
 
 
 def rope(q: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.ndarray:
@@ -83,6 +83,14 @@ def test_block_size_says_where_the_kernel_applies():
   assert block_size(64, 128) is None  # fewer threads than dimensions
   assert block_size(96, 64) is None
   with pytest.raises(ValueError, match="block_size"): decode_attention_kernel(4, 2, 64, 96, False)
+
+
+def test_applies_while_the_heads_blocks_have_few_positions_each():
+  """A block a query head: past SPAN_PER_HEAD positions a head the Tensor-op form's kernels (more blocks) are faster."""
+  assert applies(128, 9, 64) and applies(32 * 9, 9, 64) is False  # 288 is no power of two: block_size says no
+  assert applies(256, 9, 64) is (256 <= SPAN_PER_HEAD * 9) and not applies(512, 9, 64)
+  assert applies(1024, 32, 64) and not applies(2048, 32, 64)
+  assert not applies(96, 32, 64)  # block_size's own limits still hold
 
 
 def _kernels(path: str, setting: int, tokens: list[int], start: int) -> list[str]:

@@ -36,6 +36,16 @@ from tinygrad.uop.ops import Ops, UOp
 
 UNROLL = 64  # values a thread loads per step of the weighted sum (independent loads in flight: fewer steps, each an L2 round trip)
 MAX_LEN = 8192  # the scores of one head are in shared memory: 32 KB at most
+SPAN_PER_HEAD = 32  # past this many positions per query head, the Tensor-op form is faster (`applies`)
+
+
+def applies(attn_len: int, n_heads: int, head_dim: int) -> bool:
+  """Whether a decode step's attention over attn_len positions is this kernel (else the Tensor-op form). The kernel has a block
+  a query head, so its blocks' work grows with the span while their number stays n_heads; the Tensor-op form's kernels spread
+  over many more. On the H200 (bench/README.md, session 23, us a step at spans 128 .. 2048): SmolLM2 (9 heads) 530 / 634 / 815 /
+  1,013 / 1,523 with this kernel against 596 / 624 / 680 / 798 / 1,130 without; Llama-1B (32 heads) 823 / 879 / 976 / 1,082 /
+  1,363 against 875 / 903 / 984 / 1,106 / 1,268. Both cross over near SPAN_PER_HEAD positions a head."""
+  return block_size(attn_len, head_dim) is not None and attn_len <= SPAN_PER_HEAD * n_heads
 
 
 def block_size(attn_len: int, head_dim: int) -> int | None:

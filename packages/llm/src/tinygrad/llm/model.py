@@ -23,7 +23,8 @@ from typing import Any
 from tinygrad import Tensor, dtypes
 from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
-from tinygrad.llm.decode_attention import block_size, decode_attention_kernel
+from tinygrad.llm.decode_attention import applies as decode_attention_applies
+from tinygrad.llm.decode_attention import decode_attention_kernel
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
 from tinygrad.llm.prefill_attention import pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
@@ -479,7 +480,7 @@ class Attention:
     # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
     # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
     # q/k/v, no k norm), instead of the cache write's kernel
-    one_kernel = B == 1 and T == 1 and fused and DECODE_ATTENTION.value and block_size(mask.shape[1], cfg.head_dim) is not None
+    one_kernel = B == 1 and T == 1 and fused and DECODE_ATTENTION.value and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
     fold = one_kernel and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     if one_kernel:
