@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 from tinygrad import Context, Tensor, dtypes
-from tinygrad.llm.decode_attention import MAX_LEN, SPAN_PER_HEAD, applies, block_size, decode_attention_kernel
+from tinygrad.llm.decode_attention import MAX_LEN, SPAN_PER_HEAD, applies, block_size, combine_split, decode_attention_kernel, split_parts
 
 
 def rope(q: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.ndarray:
@@ -49,6 +49,37 @@ def test_matches_numpy(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cach
   got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*args, fxn=kernel)[0].numpy()
   want = reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
+@pytest.mark.parametrize("n_heads,n_kv_heads,head_dim,attn_len,seen,neox,cache_dtype,split", [
+  (4, 2, 64, 512, 300, False, np.float16, 4),   # the last part sees nothing (its max -inf: it must add nothing, not NaN)
+  (2, 1, 64, 1024, 1024, True, np.float16, 8),  # every position seen
+  (4, 4, 32, 256, 1, True, np.float32, 2),      # only the first position
+  (2, 2, 64, 1024, 700, False, np.float16, 2),  # 512 positions a block: the loop form
+])
+def test_split_parts_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, split, warp):
+  """A block per (head, part of the span) for long spans, the parts' partial sums combined by Tensor ops."""
+  rng = np.random.default_rng(attn_len + split)
+  q_rows = rng.standard_normal(n_heads * head_dim).astype(np.float32)
+  cache = (rng.standard_normal((2, n_kv_heads, attn_len + 8, head_dim)) * 2).astype(cache_dtype)
+  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
+  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+  mask = (np.arange(attn_len) < seen)[None]
+  kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp, split=split)
+  args = [Tensor(a, device="PYTHON") for a in (q_rows, cache, cos, sin, mask)]
+  parts = Tensor.empty(n_heads * split * (head_dim + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)[0]
+  got = combine_split(parts, n_heads, head_dim).numpy()
+  want = reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_split_parts():
+  assert split_parts(1024, 9, 64) == 8 and split_parts(2048, 9, 64) == 16  # 72 and 144 blocks of 128 positions
+  assert split_parts(512, 9, 64) == 1 and split_parts(2048, 32, 64) == 1  # 4 parts; 512 blocks: the Tensor-op form
+  assert split_parts(256, 32, 64, parts=2) == 2 and split_parts(256, 32, 64, parts=3) == 1 and split_parts(96, 2, 64, parts=2) == 1
+  with pytest.raises(ValueError, match="split"): decode_attention_kernel(4, 2, 64, 256, False, split=3)
+  with pytest.raises(ValueError, match="split"): decode_attention_kernel(4, 2, 64, 256, False, new_kv=(256, 384), split=2)
 
 
 @pytest.mark.parametrize("grid_wait", [False, True], ids=["", "grid_wait"])
@@ -140,6 +171,18 @@ def test_gpu_decode_step_runs_one_attention_kernel_a_layer(tmp_path):
   assert on.count("decode_attention") == 2 and folded.count("decode_attention_kv") == 2 and not any("decode" in n for n in off)
   assert len(on) == len(off) - 2 * 3 and len(folded) == len(off) - 2 * 4  # (the cache write: a kernel of its own, or inside)
   assert not any("decode" in n for n in _kernels(path, 1, [1, 2, 3, 4], 0))
+
+
+def test_gpu_decode_step_splits_a_long_span(tmp_path):
+  """A long span (1,024 positions, 4 heads: 8 parts) runs a block per (head, 128 positions) and combines the parts;
+  DECODE_SPLIT=0 gives the Tensor-op form there."""
+  from llm_synth import SynthConfig, write_model
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=2, context=1024), "F16")
+  with Context(DECODE_SPLIT=0): off = _kernels(path, 2, [5], 600)
+  on, short = _kernels(path, 2, [5], 600), _kernels(path, 2, [5], 3)
+  assert on.count("decode_attention_split") == 2 and not any("decode" in n for n in off)
+  assert short.count("decode_attention_kv") == 2 and not any("split" in n for n in short)
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from tinygrad.dtype import dtypes
 from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
@@ -37,6 +38,7 @@ from tinygrad.uop.ops import Ops, UOp
 UNROLL = 64  # values a thread loads per step of the weighted sum (independent loads in flight: fewer steps, each an L2 round trip)
 MAX_LEN = 8192  # the scores of one head are in shared memory: 32 KB at most
 SPAN_PER_HEAD = 32  # past this many positions per query head, the Tensor-op form is faster (`applies`)
+SPLIT_MIN_PARTS, SPLIT_MAX_BLOCKS = 8, 256  # where the split kernel beats the Tensor-op form past that (`split_parts`)
 
 
 def applies(attn_len: int, n_heads: int, head_dim: int) -> bool:
@@ -62,7 +64,7 @@ def pairwise_sum(xs: list[UOp]) -> UOp:
 
 
 def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
-                            new_kv: tuple[int, int] | None = None, grid_wait: bool = False) -> Callable[..., UOp]:
+                            new_kv: tuple[int, int] | None = None, grid_wait: bool = False, split: int = 1) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask[, kv]): out (n_heads * head_dim,) float32; q a buffer whose first
   n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1,
   head_dim / 2); mask (1, attn_len) bool, the positions the token sees (0 .. its own). `warp`: the renderer's shuffle_lanes (32:
@@ -70,8 +72,14 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
   `new_kv` (k offset, v offset): the kernel also writes the cache: the token's key (unrotated) and value heads lie in `kv` at
   these offsets; the first block of each kv head rotates the key and stores both at the token's position (the last one the
   mask shows), and every block uses them from registers there, not the cache (which other blocks may be writing). `grid_wait`
-  (with new_kv): the early cache loads come before a GRID_WAIT barrier, every other buffer's after it."""
-  H, D, L = n_heads, head_dim, attn_len
+  (with new_kv): the early cache loads come before a GRID_WAIT barrier, every other buffer's after it. `split` > 1 (without
+  new_kv): a block per (head, attn_len / split positions); out is then (n_heads, split, head_dim + 2) float32 partials, each
+  the unnormalized weighted values, the scores' max (log2 units; -inf where the part sees no position) and the sum of the
+  exponentials, which `combine_split` turns into the heads' rows."""
+  H, D, S = n_heads, head_dim, split
+  if S < 1 or attn_len % S or (S > 1 and new_kv is not None):
+    raise ValueError(f"split={S}: must divide attn_len {attn_len}, and can't write the cache (new_kv) as well")
+  L = attn_len // S  # positions a block sees
   G = n_heads // n_kv_heads
   B = block_size(L, D)
   if B is None or n_heads % n_kv_heads:
@@ -99,7 +107,13 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     return red.after(after)[0]
 
   def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
-    h = UOp.range(H, 0, AxisType.GLOBAL)
+    if S > 1:  # a block per (head, part): positions from the part's first on
+      g = UOp.range(H * S, 0, AxisType.GLOBAL)
+      h, part_no = g // S, g % S
+      def at_pos(p: UOp | int) -> UOp: return p + part_no * L
+    else:
+      h = g = UOp.range(H, 0, AxisType.GLOBAL)
+      def at_pos(p: UOp | int) -> UOp: return p  # type: ignore[return-value]
     t = UOp.range(B, 1, AxisType.LOCAL)
     kvh = h // G
     # 1. the query, rotated and scaled (threads t < D; the others read in bounds and don't store)
@@ -109,8 +123,8 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     # the keys and values a thread reads, where they are few (straight-line code): listed in the first barrier, so their loads
     # issue before it and wait beside the query's, not one round trip after another
     part = t // D
-    keys = [[cache[0, kvh, j * B + t, k].cast(f32) for k in range(D)] for j in range(N)] if N <= 2 else None
-    values = [cache[1, kvh, u * P + part, d].cast(f32) for u in range(L // P)] if L // P <= UNROLL else None
+    keys = [[cache[0, kvh, at_pos(j * B + t), k].cast(f32) for k in range(D)] for j in range(N)] if N <= 2 else None
+    values = [cache[1, kvh, at_pos(u * P + part), d].cast(f32) for u in range(L // P)] if L // P <= UNROLL else None
     early = [x for row in keys or [] for x in row] + (values or [])
     if kv is not None and grid_wait and early:
       # the cache's earlier positions were written by earlier steps, and only this kernel writes it (the token's own position
@@ -134,11 +148,13 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       return mask[0, pos] & ((pos + 1).eq(L) | mask[0, (pos + 1) % L].logical_not())
     def score(j: int | UOp) -> UOp:
       pos = j * B + t
-      k_at = (lambda k: keys[j][k]) if keys is not None and isinstance(j, int) else (lambda k: cache[0, kvh, pos, k].cast(f32))
+      k_at = (lambda k: keys[j][k]) if keys is not None and isinstance(j, int) else (lambda k: cache[0, kvh, at_pos(pos), k].cast(f32))
       if kv is not None: k_at = (lambda old: lambda k: is_new(pos).where(kv_new[k], old(k)))(k_at)
-      return mask[0, pos].where(pairwise_sum([qv[k] * k_at(k) for k in range(D)]), -math.inf)
+      return mask[0, at_pos(pos)].where(pairwise_sum([qv[k] * k_at(k) for k in range(D)]), -math.inf)
     # where the token's position is, for the values: the thread that scores it says so (read after the max's barrier)
     at = UOp.placeholder(1, dtypes.int32, 9, AddrSpace.LOCAL)
+    # a part past the token's position sees nothing: its max is -inf, and exp2(-inf - -inf) would be NaN; 0 makes its sums 0
+    def finite(m: UOp) -> UOp: return m.eq(-math.inf).where(0.0, m)
     # 2. scores of positions j * B + t, masked, into shared memory; 3. their max, then the exponentials' sum over the block
     sc = UOp.placeholder(L, f32, 1, AddrSpace.LOCAL)
     if N <= 4:  # few positions a thread: straight-line code, the scores stay in registers too
@@ -149,7 +165,8 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
         for j in range(N): stored = at.after(stored)[0].store(j * B + t, is_new(j * B + t))
       mx = mine[0]
       for v in mine[1:]: mx = mx.maximum(v)
-      m = block_reduce(mx, t, 2, lambda a, b: a.maximum(b), stored)
+      m_seen = m = block_reduce(mx, t, 2, lambda a, b: a.maximum(b), stored)
+      if S > 1: m = finite(m)
       sm = (mine[0] - m).alu(Ops.EXP2)
       for v in mine[1:]: sm = sm + (v - m).alu(Ops.EXP2)
     else:
@@ -160,7 +177,8 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       acc = UOp.placeholder(1, f32, 3, AddrSpace.REG)
       j2 = UOp.range(N, 3, AxisType.LOOP)
       a = acc.after(acc.after(stored)[0].store(-math.inf), j2)
-      m = block_reduce(acc.after(a[0].store(a[0].maximum(scv[j2 * B + t])).end(j2))[0], t, 2, lambda a, b: a.maximum(b), stored)
+      m_seen = m = block_reduce(acc.after(a[0].store(a[0].maximum(scv[j2 * B + t])).end(j2))[0], t, 2, lambda a, b: a.maximum(b), stored)
+      if S > 1: m = finite(m)
       acc2 = UOp.placeholder(1, f32, 4, AddrSpace.REG)
       j3 = UOp.range(N, 4, AxisType.LOOP)
       a2 = acc2.after(acc2.after(m)[0].store(0.0), j3)
@@ -179,12 +197,16 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       acc3 = UOp.placeholder(1, f32, 6, AddrSpace.REG)
       j4 = UOp.range(L // P // UNROLL, 6, AxisType.LOOP)
       a3 = acc3.after(acc3.after(total)[0].store(0.0), j4)
-      step = a3[0] + pairwise_sum([(scores[p] - m).alu(Ops.EXP2) * value(p, cache[1, kvh, p, d].cast(f32))
+      step = a3[0] + pairwise_sum([(scores[p] - m).alu(Ops.EXP2) * value(p, cache[1, kvh, at_pos(p), d].cast(f32))
                                    for p in ((j4 * UNROLL + u) * P + part for u in range(UNROLL))])
       part_done = red3[t].store(acc3.after(a3[0].store(step).end(j4))[0])
     parts = red3.after(last := part_done.barrier())
     weighted = parts[d]
     for k in range(1, P): weighted = weighted + parts[k * D + d]
+    if S > 1:
+      row, first_thread = g * (D + 2), t.eq(0)
+      return UOp.sink(out[row + d].store(weighted, t < D), out[row + D].store(m_seen, first_thread), out[row + D + 1].store(total, first_thread),
+                      arg=KernelInfo("decode_attention_split"))
     result = out[h * D + d].store(weighted / total, t < D)
     if kv is None: return result.end(t, h).sink(arg=KernelInfo("decode_attention"))
     writes = (h % G).eq(0) & (t < D)  # the first block of each kv head writes the cache (after its reads: the last barrier)
@@ -192,3 +214,24 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
                     arg=KernelInfo("decode_attention_kv", spread=True))
 
   return kernel
+
+
+def split_parts(attn_len: int, n_heads: int, head_dim: int, parts: int = 1) -> int:
+  """How many parts `decode_attention_kernel(split=)` cuts a span into where `applies` says no (`parts` > 1: that many, for
+  experiments); 1: the Tensor-op form. 128 positions a block (a position a thread, every key and value loaded before the first
+  barrier: many registers, two blocks an SM), and only where that makes SPLIT_MIN_PARTS parts or more and SPLIT_MAX_BLOCKS
+  blocks or fewer (one wave on the H200). Measured there (bench/README.md, session 23; us a step, Tensor-op form against the
+  split by 4 / 8 / 16): SmolLM2 (9 heads) at 512 positions 672 against 718 / 727 / 669, at 1,024 793 against 773 / 737 / 745,
+  at 2,048 1,118 against 886 / 792 / 766; Llama-1B (32 heads) at 2,048 1,267 against 1,377 / 1,334 / 1,336."""
+  S = parts if parts > 1 else attn_len // 128
+  if parts <= 1 and (S < SPLIT_MIN_PARTS or n_heads * S > SPLIT_MAX_BLOCKS): return 1
+  return S if S > 1 and attn_len % S == 0 and block_size(attn_len // S, head_dim) is not None else 1
+
+
+def combine_split(parts: Any, n_heads: int, head_dim: int) -> Any:
+  """The heads' attention rows (n_heads * head_dim,) from the split kernel's (n_heads * split * (head_dim + 2),) partials: each
+  part's sums rescaled to the largest max (Tensor ops)."""
+  p = parts.reshape(n_heads, -1, head_dim + 2)
+  w, m, tot = p[:, :, :head_dim], p[:, :, head_dim:head_dim + 1], p[:, :, head_dim + 1:]
+  f = (m - m.max(1, keepdim=True)).exp2()
+  return ((w * f).sum(1) / (tot * f).sum(1)).reshape(-1)

@@ -24,7 +24,7 @@ from tinygrad import Tensor, dtypes
 from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import applies as decode_attention_applies
-from tinygrad.llm.decode_attention import decode_attention_kernel
+from tinygrad.llm.decode_attention import combine_split, decode_attention_kernel, split_parts
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
 from tinygrad.llm.prefill_attention import pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
@@ -69,6 +69,8 @@ GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
 # buffer (one kernel a layer; on the H200 Llama-1B 839 -> 823 us a step, SmolLM2 595 -> 536: bench/README.md, session 22);
 # 1: after a cache write kernel of its own; 0: the Tensor-op form's four kernels after the cache write
 DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 2)
+# spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
+DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
 # a prefill chunk's attention on half tensor cores as one flash-style kernel (prefill_attention.py); 0: the four Tensor-op kernels
 PREFILL_ATTENTION = ContextVar("PREFILL_ATTENTION", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
@@ -482,7 +484,15 @@ class Attention:
     # q/k/v, no k norm), instead of the cache write's kernel
     one_kernel = B == 1 and T == 1 and fused and DECODE_ATTENTION.value and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
     fold = one_kernel and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
+    # a longer span: a block per (head, 128 positions), the parts combined after (more blocks than heads; decode_attention.py)
+    split = split_parts(mask.shape[1], cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if B == 1 and T == 1 and fused and \
+      DECODE_ATTENTION.value and DECODE_SPLIT.value and not one_kernel else 1
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
+    if split > 1:
+      kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
+                                       split=split)
+      parts = Tensor.empty(cfg.n_heads * split * (cfg.head_dim + 2), device=x.device).custom_kernel(q_rows, self.cache, cos, sin, mask, fxn=kernel)[0]
+      return linear(combine_split(parts, cfg.n_heads, cfg.head_dim).reshape(B, 1, nq), self.wo)
     if one_kernel:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                        (nq, nq + nkv) if fold else None, has_grid_wait(x.device))
