@@ -1,4 +1,4 @@
-"""fetch (tinygrad.fetch), Tensor.from_url and nn.datasets.mnist, on file:// URLs into a temporary download cache (CI has no
+"""fetch (tinygrad.fetch), Tensor.from_url and nn.datasets.mnist and cifar, on file:// URLs into a temporary download cache (CI has no
 network): downloaded once, gunzip, extract, sha256, names and folders, clear errors for what isn't there or is corrupt."""
 from __future__ import annotations
 
@@ -94,6 +94,44 @@ def test_mnist_reads_idx_files(tmp_path, monkeypatch):
   (base / "train-images-idx3-ubyte.gz").write_bytes(_idx(2051, (5, 28, 28), images[5].tobytes()[:-1]))  # truncated
   monkeypatch.setenv("DOWNLOAD_CACHE", str(tmp_path / "fresh2"))
   with pytest.raises(ValueError, match="its header says"): datasets.mnist()
+
+
+def _cifar_tarball(batches: dict[str, np.ndarray]) -> bytes:
+  """A .tar.gz of the CIFAR-10 binary layout: cifar-10-batches-bin/<name>, records of a label byte then 3x32x32 bytes."""
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    for name, records in batches.items():
+      info = tarfile.TarInfo(f"cifar-10-batches-bin/{name}")
+      info.size = records.nbytes
+      tar.addfile(info, io.BytesIO(records.tobytes()))
+  return buf.getvalue()
+
+
+@pytest.mark.skipif(is_null_device(), reason="the NULL device has no data to read back")
+def test_cifar_reads_the_binary_batches(tmp_path, monkeypatch):
+  rng = np.random.default_rng(0)
+  names = [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]
+  batches = {name: rng.integers(0, 256, (n, 3073), dtype=np.uint8) for name, n in zip(names, (2, 3, 1, 2, 2, 3), strict=True)}
+  for records in batches.values(): records[:, 0] %= 10
+  archive = _file(tmp_path, "cifar-10-binary.tar.gz", _cifar_tarball(batches))
+  monkeypatch.setattr(datasets, "CIFAR_URL", archive.as_uri())
+  X_train, Y_train, X_test, Y_test = datasets.cifar()
+  assert X_train.shape == (10, 3, 32, 32) and Y_train.shape == (10,) and X_test.shape == (3, 3, 32, 32) and Y_test.shape == (3,)
+  assert X_train.dtype == Y_train.dtype == X_test.dtype == Y_test.dtype == dtypes.uint8
+  train = np.concatenate([batches[name] for name in names[:5]])  # the five training batches in order
+  np.testing.assert_array_equal(X_train.numpy(), train[:, 1:].reshape(-1, 3, 32, 32))
+  np.testing.assert_array_equal(Y_train.numpy(), train[:, 0])
+  np.testing.assert_array_equal(X_test.numpy(), batches["test_batch.bin"][:, 1:].reshape(-1, 3, 32, 32))
+  np.testing.assert_array_equal(Y_test.numpy(), batches["test_batch.bin"][:, 0])
+  # an archive without the test batch, or with a truncated batch, says which file and how to recover
+  del batches["test_batch.bin"]
+  _file(tmp_path, "cifar-10-binary.tar.gz", _cifar_tarball(batches))
+  monkeypatch.setenv("DOWNLOAD_CACHE", str(tmp_path / "fresh"))
+  with pytest.raises(ValueError, match="has no cifar-10-batches-bin/test_batch.bin.*delete the cached folder"): datasets.cifar()
+  batches["data_batch_1.bin"] = batches["data_batch_1.bin"][:, :-1]
+  _file(tmp_path, "cifar-10-binary.tar.gz", _cifar_tarball(batches))
+  monkeypatch.setenv("DOWNLOAD_CACHE", str(tmp_path / "fresh2"))
+  with pytest.raises(ValueError, match="data_batch_1.bin: 6144 bytes is not a whole number of 3073-byte"): datasets.cifar()
 
 
 def _file(tmp_path, name: str, data: bytes):

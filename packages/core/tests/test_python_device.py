@@ -62,6 +62,24 @@ def test_add_loop():
   np.testing.assert_array_equal(out, a + b)
 
 
+def test_buffers_without_access_are_no_parameters():
+  """A kernel whose DEFINE_GLOBAL 1 was simplified away (a view that reads only padding) numbers its globals 0 and 2; the
+  engine then passes just those two buffers, in order, as the compiled renderers take them. All three work too."""
+  a = np.arange(4, dtype=np.float32)
+  out, inp = glob(0, f32, 4), glob(2, f32, 4)
+  r = rng(const(i32, 4))
+  ld = load(inp.index(r))
+  st = out.index(r).store(ld)
+  prog = compile_prog([out, inp, const(i32, 4), r, inp.index(r), ld, out.index(r), st, end(r, st)])
+  bufs = [bytearray(4 * 4), bytearray(a.tobytes())]
+  prog(*bufs)
+  np.testing.assert_array_equal(np.frombuffer(bufs[0], np.float32), a)
+  full = [bytearray(4 * 4), bytearray(4 * 4), bytearray((a + 1).tobytes())]
+  prog(*full)
+  np.testing.assert_array_equal(np.frombuffer(full[0], np.float32), a + 1)
+  with pytest.raises(TypeError, match="takes 3 buffers, got 1"): prog(bytearray(16))
+
+
 def test_loop_with_end_zero_runs_nothing():
   out = glob(0, f32, 4)
   r = rng(const(i32, 0))

@@ -343,3 +343,64 @@ def test_helpers_exports():
   assert list(h.tqdm([1, 2, 3], disable=True)) == [1, 2, 3] and list(h.trange(3, disable=True)) == [0, 1, 2]
   with h.tqdm(total=4, file=io.StringIO()) as bar: bar.update(3)  # the tqdm library's own
   assert bar.n == 3
+
+
+# ---- a program may replace an optimizer's lr tensor with a float (or a 0-d tensor), as tinygrad's step reads it as is
+@pytest.mark.parametrize("lr", [0.25, Tensor(0.25)])
+def test_optimizer_lr_replaced_by_a_float(lr):
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  opt = nn.optim.SGD([w], lr=0.5)
+  opt.lr = lr
+  (w * 2).sum().backward()
+  with Context(TRAINING=1): opt.step()
+  assert w.tolist() == [0.5, 1.5]
+
+
+# ---- a reduction that names a dim twice raises (torch and tinygrad), it doesn't reduce it once
+def test_reduce_repeated_axis_raises():
+  x = Tensor.arange(6).reshape(2, 3)
+  for f in (lambda: x.sum((0, 0)), lambda: x.max((1, -1)), lambda: x.float().mean((0, -2))):
+    with pytest.raises(RuntimeError, match="more than once"): f()
+  assert x.sum((0, 1)).item() == 15
+
+
+# ---- where(): a float scalar next to an int tensor makes the result float; it is never checked against the int dtype
+def test_where_int_tensor_and_float_scalar():
+  c = Tensor([True, False])
+  r = c.where(Tensor([1, 2]), 1e20)
+  assert r.dtype == dtypes.float32 and r.tolist() == [1.0, np.float32(1e20)]
+  assert c.where(float("nan"), Tensor([1, 2], dtype=dtypes.uint8)).tolist()[1] == 2.0
+  with pytest.raises(RuntimeError, match="overflow"): c.where(Tensor([1, 2], dtype=dtypes.int8), 1000)  # an int still must fit
+
+
+# ---- NaN or an infinity in data for an int dtype raises as Python's int() (torch and tinygrad too); bool and floats take them
+def test_nan_and_inf_data_for_an_int_dtype_raise():
+  for data in ([float("nan")], float("nan")):
+    with pytest.raises(ValueError): Tensor(data, dtype=dtypes.int32)
+  with pytest.raises(OverflowError): Tensor([1.0, float("inf")], dtype=dtypes.uint8)
+  assert Tensor([float("nan"), 0.0], dtype=dtypes.bool).tolist() == [True, False]
+  assert Tensor([2.7, -2.7], dtype=dtypes.int8).tolist() == [2, -2]
+
+
+# ---- DType.min / max / bitsize, as in tinygrad
+def test_dtype_min_max_bitsize():
+  assert (dtypes.int8.min, dtypes.int8.max, dtypes.uint64.max, dtypes.uint8.min) == (-128, 127, 2**64 - 1, 0)
+  assert (dtypes.float32.min, dtypes.half.max, dtypes.bool.min, dtypes.bool.max) == (-math.inf, math.inf, False, True)
+  assert (dtypes.bool.bitsize, dtypes.half.bitsize, dtypes.int64.bitsize) == (1, 16, 64)
+
+
+# ---- gradients are for float tensors only: tinygrad raises RuntimeError (torch won't let an int tensor require grad)
+def test_gradient_of_or_to_an_int_tensor_raises():
+  x = Tensor([1, 2], requires_grad=True)
+  with pytest.raises(RuntimeError, match="float"): (x * 2).sum().backward()
+  f = Tensor([1.0, 2.0], requires_grad=True)
+  with pytest.raises(RuntimeError, match="float"): f.argmax().gradient(f)
+  (f * f).sum().backward()
+  assert f.grad is not None and f.grad.tolist() == [2.0, 4.0]
+
+
+# ---- a float index to gather/scatter raises RuntimeError, as tinygrad (and TypeError, as before)
+def test_gather_scatter_float_index_raise_runtime_error():
+  x = Tensor([1.0, 2.0])
+  with pytest.raises(RuntimeError, match="integer dtype"): x.gather(0, Tensor([1.0]))
+  with pytest.raises(TypeError, match="integer dtype"): x.scatter(0, Tensor([1.0]), Tensor([3.0]))

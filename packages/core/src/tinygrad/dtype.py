@@ -25,6 +25,21 @@ class DType:
   @property
   def nbytes(self) -> int: return self.itemsize * self.count
 
+  @property
+  def bitsize(self) -> int:
+    """Bits per scalar (bool: 1), as tinygrad's DType.bitsize."""
+    return 1 if self.name == "bool" else self.itemsize * 8
+
+  @property
+  def min(self) -> ConstType:
+    """The lowest value (-inf for floats), as tinygrad's DType.min; the same as dtypes.min(dt)."""
+    return dtypes.min(self.scalar())
+
+  @property
+  def max(self) -> ConstType:
+    """The highest value (inf for floats), as tinygrad's DType.max; the same as dtypes.max(dt)."""
+    return dtypes.max(self.scalar())
+
   def vec(self, count: int) -> DType:
     """The vector of `count` elements of this scalar type."""
     assert self.count == 1, f"can't make a vector of the vector type {self}"

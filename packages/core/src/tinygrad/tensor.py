@@ -19,6 +19,7 @@ from tinygrad.frontend.custom_kernel import custom_kernel
 from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.indexing import IndexingMixin
+from tinygrad.frontend.linalg import LinalgMixin
 from tinygrad.frontend.multi import MultiMixin, assign_value, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
 from tinygrad.gradient import compute_gradient
 from tinygrad.helpers import TRAINING, InvalidArgumentError, JitError, all_int, argfix, argsort, make_tuple, prod
@@ -47,11 +48,18 @@ def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
   flat = _flatten(data)
   if (raw := _pack_plain(flat, dtype)) is not None: return raw, shape
   from tinygrad.uop.alu import cast_scalar, to_bits
-  for x in flat: dtypes.check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
+  for x in flat: _check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
   if dtype.fmt is not None:
     return struct.pack(f"{len(flat)}{dtype.fmt}", *(cast_scalar(x, dtype) for x in flat)), shape
   size_fmt = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
   return struct.pack(f"{len(flat)}{size_fmt}", *(to_bits(x, dtype) for x in flat)), shape
+
+
+def _check_fits(x: Any, dtype: DType) -> None:
+  """dtypes.check_fits, and NaN or an infinity for an int dtype raises as Python's int() does (and torch, tinygrad)."""
+  if dtypes.is_int(dtype) and isinstance(x, float) and not math.isfinite(x):
+    raise (ValueError if math.isnan(x) else OverflowError)(f"cannot convert float {x} to integer dtype {dtype!r}")
+  dtypes.check_fits(x, dtype)
 
 
 def _pack_plain(flat: list[Any], dtype: DType) -> bytes | None:
@@ -111,7 +119,7 @@ class _TensorType(type):
   def __dir__(cls) -> list[str]: return sorted({*super().__dir__(), "training"})
 
 
-class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_TensorType):
+class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin, metaclass=_TensorType):
   """A lazy tensor. `Tensor([1, 2, 3])`, `Tensor(np_array)`, `Tensor.rand(2, 3)`; `.numpy()` computes it.
   The ops are the mixins of frontend/ over frontend/base.py's TensorBase (the graph, shape, dtype, device); this class
   adds construction from data, creation, realization and autograd."""
@@ -135,7 +143,7 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
     elif isinstance(data, UOp): self._uop = data
     elif isinstance(data, Tensor): self._uop = data.uop
     elif isinstance(data, (bool, int, float)):
-      dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
+      _check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
     elif isinstance(data, (bytes, bytearray, memoryview)):
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)
@@ -601,6 +609,8 @@ class Tensor(IndexingMixin, ConvMixin, FunctionalMixin, MultiMixin, metaclass=_T
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
     """d(self)/d(target) for each target, as new lazy tensors."""
     if gradient is None and self.numel() != 1: raise ValueError(f"gradient of a non-scalar {self.shape} tensor needs gradient=")
+    if not all(dtypes.is_float(t.dtype) for t in (self, *targets)):  # tinygrad raises the same; torch won't let an int require grad
+      raise RuntimeError(f"only float tensors have gradients: d({self.dtype!r}) / d({', '.join(repr(t.dtype) for t in targets)})")
     seed = gradient.uop if gradient is not None else Tensor.ones(*self.shape, dtype=self.dtype, device=self.device).uop
     target_uops = {t.uop: t for t in targets}
     grads = compute_gradient(self.uop, seed, set(target_uops))

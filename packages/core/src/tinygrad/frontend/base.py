@@ -1,7 +1,7 @@
 """TensorBase: what every Tensor mixin builds on, so that no mixin imports `tinygrad.tensor`.
 
 A tensor is a UOp graph (`uop`) plus autograd state; the base owns those and the properties read from the graph. The
-mixins stack on it in the order they use each other: elementwise -> movement -> reduce -> indexing, conv, functional;
+mixins stack on it in the order they use each other: elementwise -> movement -> reduce -> indexing, conv, functional -> linalg;
 multi needs only movement. `Tensor` (tensor.py) is the base plus the mixins plus creation and realization. A mixin builds
 its results with `type(self)(uop, ...)` and `type(self).arange(...)`, so they are Tensors without naming the class.
 

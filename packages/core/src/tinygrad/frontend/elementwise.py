@@ -249,9 +249,10 @@ class ElementwiseMixin(TensorBase):
   def where(self, x: Self | ConstType, y: Self | ConstType) -> Self:
     """self ? x : y elementwise (self is cast to bool); x and y are promoted to one dtype, all three broadcast."""
     cond = self if self.dtype == dtypes.bool else self.cast(dtypes.bool)
-    # an int scalar next to an int tensor takes its dtype: one that doesn't fit raises, as in torch (it used to wrap)
-    if isinstance(x, type(self)) and dtypes.is_int(x.dtype) and not isinstance(y, type(self)): dtypes.check_fits(_scalar(y), x.dtype)  # type: ignore[arg-type]
-    if isinstance(y, type(self)) and dtypes.is_int(y.dtype) and not isinstance(x, type(self)): dtypes.check_fits(_scalar(x), y.dtype)  # type: ignore[arg-type]
+    # an int scalar next to an int tensor takes its dtype: one that doesn't fit raises, as in torch (it used to wrap). A float
+    # scalar makes the result float (`where(int_t, 1e20)`), so it is never checked against the int dtype
+    if isinstance(x, type(self)) and dtypes.is_int(x.dtype) and isinstance(sy := _scalar(y), int): dtypes.check_fits(sy, x.dtype)
+    if isinstance(y, type(self)) and dtypes.is_int(y.dtype) and isinstance(sx := _scalar(x), int): dtypes.check_fits(sx, y.dtype)
     if isinstance(x, type(self)): a, b = x._broadcasted(y)
     elif isinstance(y, type(self)): b, a = y._broadcasted(x)
     else:

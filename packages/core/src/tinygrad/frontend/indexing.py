@@ -252,7 +252,7 @@ class IndexingMixin(ReduceMixin):
   def gather(self, dim: int, index: Self) -> Self:
     """out[i][j][k] = self[index[i][j][k]][j][k] (for dim=0): picks along dim by index."""
     if index.ndim != self.ndim: raise InvalidArgumentError(f"gather needs index with as many dims as self: index {index.shape}, self {self.shape}")
-    if not dtypes.is_int(index.dtype): raise TypeError(f"gather index must have an integer dtype, got {index.dtype!r}")
+    if not dtypes.is_int(index.dtype): raise InvalidDTypeError(f"gather index must have an integer dtype, got {index.dtype!r}")
     d = self._resolve_dim(dim)
     if any(n > s for i, (s, n) in enumerate(zip(self.shape, index.shape)) if i != d):
       raise InvalidArgumentError(f"gather index {index.shape} can't be larger than self {self.shape} outside dim {d}")
@@ -266,7 +266,7 @@ class IndexingMixin(ReduceMixin):
     if not isinstance(src, TensorBase): src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
     if not index.ndim == self.ndim == src.ndim:
       raise InvalidArgumentError(f"scatter needs self, index and src with one number of dims, got {self.shape}, {index.shape}, {src.shape}")
-    if not dtypes.is_int(index.dtype): raise TypeError(f"scatter index must have an integer dtype, got {index.dtype!r}")
+    if not dtypes.is_int(index.dtype): raise InvalidDTypeError(f"scatter index must have an integer dtype, got {index.dtype!r}")
     if src.dtype != self.dtype: raise RuntimeError(f"scatter needs src with self's dtype {self.dtype!r}, got {src.dtype!r}")
     for i, (s, n, r) in enumerate(zip(self.shape, index.shape, src.shape)):
       if n > r or (i != d and n > s): raise InvalidArgumentError(f"scatter index {index.shape} must fit in src {src.shape} and, outside dim {d}, in self {self.shape}")

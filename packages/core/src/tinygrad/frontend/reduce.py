@@ -42,7 +42,9 @@ class ReduceMixin(MovementMixin):
   # ---- the reduce primitive
   def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
-    return tuple(sorted({self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)}))
+    axes = [self._axis(a) for a in ((axis,) if isinstance(axis, int) else axis)]
+    if len(set(axes)) != len(axes): raise InvalidArgumentError(f"axis {axis} names a dim more than once (torch and tinygrad raise too)")
+    return tuple(sorted(axes))
 
   def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
     axes = self._reduce_axes(axis)

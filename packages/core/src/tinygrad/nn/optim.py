@@ -34,6 +34,11 @@ class Optimizer:
     self.fused = fused
     self.offsets = list(itertools.accumulate((p.numel() for p in self.params), initial=0))
 
+  def _lr(self) -> Tensor | float:
+    """The learning rate for _step: a program may replace the tensor with a float or a 0-d tensor (`opt.lr = 0.01`), as in tinygrad."""
+    lr: Tensor | float = self.lr
+    return lr.reshape(()) if isinstance(lr, Tensor) else lr
+
   def _zeros_like_params(self) -> list[Tensor]:
     if self.fused: return [_filled((self.offsets[-1],), 0.0, self.device)]
     return [_filled(t.shape, 0.0, t.device) for t in self.params]
@@ -90,7 +95,7 @@ class LARS(Optimizer):
     self.b = self._zeros_like_params() if self.momentum else []
 
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
-    lr, out = self.lr.reshape(()), []
+    lr, out = self._lr(), []
     for i, (t, g) in enumerate(zip(params, grads)):
       t, g = t.detach(), g.cast(dtypes.float32)
       r: Tensor | float = 1.0
@@ -102,7 +107,7 @@ class LARS(Optimizer):
       if self.momentum:
         self.b[i].assign(self.momentum * self.b[i] + g)
         g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
-      if self.ns_steps: g = _newton_schulz(g.reshape(g.shape[0], -1), self.ns_steps, self.ns_coefficients or (3.4445, -4.775, 2.0315)).reshape(g.shape)
+      if self.ns_steps: g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients or (3.4445, -4.775, 2.0315)).reshape(g.shape)
       if not self.classic: g = g * r * lr
       if not self.pre_wd and self.wd > 0: t = t * (1.0 - self.wd * lr)
       out.append(t - g)
@@ -112,19 +117,6 @@ class LARS(Optimizer):
 def _flat_cat(ts: list[Tensor]) -> Tensor:
   flat = [t.cast(dtypes.float32).reshape(-1) for t in ts]
   return flat[0].cat(*flat[1:]) if len(flat) > 1 else flat[0]
-
-
-def _newton_schulz(G: Tensor, steps: int, params: Sequence[float], eps: float = 1e-7) -> Tensor:
-  """Push G's singular values towards 1 with the odd polynomial sum_i params[i] * (G G^T)^i G, after scaling G to norm 1."""
-  if G.shape[-2] > G.shape[-1]: return _newton_schulz(G.transpose(-2, -1), steps, params, eps).transpose(-2, -1)
-  G = G / (G.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
-  for _ in range(steps):
-    A, term, acc = G @ G.transpose(-2, -1), G, G * params[0]
-    for p in params[1:]:
-      term = A @ term
-      acc = acc + p * term
-    G = acc
-  return G
 
 
 def SGD(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
@@ -153,7 +145,7 @@ class LAMB(Optimizer):
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
-    lr, b1_t, b2_t, out = self.lr.reshape(()), self.b1_t.reshape(()), self.b2_t.reshape(()), []
+    lr, b1_t, b2_t, out = self._lr(), self.b1_t.reshape(()), self.b2_t.reshape(()), []
     for i, (t, g) in enumerate(zip(params, grads)):
       t, g = t.detach(), g.cast(dtypes.float32)
       self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)

@@ -465,6 +465,9 @@ class PythonProgram:
     if self.lockstep: self.gen_body = self._build()
     else: self.body = [f for _, f in self._build()]
     self.nbufs = max((p for _, p, _, _ in self.globals), default=-1) + 1
+    # a buffer that no access reaches is no parameter (codegen/program.py's globals): the engine then passes just the used
+    # ones, in order, as the compiled renderers number their parameters; a caller may also pass every buffer by its number
+    self.used_position = {p: i for i, p in enumerate(sorted({p for _, p, _, _ in self.globals}))}
 
   # ---- decoding into closures
   def _build(self) -> GenBody:
@@ -562,11 +565,13 @@ class PythonProgram:
 
   # ---- running
   def _values(self, bufs: tuple[Any, ...], vals: tuple[int, ...]) -> list[Any]:
-    if len(bufs) < self.nbufs: raise TypeError(f"kernel {self.name!r} takes {self.nbufs} buffers, got {len(bufs)}")
-    vals = tuple(vals) or tuple(bufs[self.nbufs:])  # vars may also come positionally, after the buffers
+    compact = len(bufs) < self.nbufs and len(bufs) - len(self.vars) * (not vals) == len(self.used_position)
+    if len(bufs) < self.nbufs and not compact: raise TypeError(f"kernel {self.name!r} takes {self.nbufs} buffers, got {len(bufs)}")
+    given = len(self.used_position) if compact else self.nbufs
+    vals = tuple(vals) or tuple(bufs[given:])  # vars may also come positionally, after the buffers
     if len(vals) != len(self.vars): raise TypeError(f"kernel {self.name!r} takes {len(self.vars)} int vars, got {len(vals)}")
     v = self.init.copy()
-    for slot, p, fmt, itemsize in self.globals: v[slot] = typed_view(bufs[p], fmt, itemsize)
+    for slot, p, fmt, itemsize in self.globals: v[slot] = typed_view(bufs[self.used_position[p] if compact else p], fmt, itemsize)
     for (slot, name, lo, hi), val in zip(self.vars, vals, strict=True):
       if not lo <= val <= hi: raise ValueError(f"kernel {self.name!r}: var {name}={val} is outside its range [{lo}, {hi}]")
       v[slot] = val
