@@ -404,3 +404,57 @@ def test_gather_scatter_float_index_raise_runtime_error():
   x = Tensor([1.0, 2.0])
   with pytest.raises(RuntimeError, match="integer dtype"): x.gather(0, Tensor([1.0]))
   with pytest.raises(TypeError, match="integer dtype"): x.scatter(0, Tensor([1.0]), Tensor([3.0]))
+
+
+# ---- TinyJit's argument and return contract, as tinygrad 0.14's
+def test_jit_tensors_in_dict_args_are_inputs_and_dict_returns_are_realized():
+  @TinyJit
+  def f(d: dict) -> dict: return {"sum": d["a"] + d["b"], "twice": d["a"] * 2}
+  for i in range(4):  # replays read the new tensors of the dict (ours replayed the captured ones)
+    out = f({"a": Tensor([float(i)]), "b": Tensor([1.0])})
+    assert out["sum"].tolist() == [i + 1.0] and out["twice"].tolist() == [2.0 * i]
+
+
+def test_jit_non_tensor_return_raises_at_capture():
+  @TinyJit
+  def f(x: Tensor) -> tuple: return (x * 2).realize(), 3
+  f(Tensor([1.0]))
+  with pytest.raises(JitError, match="non-Tensor"): f(Tensor([1.0]))
+  @TinyJit
+  def g(x: Tensor) -> list: return [x * 2, None, {"y": x + 1}]
+  assert [g(Tensor([float(i)]))[2]["y"].item() for i in range(3)] == [1.0, 2.0, 3.0]
+
+
+def test_jit_duplicate_inputs_raise():
+  @TinyJit
+  def f(x: Tensor, y: Tensor) -> Tensor: return (x + y).realize()
+  t = Tensor([1.0]).realize()
+  with pytest.raises(JitError, match="duplicate inputs"): f(t, t)
+
+
+def test_jit_kwarg_names_must_match_the_capture():
+  @TinyJit
+  def f(x: Tensor | None = None, y: Tensor | None = None) -> Tensor: return ((x if x is not None else y) * 2).realize()
+  for i in range(3): f(x=Tensor([float(i)]))
+  with pytest.raises(JitError, match="args mismatch"): f(y=Tensor([5.0]))
+
+
+def test_jit_prune_drops_one_time_kernels():
+  from tinygrad import GlobalCounters
+  w = Tensor([1.0, 2.0, 3.0]).contiguous().realize()
+  def body(x: Tensor) -> Tensor: return (x * (w + 1).contiguous().realize()).sum().realize()
+  counts = {}
+  for name, jit in (("pruned", TinyJit(prune=True)(body)), ("plain", TinyJit(body))):
+    for i in range(4):
+      GlobalCounters.reset()
+      assert jit(Tensor([float(i)] * 3)).item() == 9.0 * i
+    counts[name] = GlobalCounters.kernel_count
+  assert counts["pruned"] == counts["plain"] - 1
+
+
+def test_global_counters_mem_used_per_device():
+  from tinygrad import Device, GlobalCounters
+  before = GlobalCounters.mem_used_per_device[Device.DEFAULT]
+  t = Tensor.ones(1000).contiguous().realize()
+  assert GlobalCounters.mem_used_per_device[Device.DEFAULT] - before >= 4000
+  del t

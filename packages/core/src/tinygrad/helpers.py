@@ -1,6 +1,7 @@
 """Small utilities shared by every layer: env/context variables, counters, a disk cache."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import hashlib
@@ -14,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T")
 OSX, WIN = sys.platform == "darwin", sys.platform == "win32"  # as tinygrad's helpers name them
@@ -173,6 +174,7 @@ class GlobalCounters:
   time_sum_s: float = 0.0
   kernel_count: int = 0
   mem_used: int = 0
+  mem_used_per_device: ClassVar[collections.defaultdict[str, int]] = collections.defaultdict(int)  # as mem_used: not reset
 
   @staticmethod
   def reset() -> None:

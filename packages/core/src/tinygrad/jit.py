@@ -42,17 +42,30 @@ class InputSpec:
 
 
 def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], dict[str, int]]:
-  """(name, Tensor) for every tensor argument, and the values of bound Variables among the arguments."""
+  """(name, Tensor) for every tensor argument (also those directly inside a list, tuple or dict argument, as in tinygrad),
+  and the values of bound Variables among the arguments."""
   tensors: list[tuple[str, Any]] = []
   var_vals: dict[str, int] = {}
   items = [(f"arg {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in sorted(kwargs.items())]
   for name, value in items:
     if isinstance(value, Tensor): tensors.append((name, value))
     elif isinstance(value, UOp) and value.op is Ops.BIND: var_vals[value.src[0].arg[0]] = value.src[1].arg
-    elif isinstance(value, (list, tuple)):
-      for j, v in enumerate(value):
-        if isinstance(v, Tensor): tensors.append((f"{name}[{j}]", v))
+    elif isinstance(value, (list, tuple, dict)):
+      for j, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+        if isinstance(v, Tensor): tensors.append((f"{name}[{j!r}]", v))
   return tensors, var_vals
+
+
+def _returned_tensors(ret: Any, capturing: bool = False) -> list[Tensor]:
+  """The tensors in a jitted function's return value (a tensor, or lists, tuples and dicts of them). While capturing, any
+  other value is a JitError, as in tinygrad: a replay returns the captured value again, which would be stale."""
+  if isinstance(ret, Tensor): return [ret]
+  if isinstance(ret, (list, tuple, dict)):
+    return [t for r in (ret.values() if isinstance(ret, dict) else ret) for t in _returned_tensors(r, capturing)]
+  if capturing and ret is not None:
+    raise JitError(f"a jitted function returned a non-Tensor value of type {type(ret).__name__}: a replay would return the value "
+                   "of the capturing call again. Return tensors (Tensor(n) for a number) or compute the value outside the TinyJit")
+  return []
 
 
 def _rebind(ret: Any, var_vals: dict[str, int]) -> None:
@@ -63,8 +76,8 @@ def _rebind(ret: Any, var_vals: dict[str, int]) -> None:
     if not isinstance(a, UOp): return a
     binds = {n: n.src[0].bind(var_vals[n.src[0].arg[0]]) for n in a.toposort() if n.op is Ops.BIND and n.src[0].arg[0] in var_vals}
     return a.substitute(binds) if binds else a
-  for t in (ret if isinstance(ret, (list, tuple)) else [ret]):
-    if not isinstance(t, Tensor) or all(isinstance(s, int) for s in t.shape): continue
+  for t in _returned_tensors(ret):
+    if all(isinstance(s, int) for s in t.shape): continue
     new: dict[UOp, UOp] = {}
     for n in t.uop.toposort():
       src, arg = tuple(new[x] for x in n.src), arg_of(n.arg) if n.op in GroupOp.Movement else n.arg
@@ -81,15 +94,25 @@ class TinyJit(Generic[ReturnType]):
 
   `capture_after`: how many calls run normally before the capturing one (default 1: the first call may realize
   one-time work, e.g. lazily loaded weights, that a replay must not repeat). 0 captures on the first call, for a
-  function whose every tensor outside its inputs is already realized: one scheduling pass fewer."""
+  function whose every tensor outside its inputs is already realized: one scheduling pass fewer.
 
-  def __init__(self, fxn: Callable[..., ReturnType], capture_after: int = 1):
+  `prune=True` (tinygrad's): captured kernels that neither read an input nor a buffer that such a kernel uses are one-time
+  work (weights computed from weights): they run once at the capture and not in replays. `TinyJit(prune=True)` without a
+  function is a decorator, as in tinygrad."""
+
+  def __new__(cls, fxn: Callable[..., ReturnType] | None = None, *args: Any, **kwargs: Any) -> Any:
+    if fxn is None: return lambda f: cls(f, *args, **kwargs)  # @TinyJit(prune=True)
+    return super().__new__(cls)
+
+  def __init__(self, fxn: Callable[..., ReturnType], capture_after: int = 1, prune: bool = False):
     if capture_after < 0: raise ValueError(f"capture_after must be >= 0, got {capture_after}")
     self.fxn = fxn
     self.capture_after = capture_after
+    self.prune = prune
     self.cnt = 0
     self.captured: list[tuple[ExecItem, dict[str, int]]] = []
     self.input_specs: list[InputSpec] = []
+    self.input_names: list[str] = []
     self.input_slots: list[list[tuple[int, int]]] = []  # per input: (item index, buffer index) where it is used
     self.ret: Any = None
     self.graph: _JitGraph | None = None  # the device graph replaying the captured kernels, when there is one
@@ -99,7 +122,7 @@ class TinyJit(Generic[ReturnType]):
   def __get__(self, obj: Any, objtype: Any = None) -> Any: return functools.partial(self.__call__, obj)  # methods
 
   def reset(self) -> None:
-    self.cnt, self.captured, self.input_specs, self.input_slots, self.ret = 0, [], [], [], None
+    self.cnt, self.captured, self.input_specs, self.input_names, self.input_slots, self.ret = 0, [], [], [], [], None
     self.graph, self.graph_tried = None, False
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
@@ -108,6 +131,9 @@ class TinyJit(Generic[ReturnType]):
     needs = [t for _, t in tensors if not (is_contiguous_buffer(t.uop) or is_realized_multi(t.uop))]  # multi: sharded inputs
     for t in needs: t.replace(t.contiguous())
     Tensor.realize_all(*(t for _, t in tensors))
+    bufs = [id(b) for _, t in tensors for b in tensor_buffers(t)]
+    if len(set(bufs)) != len(bufs):  # the captured kernels could not tell the two apart in a replay with different tensors
+      raise JitError("duplicate inputs to JIT: the same tensor (or buffer) is passed twice; pass it once, or .clone() one of them")
     # called while another TinyJit captures: run as plain code, so that capture records these kernels as its own (a replay of
     # this one's items inside it would share their ExecItems and buffers with this capture, and each plan would rewrite the other's)
     if any(c.jit for c in realize.capturing): return self._run_and_realize(args, kwargs)
@@ -123,8 +149,7 @@ class TinyJit(Generic[ReturnType]):
 
   def _run_and_realize(self, args: tuple, kwargs: dict) -> Any:
     ret = self.fxn(*args, **kwargs)
-    outs = [r for r in (ret if isinstance(ret, (list, tuple)) else [ret]) if isinstance(r, Tensor)]
-    Tensor.realize_all(*outs)
+    Tensor.realize_all(*_returned_tensors(ret))
     return ret
 
   def _capture(self, args: tuple, kwargs: dict, tensors: list[tuple[str, Any]]) -> Any:
@@ -136,21 +161,35 @@ class TinyJit(Generic[ReturnType]):
       raise JitError(f"TinyJit captured no kernels from {getattr(self.fxn, '__name__', 'the function')}: nothing was realized "
                      "inside it, so a replay would do nothing. Return the tensors it computes (they are realized) or "
                      "call .realize() on its assigns inside the function")
+    _returned_tensors(ret, capturing=True)
     self.cnt += 1
-    self.captured = captured
     self.input_specs = [InputSpec(t.shape, t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
+    self.input_names = [name for name, _ in tensors]
     inputs = [b for _, t in tensors for b in tensor_buffers(t)]
+    onetime: list[tuple[ExecItem, dict[str, int]]] = []
+    if self.prune:  # as tinygrad's prune_linear: an item is needed when it shares a buffer with an input or a needed item
+      needed, kept = {id(b) for b in inputs}, list[tuple[ExecItem, dict[str, int]]]()
+      for item in captured:
+        if needed.isdisjoint(ids := {id(b) for b in item[0].bufs}): onetime.append(item)
+        else: kept, needed = kept + [item], needed | ids
+      captured = kept
+      for ei, _ in onetime: capture.fresh -= {id(b) for b in ei.bufs}  # their results must outlive the plan: own memory
+    self.captured = captured
     if realize.JIT_PLAN.value:  # intermediates share memory: a replay holds the largest set alive at once, not all of them
       saved = plan_memory(captured, capture.fresh, {id(b) for b in inputs})  # outputs: self.ret's tensors keep theirs
       if DEBUG >= 1: print(f"TinyJit memory plan: {saved / 1e6:.2f} MB of intermediates shared")
     self.input_slots = [[(i, j) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if b is buf] for buf in inputs]
+    for ei, vals in onetime: ei.run(vals)  # again: the capturing call may have released what they wrote
     self.ret = ret
+    if DEBUG >= 1 and self.prune: print(f"TinyJit pruned {len(onetime)} one-time kernels/copies")
     if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")
     return ret
 
   def _check_inputs(self, tensors: list[tuple[str, Any]]) -> None:
     if len(tensors) != len(self.input_specs):
       raise JitError(f"jitted function was captured with {len(self.input_specs)} tensor inputs, now called with {len(tensors)}")
+    if (names := [name for name, _ in tensors]) != self.input_names:
+      raise JitError(f"args mismatch in JIT: the tensor inputs were {self.input_names} at the capture, now {names}")
     for (name, t), spec in zip(tensors, self.input_specs):
       now = InputSpec(t.shape, t.dtype, input_device(t))
       if now != spec:

@@ -167,7 +167,9 @@ class Buffer:
   def opaque(self) -> Any: return self.ensure_allocated()._opaque
 
   def _account(self, sign: int) -> None:
-    if self.base is None: GlobalCounters.mem_used += sign * self.nbytes
+    if self.base is None:
+      GlobalCounters.mem_used += sign * self.nbytes
+      GlobalCounters.mem_used_per_device[self.device] += sign * self.nbytes
 
   def copyin(self, data: memoryview | bytes) -> Buffer:
     mv = memoryview(data).cast("B")
