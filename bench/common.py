@@ -25,13 +25,14 @@ from shapes import CONV, MATMUL_SIZES  # noqa: E402
 PEER_TINYGRAD = "tinygrad==0.14.0"
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 TIMEOUT = 1800
+COLD = ("mlp_cold", "lstm_cold")  # first calls in a fresh process with an empty compile cache
 
 # the figure that headlines each workload: (key in the result, unit, True when higher is better)
 HEADLINE: dict[str, tuple[str, str, bool]] = {
   **{f"matmul_{n}": ("gflops", "GFLOP/s", True) for n in MATMUL_SIZES},
   "add": ("gbs", "GB/s", True), "sum": ("gbs", "GB/s", True), "sum_axis0": ("gbs", "GB/s", True),
   "vecmat": ("gbs", "GB/s", True), "softmax": ("gbs", "GB/s", True), "conv2d": ("gflops", "GFLOP/s", True),
-  "mlp_step": ("ms", "ms/step", False), "mlp_cold": ("cold_s", "s", False), "jit_overhead": ("us_per_call", "us/call", False),
+  "mlp_step": ("ms", "ms/step", False), "mlp_cold": ("cold_s", "s", False), "lstm_cold": ("cold_s", "s", False), "jit_overhead": ("us_per_call", "us/call", False),
 }
 
 
@@ -109,7 +110,7 @@ def ours_cold(which: str) -> dict[str, Any]:
 def ours(which: str, beam: int = 0) -> dict[str, Any]:
   import workloads
   from tinygrad import Context, Device
-  if which == "mlp_cold": return {**ours_cold(which), "device": Device.DEFAULT}
+  if which in COLD: return {**ours_cold(which), "device": Device.DEFAULT}
   with Context(BEAM=beam): res = workloads.WORKLOADS[which]()
   res["device"] = f"{Device.DEFAULT}:{Device.renderer(Device.DEFAULT).name}"
   if (probe := OPTS_PROBE.get(which)) is not None: res["opts"] = applied_opts(probe(), beam)
@@ -154,9 +155,9 @@ def main(benchmark: str, cases: list[str], beam: int = 0, beam_cases: list[str] 
   for which in cases:
     d: dict[str, Any] = {"ours": ours(which)}
     if beam and (beam_cases is None or which in beam_cases): d[f"ours_beam{beam}"] = ours(which, beam)
-    d["numpy"] = numpy_peer(which) if which != "mlp_cold" else {"skipped": "numpy compiles nothing"}
-    d["torch"] = torch_peer(which) if which not in ("mlp_cold", "jit_overhead") else {"skipped": "no equivalent"}
-    d["tinygrad_0.14"] = tinygrad_peer(which, cold=which == "mlp_cold")
+    d["numpy"] = numpy_peer(which) if which not in COLD else {"skipped": "numpy compiles nothing"}
+    d["torch"] = torch_peer(which) if which not in (*COLD, "jit_overhead") else {"skipped": "no equivalent"}
+    d["tinygrad_0.14"] = tinygrad_peer(which, cold=which in COLD)
     details[which] = d
   key_of = {w: HEADLINE[w] for w in cases}
   figures = {w: {side: r.get(key_of[w][0]) for side, r in d.items()} for w, d in details.items()}

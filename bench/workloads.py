@@ -137,6 +137,36 @@ def mlp_cold() -> dict[str, Any]:
   return {"cold_s": cold}
 
 
+def lstm_cold(steps: int = 8, batch: int = 4, vocab: int = 16) -> dict[str, Any]:
+  """The first call of a jitted training step of a character LSTM unrolled over `steps` positions (Embedding, LSTMCell,
+  Linear, Adam) in a fresh process (run with an empty cache): schedule + compile + run. Session 23 found ours far slower
+  here than tinygrad 0.14 (the backward's kernels grow with the unrolled history)."""
+  from tinygrad import dtypes, nn
+  from tinygrad.nn.state import get_parameters
+  emb, cell, head = nn.Embedding(vocab, 8), nn.LSTMCell(8, 16), nn.Linear(16, vocab)
+  opt = nn.optim.Adam(get_parameters([emb, cell, head]), lr=0.01)
+
+  @TinyJit
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    opt.zero_grad()
+    hc, outs = None, []
+    for t in range(steps):
+      hc = cell(emb(x[:, t]), hc)
+      outs.append(head(hc[0]))
+    loss = Tensor.stack(*outs, dim=1).sparse_categorical_crossentropy(y).backward()
+    opt.step()
+    return loss.realize()
+
+  x = (Tensor.rand(batch, steps) * vocab).cast(dtypes.int32).realize()
+  y = (Tensor.rand(batch, steps) * vocab).cast(dtypes.int32).realize()
+  from tinygrad.helpers import Context
+  with Context(TRAINING=1):  # (tinygrad 0.14 has no Tensor.train(); both read this setting)
+    st = time.perf_counter()
+    step(x, y)
+    sync()
+    return {"cold_s": time.perf_counter() - st}
+
+
 def jit_overhead(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
   """Per-call time of replaying a jitted function of `kernels` tiny kernels (16 floats each): Python overhead."""
   @TinyJit
@@ -160,5 +190,5 @@ def jit_overhead(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
   **{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},  # type: ignore[misc]
   "add": add, "sum": sum_, "sum_axis0": sum_axis0, "vecmat": vecmat, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "mlp_cold": mlp_cold,
-  "jit_overhead": jit_overhead,
+  "lstm_cold": lstm_cold, "jit_overhead": jit_overhead,
 }
