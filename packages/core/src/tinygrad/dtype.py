@@ -189,9 +189,12 @@ class dtypes(metaclass=_DTypesType):
 
   @staticmethod
   def check_fits(x: ConstType, dt: DType) -> None:
-    """Raise (like torch) when a Python int, or a finite float's integer part, is outside what int dtype `dt` holds. As in
-    torch, an unsigned dtype also takes negatives down to -max (they wrap: -1 is 255 as uint8); floats and bools take anything."""
-    if not dtypes.is_int(dt) or isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not math.isfinite(x)): return
+    """Raise (like torch) when a Python int, or a finite float's integer part, is outside what int dtype `dt` holds, and for
+    NaN or an infinity (ValueError / OverflowError, as Python's int() and tinygrad). As in torch, an unsigned dtype also takes
+    negatives down to -max (they wrap: -1 is 255 as uint8); floats and bools take anything."""
+    if not dtypes.is_int(dt) or isinstance(x, bool) or not isinstance(x, (int, float)): return
+    if isinstance(x, float) and not math.isfinite(x):
+      raise (ValueError if math.isnan(x) else OverflowError)(f"cannot convert float {x} to integer dtype {dt!r}")
     v, hi = math.trunc(x), dtypes.max(dt)
     lo = -hi if dtypes.is_unsigned(dt) else dtypes.min(dt)
     if not lo <= v <= hi:

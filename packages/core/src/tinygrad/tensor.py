@@ -48,18 +48,11 @@ def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
   flat = _flatten(data)
   if (raw := _pack_plain(flat, dtype)) is not None: return raw, shape
   from tinygrad.uop.alu import cast_scalar, to_bits
-  for x in flat: _check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
+  for x in flat: dtypes.check_fits(x, dtype)  # an int that doesn't fit is an error, not a wrapped value
   if dtype.fmt is not None:
     return struct.pack(f"{len(flat)}{dtype.fmt}", *(cast_scalar(x, dtype) for x in flat)), shape
   size_fmt = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
   return struct.pack(f"{len(flat)}{size_fmt}", *(to_bits(x, dtype) for x in flat)), shape
-
-
-def _check_fits(x: Any, dtype: DType) -> None:
-  """dtypes.check_fits, and NaN or an infinity for an int dtype raises as Python's int() does (and torch, tinygrad)."""
-  if dtypes.is_int(dtype) and isinstance(x, float) and not math.isfinite(x):
-    raise (ValueError if math.isnan(x) else OverflowError)(f"cannot convert float {x} to integer dtype {dtype!r}")
-  dtypes.check_fits(x, dtype)
 
 
 def _pack_plain(flat: list[Any], dtype: DType) -> bytes | None:
@@ -143,7 +136,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     elif isinstance(data, UOp): self._uop = data
     elif isinstance(data, Tensor): self._uop = data.uop
     elif isinstance(data, (bool, int, float)):
-      _check_fits(data, dtype := dtype or dtypes.from_py(data))
+      dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
     elif isinstance(data, (bytes, bytearray, memoryview)):
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)

@@ -482,11 +482,11 @@ class Attention:
     # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
     # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
     # q/k/v, no k norm), instead of the cache write's kernel
-    one_kernel = B == 1 and T == 1 and fused and DECODE_ATTENTION.value and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
+    hand_written = B == 1 and T == 1 and fused and DECODE_ATTENTION.value  # one token on a GPU
+    one_kernel = hand_written and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
     fold = one_kernel and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
     # a longer span: a block per (head, 128 positions), the parts combined after (more blocks than heads; decode_attention.py)
-    split = split_parts(mask.shape[1], cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if B == 1 and T == 1 and fused and \
-      DECODE_ATTENTION.value and DECODE_SPLIT.value and not one_kernel else 1
+    split = split_parts(mask.shape[1], cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if hand_written and DECODE_SPLIT.value and not one_kernel else 1
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     if split > 1:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
