@@ -140,7 +140,7 @@ def mlp_cold() -> dict[str, Any]:
 def lstm_cold(steps: int = 8, batch: int = 4, vocab: int = 16) -> dict[str, Any]:
   """The first call of a jitted training step of a character LSTM unrolled over `steps` positions (Embedding, LSTMCell,
   Linear, Adam) in a fresh process (run with an empty cache): schedule + compile + run. Session 23 found ours far slower
-  here than tinygrad 0.14 (the backward's kernels grow with the unrolled history)."""
+  here than tinygrad 0.14 (the backward's kernels grew with the unrolled history; fixed in session 24: schedule/recompute.py)."""
   from tinygrad import dtypes, nn
   from tinygrad.nn.state import get_parameters
   emb, cell, head = nn.Embedding(vocab, 8), nn.LSTMCell(8, 16), nn.Linear(16, vocab)

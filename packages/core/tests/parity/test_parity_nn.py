@@ -385,6 +385,38 @@ def test_nn_lstmcell():
   compare(h0, h0t, 1e-5, 1e-4, "h from zero state")
 
 
+def test_nn_lstmcell_unrolled_training_step(training):
+  # 8 positions through one cell, a head on every h, one loss: the backward through time (its kernels once inlined the whole
+  # history; schedule/recompute.py stores the shared states), then an Adam step against torch's
+  steps = 8
+  ours, theirs = nn.LSTMCell(3, 5), torch.nn.LSTMCell(3, 5)
+  head_o, head_t = nn.Linear(5, 2), torch.nn.Linear(5, 2)
+  with torch.no_grad():
+    for n in ["weight_ih", "weight_hh", "bias_ih", "bias_hh"]: getattr(theirs, n).copy_(torch.tensor(getattr(ours, n).numpy()))
+    head_t.weight.copy_(torch.tensor(head_o.weight.numpy()))
+    head_t.bias.copy_(torch.tensor(head_o.bias.numpy()))
+  params_o = [ours.weight_ih, ours.weight_hh, ours.bias_ih, ours.bias_hh, head_o.weight, head_o.bias]
+  params_t = [theirs.weight_ih, theirs.weight_hh, theirs.bias_ih, theirs.bias_hh, head_t.weight, head_t.bias]
+  opt_o, opt_t = optim.Adam(params_o, lr=0.01), torch.optim.Adam(params_t, lr=0.01)
+  (xs,) = make_inputs([(4, steps, 3)], seed=7)
+  for _ in range(2):
+    hc_o, hc_t, outs_o, outs_t = None, None, [], []
+    for t in range(steps):
+      hc_o, hc_t = ours(Tensor(xs[:, t]), hc_o), theirs(torch.tensor(xs[:, t]), hc_t)
+      outs_o.append(head_o(hc_o[0]))
+      outs_t.append(head_t(hc_t[0]))
+    loss_o, loss_t = Tensor.stack(*outs_o, dim=1).square().mean(), torch.stack(outs_t, dim=1).square().mean()
+    opt_o.zero_grad()
+    opt_t.zero_grad()
+    loss_o.backward()
+    loss_t.backward()
+    compare(loss_o, loss_t, 1e-6, 1e-5, "loss")  # before the step: a lazy loss read after it is the loss at the new weights
+    for i, (po, pt) in enumerate(zip(params_o, params_t)): compare(po.grad, pt.grad, 1e-5, 1e-3, f"gradient {i}")
+    opt_o.step()
+    opt_t.step()
+  for i, (po, pt) in enumerate(zip(params_o, params_t)): compare(po, pt.detach(), 1e-5, 1e-4, f"parameter {i} after two steps")
+
+
 def test_nn_batchnorm_train_and_eval(training):
   x = make_inputs([(4, 3, 2, 2)])[0]
   ours, theirs = nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)

@@ -5,7 +5,8 @@ Fusion rules: elementwise ops and views fuse into whatever consumes them. A redu
 elementwise inputs and with the elementwise chain after it, as long as that chain neither broadcasts
 the reduced value (which would recompute the reduction per element) nor feeds another reduction; except a row kernel
 (schedule/rows.py: softmax, norms), whose reductions over the last axis are broadcast back along it in one kernel.
-Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer.
+Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer. So does a long elementwise value that
+several kernels read (schedule/recompute.py).
 
 A hand-written kernel (`Tensor.custom_kernel`: CALL(*args) whose arg holds the kernel AST) is one kernel on its arguments'
 buffers: each argument that is not already a contiguous buffer gets one, and AFTER(arg, CALL), the argument once the kernel
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
+from tinygrad.schedule.recompute import shared_and_long
 from tinygrad.schedule.rows import broadcast_rows, fits_row, reads_other_reduction, row_limit, row_shape
 from tinygrad.schedule.siblings import sibling_of
 from tinygrad.schedule.split_k import MatmulShape, matmul_shape, split_k
@@ -83,12 +85,22 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
     if n.op is Ops.COPY:
       realize.add(n)
       if not is_contiguous_buffer(n.src[0]): realize.add(n.src[0])
-  # a reduction stays inline when everything that uses it, up to the next buffer, is elementwise ops and
-  # non-broadcasting views that all end in one kernel, or a row kernel (schedule/rows.py), or a short sum nested in the sum
-  # that reduces it (_nests). The reductions that can't be in a row kernel decide first, so a row kernel knows which of them
-  # it would hold; then later reductions before earlier ones: softmax's sum is settled before the max inside it asks whether
-  # it may fuse through it
   policy = policy or SplitPolicy()
+  fused = _with_reductions(nodes, consumers, realize, policy)
+  # long elementwise values that several kernels would each compute get a buffer (schedule/recompute.py); the reductions then
+  # decide again, as their users may now end in different kernels
+  if not (stored := shared_and_long(nodes, consumers, fused)): return fused
+  return _with_reductions(nodes, consumers, realize | stored, policy)
+
+
+def _with_reductions(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], policy: SplitPolicy) -> set[UOp]:
+  """`realize` and the reductions that must get a buffer besides.
+  A reduction stays inline when everything that uses it, up to the next buffer, is elementwise ops and
+  non-broadcasting views that all end in one kernel, or a row kernel (schedule/rows.py), or a short sum nested in the sum
+  that reduces it (_nests). The reductions that can't be in a row kernel decide first, so a row kernel knows which of them
+  it would hold; then later reductions before earlier ones: softmax's sum is settled before the max inside it asks whether
+  it may fuse through it."""
+  realize = set(realize)
   rows = broadcast_rows(nodes, policy)
   reductions = [n for n in reversed(nodes) if n.op is Ops.REDUCE_AXIS]
   siblings: dict[UOp, UOp] = {}  # a scalar reduction fused into the kernel of a sibling (schedule/siblings.py) -> the sibling

@@ -1,0 +1,95 @@
+"""Recompute or store: elementwise values that several kernels (or reduction loops) read.
+
+Elementwise ops fuse into every kernel that reads them, so a value used by two kernels is computed in both. That is right for a
+few ops (a residual add read by a norm and by the next add) and wrong for a long chain: an unrolled recurrence (an LSTM's cell
+state c_t = f_t * c_{t-1} + i_t * g_t, and its gradient backwards through time) inlines every earlier step into every later
+kernel, so each kernel grows with the history, and compiling them grows with its square (an 8-step LSTM training step: minutes).
+
+`shared_and_long` picks the values that get a buffer instead: read by more than one kernel, and more than `limit` ALU ops long
+counting everything they inline (up to the buffers they read). Values of a broadcast shape (more elements than any buffer they
+read, a pad widening what it reads: a matmul's product before its sum) never do; their sources may.
+"""
+from __future__ import annotations
+
+from tinygrad.helpers import ContextVar, prod
+from tinygrad.uop.ops import GroupOp, Ops, UOp
+
+# the longest elementwise value (ALU ops, inlined sources included) that several kernels each compute; 0: never stored
+RECOMPUTE_MAX_OPS = ContextVar("RECOMPUTE_MAX_OPS", 48)
+
+_MANY = UOp(Ops.NOOP)  # stands for "more than one kernel"
+
+
+def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> dict[UOp, UOp]:
+  """Each node that is not realized -> the realized node whose kernel computes it, or the reduction whose loop does, or _MANY
+  when several do (reverse topological order: a node is in the kernels of its users). A reduction counts as a kernel of its
+  own: a value read inside two reductions' loops is computed in each, even when both are in one kernel."""
+  kernel_of: dict[UOp, UOp] = {}
+  for n in reversed(nodes):
+    if n in realize or n.op is Ops.REDUCE_AXIS:
+      kernel_of[n] = n
+      continue
+    found: UOp | None = None
+    for user in consumers[n]:
+      k = kernel_of.get(user)
+      if k is None or k is found: continue
+      if found is not None or k is _MANY:
+        found = _MANY
+        break
+      found = k
+    if found is not None: kernel_of[n] = found
+  return kernel_of
+
+
+def _elements(n: UOp) -> int:
+  return prod(s if isinstance(s, int) else 1 for s in n.shape) if n.shape is not None else 1
+
+
+def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], limit: int | None = None) -> set[UOp]:
+  """The elementwise nodes to realize besides `realize` (module docstring). In topological order, so a long chain gets a buffer
+  every `limit` ops (each stored value shortens what comes after it)."""
+  limit = RECOMPUTE_MAX_OPS.value if limit is None else limit
+  if limit <= 0: return set()
+  kernel_of = kernels_reading(nodes, consumers, realize)
+  ops: dict[UOp, frozenset[UOp] | None] = {}  # the ALU nodes a node inlines (None: more than `limit`)
+  widest: dict[UOp, int] = {}  # the most elements of a buffer or realized value it reads
+  chosen: set[UOp] = set()
+  empty: frozenset[UOp] = frozenset()
+  for n in nodes:
+    if n in realize or n.op in (Ops.BUFFER, Ops.SINK, Ops.IOTA) or not n.src:  # (an index counts as data read)
+      ops[n], widest[n] = empty, _elements(n) if n.shape is not None else 0
+      continue
+    widest[n] = max((widest.get(s, 0) for s in n.src), default=0)
+    # a pad is a concatenation's piece: it widens what it reads by as much as it adds (random bits made in two halves)
+    if n.op is Ops.PAD and _elements(n.src[0]): widest[n] = widest[n] * _elements(n) // _elements(n.src[0])
+    inlined: frozenset[UOp] | None = empty
+    for s in n.src:
+      so = ops.get(s, empty)
+      if so is None or inlined is None:
+        inlined = None
+        break
+      if so: inlined = inlined | so
+    if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
+    if inlined is not None and len(inlined) > limit: inlined = None
+    ops[n] = inlined
+    if inlined is None and n.op in GroupOp.ALU and kernel_of.get(n) is _MANY and _storable(n, widest[n]) and \
+        not _flows_into_one_value(n, consumers, realize, widest[n]):
+      chosen.add(n)
+      ops[n], widest[n] = empty, _elements(n)
+  return chosen
+
+
+def _storable(n: UOp, widest: int) -> bool:
+  return all(isinstance(s, int) for s in n.shape) and _elements(n) <= widest and isinstance(n.device, str)
+
+
+def _flows_into_one_value(n: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp], widest: int) -> bool:
+  """n's only user, past views that don't broadcast, is another elementwise op that could be stored instead: store that one,
+  where the value forks (a gradient's four gate slices padded and summed into one array: one buffer, not four)."""
+  u = n
+  while len(users := set(consumers[u])) == 1:
+    u = next(iter(users))
+    if u in realize: return False
+    if u.op in GroupOp.ALU: return _storable(u, widest)
+    if u.op not in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.PAD, Ops.FLIP, Ops.CAST): return False
+  return False

@@ -1,0 +1,76 @@
+"""Recompute or store (schedule/recompute.py): a long elementwise value read by several kernels gets a buffer, a short one is
+computed in each kernel that reads it, a broadcast one never gets a buffer of its broadcast size."""
+import numpy as np
+import pytest
+from tinygrad import Tensor, nn
+from tinygrad.helpers import Context
+from tinygrad.nn.state import get_parameters
+from tinygrad.uop.ops import GroupOp, Ops
+
+
+def alu_ops(si) -> int: return sum(1 for u in si.ast.toposort() if u.op in GroupOp.ALU)
+def exp_ops(si) -> int: return sum(1 for u in si.ast.toposort() if u.op is Ops.EXP2)
+
+
+def recurrence(steps: int) -> tuple[list[Tensor], list[np.ndarray]]:
+  """c_t = sigmoid(c_{t-1} * a + b): each step's state read by its own reduction (a sum over rows) and by the next step."""
+  rng = np.random.default_rng(0)
+  a_np, b_np, c_np = (rng.uniform(-1, 1, size=(4, 8)).astype(np.float32) for _ in range(3))
+  a, b, c = Tensor(a_np), Tensor(b_np), Tensor(c_np)
+  outs, refs = [], []
+  for _ in range(steps):
+    c = (c * a + b).sigmoid()
+    c_np = 1 / (1 + np.exp(-(c_np * a_np + b_np)))
+    outs.append(c.sum(axis=1))
+    refs.append(c_np.sum(axis=1))
+  return outs, refs
+
+
+def test_a_long_shared_chain_is_stored_every_few_steps():
+  outs, refs = recurrence(40)
+  total = Tensor.stack(*outs)
+  per_step = exp_ops(Tensor.rand(4, 8).realize().sigmoid().schedule()[0])
+  exps = sum(exp_ops(si) for si in total.schedule())  # per_step a step, computed how many times
+  with Context(RECOMPUTE_MAX_OPS=0):
+    inlined = sum(exp_ops(si) for si in Tensor.stack(*recurrence(40)[0]).schedule())
+  assert inlined == per_step * 40 * 41 // 2  # each step's sum computes every step before it again
+  assert exps <= per_step * 3 * 40, exps  # a few steps again at most
+  np.testing.assert_allclose(total.numpy(), np.stack(refs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compile_only
+def test_a_short_shared_value_is_recomputed():
+  a, b = Tensor.rand(4, 8).realize(), Tensor.rand(4, 8).realize()
+  h = (a + b) * 2  # read by two kernels, two ops: no buffer of its own
+  assert len(h.sum(axis=0).schedule(h.max(axis=1))) == 2
+
+
+def test_a_broadcast_value_is_not_stored_at_its_broadcast_size():
+  x, w1, w2 = Tensor.rand(4, 1).realize(), Tensor.rand(4, 64).realize(), Tensor.rand(4, 64).realize()
+  z = x
+  for i in range(30): z = (z * 1.01 + i).sin()  # 60 ops on 4 elements
+  y1, y2 = (z.expand(4, 64) * w1).sum(axis=1), (z.expand(4, 64) * w2).max(axis=1)
+  sched = y1.schedule(y2)
+  assert len(sched) == 3  # z stored once, two reductions read it
+  assert sorted(si.bufs[0].size for si in sched) == [4, 4, 4]
+  zr = x.numpy()
+  for i in range(30): zr = np.sin(zr * np.float32(1.01) + i)
+  np.testing.assert_allclose(y1.numpy(), (zr * w1.numpy()).sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compile_only
+def test_unrolled_lstm_training_kernels_stay_short():
+  # session 23: every kernel of the backward inlined the whole history (2,900-node kernels for 2 positions: minutes to
+  # compile 8); stored states keep each kernel to a few steps' ops whatever the length
+  Tensor.manual_seed(0)
+  cell, head = nn.LSTMCell(8, 16), nn.Linear(16, 4)
+  for p in get_parameters([cell, head]): p.requires_grad_(True).realize()
+  xs = Tensor.rand(4, 8, 8).realize()
+  hc, outs = None, []
+  for t in range(8):
+    hc = cell(xs[:, t], hc)
+    outs.append(head(hc[0]))
+  loss = Tensor.stack(*outs, dim=1).square().mean()
+  grads = loss.gradient(*get_parameters([cell, head]))
+  longest = max(alu_ops(si) for si in grads[0].schedule(*grads[1:]))
+  assert longest < 400, longest
