@@ -74,3 +74,40 @@ def test_unrolled_lstm_training_kernels_stay_short():
   grads = loss.gradient(*get_parameters([cell, head]))
   longest = max(alu_ops(si) for si in grads[0].schedule(*grads[1:]))
   assert longest < 400, longest
+
+
+@pytest.mark.compile_only
+def test_random_weights_never_realized_are_stored_not_recomputed_per_row():
+  # a layer whose weights were never realized: the random bits (~100 ops an element) broadcast over every row of the matmul
+  def matmul_xors() -> int:
+    x, w = Tensor.rand(64, 96).realize(), Tensor.rand(96, 128)
+    return sum(1 for u in (x @ w).schedule()[-1].ast.toposort() if u.op is Ops.XOR)
+  assert matmul_xors() == 0  # the bits in kernels of their own, the matmul loads them
+  with Context(RECOMPUTE_MAX_OPS=0): assert matmul_xors() > 0
+
+
+@pytest.mark.compile_only
+def test_a_tiny_reduction_with_a_long_epilogue_is_not_register_blocked():
+  from tinygrad.codegen.heuristics import hand_coded_opts
+  from tinygrad.codegen.opt import OptOps
+  a, b, c = Tensor.rand(4, 16).realize(), Tensor.rand(16, 16).realize(), Tensor.rand(4, 16).realize()
+  plain = (a @ b).schedule()[-1].ast
+  long = ((a @ b) * c.sigmoid() * (1 - c.sigmoid()) + c.tanh() * c.exp()).schedule()[-1].ast
+  assert any(o.op is OptOps.UPCAST for o in hand_coded_opts(plain))  # a small plain matmul still blocks its outputs
+  assert not any(o.op is OptOps.UPCAST for o in hand_coded_opts(long))  # 64 copies of the epilogue: not for 1,024 multiply-adds
+
+
+def test_stored_values_stay_graphs_for_the_tensors_that_hold_them():
+  # a layer with lazily initialized weights: its random weights are stored while the forward runs (broadcast, long); the
+  # tensors keep their graphs, so a gradient taken afterwards through the graph built before still reaches them
+  layer = nn.Linear(4, 3)
+  layer.weight.requires_grad_(True)
+  layer.bias.requires_grad_(True)
+  x = Tensor(np.ones((2, 4), np.float32))
+  out = layer(x)
+  values = out.numpy()
+  (out * 2).sum().backward()
+  assert layer.weight.grad is not None and layer.bias.grad is not None
+  np.testing.assert_allclose(layer.weight.grad.numpy(), np.full((3, 4), 4.0), rtol=1e-6)
+  np.testing.assert_allclose(layer.bias.grad.numpy(), np.full(3, 4.0), rtol=1e-6)
+  np.testing.assert_allclose(values, x.numpy() @ layer.weight.numpy().T + layer.bias.numpy(), rtol=1e-5, atol=1e-6)

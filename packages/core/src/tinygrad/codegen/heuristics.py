@@ -10,7 +10,7 @@ from __future__ import annotations
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opts, range_size, ranges_of
 from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar, prod
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.symbolic import split_terms
 
 
@@ -51,7 +51,8 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       if outs and outs[0] is shared and (_loop_work(ast) < MATVEC_THREAD_WORK or _biggest_input_bytes(ast) > SHARED_THREAD_BYTES):
         threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
-      if not gpu and (block := _lanes_block(ast, outs, accumulators, threads)): pass  # a convolution with its channels as lanes
+      if not gpu and _multiply_adds(ast, outs) < SMALL_BLOCK_WORK and _value_ops(ast) > SMALL_BLOCK_OPS: block = []  # (see there)
+      elif not gpu and (block := _lanes_block(ast, outs, accumulators, threads)): pass  # a convolution with its channels as lanes
       elif not gpu and (block := _decoded_lanes_block(ast, outs, accumulators)): pass  # rows of x as lanes times a decoded matrix
       elif (block := _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu, accumulators)) and not gpu:
         block += _fill_block(ast, ordered, block, accumulators)
@@ -287,6 +288,21 @@ SHARED_THREAD_BYTES = 4 << 20  # a matrix every thread reads whole: at most this
 
 
 def _biggest_input_bytes(ast: UOp) -> int: return max((_buffer_bytes(ld) for ld in _loads_in_reduces(ast)), default=0)
+
+
+# CPU: a reduction with fewer multiply-adds than SMALL_BLOCK_WORK (outputs x reduce steps, all its reductions) and more than
+# SMALL_BLOCK_OPS float ops besides is not register-blocked. A block copies everything computed per output and per step into
+# every register of the block: a 4x16 weight gradient of an unrolled GRU (a sigmoid's derivative per output, two sums) became
+# 11,800 UOps and 0.5-2 s of compile for 1,300 multiply-adds; a plain small matmul still blocks
+SMALL_BLOCK_WORK, SMALL_BLOCK_OPS = 1 << 15, 16
+
+
+def _multiply_adds(ast: UOp, outs: list[UOp]) -> int:
+  per_output = sum(prod(range_size(r) or 1024 for r in red.src[1:]) for red in ast.toposort() if red.op is Ops.REDUCE)
+  return prod(range_size(o) or 1024 for o in outs) * per_output
+
+
+def _value_ops(ast: UOp) -> int: return sum(1 for n in ast.toposort() if n.op in GroupOp.ALU and dtypes.is_float(n.dtype))
 
 
 def _loop_work(ast: UOp) -> int:

@@ -65,9 +65,10 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
-  """The nodes that get a buffer. `policy`: what the targets do with reductions (row kernels on GPUs need GROUP; nested sums
-  only off GPUs, _nests)."""
+def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> tuple[set[UOp], set[UOp]]:
+  """The nodes that get a buffer, and those of them that get one only so that kernels stay short (schedule/recompute.py: not
+  shown to the tensors that hold them, see create_schedule). `policy`: what the targets do with reductions (row kernels on
+  GPUs need GROUP; nested sums only off GPUs, _nests)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
@@ -89,8 +90,9 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> set[UOp]:
   fused = _with_reductions(nodes, consumers, realize, policy)
   # long elementwise values that several kernels would each compute get a buffer (schedule/recompute.py); the reductions then
   # decide again, as their users may now end in different kernels
-  if not (stored := shared_and_long(nodes, consumers, fused)): return fused
-  return _with_reductions(nodes, consumers, realize | stored, policy)
+  if not (stored := shared_and_long(nodes, consumers, fused)): return fused, set()
+  final = _with_reductions(nodes, consumers, realize | stored, policy)
+  return final, final - fused
 
 
 def _with_reductions(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], policy: SplitPolicy) -> set[UOp]:
@@ -238,11 +240,34 @@ def _nests(red: UOp, outer: UOp) -> bool:
   inner = [red.src[0].shape[a] for a in red.arg[1]]
   if not all(isinstance(n, int) for n in inner) or prod(inner) > NEST_MAX_INNER: return False
   # every op between the two sums is linear in the inner one, and one multiplies it by a scale
-  reaches: dict[UOp, bool] = {}
-  for n in outer.src[0].toposort(gate=lambda u: u is not red and u.op is not Ops.BUFFER):
-    reaches[n] = n is red or any(reaches.get(x, False) for x in n.src)
-  path = [n for n, r in reaches.items() if r and n is not red]
-  return all(n.op in _LINEAR for n in path) and any(n.op is Ops.MUL for n in path)
+  return (path := _between(red, outer.src[0])) is not None and all(n.op in _LINEAR for n in path) and any(n.op is Ops.MUL for n in path)
+
+
+NEST_MAX_NODES = 1024  # a nesting candidate's outer sum reads at most this many nodes (llm's quantized products: up to 532 in its tests)
+
+
+def _between(red: UOp, top: UOp) -> list[UOp] | None:
+  """The nodes under `top` that read `red` (the paths from top down to it), or None when top's graph is bigger than
+  NEST_MAX_NODES: an unrolled recurrence's sums of sums asked this for every pair, walking the whole history each time."""
+  users: dict[UOp, list[UOp]] = {top: []}
+  stack = [top]
+  while stack:
+    n = stack.pop()
+    if n is red or n.op is Ops.BUFFER: continue
+    for x in n.src:
+      if x not in users:
+        users[x] = []
+        stack.append(x)
+        if len(users) > NEST_MAX_NODES: return None
+      users[x].append(n)
+  if red not in users: return []
+  path, frontier = set(), [red]
+  while frontier:
+    for u in users[frontier.pop()]:
+      if u not in path:
+        path.add(u)
+        frontier.append(u)
+  return list(path)
 
 
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUT = 1 << 15, 1 << 10
@@ -392,7 +417,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
     whole = broadcast_rows(nodes, policy)  # reductions a row kernel may hold: not split
     def rewrite(n: UOp) -> UOp | None: return _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS and n not in whole else None
     sink, renamed = _substitute_tracking(sink, done, rewrite)
-  realize = find_realizes(sink, policy)
+  realize, internal = find_realizes(sink, policy)
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}
@@ -434,7 +459,9 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
       ast, bufs = cached_kernel_ast(value, out, rebuilt.src[0] if node.op is Ops.ASSIGN else None, siblings=policy.on_gpu(out))
       ast, var_vals = strip_binds(ast)
       items.append(ScheduleItem(ast, bufs, var_vals))
-    becomes[node] = replaced[node]
+    # a value stored only to keep kernels short stays a graph for the tensors that hold it: a lazily initialized weight
+    # pointed at its buffer would leave the graphs built on the old node without it (their gradients lost it)
+    if node not in internal: becomes[node] = replaced[node]
   becomes.update({n: replaced[n] for n in kernel_outputs})
   becomes.update({n: replaced[n] for n in rebuilt_of if n.op is Ops.CALL})
   becomes.update(done)

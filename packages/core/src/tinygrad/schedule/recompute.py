@@ -23,7 +23,8 @@ _MANY = UOp(Ops.NOOP)  # stands for "more than one kernel"
 def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> dict[UOp, UOp]:
   """Each node that is not realized -> the realized node whose kernel computes it, or the reduction whose loop does, or _MANY
   when several do (reverse topological order: a node is in the kernels of its users). A reduction counts as a kernel of its
-  own: a value read inside two reductions' loops is computed in each, even when both are in one kernel."""
+  own: a value read inside two reductions' loops is computed in each, even when both are in one kernel; and a broadcast
+  value is computed once per copy (random weights never realized, each computed again for every row of a matmul)."""
   kernel_of: dict[UOp, UOp] = {}
   for n in reversed(nodes):
     if n in realize or n.op is Ops.REDUCE_AXIS:
@@ -31,6 +32,9 @@ def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
       continue
     found: UOp | None = None
     for user in consumers[n]:
+      if user.op is Ops.EXPAND and _elements(user) > _elements(n):  # broadcast: each element computed once per copy
+        found = _MANY
+        break
       k = kernel_of.get(user)
       if k is None or k is found: continue
       if found is not None or k is _MANY:
