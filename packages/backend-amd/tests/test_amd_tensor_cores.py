@@ -148,15 +148,16 @@ def test_int8_matmul_exact(arch):
     np.testing.assert_array_equal(out.numpy(), (an @ bn).astype(np.int32))
 
 
-def test_int8_products_that_wrap_stay_off_the_tensor_core():
-  """matmul(dtype=int32) of int8 multiplies in int8 (wrapping like tinygrad) and only then sums in int32: the WMMA's
-  exact products would differ, so no tensor core."""
+def test_int8_matmul_with_an_int32_dtype_is_exact_on_the_tensor_core():
+  """matmul(dtype=int32) of int8 multiplies in int32 (tinygrad 0.14 gives the exact products: numpy's dtype=), so the
+  WMMA's exact int8 products are the same result and it runs on the tensor core."""
   with Context(DEV="PYTHON::gfx1100"):
-    (a, _), (b, _) = _int8((16, 16), 22), _int8((16, 16), 23)
+    (a, an), (b, bn) = _int8((16, 16), 22), _int8((16, 16), 23)
     out = a.matmul(b, dtype=dtypes.int32)
     items, _ = create_schedule([out.uop])
     (prog,) = [get_program(it.ast, Device.renderer(Device.DEFAULT)) for it in items if it.ast.op is Ops.SINK]
-    assert not any(u.op is Ops.WMMA for u in prog.uops)
+    assert any(u.op is Ops.WMMA for u in prog.uops)
+    np.testing.assert_array_equal(out.numpy(), an.astype(np.int32) @ bn.astype(np.int32))
 
 
 # ---- shapes the heuristic doesn't pick first (MFMA 32x32): forced by Opt(TC, index, config)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from tinygrad.helpers import ContextVar
+from tinygrad.helpers import ContextVar, InvalidDTypeError
 
 ConstType = float | int | bool
 
@@ -185,7 +185,8 @@ class dtypes(metaclass=_DTypesType):
       if dt == dtypes.uint64 and any(isinstance(v, int) and v < 0 for v in x):
         raise OverflowError("no int dtype holds both negative values and values of 2**63 or more: pass dtype= explicitly")
       return dt
-    raise TypeError(f"can't infer a dtype from a {type(x).__name__}: pass dtype= explicitly")
+    # a TypeError and, as tinygrad raises, a RuntimeError
+    raise InvalidDTypeError(f"can't infer a dtype from a {type(x).__name__}: pass dtype= explicitly")
 
   @staticmethod
   def check_fits(x: ConstType, dt: DType) -> None:
@@ -213,6 +214,7 @@ class dtypes(metaclass=_DTypesType):
   @staticmethod
   def finfo(dtype: DType) -> tuple[builtins.int, builtins.int]:
     """(exponent bits, mantissa bits) of a float dtype."""
+    if dtype.scalar() not in FLOAT_BITS: raise ValueError(f"{dtype} is not a floating point type")  # tinygrad's error (was a KeyError)
     return FLOAT_BITS[dtype.scalar()]
 
   @staticmethod
@@ -221,11 +223,11 @@ class dtypes(metaclass=_DTypesType):
 
 SIGNED: Final = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 UNSIGNED: Final = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
-INTS: Final = SIGNED + UNSIGNED
+INTS: Final = UNSIGNED + SIGNED  # tinygrad's order, as dtypes.all's (floats, ints, bool): programs iterate over them
 FLOATS: Final = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 dtypes.sints, dtypes.uints, dtypes.ints, dtypes.floats = SIGNED, UNSIGNED, INTS, FLOATS
 _INT_NAMES, _UNSIGNED_NAMES, _FLOAT_NAMES = (frozenset(dt.name for dt in kind) for kind in (INTS, UNSIGNED, FLOATS))
-dtypes.all = (dtypes.bool, *INTS, *FLOATS)
+dtypes.all = (*FLOATS, *INTS, dtypes.bool)
 FLOAT_BITS: Final = {dtypes.fp8e4m3: (4, 3), dtypes.fp8e5m2: (5, 2), dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7),
                      dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
 DTYPES_BY_NAME: Final[dict[str, DType]] = {

@@ -22,7 +22,7 @@ from tinygrad.frontend.indexing import IndexingMixin
 from tinygrad.frontend.linalg import LinalgMixin
 from tinygrad.frontend.multi import MultiMixin, assign_value, canonical_device, is_realized_multi, multi_assign, multi_empty, replicate
 from tinygrad.gradient import compute_gradient
-from tinygrad.helpers import TRAINING, InvalidArgumentError, JitError, all_int, argfix, argsort, make_tuple, prod
+from tinygrad.helpers import TRAINING, InvalidArgumentError, InvalidDTypeError, JitError, all_int, argfix, argsort, make_tuple, prod
 from tinygrad.schedule.kernelize import (
   buffer_view,
   create_schedule,
@@ -144,7 +144,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       if _is_numpy(data):
         dtype = dtype or _numpy_dtype_of(data)
       else:
-        if not isinstance(data, (list, tuple)): raise TypeError(f"can't make a Tensor from {type(data).__name__}")
+        # a TypeError and, as tinygrad raises, a RuntimeError
+        if not isinstance(data, (list, tuple)): raise InvalidDTypeError(f"can't make a Tensor from {type(data).__name__}")
         dtype = dtype or (dtypes.from_py(_flatten(data)) if _flatten(data) else dtypes.default_float)
       raw, shape = _data_to_bytes(data, dtype)
       self._uop = _from_bytes(raw, shape, dtype, dev)
@@ -376,7 +377,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     shape = make_tuple(shape, 1) if isinstance(shape, (int, UOp)) else tuple(shape)
     # ints >= 0, or symbolic sizes (int expressions of Variables: Tensor.full((1, v+1), -inf))
     if not all(isinstance(s, UOp) and dtypes.is_int(s.dtype) or isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
-      raise ValueError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
+      # a ValueError and, as tinygrad and torch raise, a RuntimeError
+      raise InvalidArgumentError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)
     return t.reshape((1,) * len(shape)).expand(shape) if shape else t
@@ -430,6 +432,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
     _check_kwargs("eye", kwargs)
     m = n if m is None else m
+    if n < 0 or m < 0: raise InvalidArgumentError(f"eye needs sizes >= 0, got n={n}, m={m}")  # tinygrad: ValueError, torch: RuntimeError
     return (Tensor.arange(n, dtype=dtypes.int32, device=kwargs.get("device")).reshape(n, 1) ==
             Tensor.arange(m, dtype=dtypes.int32, device=kwargs.get("device")).reshape(1, m)).cast(
               to_dtype(kwargs.get("dtype") or dtypes.default_float)).requires_grad_(kwargs.get("requires_grad"))

@@ -11,8 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Self, TypeVar
 
-from tinygrad.dtype import DType, dtypes
-from tinygrad.frontend.reduce import ReduceMixin
+from tinygrad.dtype import DType, dtypes, to_dtype
+from tinygrad.frontend.reduce import ReduceMixin, _widen_int_operands
 from tinygrad.gradient import GRAD_OVERRIDES
 from tinygrad.helpers import ContextVar, InvalidArgumentError, flatten, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
@@ -236,7 +236,8 @@ class ConvMixin(ReduceMixin):
     nd = len(k_)
     s_, d_ = make_tuple(stride, nd), make_tuple(dilation, nd)
     pairs = _conv_pad_pairs(padding, k_, s_, d_)
-    x = _windows(_pad_spatial(self, pairs), k_, s_, d_)  # (bs, cin_, *o, *k)
+    src, weight = _widen_int_operands((self, weight), to_dtype(dtype) if dtype is not None else None)
+    x = _windows(_pad_spatial(src, pairs), k_, s_, d_)  # (bs, cin_, *o, *k)
     rcout, o_ = cout // groups, x.shape[2:2 + nd]
     x = x.reshape(bs, groups, 1, cin, *o_, *k_).permute(0, 1, 2, *range(4, 4 + nd), 3, *range(4 + nd, 4 + 2 * nd))
     w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *k_)

@@ -18,7 +18,7 @@ from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype, truncate
 from tinygrad.frontend.base import TensorBase
-from tinygrad.helpers import InvalidArgumentError
+from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.symbolic import sint_eq
 
@@ -153,7 +153,7 @@ class ElementwiseMixin(TensorBase):
       y = type(self)(other, device=x.device, dtype=x.dtype if not dtypes.is_bool(x.dtype) else dtypes.int32, requires_grad=False)
     else:
       v = _scalar(other)
-      if v is None: raise TypeError(f"can't combine a Tensor with {type(other).__name__}")
+      if v is None: raise InvalidDTypeError(f"can't combine a Tensor with {type(other).__name__}")  # tinygrad: RuntimeError
       dt = _scalar_dtype(x, v)
       # an int scalar wraps into an int tensor's dtype, as torch's arithmetic does (Tensor(v, dtype=) itself would raise)
       y = type(self)(truncate(dt, v) if dtypes.is_int(dt) else v, device=x.device, dtype=dt, requires_grad=False)
@@ -582,9 +582,13 @@ class ElementwiseMixin(TensorBase):
     if not dtypes.is_float(self.dtype): return (self < 0).where(-self, self)
     return (self > 0).where(self, (self < 0).where(-self, self - self))
   def copysign(self, other: Self | ConstType) -> Self:
-    """|self| with the sign bit of other (so -0.0 counts as negative)."""
+    """|self| with the sign bit of other (so -0.0 counts as negative). Ints stay ints, as in tinygrad (torch gives floats);
+    abs and the negation wrap like C (a uint8 made negative is 256 - x)."""
     a, b = self._broadcasted(other)
-    if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
+    if a.dtype == dtypes.bool: a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
+    if dtypes.is_int(a.dtype):  # (a scalar's sign is read before it is cast: uint8 and -1)
+      if (v := _scalar(other)) is not None: return -a.abs() if v < 0 else a.abs()
+      return (b < 0).where(-a.abs(), a.abs())
     mag = a.abs()
     return b._always().where(b._signbit().where(-mag, mag), b)  # b's gradient is 0 (and not missing)
   def _always(self) -> Self:
@@ -609,6 +613,8 @@ class ElementwiseMixin(TensorBase):
     v = _scalar(x)
     if not reverse and v is not None:
       if isinstance(v, float) and not dtypes.is_float(self.dtype): return self.cast(dtypes.default_float).pow(v)
+      # a bool base with an int exponent is an int, as bool * 2 (torch and tinygrad)
+      if self.dtype == dtypes.bool and not isinstance(v, bool): return self.cast(dtypes.default_int).pow(v)
       e = float(v)
       if math.isfinite(e) and e == int(e) and abs(e) <= 2 ** 31: return _int_pow(self, int(e))
       if e == -0.5: return self.rsqrt()  # torch's rsqrt: (-0) ** -0.5 is -inf
@@ -618,6 +624,7 @@ class ElementwiseMixin(TensorBase):
         # (-inf) ** 2.5 is inf, sqrt(-inf) is NaN; the gradient at 0 is 0, not the 0 * inf of x**k * sqrt(x)
         return r if k == 0 else _pow_gradient(self.eq(-math.inf).where(math.inf, r), self, e)
     base, ex = self._broadcasted(x, reverse)
+    if base.dtype == ex.dtype == dtypes.bool: return base | ex.logical_not()  # bool ** bool stays bool (tinygrad)
     if (dtypes.is_int(base.dtype) or base.dtype == dtypes.bool) and dtypes.is_int(ex.dtype): return base._pow_int_tensor(ex)
     return base._pow_float(ex)
 

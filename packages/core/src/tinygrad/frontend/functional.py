@@ -8,8 +8,8 @@ from typing import Self, TypeVar
 
 from tinygrad.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from tinygrad.frontend.movement import _diagonal
-from tinygrad.frontend.reduce import ReduceMixin, _acc_dtype
-from tinygrad.helpers import InvalidArgumentError
+from tinygrad.frontend.reduce import ReduceMixin, _acc_dtype, _widen_int_operands
+from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError
 
 TensorT = TypeVar("TensorT", bound="FunctionalMixin")  # a Tensor, in the helpers of the mixin
 
@@ -23,6 +23,8 @@ def _reduce(x: TensorT, reduction: str) -> TensorT:
 
 def _one_hot(y: TensorT, n: int, dim: int) -> TensorT:
   """Boolean one-hot of integer labels y along a new axis `dim` of size n."""
+  # float or bool labels are a mistake (class probabilities have the logits' shape): tinygrad and torch raise RuntimeError
+  if not dtypes.is_int(y.dtype): raise InvalidDTypeError(f"class labels must have an integer dtype, got {y.dtype}")
   y = y.unsqueeze(dim)
   shape = [1] * y.ndim
   shape[dim] = n
@@ -66,6 +68,7 @@ class FunctionalMixin(ReduceMixin):
     # halves multiply and accumulate in float32 (like torch's CPU GEMM and tensor cores, which match CAST(load) operands),
     # then round once to the output dtype
     if dtypes.is_float(acc) and acc.itemsize > dt.itemsize: x, w_ = x.cast(acc), w_.cast(acc)
+    elif dtype is not None: x, w_ = _widen_int_operands((x, w_), acc)  # int8 @ int8 with dtype=int32 doesn't wrap
     return (x * w_).sum(-1, dtype=acc).cast(out_dt)
   def matmul(self, x: Self, reverse: bool = False, dtype: DType | str | None = None) -> Self:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
@@ -110,9 +113,10 @@ class FunctionalMixin(ReduceMixin):
       present = [c for c in order if c in s]
       x = x.permute([s.index(c) for c in present]) if present else x
       aligned.append(x.reshape([x.shape[present.index(c)] if c in s else 1 for c in order]).expand([sizes[c] for c in order]))
+    red = tuple(range(len(rhs), len(order)))
+    if red: aligned = _widen_int_operands(aligned, to_dtype(dtype) if dtype is not None else None)
     prod_ = aligned[0]
     for x in aligned[1:]: prod_ = prod_ * x
-    red = tuple(range(len(rhs), len(order)))
     return prod_.sum(red, dtype=dtype) if red else prod_.cast(to_dtype(dtype)) if dtype is not None else prod_
 
   # ---- normalization
@@ -204,4 +208,5 @@ class FunctionalMixin(ReduceMixin):
     w = hot.cast(self.dtype) if weight is None else hot.where(weight.reshape(-1, *[1] * (self.ndim - cdim - 1)), 0.0)
     if ignore_index is not None: w = w * Y.ne(ignore_index).unsqueeze(cdim)
     nll = -(self * w).sum(cdim)
+    if reduction == "mean" and weight is None and ignore_index is None: return nll.mean()  # an out-of-range label counts as 0 (tinygrad)
     return nll.sum() / w.sum() if reduction == "mean" else _reduce(nll, reduction)

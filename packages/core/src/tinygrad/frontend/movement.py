@@ -9,7 +9,7 @@ from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import dtypes, least_upper_dtype
 from tinygrad.frontend.elementwise import ElementwiseMixin
-from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, all_int, argfix, ceildiv, make_tuple, prod
+from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, all_int, argfix, ceildiv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import sint_div, sint_eq, sint_le, sint_prod, sint_simplify
 
@@ -111,7 +111,7 @@ class MovementMixin(ElementwiseMixin):
 
   def _reshape_symbolic(self, new: list) -> Self:
     """reshape where a size is symbolic: the element counts must be equal for every value of the Variables."""
-    if any(not isinstance(s, (int, UOp)) or isinstance(s, bool) for s in new): raise TypeError(f"reshape sizes must be ints, got {tuple(new)}")
+    if any(not isinstance(s, (int, UOp)) or isinstance(s, bool) for s in new): raise InvalidDTypeError(f"reshape sizes must be ints, got {tuple(new)}")
     if sum(1 for s in new if isinstance(s, int) and s == -1) > 1: raise InvalidArgumentError(f"only one -1 allowed in reshape, got {tuple(new)}")
     numel = sint_prod(self.shape)
     if any(isinstance(s, int) and s == -1 for s in new):
@@ -169,8 +169,10 @@ class MovementMixin(ElementwiseMixin):
       if value == 0: return out
       mask = type(self).ones(*self.shape, dtype=dtypes.bool, device=self.device)._view(Ops.PAD, tuple(pairs))
       return mask.where(out, value)
-    if mode == "circular" and any(b < 0 or a < 0 for b, a in pairs): raise NotImplementedError("negative pads with mode='circular' are not supported")
     x = self
+    if mode == "circular" and any(b < 0 or a < 0 for b, a in pairs):  # torch/tinygrad: shrink first, then wrap what is left
+      x = x.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape)))
+      pairs = [(max(0, b), max(0, a)) for b, a in pairs]
     for d, (b, a) in enumerate(pairs):
       b, a, s = max(b, 0), max(a, 0), x.shape[d]
       if b == 0 and a == 0: continue
@@ -196,6 +198,9 @@ class MovementMixin(ElementwiseMixin):
     """Pad with `value` (zeros) at the end of each axis up to `shape` (None keeps an axis)."""
     new = argfix(shape, *args)
     if len(new) != self.ndim: raise InvalidArgumentError(f"pad_to shape {tuple(new)} needs {self.ndim} dims")
+    # a smaller size would shrink through a negative pad: tinygrad raises (ValueError), as shrink_to does for a larger one
+    if any(isinstance(n, int) and isinstance(s, int) and n < s for s, n in zip(self.shape, new)):
+      raise InvalidArgumentError(f"pad_to shape {tuple(new)} is smaller than {self.shape}: use shrink_to")
     return self.pad(tuple(None if n is None else (0, n - s) for s, n in zip(self.shape, new)), value=value)
 
   def unfold(self, dim: int, size: int, step: int) -> Self:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Self
+from typing import Self, TypeVar
 
-from tinygrad.dtype import DType, dtypes, least_upper_float, to_dtype
+from tinygrad.dtype import DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from tinygrad.frontend.movement import MovementMixin
 from tinygrad.frontend.sort_network import sort_permutation, uses_network
 from tinygrad.helpers import InvalidArgumentError, OutOfRangeError, prod
@@ -23,6 +23,7 @@ from tinygrad.uop.ops import Ops, UOp, identity_element
 # cumsum of 2048x2048 along rows: 53 ms with 128, 18 with 32, 2.2 with 16 (numpy 8.8); of 1M elements 13.0 -> 0.71 ms (numpy 2.5)
 _SCAN_BLOCK = 16
 _HALVES = (dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2)
+TensorT = TypeVar("TensorT", bound="ReduceMixin")
 
 
 def _sum_dtype(dt: DType) -> DType:
@@ -34,6 +35,14 @@ def _sum_dtype(dt: DType) -> DType:
 def _acc_dtype(dt: DType) -> DType:
   """The dtype a sum accumulates in: _sum_dtype, but float32 for the 8- and 16-bit floats."""
   return dtypes.float32 if dt in _HALVES else _sum_dtype(dt)
+
+
+def _widen_int_operands(ts: Sequence[TensorT], sum_dtype: DType | None) -> list[TensorT]:
+  """Int factors of a sum of products (matmul, einsum, conv) whose sum is a wider int dtype (int8 -> int32, or a dtype=),
+  cast to it before multiplying: the products don't wrap in the narrow dtype (tinygrad; numpy's dtype=)."""
+  wide = sum_dtype or _sum_dtype(least_upper_dtype(*(t.dtype for t in ts)))
+  if dtypes.is_int(wide) and all(dtypes.is_int(t.dtype) and t.dtype.itemsize < wide.itemsize for t in ts): return [t.cast(wide) for t in ts]
+  return list(ts)
 
 
 class ReduceMixin(MovementMixin):
@@ -204,8 +213,9 @@ class ReduceMixin(MovementMixin):
     ret = self.cast(_acc_dtype(self.dtype))._cum_reduce(axis, Ops.ADD)
     return ret.cast(self.dtype) if self.dtype in _HALVES else ret
   def cumprod(self, axis: int = 0) -> Self:
-    """Running product along axis, in self's dtype."""
-    return self._cum_reduce(axis, Ops.MUL)
+    """Running product along axis, in self's dtype (bools too, as prod and tinygrad's cumprod)."""
+    ret = self._cum_reduce(axis, Ops.MUL)
+    return ret.cast(self.dtype) if ret.dtype != self.dtype else ret
   def _running_max(self, axis: int) -> tuple[Self, Self]:
     """Running maximum along axis and, as int32, the first index where each running maximum was reached."""
     values = self._cum_reduce(axis, Ops.MAX)

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 
 from tinygrad.dtype import dtypes
-from tinygrad.helpers import make_tuple, prod
+from tinygrad.helpers import InvalidDTypeError, make_tuple, prod
 from tinygrad.tensor import Tensor
 
 
@@ -201,6 +201,8 @@ class Embedding:
     self.weight = _glorot_uniform(vocab_size, embed_size)
 
   def __call__(self, idx: Tensor) -> Tensor:
+    # float or bool indices: tinygrad raises TypeError, torch RuntimeError
+    if not dtypes.is_int(idx.dtype): raise InvalidDTypeError(f"Embedding needs integer indices, got {idx.dtype}")
     hot = Tensor.arange(self.vocab_sz, dtype=dtypes.int32, device=self.weight.device).eq(idx.cast(dtypes.int32).unsqueeze(-1))  # (*idx, vocab)
     # where, not a product: the kernel builder folds a masked sum with one equality into a direct load of the row
     # (schedule/indexing.py collapse_one_hot), and another row's inf or nan can't leak in as 0 * inf

@@ -23,6 +23,7 @@ class Optimizer:
   """Base class: holds the parameters (tensors with requires_grad) and the learning rate as a tensor, so it can change
   without recompiling (`opt.lr.assign(Tensor([0.01])).realize()`)."""
   def __init__(self, params: Sequence[Tensor], lr: float, fused: bool = False):
+    if isinstance(lr, (int, float)) and lr < 0: raise ValueError(f"Invalid learning rate: {lr}")  # tinygrad's (and torch's) check
     for x in params:
       if x.requires_grad is None: x.requires_grad_(True)
     self.params: list[Tensor] = dedup([x for x in params if x.requires_grad])
@@ -89,6 +90,7 @@ class LARS(Optimizer):
                ns_coefficients: tuple[float, ...] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001,
                fused: bool = False):
     if fused and ns_steps: raise ValueError("Muon (ns_steps > 0) orthogonalizes each matrix: it can't be fused")
+    if momentum < 0: raise ValueError(f"Invalid momentum value: {momentum}")
     super().__init__(params, lr, fused)
     self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
     self.ns_steps, self.ns_coefficients = ns_steps, ns_coefficients
@@ -137,6 +139,7 @@ class LAMB(Optimizer):
   """Adam moments with a layer-wise trust ratio ||w|| / ||update||; adam=True drops the ratio (AdamW)."""
   def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.0,
                adam: bool = False, fused: bool = False):
+    if weight_decay < 0: raise ValueError(f"Invalid weight_decay value: {weight_decay}")
     super().__init__(params, lr, fused)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.b1_t, self.b2_t = _filled((1,), 1.0, self.device), _filled((1,), 1.0, self.device)
