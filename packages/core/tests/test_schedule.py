@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from tinygrad import GlobalCounters, Tensor
 from tinygrad.helpers import Context
+from tinygrad.uop.ops import Ops
 
 pytestmark = pytest.mark.compile_only
 
@@ -325,3 +326,19 @@ def test_embedding_lookup_values():
   emb.weight = Tensor(w)
   ids = np.array([[1, 7], [0, 9]], dtype=np.int32)
   np.testing.assert_array_equal(emb(Tensor(ids)).numpy(), w[ids])
+
+
+def test_per_channel_loads_under_a_pad_are_ungated_where_a_reduce_loop_is_padded():
+  # conv weight gradient after a batchnorm: the input is (x - mean[c]) * scale[c], padded; the per-channel loads stay in
+  # bounds whatever the pad tests, so they carry no gate and leave the pixel loops (they were computed once a tap and pixel)
+  x, g = Tensor.rand(2, 4, 8, 8).realize(), Tensor.rand(2, 6, 8, 8).realize()
+  mean, scale = Tensor.rand(4).realize(), Tensor.rand(4).realize()
+  w = Tensor.rand(6, 4, 3, 3).realize().requires_grad_(True)
+  xn = ((x - mean.reshape(1, 4, 1, 1)) * scale.reshape(1, 4, 1, 1)).relu()
+  (dw,) = (xn.conv2d(w, padding=1) * g).sum().gradient(w)
+  (si,) = [si for si in dw.schedule() if si.bufs[0].size == w.numel()]
+  per_channel = {i for i, b in enumerate(si.bufs) if b is mean.uop.base or b is scale.uop.base}
+  loads = [u for u in si.ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg in per_channel]
+  pixels = [u for u in si.ast.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg == next(i for i, b in enumerate(si.bufs) if b is x.uop.base)]
+  assert loads and all(len(u.src) == 1 for u in loads)  # ungated
+  assert pixels and all(len(u.src) == 3 for u in pixels)  # the padded input itself keeps its gate
