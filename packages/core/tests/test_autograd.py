@@ -292,3 +292,20 @@ def test_second_use_of_same_input():
   (g,) = loss.gradient(x)
   e = np.exp(np.array([0.5, 1.5]))
   np.testing.assert_allclose(g.numpy(), 2 * e * e + e, rtol=1e-5)
+
+
+def test_backward_skips_int_tensors_derived_from_parameters():
+  # REINFORCE: actions sampled (argmax/multinomial) from a policy's output are ints that inherited requires_grad; fed back
+  # into the loss they are not targets (tinygrad 0.14 runs this; ours raised "only float tensors have gradients")
+  from tinygrad import nn
+  Tensor.manual_seed(3)
+  layer = nn.Linear(4, 3)
+  layer.weight.requires_grad_(True)
+  x = Tensor(np.arange(8, dtype=np.float32).reshape(2, 4) / 8)
+  actions = layer(x).argmax(-1)
+  (layer(x).log_softmax().gather(1, actions.unsqueeze(1)).sum()).backward()
+  got = layer.weight.grad.numpy()
+  layer.weight.grad = None
+  (layer(x).log_softmax().gather(1, actions.detach().unsqueeze(1)).sum()).backward()
+  np.testing.assert_allclose(got, layer.weight.grad.numpy(), rtol=1e-6)
+  assert actions.grad is None
