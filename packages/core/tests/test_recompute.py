@@ -111,3 +111,18 @@ def test_stored_values_stay_graphs_for_the_tensors_that_hold_them():
   np.testing.assert_allclose(layer.weight.grad.numpy(), np.full((3, 4), 4.0), rtol=1e-6)
   np.testing.assert_allclose(layer.bias.grad.numpy(), np.full(3, 4.0), rtol=1e-6)
   np.testing.assert_allclose(values, x.numpy() @ layer.weight.numpy().T + layer.bias.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.compile_only
+def test_a_value_broadcast_into_a_conv_weight_gradient_is_stored():
+  # the upstream gradient of a conv (here ~30 ops an element, under RECOMPUTE_MAX_OPS) is read by the weight gradient once for
+  # every (cin, ky, kx): stored once instead (it was recomputed 800 times a value in an MNIST-style CNN's backward)
+  def weight_gradient_exps() -> int:
+    x, w = Tensor.rand(2, 4, 8, 8).realize(), Tensor.rand(6, 4, 3, 3).realize().requires_grad_(True)
+    g = Tensor.rand(2, 6, 8, 8).realize()
+    for _ in range(2): g = (g * 0.5).exp() + g
+    (dw,) = x.conv2d(w, padding=1).gradient(w, gradient=g)
+    (si,) = [si for si in dw.schedule() if si.bufs[0].size == w.numel()]
+    return sum(1 for u in si.ast.toposort() if u.op is Ops.EXP2)
+  assert weight_gradient_exps() == 0  # loaded from its buffer
+  with Context(BROADCAST_MAX_OPS=0): assert weight_gradient_exps() > 0  # computed for every (cin, ky, kx)

@@ -17,7 +17,31 @@ from tinygrad.uop.ops import GroupOp, Ops, UOp
 # the longest elementwise value (ALU ops, inlined sources included) that several kernels each compute; 0: never stored
 RECOMPUTE_MAX_OPS = ContextVar("RECOMPUTE_MAX_OPS", 48)
 
+# a value read through a broadcast of at least BROADCAST_MIN_COPIES copies into one kernel (a conv's upstream gradient in its
+# weight gradient: every (cin, ky, kx), through a batchnorm's and a max pool's backward) is stored past BROADCAST_MAX_OPS ALU
+# ops; 0: only past RECOMPUTE_MAX_OPS. 24: an MNIST-style CNN's training step 852 -> 308 ms on 2 cores (tinygrad 0.14: ~222);
+# at 8 or 16 tinygrad.llm's prefill attention would change too (not measured on the H200), at 24 only its rope table's
+# frequencies get a kernel of their own (at load)
+BROADCAST_MAX_OPS = ContextVar("BROADCAST_MAX_OPS", 24)
+BROADCAST_MIN_COPIES = 16
+
 _MANY = UOp(Ops.NOOP)  # stands for "more than one kernel"
+_VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.PAD, Ops.FLIP)
+
+
+def broadcast_copies(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> dict[UOp, int]:
+  """How many times a kernel reads each element of a node that is not realized, through broadcasts (expands that add
+  elements, past views): 1 where there is none."""
+  copies: dict[UOp, int] = {}
+  for n in reversed(nodes):
+    if n in realize: continue
+    c = 1
+    for user in consumers[n]:
+      if user in realize: continue
+      if user.op is Ops.EXPAND and _elements(n): c = max(c, _elements(user) // _elements(n) * copies.get(user, 1))
+      elif user.op in _VIEWS: c = max(c, copies.get(user, 1))
+    copies[n] = c
+  return copies
 
 
 def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> dict[UOp, UOp]:
@@ -55,6 +79,7 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
   limit = RECOMPUTE_MAX_OPS.value if limit is None else limit
   if limit <= 0: return set()
   kernel_of = kernels_reading(nodes, consumers, realize)
+  copies = broadcast_copies(nodes, consumers, realize) if (bmax := BROADCAST_MAX_OPS.value) > 0 else {}
   ops: dict[UOp, frozenset[UOp] | None] = {}  # the ALU nodes a node inlines (None: more than `limit`)
   widest: dict[UOp, int] = {}  # the most elements of a buffer or realized value it reads
   chosen: set[UOp] = set()
@@ -76,7 +101,8 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
     if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
     if inlined is not None and len(inlined) > limit: inlined = None
     ops[n] = inlined
-    if inlined is None and n.op in GroupOp.ALU and kernel_of.get(n) is _MANY and _storable(n, widest[n]) and \
+    long = inlined is None or (copies.get(n, 1) >= BROADCAST_MIN_COPIES and len(inlined) > bmax)
+    if long and n.op in GroupOp.ALU and kernel_of.get(n) is _MANY and _storable(n, widest[n]) and \
         not _flows_into_one_value(n, consumers, realize, widest[n]):
       chosen.add(n)
       ops[n], widest[n] = empty, _elements(n)
