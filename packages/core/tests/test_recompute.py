@@ -126,3 +126,12 @@ def test_a_value_broadcast_into_a_conv_weight_gradient_is_stored():
     return sum(1 for u in si.ast.toposort() if u.op is Ops.EXP2)
   assert weight_gradient_exps() == 0  # loaded from its buffer
   with Context(BROADCAST_MAX_OPS=0): assert weight_gradient_exps() > 0  # computed for every (cin, ky, kx)
+
+
+
+@pytest.mark.compile_only
+def test_a_row_kernels_broadcast_reduction_is_not_stored():
+  # softmax of a long expression: 1 / sum(exp(...)) is broadcast along the row and holds 30+ ops, but a row kernel computes
+  # it once a row (schedule/rows.py): still one kernel
+  x = Tensor.rand(16, 64).realize()
+  assert len((x.exp() + 1).log().softmax(-1).schedule()) == 1

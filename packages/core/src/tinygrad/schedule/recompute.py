@@ -19,9 +19,10 @@ RECOMPUTE_MAX_OPS = ContextVar("RECOMPUTE_MAX_OPS", 48)
 
 # a value read through a broadcast of at least BROADCAST_MIN_COPIES copies into one kernel (a conv's upstream gradient in its
 # weight gradient: every (cin, ky, kx), through a batchnorm's and a max pool's backward) is stored past BROADCAST_MAX_OPS ALU
-# ops; 0: only past RECOMPUTE_MAX_OPS. 24: an MNIST-style CNN's training step 852 -> 308 ms on 2 cores (tinygrad 0.14: ~222);
-# at 8 or 16 tinygrad.llm's prefill attention would change too (not measured on the H200), at 24 only its rope table's
-# frequencies get a kernel of their own (at load)
+# ops, unless it holds a reduction (a row kernel's, computed once a row); 0: only past RECOMPUTE_MAX_OPS. 24, on 2 cores
+# (bench/programs): an MNIST-style CNN's training step 494 -> 118-130 ms, a small UNet's 374 -> 47 ms (tinygrad 0.14: 235
+# and 164). At 8 or 16 tinygrad.llm's prefill attention would change too (not measured on the H200); at 24 only its rope
+# table's frequencies get a kernel of their own (at load)
 BROADCAST_MAX_OPS = ContextVar("BROADCAST_MAX_OPS", 24)
 BROADCAST_MIN_COPIES = 16
 
@@ -81,6 +82,7 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
   kernel_of = kernels_reading(nodes, consumers, realize)
   copies = broadcast_copies(nodes, consumers, realize) if (bmax := BROADCAST_MAX_OPS.value) > 0 else {}
   ops: dict[UOp, frozenset[UOp] | None] = {}  # the ALU nodes a node inlines (None: more than `limit`)
+  reduces: dict[UOp, bool] = {}  # whether it inlines a reduction
   widest: dict[UOp, int] = {}  # the most elements of a buffer or realized value it reads
   chosen: set[UOp] = set()
   empty: frozenset[UOp] = frozenset()
@@ -89,6 +91,7 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
       ops[n], widest[n] = empty, _elements(n) if n.shape is not None else 0
       continue
     widest[n] = max((widest.get(s, 0) for s in n.src), default=0)
+    reduces[n] = n.op is Ops.REDUCE_AXIS or any(reduces.get(s, False) for s in n.src)
     # a pad is a concatenation's piece: it widens what it reads by as much as it adds (random bits made in two halves)
     if n.op is Ops.PAD and _elements(n.src[0]): widest[n] = widest[n] * _elements(n) // _elements(n.src[0])
     inlined: frozenset[UOp] | None = empty
@@ -101,11 +104,12 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
     if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
     if inlined is not None and len(inlined) > limit: inlined = None
     ops[n] = inlined
-    long = inlined is None or (copies.get(n, 1) >= BROADCAST_MIN_COPIES and len(inlined) > bmax)
+    # (a broadcast reduction's result is a row kernel's, computed once a row: schedule/rows.py; or gets a buffer anyway)
+    long = inlined is None or (copies.get(n, 1) >= BROADCAST_MIN_COPIES and not reduces[n] and len(inlined) > bmax)
     if long and n.op in GroupOp.ALU and kernel_of.get(n) is _MANY and _storable(n, widest[n]) and \
         not _flows_into_one_value(n, consumers, realize, widest[n]):
       chosen.add(n)
-      ops[n], widest[n] = empty, _elements(n)
+      ops[n], widest[n], reduces[n] = empty, _elements(n), False
   return chosen
 
 
