@@ -1,7 +1,7 @@
 import time
 
 import numpy as np
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor, TinyJit, dtypes
 from tinygrad.helpers import Context
 from tinygrad.nn.state import get_state_dict
 
@@ -32,3 +32,14 @@ def bench(name, step, args, n=10, train=True, chk=lambda r: r.item()):
     for _ in range(n): r = step(*args)
     chk(r); t3 = (time.perf_counter() - st) / n
   print(f"{name} first {t1:.2f}s capture {t2:.2f}s step {t3*1e3:.2f}ms chk {c:.4f}")
+
+
+def classifier_step(model, opt):
+  """The jitted training step most of these programs use: cross-entropy on integer labels, backward, optimizer step."""
+  @TinyJit
+  def step(x, y):
+    opt.zero_grad()
+    loss = model(x).sparse_categorical_crossentropy(y).backward()
+    opt.step()
+    return loss.realize()
+  return step

@@ -1,7 +1,7 @@
-from tinygrad import TinyJit, nn
+from tinygrad import nn
 from tinygrad.nn.state import get_parameters
 
-from bench import bench, data, init
+from bench import bench, classifier_step, data, init
 
 
 class CNN:
@@ -15,10 +15,5 @@ class CNN:
     return self.fc(x.flatten(1))
 m = CNN(); init(m)
 opt = nn.optim.Adam(get_parameters(m), lr=1e-3)
-@TinyJit
-def step(x, y):
-  opt.zero_grad()
-  loss = m(x).sparse_categorical_crossentropy(y).backward()
-  opt.step()
-  return loss.realize()
+step = classifier_step(m, opt)
 bench("cnn", step, (data(1, 32, 1, 28, 28), data(2, 32, kind="int", hi=10)))

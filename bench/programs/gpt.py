@@ -1,9 +1,9 @@
 import sys
-import time
 
-from tinygrad import Tensor, TinyJit, dtypes, nn
-from tinygrad.helpers import Context
+from tinygrad import Tensor, dtypes, nn
 from tinygrad.nn.state import get_parameters
+
+from bench import bench, classifier_step
 
 V, D, H, L, T, B = 64, 64, 4, int(sys.argv[1]) if len(sys.argv) > 1 else 2, 32, 4
 class Block:
@@ -29,15 +29,6 @@ class GPT:
 Tensor.manual_seed(0)
 m = GPT()
 opt = nn.optim.AdamW(get_parameters(m), lr=1e-3)
-@TinyJit
-def step(x, y):
-  opt.zero_grad()
-  loss = m(x).sparse_categorical_crossentropy(y).backward()
-  opt.step()
-  return loss.realize()
+step = classifier_step(m, opt)
 x = (Tensor.rand(B, T) * V).cast(dtypes.int32).realize(); y = (Tensor.rand(B, T) * V).cast(dtypes.int32).realize()
-with Context(TRAINING=1):
-  st = time.perf_counter(); l = step(x, y).item(); t1 = time.perf_counter() - st
-  st = time.perf_counter(); step(x, y).item(); step(x, y).item(); t2 = time.perf_counter() - st
-  st = time.perf_counter(); [step(x, y) for _ in range(10)]; step(x,y).item(); t3 = (time.perf_counter() - st) / 11
-print(f"gpt L={L} first {t1:.2f}s capture {t2:.2f}s step {t3*1e3:.2f}ms loss {l:.4f}")
+bench("gpt", step, (x, y))

@@ -1,9 +1,9 @@
 import sys
-import time
 
 from tinygrad import Tensor, TinyJit, nn
-from tinygrad.helpers import Context
 from tinygrad.nn.state import get_parameters
+
+from bench import bench
 
 S = int(sys.argv[1]) if len(sys.argv) > 1 else 32
 Tensor.manual_seed(0)
@@ -24,7 +24,4 @@ def step(x, y):
   loss.backward(); opt.step()
   return loss.realize()
 x = Tensor.randn(4, S, 8).realize(); y = Tensor.randn(4, S, 4).realize()
-with Context(TRAINING=1):
-  st = time.perf_counter(); l = step(x, y).item(); t1 = time.perf_counter() - st
-  st = time.perf_counter(); step(x, y).item(); step(x, y).item(); t2 = time.perf_counter() - st
-print(f"gru S={S} first {t1:.2f}s capture {t2:.2f}s loss {l:.4f}")
+bench(f"gru S={S}", step, (x, y), n=3)

@@ -1,7 +1,7 @@
-from tinygrad import TinyJit, nn
+from tinygrad import nn
 from tinygrad.nn.state import get_parameters
 
-from bench import bench, data, init
+from bench import bench, classifier_step, data, init
 
 
 class IR:
@@ -26,10 +26,5 @@ class Mob:
     return self.fc(self.grp(x).relu().mean((2, 3)))
 m = Mob(); init(m)
 opt = nn.optim.SGD(get_parameters(m), lr=0.01, momentum=0.9)
-@TinyJit
-def step(x, y):
-  opt.zero_grad()
-  loss = m(x).sparse_categorical_crossentropy(y).backward()
-  opt.step()
-  return loss.realize()
+step = classifier_step(m, opt)
 bench("mobilenet", step, (data(1, 8, 3, 32, 32), data(2, 8, kind="int", hi=10)))

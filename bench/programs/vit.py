@@ -1,6 +1,7 @@
-import time
 
 from tinygrad import Tensor, TinyJit, nn
+
+from bench import bench
 
 P, D, H, L = 4, 96, 4, 4
 class Att:
@@ -18,6 +19,4 @@ def fwd(x):
   for b in blocks: h = b(h)
   return head(h.mean(1)).softmax().realize()
 x = Tensor.randn(8, 3, 32, 32).realize()
-st = time.perf_counter(); o = fwd(x).numpy(); t1 = time.perf_counter() - st
-st = time.perf_counter(); fwd(x).numpy(); fwd(x).numpy(); t2 = time.perf_counter() - st
-print(f"vit first {t1:.2f}s capture {t2:.2f}s sum {o.sum():.4f}")
+bench("vit", fwd, (x,), train=False, chk=lambda r: float(r.numpy().sum()))
