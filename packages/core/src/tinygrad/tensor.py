@@ -621,9 +621,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     """Accumulate d(self)/dt into t.grad for every tensor t with requires_grad=True in the graph."""
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"only float tensors have gradients: backward() of a {self.dtype!r} tensor")
     in_graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
-    # int and bool tensors in the graph (sampled actions, an argmax, a mask) carry requires_grad from their float inputs, but
-    # nothing flows into them: only float tensors get a .grad (tinygrad 0.14's REINFORCE programs pass such tensors back in)
-    params = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph and dtypes.is_float(t.dtype)]
+    params = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
     if not params: raise RuntimeError("backward() found no tensor with requires_grad=True in the graph")
     seen: dict[UOp, Tensor] = {}
     for t in params: seen.setdefault(t.uop, t)

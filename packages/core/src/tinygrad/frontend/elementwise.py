@@ -140,6 +140,15 @@ def _int_pow(x: TensorT, n: int) -> TensorT:
   return acc
 
 
+def _result_requires_grad(dtype: DType, *inputs: TensorBase) -> bool | None:
+  """Like tinygrad: True if any input requires grad, else None if any is undecided, else False; and, as in torch, False for
+  an int or bool result (a comparison, an argmax, sampled actions): no gradient flows into it, and backward() must not ask
+  for one (a REINFORCE loss fed such actions back in)."""
+  if not dtypes.is_float(dtype): return False
+  flags = [t.requires_grad for t in inputs]
+  return True if any(flags) else None if None in flags else False
+
+
 class ElementwiseMixin(TensorBase):
   __slots__ = ()
 
@@ -166,10 +175,7 @@ class ElementwiseMixin(TensorBase):
 
   def _alu(self, op: Ops, *srcs: Self) -> Self:
     out_dtype = dtypes.bool if op in GroupOp.Comparison else srcs[0].dtype if op is Ops.WHERE else self.dtype
-    # like tinygrad: True if any input requires grad, else None if any is undecided, else False
-    flags = [t.requires_grad for t in (self, *srcs)]
-    rg = True if any(flags) else None if None in flags else False
-    return type(self)(UOp(op, out_dtype, (self.uop, *(s.uop for s in srcs))), requires_grad=rg)
+    return type(self)(UOp(op, out_dtype, (self.uop, *(s.uop for s in srcs))), requires_grad=_result_requires_grad(out_dtype, self, *srcs))
 
   def _binary(self, op: Ops, other: Self | ConstType, reverse: bool = False) -> Self:
     x, y = self._broadcasted(other, reverse)
@@ -354,7 +360,7 @@ class ElementwiseMixin(TensorBase):
   # ---- dtypes
   def cast(self, dtype: DType | str) -> Self:
     dt = to_dtype(dtype)
-    return self if dt == self.dtype else type(self)(UOp(Ops.CAST, dt, (self.uop,)), requires_grad=self.requires_grad)
+    return self if dt == self.dtype else type(self)(UOp(Ops.CAST, dt, (self.uop,)), requires_grad=_result_requires_grad(dt, self))
   def bitcast(self, dtype: DType | str) -> Self:
     """The same bytes read as dtype. Between sizes the last axis is reinterpreted (little endian): its byte count must
     divide into the new itemsize. Not differentiable."""
