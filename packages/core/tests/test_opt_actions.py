@@ -440,6 +440,19 @@ def test_cpu_threads_divide_the_outer_loop():
   assert threaded and 9 % threaded[0] == 0
 
 
+def test_thread_decision_counts_sibling_loops_once():
+  """A row kernel (a softmax's gradient: its row reductions, then the row's outputs) runs its loops one after another, so its
+  work is their sum a row, not the product of every loop in the kernel: 16 rows of 10 are ~1k iterations and stay on one
+  thread (two threads made it 25x slower), while a big elementwise kernel and a big sum still get threads."""
+  from tinygrad.codegen.program import loop_iterations, worth_threading
+  x = Tensor.empty(16, 10)
+  row = _ast_of(x.log_softmax(-1) * x.sum(-1, keepdim=True))
+  assert len([n for n in row.toposort() if n.op is Ops.REDUCE]) >= 2 and loop_iterations(row) < 2000
+  assert not worth_threading(row)
+  assert loop_iterations(_ast_of(Tensor.empty(256, 1024).sum(1))) == 256 * 1024 + 256
+  assert worth_threading(_ast_of(Tensor.empty(256, 1024) * 2)) and worth_threading(_ast_of(Tensor.empty(256, 1024).sum(1)))
+
+
 def test_cpu_strided_reductions_take_their_outputs_as_lanes():
   """A reduction whose big input runs contiguously along the outputs, not along the reduction (a column sum, a vector times a
   (K, N) matrix): each reduce step reads a run of a row for 128 outputs side by side (UPCAST), instead of one element per row
