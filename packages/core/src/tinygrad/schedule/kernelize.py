@@ -65,23 +65,26 @@ def is_contiguous_buffer(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> tuple[set[UOp], set[UOp]]:
+def find_realizes(sink: UOp, policy: SplitPolicy | None = None, copy_assigns: bool = False) -> tuple[set[UOp], set[UOp]]:
   """The nodes that get a buffer, and those of them that get one only so that kernels stay short (schedule/recompute.py: not
   shown to the tensors that hold them, see create_schedule). `policy`: what the targets do with reductions (row kernels on
-  GPUs need GROUP; nested sums only off GPUs, _nests)."""
+  GPUs need GROUP; nested sums only off GPUs, _nests). `copy_assigns`: an assigned value that reads another assign's target
+  gets a buffer of its own (then copied into the target), for assigns that no order can run in place (_kernel_order)."""
   nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   consumers: dict[UOp, list[UOp]] = defaultdict(list)
   for n in nodes:
     for s in n.src: consumers[s].append(n)
   realize: set[UOp] = {r for r in sink.src if not is_buffer_view(r)}
   targets = {n.src[0].base for n in nodes if n.op is Ops.ASSIGN}
+  copied: dict[UOp, UOp] = {}  # assign -> its value, stored first because it may read the target at other positions
   for n in nodes:
     if n.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(n)
     if n.op is Ops.CALL:
       realize.add(n)
       realize.update(a for a in map(_written, n.src) if not is_contiguous_buffer(a))
     if _is_kernel_output(n): realize.discard(n)  # a view of the argument's buffer
-    if n.op is Ops.ASSIGN and not is_buffer_view(n.src[1]) and (reads_target_elsewhere(n) or reads_other_targets(n, targets)):
+    if n.op is Ops.ASSIGN and not is_buffer_view(n.src[1]) and (reads_target_elsewhere(n) or (copy_assigns and reads_other_targets(n, targets))):
+      if n.src[1] not in realize and not copy_assigns: copied[n] = n.src[1]
       realize.add(n.src[1])
     if n.op is Ops.COPY:
       realize.add(n)
@@ -90,9 +93,20 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None) -> tuple[set[UOp
   fused = _with_reductions(nodes, consumers, realize, policy)
   # long elementwise values that several kernels would each compute get a buffer (schedule/recompute.py); the reductions then
   # decide again, as their users may now end in different kernels
-  if not (stored := shared_and_long(nodes, consumers, fused)): return fused, set()
+  if not (stored := shared_and_long(nodes, consumers, fused)): return _in_place(fused, copied, consumers), set()
   final = _with_reductions(nodes, consumers, realize | stored, policy)
-  return final, final - fused
+  return _in_place(final, copied, consumers), final - fused
+
+
+def _in_place(realize: set[UOp], copied: dict[UOp, UOp], consumers: dict[UOp, list[UOp]]) -> set[UOp]:
+  """`realize` less the assigned values that were stored only in case they read their target at other positions, where the
+  assign's kernel, as the buffers now fall, reads it only where it writes: the weight update of an optimizer reads its
+  gradient, which reads the weight everywhere, but from the gradient's own buffer, written by an earlier kernel."""
+  keep = set(realize)
+  for assign, value in copied.items():
+    if value.op is not Ops.REDUCE_AXIS and consumers[value] == [assign] and not reads_target_elsewhere(assign, realize - {value}):
+      keep.discard(value)
+  return keep
 
 
 def _with_reductions(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], policy: SplitPolicy) -> set[UOp]:
@@ -129,25 +143,36 @@ def _written(arg: UOp) -> UOp:
   return arg
 
 
-def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp]:
-  """Realized nodes in dependency order, with every ASSIGN as late as possible: kernels that read a buffer's
-  old value must run before the assign that overwrites it (an optimizer step computes all updates first)."""
+def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp] | None:
+  """Realized nodes in dependency order, with every ASSIGN as late as possible. Every kernel that reads a buffer's old value
+  (the BUFFER itself, not the ASSIGN that overwrites it) runs before that ASSIGN: so an optimizer's update of m runs in place
+  before the update of the weight whose gradient it reads, instead of into a copy. None when no order satisfies that (two
+  assigns that read each other's old value: a swap); the caller then stores such values first (find_realizes, copy_assigns)."""
   deps: dict[UOp, set[UOp]] = {}
+  reads: dict[UOp, set[UOp]] = {}  # realized node -> the buffers its kernel reads directly
   for n in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER):
     if n not in realize: continue
-    found, stack, seen = set(), list(n.src), set()
+    found, bufs, stack, seen = set(), set(), list(n.src), set()
     while stack:
       s = stack.pop()
       if s in seen: continue
       seen.add(s)
       if s in realize: found.add(s)
-      elif s.op is not Ops.BUFFER: stack.extend(s.src)
-    deps[n] = found
+      elif s.op is Ops.BUFFER: bufs.add(s)
+      else: stack.extend(s.src)
+    deps[n], reads[n] = found, bufs
+  readers: dict[UOp, list[UOp]] = defaultdict(list)
+  for r, bufs in reads.items():
+    for b in bufs: readers[b].append(r)
+  targets = {n: n.src[0].base for n in deps if n.op is Ops.ASSIGN}
+  for a, buf in targets.items():
+    # assigns to one buffer (setitems of one tensor) keep their program order
+    deps[a].update(r for r in readers[buf] if r is not a and targets.get(r) is not buf)
   order: list[UOp] = []
   done: set[UOp] = set()
   pending = list(deps)
   while pending:
-    ready = [n for n in pending if deps[n] <= done]
+    if not (ready := [n for n in pending if deps[n] <= done]): return None
     pick = next((n for n in ready if n.op not in (Ops.ASSIGN, Ops.CALL)), ready[0])
     order.append(pick)
     done.add(pick)
@@ -155,9 +180,10 @@ def _kernel_order(sink: UOp, realize: set[UOp]) -> list[UOp]:
   return order
 
 
-def reads_target_elsewhere(assign: UOp) -> bool:
+def reads_target_elsewhere(assign: UOp, stored: set[UOp] | frozenset[UOp] = frozenset()) -> bool:
   """Does the assigned value read the target buffer at other positions than the one it writes? Then computing
-  it in place would read elements that are already overwritten, so it gets a buffer of its own first."""
+  it in place would read elements that are already overwritten, so it gets a buffer of its own first. `stored`: nodes
+  other kernels compute (into buffers of their own, before this one): what they read doesn't count."""
   target, buf = assign.src[0], assign.src[0].base
   stack: list[tuple[UOp, bool]] = [(assign.src[1], False)]
   seen: set[tuple[UOp, bool]] = set()
@@ -169,6 +195,7 @@ def reads_target_elsewhere(assign: UOp) -> bool:
       if moved: return True
       continue
     if u is buf: return True
+    if u in stored: continue
     stack.extend((x, moved or u.op in GroupOp.Movement or u.op is Ops.REDUCE_AXIS) for x in u.src)
   return False
 
@@ -418,6 +445,10 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
     def rewrite(n: UOp) -> UOp | None: return _rewrite_reduce(n, policy) if n.op is Ops.REDUCE_AXIS and n not in whole else None
     sink, renamed = _substitute_tracking(sink, done, rewrite)
   realize, internal = find_realizes(sink, policy)
+  if (order := _kernel_order(sink, realize)) is None:
+    realize, internal = find_realizes(sink, policy, copy_assigns=True)
+    if (order := _kernel_order(sink, realize)) is None:
+      raise RuntimeError("no order of these assigns gives each the values it read: realize() the values before assigning them")
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}
@@ -446,7 +477,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
       replaced[n] = buffer_view(outs[n], n.shape)
   becomes: dict[UOp, UOp] = {}
   items: list[ScheduleItem] = []
-  for node in _kernel_order(sink, realize):
+  for node in order:
     if node.op is Ops.CALL:
       items.append(ScheduleItem(node.arg.ast, [_argument_buffer(a, i, node) for i, a in enumerate(rebuilt_of[node].src)]))
       continue
