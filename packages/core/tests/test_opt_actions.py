@@ -440,6 +440,18 @@ def test_cpu_threads_divide_the_outer_loop():
   assert threaded and 9 % threaded[0] == 0
 
 
+def test_cpu_x_times_w_t_vectorizes_along_k_when_x_is_big_too():
+  """nn.Linear's forward with 128 rows of x (half W's size, too few rows for a packed W: schedule/pack.py): vectorized along
+  K, W's rows reused for 8 rows of x. It was register-blocked over 16 of W's rows, each step gathering them one float at a
+  time (13 against 154 GFLOP/s for 128x784 @ (256x784).T on 2 cores)."""
+  for n in (256, 128):  # W twice x's size, and as big as x (then W is the one that doesn't move with x's rows)
+    ast = _ast_of(Tensor.empty(128, 784) @ Tensor.empty(n, 784).T)
+    opts = hand_coded_opts(ast, threads=2)
+    assert Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 16) in opts and Opt(OptOps.UPCAST, 0, 8) in opts
+  short = _ast_of(Tensor.empty(128, 256) @ Tensor.empty(128, 256).T)  # short rows ran slower vectorized (heuristics.SHARED_MIN_K)
+  assert not any(o.op is OptOps.UNROLL for o in hand_coded_opts(short, threads=2))
+
+
 def test_thread_decision_counts_sibling_loops_once():
   """A row kernel (a softmax's gradient: its row reductions, then the row's outputs) runs its loops one after another, so its
   work is their sum a row, not the product of every loop in the kernel: 16 rows of 10 are ~1k iterations and stay on one

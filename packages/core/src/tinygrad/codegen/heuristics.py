@@ -374,6 +374,9 @@ INDEX_OPS = {Ops.RANGE, Ops.DEFINE_VAR, Ops.CONST, Ops.ADD, Ops.MUL, Ops.IDIV, O
               Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.NEG, Ops.CAST}
 
 
+SHARED_MIN_K = 512  # two inputs alike in size: the reduction at least this long to vectorize along it (_contiguous_shared_operand)
+
+
 def _contiguous_shared_operand(ast: UOp) -> UOp | None:
   """For a single reduction whose one big input is contiguous along the innermost reduce loop and doesn't depend on some output
   loop (x @ W.T with several rows of x): that output loop, else None."""
@@ -386,8 +389,21 @@ def _contiguous_shared_operand(ast: UOp) -> UOp | None:
     # two big inputs (a few vectors times a small quantized matrix): reuse the one with the narrowest elements, packed data that
     # each load has to decode, so decoding it once serves several outputs
     narrow = min(b.dtype.base.itemsize for b in bufs if isinstance(b.dtype, PtrDType))
-    if sum(1 for b in bufs if isinstance(b.dtype, PtrDType) and b.dtype.base.itemsize == narrow) != 1: return None
-    big = [ld for ld in big if isinstance(ld.src[0].src[0].dtype, PtrDType) and ld.src[0].src[0].dtype.base.itemsize == narrow]
+    if sum(1 for b in bufs if isinstance(b.dtype, PtrDType) and b.dtype.base.itemsize == narrow) == 1:
+      big = [ld for ld in big if isinstance(ld.src[0].src[0].dtype, PtrDType) and ld.src[0].src[0].dtype.base.itemsize == narrow]
+    else:
+      # as big as each other (x @ W.T with 128 rows of x, half W's size or all of it): reuse the biggest, or on a tie the one that
+      # doesn't move with the rows. Register-blocked instead, each step gathered 16 of W's rows a float at a time: 128x784 @
+      # (256x784).T 13 -> 154 GFLOP/s, 128x784 @ (128x784).T 25 -> 142 (2 cores). Below SHARED_MIN_K the short rows ran slower
+      # this way (128x256 @ (128x256).T 23 -> 17 GFLOP/s)
+      reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
+      if not reds or (range_size(max(reds, key=lambda r: r.arg[0])) or 0) < SHARED_MIN_K: return None
+      big = [ld for ld in big if _buffer_bytes(ld) == biggest]
+      if len(tied := {ld.src[0].src[0] for ld in big}) > 1:
+        first = min((r for r in ranges_of(ast).values() if r.arg[1] == "global"), key=lambda r: r.arg[0], default=None)
+        keep = [b for b in tied if all(first not in ld.toposort() for ld in big if ld.src[0].src[0] is b)]
+        if len(keep) != 1: return None
+        big = [ld for ld in big if ld.src[0].src[0] is keep[0]]
   reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
   if not reds: return None
   inner = max(reds, key=lambda r: r.arg[0])
