@@ -326,3 +326,27 @@ def test_decoded_matrix_takes_the_rows_as_64_lanes(rows, width):
     got = _decoded_matmul(x, q).numpy()
     with Context(DECODED_LANES=0): assert range_size(_out_ranges(_conv(_kernels(_decoded_matmul(x, q))))[-1]) == min(rows, 32)
   np.testing.assert_allclose(got, x_np.astype(np.float64) @ ((q_np.astype(np.float64) - 8) * 0.125).T, rtol=1e-5, atol=1e-4)
+
+
+def test_weight_gradient_of_a_computed_gradient_takes_lanes():
+  """A conv's weight gradient whose upstream gradient is computed, not a buffer (through a ReLU's and a scale's backward, as
+  after a norm and a pool): the lanes' copy of the gradient computes it once, and the kernel runs with its output channels
+  as the lanes (32); it was recomputed in the kernel for every (input channel, tap), without lanes (CNN's 5x5 32 -> 32 layer:
+  117 -> 23 ms). Equal to numpy's."""
+  rng = np.random.default_rng(0)
+  x, w = rng.standard_normal((4, 32, 12, 12)).astype(np.float32), rng.standard_normal((32, 32, 5, 5)).astype(np.float32)
+  up, scale = rng.standard_normal((4, 32, 8, 8)).astype(np.float32), rng.standard_normal((32, 1, 1)).astype(np.float32)
+  with Context(DEV="CPU"):
+    tx, tw = Tensor(x), Tensor(w, requires_grad=True)
+    out = tx.conv2d(tw)
+    loss = (out.relu() * Tensor(scale) * Tensor(up)).sum()
+    (dw,) = loss.gradient(tw)
+    kernel = [k for k in _kernels(dw) if any(n.op is Ops.REDUCE for n in k.toposort())][-1]  # after the forward conv
+    assert [range_size(r) for r in _out_ranges(kernel)] == [32, 5, 5, 32]  # (input channel, taps, 32 output channels)
+    got = dw.numpy()
+  o = _reference(x, w, 0, 1)
+  g = np.where(o > 0, scale * up, 0.0)  # the upstream gradient
+  ref = np.zeros(w.shape)
+  for ky in range(5):
+    for kx in range(5): ref[:, :, ky, kx] = np.einsum("nohw,nchw->oc", g, x[:, :, ky:ky + 8, kx:kx + 8].astype(np.float64))
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)

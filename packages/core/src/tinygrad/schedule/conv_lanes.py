@@ -14,6 +14,8 @@ tried first, read 64 bytes from every 2 KiB of a 9 MB weight per pixel: the 7x7 
 the result back through a permute. Measured on the loaded 2-core VM (bench/README.md): the stride-2 conv above 7.8 -> 37
 GFLOP/s with this alone (torch about 25 in the same runs). The input's stride along the columns is read through its view's
 slices (a stride-2 conv's windows hide it under a SHRINK): ResNet's stem, 112-wide rows read at stride 2, takes lanes too.
+The lanes operand may be a computed value rather than a buffer (a weight gradient's upstream gradient through a norm's and a
+pool's backward): its copy computes it once (CONV_LANES_VALUES), instead of once per input channel and tap inside the kernel.
 
 Applied by create_schedule (schedule/kernelize.py, through pack.rewrite_cpu_reduce) to CPU REDUCE_AXIS nodes.
 """
@@ -23,9 +25,10 @@ from collections.abc import Callable
 
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 CONV_LANES = ContextVar("CONV_LANES", 1)  # 0: convolutions keep their lanes on the output columns
+CONV_LANES_VALUES = ContextVar("CONV_LANES_VALUES", 1)  # 0: only a buffer's (or a copy's) channels become lanes
 # a row this many pixels wide (or a multiple), read at stride 1, vectorizes as it is: one zmm register of columns. 56 (8 at a
 # time, ymm) did not: ResNet's 3x3 64x56 layer, batch 8, 188 -> 350-360 GFLOP/s with 32 lanes x 8 pixels, its 1x1 256x56
 # 73 -> 180-190. 32-wide rows stay: (8, 64, 32, 32) 3x3 326-370 as they are, 220-359 with lanes; 1x1 128 ch 285-314 vs 211-217
@@ -58,7 +61,9 @@ def channel_lanes(r: UOp, axis_strides: Callable[..., tuple[UOp, list[int]]]) ->
     # a weight sliced out of a buffer (every s-th tap, for a strided conv's input gradient): read through the slice
     if base.op is Ops.SHRINK and (through := axis_strides(x.src[i], True))[0].op is Ops.BUFFER: (base, steps), sliced = through, True
     # the weight (a buffer, or one this schedule makes: a strided conv's input gradient takes every s-th tap): the same for every column
-    if base.op not in (Ops.BUFFER, Ops.CONTIGUOUS) or steps[j] != 0 or other[j] == 0: continue
+    # or an elementwise value (a weight gradient's upstream gradient through a norm's and a pool's backward): the lanes' copy
+    # computes it once, where inline every (input channel, tap) of the kernel computed it again
+    if not (base.op in (Ops.BUFFER, Ops.CONTIGUOUS) or (CONV_LANES_VALUES.value and base.op in GroupOp.ALU)) or steps[j] != 0 or other[j] == 0: continue
     # columns vectorize as they are (the input's stride read through its slices: a stride-2 conv's windows hide it under a SHRINK)
     if shape[j] % ROW_VECTOR == 0 and abs(axis_strides(x.src[1 - i], True)[1][j]) == 1: return None
     chans = [a for a in outs if steps[a] != 0 and other[a] == 0 and shape[a] % LANE_WIDTHS[-1] == 0]
