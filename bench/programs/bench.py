@@ -43,3 +43,11 @@ def classifier_step(model, opt):
     opt.step()
     return loss.realize()
   return step
+def report(name, t1, t2, step, args, c, n=10, train=True, chk=lambda r: r.item()):
+  """For programs that time their first call and capture themselves (the first step inside a loop): times n more steps."""
+  with Context(TRAINING=int(train)):
+    for _ in range(2): chk(step(*args))  # a step function not yet captured (or a fresh one) captures here
+    st = time.perf_counter()
+    for _ in range(n): r = step(*args)
+    chk(r); t3 = (time.perf_counter() - st) / n
+  print(f"{name} first {t1:.2f}s capture {t2:.2f}s step {t3*1e3:.2f}ms chk {c:.4f}")

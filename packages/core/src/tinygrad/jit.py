@@ -114,6 +114,7 @@ class TinyJit(Generic[ReturnType]):
     self.input_specs: list[InputSpec] = []
     self.input_names: list[str] = []
     self.input_slots: list[list[tuple[int, int]]] = []  # per input: (item index, buffer index) where it is used
+    self.captured_mem: set[int] = set()  # id()s of the memory (a view's base) of the captured buffers outside the input slots
     self.ret: Any = None
     self.graph: _JitGraph | None = None  # the device graph replaying the captured kernels, when there is one
     self.graph_tried = False
@@ -123,6 +124,7 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     self.cnt, self.captured, self.input_specs, self.input_names, self.input_slots, self.ret = 0, [], [], [], [], None
+    self.captured_mem = set()
     self.graph, self.graph_tried = None, False
 
   def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
@@ -179,6 +181,8 @@ class TinyJit(Generic[ReturnType]):
       saved = plan_memory(captured, capture.fresh, {id(b) for b in inputs})  # outputs: self.ret's tensors keep theirs
       if DEBUG >= 1: print(f"TinyJit memory plan: {saved / 1e6:.2f} MB of intermediates shared")
     self.input_slots = [[(i, j) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if b is buf] for buf in inputs]
+    slots = {s for sl in self.input_slots for s in sl}
+    self.captured_mem = {id(_mem(b)) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if (i, j) not in slots}
     for ei, vals in onetime: ei.run(vals)  # again: the capturing call may have released what they wrote
     self.ret = ret
     if DEBUG >= 1 and self.prune: print(f"TinyJit pruned {len(onetime)} one-time kernels/copies")
@@ -198,6 +202,10 @@ class TinyJit(Generic[ReturnType]):
                        "use a symbolic Variable for a size that varies, or call .reset()")
 
   def _replay(self, inputs: list[Buffer], var_vals: dict[str, int]) -> None:
+    # an input whose memory the captured kernels also use outside its slots (the function's own output fed back in:
+    # `scores = step(scores)`) would be overwritten by one replayed kernel before another reads it: replay on a copy, as
+    # tinygrad's CapturedJit does with inputs that its kernels write
+    inputs = [_copy_of(b) if id(_mem(b)) in self.captured_mem else b for b in inputs]
     for buf, slots in zip(inputs, self.input_slots):
       for i, j in slots: self.captured[i][0].bufs[j] = buf
     if not self.graph_tried and GRAPH.value and DEBUG < 2:  # the first replay with graphs on: every captured buffer exists now
@@ -207,6 +215,15 @@ class TinyJit(Generic[ReturnType]):
     if self.graph is not None and GRAPH.value and DEBUG < 2: return self.graph.run(self.captured, var_vals)
     for ei, captured_vals in self.captured:
       ei.run({**captured_vals, **var_vals} if captured_vals else var_vals)
+
+
+def _mem(b: Buffer) -> Buffer: return b.base if b.base is not None else b
+
+
+def _copy_of(b: Buffer) -> Buffer:
+  out = Buffer(b.device, b.size, b.dtype).ensure_allocated()
+  realize.copy_buffer(out, b)
+  return out
 
 
 class _JitGraph:

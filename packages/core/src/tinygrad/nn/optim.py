@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import cast
 
 from tinygrad.dtype import dtypes, least_upper_dtype
 from tinygrad.helpers import dedup
@@ -22,14 +23,17 @@ def _filled(shape: tuple[int, ...], value: float, device: str) -> Tensor:
 class Optimizer:
   """Base class: holds the parameters (tensors with requires_grad) and the learning rate as a tensor, so it can change
   without recompiling (`opt.lr.assign(Tensor([0.01])).realize()`)."""
-  def __init__(self, params: Sequence[Tensor], lr: float, fused: bool = False):
+  def __init__(self, params: Sequence[Tensor], lr: float, device: str | tuple[str, ...] | None = None, fused: bool = False):
     if isinstance(lr, (int, float)) and lr < 0: raise ValueError(f"Invalid learning rate: {lr}")  # tinygrad's (and torch's) check
     for x in params:
       if x.requires_grad is None: x.requires_grad_(True)
     self.params: list[Tensor] = dedup([x for x in params if x.requires_grad])
     if not self.params: raise ValueError("optimizer needs at least one parameter with requires_grad")
     self.buffers: list[Tensor] = dedup([x for x in params if not x.requires_grad])  # realized with each step, not updated
-    self.device = self.params[0].device
+    # device (tinygrad's argument): where the learning rate and the optimizer state live (say, the CPU while the weights are on
+    # a GPU); gradients go there for the update and the update comes back to each weight's device
+    self.device: str = cast(str, device) if device is not None else self.params[0].device  # a tuple when sharded, as Tensor.device
+    self.state_device = device if device is not None and not isinstance(device, tuple) else None
     self.lr = Tensor([lr], requires_grad=False, device=self.device, dtype=least_upper_dtype(dtypes.default_float, dtypes.float32))
     # fused: every parameter (and gradient) is flattened and concatenated, so the update is one set of tensors
     self.fused = fused
@@ -42,7 +46,11 @@ class Optimizer:
 
   def _zeros_like_params(self) -> list[Tensor]:
     if self.fused: return [_filled((self.offsets[-1],), 0.0, self.device)]
-    return [_filled(t.shape, 0.0, t.device) for t in self.params]
+    return [_filled(t.shape, 0.0, self.state_device or t.device) for t in self.params]
+
+  def _to_state(self, t: Tensor) -> Tensor:
+    """A weight or gradient moved to the optimizer state's device (given as `device`), where the update is computed."""
+    return t if self.state_device is None or t.device == self.state_device else t.contiguous().to(self.state_device)
 
   def zero_grad(self) -> None:
     for p in self.params: p.grad = None
@@ -65,7 +73,7 @@ class Optimizer:
       flat, state = self._step([_flat_cat([p.detach() for p in self.params]).contiguous()], [_flat_cat(grads).contiguous()])
       new = [flat[0].shrink(((a, b),)).reshape(p.shape) for p, a, b in zip(self.params, self.offsets, self.offsets[1:])]
     else: new, state = self._step(self.params, grads)
-    for p, n in zip(self.params, new): p.assign(n.cast(p.dtype))
+    for p, n in zip(self.params, new): p.assign((n if n.device == p.device else n.to(p.device)).cast(p.dtype))
     # buffers first: a lazy update of one (say batchnorm's running mean) may read weights that this step overwrites
     return self.buffers + state + self.params
 
@@ -88,10 +96,10 @@ class LARS(Optimizer):
   orthogonalized by Newton-Schulz iterations (Muon)."""
   def __init__(self, params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, ns_steps: int = 0,
                ns_coefficients: tuple[float, ...] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001,
-               fused: bool = False):
+               device: str | tuple[str, ...] | None = None, fused: bool = False):
     if fused and ns_steps: raise ValueError("Muon (ns_steps > 0) orthogonalizes each matrix: it can't be fused")
     if momentum < 0: raise ValueError(f"Invalid momentum value: {momentum}")
-    super().__init__(params, lr, fused)
+    super().__init__(params, lr, device, fused)
     self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
     self.ns_steps, self.ns_coefficients = ns_steps, ns_coefficients
     self.b = self._zeros_like_params() if self.momentum else []
@@ -99,7 +107,7 @@ class LARS(Optimizer):
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     lr, out = self._lr(), []
     for i, (t, g) in enumerate(zip(params, grads)):
-      t, g = t.detach(), g.cast(dtypes.float32)
+      t, g = self._to_state(t.detach()), self._to_state(g.cast(dtypes.float32))
       r: Tensor | float = 1.0
       if self.tcoef != 0:
         r1, r2 = t.square().sum().sqrt(), g.square().sum().sqrt()
@@ -122,25 +130,27 @@ def _flat_cat(ts: list[Tensor]) -> Tensor:
 
 
 def SGD(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-        classic: bool = False, fused: bool = False) -> LARS:
+        classic: bool = False, device: str | tuple[str, ...] | None = None, fused: bool = False) -> LARS:
   """Stochastic gradient descent: torch's update (classic=False: lr scales the momentum buffer) or the classic one
   (classic=True: the buffer accumulates lr-scaled gradients)."""
-  return LARS(params, lr, momentum, weight_decay, 0, None, nesterov, classic=classic, pre_wd=True, tcoef=0.0, fused=fused)
+  return LARS(params, lr, momentum, weight_decay, 0, None, nesterov, classic=classic, pre_wd=True, tcoef=0.0, device=device, fused=fused)
 
 
 def Muon(params: Sequence[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
-         ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True, fused: bool = False) -> LARS:
+         ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True, device: str | tuple[str, ...] | None = None,
+         fused: bool = False) -> LARS:
   """Momentum SGD whose update is orthogonalized by Newton-Schulz iterations, with decoupled weight decay (tinygrad's
   defaults: lr 0.001, weight_decay 0.1)."""
-  return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False, tcoef=0.0, fused=fused)
+  return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False, tcoef=0.0, device=device,
+              fused=fused)
 
 
 class LAMB(Optimizer):
   """Adam moments with a layer-wise trust ratio ||w|| / ||update||; adam=True drops the ratio (AdamW)."""
   def __init__(self, params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.0,
-               adam: bool = False, fused: bool = False):
+               adam: bool = False, device: str | tuple[str, ...] | None = None, fused: bool = False):
     if weight_decay < 0: raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-    super().__init__(params, lr, fused)
+    super().__init__(params, lr, device, fused)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.b1_t, self.b2_t = _filled((1,), 1.0, self.device), _filled((1,), 1.0, self.device)
     self.m, self.v = self._zeros_like_params(), self._zeros_like_params()
@@ -150,7 +160,7 @@ class LAMB(Optimizer):
     self.b2_t.assign(self.b2_t * self.b2)
     lr, b1_t, b2_t, out = self._lr(), self.b1_t.reshape(()), self.b2_t.reshape(()), []
     for i, (t, g) in enumerate(zip(params, grads)):
-      t, g = t.detach(), g.cast(dtypes.float32)
+      t, g = self._to_state(t.detach()), self._to_state(g.cast(dtypes.float32))
       self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
       self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
       m_hat, v_hat = self.m[i] / (1.0 - b1_t), self.v[i] / (1.0 - b2_t)
@@ -164,13 +174,14 @@ class LAMB(Optimizer):
 
 
 def AdamW(params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01,
-          fused: bool = False) -> LAMB:
+          device: str | tuple[str, ...] | None = None, fused: bool = False) -> LAMB:
   """Adam with decoupled weight decay."""
-  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True, fused=fused)
+  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True, device=device, fused=fused)
 
 
-def Adam(params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, fused: bool = False) -> LAMB:
-  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True, fused=fused)
+def Adam(params: Sequence[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+         device: str | tuple[str, ...] | None = None, fused: bool = False) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True, device=device, fused=fused)
 
 
 __all__ = ["Optimizer", "OptimizerGroup", "LARS", "SGD", "Muon", "LAMB", "Adam", "AdamW"]
