@@ -277,12 +277,21 @@ def test_backward_accumulates_across_calls():
   np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0, 3.0])
 
 
-def test_backward_skips_tensors_without_requires_grad():
+def test_backward_fills_every_float_tensor_not_marked_requires_grad_false():
+  # tinygrad 0.14 has no requires_grad: backward() gives every float tensor in the graph a gradient (inputs, intermediates, a
+  # model's weights without an optimizer). requires_grad=False (and detach) still opt out, as in torch
   x = Tensor([1.0, 2.0], requires_grad=True)
-  c = Tensor([5.0, 6.0])
-  (x * c).sum().backward()
-  assert c.grad is None
+  c, k = Tensor([5.0, 6.0]), Tensor([1.0, 1.0], requires_grad=False)
+  h = x * c
+  (h * k).sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), [5.0, 6.0])
+  np.testing.assert_allclose(c.grad.numpy(), [1.0, 2.0])
+  np.testing.assert_allclose(h.grad.numpy(), [1.0, 1.0])
+  assert k.grad is None
+  from tinygrad import nn
+  m = nn.Linear(3, 2)
+  m(Tensor([[1.0, 2.0, 3.0]])).sum().backward()  # values from tinygrad 0.14: the weight's gradient sums to 12
+  assert m.weight.grad is not None and m.weight.grad.numpy().sum() == 12.0
 
 
 def test_second_use_of_same_input():

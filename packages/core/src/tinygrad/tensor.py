@@ -618,11 +618,14 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     return out
 
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Accumulate d(self)/dt into t.grad for every tensor t with requires_grad=True in the graph."""
+    """Accumulate d(self)/dt into t.grad for every float tensor t in the graph that isn't marked requires_grad=False: as in
+    tinygrad 0.14 (which has no requires_grad), inputs and intermediates the program still holds get theirs too, not only the
+    parameters an optimizer marked (a model's weight gradients read without an optimizer). The gradients are lazy: only those
+    the program uses are computed."""
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"only float tensors have gradients: backward() of a {self.dtype!r} tensor")
     in_graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
-    params = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
-    if not params: raise RuntimeError("backward() found no tensor with requires_grad=True in the graph")
+    params = [t for t in list(_all_tensors) if t.requires_grad is not False and dtypes.is_float(t.dtype) and t.uop in in_graph]
+    if not params: raise RuntimeError("backward() found no float tensor in the graph without requires_grad=False")
     seen: dict[UOp, Tensor] = {}
     for t in params: seen.setdefault(t.uop, t)
     grads = self.gradient(*seen.values(), gradient=gradient)
