@@ -195,6 +195,18 @@ def test_small_helpers():
   assert dtypes.bool in dtypes.all
 
 
+def test_multinomial_without_replacement_draws_distinct_categories():
+  # tinygrad 0.14 draws several without replacement (a beam search's sampling); a zero weight comes last, and more draws
+  # than categories is an error (torch's too)
+  Tensor.manual_seed(0)
+  w = Tensor([0.7, 0.2, 0.1, 0.0])
+  draws = np.stack([w.multinomial(3, replacement=False).numpy() for _ in range(200)])
+  assert draws.dtype == np.int32 and all(len(set(d)) == 3 for d in draws) and not (draws == 3).any()
+  assert 0.55 < (draws[:, 0] == 0).mean() < 0.85  # the first draw follows the weights
+  assert Tensor([[1.0, 1, 1, 1, 1, 1, 0, 0]]).multinomial(5, replacement=False).shape == (1, 5)
+  with pytest.raises(ValueError): w.multinomial(5, replacement=False)
+
+
 def test_initializers_and_multinomial():
   assert abs(float(Tensor.kaiming_normal(64, 32).numpy().std()) - (2 / 1.0001) ** 0.5 / 32 ** 0.5) < 0.02
   g = Tensor.glorot_uniform(30, 40).numpy()

@@ -548,8 +548,14 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """num_samples int32 indices drawn with probabilities proportional to self (1-d or 2-d; torch.multinomial)."""
     if not 1 <= self.ndim <= 2 or num_samples < 1: raise InvalidArgumentError(f"multinomial needs a 1-d or 2-d tensor and num_samples >= 1, got {self.shape}, {num_samples}")
-    if not replacement and num_samples != 1: raise NotImplementedError("multinomial without replacement draws one sample only (as tinygrad)")
     w = self.unsqueeze(0) if self.ndim == 1 else self
+    if not replacement and num_samples > 1:
+      if num_samples > w.shape[1]: raise InvalidArgumentError(f"multinomial without replacement can't draw {num_samples} of {w.shape[1]} categories")
+      # distinct draws: each category's key log(u)/w (an exponential race: the largest keys are a draw without replacement, a
+      # zero weight's key is -inf and comes last)
+      keys = Tensor.rand(*w.shape, device=self.device).log() / w.float()
+      out = keys.topk(num_samples, dim=1)[1].cast(dtypes.int32)
+      return out[0] if self.ndim == 1 else out
     cdf = (cw := w.float().cumsum(1)) / cw[:, -1:]
     u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
     out = (cdf.unsqueeze(1) <= u).sum(2, dtype=dtypes.int32)
