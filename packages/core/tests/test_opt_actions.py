@@ -17,7 +17,7 @@ from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.opt import KernelOptError, Opt, OptOps, apply_opt, apply_opts, range_size, ranges_of
 from tinygrad.codegen.program import default_opts, get_program
 from tinygrad.engine import realize
-from tinygrad.helpers import Context
+from tinygrad.helpers import Context, prod
 from tinygrad.jit import TinyJit
 from tinygrad.uop.ops import Ops, UOp
 
@@ -450,6 +450,17 @@ def test_cpu_x_times_w_t_vectorizes_along_k_when_x_is_big_too():
     assert Opt(OptOps.UNROLL, axis_of(ast, "reduce"), 16) in opts and Opt(OptOps.UPCAST, 0, 8) in opts
   short = _ast_of(Tensor.empty(128, 256) @ Tensor.empty(128, 256).T)  # short rows ran slower vectorized (heuristics.SHARED_MIN_K)
   assert not any(o.op is OptOps.UNROLL for o in hand_coded_opts(short, threads=2))
+
+
+def test_cpu_block_shrinks_for_a_long_epilogue():
+  """The float ops after a reduction are copied into every output of a CPU register block: with ~120 of them a 64x64 product
+  blocks at most 4096 // 120 = 34 outputs (a 16x2 block) instead of 128 (a WGAN-GP penalty's double backward: 24,000 UOps,
+  1.65 s to compile). The same product with a short epilogue keeps its full block."""
+  a, b = Tensor.empty(64, 64), Tensor.empty(64, 64)
+  y = a @ b
+  for _ in range(60): y = y * 1.01 + 0.5
+  def block(t: Tensor) -> int: return prod(o.amount for o in hand_coded_opts(_ast_of(t), threads=1) if o.op is OptOps.UPCAST)
+  assert block(y) <= 34 and block((a @ b).relu()) >= 64
 
 
 def test_thread_decision_counts_sibling_loops_once():

@@ -54,8 +54,9 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       if not gpu and _multiply_adds(ast, outs) < SMALL_BLOCK_WORK and _value_ops(ast) > SMALL_BLOCK_OPS: block = []  # (see there)
       elif not gpu and (block := _lanes_block(ast, outs, accumulators, threads)): pass  # a convolution with its channels as lanes
       elif not gpu and (block := _decoded_lanes_block(ast, outs, accumulators)): pass  # rows of x as lanes times a decoded matrix
-      elif (block := _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu, accumulators)) and not gpu:
-        block += _fill_block(ast, ordered, block, accumulators)
+      elif (block := _register_block(ordered := outs if gpu else _blocking_order(ast, outs), gpu,
+                                     acc := accumulators if gpu else _epilogue_accumulators(ast, accumulators))) and not gpu:
+        block += _fill_block(ast, ordered, block, acc)
       # a GPU kernel with too few outputs to block and still fill the chip (a matrix-vector product) is a plain reduce
       if gpu and not block: return _gpu_plain_reduce(ast, outs, reds, wide_loads)
       opts.extend(block)
@@ -295,6 +296,17 @@ def _biggest_input_bytes(ast: UOp) -> int: return max((_buffer_bytes(ld) for ld 
 # every register of the block: a 4x16 weight gradient of an unrolled GRU (a sigmoid's derivative per output, two sums) became
 # 11,800 UOps and 0.5-2 s of compile for 1,300 multiply-adds; a plain small matmul still blocks
 SMALL_BLOCK_WORK, SMALL_BLOCK_OPS = 1 << 15, 16
+# ... and a CPU block holds at most EPILOGUE_BUDGET // (float ops after the reduction) outputs (at least 16): the epilogue is
+# copied into every output of the block. A double backward's 64x64 product with 110 ops after it (a WGAN-GP penalty through
+# tanh layers) was a 16x8 block of 24,000 UOps, 1.65 s to compile
+EPILOGUE_BUDGET = ContextVar("EPILOGUE_BUDGET", 4096)  # 0: no limit
+
+
+def _epilogue_accumulators(ast: UOp, accumulators: int) -> int:
+  """`accumulators`, less where the float ops after the reductions would be copied into too many outputs (EPILOGUE_BUDGET)."""
+  inside = {n for r in ast.toposort() if r.op is Ops.REDUCE for n in r.src[0].toposort()}
+  after = sum(1 for n in ast.toposort() if n.op in GroupOp.ALU and dtypes.is_float(n.dtype) and n not in inside)
+  return accumulators if after == 0 or EPILOGUE_BUDGET.value <= 0 else max(16, min(accumulators, EPILOGUE_BUDGET.value // after))
 
 
 def _multiply_adds(ast: UOp, outs: list[UOp]) -> int:
