@@ -180,6 +180,28 @@ def test_conv_transpose_matches_numpy(kw):
   close(Tensor(x).conv_transpose2d(Tensor(w), **kw), np_conv_transpose(x, w, **kw))
 
 
+@pytest.mark.parametrize("xs,ws,kw", [((2, 4, 5, 5), (4, 3, 4, 4), {"stride": 2, "padding": 1}),
+                                      ((1, 4, 3, 3), (4, 1, 3, 3), {"stride": 2, "groups": 2}),
+                                      ((1, 2, 4, 4), (2, 2, 2, 2), {"stride": 3}),  # phases with no taps: only the bias
+                                      ((2, 3, 4, 6), (3, 2, 3, 5), {"stride": (2, 3), "padding": (1, 2)}),
+                                      ((1, 2, 3, 3), (2, 2, 3, 3), {"stride": 2, "padding": 2, "output_padding": 1})])
+def test_strided_conv_transpose_by_phases_matches_numpy_and_its_gradients(monkeypatch, xs, ws, kw):
+  """A strided transposed conv big enough (conv.PHASES_MIN_WORK, 0 here) runs as one stride-1 conv per output phase: equal to
+  the zero-inserted form (numpy's reference), bias and gradients included."""
+  import tinygrad.frontend.conv as conv
+  x, w = rnd(*xs), rnd(*ws, seed=1)
+  b = rnd(ws[1] * kw.get("groups", 1), seed=2)
+  def run(min_work: int) -> list[np.ndarray]:
+    monkeypatch.setattr(conv, "PHASES_MIN_WORK", min_work)
+    tx, tw, tb = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True), Tensor(b, requires_grad=True)
+    out = tx.conv_transpose2d(tw, tb, **kw)
+    (out * Tensor(np.linspace(-1, 1, out.numel(), dtype=np.float32).reshape(out.shape))).sum().backward()
+    return [out.numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()]
+  phases, inserted = run(0), run(1 << 62)
+  if isinstance(kw["stride"], int): close(Tensor(phases[0]), np_conv_transpose(x, w, **kw) + b.reshape(1, -1, 1, 1))  # (int strides)
+  for got, ref in zip(phases, inserted): np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_conv_transpose_is_adjoint_of_conv():
   # <conv(x, w), y> == <x, conv_transpose(y, w)> for the same stride and padding
   x, w, y = rnd(1, 2, 5, 5), rnd(3, 2, 3, 3, seed=1), rnd(1, 3, 3, 3, seed=2)

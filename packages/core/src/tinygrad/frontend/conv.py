@@ -9,12 +9,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import DType, dtypes, to_dtype
 from tinygrad.frontend.reduce import ReduceMixin, _widen_int_operands
 from tinygrad.gradient import GRAD_OVERRIDES
-from tinygrad.helpers import ContextVar, InvalidArgumentError, flatten, make_tuple, prod
+from tinygrad.helpers import ContextVar, InvalidArgumentError, flatten, getenv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
 
 TensorT = TypeVar("TensorT", bound="ConvMixin")  # a Tensor, in the helpers of the mixin
@@ -166,6 +166,51 @@ def _input_gradient(x: TensorT, weight: TensorT, groups: int, s_: Sequence[int],
   return given
 
 
+
+# a strided transposed convolution with at least this many multiply-adds (counted over its zero-inserted input) runs as one
+# stride-1 convolution per output phase (below: fewer, bigger kernels aren't worth the launches)
+PHASES_MIN_WORK = getenv("CONVT_PHASES_MIN_WORK", 1 << 20)
+
+
+def _phases_pay(xs: Sequence[int], ws: Sequence[int], s_: Sequence[int]) -> bool:
+  return all(isinstance(v, int) for v in (*xs, *ws)) and prod(xs) * prod(s_) * prod(ws[1:]) >= PHASES_MIN_WORK
+
+
+def _conv_transpose_phases(x: Any, weight: Any, bias: Any, groups: int, s_: Sequence[int], pads: Pairs, op_: Sequence[int]) -> Any:
+  """conv_transpose with stride s (dilation 1) as s**nd stride-1 convolutions, one per output phase r (the outputs o with
+  o % s == r), interleaved. Output o = i*s + k - pb takes the taps k = (r + pb) % s + s*j, so phase r is a convolution of x
+  with those taps, flipped: no multiply-adds by the zeros that the zero-inserted form puts between the inputs (3 in 4 at
+  stride 2), and no per-tap gate. Measured under TinyJit (2 loaded cores), stride 2, padding 1, 4x4 taps, zero-inserted ->
+  phases: (16, 16, 8, 8) -> 1 channel 0.99 -> 0.14 ms, (16, 32, 8, 8) -> 16 channels 2.85 -> 0.20 ms, (8, 64, 16, 16) -> 32
+  channels 48 -> 0.70 ms (the zero-inserted conv was one scalar kernel gated per tap)."""
+  nd, cin, rcout, k_ = len(s_), weight.shape[0], weight.shape[1], weight.shape[2:]
+  w = weight.reshape(groups, cin // groups, rcout, *k_).transpose(1, 2).reshape(groups * rcout, cin // groups, *k_)
+  outs = [(i - 1) * s - pb - pa + k + op for i, s, (pb, pa), k, op in zip(x.shape[2:], s_, pads, k_, op_)]
+  qmax = [-(-o // s) for o, s in zip(outs, s_)]
+  phases = []
+  for r in itertools.product(*[range(s) for s in s_]):
+    c = [(ri + pb) % s for ri, (pb, _), s in zip(r, pads, s_)]
+    taps = [len(range(ci, k, s)) for ci, k, s in zip(c, k_, s_)]
+    q = [-(-(o - ri) // s) for o, ri, s in zip(outs, r, s_)]  # outputs of this phase along each dim
+    if min(taps) == 0 or min(q) <= 0:  # no tap lands here (or no output): only the bias
+      y = type(x).zeros(x.shape[0], groups * rcout, *[max(qi, 0) for qi in q], dtype=x.dtype, device=x.device)
+    else:
+      sub = w.shrink(((0, w.shape[0]), (0, w.shape[1]), *[(ci, k) for ci, k in zip(c, k_)]))
+      if any(s > 1 for s in s_): sub = sub[(slice(None), slice(None), *[slice(None, None, s) for s in s_])]
+      sub = sub.flip(*range(2, 2 + nd))
+      t_ = [(ri + pb - ci) // s for ri, (pb, _), ci, s in zip(r, pads, c, s_)]
+      lo = [j - 1 - t for j, t in zip(taps, t_)]
+      hi = [qi - i - left + j - 1 for qi, i, left, j in zip(q, x.shape[2:], lo, taps)]
+      xp = x.pad(((0, 0), (0, 0), *[(max(a, 0), max(b, 0)) for a, b in zip(lo, hi)]))
+      xp = xp.shrink(((0, xp.shape[0]), (0, xp.shape[1]), *[(max(-a, 0), n - max(-b, 0)) for a, b, n in zip(lo, hi, xp.shape[2:])]))
+      y = xp.conv2d(sub, None, groups).contiguous()  # a kernel each: fused through the interleave every output ran all four
+    phases.append(y.pad(((0, 0), (0, 0), *[(0, m - n) for m, n in zip(qmax, y.shape[2:])])).cast(x.dtype))
+  # (phases in row-major order of r) -> (bs, c, q0, s0, q1, s1, ...) -> (bs, c, q0*s0, ...), cut to the output size
+  st = phases[0].stack(*phases[1:], dim=2).reshape(x.shape[0], groups * rcout, *s_, *qmax)
+  st = st.permute(0, 1, *flatten((2 + nd + i, 2 + i) for i in range(nd))).reshape(x.shape[0], groups * rcout, *[m * s for m, s in zip(qmax, s_)])
+  out = st.shrink(((0, st.shape[0]), (0, st.shape[1]), *[(0, o) for o in outs]))
+  return out if bias is None else out + bias.reshape(1, -1, *[1] * nd)
+
 class ConvMixin(ReduceMixin):
   __slots__ = ()
 
@@ -262,12 +307,15 @@ class ConvMixin(ReduceMixin):
     # the equivalent conv: flipped, in/out-swapped weight over the input with s-1 zeros between elements
     w = weight.reshape(groups, cin // groups, rcout, *k_).transpose(1, 2).reshape(groups * rcout, cin // groups, *k_).flip(*range(2, 2 + nd))
     x = self
+    pairs_in = _pad_pairs(padding, nd)
+    if any(s > 1 for s in s_) and all(d == 1 for d in d_) and _phases_pay(self.shape, weight.shape, s_):
+      return _conv_transpose_phases(self, weight, bias, groups, s_, pairs_in, op_)
     if any(s > 1 for s in s_):
       lead = x.shape[:2]
       x = x.reshape(*lead, *flatten((i, 1) for i in x.shape[2:])).pad(((0, 0), (0, 0), *flatten(((0, 0), (0, s - 1)) for s in s_)))
       x = x.reshape(*lead, *[i * s for i, s in zip(self.shape[2:], s_)]).shrink(((0, lead[0]), (0, lead[1]),
                                                                                 *[(0, (i - 1) * s + 1) for i, s in zip(self.shape[2:], s_)]))
-    pairs = [(d * (k - 1) - pb, d * (k - 1) - pa + op) for (pb, pa), k, d, op in zip(_pad_pairs(padding, nd), k_, d_, op_)]
+    pairs = [(d * (k - 1) - pb, d * (k - 1) - pa + op) for (pb, pa), k, d, op in zip(pairs_in, k_, d_, op_)]
     return x.conv2d(w, bias, groups, 1, d_, flatten(reversed(pairs)))
 
   # ---- resampling
