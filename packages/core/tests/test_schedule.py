@@ -217,6 +217,15 @@ def test_assign_is_one_kernel():
   assert GlobalCounters.kernel_count == 0
 
 
+def test_reductions_padded_into_a_cat_get_buffers():
+  """Tensor.cat of two matmuls: each product is a kernel of its own and the cat copies them; fused into the cat's kernel,
+  every output ran both products' loops under a gate (13.8 ms against 0.18 for one 256^3 product on 2 cores)."""
+  a, b, c, d = inputs((64, 32), (32, 48), (64, 32), (32, 48))
+  kernels = [si.ast for si in Tensor.cat(a @ b, c @ d).schedule()]
+  assert all(sum(1 for n in k.toposort() if n.op is Ops.REDUCE) <= 1 for k in kernels)
+  with Context(PAD_REALIZES=0): assert n_kernels(Tensor.cat(a @ b, c @ d)) == 1
+
+
 def test_kernel_count_matches_work_on_training_step_graph():
   x, w = inputs((4, 3), (3, 2))
   w.requires_grad_()

@@ -237,6 +237,9 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
         ends.add(node)
         continue
       broadcast = user.op is Ops.EXPAND and prod(user.shape) != prod(node.shape)
+      # padded wider (a piece of a cat): inline, every output of the wider kernel would run the reduction's loop under a gate
+      # (two 256^3 matmuls concatenated: 13.8 ms in one kernel, against 0.18 for one of them alone)
+      if PAD_REALIZES.value and user.op is Ops.PAD and prod(user.shape) > prod(node.shape): return None
       if user.op is Ops.REDUCE_AXIS and nest and _nests(red, user):
         ends.add(user)  # a sum nested in this one goes where this one goes
         continue
@@ -253,6 +256,7 @@ def _fuses_into_one_kernel(red: UOp, consumers: dict[UOp, list[UOp]], realize: s
   return outputs if len(ends) <= 1 else None
 
 
+PAD_REALIZES = ContextVar("PAD_REALIZES", 1)  # 0: a reduction fuses through a pad into the wider kernel (the A/B switch)
 NESTED_SUMS = ContextVar("NESTED_SUMS", 1)  # 0: a sum of sums always gets a buffer between them (the A/B switch)
 NEST_MAX_INNER = 256  # the longest inner sum that nests: a quantization block (32 or 256 weights), not a matmul's reduction
 _LINEAR = (Ops.MUL, Ops.ADD, Ops.CAST, Ops.RESHAPE, Ops.PERMUTE)
