@@ -498,6 +498,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     _check_kwargs("linspace", kwargs)
     if steps < 0: raise InvalidArgumentError(f"linspace needs steps >= 0, got {steps}")
     dt = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
+    if dt == dtypes.bool: raise InvalidDTypeError("linspace with dtype=bool is not supported (torch and tinygrad raise too): use a numeric dtype and compare")
     if steps == 1: return Tensor.full((1,), start, dtype=dt, **kwargs)
     idx = Tensor.arange(steps, dtype=dtypes.float32, device=kwargs.get("device"))
     return (start + idx * ((stop - start) / max(steps - 1, 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))

@@ -82,7 +82,7 @@ def _ceil_pairs(i_: Sequence[int], pairs: Pairs, k_: Sequence[int], s_: Sequence
     span, ke = i + pb + pa, d * (k - 1) + 1
     o = -(-(span - ke) // s) + 1
     if (o - 1) * s >= i + pb: o -= 1
-    out.append((pb, pa + max(0, (o - 1) * s + ke - span)))
+    out.append((pb, pa + (o - 1) * s + ke - span))  # negative (less padding) when the last window would start in it
   return out
 
 
@@ -197,7 +197,7 @@ def _conv_transpose_phases(x: Any, weight: Any, bias: Any, groups: int, s_: Sequ
     else:
       sub = w.shrink(((0, w.shape[0]), (0, w.shape[1]), *[(ci, k) for ci, k in zip(c, k_)]))
       if any(s > 1 for s in s_): sub = sub[(slice(None), slice(None), *[slice(None, None, s) for s in s_])]
-      sub = sub.flip(*range(2, 2 + nd))
+      sub = sub.flip(*range(2, 2 + nd)).contiguous()  # (small) read by every output: its slicing's index math computed once
       t_ = [(ri + pb - ci) // s for ri, (pb, _), ci, s in zip(r, pads, c, s_)]
       lo = [j - 1 - t for j, t in zip(taps, t_)]
       hi = [qi - i - left + j - 1 for qi, i, left, j in zip(q, x.shape[2:], lo, taps)]

@@ -123,6 +123,38 @@ def _pow_gradient(out: TensorT, base: TensorT, ex: TensorT | builtins.float) -> 
   return out
 
 
+def _split(x: TensorT) -> tuple[TensorT, TensorT]:
+  """x = hi + lo exactly, each with at most half of the mantissa's bits (so hi * hi etc. are exact): hi is x with the low
+  mantissa bits cleared (Veltkamp's x * 4097 would overflow near the top of the range). hi carries no gradient, lo all of it."""
+  ints, low = (dtypes.int64, (1 << 27) - 1) if x.dtype == dtypes.float64 else (dtypes.int32, (1 << 12) - 1)
+  hi = (x.detach().bitcast(ints) & ~low).bitcast(x.dtype)
+  return hi, x - hi
+
+
+def _float_bits(dt: DType) -> tuple[DType, int, int]:
+  """(the int dtype of dt's bits, its mantissa bits, its exponent bias) for float32 and float64."""
+  return (dtypes.int64, 52, 1023) if dt == dtypes.float64 else (dtypes.int32, 23, 127)
+
+
+def _exponent(x: TensorT) -> TensorT:
+  """The biased exponent field of |x| (an int; 0 for zero and subnormals, the maximum for inf and NaN)."""
+  ints, mant, _ = _float_bits(x.dtype)
+  return (x.detach().bitcast(ints) >> mant) & (2 * _float_bits(x.dtype)[2] + 1)
+
+
+def _pow2(k: TensorT, like: TensorT) -> TensorT:
+  """2.0 ** k in like's float dtype, for int k in [0, bias]: built from its bits, exactly."""
+  ints, mant, bias = _float_bits(like.dtype)
+  return ((k.cast(ints) + bias) << mant).bitcast(like.dtype)
+
+
+def _product_error(a: TensorT, b: TensorT, p: TensorT) -> TensorT:
+  """a * b - p exactly, for p = a * b rounded (Dekker's two-product, no FMA needed)."""
+  ah, al = _split(a)
+  bh, bl = _split(b)
+  return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
 def _int_pow(x: TensorT, n: int) -> TensorT:
   """x ** n for a Python int n, by square and multiply (exact for ints, a few ulps for floats)."""
   if n == 0:  # 1 everywhere (NaN ** 0 too); the branch through x carries a zero gradient
@@ -181,6 +213,18 @@ class ElementwiseMixin(TensorBase):
     x, y = self._broadcasted(other, reverse)
     return x._alu(op, y)
 
+  def _floating(self) -> Self:
+    """self, or for ints and bools self cast to the default float: for float-valued functions whose formula would
+    overflow or wrap in an int dtype."""
+    return self if dtypes.is_float(self.dtype) else self.cast(least_upper_float(self.dtype))
+
+  def _float_pair(self, other: Self | ConstType) -> tuple[Self, Self]:
+    """self and other broadcast together, in a float dtype (the promoted one, else the default float): for float-valued
+    functions of two arguments. A scalar next to an int tensor would take (and wrap into) its dtype: the tensor becomes
+    float first."""
+    a, b = self._broadcasted(other) if isinstance(other, type(self)) else self._floating()._broadcasted(other)
+    return a._floating(), b._floating()
+
   def _work(self) -> tuple[Self, DType]:
     """(self in the float dtype the math runs in, the float dtype of the result): halves and fp8 compute in float32."""
     out = least_upper_float(self.dtype)
@@ -203,12 +247,17 @@ class ElementwiseMixin(TensorBase):
   def div(self, x: Self | ConstType, reverse: bool = False, rounding_mode: str | None = None) -> Self:
     """True division (ints give the default float); rounding_mode "trunc" rounds toward zero, "floor" toward -inf (ints stay ints)."""
     if rounding_mode not in (None, "trunc", "floor"): raise RuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    if rounding_mode is None and not isinstance(x, type(self)) and not dtypes.is_float(self.dtype):
+      # true division of an int tensor and a Python number is float: the number must not wrap into the int dtype first
+      # (int8 / 65536 divided by 0), as torch and tinygrad
+      return self.cast(least_upper_float(self.dtype)).div(x, reverse)
     a, b = self._broadcasted(x, reverse)
     if rounding_mode is not None and (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
       if a.dtype == dtypes.bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
       q = a._alu(Ops.IDIV, b)
       if rounding_mode == "trunc" or dtypes.is_unsigned(a.dtype): return q
-      return (q * b).ne(a).logical_and((a < 0).ne(b < 0)).where(q - 1, q)
+      # floor: one less where the C quotient was rounded up (a remainder, signs differ); x // 0 stays 0, as x % 0 is 0
+      return ((q * b).ne(a) & (a < 0).ne(b < 0) & b.ne(0)).where(q - 1, q)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     q = a._alu(Ops.FDIV, b)
     return q if rounding_mode is None else q.trunc() if rounding_mode == "trunc" else q.floor()
@@ -225,12 +274,27 @@ class ElementwiseMixin(TensorBase):
   def _fmod(self, b: Self) -> Self:
     a: Self = self
     if dtypes.is_int(a.dtype): return a._alu(Ops.MOD, b)
-    if a.dtype == dtypes.bool: raise RuntimeError("remainder is not supported for bools")
-    r = a - (a / b).trunc() * b
+    if a.dtype == dtypes.bool: raise RuntimeError("remainder is not supported for bools (torch raises too): cast to an int dtype first, x.int() % y")
+    out = a.dtype
+    if out.itemsize < 4: a, b = a.cast(dtypes.float32), b.cast(dtypes.float32)  # halves: exact in float32
+    # exact, as C's fmod: each round takes r modulo |b| * 2**k, k chosen so that the quotient q stays below 2**22 (so it
+    # is exact) and r - q * (|b| * 2**k) is computed exactly (the product as p + e: Dekker, no FMA needed). Each round
+    # removes 22 bits of the exponent gap, three reach 2**66 (all of float16's range). a - trunc(a/b)*b rounded the
+    # product: 65536 % 2.122 was off by 3e-4, 1e10 % -6 by 250
+    r, bb = a, b.abs()
+    for _ in range(3):
+      k = (_exponent(r) - _exponent(bb) - 22).maximum(0)
+      bk = bb * _pow2(k // 2, bb) * _pow2(k - k // 2, bb)  # exact: a power of two (two factors: k may pass the exponent range)
+      q = (r / bk).trunc()
+      p = q * bk
+      r = (r - p) - _product_error(q, bk, p)
     # a/b rounded to an integer from the wrong side: move r by |b| toward the sign of a
-    step = (a < 0).where(-b.abs(), b.abs())
+    step = (a < 0).where(-bb, bb)
     r = (r.ne(0) & (r < 0).ne(a < 0)).where(r + step, r)
-    return (r.abs() >= b.abs()).where(r - step, r)
+    r = (r.abs() >= bb).where(r - step, r)
+    r = (r.abs() >= bb).where(math.nan, r)  # |a/b| beyond 2**66 (float32/64 only): not reduced in three rounds
+    r = (b.isinf() & a.isfinite()).where(a, r)  # x % +-inf is x (the product above is 0 * inf)
+    return r.eq(0).where(a._signbit().where(-0.0, 0.0), r).cast(out)  # a zero remainder has the sign of a
 
   def mod(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Python's %: the remainder has the sign of the divisor (a - floor(a/b)*b)."""
@@ -293,7 +357,7 @@ class ElementwiseMixin(TensorBase):
 
   def lerp(self, end: Self | ConstType, weight: Self | ConstType) -> Self:
     """self + (end - self) * weight, evaluated from the nearer end so that weight 0 and 1 give self and end exactly."""
-    a, e = self._broadcasted(end)
+    a, e = self._float_pair(end)  # ints compute in float: end - self would wrap (uint8)
     d = e - a
     if isinstance(weight, type(self)): w = weight
     else: w = type(self)(weight, device=self.device, dtype=a.dtype if dtypes.is_float(a.dtype) else dtypes.default_float)
@@ -323,6 +387,7 @@ class ElementwiseMixin(TensorBase):
 
   def isclose(self, other: Self | ConstType, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Self:
     """|self - other| <= atol + rtol * |other| elementwise (infinities are close only to themselves)."""
+    if _outside(self, other): return self.cast(dtypes.float32).isclose(other, rtol, atol, equal_nan)  # a scalar the dtype can't hold doesn't wrap
     a, b = self._broadcasted(other)
     close = a.eq(b)
     if dtypes.is_float(a.dtype): close = close | ((a - b).abs() <= atol + rtol * b.abs()) & a.isfinite() & b.isfinite()
@@ -347,10 +412,11 @@ class ElementwiseMixin(TensorBase):
     return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.XOR, type(self)(-1, device=self.device, dtype=self.dtype).expand(self.shape))
 
   def _shift(self, op: Ops, x: Self | int, reverse: bool) -> Self:
-    if not isinstance(x, type(self)) and (not isinstance(x, int) or isinstance(x, bool) or (x < 0 and not reverse)):
+    if not isinstance(x, type(self)) and (not isinstance(x, int) or (x < 0 and not reverse)):
       raise RuntimeError(f"shift amount must be a non-negative int or an int Tensor, got {x!r}")
+    if isinstance(x, bool) and self.dtype != dtypes.bool: x = int(x)  # True shifts by 1 (tinygrad); bool by bool raises below
     a, b = self._broadcasted(x, reverse)
-    if not dtypes.is_int(a.dtype): raise RuntimeError(f"shifts are not supported for {a.dtype!r}: they need ints")
+    if not dtypes.is_int(a.dtype): raise RuntimeError(f"shifts are not supported for {a.dtype!r}: they need ints (cast with .int() first)")
     return a._alu(op, b)
   def lshift(self, x: Self | int, reverse: bool = False) -> Self: return self._shift(Ops.SHL, x, reverse)
   def rshift(self, x: Self | int, reverse: bool = False) -> Self:
@@ -591,7 +657,7 @@ class ElementwiseMixin(TensorBase):
     """|self| with the sign bit of other (so -0.0 counts as negative). Ints stay ints, as in tinygrad (torch gives floats);
     abs and the negation wrap like C (a uint8 made negative is 256 - x)."""
     a, b = self._broadcasted(other)
-    if a.dtype == dtypes.bool: a, b = a.cast(dtypes.default_int), b.cast(dtypes.default_int)
+    if a.dtype == dtypes.bool: return a  # bool with bool (a bool has no sign) stays bool, as in tinygrad
     if dtypes.is_int(a.dtype):  # (a scalar's sign is read before it is cast: uint8 and -1)
       if (v := _scalar(other)) is not None: return -a.abs() if v < 0 else a.abs()
       return (b < 0).where(-a.abs(), a.abs())
@@ -606,8 +672,8 @@ class ElementwiseMixin(TensorBase):
     return self.detach().bitcast({2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]) < 0
 
   def logaddexp(self, other: Self | ConstType) -> Self:
-    """log(exp(self) + exp(other)) without overflow."""
-    a, b = self._broadcasted(other)
+    """log(exp(self) + exp(other)) without overflow; ints and bools compute in float (a scalar -1 next to a uint8 is -1)."""
+    a, b = self._float_pair(other)
     m = a.maximum(b)
     m = m.isinf().where(0.0, m).detach()
     return ((a - m).exp() + (b - m).exp()).log() + m
@@ -681,15 +747,19 @@ class ElementwiseMixin(TensorBase):
   def hardtanh(self, min_val: builtins.float = -1, max_val: builtins.float = 1) -> Self:
     """Clamp to [min_val, max_val]; the gradient is 1 strictly inside, 0 at and beyond the edges."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
-  def hardswish(self) -> Self: return self * (self + 3).relu6() * (1 / 6)
+  def hardswish(self) -> Self:
+    x = self._floating()  # ints compute in float: x + 3 would wrap at the top of an int8
+    return x * (x + 3).relu6() * (1 / 6)
   def softplus(self, beta: builtins.float = 1.0) -> Self:
     """log(1 + exp(beta x)) / beta, computed as max(y, 0) + log1p(exp(-|y|)): exact for large |x|."""
     x, out = self._work()
     y = x * beta
     r = _pick(y > 0, y, lambda z: z + (-z).exp().log1p(), lambda z: z.exp().log1p(), 0.0, 0.0)
     return (r * (1 / beta)).cast(out)
-  def logsigmoid(self) -> Self: return -(-self).softplus()
-  def softsign(self) -> Self: return self / (1 + self.abs())
+  def logsigmoid(self) -> Self: return -(-self._floating()).softplus()  # (-x of a uint8 or bool isn't -x)
+  def softsign(self) -> Self:
+    x = self._floating()  # |int8 -128| wraps
+    return x / (1 + x.abs())
   def mish(self) -> Self: return self * self.softplus().tanh()
   def gelu(self, approximate: str = "tanh") -> Self:
     """GELU; approximate="tanh" (tinygrad's default) is written as x * sigmoid(2u) (= x/2 (1 + tanh u)) so that it is accurate

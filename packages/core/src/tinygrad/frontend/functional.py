@@ -31,6 +31,11 @@ def _one_hot(y: TensorT, n: int, dim: int) -> TensorT:
   return type(y).arange(n, dtype=dtypes.int32, device=y.device).reshape(shape).eq(y.cast(dtypes.int32))
 
 
+def _smoothed(picked: TensorT, log_probs: TensorT, dim: int, eps: float) -> TensorT:
+  """(1 - eps) * picked + eps * mean(log_probs): the mean only with smoothing (0 * -inf would be NaN)."""
+  return picked if eps == 0 else (1 - eps) * picked + eps * log_probs.mean(dim)
+
+
 def _logsigmoid(x: TensorT) -> TensorT:
   """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|."""
   return x.minimum(0) - (-x.abs()).exp().add(1).log()
@@ -121,11 +126,13 @@ class FunctionalMixin(ReduceMixin):
 
   # ---- normalization
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Self:
-    """x / max(||x||_p along dim, eps) (torch.nn.functional.normalize, tinygrad's Tensor.normalize)."""
-    a = self.abs()
+    """x / max(||x||_p along dim, eps) (torch.nn.functional.normalize, tinygrad's Tensor.normalize). Halves compute in
+    float32: a float16 square over- or underflows (60000 ** 2, 1e-6 ** 2) and eps is 0 in float16."""
+    x, out = self._work()
+    a = x.abs()
     norm = a.square().sum(dim, keepdim=True).sqrt() if p == 2 else a.max(dim, keepdim=True) if p == math.inf else \
       (a ** p).sum(dim, keepdim=True) ** (1 / p)
-    return self / norm.maximum(eps)
+    return (x / norm.maximum(eps)).cast(out)
 
   def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Self:
     y = self - self.mean(axis, keepdim=True)
@@ -163,9 +170,13 @@ class FunctionalMixin(ReduceMixin):
     if is_causal:
       if attn_mask is not None: raise InvalidArgumentError("attn_mask and is_causal=True can't both be set")
       attn_mask = _tril_mask(qk.shape[-2], qk.shape[-1], self)
-    if attn_mask is not None:
-      qk = qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)
-    return qk.cast(self.dtype).softmax(-1).dropout(dropout_p) @ value
+    if attn_mask is None: return qk.cast(self.dtype).softmax(-1).dropout(dropout_p) @ value
+    qk = (qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)).cast(self.dtype)
+    # a row masked everywhere attends to nothing: weights 0, not NaN (torch's safe softmax, since 2.5); its softmax runs on
+    # zeros, so that no NaN reaches the gradient either
+    dead = qk._amax(-1, True).eq(-math.inf)
+    weights = dead.where(0.0, dead.where(0.0, qk).softmax(-1))
+    return weights.dropout(dropout_p) @ value
 
   # ---- losses
   def binary_crossentropy(self, Y: Self, reduction: str = "mean") -> Self:
@@ -182,8 +193,10 @@ class FunctionalMixin(ReduceMixin):
     if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     log_probs = self.log_softmax(-1)
     mask = Y.ne(ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
-    picked = (log_probs * _one_hot(Y, self.shape[-1], -1)).sum(-1)
-    per = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(-1)) * mask
+    # picked and masked with where(), not by multiplying with 0/1: a -inf log-probability of another class (or in an ignored
+    # row) must not make 0 * -inf = NaN (torch picks)
+    picked = _one_hot(Y, self.shape[-1], -1).where(log_probs, 0).sum(-1)
+    per = mask.where(-_smoothed(picked, log_probs, -1, label_smoothing), 0)
     return per.sum() / mask.sum() if reduction == "mean" else per.sum() if reduction == "sum" else per
 
   def cross_entropy(self, Y: Self, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100) -> Self:
@@ -196,8 +209,8 @@ class FunctionalMixin(ReduceMixin):
     if self.shape == Y.shape:  # class probabilities
       return _reduce(-(log_probs * ((1 - label_smoothing) * Y + label_smoothing / n)).sum(cdim), reduction)
     mask = Y.ne(ignore_index)
-    picked = (log_probs * _one_hot(Y, n, cdim)).sum(cdim)
-    per = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(cdim)) * mask
+    picked = _one_hot(Y, n, cdim).where(log_probs, 0).sum(cdim)  # where(), not * 0/1: see sparse_categorical_crossentropy
+    per = mask.where(-_smoothed(picked, log_probs, cdim, label_smoothing), 0)
     return per.sum() / mask.sum() if reduction == "mean" else per.sum() if reduction == "sum" else per
 
   def nll_loss(self, Y: Self, weight: Self | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Self:
@@ -205,8 +218,8 @@ class FunctionalMixin(ReduceMixin):
     if reduction not in REDUCTIONS: raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     cdim = 0 if self.ndim == 1 else 1
     hot = _one_hot(Y, self.shape[cdim], cdim if self.ndim > 1 else 0)
+    if ignore_index is not None: hot = hot & Y.ne(ignore_index).unsqueeze(cdim)
     w = hot.cast(self.dtype) if weight is None else hot.where(weight.reshape(-1, *[1] * (self.ndim - cdim - 1)), 0.0)
-    if ignore_index is not None: w = w * Y.ne(ignore_index).unsqueeze(cdim)
-    nll = -(self * w).sum(cdim)
+    nll = -hot.where(self * w, 0).sum(cdim)  # picked with where(): another class's -inf doesn't make 0 * -inf = NaN (torch)
     if reduction == "mean" and weight is None and ignore_index is None: return nll.mean()  # an out-of-range label counts as 0 (tinygrad)
     return nll.sum() / w.sum() if reduction == "mean" else _reduce(nll, reduction)

@@ -305,6 +305,7 @@ class IndexingMixin(ReduceMixin):
   # ---- masks
   def masked_fill(self, mask: Self, value: Self | ConstType) -> Self:
     """self with value where mask is True."""
+    if mask.dtype != dtypes.bool: raise InvalidDTypeError(f"masked_fill needs a bool mask, got {mask.dtype!r} (torch and tinygrad raise too): pass mask != 0")
     return mask.where(value, self)
 
   def masked_select(self, mask: Self, size: int | None = None, fill_value: ConstType = 0) -> Self:

@@ -127,7 +127,8 @@ class ReduceMixin(MovementMixin):
 
   # ---- softmax family
   def _softmax_parts(self, axis: int, dtype: DType | str | None) -> tuple[Self, Self, Self]:
-    x = self.cast(to_dtype(dtype)) if dtype is not None else self
+    # ints and bools compute in float: x - max in their own dtype wraps (uint8) or is a XOR (bool)
+    x = self.cast(to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype))
     # the stabilizing max, unchecked: over an empty axis softmax is empty and logsumexp -inf (torch), not max's error
     m = x - x._amax(axis, True).detach()
     e = m.exp()
@@ -138,16 +139,17 @@ class ReduceMixin(MovementMixin):
     # divide on a CPU); softmax over 1024-column rows on the H200 ran at 0.67x torch with it, log_softmax at 1.0x
     return e * s.reciprocal()
   def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
-    """softmax of -x (torch.nn.functional.softmin, tinygrad's Tensor.softmin)."""
-    return (-self).softmax(axis, dtype)
+    """softmax of -x (torch.nn.functional.softmin, tinygrad's Tensor.softmin); ints and bools are negated as floats."""
+    return (-self.cast(to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype))).softmax(axis)
   def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
     m, _, s = self._softmax_parts(axis, dtype)
     return m - s.log()
   def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self:
-    """log(sum(exp(x))) without overflow; all -inf gives -inf, any +inf gives +inf."""
-    m = self._amax(axis, True)  # unchecked, as in _softmax_parts
+    """log(sum(exp(x))) without overflow; all -inf gives -inf, any +inf gives +inf. Ints and bools compute in float."""
+    x = self.cast(least_upper_float(self.dtype))
+    m = x._amax(axis, True)  # unchecked, as in _softmax_parts
     m = m.isinf().where(0, m).detach()
-    out = (self - m).exp().sum(axis, keepdim=True).log() + m
+    out = (x - m).exp().sum(axis, keepdim=True).log() + m
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in self._reduce_axes(axis)))
 
   # ---- arg reductions (not differentiable: they return int32 indices)
