@@ -397,6 +397,9 @@ def _contiguous_shared_operand(ast: UOp) -> UOp | None:
   biggest = max(_buffer_bytes(ld) for ld in loads)
   big = [ld for ld in loads if 2 * _buffer_bytes(ld) >= biggest]
   if biggest == 0: return None
+  reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
+  if not reds: return None
+  inner = max(reds, key=lambda r: r.arg[0])
   if len(bufs := {ld.src[0].src[0] for ld in big}) > 1:
     # two big inputs (a few vectors times a small quantized matrix): reuse the one with the narrowest elements, packed data that
     # each load has to decode, so decoding it once serves several outputs
@@ -408,17 +411,13 @@ def _contiguous_shared_operand(ast: UOp) -> UOp | None:
       # doesn't move with the rows. Register-blocked instead, each step gathered 16 of W's rows a float at a time: 128x784 @
       # (256x784).T 13 -> 154 GFLOP/s, 128x784 @ (128x784).T 25 -> 142 (2 cores). Below SHARED_MIN_K the short rows ran slower
       # this way (128x256 @ (128x256).T 23 -> 17 GFLOP/s)
-      reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
-      if not reds or (range_size(max(reds, key=lambda r: r.arg[0])) or 0) < SHARED_MIN_K: return None
+      if (range_size(inner) or 0) < SHARED_MIN_K: return None
       big = [ld for ld in big if _buffer_bytes(ld) == biggest]
       if len(tied := {ld.src[0].src[0] for ld in big}) > 1:
         first = min((r for r in ranges_of(ast).values() if r.arg[1] == "global"), key=lambda r: r.arg[0], default=None)
         keep = [b for b in tied if all(first not in ld.toposort() for ld in big if ld.src[0].src[0] is b)]
         if len(keep) != 1: return None
         big = [ld for ld in big if ld.src[0].src[0] is keep[0]]
-  reds = [r for r in ranges_of(ast).values() if r.arg[1] == "reduce"]
-  if not reds: return None
-  inner = max(reds, key=lambda r: r.arg[0])
   strides = [_index_stride(ld, inner) for ld in big]  # 0: a per-row scale of a quantized W, loaded once per block
   if any(st not in (0, 1) for st in strides) or 1 not in strides: return None
   used = {n for ld in big for n in ld.toposort() if n.op is Ops.RANGE}

@@ -203,7 +203,7 @@ def _conv_transpose_phases(x: Any, weight: Any, bias: Any, groups: int, s_: Sequ
       hi = [qi - i - left + j - 1 for qi, i, left, j in zip(q, x.shape[2:], lo, taps)]
       xp = x.pad(((0, 0), (0, 0), *[(max(a, 0), max(b, 0)) for a, b in zip(lo, hi)]))
       xp = xp.shrink(((0, xp.shape[0]), (0, xp.shape[1]), *[(max(-a, 0), n - max(-b, 0)) for a, b, n in zip(lo, hi, xp.shape[2:])]))
-      y = xp.conv2d(sub, None, groups).contiguous()  # a kernel each: fused through the interleave every output ran all four
+      y = xp.conv2d(sub, None, groups)  # a kernel each: padded into the interleave, it gets a buffer (kernelize.PAD_REALIZES)
     phases.append(y.pad(((0, 0), (0, 0), *[(0, m - n) for m, n in zip(qmax, y.shape[2:])])).cast(x.dtype))
   # (phases in row-major order of r) -> (bs, c, q0, s0, q1, s1, ...) -> (bs, c, q0*s0, ...), cut to the output size
   st = phases[0].stack(*phases[1:], dim=2).reshape(x.shape[0], groups * rcout, *s_, *qmax)
