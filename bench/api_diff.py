@@ -63,8 +63,9 @@ def dump() -> dict[str, Any]:
   for modname, mod in (("nn", nn), ("nn.optim", optim), ("nn.state", state)):
     surface[modname] = {}
     for n, v in vars(mod).items():
-      # what the module defines (not what it imports), plus the layers nn re-exports from submodules
-      if n.startswith("_") or inspect.ismodule(v) or not getattr(v, "__module__", "").startswith(mod.__name__): continue
+      # what the module defines or lists in __all__ (not what it merely imports), plus the layers nn re-exports from submodules
+      exported = getattr(v, "__module__", "").startswith(mod.__name__) or n in getattr(mod, "__all__", ())
+      if n.startswith("_") or inspect.ismodule(v) or not exported: continue
       if not (inspect.isclass(v) or inspect.isfunction(v)): continue
       surface[modname][n] = {"kind": type(v).__name__, "sig": _sig(v.__init__ if inspect.isclass(v) else v)}
       if inspect.isclass(v):

@@ -30,7 +30,7 @@ from tinygrad.helpers import DEBUG, GlobalCounters, prod, round_up
 from tinygrad.schedule.kernelize import is_contiguous_buffer
 from tinygrad.tensor import Tensor
 
-__all__ = ["disk_file", "SafetensorsError", "TorchLoadError", "safe_load", "safe_save", "safe_load_metadata", "get_state_dict", "get_parameters", "load_state_dict", "torch_load"]
+__all__ = ["disk_file", "TensorIO", "accept_filename", "zip_extract", "tar_extract", "SafetensorsError", "TorchLoadError", "safe_load", "safe_save", "safe_load_metadata", "get_state_dict", "get_parameters", "load_state_dict", "torch_load"]
 
 FileLike = Tensor | str | os.PathLike
 
@@ -94,9 +94,9 @@ class _RawReader(io.RawIOBase):
     self.pos = max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.src.size}[whence] + offset)
     return self.pos
 
-  def readinto(self, b: Any) -> int:
-    data = self.src.read(self.pos, len(b))
-    memoryview(b).cast("B")[:len(data)] = data
+  def readinto(self, buffer: Any) -> int:
+    data = self.src.read(self.pos, len(buffer))
+    memoryview(buffer).cast("B")[:len(data)] = data
     self.pos += len(data)
     return len(data)
 
@@ -111,6 +111,17 @@ def _short(x: Any) -> str:
 
 
 def _name(fn: FileLike) -> str: return str(fn) if not isinstance(fn, Tensor) else f"the tensor {fn}"
+
+
+def _stored_entry_offset(src: _Source, info: zipfile.ZipInfo, name: str, error: type[Exception]) -> int:
+  """Where an uncompressed zip entry's bytes start in the file (after its local header, whose lengths may differ from
+  the central directory's)."""
+  local = src.read(info.header_offset, 30)
+  if local[:4] != b"PK\x03\x04": raise error(f"{name}: bad zip local header for {info.filename}")
+  name_len, extra_len = struct.unpack("<HH", local[26:30])
+  at = info.header_offset + 30 + name_len + extra_len
+  if at + info.file_size > src.size: raise error(f"{name} is truncated: zip entry {info.filename} ends past the end of the file")
+  return at
 
 
 # ---- safetensors
@@ -475,12 +486,7 @@ class _TorchFile:
     if (info := self.entries.get(key)) is None: raise TorchLoadError(f"{self.name}: no data for storage {key}")
     if info.file_size < need: return info.file_size
     if info.compress_type == zipfile.ZIP_STORED:
-      local = self.src.read(info.header_offset, 30)
-      if local[:4] != b"PK\x03\x04": raise TorchLoadError(f"{self.name}: bad zip local header for {info.filename}")
-      name_len, extra_len = struct.unpack("<HH", local[26:30])
-      at = info.header_offset + 30 + name_len + extra_len
-      if at + info.file_size > self.src.size: raise TorchLoadError(f"{self.name} is truncated: zip entry {info.filename} ends past the end of the file")
-      self.data_at[key] = (at, info.file_size)
+      self.data_at[key] = (_stored_entry_offset(self.src, info, self.name, TorchLoadError), info.file_size)
       return info.file_size
     # compressed (not written by torch): decompress only as far as the tensors need
     if key not in self.data_bytes or len(self.data_bytes[key]) < need:
@@ -624,3 +630,7 @@ def _load_legacy(tf: _TorchFile, f: io.BufferedReader) -> Any:
   # pass 2: the same pickle, now making tensors
   f.seek(main_at)
   return _Unpickler(f, tf.name, tf.tensor).load()
+
+
+# tinygrad's archive helpers live in their own module and are reached from here as in tinygrad (imported last: they build on _Source)
+from tinygrad.nn.archive import TensorIO, accept_filename, tar_extract, zip_extract  # noqa: E402
