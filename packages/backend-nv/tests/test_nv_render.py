@@ -139,6 +139,18 @@ def test_ptx_float_ops_are_not_contracted() -> None:
   assert "mul.rn.f32" in src and "add.rn.f32" in src and "fma" not in src
 
 
+def test_ptx_negative_zero_is_its_own_constant() -> None:
+  # -0.0 == 0.0 in Python: one register for both made fmod's signed zero remainder +0.0 on CUDA:PTX
+  p = Prog()
+  out, a = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32)
+  r = p.loop(p.const(dtypes.int32, 4))
+  x = p.load(a, r)
+  zero = p.alu(Ops.WHERE, p.alu(Ops.CMPLT, x, p.const(dtypes.float32, 0.0)), p.const(dtypes.float32, -0.0), p.const(dtypes.float32, 0.0))
+  p.end(r, p.store(out, r, zero))
+  src = PTXRenderer().render("k", p.uops)
+  assert "0f80000000" in src and "0f00000000" in src
+
+
 def test_ptx_sm75_bf16_without_cvt() -> None:
   src = PTXRenderer(Target("CUDA", "PTX", "sm_75")).render("k", _kernel_prog().uops)
   assert "cvt.rn.bf16" not in src

@@ -11,8 +11,10 @@ from tinygrad.workers import parallel_workers
 def _program_and_values(seed: int) -> tuple[Tensor, np.ndarray]:
   rng = np.random.default_rng(seed)
   a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 9)).astype(np.float32)
-  out = (Tensor(a) @ Tensor(b)).relu().exp().sum(0) + Tensor(a).max(1).sum() * seed  # 4+ kernels, new for each seed
-  return out, np.exp(np.maximum(a @ b, 0)).sum(0) + a.max(1).sum() * seed
+  # 5+ kernels on every renderer (CUDA fuses more than the CPU does), new for each seed; the pool takes 4 or more
+  out = (Tensor(a) @ Tensor(b)).relu().exp().sum(0) + Tensor(a).max(1).sum() * seed + (Tensor(b) @ Tensor(b).T).exp().sum(1)[:9].sqrt()
+  out = out + (Tensor(a).T @ Tensor(a)).max(0)[:9]
+  return out, np.exp(np.maximum(a @ b, 0)).sum(0) + a.max(1).sum() * seed + np.sqrt(np.exp(b @ b.T).sum(1)[:9]) + (a.T @ a).max(0)[:9]
 
 
 def _new_runners(fn) -> dict:

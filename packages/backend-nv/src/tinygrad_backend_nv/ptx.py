@@ -220,7 +220,8 @@ class _Kernel:
 
   def const(self, v: object, dt: DType) -> str:
     """A register holding constant v (materialized once per loop scope, where it dominates every later use)."""
-    key = (v if not (isinstance(v, float) and math.isnan(v)) else "nan", dt)
+    # floats by repr: -0.0 == 0.0 in Python but not in the register (a zero remainder keeps its sign), and nan != nan
+    key = (repr(v) if isinstance(v, float) else v, dt)
     for scope in reversed(self.consts):
       if key in scope: return scope[key]
     reg = self.new_for(dt)
