@@ -158,6 +158,22 @@ def test_cpu_threads_only_split_an_even_outer_loop():
   assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(even, threads=2)
 
 
+def test_cpu_upcasts_the_loop_that_picks_a_piece():
+  """A stack of 16 crops (bench/programs/dataaug.py) gates every crop's load on the batch index: upcast by 8, each lane's
+  index is a constant and all gates but one fold away (0.7 ms -> 56 us). A cat of two pieces (rope's halves) is left alone."""
+  with Context(DEV="PYTHON"):
+    x = Tensor.empty(16, 3, 20, 20)
+    crops = _ast_of(Tensor.stack(*[x[i, :, i % 5:i % 5 + 16, (3 * i) % 5:(3 * i) % 5 + 16] for i in range(16)]))
+    halves = _ast_of(Tensor.empty(4, 64)[:, :32].cat(Tensor.empty(4, 64)[:, 32:] * 2, dim=1))
+  assert hand_coded_opts(crops) == [Opt(OptOps.UPCAST, axis_of(crops, "global"), 8)]
+  assert not any(o.op is OptOps.UPCAST for o in hand_coded_opts(halves))
+  with Context(BRANCH_UPCAST=0): assert hand_coded_opts(crops) == []
+  if Device.DEFAULT != "NULL":  # and the upcast kernel picks the right crops
+    a = np.arange(16 * 3 * 20 * 20, dtype=np.float32).reshape(16, 3, 20, 20)
+    got = Tensor.stack(*[Tensor(a)[i, :, i % 5:i % 5 + 16, (3 * i) % 5:(3 * i) % 5 + 16] for i in range(16)]).numpy()
+    np.testing.assert_array_equal(got, np.stack([a[i, :, i % 5:i % 5 + 16, (3 * i) % 5:(3 * i) % 5 + 16] for i in range(16)]))
+
+
 def test_cpu_few_vectors_thread_over_the_vectors_while_w_fits_in_cache():
   """32 vectors times W.T (an LLM's prefill chunk): the threads split the vectors (each thread reads all of W) when W is small
   enough to stay in a shared cache; a bigger W, or too little work to pay for starting threads, stays on one thread."""
