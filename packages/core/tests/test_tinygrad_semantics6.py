@@ -159,3 +159,28 @@ def test_linspace_bool_raises():
   with pytest.raises(TypeError, match="bool"):
     Tensor.linspace(0, 1, 3, dtype=dtypes.bool)
   assert Tensor.linspace(0, 1, 3, dtype=dtypes.int32).tolist() == [0, 0, 1]
+
+
+# ---- contiguous() of a tensor that already is a whole buffer is that buffer (torch and tinygrad 0.14: no copy, an assign
+# through either shows in both); clone() copies. Values from tinygrad 0.14 (CPU)
+def test_contiguous_of_a_buffer_aliases_and_clone_copies():
+  from tinygrad import GlobalCounters
+  x = Tensor([1.0, 2.0, 3.0]).realize()
+  GlobalCounters.reset()
+  y = x.contiguous().realize()
+  assert GlobalCounters.kernel_count == 0
+  y.assign(Tensor([4.0, 5.0, 6.0])).realize()
+  assert x.tolist() == [4.0, 5.0, 6.0] and y.tolist() == [4.0, 5.0, 6.0]
+  c = x.clone().realize()
+  c.assign(Tensor([7.0, 8.0, 9.0])).realize()
+  assert x.tolist() == [4.0, 5.0, 6.0] and c.tolist() == [7.0, 8.0, 9.0]
+  # a reshaped buffer too; a view that is not row-major (a transpose, a slice) is still copied
+  m = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+  r = m.reshape(4).contiguous()
+  t = m.T.contiguous().realize()
+  r.assign(Tensor([0.0, 0.0, 0.0, 1.0])).realize()
+  assert m.tolist() == [[0.0, 0.0], [0.0, 1.0]] and t.tolist() == [[1.0, 3.0], [2.0, 4.0]]
+  # gradients flow through it as through the identity
+  w = Tensor([2.0, 3.0], requires_grad=True).realize()
+  (w.contiguous() * w).sum().backward()
+  assert w.grad.tolist() == [4.0, 6.0]

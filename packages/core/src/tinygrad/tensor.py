@@ -277,7 +277,13 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if self.numel() != 1: raise InvalidArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.reshape(()).tolist()
 
-  def contiguous(self) -> Tensor: return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
+  def contiguous(self) -> Tensor:
+    """This tensor's values in row-major order in a buffer. A tensor that already is a whole buffer in that order is returned
+    as a view of the same memory, as in torch and tinygrad (no copy: an assign through either changes both); `clone()` copies."""
+    base = self.uop
+    while base.op is Ops.RESHAPE: base = base.src[0]  # a realized 2-D tensor is a reshape of its flat buffer
+    if base.op is Ops.BUFFER: return Tensor(self.uop, requires_grad=self.requires_grad)
+    return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
 
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
@@ -292,7 +298,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
 
   def clone(self, device: str | tuple[str, ...] | None = None) -> Tensor:
     """A copy in a buffer of its own (on `device` when given)."""
-    return (self.to(device) if device is not None else self).contiguous()
+    src = self.to(device) if device is not None else self
+    return Tensor(_unique_contiguous(src.uop), requires_grad=src.requires_grad)
 
   def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to device in place (tinygrad's to_)."""
