@@ -26,6 +26,9 @@ from tinygrad.uop.ops import Ops, UOp
 
 PACK_PANELS = ContextVar("PACK_PANELS", 1)  # 0: matmuls read B in place
 PACK_MIN_REDUCE = 256  # the reduction (K) at least this long: a short panel fits in L1 anyway
+# ... a transposed B (W.T) from a shorter one: there the register block would gather 16 of W's rows at each k, wherever they
+# sit in cache (2 cores: 512x512 @ (512x128).T 62 -> 247 GFLOP/s, 25088x128 @ (64x128).T 24 -> 309; K=256 ran 271 packed)
+PACK_MIN_REDUCE_T = ContextVar("PACK_MIN_REDUCE_T", 16)
 PACK_MIN_STRIDE = 256  # B's elements N at least this far apart along K (a narrower B is small enough to stay in L2)
 PACK_ALIGN = 512  # ... and a multiple of this many bytes apart (the lines of a panel share a few L1 sets)
 PACK_MIN_ROWS = 64     # rows of A (M) that reuse each packed panel: below that the copy costs more than it saves
@@ -141,7 +144,7 @@ def pack_panels(r: UOp) -> UOp | None:
   shape: tuple[int, ...] = x.shape
   reds = [a for a in r.arg[1] if shape[a] > 1]
   outs = [a for a in range(len(shape)) if a not in r.arg[1] and shape[a] > 1]
-  if len(reds) != 1 or not outs or shape[reds[0]] < PACK_MIN_REDUCE: return None
+  if len(reds) != 1 or not outs or shape[reds[0]] < min(PACK_MIN_REDUCE, PACK_MIN_REDUCE_T.value): return None
   k, j = reds[0], outs[-1]  # the reduction and the register block's loop (the innermost output loop)
   views = [_axis_strides(op) for op in x.src]
   for i, (base, steps) in enumerate(views):
@@ -149,7 +152,9 @@ def pack_panels(r: UOp) -> UOp | None:
     if views[1 - i][1][j] != 0: continue  # a doesn't move with j: each of its elements serves the whole register block
     # B = W.T (nn.Linear's x @ W.T): contiguous along k, its columns W's rows; the register block would read 16 of them per k
     transposed = abs(steps[k]) == 1 and abs(steps[j]) >= PANEL_WIDTH
+    if transposed and shape[k] < PACK_MIN_REDUCE_T.value: continue
     if not transposed:
+      if shape[k] < PACK_MIN_REDUCE: continue
       if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     if prod(shape[a] for a in outs if steps[a] == 0) < (PACK_MIN_ROWS_T if transposed else PACK_MIN_ROWS): continue
