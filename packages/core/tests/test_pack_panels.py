@@ -1,7 +1,7 @@
 """Panel packing of a matmul's transposed operand on CPU-style devices (schedule/pack.py): x @ W.T with W a realized buffer
 copies W into panels first (a kernel of its own) once the reduction is PACK_MIN_REDUCE_T (16) long, so the register block
-reads contiguous panels instead of gathering 16 of W's rows at every step (512x512 @ (512x128).T: 62 -> 247 GFLOP/s on 2
-cores). GPUs never pack."""
+reads contiguous panels instead of gathering 16 of W's rows at every step (2 cores: 512x512 @ (512x128).T 62 -> 247 GFLOP/s,
+128x256 @ (128x256).T 15 -> 86). GPUs never pack."""
 import numpy as np
 import pytest
 from tinygrad import Device, Tensor
@@ -15,11 +15,14 @@ pytestmark = pytest.mark.skipif(Device.DEFAULT.split(":")[0] not in ("CPU", "PYT
 def kernels(t: Tensor) -> int: return sum(1 for si in t.schedule() if si.ast.op is Ops.SINK)
 
 
-@pytest.mark.parametrize("k,packed", [(128, True), (16, True), (8, False)])
-def test_transposed_operand_is_packed_from_k_16(k: int, packed: bool):
+@pytest.mark.parametrize("rows,k,packed", [(256, 128, True), (256, 16, True), (256, 8, False), (16, 128, True), (8, 128, False),
+                                           (64, 576, False), (256, 576, True)])
+def test_transposed_operand_is_packed(rows: int, k: int, packed: bool):
+  """From a reduction of 16 with 256+ rows of x, from 16 rows where the reduction is shorter than 512 (longer ones with few
+  rows take the few-vectors form, codegen/heuristics.py, as fast without a copy); a matrix-vector product never."""
   rng = np.random.default_rng(k)
-  xs, ws = rng.standard_normal((256, k)).astype(np.float32), rng.standard_normal((64, k)).astype(np.float32)
+  xs, ws = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((64, k)).astype(np.float32)
   x, w = Tensor(xs).realize(), Tensor(ws).realize()
   assert kernels(x @ w.T) == (2 if packed else 1)
-  with Context(PACK_MIN_REDUCE_T=256): assert kernels(x @ w.T) == 1
+  with Context(PACK_MIN_REDUCE_T=1024): assert kernels(x @ w.T) == 1
   if Device.DEFAULT != "NULL": np.testing.assert_allclose((x @ w.T).numpy(), xs @ ws.T, rtol=1e-4, atol=1e-4)

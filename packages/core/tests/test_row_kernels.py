@@ -82,12 +82,13 @@ def test_where_the_rule_does_not_apply():
 def test_a_scale_on_a_matmul_as_wide_as_the_row_is_not_recomputed():
   """A norm's scale times a matmul's output (tinygrad.llm's rms_scale: (x * w) @ W.T * scale) broadcasts the scale to the
   matmul's shape, which equals the row's when W is square: the matmul varies along the row, so no row kernel (the scale would
-  be recomputed for every output); every kernel holds one reduction."""
+  be recomputed for every output); no kernel holds more than one reduction (a CPU's copy of W packed into panels, none)."""
   for t in (1, 64):
     x, w, W = Tensor.empty(1, t, 256), Tensor.empty(256), Tensor.empty(256, 256)
     scale = (x.square().mean(-1, keepdim=True) + 1e-6).rsqrt()
     items = (((x * w) @ W.T) * scale).schedule()
-    assert [sum(1 for n in si.ast.toposort() if n.op is Ops.REDUCE) for si in items] == [1] * len(items), t
+    reduces = [sum(1 for n in si.ast.toposort() if n.op is Ops.REDUCE) for si in items]
+    assert max(reduces) == 1 and sum(reduces) >= 2, (t, reduces)
 
 
 @pytest.mark.compile_only

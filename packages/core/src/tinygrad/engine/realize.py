@@ -91,7 +91,13 @@ def split_policy() -> SplitPolicy:
   """How the scheduler splits big reductions for the devices here (schedule/kernelize.py): the GPU split where the device's
   renderer is GPU-style, except rows that codegen's GROUP heuristic reduces in one kernel; tensor-core matmuls with few output
   tiles in K slices (schedule/split_k.py), as many as the renderer's compute units want."""
-  return SplitPolicy(_renders_for_gpu, bool(GROUP_REDUCE.value), GROUP_MAX_OUTPUTS, _matmul_split)
+  return SplitPolicy(_renders_for_gpu, bool(GROUP_REDUCE.value), GROUP_MAX_OUTPUTS, _matmul_split, _packs_panels)
+
+
+def _packs_panels(device: str) -> bool:
+  try: return not Device.renderer(device).tensor_cores
+  except Exception:  # noqa: BLE001  no renderer for this device (DISK...): as before, the rewrite finds no matmul to pack
+    return True
 
 
 def beam_width() -> int:

@@ -321,6 +321,9 @@ class SplitPolicy:
   group_max_outputs: int = 0
   # K slices for a matmul on a GPU device (schedule/split_k.py); 1: as it is
   matmul_split: Callable[[str, MatmulShape], int] = lambda device, shape: 1
+  # whether a CPU-style device's matmuls read packed copies (schedule/pack.py): not where tensor cores take them (PYTHON::sm_80
+  # emulates a GPU's with a CPU-style renderer)
+  packs: Callable[[str], bool] = lambda device: True
 
   def on_gpu(self, node: UOp) -> bool:
     """Whether `node` lives on a GPU-style device (a multi-device node: its first device)."""
@@ -364,7 +367,7 @@ def _rewrite_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   if _is_one_hot_select(r): return None  # a gather: collapse_one_hot makes it a direct load, whatever its size
   if policy.gpu(device) and (mm := matmul_shape(r)) is not None and (slices := policy.matmul_split(device, mm)) > 1: return split_k(r, slices)
   if (split := split_reduce(r, policy)) is not None: return split
-  return None if policy.gpu(device) else rewrite_cpu_reduce(r)
+  return None if policy.gpu(device) or not policy.packs(device) else rewrite_cpu_reduce(r)
 
 
 def _is_one_hot_select(r: UOp) -> bool:

@@ -1,6 +1,7 @@
 """Panel packing of a CPU matmul's shared operand: B, read by the register block 16 columns at a time down the whole
 reduction, is first copied (a kernel of its own) into panel order (..., N/w, K, w), so that the matmul kernel reads each panel
-as one contiguous run. A transposed B (x @ W.T, W's rows along K) is packed the same way when A has PACK_MIN_ROWS_T rows.
+as one contiguous run. A transposed B (x @ W.T, W's rows along K) is packed the same way when A has PACK_MIN_ROWS_T rows (PACK_MIN_ROWS_SHORT_K
+for a reduction shorter than PACK_SHORT_K).
 
 Why: in row-major B (K, N) the w columns of one panel are N elements apart from one k to the next. At N = 1024 or 2048 that
 stride is a multiple of 4 KiB, so every line of a panel falls in the same L1 set (8 ways for 1024 lines) and on a new page:
@@ -34,7 +35,13 @@ PACK_ALIGN = 512  # ... and a multiple of this many bytes apart (the lines of a 
 PACK_MIN_ROWS = 64     # rows of A (M) that reuse each packed panel: below that the copy costs more than it saves
 # ... for a transposed B (W.T): below this many rows the few-vectors form (codegen/heuristics.py: vectorized along K, W's rows
 # reused for 8 rows of x) is as fast without a copy (64x576 @ (1536x576).T: 136 GFLOP/s); 25088x256 @ (64x256).T ran 23.5
-PACK_MIN_ROWS_T = 256
+PACK_MIN_ROWS_T = ContextVar("PACK_MIN_ROWS_T", 256)
+# ... and from this many where the reduction is shorter than the few-vectors form takes (heuristics.SHARED_MIN_K, 512): there the
+# register block gathered W's rows (2 cores: 128x256 @ (128x256).T 15 -> 86 GFLOP/s, 128x256 @ (784x256).T 18 -> 150, 32x128 @
+# (512x128).T 14 -> 42, 16 rows 9 -> 20; a matrix-vector product (1 row) would copy all of W for nothing; with
+# K = 576 the few-vectors form stays ahead: 64x576 @ (1536x576).T 125 against 110 packed)
+PACK_MIN_ROWS_SHORT_K = ContextVar("PACK_MIN_ROWS_SHORT_K", 16)
+PACK_SHORT_K = 512
 PANEL_WIDTH = 16  # the CPU register block's width (codegen/heuristics.py's _register_block)
 PAD_MIN_ELEMENTS = 1 << 16  # padded inputs this big and bigger are copied padded (a small one is cheap to mask, and in cache)
 PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded element: a copy for fewer doesn't pay
@@ -157,7 +164,8 @@ def pack_panels(r: UOp) -> UOp | None:
       if shape[k] < PACK_MIN_REDUCE: continue
       if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
-    if prod(shape[a] for a in outs if steps[a] == 0) < (PACK_MIN_ROWS_T if transposed else PACK_MIN_ROWS): continue
+    min_rows = (PACK_MIN_ROWS_SHORT_K.value if shape[k] < PACK_SHORT_K else PACK_MIN_ROWS_T.value) if transposed else PACK_MIN_ROWS
+    if prod(shape[a] for a in outs if steps[a] == 0) < min_rows: continue
     if shape[j] % (w := PANEL_WIDTH): continue
     a = _rows_contiguous(x.src[1 - i], views[1 - i], k, len(shape)) if shape[j] >= PACK_MIN_ROWS else x.src[1 - i]
     srcs = [a, a]
