@@ -3,12 +3,14 @@
 - `lower_reduces`: each REDUCE becomes an accumulator (DEFINE_REG), initialised before its loops,
   updated inside them and read after their END.
 - `close_loops`: the output STOREs get the ENDs of the loops around them.
-- `pm_cleanup`: rules run after lowering (gated-load folding and symbolic simplification).
+- `pm_cleanup`: rules run after lowering (gated-load folding, indices simplified under their gates (codegen/gated.py),
+  symbolic simplification).
 """
 from __future__ import annotations
 
 import itertools
 
+from tinygrad.codegen.gated import pm_gated
 from tinygrad.dtype import dtypes
 from tinygrad.uop.ops import Ops, UOp, identity_element
 from tinygrad.uop.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -113,7 +115,7 @@ def _defined_shift(sh: UOp, x: UOp, s: UOp) -> UOp | None:
   return ok.where(x.alu(sh.op, amount), x.const_like(0))
 
 
-pm_cleanup = symbolic + PatternMatcher([
+pm_cleanup = symbolic + pm_gated + PatternMatcher([
   (UPat((Ops.SHL, Ops.SHR), src=(UPat.var("x"), UPat.var("s")), name="sh"), _defined_shift),
   (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(Ops.LOAD, name="load"), UPat(Ops.CONST, name="zero"))), _fold_gated_where),
   # a load gated by a condition that is always true needs no gate
