@@ -23,6 +23,7 @@ from __future__ import annotations
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.conv_lanes import channel_lanes
+from tinygrad.schedule.stored_operands import store_computed_operands
 from tinygrad.uop.ops import Ops, UOp
 
 PACK_PANELS = ContextVar("PACK_PANELS", 1)  # 0: matmuls read B in place
@@ -45,6 +46,7 @@ PACK_SHORT_K = 512
 PANEL_WIDTH = 16  # the CPU register block's width (codegen/heuristics.py's _register_block)
 PAD_MIN_ELEMENTS = 1 << 16  # padded inputs this big and bigger are copied padded (a small one is cheap to mask, and in cache)
 PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded element: a copy for fewer doesn't pay
+STORED = (Ops.BUFFER, Ops.CONTIGUOUS)  # operands laid out row-major in memory (a CONTIGUOUS: once its kernel has run)
 MOVEMENT = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP)
 
 
@@ -78,10 +80,13 @@ def _axis_strides(x: UOp, sliced: bool = False) -> tuple[UOp, list[int]]:
 
 
 def rewrite_cpu_reduce(r: UOp) -> UOp | None:
-  """A CPU reduction over a packed B (pack_panels), or over padded copies of its inputs (pad_inputs) and with its output
-  channels as the vector lanes (conv_lanes.py); None where none applies."""
+  """A CPU reduction over stored copies of its computed operands (stored_operands.py) and a packed B (pack_panels), or over
+  padded copies of its inputs (pad_inputs) and with its output channels as the vector lanes (conv_lanes.py); None where none
+  applies."""
+  if (stored := store_computed_operands(r, _reused)) is not None: r = stored
   if (packed := pack_panels(r)) is not None: return packed
   padded = pad_inputs(r)
+  if padded is None and stored is not None: padded = r
   return lanes if (lanes := channel_lanes(padded if padded is not None else r, _axis_strides)) is not None else padded
 
 
@@ -155,7 +160,7 @@ def pack_panels(r: UOp) -> UOp | None:
   k, j = reds[0], outs[-1]  # the reduction and the register block's loop (the innermost output loop)
   views = [_axis_strides(op) for op in x.src]
   for i, (base, steps) in enumerate(views):
-    if base.op is not Ops.BUFFER or steps[j] == 0 or steps[k] == 0: continue
+    if base.op not in STORED or steps[j] == 0 or steps[k] == 0: continue
     if views[1 - i][1][j] != 0: continue  # a doesn't move with j: each of its elements serves the whole register block
     # B = W.T (nn.Linear's x @ W.T): contiguous along k, its columns W's rows; the register block would read 16 of them per k
     transposed = abs(steps[k]) == 1 and abs(steps[j]) >= PANEL_WIDTH
@@ -179,7 +184,7 @@ def _rows_contiguous(a: UOp, view: tuple[UOp, list[int]], k: int, ndim: int) -> 
   copied with the reduction innermost, so the register block's broadcasts step through it contiguously. Read in place, every
   reduce step of a 2048^3 A.T @ B was another page (8 KB apart): 62 GFLOP/s against 200 for A @ B."""
   base, steps = view
-  if base.op is not Ops.BUFFER or abs(steps[k]) < PACK_MIN_STRIDE or k != ndim - 1 or a.op is not Ops.EXPAND: return a
+  if base.op not in STORED or abs(steps[k]) < PACK_MIN_STRIDE or k != ndim - 1 or a.op is not Ops.EXPAND: return a
   return a.replace(src=(UOp(Ops.CONTIGUOUS, a.dtype, (a.src[0],)),))
 
 
