@@ -18,6 +18,7 @@ must stay valid where c is false. The result is kept only where it has fewer div
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar
@@ -81,9 +82,11 @@ def _sum_with(x: UOp, v: UOp) -> Callable[[UOp], UOp | None]:
   return rewrite
 
 
+# (graph_rewrite visits a load again whenever a node under it changes: the answer for the same (value, gate) is reused)
+@lru_cache(maxsize=4096)
 def simplify_given(u: UOp, gate: UOp) -> UOp | None:
   """u as simplified where `gate` holds (equal to u wherever gate is true), or None when that removes no division."""
-  if not GATE_SIMPLIFY.value or (before := _divisions(u)) == 0 or not (bounds := gate_bounds(gate)): return None
+  if (before := _divisions(u)) == 0 or not (bounds := gate_bounds(gate)): return None
   names: dict[UOp, UOp] = {}
   new = u
   for i, (x, (lo, hi)) in enumerate(bounds.items()):
@@ -96,10 +99,11 @@ def simplify_given(u: UOp, gate: UOp) -> UOp | None:
   return new if _divisions(new) < before else None
 
 
+@lru_cache(maxsize=4096)
 def simplify_gate(gate: UOp) -> UOp | None:
   """Each clause of an AND simplified where the others hold (the AND stays the same condition), or None."""
   cs = clauses(gate)
-  if len(cs) < 2 or not GATE_SIMPLIFY.value: return None
+  if len(cs) < 2: return None
   changed = False
   for i, c in enumerate(cs):
     others = cs[:i] + cs[i + 1:]
@@ -113,20 +117,21 @@ def simplify_gate(gate: UOp) -> UOp | None:
 
 
 def _simplify_load(p: UOp, gate: UOp, alt: UOp, load: UOp) -> UOp | None:
-  if p.op is not Ops.INDEX or len(p.src) != 2: return None
+  if not GATE_SIMPLIFY.value or p.op is not Ops.INDEX or len(p.src) != 2: return None
   new_gate = _either(simplify_gate(gate), gate)
   if (idx := simplify_given(p.src[1], new_gate)) is None and new_gate is gate: return None
   return load.replace(src=(p.replace(src=(p.src[0], _either(idx, p.src[1]))), new_gate, alt))
 
 
 def _simplify_store(p: UOp, v: UOp, gate: UOp, store: UOp) -> UOp | None:
-  if p.op is not Ops.INDEX or len(p.src) != 2: return None
+  if not GATE_SIMPLIFY.value or p.op is not Ops.INDEX or len(p.src) != 2: return None
   new_gate = _either(simplify_gate(gate), gate)
   if (idx := simplify_given(p.src[1], new_gate)) is None and new_gate is gate: return None
   return store.replace(src=(p.replace(src=(p.src[0], _either(idx, p.src[1]))), v, new_gate))
 
 
 def _simplify_where(c: UOp, a: UOp, b: UOp, w: UOp) -> UOp | None:
+  if not GATE_SIMPLIFY.value: return None
   # the condition as a gated load's gate is simplified, so that where(c, load(gate=c), 0) still folds to the load
   new_c = _either(simplify_gate(c), c)
   new_a = None if a.op in _OPAQUE else simplify_given(a, new_c)

@@ -115,7 +115,7 @@ def _defined_shift(sh: UOp, x: UOp, s: UOp) -> UOp | None:
   return ok.where(x.alu(sh.op, amount), x.const_like(0))
 
 
-pm_cleanup = symbolic + pm_gated + PatternMatcher([
+pm_cleanup_plain = symbolic + PatternMatcher([
   (UPat((Ops.SHL, Ops.SHR), src=(UPat.var("x"), UPat.var("s")), name="sh"), _defined_shift),
   (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(Ops.LOAD, name="load"), UPat(Ops.CONST, name="zero"))), _fold_gated_where),
   # a load gated by a condition that is always true needs no gate
@@ -124,4 +124,9 @@ pm_cleanup = symbolic + pm_gated + PatternMatcher([
 ])
 
 
-def cleanup(sink: UOp) -> UOp: return graph_rewrite(sink, pm_cleanup)
+pm_cleanup = pm_cleanup_plain + pm_gated
+
+
+def cleanup(sink: UOp, gated: bool = True) -> UOp:
+  """pm_cleanup; gated=False leaves out codegen/gated.py (elementwise kernels: see lower_kernel_with_dims)."""
+  return graph_rewrite(sink, pm_cleanup if gated else pm_cleanup_plain)

@@ -118,9 +118,13 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
     global_size = (used, 1, 1)
   # a sum of unrolled sums (or of byte dot products' lanes): one horizontal sum per output, not per block
   if not renderer.has_local: ast = keep_lanes(byte_dots(ast, renderer.dot_products))
+  # indices simplified under their gates only in kernels with a reduction, where a load runs once per step of a loop (a
+  # convolution's); an elementwise kernel's gated loads (a stack of crops) ran slower simplified: LLVM stopped vectorizing
+  # dataaug.py's crops kernel (59 -> 120 us), and the pass's compile time is not repaid there
+  gated = any(u.op is Ops.REDUCE for u in ast.toposort())
   sink = lower_reduces(ast)
   sink = close_loops(sink)
-  sink = cleanup(sink)
+  sink = cleanup(sink, gated)
   if renderer.supports_float4: sink = vectorize_memory(sink, renderer.vector_dtypes)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
   if renderer.prefetch_ahead: sink = mark_prefetches(sink, renderer.prefetch_ahead)
