@@ -35,8 +35,8 @@ def _elements(n: UOp) -> int: return prod(n.shape) if n.shape is not None else 1
 
 
 def computed_value(base: UOp) -> bool:
-  """base is elementwise math (STORE_OPERAND_MIN_OPS ALU ops or more, casts aside) over buffers, iotas and constants, with no reduction inside, and holds no
-  more elements than the widest thing it reads."""
+  """base is elementwise math (STORE_OPERAND_MIN_OPS ALU ops or more, casts aside) over buffers, iotas, constants and whole
+  reduction outputs (no row statistic broadcast inside), and holds no more elements than the widest thing it reads."""
   if base.op not in GroupOp.ALU and base.op is not Ops.CAST: return False
   if base.shape is None or not all(isinstance(s, int) for s in base.shape): return False
   widest = alu = 0  # (a cast alone, a half cache or weight read as float, is as cheap as the load it converts: not stored)
