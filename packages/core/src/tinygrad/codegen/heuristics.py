@@ -43,7 +43,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
     elif not gpu and n_reduces == 1 and (unrolls := _unroll_each_reduce(ast)) and (shared := _contiguous_shared_operand(ast)) is not None:
       # a matrix times a few vectors (x @ W.T, W in rows): W's rows are contiguous along the reduction, so vectorize along it
       # (UNROLL) and reuse each loaded piece of W for several vectors (UPCAST the output loop W doesn't depend on)
-      opts.extend(unrolls)
+      opts.extend(_short_unrolls(ast, unrolls))
       if (k := _largest_divisor(range_size(shared), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, shared.arg[0], k))
       # THREAD splits the outermost loop, here the vectors': each thread reads and decodes all of W for its share of them. That
       # pays while W sits in cache (SmolLM2's 32-token prefill, a 1.1 MB Q4_1 W: 8.4 -> 4.3 ms on 2 cores), not for a W streamed
@@ -343,6 +343,27 @@ def _loop_work(ast: UOp) -> int:
   work = 1
   for r in ranges_of(ast).values(): work *= range_size(r) or 1024
   return work
+
+
+# a few-vectors kernel (x @ W.T) whose reduction leaves SHORT_K_STEPS steps after UNROLL 16 unrolls by SHORT_K_UNROLL instead
+SHORT_K_STEPS = range(9, 17)
+SHORT_K_UNROLL = ContextVar("SHORT_K_UNROLL", 8)  # 16: as any other reduction
+
+
+def _short_unrolls(ast: UOp, unrolls: list[Opt]) -> list[Opt]:
+  """Works around LLVM's SLP vectorizer, which left the 16 unrolled lanes of such a kernel scalar where the loop around them
+  ran 16 steps (K = 256: 128 scalar FMAs a step; K = 512 vectorized). Measured on 2 cores, UNROLL 8 against 16: 64x256 @
+  (1024x256 half).T 444 vs 1910 us, 8x256 @ (1024x256).T 84 vs 483, 4x256 @ (4096x256 half).T 249 vs 980, 32x192 @
+  (1024x192 half).T 705 vs 791; but K = 64 ran 2x slower with 8 and K = 128 the same: only 9-16 steps switch. Emitting the
+  lanes as explicit vectors would remove the dependence on the vectorizer (not done)."""
+  ranges = ranges_of(ast)
+  def short(o: Opt) -> Opt:
+    size = range_size(ranges[o.axis]) if o.axis in ranges else None
+    if o.op is OptOps.UNROLL and o.amount == 16 and size is not None and size % 16 == 0 and size // 16 in SHORT_K_STEPS and \
+        size % SHORT_K_UNROLL.value == 0:
+      return Opt(OptOps.UNROLL, o.axis, SHORT_K_UNROLL.value)
+    return o
+  return [short(o) for o in unrolls]
 
 
 def _unroll_each_reduce(ast: UOp) -> list[Opt]:
