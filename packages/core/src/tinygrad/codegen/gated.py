@@ -116,18 +116,20 @@ def simplify_gate(gate: UOp) -> UOp | None:
   return out
 
 
-def _simplify_load(p: UOp, gate: UOp, alt: UOp, load: UOp) -> UOp | None:
+def _simplified_access(p: UOp, gate: UOp) -> tuple[UOp, UOp] | None:
+  """A gated load's or store's (INDEX, gate) with the gate's clauses and the index simplified where the gate holds, or None."""
   if not GATE_SIMPLIFY.value or p.op is not Ops.INDEX or len(p.src) != 2: return None
   new_gate = _either(simplify_gate(gate), gate)
   if (idx := simplify_given(p.src[1], new_gate)) is None and new_gate is gate: return None
-  return load.replace(src=(p.replace(src=(p.src[0], _either(idx, p.src[1]))), new_gate, alt))
+  return p.replace(src=(p.src[0], _either(idx, p.src[1]))), new_gate
+
+
+def _simplify_load(p: UOp, gate: UOp, alt: UOp, load: UOp) -> UOp | None:
+  return None if (new := _simplified_access(p, gate)) is None else load.replace(src=(new[0], new[1], alt))
 
 
 def _simplify_store(p: UOp, v: UOp, gate: UOp, store: UOp) -> UOp | None:
-  if not GATE_SIMPLIFY.value or p.op is not Ops.INDEX or len(p.src) != 2: return None
-  new_gate = _either(simplify_gate(gate), gate)
-  if (idx := simplify_given(p.src[1], new_gate)) is None and new_gate is gate: return None
-  return store.replace(src=(p.replace(src=(p.src[0], _either(idx, p.src[1]))), v, new_gate))
+  return None if (new := _simplified_access(p, gate)) is None else store.replace(src=(new[0], v, new[1]))
 
 
 def _simplify_where(c: UOp, a: UOp, b: UOp, w: UOp) -> UOp | None:

@@ -83,11 +83,11 @@ def rewrite_cpu_reduce(r: UOp) -> UOp | None:
   """A CPU reduction over stored copies of its computed operands (stored_operands.py) and a packed B (pack_panels), or over
   padded copies of its inputs (pad_inputs) and with its output channels as the vector lanes (conv_lanes.py); None where none
   applies."""
-  if (stored := store_computed_operands(r, _reused)) is not None: r = stored
-  if (packed := pack_panels(r)) is not None: return packed
-  padded = pad_inputs(r)
-  if padded is None and stored is not None: padded = r
-  return lanes if (lanes := channel_lanes(padded if padded is not None else r, _axis_strides)) is not None else padded
+  new = r if (stored := store_computed_operands(r, _reused)) is None else stored
+  if (packed := pack_panels(new)) is not None: return packed
+  if (padded := pad_inputs(new)) is not None: new = padded
+  if (lanes := channel_lanes(new, _axis_strides)) is not None: new = lanes
+  return None if new is r else new
 
 
 def pad_inputs(r: UOp) -> UOp | None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinygrad.helpers import ContextVar, prod
+from tinygrad.helpers import ContextVar
+from tinygrad.schedule.recompute import _elements
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 STORE_OPERANDS = ContextVar("STORE_OPERANDS", 1)  # 0: a matmul's computed operands fuse into it
@@ -27,11 +28,7 @@ STORE_OPERAND_MIN_REUSE = 64  # output elements that read each element of the op
 # that kernel form scalar (128 scalar FMAs a step; with the multiply inside, 8 vector ones)
 STORE_OPERAND_MIN_OPS = 2
 STORE_OPERAND_MIN_ROWS = 16  # ... and that read each element of the other operand (see store_computed_operands)
-_MOVEMENT = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP)
 _LEAVES = (Ops.BUFFER, Ops.CONTIGUOUS, Ops.IOTA, Ops.CONST, Ops.DEVICE)
-
-
-def _elements(n: UOp) -> int: return prod(n.shape) if n.shape is not None else 1
 
 
 def computed_value(base: UOp) -> bool:
@@ -44,7 +41,7 @@ def computed_value(base: UOp) -> bool:
     # a reduction's full output (the matmul before: its own kernel) is data read; a narrower one broadcast (a norm's or a
     # softmax's row statistics) would make this a row kernel's value, which stays fused
     if n.op is Ops.REDUCE_AXIS and (n is base or _elements(n) != _elements(base)): return False
-    if n.op not in _LEAVES and n.op not in _MOVEMENT and n.op not in GroupOp.ALU and n.op not in (Ops.CAST, Ops.REDUCE_AXIS):
+    if n.op not in _LEAVES and n.op not in GroupOp.Movement and n.op not in GroupOp.ALU and n.op not in (Ops.CAST, Ops.REDUCE_AXIS):
       return False  # something realized on its own (a copy, an assign, a call): not this rewrite's
     if n.op in (Ops.BUFFER, Ops.CONTIGUOUS, Ops.IOTA, Ops.REDUCE_AXIS) and n.shape is not None: widest = max(widest, _elements(n))
     alu += n.op in GroupOp.ALU
@@ -58,11 +55,6 @@ def _reductions_stored(base: UOp) -> UOp:
   return base.substitute({n: UOp(Ops.CONTIGUOUS, n.dtype, (n,)) for n in reds}) if reds else base
 
 
-def _base(op: UOp) -> UOp:
-  while op.op in _MOVEMENT: op = op.src[0]
-  return op
-
-
 def store_computed_operands(r: UOp, reused: Callable[[UOp, UOp, int], bool]) -> UOp | None:
   """r (a CPU REDUCE_AXIS) with each computed operand of its product read from a stored copy, or None where none applies.
   `reused(op, r, n)`: whether op's element serves n or more outputs of r (pack.py's _reused). Not for a matrix-vector product
@@ -72,7 +64,7 @@ def store_computed_operands(r: UOp, reused: Callable[[UOp, UOp, int], bool]) -> 
   if not all(isinstance(s, int) for s in x.shape) or sum(1 for a in r.arg[1] if x.shape[a] > 1) != 1: return None
   new = []
   for op in x.src:
-    base = _base(op)
+    base = op.base
     other = x.src[1] if op is x.src[0] else x.src[0]
     if computed_value(base) and reused(op, r, STORE_OPERAND_MIN_REUSE) and reused(other, r, STORE_OPERAND_MIN_ROWS):
       op = op.substitute({base: UOp(Ops.CONTIGUOUS, base.dtype, (_reductions_stored(base),))})
