@@ -59,7 +59,16 @@ DYNAMIC_SMEM_SYMBOL = "tg_dynamic_smem"  # a kernel's dynamic shared bytes, as a
 # next one be scheduled. A CUDA graph may then start a kernel while the one before it drains (a programmatic edge, graph.py):
 # the global says so to the runtime
 GRID_WAIT_SYMBOL = "tg_waits_for_grid"
+EARLY_PARAMS_SYMBOL = "tg_early_params"  # a bit per buffer parameter the kernel reads before its wait (graph.py: a plain edge if the kernel before takes one)
 _GRID_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n'
+
+
+def _early_params(wait: UOp, uops: list[UOp]) -> int:
+  """A bit per buffer parameter (in parameter order) that what the GRID_WAIT barrier waits for reads."""
+  params = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
+  read = {u.arg for u in wait.toposort() if u.op is Ops.DEFINE_GLOBAL}
+  return sum(1 << min(i, 63) for i, p in enumerate(params) if p in read)  # bit 63: that parameter or a later one
+
 
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
@@ -378,9 +387,11 @@ class CUDARenderer(CStyleRenderer):
       src = src[:close] + "".join(f", const __grid_constant__ tg_tmap tmap{i}" for i in range(len(tmaps))) + src[close:]
     if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
-      if not any(u.op is Ops.BARRIER and u.arg == GRID_WAIT for u in uops):  # else where the kernel placed it
+      if (wait := next((u for u in uops if u.op is Ops.BARRIER and u.arg == GRID_WAIT), None)) is None:  # else where the kernel placed it
         body = src.index("{\n", src.index(head)) + 2
         src = src[:body] + _GRID_WAIT + src[body:]
+      elif early := _early_params(wait, uops):  # the parameters read before the wait, for the graph (codegen/early_loads.py)
+        decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {early}ull;\n'
     # thread-block clusters (TC_CLUSTER: the tensor-core lowering's mbar_init names the size): fixed at compile time, so a plain
     # launch (and a graph's kernel node) runs the grid as clusters
     cluster = max((u.arg[5] for u in uops if u.op is Ops.BARRIER and isinstance(u.arg, tuple) and u.arg[:1] == ("mbar_init",) and len(u.arg) > 5),

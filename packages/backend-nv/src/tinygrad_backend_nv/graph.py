@@ -33,6 +33,22 @@ def _programmatic(program: Any) -> bool:
   return not any(part and part in program.name for part in str(PDL_PLAIN.value).split(","))
 
 
+def _early_conflict(before: KernelLaunch, after: KernelLaunch) -> bool:
+  """Whether `after` reads a buffer before its wait (CUDAProgram.early_params) that `before` takes as a parameter: `before` may
+  still be writing it when `after` starts, so the edge must be plain. (The kernels before `before` have finished by then: `before`
+  lets `after` start only once its own wait is over.)"""
+  mask = getattr(after.program, "early_params", 0)
+  if not mask: return False
+  early = {_allocation(b) for i, b in enumerate(after.bufs) if mask >> min(i, 63) & 1}
+  return any(_allocation(b) in early for b in before.bufs)
+
+
+def _allocation(ptr: int) -> int:
+  """The start of the allocation holding a device pointer: a buffer's views (pointers into it) count as the buffer."""
+  res = cu.cuMemGetAddressRange(ptr)
+  return int(res[1]) if res[0] == cu.CUresult.CUDA_SUCCESS else int(ptr)
+
+
 def _add_edge(graph: Any, before: Any, after: Any, programmatic: bool) -> None:
   """after depends on before: a plain edge, or a programmatic one (after may start once every block of before has started)."""
   data = None
@@ -60,7 +76,12 @@ class CUDAGraph:
         raise NotImplementedError(f"launch of {getattr(lc.program, 'name', lc.program)!r} is not a kernel of this GPU")
     self.ctx = ctx
     self.graph = self.exec = None
-    _use(ctx)
+    self._build(list(launches))
+
+  def _build(self, launches: list[KernelLaunch]) -> None:
+    _use(self.ctx)
+    self.launches = launches
+    self.programmatic = [i > 0 and _programmatic(lc.program) and not _early_conflict(launches[i - 1], lc) for i, lc in enumerate(launches)]
     self.graph = check(cu.cuGraphCreate(0), "cuGraphCreate")
     self.nodes: list[Any] = []
     self.params: list[tuple[Any, bool, Any]] = []  # per node: (parameters, grid not empty, the argument values they point at)
@@ -70,7 +91,7 @@ class CUDAGraph:
       params, ok, keep = self._params(lc)
       if not ok: empty.append(i)
       node = check(cu.cuGraphAddKernelNode(self.graph, [], 0, params), f"cuGraphAddKernelNode({lc.program.name})")
-      if self.nodes: _add_edge(self.graph, self.nodes[-1], node, _programmatic(lc.program))
+      if self.nodes: _add_edge(self.graph, self.nodes[-1], node, self.programmatic[i])
       self.nodes.append(node)
       self.params.append((params, ok, keep))
       self.shapes.append(self._shape(lc))
@@ -110,6 +131,10 @@ class CUDAGraph:
     if not isinstance(launch.program, CUDAProgram) or launch.program.ctx is not self.ctx:
       raise ValueError("a graph node can only be given launches of a kernel on its own GPU")
     _use(self.ctx)
+    old, self.launches[i] = self.launches[i], launch
+    if old.bufs != launch.bufs and any(self.programmatic[j] and _early_conflict(self.launches[j - 1], self.launches[j]) for j in (i, i + 1) if 0 < j < len(self.launches)):
+      self._destroy()  # new buffers make a programmatic edge unsafe: the graph again, with that edge plain
+      return self._build(self.launches)
     if self._shape(launch) == self.shapes[i] and not launch.program.tensor_maps:  # new argument values, written in place
       params, ok, (values, _) = self.params[i]
       for v, new in zip(values, (*launch.bufs, *launch.vals)): v.value = new
@@ -123,10 +148,14 @@ class CUDAGraph:
     _use(self.ctx)
     check(cu.cuGraphLaunch(self.exec, 0), "cuGraphLaunch")  # on the legacy default stream, in order with the other work
 
+  def _destroy(self) -> None:
+    if getattr(self, "exec", None) is not None: cu.cuGraphExecDestroy(self.exec)
+    if getattr(self, "graph", None) is not None: cu.cuGraphDestroy(self.graph)
+    self.exec = self.graph = None
+
   def __del__(self) -> None:
     try:
       if cu is None: return
-      if getattr(self, "exec", None) is not None: cu.cuGraphExecDestroy(self.exec)
-      if getattr(self, "graph", None) is not None: cu.cuGraphDestroy(self.graph)
+      self._destroy()
     except Exception:  # noqa: BLE001  interpreter shutdown
       pass

@@ -232,8 +232,12 @@ class CUDAProgram:
                              "cuFuncGetAttribute")
     self.shared_bytes = self._dynamic_shared()
     if SMEM_CARVEOUT >= 0: self._ask_for_the_l1_split()
-    from tinygrad_backend_nv.cuda import GRID_WAIT_SYMBOL  # the kernel waits for the grids before it (graph.py's programmatic edges)
+    from tinygrad_backend_nv.cuda import (  # the kernel waits for the grids before it (graph.py's programmatic edges)
+      EARLY_PARAMS_SYMBOL,
+      GRID_WAIT_SYMBOL,
+    )
     self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
+    self.early_params = self._global_u64(EARLY_PARAMS_SYMBOL)  # buffer parameters read before that wait (a bit each)
     self.tensor_maps = self._tensor_maps()
     self._encoded: dict[tuple, Any] = {}  # (map, buffer address) -> its 128 bytes, 64-byte aligned (encoding costs microseconds)
 
@@ -243,6 +247,14 @@ class CUDAProgram:
     if static + self.shared_bytes > SMEM_CARVEOUT_MAX_BYTES: return
     attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
     check(cu.cuFuncSetAttribute(self.fn, attr, SMEM_CARVEOUT), f"cuFuncSetAttribute(kernel {self.name}, carveout {SMEM_CARVEOUT}%)")
+
+  def _global_u64(self, symbol: str) -> int:
+    """The value of a 64-bit global of the kernel's module, 0 where it has none."""
+    res = cu.cuModuleGetGlobal(self.module, symbol.encode())
+    if res[0] != cu.CUresult.CUDA_SUCCESS: return 0
+    value = ctypes.c_uint64()
+    check(cu.cuMemcpyDtoH(ctypes.addressof(value), res[1], 8), f"cuMemcpyDtoH({symbol})")
+    return int(value.value)
 
   def _tensor_maps(self) -> list[tuple[int, ...]]:
     """The tensor maps the kernel takes as parameters after its buffers and vars (cuda.py TENSOR_MAP_SYMBOL), each as

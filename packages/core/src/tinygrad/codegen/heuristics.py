@@ -19,7 +19,8 @@ def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
   return next((c for c in choices if size % c == 0 and size >= c), 1)
 
 
-def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False, accumulators: int = 128) -> list[Opt]:
+def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False, accumulators: int = 128,
+                    early_loads: int = 0) -> list[Opt]:
   """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
   split long reductions into independent accumulators, and use every core on big kernels. `accumulators`: how many float32
   accumulators a CPU register block may hold without spilling (Renderer.accumulators)."""
@@ -28,7 +29,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
   opts: list[Opt] = []
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
-  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads)): return grouped
+  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads, early_loads)): return grouped
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
     if not gpu and not _big_operand_is_shared(ast):
@@ -537,7 +538,7 @@ def _rows_per_thread(outs: list[UOp], loads: tuple[float, float], most: int) -> 
   return [Opt(OptOps.UPCAST, outs[0].arg[0], k)] if k > 1 else []
 
 
-def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool) -> list[Opt]:
+def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool, early_loads: int = 0) -> list[Opt]:
   """A kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements per output) gets 32
   threads per output (16 for a short innermost loop; up to 256 for a long contiguous row while the threads number fewer than
   GROUP_TARGET_THREADS), grouped on the innermost loop of every REDUCE, so neighbouring threads read neighbouring elements;
@@ -579,7 +580,13 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
       if v * itemsize <= 16 and size % (v * g) == 0:
         while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
-        if (rows := _rows_per_thread(outs, loads, 2)) and _valid(ast, rows + opts): return rows + opts
+        if (rows := _rows_per_thread(outs, loads, 2)) and not _valid(ast, rows + opts): rows = []
+        # a matrix-vector product's short loop unrolled whole, where the renderer loads streamed inputs before the wait for the
+        # kernel before (codegen/early_loads.py): each lane's loads of the matrix, at most `early_loads`, are then outside loops
+        left = size // (v * g)
+        if early_loads and loads[1] and left > 1 and left * len(axes) * prod(o.amount for o in rows) <= early_loads:
+          if _valid(ast, whole := rows + opts + [Opt(OptOps.UNROLL, ax, left) for ax in axes]): return whole
+        if rows: return rows + opts
         # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,
         # whose vector loads the copies repeat: measured on the H200, Llama-1B's down and o projections 11.7 -> 10.5 and
         # 4.7 -> 3.9 us without it

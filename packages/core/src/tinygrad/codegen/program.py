@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
 from tinygrad.codegen.dot import byte_dots
+from tinygrad.codegen.early_loads import EARLY_LOADS, early_loads
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
 from tinygrad.codegen.heuristics import GROUP_REDUCE, hand_coded_opts
@@ -85,7 +86,7 @@ def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if (tc := tc_opts(ast, renderer)) is not None: return tc
   if renderer.has_local and GROUP_REDUCE.value and (rows := gpu_row_opts(ast)): return rows
   opts = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
-                         accumulators=renderer.accumulators)
+                         accumulators=renderer.accumulators, early_loads=EARLY_LOADS.value if renderer.grid_wait else 0)
   return opts + row_loop_opts(ast)
 
 
@@ -128,6 +129,7 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   if renderer.supports_float4: sink = vectorize_memory(sink, renderer.vector_dtypes)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
   if renderer.prefetch_ahead: sink = mark_prefetches(sink, renderer.prefetch_ahead)
+  if renderer.grid_wait: sink = early_loads(sink)
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)
   return uops, global_size, local_size

@@ -1,0 +1,75 @@
+"""Weights loaded before the wait for the kernel before (renderers with `grid_wait`: CUDA sm_90+; last pass before linearize).
+
+In a device graph with programmatic edges (backend-nv graph.py) a kernel's blocks may start while the kernel before it drains;
+each first waits for it (`griddepcontrol.wait`), and only then reads memory. A matrix-vector product's matrix depends on no
+kernel of a decode step, only its vector does: its loads can be in flight during the wait, so that the product's bytes stream
+while the kernel before finishes (an attention kernel of 32 blocks leaves most SMs and the memory idle for microseconds).
+
+**Off by default: measured slower.** `bench/llm_ab.py --synthetic llama1b` (5 rounds, tokens equal; session 28, bench/README.md),
+us a Llama-1B decode step: on the H200 off 821.9, every product (`EARLY_LOADS=16`) 1003.0, o/q/k/v and the output matrix (`8`)
+986.5, the o product alone (`4`) 829.8; on an H100 off 1038.2, `16` 1164.0 against 1167.7 for its unroll alone (`EARLY_WAIT=0`),
+`4` 1045.0 against 1036.0. Unrolling a product's loop whole costs what the early loads can't win back (registers: 40 -> 64-128 a
+thread, fewer resident warps), and even where the unroll is free (the o product) the loads before the wait don't pay: the wait is
+not where a decode step's time goes. Kept as an A/B switch for streamed designs to come.
+
+Here a kernel's loads of a *streamed input* go before a GRID_WAIT barrier (uop.dsl.GRID_WAIT, the renderer's wait), every other
+global access after it. A streamed input is read-only in the kernel, read only outside loops (the heuristics unroll a short
+product's loop for that: `EARLY_LOADS`), and much bigger than what the kernel writes and than its smallest input (a matrix,
+not an activation or the vector it multiplies). Whether the
+kernel before wrote it is not known here: the renderer lists the buffers loaded early (Renderer.grid_wait's `early_params`),
+and the graph gives such a kernel a plain edge where the kernel before it takes one of them as a parameter.
+"""
+from __future__ import annotations
+
+from tinygrad.dtype import PtrDType, dtypes
+from tinygrad.helpers import ContextVar
+from tinygrad.uop.dsl import GRID_WAIT
+from tinygrad.uop.ops import Ops, UOp
+
+EARLY_LOADS = ContextVar("EARLY_LOADS", 0)  # 0: off (the default: see the module docstring); else the most loads a thread issues before the wait (heuristics unroll up to it)
+EARLY_WAIT = ContextVar("EARLY_WAIT", 1)  # 0: the heuristics' unroll for EARLY_LOADS alone, the wait first as without (an A/B switch)
+EARLY_MIN_RATIO = 64  # a streamed input has at least this many times the bytes the kernel stores
+EARLY_MIN_BYTES = 1 << 20
+
+
+def _buffer(ptr: UOp) -> UOp | None:
+  """The DEFINE_GLOBAL a load or store's pointer indexes (through AFTER and CAST), or None."""
+  while ptr.op in (Ops.AFTER, Ops.CAST, Ops.BITCAST, Ops.INDEX): ptr = ptr.src[0]
+  return ptr if ptr.op is Ops.DEFINE_GLOBAL else None
+
+
+def _nbytes(buf: UOp) -> int:
+  return buf.dtype.size * buf.dtype.base.itemsize if isinstance(buf.dtype, PtrDType) and buf.dtype.size > 0 else 0
+
+
+def _in_loop(u: UOp) -> bool:
+  """Whether a load runs more than once a thread (in a loop), after a barrier, or at an address it loaded. (A loop of one step,
+  which lowering may leave behind, runs once.)"""
+  def once(r: UOp) -> bool: return r.src[0].op is Ops.CONST and r.src[0].arg == 1
+  return any((x.op is Ops.RANGE and not once(x)) or x.op in (Ops.BARRIER, Ops.LOAD) for x in u.src[0].toposort())
+
+
+def early_loads(sink: UOp) -> UOp:
+  """sink with its streamed inputs' loads before a GRID_WAIT barrier and every other global access after it; unchanged where
+  the kernel has no streamed input, or already places its wait (a hand-written kernel)."""
+  if not EARLY_LOADS.value or not EARLY_WAIT.value: return sink
+  nodes = sink.toposort()
+  if any(u.op is Ops.BARRIER and u.arg == GRID_WAIT for u in nodes): return sink
+  loads = [u for u in nodes if u.op is Ops.LOAD and _buffer(u.src[0]) is not None]
+  stores = [u for u in nodes if u.op is Ops.STORE and _buffer(u.src[0]) is not None]
+  written = {_buffer(s.src[0]) for s in stores}
+  out_bytes = sum(_nbytes(b) for b in written if b is not None)
+  by_buf: dict[UOp, list[UOp]] = {}
+  for ld in loads: by_buf.setdefault(_buffer(ld.src[0]), []).append(ld)  # type: ignore[arg-type]
+  # streamed: EARLY_MIN_RATIO times what the kernel stores and the smallest input it reads (a matrix, not the vector it multiplies)
+  smallest = min((_nbytes(b) for b in by_buf), default=0)
+  streamed = [b for b, lds in by_buf.items() if b not in written and _nbytes(b) >= max(EARLY_MIN_BYTES, EARLY_MIN_RATIO * max(out_bytes, smallest))
+              and not any(_in_loop(ld) for ld in lds)]
+  early = [ld for b in streamed for ld in by_buf[b]]
+  late = [ld for ld in loads if ld not in early]
+  # a matrix-vector product: the vector read after the wait (a row sum alone reads what the kernel before wrote, as a whole)
+  if not early or not late or len(early) > EARLY_LOADS.value: return sink
+  wait = UOp(Ops.BARRIER, dtypes.void, tuple(early), GRID_WAIT)
+  # every other global access starts after the wait: its pointer (the INDEX, or the CAST of a vector access) waits for it
+  subs = {u.src[0]: UOp(Ops.AFTER, u.src[0].dtype, (u.src[0], wait)) for u in late + stores}
+  return sink.substitute(subs)
