@@ -14,7 +14,9 @@ same kernel, with its synchronization (a grid-wide counter a phase):
 The norms are computed by every block while it stages its input vector (2048 values: cheaper than a phase). Not modelled: RoPE
 and the cache write (a few hundred bytes a layer), the norms' weights (ones), sampling. The weights are the chain probe's random
 halves (the products scaled to keep the values' size); the result is checked for being finite and the same token in every
-repetition, not against a reference. `--attention 0` makes the attention phase an empty one (its cost is the difference).
+repetition, not against a reference. Variants: the attention's work off (an empty phase), the cache not prefetched, the norms
+skipped, the computing warps waiting for nothing (wrong values: what the stream and the work reach without the dependencies) and
+also doing no dot products (the stream alone).
 Prints JSON: us a step and the bytes' rate (2.47 GB a step), beside `streamed_ld`'s products alone from the same process.
 """
 from __future__ import annotations
@@ -121,7 +123,9 @@ extern "C" __global__ void __launch_bounds__(384) step(const Phase* phases, int 
   // flags: 1 the attention's work, 2 its keys and values prefetched into shared memory, 4 the norms skipped, 8 lean: the
   // residuals staged with the input (not loaded after each row's sum), and the attention synchronized by a counter of its own
   // (the 32 attention blocks wait for the q/k/v product, the o product for them; no grid-wide phase for it)
-  int attn_work = flags & 1, prefetch = flags & 2, norm = !(flags & 4), lean = flags & 8;
+  // 16: the computing warps wait for nothing (wrong values: the stream and the work without the dependencies), 32: and do no
+  // dot products (they only free the slots: the stream alone)
+  int attn_work = flags & 1, prefetch = flags & 2, norm = !(flags & 4), lean = flags & 8, waits = !(flags & 16), math = !(flags & 32);
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* ring = smem;
   float* xs = (float*)(smem + SLOTS * SLOT);
@@ -161,8 +165,8 @@ extern "C" __global__ void __launch_bounds__(384) step(const Phase* phases, int 
     Phase ph = phases[p];
     if (lean && ph.kind == 1) {  // the attention blocks alone, after every block's q/k/v rows; then their own counter
       if (blockIdx.x >= 32) continue;
-      if (threadIdx.x == 0) wait_at_least(bar, (unsigned)((epoch * n_main + m) * G));
-    } else if (p > 0 && threadIdx.x == 0) {  // every block's phase before is done (lean: the o product waits for the attention's)
+      if (threadIdx.x == 0 && waits) wait_at_least(bar, (unsigned)((epoch * n_main + m) * G));
+    } else if (p > 0 && threadIdx.x == 0 && waits) {  // every block's phase before is done (lean: the o product waits for the attention's)
       if (lean && ph.kind == 2) wait_at_least(abar, (unsigned)((epoch * n_layers + ph.layer + 1) * 32));
       else wait_at_least(bar, (unsigned)((epoch * n_main + m) * G));
     }
@@ -197,17 +201,19 @@ extern "C" __global__ void __launch_bounds__(384) step(const Phase* phases, int 
           int slot = t % SLOTS, use = t / SLOTS;
           mwait(full + slot, use & 1);
           const uint4* row = (const uint4*)(ring + slot * SLOT + warp * COLS * 2);
-          #pragma unroll
-          for (int i = 0; i < COLS / 256; i++) {
-            const float4* xp = (const float4*)(xs + c + (i * 32 + lane) * 8);
-            acc += dot8(row[i * 32 + lane], xp[0], xp[1]);
+          if (math) {
+            #pragma unroll
+            for (int i = 0; i < COLS / 256; i++) {
+              const float4* xp = (const float4*)(xs + c + (i * 32 + lane) * 8);
+              acc += dot8(row[i * 32 + lane], xp[0], xp[1]);
+            }
           }
           __syncwarp();
           if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(saddr(empty + slot)) : "memory");
         }
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
         int r = g * 8 + warp;
-        if (lane == 0) {
+        if (lane == 0 && math) {
           float y = acc * scale;
           if (ph.kind == 0) qkv[r] = y;
           else if (ph.kind == 3) gu[r] = y;
@@ -310,7 +316,7 @@ def main() -> None:
   res: dict = {"benchmark": "gpu_step_probe", "arch": arch, "sms": sms, "layers": args.layers, "positions": P, "bytes": total_bytes,
                "cols": args.cols, "slots": args.slots, "phases": len(table), "head": not args.no_head}
   variants = (("step_lean", 1 | 2 | 8), ("step", 1 | 2), ("step_cache_not_prefetched", 1), ("step_lean_no_attention", 8), ("step_no_attention", 0),
-              ("step_no_attention_no_norms", 4))
+              ("step_no_attention_no_norms", 4), ("step_lean_nowait", 1 | 2 | 8 | 16), ("step_lean_nowait_nomath", 1 | 2 | 8 | 16 | 32))
   for name, work in variants:
     toks = set()
     best = math.inf
