@@ -16,7 +16,7 @@ and the cache write (a few hundred bytes a layer), the norms' weights (ones), sa
 halves (the products scaled to keep the values' size); the result is checked for being finite and the same token in every
 repetition, not against a reference. Variants: the attention's work off (an empty phase), the cache not prefetched, the norms
 skipped, the computing warps waiting for nothing (wrong values: what the stream and the work reach without the dependencies) and
-also doing no dot products (the stream alone).
+also doing no dot products (the stream alone), and the weights converted by bit moves instead of cvt instructions.
 Prints JSON: us a step and the bytes' rate (2.47 GB a step), beside `streamed_ld`'s products alone from the same process.
 """
 from __future__ import annotations
@@ -112,6 +112,15 @@ __device__ void attention(int hd, const float* qkv, const unsigned short* kh, co
   if (t < 64) out[hd * 64 + t] = (red[16 + t] + red[80 + t] + red[144 + t] + red[208 + t]) * red[8];
 }
 
+// dot8 without cvt instructions (flag 64): a half's exponent and mantissa moved into a float's, the value 2^-112 of the half's
+// (exact, zero and subnormals included); the sum is scaled back by 2^112. Integer and float ops at full rate, where cvt.f32.f16
+// is a quarter-rate op on sm_90
+__device__ __forceinline__ float lo_h(unsigned u) { return __int_as_float(((u << 16) & 0x80000000u) | ((u << 13) & 0x0fffe000u)); }
+__device__ __forceinline__ float hi_h(unsigned u) { return __int_as_float((u & 0x80000000u) | ((u >> 3) & 0x0fffe000u)); }
+__device__ __forceinline__ float dot8_bits(uint4 w, float4 a, float4 b) {
+  return lo_h(w.x) * a.x + hi_h(w.x) * a.y + lo_h(w.y) * a.z + hi_h(w.y) * a.w + lo_h(w.z) * b.x + hi_h(w.z) * b.y + lo_h(w.w) * b.z + hi_h(w.w) * b.w;
+}
+
 __device__ __forceinline__ void wait_at_least(unsigned* counter, unsigned target) {
   unsigned v;
   do { asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory"); } while (v < target);
@@ -125,7 +134,9 @@ extern "C" __global__ void __launch_bounds__(384) step(const Phase* phases, int 
   // (the 32 attention blocks wait for the q/k/v product, the o product for them; no grid-wide phase for it)
   // 16: the computing warps wait for nothing (wrong values: the stream and the work without the dependencies), 32: and do no
   // dot products (they only free the slots: the stream alone)
+  // 64: the weights converted by bit moves, not cvt (dot8_bits)
   int attn_work = flags & 1, prefetch = flags & 2, norm = !(flags & 4), lean = flags & 8, waits = !(flags & 16), math = !(flags & 32);
+  int bits = flags & 64;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* ring = smem;
   float* xs = (float*)(smem + SLOTS * SLOT);
@@ -194,7 +205,7 @@ extern "C" __global__ void __launch_bounds__(384) step(const Phase* phases, int 
       if (lean && (ph.kind == 2 || ph.kind == 4))
         for (int i = threadIdx.x * 4; i < 2048; i += NT * 4) *(float4*)(hs + i) = __ldcg((const float4*)(h + i));
       asm volatile("bar.sync 1, 256;" ::: "memory");
-      float scale = 3.4641f * rsqrtf((float)ph.k);
+      float scale = 3.4641f * rsqrtf((float)ph.k) * (bits ? 0x1p112f : 1.f);
       for (int g = blockIdx.x; g * 8 < ph.n; g += G) {
         float acc = 0.f;
         for (int c = 0; c < ph.k; c += COLS, t++) {
@@ -205,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(384) step(const Phase* phases, int 
             #pragma unroll
             for (int i = 0; i < COLS / 256; i++) {
               const float4* xp = (const float4*)(xs + c + (i * 32 + lane) * 8);
-              acc += dot8(row[i * 32 + lane], xp[0], xp[1]);
+              acc += bits ? dot8_bits(row[i * 32 + lane], xp[0], xp[1]) : dot8(row[i * 32 + lane], xp[0], xp[1]);
             }
           }
           __syncwarp();
@@ -316,7 +327,8 @@ def main() -> None:
   res: dict = {"benchmark": "gpu_step_probe", "arch": arch, "sms": sms, "layers": args.layers, "positions": P, "bytes": total_bytes,
                "cols": args.cols, "slots": args.slots, "phases": len(table), "head": not args.no_head}
   variants = (("step_lean", 1 | 2 | 8), ("step", 1 | 2), ("step_cache_not_prefetched", 1), ("step_lean_no_attention", 8), ("step_no_attention", 0),
-              ("step_no_attention_no_norms", 4), ("step_lean_nowait", 1 | 2 | 8 | 16), ("step_lean_nowait_nomath", 1 | 2 | 8 | 16 | 32))
+              ("step_no_attention_no_norms", 4), ("step_lean_nowait", 1 | 2 | 8 | 16), ("step_lean_nowait_nomath", 1 | 2 | 8 | 16 | 32),
+              ("step_lean_bits", 1 | 2 | 8 | 64), ("step_lean_nowait_bits", 1 | 2 | 8 | 16 | 64))
   for name, work in variants:
     toks = set()
     best = math.inf
