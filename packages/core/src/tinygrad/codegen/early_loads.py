@@ -15,9 +15,9 @@ not where a decode step's time goes. Kept as an A/B switch for streamed designs 
 Here a kernel's loads of a *streamed input* go before a GRID_WAIT barrier (uop.dsl.GRID_WAIT, the renderer's wait), every other
 global access after it. A streamed input is read-only in the kernel, read only outside loops (the heuristics unroll a short
 product's loop for that: `EARLY_LOADS`), and much bigger than what the kernel writes and than its smallest input (a matrix,
-not an activation or the vector it multiplies). Whether the
-kernel before wrote it is not known here: the renderer lists the buffers loaded early (Renderer.grid_wait's `early_params`),
-and the graph gives such a kernel a plain edge where the kernel before it takes one of them as a parameter.
+not an activation or the vector it multiplies). Whether the kernel before wrote it is not known here: the renderer lists the
+buffers loaded before the wait (CUDA: the module's `tg_early_params`), and the graph gives such a kernel a plain edge where the
+kernel before it takes one of them as a parameter (backend-nv graph.py).
 """
 from __future__ import annotations
 
