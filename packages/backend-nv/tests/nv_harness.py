@@ -12,11 +12,16 @@ from tinygrad.device.devstring import Target
 from tinygrad.dtype import DType, dtypes
 from tinygrad.renderer import Renderer
 from tinygrad.renderer.builder import ProgramBuilder as Prog
+from tinygrad.schedule.kernelize import SplitPolicy
 from tinygrad.uop.alu import eval_scalar, from_bits, to_bits
 from tinygrad.uop.ops import UOp
 from tinygrad_backend_nv.cuda import CUDARenderer
 from tinygrad_backend_nv.ptx import PTXRenderer
 from tinygrad_backend_nv.runtime import device_arch, driver_status
+
+# the tests schedule tensors of the default (CPU-style) device and compile the kernels for a GPU: a schedule without CPU panels
+# (schedule/pack.py), as a GPU's is, so that a matmul stays the matmul the tensor cores take
+GPU_SCHEDULE = SplitPolicy(packs=lambda device: False)
 
 GPU_COUNT, NO_GPU_REASON = driver_status()
 HAS_GPU = GPU_COUNT > 0

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from nv_harness import needs_gpu
+from nv_harness import GPU_SCHEDULE, needs_gpu
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import OptOps
 from tinygrad.codegen.program import get_program
@@ -41,7 +41,7 @@ def _renderer(name: str, arch: str):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}_{c[2].name}{'_bias_relu' if c[3] else ''}")
 def test_compiles_with_wmma(rname: str, arch: str, case: tuple) -> None:
   with Context(DEV=f"NULL:{rname}:{arch}"):
-    items, _ = create_schedule([_graph(*case).uop])
+    items, _ = create_schedule([_graph(*case).uop], GPU_SCHEDULE)
   renderer = _renderer(rname, arch)
   progs = [get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK]
   tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
@@ -55,7 +55,7 @@ def test_compiles_with_wmma(rname: str, arch: str, case: tuple) -> None:
 def test_sm75_compiles(rname: str) -> None:
   """sm_75: m16n8k8 f16 only and no cp.async: the register double-buffered pipeline."""
   with Context(DEV=f"NULL:{rname}:sm_75"):
-    items, _ = create_schedule([_graph(*CASES[0]).uop])
+    items, _ = create_schedule([_graph(*CASES[0]).uop], GPU_SCHEDULE)
   renderer = _renderer(rname, "sm_75")
   prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
   assert "m16n8k8" in prog.src and "cp.async" not in prog.src and "ldmatrix" in prog.src
@@ -67,7 +67,7 @@ def test_tf32_compiles_when_allowed(rname: str) -> None:
   renderer = _renderer(rname, "sm_90")
   for allow in (0, 1):
     with Context(DEV=f"NULL:{rname}:sm_90", ALLOW_TF32=allow):
-      items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, False).uop])
+      items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, False).uop], GPU_SCHEDULE)
       progs = [get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK]
     tc = [p for p in progs if any(u.op is Ops.WMMA for u in p.uops)]
     assert len(tc) == allow
@@ -81,7 +81,7 @@ def test_fp32_fma_compiles(rname: str) -> None:
   """float32 without tf32: core's fma spec (FFMAs from shared-memory tiles, no mma), as fma.rn in both renderers."""
   renderer = _renderer(rname, "sm_90")
   with Context(DEV=f"NULL:{rname}:sm_90"):
-    items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, True).uop])
+    items, _ = create_schedule([_graph((128, 64), (64, 128), dtypes.float32, True).uop], GPU_SCHEDULE)
     (prog,) = [p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if p.opts and p.opts[0].op is OptOps.TC]
   assert renderer.tensor_cores[prog.opts[0].axis].fma and not any(u.op is Ops.WMMA for u in prog.uops)
   assert "mma" not in prog.src and prog.src.count("fmaf(" if rname == "CUDA" else "fma.rn.f32") >= 64 * 8
@@ -130,7 +130,7 @@ def test_big_tiles_compile_with_dynamic_shared_memory(config: int) -> None:
   launch); ptxas fits them in registers (spilling at most a few words). PTX (48 KB of static shared memory) never picks them."""
   renderer = _renderer("CUDA", "sm_90")
   with Context(DEV="NULL:CUDA:sm_90", TC_CONFIG=config):
-    items, _ = create_schedule([_graph((512, 256), (256, 512), dtypes.float16, True).uop])
+    items, _ = create_schedule([_graph((512, 256), (256, 512), dtypes.float16, True).uop], GPU_SCHEDULE)
     prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
   assert prog.opts[0].amount == config
   m = re.search(rf"{DYNAMIC_SMEM_SYMBOL} = (\d+);", prog.src)
@@ -142,7 +142,7 @@ def test_big_tiles_compile_with_dynamic_shared_memory(config: int) -> None:
   assert (spill := re.search(r"(\d+) bytes spill stores", log)) is not None and int(spill.group(1)) <= (0 if CONFIGS[config].bk == 32 else 128), log
   ptx = _renderer("PTX", "sm_90")
   with Context(DEV="NULL:PTX:sm_90", TC_CONFIG=config):
-    items, _ = create_schedule([_graph((512, 256), (256, 512), dtypes.float16, True).uop])
+    items, _ = create_schedule([_graph((512, 256), (256, 512), dtypes.float16, True).uop], GPU_SCHEDULE)
     progs = [get_program(it.ast, ptx) for it in items if it.ast.op is Ops.SINK]
   assert not any(u.op is Ops.WMMA for p in progs for u in p.uops)  # doesn't fit: the plain path
 
@@ -159,7 +159,7 @@ def test_heuristic_tile_config(rname: str, arch: str, mkn: tuple[int, int, int],
   renderer = _renderer(rname, arch)
   M, K, N = mkn
   with Context(DEV=f"NULL:{rname}:{arch}"):
-    items, _ = create_schedule([_graph((M, K), (K, N), dtypes.float16, False).uop])
+    items, _ = create_schedule([_graph((M, K), (K, N), dtypes.float16, False).uop], GPU_SCHEDULE)
     prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
   assert [(o.op, o.amount) for o in prog.opts] == [(OptOps.TC, config)]
 
@@ -176,7 +176,7 @@ def test_modeled_tile_cost_counts_waves() -> None:
 def test_small_kernels_keep_static_shared_memory() -> None:
   renderer = _renderer("CUDA", "sm_90")
   with Context(DEV="NULL:CUDA:sm_90", TC_CONFIG=3):
-    items, _ = create_schedule([_graph(*CASES[0]).uop])
+    items, _ = create_schedule([_graph(*CASES[0]).uop], GPU_SCHEDULE)
     prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
   assert "__shared__ __align__(16) half" in prog.src and DYNAMIC_SMEM_SYMBOL not in prog.src and "extern __shared__" not in prog.src
 
@@ -186,7 +186,7 @@ def test_ptx_pipeline_variants_compile(setting: dict) -> None:
   """The other fragment/copy forms: VECTORIZE of scalar shared loads (packed into .b32 pairs), register copies."""
   renderer = _renderer("PTX", "sm_80")
   with Context(DEV="NULL:PTX:sm_80", **setting):
-    items, _ = create_schedule([_graph(*CASES[1]).uop])
+    items, _ = create_schedule([_graph(*CASES[1]).uop], GPU_SCHEDULE)
     prog = next(p for p in (get_program(it.ast, renderer) for it in items if it.ast.op is Ops.SINK) if any(u.op is Ops.WMMA for u in p.uops))
   assert ("ldmatrix" in prog.src) == ("LDMATRIX" not in setting) and ("cp.async.cg" in prog.src) == ("ASYNC_COPY" not in setting)
   assert len(renderer.compiler.compile(prog.src)) > 0
@@ -215,7 +215,7 @@ def _check_on_gpu(dev: str, case: tuple, **ctx: int) -> None:
     c = Tensor(rng.standard_normal(sb[-1]).astype(np.float32)).cast(dt).realize()
     expr = a @ b
     if bias: expr = (expr + c).relu()
-    items, _ = create_schedule([expr.uop])
+    items, _ = create_schedule([expr.uop], GPU_SCHEDULE)
     renderer = Device.renderer("CUDA")
     assert renderer.name == dev.split(":")[-1] or (dev == "CUDA" and renderer.name == "CUDA")
     assert any(u.op is Ops.WMMA for it in items if it.ast.op is Ops.SINK for u in get_program(it.ast, renderer).uops)
@@ -239,7 +239,7 @@ def test_reduction_kernels_ask_for_resident_warps() -> None:
   renderer = _renderer("CUDA", "sm_90")
   def sources(expr: Tensor) -> list[str]:
     with Context(DEV="NULL:CUDA:sm_90"):
-      items, _ = create_schedule([expr.uop])
+      items, _ = create_schedule([expr.uop], GPU_SCHEDULE)
       return [get_program(it.ast, renderer).src for it in items if it.ast.op is Ops.SINK]
   (wide,) = sources(Tensor.empty(1024, 4096).softmax(-1))
   assert "__launch_bounds__(256, 2)" in wide and len(renderer.compiler.compile(wide)) > 0

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from nv_harness import GPU_ARCH, needs_gpu
+from nv_harness import GPU_ARCH, GPU_SCHEDULE, needs_gpu
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.codegen.opt import Opt, OptOps
 from tinygrad.codegen.program import get_program
@@ -86,7 +86,7 @@ def _matmul(sa: tuple, sb: tuple, dt, bias: bool = False) -> Tensor:
 
 def _tc_program(expr: Tensor, renderer, dev: str, opts: list | None = None):
   with Context(DEV=dev):
-    items, _ = create_schedule([expr.uop])
+    items, _ = create_schedule([expr.uop], GPU_SCHEDULE)
     progs = [get_program(it.ast, renderer, opts) for it in items if it.ast.op is Ops.SINK and (opts is None or it.ast.src[0].op is Ops.STORE)]
   return next(p for p in progs if any(u.op is Ops.WMMA for u in p.uops))
 
@@ -131,7 +131,7 @@ def _emulated(M: int, N: int, K: int, layout: str, dt, bias: bool, batch: int, *
     c = Tensor(rng.standard_normal(N).astype(np.float32)).cast(dt).realize()
     x, y = (a if layout[0] == "n" else a.transpose(-1, -2)), (b if layout[1] == "n" else b.transpose(-1, -2))
     expr = (x @ y + c).relu() if bias else x @ y
-    items, _ = create_schedule([expr.uop])
+    items, _ = create_schedule([expr.uop], GPU_SCHEDULE)
     r = Device.renderer("PYTHON")
     names = {u.arg[0] for it in items if it.ast.op is Ops.SINK for u in get_program(it.ast, r).uops if u.op is Ops.WMMA}
     assert len(names) == 1 and next(iter(names)).startswith("wgmma_m64n"), names
@@ -219,7 +219,7 @@ def test_emulator_catches_a_buffer_refilled_under_a_running_batch() -> None:
   after it refills that batch's buffer fails (as the GPU would read the new tile)."""
   from tinygrad.runtime.python import PythonProgram, deserialize, serialize
   with Context(DEV="PYTHON::sm_90a", WGMMA=1):
-    items, _ = create_schedule([_matmul((64, 256), (256, 64), dtypes.float16).uop])
+    items, _ = create_schedule([_matmul((64, 256), (256, 64), dtypes.float16).uop], GPU_SCHEDULE)
     prog = get_program(items[-1].ast, Device.renderer("PYTHON"))
   enc = deserialize(prog.src)
   bufs = [bytearray(64 * 64 * 2), bytearray(64 * 256 * 2), bytearray(256 * 64 * 2)]

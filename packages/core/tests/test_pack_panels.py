@@ -26,3 +26,18 @@ def test_transposed_operand_is_packed(rows: int, k: int, packed: bool):
   assert kernels(x @ w.T) == (2 if packed else 1)
   with Context(PACK_MIN_REDUCE_T=1024): assert kernels(x @ w.T) == 1
   if Device.DEFAULT != "NULL": np.testing.assert_allclose((x @ w.T).numpy(), xs @ ws.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows,k,packed", [(32, 128, True), (32, 640, True), (16, 128, False), (16, 640, False), (1, 256, False)])
+def test_float16_operand_read_as_float_is_packed(rows: int, k: int, packed: bool):
+  """x @ W.T.float() with W a float16 buffer: its panels hold W as float (one copy kernel), from 32 rows of x at any reduction
+  length; the few-vectors form converted every element it read (64x128 @ (1024x128 half).T 1,440 -> 197 us on 2 cores);
+  PACK_CASTS=0 reads W in place."""
+  rng = np.random.default_rng(rows + k)
+  xs, ws = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((64, k)).astype(np.float16)
+  x, w = Tensor(xs).realize(), Tensor(ws).realize()
+  out = x @ w.T.float()
+  assert kernels(out) == (2 if packed else 1)
+  with Context(PACK_CASTS=0): assert kernels(x @ w.T.float()) == 1
+  if Device.DEFAULT == "CPU" or (Device.DEFAULT == "PYTHON" and k <= 128):  # (the interpreter: the short ones)
+    np.testing.assert_allclose(out.numpy(), xs @ ws.astype(np.float32).T, rtol=1e-4, atol=1e-4)

@@ -12,7 +12,8 @@ from tinygrad.uop.ops import Ops
 
 
 def _unrolls(k: int) -> list[int]:
-  x, w = Tensor.empty(64, k), Tensor.empty(1024, k, dtype=dtypes.half)
+  # 16 rows: a float16 W is packed from 32 (schedule/pack.py PACK_MIN_ROWS_CAST), fewer take the few-vectors form
+  x, w = Tensor.empty(16, k), Tensor.empty(1024, k, dtype=dtypes.half)
   items, _ = create_schedule([(x @ w.T.cast(dtypes.float32)).uop], split_policy())
   ast = [it.ast for it in items if it.ast.op is Ops.SINK][-1]
   return [o.amount for o in hand_coded_opts(ast, 2, wide_loads=False, gpu=False) if o.op is OptOps.UNROLL]

@@ -43,6 +43,8 @@ PACK_MIN_ROWS_T = ContextVar("PACK_MIN_ROWS_T", 256)
 # K = 576 the few-vectors form stays ahead: 64x576 @ (1536x576).T 125 against 110 packed)
 PACK_MIN_ROWS_SHORT_K = ContextVar("PACK_MIN_ROWS_SHORT_K", 16)
 PACK_SHORT_K = 512
+PACK_CASTS = ContextVar("PACK_CASTS", 1)  # 0: a W cast from float16 (or bfloat16) is not packed (read in place, as before)
+PACK_MIN_ROWS_CAST = 32  # rows of x from which such a W is packed, at any reduction length
 PANEL_WIDTH = 16  # the CPU register block's width (codegen/heuristics.py's _register_block)
 PAD_MIN_ELEMENTS = 1 << 16  # padded inputs this big and bigger are copied padded (a small one is cheap to mask, and in cache)
 PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded element: a copy for fewer doesn't pay
@@ -53,12 +55,20 @@ MOVEMENT = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.PAD, Ops.FLIP)
 VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.FLIP)  # the movement ops that move no element out of range
 
 
-def _offsets(x: UOp, idx: tuple[int, ...], sliced: bool = False) -> tuple[UOp, int]:
+def _offsets(x: UOp, idx: tuple[int, ...], sliced: bool = False, casts: bool = False) -> tuple[UOp, int]:
   """(base, row-major position in base.shape) that element idx of x reads, through RESHAPE, PERMUTE, EXPAND and FLIP (a conv's
   input gradient reads its weight flipped); with sliced through SHRINK and PAD too, as the linear map they are inside their
-  range (a strided conv's input gradient takes every s-th tap of its weight: a pad, a reshape and a shrink)."""
-  while x.op in VIEWS or (sliced and x.op in (Ops.SHRINK, Ops.PAD)): x, idx = x.src[0], _step(x, idx)
+  range (a strided conv's input gradient takes every s-th tap of its weight: a pad, a reshape and a shrink); with casts through
+  a float widening (a float16 W read as float: element for element)."""
+  while x.op in VIEWS or (sliced and x.op in (Ops.SHRINK, Ops.PAD)) or (casts and _widening(x)):
+    x, idx = x.src[0], (idx if x.op is Ops.CAST else _step(x, idx))
   return x, sum(i * st for i, st in zip(idx, _strides(x.shape)))
+
+
+def _widening(x: UOp) -> bool:
+  """A CAST from a narrower float to a float (float16 or bfloat16 to float32)."""
+  return (x.op is Ops.CAST and dtypes.is_float(x.dtype) and dtypes.is_float(x.src[0].dtype)
+          and x.src[0].dtype.itemsize < x.dtype.itemsize)
 
 
 def _strides(shape: tuple) -> tuple[int, ...]:
@@ -69,13 +79,13 @@ def _strides(shape: tuple) -> tuple[int, ...]:
   return tuple(reversed(out))
 
 
-def _axis_strides(x: UOp, sliced: bool = False) -> tuple[UOp, list[int]]:
+def _axis_strides(x: UOp, sliced: bool = False, casts: bool = False) -> tuple[UOp, list[int]]:
   """The base under x's movement ops and how far its read position moves per step of each axis of x (memory, where the
-  base is a realized buffer). sliced: see _offsets."""
-  base, origin = _offsets(x, (0,) * len(x.shape), sliced)
+  base is a realized buffer). sliced, casts: see _offsets."""
+  base, origin = _offsets(x, (0,) * len(x.shape), sliced, casts)
   steps = []
   for a, s in enumerate(x.shape):
-    steps.append(_offsets(x, tuple(1 if i == a and s > 1 else 0 for i in range(len(x.shape))), sliced)[1] - origin if s > 1 else 0)
+    steps.append(_offsets(x, tuple(1 if i == a and s > 1 else 0 for i in range(len(x.shape))), sliced, casts)[1] - origin if s > 1 else 0)
   return base, steps
 
 
@@ -158,18 +168,26 @@ def pack_panels(r: UOp) -> UOp | None:
   outs = [a for a in range(len(shape)) if a not in r.arg[1] and shape[a] > 1]
   if len(reds) != 1 or not outs or shape[reds[0]] < min(PACK_MIN_REDUCE, PACK_MIN_REDUCE_T.value): return None
   k, j = reds[0], outs[-1]  # the reduction and the register block's loop (the innermost output loop)
-  views = [_axis_strides(op) for op in x.src]
+  # a float16 W read as float is packed too (the panels hold it as float): x @ W.T.float() of a few rows ran the few-vectors form,
+  # which LLVM left scalar at K = 128 (bench/README.md, session 28)
+  views = [_axis_strides(op, casts=bool(PACK_CASTS.value)) for op in x.src]
   for i, (base, steps) in enumerate(views):
     if base.op not in STORED or steps[j] == 0 or steps[k] == 0: continue
     if views[1 - i][1][j] != 0: continue  # a doesn't move with j: each of its elements serves the whole register block
     # B = W.T (nn.Linear's x @ W.T): contiguous along k, its columns W's rows; the register block would read 16 of them per k
     transposed = abs(steps[k]) == 1 and abs(steps[j]) >= PANEL_WIDTH
+    cast = base is not _offsets(x.src[i], (0,) * len(shape))[0]  # a float16 W read as float (PACK_CASTS): only x @ W.T measured
+    if cast and not transposed: continue
     if transposed and shape[k] < PACK_MIN_REDUCE_T.value: continue
     if not transposed:
       if shape[k] < PACK_MIN_REDUCE: continue
       if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     min_rows = (PACK_MIN_ROWS_SHORT_K.value if shape[k] < PACK_SHORT_K else PACK_MIN_ROWS_T.value) if transposed else PACK_MIN_ROWS
+    # a float16 W read as float: the few-vectors form converts every element it reads and stays far behind the panels from 32
+    # rows at any K (2 cores, us: 32x2048 @ (2048x2048 half).T 5,604 -> 3,950, 64x2048 @ (8192x2048 half).T 59,311 -> 28,957,
+    # 32x128 @ (1024x128 half).T 706 -> 214), not at 16 (16x256 @ (4096x256 half).T 533 -> 770: its float panels are twice W)
+    if cast: min_rows = PACK_MIN_ROWS_CAST
     if prod(shape[a] for a in outs if steps[a] == 0) < min_rows: continue
     if shape[j] % (w := PANEL_WIDTH): continue
     a = _rows_contiguous(x.src[1 - i], views[1 - i], k, len(shape)) if shape[j] >= PACK_MIN_ROWS else x.src[1 - i]
