@@ -237,7 +237,7 @@ class CUDAProgram:
       GRID_WAIT_SYMBOL,
     )
     self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
-    self.early_params = self._global_u64(EARLY_PARAMS_SYMBOL)  # buffer parameters read before that wait (a bit each)
+    self.early_params = next(iter(self._global_words(EARLY_PARAMS_SYMBOL)), 0)  # buffer parameters read before that wait (a bit each)
     self.tensor_maps = self._tensor_maps()
     self._encoded: dict[tuple, Any] = {}  # (map, buffer address) -> its 128 bytes, 64-byte aligned (encoding costs microseconds)
 
@@ -248,25 +248,21 @@ class CUDAProgram:
     attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
     check(cu.cuFuncSetAttribute(self.fn, attr, SMEM_CARVEOUT), f"cuFuncSetAttribute(kernel {self.name}, carveout {SMEM_CARVEOUT}%)")
 
-  def _global_u64(self, symbol: str) -> int:
-    """The value of a 64-bit global of the kernel's module, 0 where it has none."""
+  def _global_words(self, symbol: str) -> list[int]:
+    """A global of the kernel's module as 64-bit words ([] where the module has none)."""
     res = cu.cuModuleGetGlobal(self.module, symbol.encode())
-    if res[0] != cu.CUresult.CUDA_SUCCESS: return 0
-    value = ctypes.c_uint64()
-    check(cu.cuMemcpyDtoH(ctypes.addressof(value), res[1], 8), f"cuMemcpyDtoH({symbol})")
-    return int(value.value)
+    if res[0] == cu.CUresult.CUDA_ERROR_NOT_FOUND: return []
+    ptr, size = check(res, f"cuModuleGetGlobal({symbol})")
+    words = (ctypes.c_uint64 * (int(size) // 8))()
+    check(cu.cuMemcpyDtoH(ctypes.addressof(words), ptr, int(size)), f"cuMemcpyDtoH({symbol})")
+    return [int(w) for w in words]
 
   def _tensor_maps(self) -> list[tuple[int, ...]]:
     """The tensor maps the kernel takes as parameters after its buffers and vars (cuda.py TENSOR_MAP_SYMBOL), each as
     TENSOR_MAP_WORDS numbers."""
     from tinygrad_backend_nv.cuda import TENSOR_MAP_SYMBOL, TENSOR_MAP_WORDS
-    res = cu.cuModuleGetGlobal(self.module, TENSOR_MAP_SYMBOL.encode())
-    if res[0] == cu.CUresult.CUDA_ERROR_NOT_FOUND: return []
-    ptr, size = check(res, f"cuModuleGetGlobal({TENSOR_MAP_SYMBOL})")
-    words = (ctypes.c_uint64 * (int(size) // 8))()
-    check(cu.cuMemcpyDtoH(ctypes.addressof(words), ptr, int(size)), f"cuMemcpyDtoH({TENSOR_MAP_SYMBOL})")
-    n = int(words[0])
-    return [tuple(int(w) for w in words[1 + i * TENSOR_MAP_WORDS:1 + (i + 1) * TENSOR_MAP_WORDS]) for i in range(n)]
+    if not (words := self._global_words(TENSOR_MAP_SYMBOL)): return []
+    return [tuple(words[1 + i * TENSOR_MAP_WORDS:1 + (i + 1) * TENSOR_MAP_WORDS]) for i in range(words[0])]
 
   def _encode(self, spec: tuple[int, ...], bufs: tuple[int, ...]) -> Any:
     """One tensor map (a 64-byte aligned copy of its 128 bytes) for the buffer the spec names: 128-byte swizzled boxes."""

@@ -176,7 +176,7 @@ def pack_panels(r: UOp) -> UOp | None:
     if views[1 - i][1][j] != 0: continue  # a doesn't move with j: each of its elements serves the whole register block
     # B = W.T (nn.Linear's x @ W.T): contiguous along k, its columns W's rows; the register block would read 16 of them per k
     transposed = abs(steps[k]) == 1 and abs(steps[j]) >= PANEL_WIDTH
-    cast = base is not _offsets(x.src[i], (0,) * len(shape))[0]  # a float16 W read as float (PACK_CASTS): only x @ W.T measured
+    cast = base.dtype != x.dtype  # a float16 W read as float (PACK_CASTS): only x @ W.T measured
     if cast and not transposed: continue
     if transposed and shape[k] < PACK_MIN_REDUCE_T.value: continue
     if not transposed:
