@@ -64,11 +64,28 @@ struct Phase { const unsigned short* w; int kind, n, k, layer; };
 // a row's 16-byte chunk's place in its slot row: MMA swizzles it by the row (ldmatrix's 8 rows then hit 8 different banks)
 __device__ __forceinline__ int swz(int row, int chunk) { return MMA ? chunk ^ (row & 7) : chunk; }
 
-// the 4 copying warps' threads copy 16-byte chunks ct, ct + 128, ... of the slot (cp.async), each thread's copies counting as
-// one arrival at the slot's mbarrier once they have landed
+#ifndef CPW
+#define CPW 4  // copying warps
+#endif
+#ifndef BULK
+#define BULK 0  // the slots filled by bulk copies (a row's COLS columns each), not 16-byte cp.async
+#endif
+#define CT (CPW * 32)  // copying threads
+// the copying warps' threads copy 16-byte chunks ct, ct + CT, ... of the slot (cp.async), each thread's copies counting as
+// one arrival at the slot's mbarrier once they have landed. BULK: lanes 0 .. CW - 1 of the first copying warp each ask for one
+// row (cp.async.bulk), the slot's mbarrier expecting its bytes
 __device__ __forceinline__ void copy_rows(unsigned char* dst, unsigned long long* full, const unsigned short* W, int row0, int K, int c, int ct) {
+  if (BULK) {
+    if (ct >= 32) return;
+    if (ct == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(saddr(full)), "r"(CW * COLS * 2) : "memory");
+    __syncwarp();
+    if (ct < CW)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   :: "r"(saddr(dst + ct * COLS * 2)), "l"(W + (size_t)(row0 + ct) * K + c), "r"(COLS * 2), "r"(saddr(full)) : "memory");
+    return;
+  }
   #pragma unroll
-  for (int q = ct; q < CW * COLS / 8; q += 128) {
+  for (int q = ct; q < CW * COLS / 8; q += CT) {
     int j = q / (COLS / 8), e = q % (COLS / 8);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(saddr(dst + j * COLS * 2 + swz(j, e) * 16)), "l"(W + (size_t)(row0 + j) * K + c + e * 8) : "memory");
   }
@@ -185,13 +202,22 @@ __device__ void prefetch_kv(unsigned short* kvs, const unsigned short* kc, const
 
 // one query head over the cache's P positions and the token's own (from qkv): scores, softmax, weighted values. kh, vh: the
 // kv head's P x 64 keys and values (shared memory where prefetched, else the cache)
-__device__ void attention(int hd, const float* qkv, const unsigned short* kh, const unsigned short* vh, float* out, float* sc, float* red, int P) {
+__device__ void attention(int hd, const float* qkv, const unsigned short* kh, const unsigned short* vh, float* out, float* sc, float* red, float* tok, int P, int tok_first) {
   int t = threadIdx.x, warp = t >> 5, lane = t & 31, kv = hd / 4;
-  const float* q = qkv + hd * 64;
-  float q0 = __ldcg(q + lane) * 0.125f, q1 = __ldcg(q + lane + 32) * 0.125f;
+  // the token's query row, key and value (this step's q/k/v product) into shared memory first: one round trip, not three
+  // (flag 4096; else each where it is used, as session 28's kernel did: three dependent round trips)
+  if (!tok_first) {
+    if (t < 64) tok[t] = __ldcg(qkv + hd * 64 + t);
+    CSYNC();
+  } else {
+    if (t < 192) tok[t] = __ldcg(qkv + (t < 64 ? hd * 64 + t : t < 128 ? 2048 + kv * 64 + t - 64 : 2560 + kv * 64 + t - 128));
+    CSYNC();
+  }
+  float q0 = tok[lane] * 0.125f, q1 = tok[lane + 32] * 0.125f;
   for (int p = warp; p <= P; p += CW) {
     float k0, k1;
     if (p < P) { k0 = h2f(kh[p * 64 + lane]); k1 = h2f(kh[p * 64 + lane + 32]); }
+    else if (tok_first) { k0 = tok[64 + lane]; k1 = tok[96 + lane]; }
     else { k0 = __ldcg(qkv + 2048 + kv * 64 + lane); k1 = __ldcg(qkv + 2048 + kv * 64 + lane + 32); }
     float s = q0 * k0 + q1 * k1;
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -210,7 +236,7 @@ __device__ void attention(int hd, const float* qkv, const unsigned short* kh, co
   CSYNC();
   int d = t & 63, part = t >> 6;
   float acc = 0.f;
-  for (int p = part; p <= P; p += NT / 64) acc += sc[p] * (p < P ? h2f(vh[p * 64 + d]) : __ldcg(qkv + 2560 + kv * 64 + d));
+  for (int p = part; p <= P; p += NT / 64) acc += sc[p] * (p < P ? h2f(vh[p * 64 + d]) : tok_first ? tok[128 + d] : __ldcg(qkv + 2560 + kv * 64 + d));
   red[16 + t] = acc;
   CSYNC();
   if (t < 64) {
@@ -229,6 +255,9 @@ __device__ __forceinline__ float dot8_bits(uint4 w, float4 a, float4 b) {
   return lo_h(w.x) * a.x + hi_h(w.x) * a.y + lo_h(w.y) * a.z + hi_h(w.y) * a.w + lo_h(w.z) * b.x + hi_h(w.z) * b.y + lo_h(w.w) * b.z + hi_h(w.w) * b.w;
 }
 
+// flag 2048: q/k/v's row groups in two halves of their columns (384 parts on the blocks, not 192: the phase's straggle)
+__device__ __forceinline__ int splits(int flags, int kind) { return (flags & 2048) && kind == 0 ? 2 : 1; }
+
 __device__ __forceinline__ unsigned long long now_ns() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
 __device__ __forceinline__ void wait_at_least(unsigned* counter, unsigned target) {
@@ -236,7 +265,7 @@ __device__ __forceinline__ void wait_at_least(unsigned* counter, unsigned target
   do { asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory"); } while (v < target);
 }
 
-extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases, int n_phases, float* h, float* qkv, float* attn, float* gu,
+extern "C" __global__ void __launch_bounds__(NT + CT) step(const Phase* phases, int n_phases, float* h, float* qkv, float* attn, float* gu,
     float* logits, float* best, int* token, const unsigned short* kcache, const unsigned short* vcache, int P, unsigned* bar, int epoch,
     int flags, unsigned* abar, int n_main, int n_layers, unsigned long long* stamps) {
   // flags: 1 the attention's work, 2 its keys and values prefetched into shared memory, 4 the norms skipped, 8 lean: the
@@ -246,9 +275,10 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
   // dot products (they only free the slots: the stream alone)
   // 64: the weights converted by bit moves, not cvt (dot8_bits); 128: x of a 2048-column product in registers (bits ignored there)
   // 256: timestamps; 512: silu(gate) * up in the gate/up product's epilogue (rows 2i and 2i + 1 are gate i and up i), down
-  // stages the 8192 products; 1024: the phase counters by a release add
+  // stages the 8192 products; 1024: the phase counters by a release add; 2048: q/k/v split in two by columns (atomic adds);
+  // 4096: the attention loads the token's q, k and v together first; 8192: the cache prefetched a layer ahead (during o)
   int attn_work = flags & 1, prefetch = flags & 2, norm = !(flags & 4), lean = flags & 8, waits = !(flags & 16), math = !(flags & 32);
-  int bits = flags & 64, xregs = flags & 128, fused = flags & 512, rel = flags & 1024;
+  int bits = flags & 64, xregs = flags & 128, fused = flags & 512, rel = flags & 1024, early_kv = flags & 8192;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* ring = smem;
   float* xs = (float*)(smem + SLOTS * SLOT);
@@ -263,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
   if (threadIdx.x == 0) {
     for (int i = 0; i < SLOTS; i++) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 128;" :: "r"(saddr(full + i)) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(saddr(full + i)), "n"(BULK ? 1 : CT) : "memory");
       asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(saddr(empty + i)), "n"(CW) : "memory");
     }
     for (int i = 0; i < 4; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(saddr(cbar + i)), "n"(CW) : "memory");
@@ -275,8 +305,10 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
     for (int p = 0; p < n_phases; p++) {
       Phase ph = phases[p];
       if (ph.w == 0) continue;
-      for (int g = blockIdx.x; g * CW < ph.n; g += G)
-        for (int c = 0; c < ph.k; c += COLS, t++) {
+      int sp = splits(flags, ph.kind), kc = ph.k / sp;
+      for (int u = blockIdx.x; u < ph.n / CW * sp; u += G)
+        for (int c = u % sp * kc; c < (u % sp + 1) * kc; c += COLS, t++) {
+          int g = u / sp;
           int slot = t % SLOTS, use = t / SLOTS;
           if (use > 0) mwait(empty + slot, (use - 1) & 1);
           copy_rows(ring + slot * SLOT, full + slot, ph.w, g * CW, ph.k, c, threadIdx.x - NT);
@@ -300,15 +332,20 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
     CSYNC();
     if (stamps && threadIdx.x == 0) stamps[(p * G + blockIdx.x) * 3] = now_ns();  // released (the phase before done)
     const unsigned short* kl = kcache + (size_t)ph.layer * 8 * P * 64, *vl = vcache + (size_t)ph.layer * 8 * P * 64;
-    if (ph.kind == 0 && attn_work && prefetch && blockIdx.x < 32) prefetch_kv(kvs, kl, vl, blockIdx.x, P);
+    if (attn_work && prefetch && blockIdx.x < 32) {
+      // the head's cache into shared memory: as the layer's q/k/v product starts, or (flag 8192) as the layer before's o product
+      // starts, right after its attention (long landed by the time it is read: not behind the stream's requests)
+      if (ph.kind == 0 && (!early_kv || ph.layer == 0)) prefetch_kv(kvs, kl, vl, blockIdx.x, P);
+      if (ph.kind == 2 && early_kv && ph.layer + 1 < n_layers) prefetch_kv(kvs, kl + (size_t)8 * P * 64, vl + (size_t)8 * P * 64, blockIdx.x, P);
+    }
     if (ph.kind == 1) {
       if (attn_work && blockIdx.x < 32) {
         if (prefetch) {
           asm volatile("cp.async.wait_all;" ::: "memory");
           CSYNC();
-          attention(blockIdx.x, qkv, kvs, kvs + P * 64, attn, sc, red, P);
+          attention(blockIdx.x, qkv, kvs, kvs + P * 64, attn, sc, red, cbuf, P, flags & 4096);
         } else {
-          attention(blockIdx.x, qkv, kl + (size_t)(blockIdx.x / 4) * P * 64, vl + (size_t)(blockIdx.x / 4) * P * 64, attn, sc, red, P);
+          attention(blockIdx.x, qkv, kl + (size_t)(blockIdx.x / 4) * P * 64, vl + (size_t)(blockIdx.x / 4) * P * 64, attn, sc, red, cbuf, P, flags & 4096);
         }
       }
     } else if (ph.kind == 6) {
@@ -322,6 +359,8 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
         if (lane == 0) *token = at;
       }
     } else {
+      if ((flags & 2048) && ph.kind == 3)  // the next layer's q/k/v sums start from 0 (this layer's attention has read them)
+        for (int i = blockIdx.x * NT + threadIdx.x; i < 3072; i += G * NT) qkv[i] = 0.f;
       if (fused && ph.kind == 4) stage_act(xs, gu);
       else stage(xs, red, ph.kind == 2 || ph.kind == 4 || norm ? ph.kind : 2, h, ph.kind == 2 || ph.kind == 4 ? attn : h, gu);
       if (lean && (ph.kind == 2 || ph.kind == 4))
@@ -329,7 +368,7 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
       CSYNC();
       if (stamps && threadIdx.x == 0) stamps[(p * G + blockIdx.x) * 3 + 1] = now_ns();  // x staged
       float scale = 3.4641f * rsqrtf((float)ph.k) * (bits ? 0x1p112f : 1.f);
-      int in_regs = XREGS && xregs && ph.k == 2048;
+      int in_regs = XREGS && xregs && ph.k == 2048 && splits(flags, ph.kind) == 1;
       float xr[64];  // this lane's 64 columns of x for a 2048-column product (flag 128), read from shared memory once a phase
       if (in_regs) {
         #pragma unroll
@@ -340,7 +379,9 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
           xr[j * 8 + 4] = b.x; xr[j * 8 + 5] = b.y; xr[j * 8 + 6] = b.z; xr[j * 8 + 7] = b.w;
         }
       }
-      for (int g = blockIdx.x; g * CW < ph.n; g += G) {
+      int sp = splits(flags, ph.kind), kc = ph.k / sp;  // a row group's columns in sp parts (flag 2048: q/k/v's in 2, added up in qkv)
+      for (int u = blockIdx.x; u < ph.n / CW * sp; u += G) {
+        int g = u / sp, c0 = u % sp * kc;
         float acc = 0.f, acc2 = 0.f;
         if (in_regs) {
           #pragma unroll
@@ -363,7 +404,7 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
           float d[4][4] = {};  // 4 accumulators (one a k-block of the slot's 4): 4 shorter chains of dependent mma, not 1 long one
           const int slab = warp >> 3, q = warp & 7, j = slab * 8 + (lane & 7);
           const unsigned short* xp = (const unsigned short*)xs;
-          for (int c = 0; c < ph.k; c += COLS, t++) {
+          for (int c = c0; c < c0 + kc; c += COLS, t++) {
             int slot = t % SLOTS, use = t / SLOTS;
             mwait(full + slot, use & 1);
             if (math) {
@@ -405,7 +446,7 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
           }
           rg++;
         } else
-        for (int c = 0; c < ph.k; c += COLS, t++) {
+        for (int c = c0; c < c0 + kc; c += COLS, t++) {
           int slot = t % SLOTS, use = t / SLOTS;
           mwait(full + slot, use & 1);
           const uint4* row = (const uint4*)(ring + slot * SLOT + warp * COLS * 2);
@@ -438,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(NT + 128) step(const Phase* phases,
         } else
         if ((MMA ? threadIdx.x < 16 : lane == 0) && math) {
           float y = acc * scale;
-          if (ph.kind == 0) qkv[r] = y;
+          if (ph.kind == 0) { if (sp > 1) atomicAdd(qkv + r, y); else qkv[r] = y; }
           else if (ph.kind == 3) gu[r] = y;
           else if (ph.kind == 5) { logits[r] = y; if (y > mine) { mine = y; mine_at = r; } }
           else h[r] = (lean ? hs[r] : __ldcg(h + r)) + y;  // o and down: the residual (row r is this warp's alone)
@@ -529,16 +570,19 @@ def main() -> None:
   ap.add_argument("--save-h", default=None, help="write h after one step of the first variant (JSON) here, for --ref-h")
   ap.add_argument("--ref-h", default=None, help="compare h after one step with this file's (another build's --save-h)")
   ap.add_argument("--timeline", action="store_true", help="one more step_lean launch with per-phase timestamps (globaltimer): where the step goes")
+  ap.add_argument("--copy-warps", type=int, default=4, help="copying warps a block (cp.async)")
+  ap.add_argument("--tma", action="store_true", help="bulk copies a row (cp.async.bulk) instead of 16-byte cp.async (not with --mma)")
   ap.add_argument("--only", default=None, help="comma-separated variant names to run (default: all)")
   ap.add_argument("--warps", type=int, default=8, choices=(8, 16), help="computing warps a block (a slot holds as many rows)")
   ap.add_argument("--no-head", action="store_true", help="without the output matrix and the argmax (the layers' part of the step)")
   args = ap.parse_args()
+  if args.tma and args.mma: ap.error("--tma places rows plainly; --mma reads them swizzled")
   if args.mma and (args.warps, args.cols, args.no_xregs, args.xperm) != (16, 512, True, False): ap.error("--mma needs --warps 16 --cols 512 --no-xregs")
   from tinygrad_backend_nv.compiler import NVRTCCompiler
   from tinygrad_backend_nv.runtime import CUDAProgram, Timer, check, cu, device_arch, open_cuda
   dev = open_cuda("CUDA", 0)
   arch = device_arch(0) or "sm_90"
-  lib = NVRTCCompiler(arch, ("-DROWS=2", f"-DCOLS={args.cols}", f"-DSLOTS={args.slots}", f"-DCW={args.warps}", f"-DXREGS={0 if args.no_xregs else 1}", f"-DXPERM={int(args.xperm)}", f"-DDOT2={int(args.dot2)}", f"-DMMA={int(args.mma)}")).compile(CHAIN_SRC + STEP_SRC)
+  lib = NVRTCCompiler(arch, ("-DROWS=2", f"-DCOLS={args.cols}", f"-DSLOTS={args.slots}", f"-DCW={args.warps}", f"-DXREGS={0 if args.no_xregs else 1}", f"-DXPERM={int(args.xperm)}", f"-DDOT2={int(args.dot2)}", f"-DMMA={int(args.mma)}", f"-DCPW={args.copy_warps}", f"-DBULK={int(args.tma)}")).compile(CHAIN_SRC + STEP_SRC)
   step, fill = CUDAProgram(dev.ctx, "step", lib), CUDAProgram(dev.ctx, "fill", lib)
   alloc = dev.allocator.alloc
   sms = int(check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev.ctx.device), "attr"))
@@ -580,11 +624,12 @@ def main() -> None:
     vals += [ctypes.c_int32(P), ctypes.c_uint64(int(bar)), ctypes.c_int32(epoch), ctypes.c_int32(flags), ctypes.c_uint64(int(abar))]
     vals += [ctypes.c_int32(n_main if flags & 8 else len(table)), ctypes.c_int32(args.layers), ctypes.c_uint64(int(stamps) if flags & 256 else 0)]
     params = (ctypes.c_void_p * len(vals))(*(ctypes.addressof(v) for v in vals))
-    check(cu.cuLaunchKernel(step.fn, sms, 1, 1, 32 * args.warps + 128, 1, 1, smem, 0, ctypes.addressof(params), 0), "cuLaunchKernel(step)")
+    check(cu.cuLaunchKernel(step.fn, sms, 1, 1, 32 * (args.warps + args.copy_warps), 1, 1, smem, 0, ctypes.addressof(params), 0), "cuLaunchKernel(step)")
 
   def reset() -> None:
     check(cu.cuMemcpyDtoD(h, h0, D * 4), "cuMemcpyDtoD")
     for counter in (bar, abar): check(cu.cuMemsetD32(counter, 0, 1), "cuMemsetD32")
+    check(cu.cuMemsetD32(bufs["qkv"], 0, 3072), "cuMemsetD32")  # flag 2048 adds into it
 
   last_h: list[float] = []
 
@@ -598,12 +643,14 @@ def main() -> None:
   ref_h = json.load(open(args.ref_h)) if args.ref_h else None
 
   res: dict = {"benchmark": "gpu_step_probe", "arch": arch, "sms": sms, "layers": args.layers, "positions": P, "bytes": total_bytes,
-               "cols": args.cols, "slots": args.slots, "warps": args.warps, "xregs_built": not args.no_xregs, "xperm": args.xperm, "dot2": args.dot2, "mma": args.mma, "phases": len(table), "head": not args.no_head}
+               "cols": args.cols, "slots": args.slots, "warps": args.warps, "xregs_built": not args.no_xregs, "xperm": args.xperm, "dot2": args.dot2, "mma": args.mma, "copy_warps": args.copy_warps, "tma": args.tma, "phases": len(table), "head": not args.no_head}
   variants = (("step_lean", 1 | 2 | 8), ("step", 1 | 2), ("step_cache_not_prefetched", 1), ("step_lean_no_attention", 8), ("step_no_attention", 0),
               ("step_no_attention_no_norms", 4), ("step_lean_nowait", 1 | 2 | 8 | 16), ("step_lean_nowait_nomath", 1 | 2 | 8 | 16 | 32),
               ("step_lean_bits", 1 | 2 | 8 | 64), ("step_lean_nowait_bits", 1 | 2 | 8 | 16 | 64), ("step_lean_xregs", 1 | 2 | 8 | 128),
               ("step_lean_nowait_xregs", 1 | 2 | 8 | 16 | 128), ("step_lean_rel", 1 | 2 | 8 | 1024), ("step_lean_fused", 1 | 2 | 8 | 512),
-              ("step_lean_fused_rel", 1 | 2 | 8 | 512 | 1024), ("step_lean_nowait_fused_rel", 1 | 2 | 8 | 16 | 512 | 1024))
+              ("step_lean_fused_rel", 1 | 2 | 8 | 512 | 1024), ("step_lean_nowait_fused_rel", 1 | 2 | 8 | 16 | 512 | 1024),
+              ("step_lean_fused_rel_split", 1 | 2 | 8 | 512 | 1024 | 2048), ("step_lean_fused_rel_tok", 1 | 2 | 8 | 512 | 1024 | 4096),
+              ("step_lean_fused_rel_kv", 1 | 2 | 8 | 512 | 1024 | 8192))
   if args.only: variants = tuple(v for v in variants if v[0] in args.only.split(","))
   for name, work in variants:
     toks = set()
