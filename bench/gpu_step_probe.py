@@ -258,6 +258,16 @@ __device__ __forceinline__ float dot8_bits(uint4 w, float4 a, float4 b) {
 // flag 2048: q/k/v's row groups in two halves of their columns (384 parts on the blocks, not 192: the phase's straggle)
 __device__ __forceinline__ int splits(int flags, int kind) { return (flags & 2048) && kind == 0 ? 2 : 1; }
 
+// this block's first row group of a phase. Plainly block b takes groups b, b + G, ...: the low blocks take the extra group of
+// every phase whose groups don't divide evenly (q/k/v's 192, o's and down's 128 on 132 blocks), 15 units of weights a layer
+// against 8 for the last blocks. Flag 16384 rotates each phase's start by the units (16 rows x 2048 columns) of the phases
+// before it, so the extras go round
+__device__ __forceinline__ int first_unit(int flags, int& off, const Phase& ph, int G) {
+  int start = flags & 16384 ? off : 0;
+  if (ph.w) off = (off + ph.n / CW * (ph.k / 2048)) % G;
+  return ((int)blockIdx.x - start + G) % G;
+}
+
 __device__ __forceinline__ unsigned long long now_ns() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
 __device__ __forceinline__ void wait_at_least(unsigned* counter, unsigned target) {
@@ -276,7 +286,8 @@ extern "C" __global__ void __launch_bounds__(NT + CT) step(const Phase* phases, 
   // 64: the weights converted by bit moves, not cvt (dot8_bits); 128: x of a 2048-column product in registers (bits ignored there)
   // 256: timestamps; 512: silu(gate) * up in the gate/up product's epilogue (rows 2i and 2i + 1 are gate i and up i), down
   // stages the 8192 products; 1024: the phase counters by a release add; 2048: q/k/v split in two by columns (atomic adds);
-  // 4096: the attention loads the token's q, k and v together first; 8192: the cache prefetched a layer ahead (during o)
+  // 4096: the attention loads the token's q, k and v together first; 8192: the cache prefetched a layer ahead (during o);
+  // 16384: each phase's row groups start where the phase before's ended (first_unit)
   int attn_work = flags & 1, prefetch = flags & 2, norm = !(flags & 4), lean = flags & 8, waits = !(flags & 16), math = !(flags & 32);
   int bits = flags & 64, xregs = flags & 128, fused = flags & 512, rel = flags & 1024, early_kv = flags & 8192;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -302,11 +313,13 @@ extern "C" __global__ void __launch_bounds__(NT + CT) step(const Phase* phases, 
   __syncthreads();
   if (warp >= CW) {  // the copying warps: every product's rows of this block, in the order the computing warps take them
     int t = 0;
+    int off = 0;
     for (int p = 0; p < n_phases; p++) {
       Phase ph = phases[p];
+      int first = first_unit(flags, off, ph, G);
       if (ph.w == 0) continue;
       int sp = splits(flags, ph.kind), kc = ph.k / sp;
-      for (int u = blockIdx.x; u < ph.n / CW * sp; u += G)
+      for (int u = first; u < ph.n / CW * sp; u += G)
         for (int c = u % sp * kc; c < (u % sp + 1) * kc; c += COLS, t++) {
           int g = u / sp;
           int slot = t % SLOTS, use = t / SLOTS;
@@ -320,8 +333,10 @@ extern "C" __global__ void __launch_bounds__(NT + CT) step(const Phase* phases, 
   int rg = 0;  // row groups done (MMA: which of two partial buffers)
   int t = 0, m = 0;  // slots taken; grid-wide phases done in this launch (all of them unless lean)
   float mine = -1e30f; int mine_at = 0;  // this warp's best logit so far (output matrix)
+  int off = 0;
   for (int p = 0; p < n_phases; p++) {
     Phase ph = phases[p];
+    int first = first_unit(flags, off, ph, G);
     if (lean && ph.kind == 1) {  // the attention blocks alone, after every block's q/k/v rows; then their own counter
       if (blockIdx.x >= 32) continue;
       if (threadIdx.x == 0 && waits) wait_at_least(bar, (unsigned)((epoch * n_main + m) * G));
@@ -380,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(NT + CT) step(const Phase* phases, 
         }
       }
       int sp = splits(flags, ph.kind), kc = ph.k / sp;  // a row group's columns in sp parts (flag 2048: q/k/v's in 2, added up in qkv)
-      for (int u = blockIdx.x; u < ph.n / CW * sp; u += G) {
+      for (int u = first; u < ph.n / CW * sp; u += G) {
         int g = u / sp, c0 = u % sp * kc;
         float acc = 0.f, acc2 = 0.f;
         if (in_regs) {
@@ -650,7 +665,8 @@ def main() -> None:
               ("step_lean_nowait_xregs", 1 | 2 | 8 | 16 | 128), ("step_lean_rel", 1 | 2 | 8 | 1024), ("step_lean_fused", 1 | 2 | 8 | 512),
               ("step_lean_fused_rel", 1 | 2 | 8 | 512 | 1024), ("step_lean_nowait_fused_rel", 1 | 2 | 8 | 16 | 512 | 1024),
               ("step_lean_fused_rel_split", 1 | 2 | 8 | 512 | 1024 | 2048), ("step_lean_fused_rel_tok", 1 | 2 | 8 | 512 | 1024 | 4096),
-              ("step_lean_fused_rel_kv", 1 | 2 | 8 | 512 | 1024 | 8192))
+              ("step_lean_fused_rel_kv", 1 | 2 | 8 | 512 | 1024 | 8192), ("step_lean_fused_rel_kv_rot", 1 | 2 | 8 | 512 | 1024 | 8192 | 16384),
+              ("step_lean_nowait_nomath_rot", 1 | 2 | 8 | 16 | 32 | 16384))
   if args.only: variants = tuple(v for v in variants if v[0] in args.only.split(","))
   for name, work in variants:
     toks = set()
