@@ -1219,9 +1219,9 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
     z = -xf if op == "softmin" else xf
     m = np.max(z, axis=ax, keepdims=True)
     if op == "logsumexp": m = np.where(np.isfinite(m), m, 0)  # all -inf: -inf, a +inf: +inf
-    lse = np.log(np.sum(np.exp(z - m), axis=ax, keepdims=True)) + m
-    if op == "logsumexp": return lse if kw.get("keepdim") or x.ndim == 0 else np.squeeze(lse, axis=ax)
-    return z - lse if op == "log_softmax" else np.exp(z - lse)
+    ls = np.log(np.sum(np.exp(z - m), axis=ax, keepdims=True))  # lse - m: z - m - ls keeps ls where |m| is huge (1e19)
+    if op == "logsumexp": return ls + m if kw.get("keepdim") or x.ndim == 0 else np.squeeze(ls + m, axis=ax)
+    return z - m - ls if op == "log_softmax" else np.exp(z - m - ls)
   if op in ("getitem", "setitem"):
     idx = _np_index(args[0], case["inputs"], np)
     if idx is None: return None
@@ -1392,7 +1392,7 @@ def _mod_gap(f: Facts) -> float:
 
 def _wide_shift(f: Facts) -> bool:
   """A shift amount at least the shifted dtype's width, or negative."""
-  if f.op.startswith("__r"): amount, width = f.x, 8 * f.x.dtype.itemsize
+  if f.op in ("__rlshift__", "__rrshift__"): amount, width = f.x, 8 * f.x.dtype.itemsize  # (not __rshift__, also "__r...")
   else:
     d = f.case["args"][0]
     amount, width = (f.arrays[d["$t"]] if isinstance(d, dict) else f.np.asarray(d)), 8 * f.x.dtype.itemsize
@@ -1433,7 +1433,8 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
    or (_is("maximum", "minimum", "clip")(f) and any(isinstance(v, float) and math.isnan(v) for v in f.case["args"]))),
   ("round()/floor()/ceil() of an int or bool tensor keep its dtype (torch)", lambda f, c: _is("round", "floor", "ceil", "trunc")(f) and f.xdt not in FLOATS),
   ("var/std of an int tensor are computed in float", lambda f, c: _is("var", "std", "var_mean", "std_mean")(f) and f.xdt not in FLOATS),
-  ("a float cast to an int dtype it doesn't fit wraps like a 64-bit int", lambda f, c: _is("cast", "int", "long", "short")(f) and c == "values" and _cast_wraps(f)),
+  ("a float cast to an int dtype it doesn't fit wraps like a 64-bit int", lambda f, c: _is("cast", "int", "long", "short")(f)
+   and (c == "values" or (c == "tinygrad raised" and f.theirs["raised"] == "OverflowError")) and _cast_wraps(f)),
   ("a Python int beyond an int tensor's dtype: arithmetic wraps (torch), comparisons are exact, where/full raise",
    lambda f, c: _is(*WRAPS)(f) and any(f.int_out_of(dt) for dt in f.dtypes)),
   ("a Python int beyond int32 is int64 (numpy/torch)", lambda f, c: c == "dtype" and (any(isinstance(v, int) and abs(v) >= 1 << 31 for v in f.scalars)

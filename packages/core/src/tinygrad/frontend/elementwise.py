@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, to_dtype, truncate
@@ -28,6 +29,22 @@ LN2 = math.log(2)
 LOG2E = 1 / math.log(2)
 HALF_PI = math.pi / 2
 _LN2_HI, _LN2_LO = 0.693359375, math.log(2) - 0.693359375  # _LN2_HI has 9 significant bits: n * _LN2_HI is exact
+
+_HALF_PI_DIGITS = "1.57079632679489661923132169163975144209858469968755291048747229615390820314310449931401741267"
+
+
+def _split_half_pi(bits: int, parts: int) -> tuple[int, list[float]]:
+  """(bits, pi/2 as a sum of floats of `bits` significant bits each, the last one rounded): n * part is exact for |n| < 2**bits."""
+  rest, out = Fraction(_HALF_PI_DIGITS), []
+  for _ in range(parts - 1):
+    scale = Fraction(2) ** (bits - 1 - math.floor(math.log2(abs(rest))))
+    out.append(float(round(rest * scale) / scale))
+    rest -= Fraction(out[-1])
+  return bits, out + [float(rest)]
+
+
+# Cody-Waite reduction x - n pi/2 for cos, by itemsize: half the mantissa for n, the other half for each part of pi/2
+_HALF_PI_PARTS = {4: _split_half_pi(12, 4), 8: _split_half_pi(26, 4)}
 
 # series coefficients, lowest order first (evaluated by Horner in x**2 where noted)
 # erf(x) = x * sum_n c_n x^(2n) for |x| <= 1: c_n = 2/sqrt(pi) (-1)^n / (n! (2n+1))
@@ -412,8 +429,8 @@ class ElementwiseMixin(TensorBase):
     return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.XOR, type(self)(-1, device=self.device, dtype=self.dtype).expand(self.shape))
 
   def _shift(self, op: Ops, x: Self | int, reverse: bool) -> Self:
-    if not isinstance(x, type(self)) and (not isinstance(x, int) or (x < 0 and not reverse)):
-      raise RuntimeError(f"shift amount must be a non-negative int or an int Tensor, got {x!r}")
+    # a negative int amount is out of range as one >= the bit width: 0, or the sign for >> of a signed int (torch)
+    if not isinstance(x, (type(self), int)): raise RuntimeError(f"shift amount must be an int or an int Tensor, got {x!r}")
     if isinstance(x, bool) and self.dtype != dtypes.bool: x = int(x)  # True shifts by 1 (tinygrad); bool by bool raises below
     a, b = self._broadcasted(x, reverse)
     if not dtypes.is_int(a.dtype): raise RuntimeError(f"shifts are not supported for {a.dtype!r}: they need ints (cast with .int() first)")
@@ -502,10 +519,23 @@ class ElementwiseMixin(TensorBase):
     return exact.where(y, u.log() * ratio).cast(out)
 
   def cos(self) -> Self:
-    """1 - 2 sin(x/2)^2: the absolute error stays at rounding level for large x too."""
-    x = self.cast(least_upper_float(self.dtype))
-    s = (x * 0.5).sin()
-    return 1 - 2 * s * s
+    """cos of r = x - n pi/2 (|r| <= pi/4, Cody-Waite), by n mod 4 one of -sin(r), sin(r), +-(1 - 2 sin(r/2)^2): relative
+    accuracy also near the zeros (where tan divides by it), for one sin an element. Where n is too large for the reduction (and
+    for NaN and inf) n is 0 and r = x: 1 - 2 sin(x/2)^2, accurate in absolute terms."""
+    x, out = self._work()
+    if x.dtype.itemsize not in _HALF_PI_PARTS:
+      s = (x * 0.5).sin()
+      return (1 - 2 * s * s).cast(out)
+    bits, parts = _HALF_PI_PARTS[x.dtype.itemsize]
+    n = (x * (1 / HALF_PI)).round()
+    n = (n.abs() < 2.0 ** bits).where(n, 0.0)  # False for NaN and inf too
+    r = x
+    for p in parts: r = r - n * p
+    q = n - 4 * (n * 0.25).floor()  # n mod 4
+    odd = (q == 1) | (q == 3)
+    s = odd.where(r, r * 0.5).sin()
+    c = 1 - 2 * s * s
+    return (q == 0).where(c, (q == 1).where(-s, (q == 2).where(-c, s))).cast(out)
   def tan(self) -> Self: return self.sin() / self.cos()
 
   def asin(self) -> Self:
