@@ -1189,6 +1189,8 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
   if case["self"] is None:
     if op in ("arange", "linspace", "eye") and "dtype" not in kw:
       return np.arange(*args) if op == "arange" else np.linspace(*args) if op == "linspace" else np.eye(*args)
+    if op == "linspace" and kw["dtype"].get("$dtype") in INT_RANGE:  # truncated, then wrapped like a 64-bit int (docs/differences.md)
+      return np.trunc(np.linspace(*args)).astype(np.int64)
     if op == "einsum" and "dtype" not in kw:
       refs = args[1] if isinstance(args[1], list) else args[1:]
       arrs = [input_array(case["inputs"][a["$t"]], np) for a in refs]
@@ -1245,6 +1247,11 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
     e = np.exp(sc - np.where(dead, 0, mx))
     w = np.where(dead, 0, e / np.where(dead, 1, e.sum(-1, keepdims=True)))
     return np.matmul(w, v)
+  if op == "lerp" and isinstance(args[0], dict):  # torch's formula: from the nearer end
+    def f64(a: Any) -> Any: return a.astype(np.float32 if a.dtype.kind in "iub" else a.dtype).astype(np.float64)
+    e = f64(input_array(case["inputs"][args[0]["$t"]], np))
+    w = f64(input_array(case["inputs"][args[1]["$t"]], np)) if isinstance(args[1], dict) else np.float64(args[1])
+    return np.where(np.abs(w) < 0.5, xf + w * (e - xf), e - (e - xf) * (1 - w))
   if op == "isclose":
     o = args[0]
     y = input_array(case["inputs"][o["$t"]], np) if isinstance(o, dict) else o
@@ -1448,6 +1455,9 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
   ("a Python float is rounded to the tensor's float dtype first (torch); tinygrad 0.14 may fold it in double",
    lambda f, c: _is(*DIVS)(f) and c.startswith("values") and any(isinstance(v, float) and math.isfinite(v) and float(f.np.float32(v)) != v for v in f.scalars)),
   ("a value beyond float16's range cast to float16 is inf; tinygrad may keep unrounded float32 values", lambda f, c: c.startswith("values") and f.half_unrounded()),
+  ("a value beyond float16's range cast to float16 is inf; tinygrad may keep unrounded float32 values: also a Python scalar next to a float16 tensor",
+   lambda f, c: c == "values" and f.case["self"] is not None and f.xdt == "float16"
+   and any(isinstance(v, (int, float)) and math.isfinite(v) and abs(v) > 65504 for v in f.scalars)),
   ("arange with a float step and an int dtype is computed in float and cast", lambda f, c: f.op == "arange" and "dtype" in f.kw),
   ("pow follows IEEE/torch (negative bases, -0, +-inf, int ** int wraps)", lambda f, c: _is("pow", "__pow__", "__rpow__")(f)
    and (c == "tinygrad raised" or f.any_inf() or f.any_nan() or any(a.dtype.kind == "f" and (f.np.signbit(a)).any() for a in f.arrays)
@@ -1467,6 +1477,8 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
    and any(a.dtype.kind == "f" and not (f.np.abs(a.astype(f.np.float64)) < 2 ** 31).all() for a in f.arrays)),
   ("interpolate(mode='linear', align_corners=True) to a size of 1 takes the first element (torch)", lambda f, c: f.op == "interpolate"
    and f.kw.get("align_corners") and 1 in _unpack(f.case["args"][0])),
+  ("reflect/replicate padding of a tensor with a zero-sized dim: tinygrad 0.14 raises for reflect also where that dim isn't padded",
+   lambda f, c: f.op == "pad" and f.kw.get("mode") == "reflect" and c == "tinygrad raised" and f.empty()),
   ("sign(NaN) is 0 (torch)", lambda f, c: f.op == "sign" and f.any_nan()),
   ("lerp is torch's formula: NaN in start or end gives NaN", lambda f, c: f.op == "lerp" and (f.any_nan() or f.any_inf())),
   ("bool % bool raises (torch)", lambda f, c: _is(*MODS)(f) and c == "ours raised" and all(d == "bool" for d in f.dtypes)),
@@ -1485,6 +1497,9 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
   ("a value beyond the dtype raises (torch), also in Tensor(list, dtype=) and setitem", lambda f, c: c == "ours raised"
    and "without overflow" in f.ours["msg"]),
   ("interpolate(mode='linear') of an int tensor rounds to nearest (torch)", lambda f, c: f.op == "interpolate" and f.xdt not in FLOATS),
+  ("Float `//` (`rounding_mode=\"floor\"`) of a quotient that underflows to 0 (`-2.0 // inf`) is -1 where the signs differ",
+   lambda f, c: _is("__floordiv__", "__rfloordiv__", "div_rounding")(f) and f.kw.get("rounding_mode", "floor") == "floor" and c.startswith("values")
+   and (f.any_inf() or any(isinstance(v, float) and (math.isinf(v) or 0 < abs(v) < 1e-30 or abs(v) > 1e30) for v in f.case["args"]))),
   ("bool // bool is int32 (tinygrad 0.14: float)", lambda f, c: _is("__floordiv__", "__rfloordiv__", "div_rounding")(f) and c == "dtype"),
   ("pooling with padding above half the kernel (torch rejects it): windows wholly in the padding", lambda f, c: f.op == "pool2d"
    and max(f.np.atleast_1d(_unpack(f.kw.get("padding", 0)))) * 2 > min(f.np.atleast_1d(_unpack(f.kw["kernel_size"])))),

@@ -192,6 +192,15 @@ def test_division_modes():
   with pytest.raises(RuntimeError): ta.div(tb, rounding_mode="round")
 
 
+def test_float_floor_division_of_an_underflowing_quotient():
+  # x // inf and tiny // huge: a/b rounds to +-0, but the exact quotient of a negative one floors to -1 (numpy, torch, Python)
+  a = np.array([-2.0, 0.5, -1e-30, 1e-30, 3.0], np.float32)
+  for b in (np.inf, -np.inf, 1e30, -1e30):
+    same(Tensor(a) // float(b), np.floor_divide(a.astype(np.float64), np.float32(b)).astype(np.float32), dtypes.float32)
+  same(Tensor(a).div(Tensor(np.full(5, np.inf, np.float32)), rounding_mode="floor"), [-1.0, 0.0, -1.0, 0.0, 0.0], dtypes.float32)
+  same(Tensor([-2.0, 2.0], dtype=dtypes.float16) // 1e10, [-1.0, 0.0], dtypes.float16)  # 1e10 is inf in float16
+
+
 def test_mod_float_exactness():
   a = np.array([5.3, -5.3, 0.3, 7.0, -7.0, 1e6 + 0.25], np.float32)
   b = np.array([2.0, 2.0, 0.1, -0.5, 0.5, 3.0], np.float32)

@@ -104,6 +104,15 @@ def test_pad_constant_values_and_negative():
   assert Tensor(B).pad((1, 1), value=0.5).dtype == dtypes.float32
 
 
+@pytest.mark.parametrize("padding", [(-1, -1), (0, 0), (-1, 1)])
+def test_pad_constant_dtype_without_fill(padding):
+  # the result's dtype is the fill's (float for an int tensor and 0.5) whether or not any element is filled in (tinygrad 0.14)
+  b, a = padding
+  expected = np.pad(B[:, max(-b, 0):B.shape[1] - max(-a, 0)].astype(np.float32), ((0, 0), (max(b, 0), max(a, 0))), constant_values=0.5)
+  same(Tensor(B).pad(padding, value=0.5), expected, dtypes.float32)
+  assert Tensor(B).pad(padding, value=7).dtype == dtypes.int32
+
+
 def test_pad_negative_reflect_replicate():
   x = np.arange(5, dtype=np.float32)
   same(Tensor(x).pad((-1, 2), mode="reflect"), np.pad(x, (0, 2), mode="reflect")[1:])

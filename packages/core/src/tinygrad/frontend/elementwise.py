@@ -277,7 +277,9 @@ class ElementwiseMixin(TensorBase):
       return ((q * b).ne(a) & (a < 0).ne(b < 0) & b.ne(0)).where(q - 1, q)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     q = a._alu(Ops.FDIV, b)
-    return q if rounding_mode is None else q.trunc() if rounding_mode == "trunc" else q.floor()
+    if rounding_mode != "floor": return q if rounding_mode is None else q.trunc()
+    # a/b that underflows to +-0 (x // inf, tiny // huge) is a nonzero quotient: a negative one floors to -1 (Python, numpy, torch)
+    return (q.eq(0) & a.ne(0) & (a < 0).ne(b < 0)).where(-1.0, q.floor())
 
   def idiv(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Division truncated toward zero, like C (tinygrad's idiv; floats give the truncated float quotient). `//` floors instead."""

@@ -158,17 +158,22 @@ class MovementMixin(ElementwiseMixin):
       if mode != "constant": raise NotImplementedError(f"pad by a symbolic amount takes mode='constant', got {mode!r}")
       if not all(sint_le(0, x) for p in pairs for x in p): raise NotImplementedError(f"pad by a symbolic amount must be >= 0, got {tuple(pairs)}")
       pairs = [tuple(0 if isinstance(x, int) and x == 0 else x for x in p) for p in pairs]  # type: ignore[misc]
-    if all(p == (0, 0) for p in pairs): return self
+    # a constant pad with a value keeps the dtype of its fill (where(mask, x, value)) also when nothing is filled in
+    if all(p == (0, 0) for p in pairs) and (mode != "constant" or value == 0): return self
     if mode == "constant":
       if any(isinstance(x, int) and x < 0 for p in pairs for x in p):  # negative padding shrinks
         for (b, a), s in zip(pairs, self.shape):
           if max(0, -b) + max(0, -a) > s: raise InvalidArgumentError(f"negative padding {tuple(pairs)} removes more than the {self.shape} tensor has")
         t = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, self.shape)))
         return t.pad(tuple((max(0, b), max(0, a)) for b, a in pairs), value=value)
-      out = self._view(Ops.PAD, tuple(pairs))
+      padded = any(p != (0, 0) for p in pairs)
+      out = self._view(Ops.PAD, tuple(pairs)) if padded else self
       if value == 0: return out
-      mask = type(self).ones(*self.shape, dtype=dtypes.bool, device=self.device)._view(Ops.PAD, tuple(pairs))
-      return mask.where(out, value)
+      mask = type(self).ones(*self.shape, dtype=dtypes.bool, device=self.device)
+      if padded: mask = mask._view(Ops.PAD, tuple(pairs))
+      filled = mask.where(out, value)
+      # nothing filled in (pool/conv with padding 0): a cast at most, no where over the whole tensor
+      return filled if padded else self if filled.dtype == self.dtype else self.cast(filled.dtype)
     x = self
     if mode == "circular" and any(b < 0 or a < 0 for b, a in pairs):  # torch/tinygrad: shrink first, then wrap what is left
       x = x.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape)))
