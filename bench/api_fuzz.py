@@ -1497,7 +1497,7 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
   ("a value beyond the dtype raises (torch), also in Tensor(list, dtype=) and setitem", lambda f, c: c == "ours raised"
    and "without overflow" in f.ours["msg"]),
   ("interpolate(mode='linear') of an int tensor rounds to nearest (torch)", lambda f, c: f.op == "interpolate" and f.xdt not in FLOATS),
-  ("Float `//` (`rounding_mode=\"floor\"`) of a quotient that underflows to 0 (`-2.0 // inf`) is -1 where the signs differ",
+  ("Float `//` (`rounding_mode=\"floor\"`) of a quotient that underflows to 0 (`-2.0 // inf`) is -1 where the signs differ; `inf // 2` is NaN",
    lambda f, c: _is("__floordiv__", "__rfloordiv__", "div_rounding")(f) and f.kw.get("rounding_mode", "floor") == "floor" and c.startswith("values")
    and (f.any_inf() or any(isinstance(v, float) and (math.isinf(v) or 0 < abs(v) < 1e-30 or abs(v) > 1e30) for v in f.case["args"]))),
   ("bool // bool is int32 (tinygrad 0.14: float)", lambda f, c: _is("__floordiv__", "__rfloordiv__", "div_rounding")(f) and c == "dtype"),

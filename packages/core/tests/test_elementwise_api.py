@@ -201,6 +201,15 @@ def test_float_floor_division_of_an_underflowing_quotient():
   same(Tensor([-2.0, 2.0], dtype=dtypes.float16) // 1e10, [-1.0, 0.0], dtypes.float16)  # 1e10 is inf in float16
 
 
+def test_float_floor_division_of_an_infinite_dividend():
+  # inf // finite is NaN (numpy, torch: fmod(inf, b) is NaN); inf // 0 stays inf and x // inf is untouched
+  a = np.array([np.inf, -np.inf, np.inf, -np.inf, np.inf, -2.0, 2.0], np.float32)
+  b = np.array([2.0, -3.0, 0.0, 0.0, np.inf, np.inf, -np.inf], np.float32)
+  with np.errstate(all="ignore"): ref = np.floor_divide(a, b)
+  same(Tensor(a) // Tensor(b), ref, dtypes.float32)
+  same(Tensor([np.inf, -np.inf], dtype=dtypes.float16) // 2, [np.nan, np.nan], dtypes.float16)
+
+
 def test_mod_float_exactness():
   a = np.array([5.3, -5.3, 0.3, 7.0, -7.0, 1e6 + 0.25], np.float32)
   b = np.array([2.0, 2.0, 0.1, -0.5, 0.5, 3.0], np.float32)

@@ -279,7 +279,9 @@ class ElementwiseMixin(TensorBase):
     q = a._alu(Ops.FDIV, b)
     if rounding_mode != "floor": return q if rounding_mode is None else q.trunc()
     # a/b that underflows to +-0 (x // inf, tiny // huge) is a nonzero quotient: a negative one floors to -1 (Python, numpy, torch)
-    return (q.eq(0) & a.ne(0) & (a < 0).ne(b < 0)).where(-1.0, q.floor())
+    q = (q.eq(0) & a.ne(0) & (a < 0).ne(b < 0)).where(-1.0, q.floor())
+    # inf // finite nonzero is NaN, as numpy and torch (their floor division goes through fmod(inf, b) = NaN); inf // 0 stays inf
+    return (a.isinf() & b.isfinite() & b.ne(0)).where(math.nan, q)
 
   def idiv(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Division truncated toward zero, like C (tinygrad's idiv; floats give the truncated float quotient). `//` floors instead."""
