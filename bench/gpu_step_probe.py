@@ -22,8 +22,10 @@ Prints JSON: us a step and the bytes' rate (2.47 GB a step), beside `streamed_ld
 Build options (session 29): --warps 16 (16 computing warps, slots of 16 rows; with --cols 512 the slots keep their 16 KB),
 --xperm (x in shared memory laid out for conflict-free 16-byte reads), --mma (the products on tensor cores: x as two halves, hi
 and lo, the A operand's two rows; the weights as B by ldmatrix from XOR-swizzled slots; needs --warps 16 --cols 512 --no-xregs),
---no-xregs (without the x-in-registers path, flag 128: fewer registers), --dot2 (two accumulators a lane). Variant flags 512
-(silu(gate) * up in the gate/up product's epilogue) and 1024 (release adds for the phase counters). --timeline: one more launch
+--no-xregs (without the x-in-registers path, flag 128: fewer registers), --dot2 (two accumulators a lane), --copy-warps N,
+--tma (a bulk copy a row instead of 16-byte cp.async). Variant flags (the kernel's comment has them all): 512 (silu(gate) * up in
+the gate/up product's epilogue), 1024 (release adds for the phase counters), 2048 (q/k/v split by columns), 4096 (the
+attention's token loads together), 8192 (the cache prefetched a layer ahead), 16384 (row groups rotated a phase). --timeline: one more launch
 with %globaltimer stamps a phase a block, summarized by phase kind (sync, stage, rows, straggle). --save-h / --ref-h: h after one
 step of another build, to check --mma's values against the float path's.
   DEV=CUDA python3 bench/gpu_step_probe.py --warps 16 --cols 512 --no-xregs --xperm --only step_lean,step_lean_fused_rel --timeline
@@ -330,7 +332,7 @@ extern "C" __global__ void __launch_bounds__(NT + CT) step(const Phase* phases, 
     asm volatile("cp.async.wait_all;" ::: "memory");
     return;
   }
-  int rg = 0;  // row groups done (MMA: which of two partial buffers)
+  int rg = 0;  // row groups done (MMA and flag 512: which of the 4 partial buffers)
   int t = 0, m = 0;  // slots taken; grid-wide phases done in this launch (all of them unless lean)
   float mine = -1e30f; int mine_at = 0;  // this warp's best logit so far (output matrix)
   int off = 0;
