@@ -174,12 +174,15 @@ def test_cpu_upcasts_the_loop_that_picks_a_piece():
     np.testing.assert_array_equal(got, np.stack([a[i, :, i % 5:i % 5 + 16, (3 * i) % 5:(3 * i) % 5 + 16] for i in range(16)]))
 
 
-def test_cpu_few_vectors_thread_over_the_vectors_while_w_fits_in_cache():
-  """32 vectors times W.T (an LLM's prefill chunk): the threads split the vectors (each thread reads all of W) when W is small
-  enough to stay in a shared cache; a bigger W, or too little work to pay for starting threads, stays on one thread."""
-  small, big = (_ast_of(Tensor.empty(32, 576) @ Tensor.empty(n, 576).T) for n in (1024, 4096))  # W: 2.4 MB, 9.4 MB
-  assert Opt(OptOps.THREAD, 0, 2) in hand_coded_opts(small, threads=2)
-  assert not any(o.op is OptOps.THREAD for o in hand_coded_opts(big, threads=2))
+def test_cpu_few_vectors_thread_over_w_rows():
+  """Vectors times W.T (an LLM's prefill chunk, a small batch through a Linear): the threads split W's rows, so each reads its
+  share of W once, whatever W's size; the vectors' loop may be upcast whole (8 vectors: it was, and the kernel ran on one
+  thread). Too little work to pay for starting threads stays on one."""
+  for m, n in ((32, 1024), (32, 4096), (8, 1024)):
+    ast = _ast_of(Tensor.empty(m, 576) @ Tensor.empty(n, 576).T)
+    vectors = min(r.arg[0] for r in ranges_of(ast).values() if r.arg[1] == "global")
+    rows = next(r.arg[0] for r in ranges_of(ast).values() if r.arg[1] == "global" and r.arg[0] != vectors)
+    assert Opt(OptOps.THREAD, rows, 2) in hand_coded_opts(ast, threads=2), (m, n)
   tiny = _ast_of(Tensor.empty(8, 32) @ Tensor.empty(256, 32).T)  # 65k multiply-adds (heuristics.MATVEC_THREAD_WORK: 128k)
   assert Opt(OptOps.UPCAST, 0, 8) in (opts := hand_coded_opts(tiny, threads=2)) and not any(o.op is OptOps.THREAD for o in opts)
 
@@ -223,6 +226,16 @@ def test_thread_split_that_does_not_divide(monkeypatch: pytest.MonkeyPatch):
   if Device.DEFAULT.startswith(("NULL", "PYTHON")): pytest.skip("threads are a CPU feature")
   (ast,) = kernel_asts("matmul")
   out = run_with("matmul", monkeypatch, {ast: [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.THREAD, 0, 3)]})
+  np.testing.assert_allclose(out, reference("matmul"), rtol=1e-5, atol=1e-6)
+
+
+def test_thread_split_of_an_inner_loop(monkeypatch: pytest.MonkeyPatch):
+  """THREAD(axis, n) names the loop it splits: here the inner output loop, by 3 (not dividing it), the outer one upcast whole."""
+  if Device.DEFAULT.startswith(("NULL", "PYTHON")): pytest.skip("threads are a CPU feature")
+  (ast,) = kernel_asts("matmul")
+  outer, inner = sorted(r.arg[0] for r in ranges_of(ast).values() if r.arg[1] == "global")
+  size = next(range_size(r) for r in ranges_of(ast).values() if r.arg[0] == outer)
+  out = run_with("matmul", monkeypatch, {ast: [Opt(OptOps.UPCAST, outer, size), Opt(OptOps.THREAD, inner, 3)]})
   np.testing.assert_allclose(out, reference("matmul"), rtol=1e-5, atol=1e-6)
 
 

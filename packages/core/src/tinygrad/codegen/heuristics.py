@@ -28,6 +28,7 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   outs = sorted((r for r in rngs.values() if r.arg[1] == "global"), key=lambda r: r.arg[0])
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
   opts: list[Opt] = []
+  thread_loop = outs[0] if outs else None  # the output loop THREAD splits
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
   if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads, early_loads)): return grouped
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
@@ -46,11 +47,11 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
       # (UNROLL) and reuse each loaded piece of W for several vectors (UPCAST the output loop W doesn't depend on)
       opts.extend(_short_unrolls(ast, unrolls))
       if (k := _largest_divisor(range_size(shared), (8, 4, 2))) > 1: opts.append(Opt(OptOps.UPCAST, shared.arg[0], k))
-      # THREAD splits the outermost loop, here the vectors': each thread reads and decodes all of W for its share of them. That
-      # pays while W sits in cache (SmolLM2's 32-token prefill, a 1.1 MB Q4_1 W: 8.4 -> 4.3 ms on 2 cores), not for a W streamed
-      # from memory once per thread (measured 7x slower on an earlier, bigger case)
-      if outs and outs[0] is shared and (_loop_work(ast) < MATVEC_THREAD_WORK or _biggest_input_bytes(ast) > SHARED_THREAD_BYTES):
-        threads = 1
+      # the threads split W's rows: each reads its share of W once (split by vectors, each thread read and decoded all of W:
+      # 8 x 128 @ (1024 x 128).T ran on one thread, its 8 vectors all upcast). Not below ~128k loop iterations (see above)
+      rows = [r for r in outs if r is not shared]
+      if rows: thread_loop = rows[0]
+      if _loop_work(ast) < MATVEC_THREAD_WORK: threads = 1
     elif outs and _is_reused_reduce(ast):  # each input element is read by many outputs: block registers
       if not gpu and _multiply_adds(ast, outs) < SMALL_BLOCK_WORK and _value_ops(ast) > SMALL_BLOCK_OPS: block = []  # (see there)
       elif not gpu and (block := _lanes_block(ast, outs, accumulators, threads)): pass  # a convolution with its channels as lanes
@@ -74,14 +75,15 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   elif not gpu and not reds and (up := _transposed_read(ast, outs)): opts.extend(up)
   elif wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
-  # on a CPU the threads split the outermost loop: one that doesn't divide evenly gets clamped indices and gated stores, which
+  # on a CPU the threads split one output loop (the outermost, or W's rows above): one that doesn't divide evenly gets clamped indices and gated stores, which
   # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower): so as many threads as
   # divide it (a batch of 8 on 16 cores: 8 threads, not 1)
-  if not gpu and outs and (size := range_size(outs[0])) is not None:
-    left = size // prod(o.amount for o in opts if o.op in (OptOps.UPCAST, OptOps.BLOCK) and o.axis == outs[0].arg[0])  # what's left
+  if not gpu and thread_loop is not None and (size := range_size(thread_loop)) is not None:
+    left = size // prod(o.amount for o in opts if o.op in (OptOps.UPCAST, OptOps.BLOCK) and o.axis == thread_loop.arg[0])  # what's left
     threads = _largest_divisor(left, tuple(range(max(threads, 1), 1, -1)))
   elif not gpu: threads = 1
-  if threads > 1 and outs: opts.append(Opt(OptOps.THREAD, 0, threads))
+  # THREAD(0, n) is the outermost loop (the BEAM cache's and the tests' form); another loop by its id
+  if threads > 1 and thread_loop is not None: opts.append(Opt(OptOps.THREAD, 0 if thread_loop is outs[0] else thread_loop.arg[0], threads))
   return opts
 
 
@@ -308,10 +310,6 @@ def _blocking_order(ast: UOp, outs: list[UOp]) -> list[UOp]:
 
 
 MATVEC_THREAD_WORK = 1 << 17
-SHARED_THREAD_BYTES = 4 << 20  # a matrix every thread reads whole: at most this big (it stays in a shared cache)
-
-
-def _biggest_input_bytes(ast: UOp) -> int: return max((_buffer_bytes(ld) for ld in _loads_in_reduces(ast)), default=0)
 
 
 # CPU: a reduction with fewer multiply-adds than SMALL_BLOCK_WORK (outputs x reduce steps, all its reductions) and more than

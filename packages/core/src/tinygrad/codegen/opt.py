@@ -5,7 +5,7 @@
                    that doesn't depend on r (register blocking) and sit side by side for the vectorizer.
   UNROLL(axis, k)  a reduce loop runs k times fewer iterations with k independent accumulators, combined
                    after the loop: k-wide vector accumulation instead of one serial dependency chain.
-  THREAD(0, n)     the outermost output loop is split across n CPU threads (applied at lowering, see threads.py).
+  THREAD(axis, n)  output loop `axis` (where no such loop: the outermost) is split across n CPU threads (at lowering, threads.py).
   GROUP(axis, G)   GPUs only: the G threads of a block share each reduction over reduce loop `axis` (size N): the loop
                    becomes r*G + g with g a thread index, each thread reduces its strided slice, the G partials meet in
                    shared memory (codegen/group.py). In the AST: REDUCE(x, r) -> REDUCE(REDUCE(x', r_outer), g), with g a

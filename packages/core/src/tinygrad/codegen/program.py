@@ -114,8 +114,8 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
     max_local = min(DEFAULT_LOCAL, (renderer.local_max or (DEFAULT_LOCAL,))[0])
     if any(o.op is OptOps.GROUP for o in opts): ast, global_size, local_size = lower_groups(ast, max_local, renderer.shared_max, renderer.shuffle_lanes)
     else: ast, global_size, local_size = to_thread_indices(ast, max_local)
-  elif (n := next((o.amount for o in opts if o.op is OptOps.THREAD), 1)) > 1:
-    ast, used = split_for_threads(ast, n)
+  elif (thread := next((o for o in opts if o.op is OptOps.THREAD), None)) is not None and thread.amount > 1:
+    ast, used = split_for_threads(ast, thread.amount, thread.axis)
     global_size = (used, 1, 1)
   # a sum of unrolled sums (or of byte dot products' lanes): one horizontal sum per output, not per block
   if not renderer.has_local: ast = keep_lanes(byte_dots(ast, renderer.dot_products))

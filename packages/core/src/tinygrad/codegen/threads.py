@@ -1,4 +1,4 @@
-"""Multithreaded CPU kernels: the outermost output loop is split into one chunk per thread.
+"""Multithreaded CPU kernels: an output loop (the outermost, unless THREAD names another) is split into one chunk per thread.
 
 The chunk a thread runs is chosen by `core_id`, an int parameter (a DEFINE_VAR, passed last); the device
 runs the kernel once per thread with core_id = 0..n-1 (ProgramSpec.global_size[0] = n). When n does not
@@ -12,11 +12,12 @@ from tinygrad.uop.ops import Ops, UOp
 CORE_ID = "core_id"
 
 
-def split_for_threads(sink: UOp, n: int) -> tuple[UOp, int]:
-  """Split the outermost constant-size output loop across up to n threads. Returns (sink, threads used)."""
+def split_for_threads(sink: UOp, n: int, axis: int = 0) -> tuple[UOp, int]:
+  """Split a constant-size output loop across up to n threads: the one whose id is `axis` where there is one (THREAD(axis, n)),
+  else the outermost. Returns (sink, threads used)."""
   loops = sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "global"), key=lambda r: r.arg[0])
-  if not loops or loops[0].src[0].op is not Ops.CONST or n <= 1: return sink, 1
-  r = loops[0]
+  r = next((u for u in loops if u.arg[0] == axis), loops[0] if loops else None)
+  if r is None or r.src[0].op is not Ops.CONST or n <= 1: return sink, 1
   size = r.src[0].arg
   n = min(n, size)
   if n <= 1: return sink, 1
