@@ -46,6 +46,7 @@ from tinygrad.device.plugin import (
   truncate,
 )
 
+from tinygrad_backend_cpu.lane_sums import lane_sums
 from tinygrad_backend_cpu.masked_loads import MaskedLoad, group_masked_loads
 from tinygrad_backend_cpu.threadpool import cpu_threads
 
@@ -160,6 +161,8 @@ def resolve_cpu_features(target: Target) -> tuple[str, str]:
 # Sapphire Rapids-class VM ran at 111 GFLOP/s with ymm registers, 163 with zmm (a 32x8 block; numpy's OpenBLAS 169).
 # WIDE_VECTORS=0 leaves the width to LLVM
 WIDE_VECTORS = ContextVar("WIDE_VECTORS", 1)
+# accumulators' sums as vector reductions (lane_sums.py): 0 off (a chain of scalar adds), 1 in order, 2 in any order (a tree)
+LANE_SUMS = ContextVar("LANE_SUMS", 2)
 
 
 def features_on(features: str) -> set[str]:
@@ -367,6 +370,8 @@ class _FunctionBuilder:
   cur: str = "entry"
   ntmp: int = 0
   masked: dict[UOp, MaskedLoad] = field(default_factory=dict)  # by the lane rendered first (masked_loads.py)
+  sums: dict[UOp, list[UOp]] = field(default_factory=dict)  # accumulators' sums by their root ADD (lane_sums.py)
+  sum_inner: set[UOp] = field(default_factory=set)  # those sums' inner ADDs: not rendered
   attrs: str = ""  # more function attributes (the vector width)
 
   # ---- small emit helpers
@@ -395,6 +400,7 @@ class _FunctionBuilder:
   def build(self) -> str:
     params = self._params()
     self.uops, self.masked = group_masked_loads(self.uops)
+    if LANE_SUMS.value: self.sums, self.sum_inner = lane_sums(self.uops)
     for u in self.uops: self._render(u)
     fname = self.name if _NAME_RE.fullmatch(self.name) else '"' + self.name.replace('"', "\\22") + '"'
     body = ["entry:", *self.allocas, *self.lines, "  ret void"]
@@ -409,7 +415,8 @@ class _FunctionBuilder:
     return [f"ptr noalias %data{u.arg}" for u in bufs] + [f"{reg_type(u.dtype)} %var{i}" for i, u in enumerate(variables)]
 
   def _render(self, u: UOp) -> None:
-    if u.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SINK, Ops.NOOP): return
+    if u.op in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SINK, Ops.NOOP) or u in self.sum_inner: return
+    if (lanes := self.sums.get(u)) is not None: self.vals[u] = self._lane_sum(u.dtype, lanes); return
     if u.op is Ops.CONST: self.vals[u] = const_literal(u.arg, u.dtype)
     elif u.op is Ops.AFTER: self.vals[u] = self.v(u.src[0])
     elif (fn := _HANDLERS.get(u.op)) is not None: fn(self, u)
@@ -515,6 +522,15 @@ class _FunctionBuilder:
     self._store_value(u.src[0], u.src[1])
     self.lines.append(f"  br label %S{i}_done")
     self.label(f"S{i}_done")
+
+  def _lane_sum(self, dt: DType, lanes: list[UOp]) -> str:
+    """The accumulators' sum as one vector reduction (lane_sums.py): where SLP starts vectorizing the lanes' work."""
+    et, vt = reg_type(dt), f"<{len(lanes)} x {reg_type(dt)}>"
+    vec = "poison"
+    for k, lane in enumerate(lanes): vec = self.emit(f"insertelement {vt} {vec}, {et} {self.v(lane)}, i32 {k}")
+    fn = f"llvm.vector.reduce.fadd.v{len(lanes)}{'f32' if dt == dtypes.float32 else 'f64'}"
+    self.decls[fn] = f"declare {et} @{fn}({et}, {vt})"
+    return self.emit(f"call {'reassoc ' if LANE_SUMS.value >= 2 else ''}{et} @{fn}({et} -0.0, {vt} {vec})")
 
   # ---- vectors: only a byte dot product's operands and lanes (codegen/dot.py); everything else is scalar
   def vectorize(self, u: UOp) -> None:
