@@ -15,11 +15,12 @@ pytestmark = pytest.mark.skipif(Device.DEFAULT.split(":")[0] not in ("CPU", "PYT
 def kernels(t: Tensor) -> int: return sum(1 for si in t.schedule() if si.ast.op is Ops.SINK)
 
 
-@pytest.mark.parametrize("rows,k,packed", [(256, 128, True), (256, 16, True), (256, 8, False), (16, 128, True), (8, 128, False),
-                                           (64, 576, False), (256, 576, True)])
+@pytest.mark.parametrize("rows,k,packed", [(256, 128, True), (256, 16, True), (256, 8, False), (64, 128, True), (32, 128, False),
+                                           (8, 128, False), (64, 576, False), (256, 576, True)])
 def test_transposed_operand_is_packed(rows: int, k: int, packed: bool):
-  """From a reduction of 16 with 256+ rows of x, from 16 rows where the reduction is shorter than 512 (longer ones with few
-  rows take the few-vectors form, codegen/heuristics.py, as fast without a copy); a matrix-vector product never."""
+  """From a reduction of 16 with 256+ rows of x, from 64 rows where the reduction is shorter than 512 (fewer rows, or longer
+  reductions with few rows, take the few-vectors form, codegen/heuristics.py, faster without a copy); a matrix-vector product
+  never."""
   rng = np.random.default_rng(k)
   xs, ws = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((64, k)).astype(np.float32)
   x, w = Tensor(xs).realize(), Tensor(ws).realize()
@@ -28,11 +29,11 @@ def test_transposed_operand_is_packed(rows: int, k: int, packed: bool):
   if Device.DEFAULT != "NULL": np.testing.assert_allclose((x @ w.T).numpy(), xs @ ws.T, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("rows,k,packed", [(32, 128, True), (32, 640, True), (16, 128, False), (16, 640, False), (1, 256, False)])
+@pytest.mark.parametrize("rows,k,packed", [(128, 128, True), (128, 640, True), (64, 128, False), (32, 640, False), (1, 256, False)])
 def test_float16_operand_read_as_float_is_packed(rows: int, k: int, packed: bool):
-  """x @ W.T.float() with W a float16 buffer: its panels hold W as float (one copy kernel), from 32 rows of x at any reduction
-  length; the few-vectors form converted every element it read (64x128 @ (1024x128 half).T 1,440 -> 197 us on 2 cores);
-  PACK_CASTS=0 reads W in place."""
+  """x @ W.T.float() with W a float16 buffer: its panels hold W as float (one copy kernel), from 128 rows of x at any reduction
+  length (PACK_MIN_ROWS_CAST; below, the few-vectors form converts each element it reads and is faster); PACK_CASTS=0 reads W
+  in place."""
   rng = np.random.default_rng(rows + k)
   xs, ws = rng.standard_normal((rows, k)).astype(np.float32), rng.standard_normal((64, k)).astype(np.float16)
   x, w = Tensor(xs).realize(), Tensor(ws).realize()

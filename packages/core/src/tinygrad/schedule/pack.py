@@ -40,11 +40,13 @@ PACK_MIN_ROWS_T = ContextVar("PACK_MIN_ROWS_T", 256)
 # ... and from this many where the reduction is shorter than the few-vectors form takes (heuristics.SHARED_MIN_K, 512): there the
 # register block gathered W's rows (2 cores: 128x256 @ (128x256).T 15 -> 86 GFLOP/s, 128x256 @ (784x256).T 18 -> 150, 32x128 @
 # (512x128).T 14 -> 42, 16 rows 9 -> 20; a matrix-vector product (1 row) would copy all of W for nothing; with
-# K = 576 the few-vectors form stays ahead: 64x576 @ (1536x576).T 125 against 110 packed)
-PACK_MIN_ROWS_SHORT_K = ContextVar("PACK_MIN_ROWS_SHORT_K", 16)
+# K = 576 the few-vectors form stays ahead: 64x576 @ (1536x576).T 125 against 110 packed). 16 until the few-vectors form's lanes
+# were vectorized (LLVM's lane_sums.py, session 30): since then it is ahead below 64 rows (one thread, us: 16x128 @ (1024x128).T
+# 114 -> 74, 32x128 150 -> 128, 32x256 @ (1024x256).T 277 -> 207, 16x256 @ (256x256).T 65 -> 42; 64 rows alike)
+PACK_MIN_ROWS_SHORT_K = ContextVar("PACK_MIN_ROWS_SHORT_K", 64)
 PACK_SHORT_K = 512
 PACK_CASTS = ContextVar("PACK_CASTS", 1)  # 0: a W cast from float16 (or bfloat16) is not packed (read in place, as before)
-PACK_MIN_ROWS_CAST = 32  # rows of x from which such a W is packed, at any reduction length
+PACK_MIN_ROWS_CAST = ContextVar("PACK_MIN_ROWS_CAST", 128)  # rows of x from which such a W is packed, at any reduction length
 PANEL_WIDTH = 16  # the CPU register block's width (codegen/heuristics.py's _register_block)
 PAD_MIN_ELEMENTS = 1 << 16  # padded inputs this big and bigger are copied padded (a small one is cheap to mask, and in cache)
 PAD_MIN_REUSE = 16  # outputs (a conv's output channels) that read each padded element: a copy for fewer doesn't pay
@@ -168,8 +170,7 @@ def pack_panels(r: UOp) -> UOp | None:
   outs = [a for a in range(len(shape)) if a not in r.arg[1] and shape[a] > 1]
   if len(reds) != 1 or not outs or shape[reds[0]] < min(PACK_MIN_REDUCE, PACK_MIN_REDUCE_T.value): return None
   k, j = reds[0], outs[-1]  # the reduction and the register block's loop (the innermost output loop)
-  # a float16 W read as float is packed too (the panels hold it as float): x @ W.T.float() of a few rows ran the few-vectors form,
-  # which LLVM left scalar at K = 128 (bench/README.md, session 28)
+  # a float16 W read as float is packed too (the panels hold it as float), from more rows (PACK_MIN_ROWS_CAST, below)
   views = [_axis_strides(op, casts=bool(PACK_CASTS.value)) for op in x.src]
   for i, (base, steps) in enumerate(views):
     if base.op not in STORED or steps[j] == 0 or steps[k] == 0: continue
@@ -184,10 +185,13 @@ def pack_panels(r: UOp) -> UOp | None:
       if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     min_rows = (PACK_MIN_ROWS_SHORT_K.value if shape[k] < PACK_SHORT_K else PACK_MIN_ROWS_T.value) if transposed else PACK_MIN_ROWS
-    # a float16 W read as float: the few-vectors form converts every element it reads and stays far behind the panels from 32
-    # rows at any K (2 cores, us: 32x2048 @ (2048x2048 half).T 5,604 -> 3,950, 64x2048 @ (8192x2048 half).T 59,311 -> 28,957,
-    # 32x128 @ (1024x128 half).T 706 -> 214), not at 16 (16x256 @ (4096x256 half).T 533 -> 770: its float panels are twice W)
-    if cast: min_rows = PACK_MIN_ROWS_CAST
+    # a float16 W read as float: packed from 128 rows at any K. Session 28 packed it from 32 (2 cores, us: 32x2048 @ (2048x2048
+    # half).T 5,604 -> 3,950, 32x128 @ (1024x128 half).T 706 -> 214) while the few-vectors form ran scalar at short K and split the
+    # vectors over the threads, each reading all of W; with its lanes vectorized and W's rows split (session 30) it is ahead below
+    # 128 rows (one thread, us: 32x128 241 -> 128, 64x576 @ (1536x576 half).T 1,967 -> 1,165, 32x2048 @ (2048x2048 half).T 7,547
+    # -> 5,504; the tiny F16 model's pp32 / pp64 / pp512 on 2 cores 20.1k / 27.9k / 12.8k -> 32.6k / 34.3k / 16.7k tok/s), the
+    # panels from 128 (128x2048 @ (2048x2048 half).T 22.6 -> 15.1 ms)
+    if cast: min_rows = PACK_MIN_ROWS_CAST.value
     if prod(shape[a] for a in outs if steps[a] == 0) < min_rows: continue
     if shape[j] % (w := PANEL_WIDTH): continue
     a = _rows_contiguous(x.src[1 - i], views[1 - i], k, len(shape)) if shape[j] >= PACK_MIN_ROWS else x.src[1 - i]
