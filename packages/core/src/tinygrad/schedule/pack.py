@@ -23,6 +23,7 @@ from __future__ import annotations
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.conv_lanes import channel_lanes
+from tinygrad.schedule.relayout import relayout_narrow
 from tinygrad.schedule.stored_operands import store_computed_operands
 from tinygrad.uop.ops import Ops, UOp
 
@@ -92,13 +93,16 @@ def _axis_strides(x: UOp, sliced: bool = False, casts: bool = False) -> tuple[UO
 
 
 def rewrite_cpu_reduce(r: UOp) -> UOp | None:
-  """A CPU reduction over stored copies of its computed operands (stored_operands.py) and a packed B (pack_panels), or over
+  """A CPU reduction over stored copies of its computed operands (stored_operands.py) and a packed B (pack_panels) or a narrow
+  operand laid out anew (relayout.py), or over
   padded copies of its inputs (pad_inputs) and with its output channels as the vector lanes (conv_lanes.py); None where none
   applies."""
   new = r if (stored := store_computed_operands(r, _reused)) is None else stored
   if (packed := pack_panels(new)) is not None: return packed
   if (padded := pad_inputs(new)) is not None: new = padded
   if (lanes := channel_lanes(new, _axis_strides)) is not None: new = lanes
+  # (a 1x1 convolution with 14-wide rows is narrow too, but its channels as the lanes serve it better)
+  elif padded is None and (narrow := relayout_narrow(new, _axis_strides)) is not None: new = narrow
   return None if new is r else new
 
 
