@@ -48,6 +48,7 @@ from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
+from tinygrad.uop.symbolic import split_terms
 from tinygrad.workers import offload
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
   "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
+  "split_terms",  # an index as its terms and constant (which accesses are neighbours)
   "GRID_WAIT",  # the BARRIER arg of the wait for the grids before a kernel, where a hand-written kernel places it (Renderer.grid_wait)
   # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)
   "ContextVar", "IMAGE", "getenv", "diskcache_get", "diskcache_put", "offload",

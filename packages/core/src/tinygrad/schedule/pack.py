@@ -45,6 +45,9 @@ PACK_MIN_ROWS_T = ContextVar("PACK_MIN_ROWS_T", 256)
 # were vectorized (LLVM's lane_sums.py, session 30): since then it is ahead below 64 rows (one thread, us: 16x128 @ (1024x128).T
 # 114 -> 74, 32x128 150 -> 128, 32x256 @ (1024x256).T 277 -> 207, 16x256 @ (256x256).T 65 -> 42; 64 rows alike)
 PACK_MIN_ROWS_SHORT_K = ContextVar("PACK_MIN_ROWS_SHORT_K", 64)
+# ... but from 16 where x is at least half W's size: the few-vectors form doesn't take two inputs alike in size at a short K
+# (heuristics.SHARED_MIN_K), and the register block gathers W's rows (grads.py's 32x64 @ (64x64).T: 39 us in place, 11 packed)
+PACK_MIN_ROWS_SHORT_K_ALIKE = 16
 PACK_SHORT_K = 512
 PACK_CASTS = ContextVar("PACK_CASTS", 1)  # 0: a W cast from float16 (or bfloat16) is not packed (read in place, as before)
 PACK_MIN_ROWS_CAST = ContextVar("PACK_MIN_ROWS_CAST", 128)  # rows of x from which such a W is packed, at any reduction length
@@ -189,6 +192,8 @@ def pack_panels(r: UOp) -> UOp | None:
       if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     min_rows = (PACK_MIN_ROWS_SHORT_K.value if shape[k] < PACK_SHORT_K else PACK_MIN_ROWS_T.value) if transposed else PACK_MIN_ROWS
+    if transposed and shape[k] < PACK_SHORT_K and _bytes_read(x.src[1 - i], views[1 - i][1]) * 2 >= _bytes_read(x.src[i], steps):
+      min_rows = min(min_rows, PACK_MIN_ROWS_SHORT_K_ALIKE)
     # a float16 W read as float: packed from 128 rows at any K. Session 28 packed it from 32 (2 cores, us: 32x2048 @ (2048x2048
     # half).T 5,604 -> 3,950, 32x128 @ (1024x128 half).T 706 -> 214) while the few-vectors form ran scalar at short K and split the
     # vectors over the threads, each reading all of W; with its lanes vectorized and W's rows split (session 30) it is ahead below
@@ -203,6 +208,11 @@ def pack_panels(r: UOp) -> UOp | None:
     srcs[i] = _packed(x.src[i], steps, j, k, w)
     return k_slices(r, x.replace(src=tuple(srcs)), k)
   return None
+
+
+def _bytes_read(op: UOp, steps: list[int]) -> int:
+  """The bytes of the elements op reads (the axes it moves along)."""
+  return prod(s for s, st in zip(op.shape, steps) if st != 0) * op.dtype.itemsize
 
 
 def _rows_contiguous(a: UOp, view: tuple[UOp, list[int]], k: int, ndim: int) -> UOp:
