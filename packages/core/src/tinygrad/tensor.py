@@ -93,12 +93,13 @@ def _flatten(data: Any) -> list[Any]:
 
 
 def _numpy_dtype_of(arr: Any) -> DType:
-  import numpy as np
-  mapping = {np.bool_: dtypes.bool, np.int8: dtypes.int8, np.uint8: dtypes.uint8, np.int16: dtypes.int16, np.uint16: dtypes.uint16,
-             np.int32: dtypes.int32, np.uint32: dtypes.uint32, np.int64: dtypes.int64, np.uint64: dtypes.uint64,
-             np.float16: dtypes.float16, np.float32: dtypes.float32, np.float64: dtypes.float64}
-  if arr.dtype.type not in mapping: raise TypeError(f"numpy dtype {arr.dtype} has no tinygrad equivalent")
-  return mapping[arr.dtype.type]
+  # by kind and size, not by scalar type: np.longlong ('q', what .numpy() of an int64 tensor gives) is not np.int64 ('l') on Linux
+  mapping = {("b", 1): dtypes.bool, ("i", 1): dtypes.int8, ("u", 1): dtypes.uint8, ("i", 2): dtypes.int16, ("u", 2): dtypes.uint16,
+             ("i", 4): dtypes.int32, ("u", 4): dtypes.uint32, ("i", 8): dtypes.int64, ("u", 8): dtypes.uint64,
+             ("f", 2): dtypes.float16, ("f", 4): dtypes.float32, ("f", 8): dtypes.float64}
+  key = (arr.dtype.kind, arr.dtype.itemsize)
+  if key not in mapping: raise TypeError(f"numpy dtype {arr.dtype} has no tinygrad equivalent")
+  return mapping[key]
 
 
 class _TensorType(type):
@@ -142,6 +143,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)
     else:
       if _is_numpy(data):
+        if not data.dtype.isnative: data = data.astype(data.dtype.newbyteorder("="))  # big-endian data: its values, in native order
         dtype = dtype or _numpy_dtype_of(data)
       else:
         # a TypeError and, as tinygrad raises, a RuntimeError
