@@ -60,6 +60,13 @@ def is_writable_view(u: UOp) -> bool:
   return u.op is Ops.BUFFER
 
 
+def is_strided_view(u: UOp) -> bool:
+  """A view of a buffer through reshapes, permutes, shrinks, flips and pads (t[::2], t[1:0:-1]): no expand. Tensor.assign writes
+  through it where no element is padding."""
+  while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD): u = u.src[0]
+  return u.op is Ops.BUFFER
+
+
 def is_contiguous_buffer(u: UOp) -> bool:
   """A BUFFER, possibly reshaped: its elements are already in row-major order."""
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
