@@ -1174,13 +1174,14 @@ def _loss(kind: str, w: Any, b: Any, s: Any, X: Any, Y: Any) -> Any:
 
 def sc_optim(env: dict[str, Any], xs: list[Any], opt: str = "SGD", kw: dict[str, Any] | None = None, lr: float = 0.01, lr_tensor: bool = False,
              loss: str = "mse", steps: int = 3, zero_grad: bool = True, group: bool = False, frozen_in_list: bool = False) -> list[Any]:
-  """`steps` steps of nn.optim.<opt> on w (o, i) and b (o,) (scale s frozen: is_param False): the loss, w and b after each, s at the end.
+  """`steps` steps of nn.optim.<opt> on w (o, i) and b (o,) (scale s frozen: is_param False): the loss, w and b after each, s at the end;
+  lr_tensor: opt.lr (a tensor) assigned a new value after each step.
   (Not s.grad: tinygrad 0.14 gives every float tensor a grad, is_param or not; docs/differences.md.)"""
   T, optim = env["Tensor"], env["optim"]
   w, b = xs[0].contiguous().realize(), xs[1].contiguous().realize()
   s = xs[2].contiguous().realize().is_param_(False)
   X, Y = xs[3], xs[4]
-  lr_arg: Any = T([lr]) if lr_tensor else lr
+  lr_arg: Any = lr
   params = [w, b] + ([s] if frozen_in_list else [])
   o = optim.OptimizerGroup(getattr(optim, opt)([w], lr=lr_arg, **(kw or {})), optim.SGD([b], lr=lr_arg)) if group else \
     getattr(optim, opt)(params, lr=lr_arg, **(kw or {}))
@@ -1192,6 +1193,8 @@ def sc_optim(env: dict[str, Any], xs: list[Any], opt: str = "SGD", kw: dict[str,
       lo.backward()
       o.step()
       out += [_snap(lo, T), _snap(w, T), _snap(b, T)]
+      if lr_tensor:  # a schedule: the lr tensor updated in place (a Tensor lr in the constructor raises in both)
+        for sub in (o.optimizers if group else [o]): sub.lr.assign(sub.lr * 0.5 + 0.01).realize()
   return out + [_snap(s, T)]
 
 
