@@ -510,3 +510,11 @@ def test_gradients_flow_through_layers():
   for p in params:
     assert p.grad is not None and p.grad.shape == p.shape
     assert np.isfinite(p.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("cls, args", [(nn.ConvTranspose2d, (2, 1, 1)), (nn.Conv2d, (2, 1, 3)), (nn.Conv2d, (3, 4, 1)), (nn.Conv1d, (4, 3, 1))])
+def test_conv_channels_not_divisible_by_groups_raise(cls, args):
+  """torch's check: ConvTranspose2d(2, 1, 1, groups=2) built a (2, 0, 1, 1) weight and returned 0 output channels with a (1,)
+  bias (tinygrad 0.14: ZeroDivisionError). Found by api_fuzz seed 97 (module/24)."""
+  with pytest.raises(ValueError, match="divisible by groups"): cls(*args, groups=2)
+  assert cls(4, 2, 1, groups=2).weight.shape[:2] in ((2, 2), (4, 1))
