@@ -1173,7 +1173,8 @@ def _loss(kind: str, w: Any, b: Any, s: Any, X: Any, Y: Any) -> Any:
 
 
 def sc_optim(env: dict[str, Any], xs: list[Any], opt: str = "SGD", kw: dict[str, Any] | None = None, lr: float = 0.01, lr_tensor: bool = False,
-             loss: str = "mse", steps: int = 3, zero_grad: bool = True, group: bool = False, frozen_in_list: bool = False) -> list[Any]:
+             loss: str = "mse", steps: int = 3, zero_grad: bool = True, group: bool = False, frozen_in_list: bool = False,
+             fused: bool = False) -> list[Any]:
   """`steps` steps of nn.optim.<opt> on w (o, i) and b (o,) (scale s frozen: is_param False): the loss, w and b after each, s at the end;
   lr_tensor: opt.lr (a tensor) assigned a new value after each step.
   (Not s.grad: tinygrad 0.14 gives every float tensor a grad, is_param or not; docs/differences.md.)"""
@@ -1183,8 +1184,8 @@ def sc_optim(env: dict[str, Any], xs: list[Any], opt: str = "SGD", kw: dict[str,
   X, Y = xs[3], xs[4]
   lr_arg: Any = lr
   params = [w, b] + ([s] if frozen_in_list else [])
-  o = optim.OptimizerGroup(getattr(optim, opt)([w], lr=lr_arg, **(kw or {})), optim.SGD([b], lr=lr_arg)) if group else \
-    getattr(optim, opt)(params, lr=lr_arg, **(kw or {}))
+  kw = {**(kw or {}), **({"fused": True} if fused else {})}
+  o = optim.OptimizerGroup(getattr(optim, opt)([w], lr=lr_arg, **kw), optim.SGD([b], lr=lr_arg)) if group else getattr(optim, opt)(params, lr=lr_arg, **kw)
   out: list[Any] = []
   with env["Context"](TRAINING=1):
     for _ in range(steps):
@@ -1209,7 +1210,7 @@ def _gen_optim(g: Gen) -> dict[str, Any]:
   opt = r.choice(tuple(OPTIMS))
   return {"opt": opt, "kw": OPTIMS[opt](g), "lr": r.choice((0.01, 0.1, 0.5, 0.0)), "lr_tensor": r.random() < 0.2,
           "loss": r.choice(("mse", "tanh", "ce", "quad")), "steps": r.randint(1, 3), "zero_grad": r.random() < 0.8, "group": r.random() < 0.15,
-          "frozen_in_list": r.random() < 0.3}
+          "frozen_in_list": r.random() < 0.3, **({"fused": True} if r.random() < 0.2 else {})}
 
 
 sc_optim.gen = _gen_optim  # type: ignore[attr-defined]
@@ -1292,6 +1293,7 @@ def _gen_module(g: Gen) -> dict[str, Any]:
     if r.random() < 0.4: kw["padding"] = r.choice((0, 1))
     if r.random() < 0.2: kw["bias"] = False
     if r.random() < 0.2 and kind != "Conv1d": kw["groups"] = 2
+    if r.random() < 0.2: kw["dilation"] = 2
   if kind in ("BatchNorm", "BatchNorm2d"):
     if r.random() < 0.3: kw["affine"] = False
     if r.random() < 0.3: kw["track_running_stats"] = False
