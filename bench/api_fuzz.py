@@ -1316,6 +1316,39 @@ sc_module.gen = _gen_module  # type: ignore[attr-defined]
 scenario("module", "modules", accum=True)(sc_module)
 
 
+def sc_state_load(env: dict[str, Any], xs: list[Any], kind: str = "Linear", args: Any = (), kw: dict[str, Any] | None = None, seed: int = 0,
+                  change: str = "none", strict: bool = True, **_: Any) -> list[Any]:
+  """nn.state: module A's state (set from the seed) loaded into a fresh module B by load_state_dict, after a change to the
+  state dict (a key dropped, a shape or dtype changed, a scalar reshaped to (1,)): whether it raised, get_parameters' shapes
+  and dtypes, B's output on x and its state."""
+  T, nn, st = env["Tensor"], env["nn"], env["state"]
+  a, b = getattr(nn, kind)(*args, **(kw or {})), getattr(nn, kind)(*args, **(kw or {}))
+  _set_state(env, a, seed)
+  _set_state(env, b, seed + 1)  # (not its random init: what a failed or partial load leaves must be the same on both sides)
+  sd = {k: T(v.numpy()) for k, v in st.get_state_dict(a).items()}
+  keys = sorted(sd)
+  if not keys: change = "none"  # (a module without state: LayerNorm(elementwise_affine=False))
+  if change == "drop": del sd[keys[0]]
+  elif change == "shape": sd[keys[-1]] = sd[keys[-1]].reshape(-1, 1)
+  elif change == "dtype": sd[keys[-1]] = sd[keys[-1]].cast(env["dtypes"].float16 if sd[keys[-1]].dtype != env["dtypes"].float16 else env["dtypes"].float32)
+  elif change == "scalar": sd = {k: v.reshape(1) if v.shape == () else v for k, v in sd.items()}
+  res: list[Any] = [_try(lambda: (st.load_state_dict(b, sd, strict=strict, verbose=False), "ok")[1])]
+  res.append({"py": json.dumps([[list(p.shape), repr(p.dtype)] for p in st.get_parameters(b)])})
+  y = _try(lambda: b(xs[0]) if kind != "LSTMCell" else b(xs[0])[0])
+  res.append(y if isinstance(y, Raised) else _snap(y, T))
+  sdb = st.get_state_dict(b)
+  return res + [_snap(sdb[k], T) for k in sorted(sdb)]
+
+
+def _gen_state_load(g: Gen) -> dict[str, Any]:
+  p = _gen_module(g)
+  return {**p, "change": g.rng.choice(("none", "none", "drop", "shape", "dtype", "scalar")), "strict": g.rng.random() < 0.6}
+
+
+sc_state_load.gen = _gen_state_load  # type: ignore[attr-defined]
+scenario("state_load", "modules", accum=True)(sc_state_load)
+
+
 # ---- result dtypes of mixed operations (small positive values: the edge cases are the binary ops' job)
 
 ALL_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64")
@@ -1415,9 +1448,9 @@ def worker() -> None:
   import numpy as np
   from tinygrad import Tensor, dtypes, nn
   from tinygrad.helpers import Context
-  from tinygrad.nn import optim
+  from tinygrad.nn import optim, state
   from tinygrad.nn.state import get_state_dict
-  env = {"nn": nn, "optim": optim, "Context": Context, "get_state_dict": get_state_dict}
+  env = {"nn": nn, "optim": optim, "Context": Context, "get_state_dict": get_state_dict, "state": state}
   proto = os.fdopen(os.dup(1), "w")
   os.dup2(2, 1)  # anything printed by the library goes to stderr, not into the answers
   for line in sys.stdin:
@@ -1958,9 +1991,14 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
   ("bitcast to bool of bytes other than 0/1: nonzero is True (tinygrad 0.14 keeps the raw byte)", lambda f, c: f.op == "bitcast" and "bool" in str(f.case["args"])),
   # scenarios (in-place updates, optimizers, modules)
   ("a float16 result cast back to float is rounded to half here; tinygrad 0.14 may keep float32 precision (a module or optimizer on float16 input)",
-   lambda f, c: f.op in ("module", "optimizer") and c == "values" and "float16" in f.dtypes),
+   lambda f, c: f.op in ("module", "optimizer", "state_load") and c == "values" and ("float16" in f.dtypes or f.kw.get("change") == "dtype")),
+  ("load_state_dict(strict=True) with missing keys raises before loading anything; tinygrad 0.14 has loaded the tensors before the missing one",
+   lambda f, c: f.op == "state_load" and f.kw["change"] == "drop" and f.kw["strict"] and c == "values"
+   and _step_raised(f, "ours", "missing from the state dict") and _step_raised(f, "tinygrad", "KeyError")),
   ("without zero_grad gradients add up as torch (each taken at the weights of its backward); tinygrad 0.14 re-evaluates the lazy earlier ones at the new weights",
    lambda f, c: f.op == "optimizer" and not f.kw["zero_grad"] and f.kw["steps"] > 1 and c == "values"),
+  ("nn.Conv2d/ConvTranspose2d with channels not divisible by groups raise (torch); tinygrad 0.14 builds a zero-sized weight",
+   lambda f, c: c == "ours raised" and "divisible by groups" in f.ours["msg"]),
   ("tinygrad 0.14's C compile fails (clang error): in a scenario step", lambda f, c: c == "tinygrad step raised" and _step_raised(f, "tinygrad", "CalledProcessError")),
   ("calls tinygrad 0.14 rejects that work here as in torch: setitem of a value of another dtype (cast)",
    lambda f, c: c == "tinygrad step raised" and _step_raised(f, "tinygrad", "setitem dtype mismatch")),
@@ -2005,7 +2043,7 @@ def render(case: dict[str, Any]) -> str:
                   "from tinygrad.nn import optim", "from tinygrad.nn.state import get_state_dict"]
     kw = ", ".join(f"{k}={show(v)}" for k, v in case["kwargs"].items())
     xs = ", ".join(f"x{i}" for i in range(len(case["inputs"])))
-    lines.append("env = dict(Tensor=Tensor, dtypes=dtypes, np=np, nn=nn, optim=optim, Context=Context, get_state_dict=get_state_dict)")
+    lines.append("env = dict(Tensor=Tensor, dtypes=dtypes, np=np, nn=nn, optim=optim, Context=Context, get_state_dict=get_state_dict, state=nn.state)")
     lines.append(f"out = api_fuzz.SCENARIOS[{m[1:]!r}](env, [{xs}], {kw})")
     lines.append("print([o if not isinstance(o, Tensor) else (o.shape, o.dtype, o.tolist()) for o in out])")
     return "\n".join(lines)
