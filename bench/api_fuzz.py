@@ -71,6 +71,13 @@ class NP:
 
 
 @dataclass(frozen=True)
+class NPS:
+  """A numpy scalar (np.<dtype>(value)), as an operand."""
+  dtype: str
+  value: Any
+
+
+@dataclass(frozen=True)
 class DT:
   """A dtype by name (dtypes.<name>)."""
   name: str
@@ -79,6 +86,7 @@ class DT:
 def encode(x: Any) -> Any:
   if isinstance(x, Ref): return {"$t": x.i}
   if isinstance(x, NP): return {"$np": x.i}
+  if isinstance(x, NPS): return {"$nps": [x.dtype, x.value]}
   if isinstance(x, DT): return {"$dtype": x.name}
   if isinstance(x, tuple): return {"$tuple": [encode(v) for v in x]}
   if isinstance(x, list): return [encode(v) for v in x]
@@ -93,6 +101,9 @@ def decode(x: Any, xs: list[Any], dtypes: Any, arrs: list[Any] | None = None) ->
   if not isinstance(x, dict): return x
   if "$t" in x: return xs[x["$t"]]
   if "$np" in x: return arrs[x["$np"]] if arrs is not None else None
+  if "$nps" in x:
+    import numpy as np
+    return getattr(np, x["$nps"][0])(x["$nps"][1])
   if "$dtype" in x: return getattr(dtypes, x["$dtype"])
   if "$tuple" in x: return tuple(decode(v, xs, dtypes, arrs) for v in x["$tuple"])
   if "$slice" in x: return slice(*x["$slice"])
@@ -107,6 +118,7 @@ def show(x: Any) -> str:
   if not isinstance(x, dict): return repr(x)
   if "$t" in x: return f"x{x['$t']}"
   if "$np" in x: return f"x{x['$np']}.numpy()"
+  if "$nps" in x: return f"np.{x['$nps'][0]}({x['$nps'][1]!r})"
   if "$dtype" in x: return f"dtypes.{x['$dtype']}"
   if "$tuple" in x: return "(" + ", ".join(show(v) for v in x["$tuple"]) + ("," if len(x["$tuple"]) == 1 else "") + ")"
   if "$slice" in x: return ":".join("" if v is None else str(v) for v in x["$slice"])
@@ -1371,6 +1383,17 @@ def _mixed(name: str) -> Callable[[Gen], tuple]:
 for _n in MIXED: op(_n, "dtype")(_mixed(_n))
 
 
+@op("dt_np_scalar", "dtype")
+def _dt_np_scalar(g: Gen) -> tuple:
+  """A numpy scalar operand (np.float32(2.5), np.int64(3), np.bool_(True): from indexing an array) of a tensor op."""
+  s = g.shape(0, 2, zero=0.02)
+  x = g.tensor(s, g.rng.choice(ALL_DTYPES), kind="pos")
+  dt = g.rng.choice(ALL_DTYPES)
+  v = {"bool": True}.get(dt, 2.5 if dt.startswith("float") else 3)
+  return x, g.rng.choice(("add", "mul", "__add__", "__mul__", "__truediv__", "maximum", "__lt__", "__eq__", "pow", "sub", "__radd__", "__rmul__")), \
+    (NPS("bool_" if dt == "bool" else dt, v),), {}
+
+
 @op("dt_where", "dtype")
 def _dt_where(g: Gen) -> tuple:
   s = g.shape(0, 2, zero=0.02)
@@ -2015,6 +2038,8 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
                                                 and bool((f.arrays[f.kw["value"]["$t"]] == 0).any())))),
   ("a Python int beyond an int tensor's dtype: arithmetic wraps (torch): `x += 1000` of an int8 x", lambda f, c: f.op == "augmented"
    and isinstance(f.kw["value"], int) and f.dtypes[0] in INT_RANGE and not INT_RANGE[f.dtypes[0]][0] <= f.kw["value"] <= INT_RANGE[f.dtypes[0]][1]),
+  ("calls tinygrad 0.14 rejects that work here as in torch: numpy scalars as operands (Python scalars of their kind)",
+   lambda f, c: f.case["op"] == "dt_np_scalar" and c == "tinygrad raised" and f.theirs["msg"].startswith("Could not infer dtype")),
   ("calls tinygrad 0.14 rejects that work here as in torch", lambda f, c: c == "tinygrad raised" and (
     (f.op == "scatter" and "reduce" in f.kw) or (f.op == "where" and f.xdt != "bool") or (_is(*TG_REJECTS)(f) and any(a.ndim == 0 for a in f.arrays))
     or f.op in ("diagonal", "masked_select") or (f.op == "logsumexp" and isinstance(f.kw.get("axis"), dict)) or f.op == "setitem"
