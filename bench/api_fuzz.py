@@ -1758,6 +1758,8 @@ def _written_ref(case: dict[str, Any], out: dict[str, Any], np: Any) -> dict[str
   v = kw["value"]
   if idx is None or isinstance(v, dict) and "$t" not in v: return None
   val = input_array(case["inputs"][v["$t"]], np) if isinstance(v, dict) else v
+  if isinstance(val, float) and x.dtype.kind in "iu" and math.isfinite(val):  # truncated, then wrapped like a 64-bit int (docs)
+    val = np.array(int(val), np.int64).astype(x.dtype)
   with np.errstate(all="ignore"):
     try: x[idx] = val
     except (ValueError, TypeError, IndexError, OverflowError): return None
