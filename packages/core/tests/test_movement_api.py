@@ -574,6 +574,11 @@ def test_assign_into_an_empty_view_writes_nothing():
   v *= Tensor.zeros(0, 5, dtype=dtypes.int32)
   t[3:1] = 7
   same(t, B)
+  # the scheduler skips such an ASSIGN too, however it was built (not only through Tensor.assign)
+  from tinygrad.uop.ops import Ops, UOp
+  view = t[1:-1:-2, :2]
+  Tensor(UOp(Ops.ASSIGN, view.dtype, (view.uop, Tensor.zeros(0, 2, dtype=dtypes.int32).uop))).realize()
+  same(t, B)
 
 
 def test_strided_views_are_written_through():
