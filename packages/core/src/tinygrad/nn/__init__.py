@@ -118,6 +118,8 @@ class BatchNorm:
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     """(mean, biased variance) per channel: the batch's in training, the running ones otherwise."""
     if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var
+    # torch's check (tinygrad 0.14: ZeroDivisionError): the variance of one value is 0, and its unbiased running update 0/0
+    if x.ndim >= 2 and x.numel() == x.shape[1]: raise ValueError(f"BatchNorm needs more than 1 value per channel for batch statistics, got {x.shape}")
     axes = tuple(a for a in range(x.ndim) if a != 1)
     mean = x.mean(axes)
     y = x - mean.detach().reshape(1, -1, *[1] * (x.ndim - 2))  # d(var)/d(mean) is 0
