@@ -80,3 +80,15 @@ def test_negative_zero_fill_keeps_its_sign():
 def test_tolist_nests_like_numpy(shape):
   a = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
   assert Tensor(a).tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("npdt, dt", [(np.longlong, dtypes.int64), (np.ulonglong, dtypes.uint64), (np.intc, dtypes.int32), (">i4", dtypes.int32),
+                                      (">f8", dtypes.float64), ("<u2", dtypes.uint16)])
+def test_from_numpy_every_int_spelling_and_byte_order(npdt, dt):
+  """numpy has two int64 types on Linux (np.int64 'l' and np.longlong 'q', what .numpy() of an int64 tensor gives); both are
+  int64, and big-endian arrays keep their values (Tensor(t.numpy()) raised for int64 before; found by api_fuzz seed 79)."""
+  a = np.array([[1, 2, 3], [7, 0, 5]], dtype=npdt)
+  t = Tensor(a)
+  assert t.dtype == dt and t.tolist() == a.tolist()
+  back = Tensor(t.numpy())
+  assert back.dtype == dt and back.tolist() == a.tolist()

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 from tinygrad import Tensor, dtypes, nn
+from tinygrad.helpers import Context
 
 
 @pytest.fixture
@@ -510,3 +511,23 @@ def test_gradients_flow_through_layers():
   for p in params:
     assert p.grad is not None and p.grad.shape == p.shape
     assert np.isfinite(p.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("cls, args", [(nn.ConvTranspose2d, (2, 1, 1)), (nn.Conv2d, (2, 1, 3)), (nn.Conv2d, (3, 4, 1)), (nn.Conv1d, (4, 3, 1))])
+def test_conv_channels_not_divisible_by_groups_raise(cls, args):
+  """torch's check: ConvTranspose2d(2, 1, 1, groups=2) built a (2, 0, 1, 1) weight and returned 0 output channels with a (1,)
+  bias (tinygrad 0.14: ZeroDivisionError). Found by api_fuzz seed 97 (module/24)."""
+  with pytest.raises(ValueError, match="divisible by groups"): cls(*args, groups=2)
+  assert cls(4, 2, 1, groups=2).weight.shape[:2] in ((2, 2), (4, 1))
+
+
+def test_batchnorm_one_value_per_channel_raises_in_training():
+  """torch's check: batch statistics of one value per channel (a (1, C, 1, 1) input in training) gave a variance of 0 and a
+  running variance of 0 (tinygrad 0.14: ZeroDivisionError). Eval with running stats still works. Found by api_fuzz seed 109
+  (module/47)."""
+  bn = nn.BatchNorm2d(2)
+  x = Tensor([[[[1.0]], [[2.0]]]])
+  with Context(TRAINING=1), pytest.raises(ValueError, match="more than 1 value per channel"): bn(x)
+  with pytest.raises(ValueError, match="more than 1 value per channel"): nn.BatchNorm(2, track_running_stats=False)(x)
+  np.testing.assert_allclose(bn(x).numpy().reshape(-1), np.array([1.0, 2.0]) / np.sqrt(1 + 1e-5), rtol=1e-6)
+  with Context(TRAINING=1): assert bn(Tensor.ones(2, 2, 1, 1)).shape == (2, 2, 1, 1)

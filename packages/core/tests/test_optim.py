@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tinygrad import Tensor, dtypes
+from tinygrad.helpers import Context
 from tinygrad.nn import optim
 
 
@@ -248,3 +249,20 @@ def test_step_with_half_params():
   opt.step()
   assert w.dtype == dtypes.float16
   np.testing.assert_allclose(w.numpy().astype(np.float32), [0.9, -1.1], atol=1e-3)
+
+
+def test_grad_after_step_is_the_one_used_and_accumulates_as_torch():
+  """Without zero_grad, gradients add up as in torch: each backward's gradient is taken at the weights of that backward. The
+  lazy .grad read the weights, so after step() it was the gradient at the new weights (w.grad of w*w was 2 * w_new) and the
+  next step summed that. Found by api_fuzz seed 79 (optimizer/71, AdamW without zero_grad)."""
+  w = Tensor([1.0, 2.0]).contiguous().realize()
+  opt = optim.SGD([w], lr=0.25)
+  ref_w, ref_g = np.array([1.0, 2.0]), np.zeros(2)
+  with Context(TRAINING=1):
+    for _ in range(3):
+      (w * w).sum().backward()
+      opt.step()
+      ref_g = ref_g + 2 * ref_w
+      ref_w = ref_w - 0.25 * ref_g
+      np.testing.assert_allclose(w.grad.numpy(), ref_g, rtol=1e-6)
+      np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-6)

@@ -28,6 +28,7 @@ from tinygrad.schedule.kernelize import (
   create_schedule,
   is_buffer_view,
   is_contiguous_buffer,
+  is_strided_view,
   is_writable_view,
   mark_applied,
   max_size,
@@ -93,12 +94,13 @@ def _flatten(data: Any) -> list[Any]:
 
 
 def _numpy_dtype_of(arr: Any) -> DType:
-  import numpy as np
-  mapping = {np.bool_: dtypes.bool, np.int8: dtypes.int8, np.uint8: dtypes.uint8, np.int16: dtypes.int16, np.uint16: dtypes.uint16,
-             np.int32: dtypes.int32, np.uint32: dtypes.uint32, np.int64: dtypes.int64, np.uint64: dtypes.uint64,
-             np.float16: dtypes.float16, np.float32: dtypes.float32, np.float64: dtypes.float64}
-  if arr.dtype.type not in mapping: raise TypeError(f"numpy dtype {arr.dtype} has no tinygrad equivalent")
-  return mapping[arr.dtype.type]
+  # by kind and size, not by scalar type: np.longlong ('q', what .numpy() of an int64 tensor gives) is not np.int64 ('l') on Linux
+  mapping = {("b", 1): dtypes.bool, ("i", 1): dtypes.int8, ("u", 1): dtypes.uint8, ("i", 2): dtypes.int16, ("u", 2): dtypes.uint16,
+             ("i", 4): dtypes.int32, ("u", 4): dtypes.uint32, ("i", 8): dtypes.int64, ("u", 8): dtypes.uint64,
+             ("f", 2): dtypes.float16, ("f", 4): dtypes.float32, ("f", 8): dtypes.float64}
+  key = (arr.dtype.kind, arr.dtype.itemsize)
+  if key not in mapping: raise TypeError(f"numpy dtype {arr.dtype} has no tinygrad equivalent")
+  return mapping[key]
 
 
 class _TensorType(type):
@@ -142,6 +144,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)
     else:
       if _is_numpy(data):
+        if not data.dtype.isnative: data = data.astype(data.dtype.newbyteorder("="))  # big-endian data: its values, in native order
         dtype = dtype or _numpy_dtype_of(data)
       else:
         # a TypeError and, as tinygrad raises, a RuntimeError
@@ -323,7 +326,11 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       assign_bytes(self, x)
       return self
     if x.device != self.device: x = x.to(self.device)
+    # an empty target (x[1:1], a view of a zero-sized dim) has nothing to write; a store kernel for it would drop the
+    # zero-sized dim and write its other dims into the buffer (x[1:-1:-2, :2].assign(...) wrote x[0, :2], past its end segfaulted)
+    if self.numel() == 0: return self
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and not self._rebase_view():
+      if self._assign_through(x): return self
       if is_buffer_view(self.uop):  # realizing it would copy it, and the write would never reach the buffer it views
         raise InvalidArgumentError(f"can't assign into this {self.shape} view of another tensor's buffer: a strided (x[::2]), "
                                    "expanded or padded view has no buffer element per element of its own. Assign into the base "
@@ -338,6 +345,30 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     # ASSIGN, so a lazy one would reach them only if this view were realized; tinygrad's readers of the buffer see it
     if view: self.realize()
     return self
+
+  def _assign_through(self, x: Tensor) -> bool:
+    """Assign into a strided or negatively stepped view of a buffer (v = t[::2], t[1:0:-1]; its chain has a PAD that a SHRINK
+    takes off again), as tinygrad and torch: the buffer gets x at the elements the view reads, the rest unchanged. The map
+    from buffer elements to view elements is the view's chain of movement ops replayed on the buffer's element numbers.
+    False where the view isn't such a chain over a buffer, or an element is padding or read twice (an expand)."""
+    if not is_strided_view(self.uop) or isinstance(self.device, tuple): return False
+    chain, u = [], self.uop
+    while u.op is not Ops.BUFFER:
+      chain.append(u)
+      u = u.src[0]
+    base = Tensor(u, requires_grad=False)
+    n, size = base.numel(), self.numel()
+    pos = Tensor.arange(1, n + 1, device=self.device).uop  # element number + 1: padding reads 0
+    for node in reversed(chain): pos = node.replace(dtype=pos.dtype, src=(pos, *node.src[1:]))
+    at = Tensor(pos, requires_grad=False).flatten()
+    if not (at > 0).all().item(): return False  # the view reads padding: those elements have no place in the buffer
+    # which view element (+1) each buffer element takes: 0 for those the view doesn't read
+    src = (Tensor.arange(1, size + 1, device=self.device) * (at > 0)).cast(dtypes.int32)
+    which = Tensor.zeros(n, dtype=dtypes.int32, device=self.device).contiguous().scatter_reduce(0, (at - 1).clip(0, n - 1), src, "amax")
+    value = x.cast(self.dtype).flatten().contiguous().realize()  # its own buffer: x may read the buffer written here (v += 1)
+    new = (which > 0).where(value.gather(0, (which - 1).clip(0, size - 1)), base)
+    base.assign(new).realize()
+    return True
 
   def _rebase_view(self) -> bool:
     """For a view (reshape/permute/shrink/flip) of a tensor that is computed but not yet realized, like a lazy

@@ -181,12 +181,13 @@ class IndexingMixin(ReduceMixin):
 
   def __setitem__(self, index: Any, v: Self | ConstType) -> None:
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
-    from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_writable_view
+    from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_strided_view, is_writable_view
     if self.requires_grad or (isinstance(v, type(self)) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
     # a view of another tensor's buffer (row = x[1]; row[0] = 5) is written through: the assign of the whole view
     # reaches the buffer (Tensor.assign), as in tinygrad and torch
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and hasattr(self, "_rebase_view"): self._rebase_view()
-    through = not is_contiguous_buffer(self.uop) and is_writable_view(self.uop)
+    # (a strided view, v = t[::2], is written through too: Tensor.assign maps its elements to the buffer's)
+    through = not is_contiguous_buffer(self.uop) and (is_writable_view(self.uop) or is_strided_view(self.uop))
     if not is_contiguous_buffer(self.uop) and is_buffer_view(self.uop) and not through:
       raise RuntimeError(f"setitem can't write through this {self.shape} view of another tensor's buffer: a strided (x[::2]), "
                          "expanded or padded view has no buffer element per element of its own. Index the base tensor in one "

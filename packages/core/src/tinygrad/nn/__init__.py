@@ -54,6 +54,9 @@ class Conv2d:
   """N-d convolution (the kernel's length sets N): weight (out, in/groups, *kernel), uniform in +-1/sqrt(fan_in)."""
   def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: int | tuple[int, ...] = 1,
                padding: int | tuple[int, ...] | str = 0, dilation: int | tuple[int, ...] = 1, groups: int = 1, bias: bool = True):
+    # (torch's check; the weight would get a zero-sized dim: ConvTranspose2d(2, 1, 1, groups=2) gave 0 output channels)
+    if groups < 1 or in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
     self.kernel_size = make_tuple(kernel_size, 2)
     if isinstance(padding, str):
       if padding.lower() == "valid": padding = 0
@@ -115,6 +118,8 @@ class BatchNorm:
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     """(mean, biased variance) per channel: the batch's in training, the running ones otherwise."""
     if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var
+    # torch's check (tinygrad 0.14: ZeroDivisionError): the variance of one value is 0, and its unbiased running update 0/0
+    if x.ndim >= 2 and x.numel() == x.shape[1]: raise ValueError(f"BatchNorm needs more than 1 value per channel for batch statistics, got {x.shape}")
     axes = tuple(a for a in range(x.ndim) if a != 1)
     mean = x.mean(axes)
     y = x - mean.detach().reshape(1, -1, *[1] * (x.ndim - 2))  # d(var)/d(mean) is 0

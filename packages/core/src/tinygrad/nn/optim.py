@@ -67,7 +67,11 @@ class Optimizer:
       if p.grad is None: raise RuntimeError(f"parameter {p} has no gradient: call backward() first")
     # each gradient gets a buffer of its own first: fused into the updates, the update of one weight could read another
     # weight that an earlier update kernel already overwrote (updates that read each other's weights form a cycle)
-    grads = [g if is_contiguous_buffer(g.uop) else g.contiguous() for g in (p.grad for p in self.params) if g is not None]
+    # .grad becomes that buffer, realized with the step: a lazy gradient reads the weights, so read after the update (or summed
+    # into the next step's gradient without zero_grad) it was the gradient at the new weights, not the one the step used
+    for p in self.params:
+      if p.grad is not None and not is_contiguous_buffer(p.grad.uop): p.grad = p.grad.contiguous()
+    grads = [p.grad for p in self.params if p.grad is not None]
     if self.fused:
       # (the concatenated weights get a buffer too: every update reads all of them, e.g. through LAMB's norms)
       flat, state = self._step([_flat_cat([p.detach() for p in self.params]).contiguous()], [_flat_cat(grads).contiguous()])
@@ -75,7 +79,7 @@ class Optimizer:
     else: new, state = self._step(self.params, grads)
     for p, n in zip(self.params, new): p.assign((n if n.device == p.device else n.to(p.device)).cast(p.dtype))
     # buffers first: a lazy update of one (say batchnorm's running mean) may read weights that this step overwrites
-    return self.buffers + state + self.params
+    return self.buffers + state + grads + self.params
 
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]: raise NotImplementedError
 

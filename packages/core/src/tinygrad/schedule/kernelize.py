@@ -60,6 +60,13 @@ def is_writable_view(u: UOp) -> bool:
   return u.op is Ops.BUFFER
 
 
+def is_strided_view(u: UOp) -> bool:
+  """A view of a buffer through reshapes, permutes, shrinks, flips and pads (t[::2], t[1:0:-1]): no expand. Tensor.assign writes
+  through it where no element is padding."""
+  while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD): u = u.src[0]
+  return u.op is Ops.BUFFER
+
+
 def is_contiguous_buffer(u: UOp) -> bool:
   """A BUFFER, possibly reshaped: its elements are already in row-major order."""
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
@@ -491,6 +498,8 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
     out, rebuilt = outs[node], rebuilt_of[node]
     value = rebuilt.src[1] if node.op is Ops.ASSIGN else rebuilt.src[0] if node.op in (Ops.CONTIGUOUS, Ops.COPY) else rebuilt
     if isinstance(out.arg[1], int) and out.arg[1] == 0: pass  # nothing to compute for an empty tensor
+    # nor for an assign into an empty view of a buffer (t[1:1]): its kernel would drop the zero-sized dim and store the rest
+    elif node.op is Ops.ASSIGN and any(isinstance(d, int) and d == 0 for d in node.shape): pass
     elif node.op is Ops.COPY:
       items.append(ScheduleItem(UOp(Ops.COPY, node.dtype, (), out.size), [out, value.base]))
     else:
