@@ -63,3 +63,19 @@ def test_mlp_gradients_match_numpy():
   np.testing.assert_allclose(out.numpy(), o, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(w2.grad.numpy(), h.T @ do, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(w1.grad.numpy(), xs.T @ dh, rtol=1e-4, atol=1e-5)
+
+
+def test_computed_operands_are_computed_into_the_copy():
+  """relu(x + b) @ W (W (512, 10)) and relu(x + b).T @ softmax(y): the computed operands are computed once, into the copies,
+  and the values are numpy's."""
+  rng = np.random.default_rng(3)
+  xs, bs, ys, ws = (rng.standard_normal(s, np.float32) for s in ((128, 512), (512,), (128, 10), (512, 10)))
+  x, b, y, w = (Tensor(a).realize() for a in (xs, bs, ys, ws))
+  h, hs = (x + b).relu(), np.maximum(xs + bs, 0)
+  e = np.exp(ys * 2 - (ys * 2).max(1, keepdims=True))
+  sm = e / e.sum(1, keepdims=True)
+  assert kernels(h @ w) == 2
+  with Context(RELAYOUT_NARROW=0): assert kernels(h @ w) == 1
+  if runs():
+    np.testing.assert_allclose((h @ w).numpy(), hs @ ws, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((h.T @ (y * 2).softmax(1)).numpy(), hs.T @ sm, rtol=1e-4, atol=1e-4)
