@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
+from tinygrad.schedule.relayout import copied_with_axes_last
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 CONV_LANES = ContextVar("CONV_LANES", 1)  # 0: convolutions keep their lanes on the output columns
@@ -150,12 +151,4 @@ def _sliced_sum(xs: UOp, axes: tuple[int, ...], lanes_bytes: int) -> UOp:
 def _innermost(b: UOp, steps: list[int], c: int) -> UOp:
   """b (a view of a buffer, expanded over the axes it doesn't read) as the same view of a contiguous copy in which axis c
   is innermost and the other axes b reads keep their order."""
-  shape: tuple[int, ...] = b.shape
-  dep = [a for a in range(len(shape)) if steps[a] != 0]
-  order = [a for a in dep if a != c] + [c]
-  flat = UOp(Ops.SHRINK, b.dtype, (b,), tuple((0, s if a in dep else 1) for a, s in enumerate(shape)))
-  small = UOp(Ops.RESHAPE, b.dtype, (flat,), tuple(shape[a] for a in dep))
-  packed = UOp(Ops.CONTIGUOUS, b.dtype, (UOp(Ops.PERMUTE, b.dtype, (small,), tuple(dep.index(a) for a in order)),))
-  back = UOp(Ops.PERMUTE, b.dtype, (packed,), tuple(order.index(a) for a in dep))
-  back = UOp(Ops.RESHAPE, b.dtype, (back,), tuple(s if a in dep else 1 for a, s in enumerate(shape)))
-  return UOp(Ops.EXPAND, b.dtype, (back,), shape)
+  return copied_with_axes_last(b, steps, (c,))

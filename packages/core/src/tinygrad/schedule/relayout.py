@@ -52,17 +52,17 @@ def relayout_narrow(r: UOp, axis_strides: Strides) -> UOp | None:
     srcs = list(x.src)
     # (N from 16 up vectorizes in place well enough: 128x512 @ (512x24) 52 -> 83 us copied, one thread; 512x100 558 -> 501)
     if abs(steps[j]) == 1 and shape[j] < LANES and shape[k] >= LANES and abs(steps[k]) != 1:
-      srcs[i] = _copied(x.src[i], steps, (j, k))  # narrow N: contiguous along K
+      srcs[i] = copied_with_axes_last(x.src[i], steps, (j, k))  # narrow N: contiguous along K
       other_bytes = prod(shape[a] for a in range(len(shape)) if osteps[a] != 0) * x.dtype.itemsize
-      if abs(osteps[k]) != 1 and other_bytes <= MAX_OTHER_BYTES: srcs[1 - i] = _copied(x.src[1 - i], osteps, (k,))
+      if abs(osteps[k]) != 1 and other_bytes <= MAX_OTHER_BYTES: srcs[1 - i] = copied_with_axes_last(x.src[1 - i], osteps, (k,))
     elif abs(steps[k]) == 1 and shape[k] < LANES and shape[j] >= LANES and abs(steps[j]) != 1:
-      srcs[i] = _copied(x.src[i], steps, (k, j))  # short K: contiguous along N
+      srcs[i] = copied_with_axes_last(x.src[i], steps, (k, j))  # short K: contiguous along N
     else: continue
     return r.replace(src=(x.replace(src=tuple(srcs)),))
   return None
 
 
-def _copied(b: UOp, steps: list[int], last: tuple[int, ...]) -> UOp:
+def copied_with_axes_last(b: UOp, steps: list[int], last: tuple[int, ...]) -> UOp:
   """b (expanded over the axes it doesn't read) as a view of a contiguous copy of what it reads, the axes `last` innermost."""
   shape: tuple[int, ...] = b.shape
   dep = [a for a in range(len(shape)) if steps[a] != 0]  # the axes b reads, in order
