@@ -32,3 +32,28 @@ def test_mod_zero_remainder_keeps_gradient():
   np.testing.assert_array_equal(out, np.mod(a, b))
   np.testing.assert_array_equal(ga, np.ones_like(a))
   np.testing.assert_array_equal(gb, -np.floor(a.astype(np.float64) / b))
+
+
+def test_std_of_equal_values_has_zero_gradient():
+  # std is not differentiable where all values are equal; torch gives the subgradient 0 there (it was inf * 0 = NaN)
+  x = np.array([[1.5, 1.5, 1.5], [1.0, 2.0, 4.0]], dtype=np.float32)
+  w = np.array([2.0, -1.0], dtype=np.float32)
+  out, (g,) = grads(lambda t: t.std(1), x, w=w)
+  np.testing.assert_allclose(out, np.std(x.astype(np.float64), axis=1, ddof=1), rtol=1e-6)
+  xd = x.astype(np.float64)
+  with np.errstate(invalid="ignore"):  # row 0: 0 / 0, replaced
+    ref = w[:, None] * (xd - xd.mean(1, keepdims=True)) / (2 * np.std(xd, axis=1, ddof=1)[:, None])  # (x - m) / ((n - 1) std)
+  ref[0] = 0.0
+  np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-7)
+  _, (g2,) = grads(lambda t: t.std_mean(1)[0] + t.std_mean(1)[1], x, w=w)
+  np.testing.assert_allclose(g2, ref + w[:, None] / 3, rtol=1e-5, atol=1e-7)
+
+
+def test_var_with_correction_beyond_count():
+  # n - correction < 0: the value is sum / 0 (inf, or NaN for a zero sum; torch), the gradient 2 (x - mean) / (n - correction)
+  x = np.array([[1.0, 2.0], [2.0, 2.0]], dtype=np.float32)
+  out, (g,) = grads(lambda t: t.var(1, correction=3), x, w=np.array([3.0, 3.0], dtype=np.float32))
+  assert out[0] == np.inf and np.isnan(out[1])
+  np.testing.assert_array_equal(g, 3.0 * 2 * (x - x.mean(1, keepdims=True)) / (2 - 3))
+  _, (g1,) = grads(lambda t: t.var(1, correction=2) + t.mean(1), np.array([[1.0], [2.0]], dtype=np.float32))
+  np.testing.assert_array_equal(g1, np.ones((2, 1)))  # N = 1: x - mean is 0, only the mean's gradient is left (not NaN)
