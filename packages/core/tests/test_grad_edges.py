@@ -57,3 +57,17 @@ def test_var_with_correction_beyond_count():
   np.testing.assert_array_equal(g, 3.0 * 2 * (x - x.mean(1, keepdims=True)) / (2 - 3))
   _, (g1,) = grads(lambda t: t.var(1, correction=2) + t.mean(1), np.array([[1.0], [2.0]], dtype=np.float32))
   np.testing.assert_array_equal(g1, np.ones((2, 1)))  # N = 1: x - mean is 0, only the mean's gradient is left (not NaN)
+
+
+def test_atanh_gradient_at_one_is_inf():
+  # d atanh / dx = 1 / (1 - x^2): inf at +-1 (torch); log1p(2x / (1 - x)) gave log1p's 0 slope at inf times inf = NaN
+  x = np.array([1.0, -1.0, 0.0, 0.3, 0.5, 0.499, 0.9, -0.99, 1e-8, 0.7, 1.5], dtype=np.float32)
+  out, (g,) = grads(lambda t: t.atanh(), x)
+  with np.errstate(all="ignore"):
+    ref = np.arctanh(x.astype(np.float64))
+    dref = 1 / (1 - x.astype(np.float64) ** 2)
+  np.testing.assert_allclose(out, ref, rtol=3e-7)
+  assert np.isnan(out[-1]) and g[-1] == np.float32(dref[-1])  # outside [-1, 1]: a NaN value, the formula's slope (torch)
+  np.testing.assert_allclose(g, dref, rtol=2e-7)
+  out16, (g16,) = grads(lambda t: t.atanh(), x.astype(np.float16))
+  assert out16.dtype == np.float16 and g16.dtype == np.float16 and g16[0] == np.inf and g16[1] == np.inf

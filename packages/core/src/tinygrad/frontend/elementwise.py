@@ -640,7 +640,11 @@ class ElementwiseMixin(TensorBase):
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
-    r = (2 * ax / (1 - ax)).log1p() * 0.5
+    # near 1, (log(1 + x) - log(1 - x)) / 2 (exact there: 1 - x is): its slope at 1 is inf (torch), where log1p(2x / (1 - x))
+    # gives log1p's slope 0 at inf times inf = NaN. Each branch gets inputs that keep the other's slope finite
+    small = ax < 0.5
+    xs, xl = small.where(ax, 0.0), small.where(0.75, ax)
+    r = small.where((2 * xs / (1 - xs)).log1p() * 0.5, ((1 + xl).log() - (1 - xl).log()) * 0.5)
     return neg.where(-r, r).cast(out)
 
   def erf(self) -> Self:
