@@ -71,3 +71,22 @@ def test_atanh_gradient_at_one_is_inf():
   np.testing.assert_allclose(g, dref, rtol=2e-7)
   out16, (g16,) = grads(lambda t: t.atanh(), x.astype(np.float16))
   assert out16.dtype == np.float16 and g16.dtype == np.float16 and g16[0] == np.inf and g16[1] == np.inf
+
+
+def test_binary_crossentropy_at_zero_and_one():
+  # torch's gradient (p - y) / max(p (1 - p), 1e-12) also at p = 0 and 1, with the logs clamped at -100 in the value;
+  # the clamped logs' own gradient there was 0 * inf = NaN
+  p = np.array([0.0, 0.0, 1.0, 1.0, 0.3, 0.7], dtype=np.float32)
+  y = np.array([0.0, 1.0, 0.0, 1.0, 0.4, 1.0], dtype=np.float32)
+  out, (gp, gy) = grads(lambda a, b: a.binary_crossentropy(b, reduction="none"), p, y)
+  pd, yd = p.astype(np.float64), y.astype(np.float64)
+  with np.errstate(divide="ignore"):
+    lp, l1p = np.maximum(np.log(pd), -100), np.maximum(np.log(1 - pd), -100)
+  np.testing.assert_allclose(out, -(yd * lp + (1 - yd) * l1p), rtol=1e-6)
+  np.testing.assert_allclose(gp, (pd - yd) / np.maximum(pd * (1 - pd), 1e-12), rtol=1e-6)
+  np.testing.assert_allclose(gy, l1p - lp, rtol=1e-6)  # the clamped logs' (torch: +-inf at 0 and 1)
+  _, (gp_mean, _) = grads(lambda a, b: a.binary_crossentropy(b), p, y)
+  np.testing.assert_allclose(gp_mean, gp / len(p), rtol=1e-6)
+  _, (gh, _) = grads(lambda a, b: a.binary_crossentropy(b, reduction="sum"), p.astype(np.float16), y.astype(np.float16))
+  assert gh.dtype == np.float16 and not np.isnan(gh).any()
+  assert Tensor(p, dtype=dtypes.half).binary_crossentropy(Tensor(y, dtype=dtypes.half)).dtype == dtypes.half
