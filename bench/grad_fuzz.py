@@ -33,6 +33,7 @@ import math
 import os
 import random
 import signal
+import struct
 import sys
 import time
 import traceback
@@ -40,6 +41,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -330,6 +332,16 @@ def _scalar_arith(g: Gen) -> tuple[str, str]:
   return e.format(x=x), th.format(x=x)
 
 
+@op("mixed_dtypes", "binary")
+def _mixed_dtypes(g: Gen) -> tuple[str, str]:
+  """float16 with float32 (promoted to float32): each gradient in its own input's dtype."""
+  s = g.shape()
+  a, b = g.t(s, dtype="float16"), g.t(g.bshape(s) or (1,), dtype="float32")  # a 0-d float32 would give float16 in torch
+  e = g.pick("{a} * {b}", "{b} / {a}", "{a} - {b}", "{a}.maximum({b})", "{a}.float() * {b}", "({a} * {b}).half()", "{b}.half() + {a}")
+  th = e.replace("{a}.maximum({b})", "torch.maximum({a}, {b})")
+  return e.format(a=a, b=b), th.format(a=a, b=b)
+
+
 @op("where", "binary")
 def _where(g: Gen) -> tuple[str, str]:
   s = g.shape()
@@ -605,6 +617,24 @@ def _squeeze(g: Gen) -> tuple[str, str]:
     return f"{x}.squeeze({a})", f"{x}.squeeze({a})"
   d = g.rng.randint(-len(s) - 1, len(s))
   return f"{x}.unsqueeze({d})", f"{x}.unsqueeze({d})"
+
+
+@op("tri", "movement")
+def _tri(g: Gen) -> tuple[str, str]:
+  s = (*g.shape(0, 1), g.pick(1, 2, 3, 4), g.pick(1, 2, 3, 4))
+  fn, d = g.pick("triu", "tril"), g.pick(0, 1, -1, 2)
+  x = g.t(s)
+  return f"{x}.{fn}({d})", f"{x}.{fn}({d})"
+
+
+@op("diagonal", "movement")
+def _diagonal(g: Gen) -> tuple[str, str]:
+  r = g.rng.random()
+  if r < 0.4:
+    x = g.t((g.pick(1, 2, 3),))
+    return f"{x}.diag()", f"torch.diag({x})"
+  x = g.t((g.pick(1, 2, 3), g.pick(1, 2, 3)))
+  return f"{x}.diagonal()", f"{x}.diagonal()"
 
 
 @op("flatten", "movement")
@@ -971,6 +1001,15 @@ def _embedding(g: Gen) -> tuple[str, str]:
   return f"{w}[{i}]", f"F.embedding({i}, {w})"
 
 
+@op("masked_softmax", "nn")
+def _masked_softmax(g: Gen) -> tuple[str, str]:
+  """Attention-style masking: -inf where the mask is set, then softmax (a fully masked row is NaN in torch)."""
+  s = (g.pick(1, 2, 3), g.pick(1, 2, 3))
+  x, m = g.t(s), g.mask(s, p=g.pick(0.3, 0.7))
+  fn = g.pick("softmax", "log_softmax")
+  return f"{x}.masked_fill({m}, -float('inf')).{fn}(-1)", f"torch.{fn}({x}.masked_fill({m}, -float('inf')), -1)"
+
+
 @op("chain", "nn")
 def _chain(g: Gen) -> tuple[str, str]:
   """A small MLP step: matmul, activation, softmax; the gradient flows through several rules."""
@@ -1104,6 +1143,24 @@ def _dups(case: dict[str, Any], i: int) -> bool:
   return len(set(vals)) < len(vals)
 
 
+def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def _quotient_rounds(case: dict[str, Any]) -> bool:
+  """fmod/%: some a / b rounds (in float32) to another integer than the exact quotient: torch's gradient with respect to b
+  (-trunc(a / b)) uses the rounded one, ours the one the exact remainder is computed with."""
+  a, b = (input_values(d) for d in case["inputs"][:2])
+  if len(a) != len(b): return True
+  rnd = math.floor if case["op"] == "mod" else math.trunc
+  return any(y != 0 and math.isfinite(x) and math.isfinite(y) and rnd(_f32(_f32(x) / _f32(y))) != rnd(Fraction(_f32(x)) / Fraction(_f32(y)))
+             for x, y in zip(a, b))
+
+
+def _bounds_tie(case: dict[str, Any]) -> bool:
+  """clip's bounds are equal somewhere (values from the same pools; broadcasting aside)."""
+  return bool(set(input_values(case["inputs"][1])) & set(input_values(case["inputs"][2])))
+
+
 def _has(case: dict[str, Any], i: int, *points: float) -> bool: return any(v in points for v in input_values(case["inputs"][i]))
 
 
@@ -1115,8 +1172,13 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
    lambda c, v, w: v == "tinygrad-like" and c["op"] == "scatter" and c["inputs"][1]["kind"] == "idx"),
   ("scatter_reduce amax/amin, include_self=False: self's old value takes no share of a tie (tinygrad 0.14); torch counts it",
    lambda c, v, w: v == "tinygrad-like" and c["op"] == "scatter_reduce" and "include_self=False" in c["tg"] and "'am" in c["tg"]),
-  ("clip with tensor bounds: a tie of x and a bound shares the gradient (tinygrad 0.14, maximum/minimum); torch gives it to x",
-   lambda c, v, w: v == "tinygrad-like" and c["op"] == "clip_tensor"),
+  ("clip with tensor bounds where x < min == max: min gets the gradient (tinygrad 0.14); torch gives it to none of the three",
+   lambda c, v, w: c["op"] == "clip_tensor" and w.startswith("grad x1") and _bounds_tie(c)),
+  ("x ** -0.5 is rsqrt: -inf at -0.0 (docs above), so the gradient there has the other sign than torch's pow",
+   lambda c, v, w: c["op"] == "pow_scalar" and "** -0.5" in c["tg"] and _has(c, 0, -0.0) and any(
+     isinstance(x, float) and x == 0 and math.copysign(1, x) < 0 for x in input_values(c["inputs"][0]))),
+  ("fmod/% at a quotient that rounds to an integer: the gradient with respect to b is -(the exact quotient); torch's and "
+   "tinygrad's use the rounded a / b", lambda c, v, w: c["op"] in ("fmod", "mod") and w.startswith("grad x1") and _quotient_rounds(c)),
   ("sort/topk of equal values: which of them gets each output's gradient (ours: the stable order's)",
    lambda c, v, w: c["op"] in ("sort", "topk") and w.startswith("grad") and _dups(c, 0)),
   ("binary_crossentropy's target gradient at a probability of 0 or 1 is the clamped logs' (+-100); torch's and tinygrad's +-inf",
