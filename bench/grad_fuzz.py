@@ -1,4 +1,4 @@
-"""A differential fuzzer of backward: seeded random cases of ~110 differentiable ops (unary math and activations, binary
+"""A differential fuzzer of backward: seeded random cases of ~130 differentiable ops (unary math and activations, binary
 ops with broadcasting, reductions, scans, movement, indexing, scatter/gather, sort/topk, matmul/einsum, conv/pool/norm
 layers, losses, attention), each run as `out = op(inputs)`, `(out * w).sum().backward()` with a random upstream w, in
 three worker processes: ours, torch 2.13 (CPU, the reference) and tinygrad 0.14.0 (a second opinion). Never two of
