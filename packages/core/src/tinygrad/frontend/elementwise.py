@@ -315,7 +315,9 @@ class ElementwiseMixin(TensorBase):
     r = (r.abs() >= bb).where(r - step, r)
     r = (r.abs() >= bb).where(math.nan, r)  # |a/b| beyond 2**66 (float32/64 only): not reduced in three rounds
     r = (b.isinf() & a.isfinite()).where(a, r)  # x % +-inf is x (the product above is 0 * inf)
-    return r.eq(0).where(a._signbit().where(-0.0, 0.0), r).cast(out)  # a zero remainder has the sign of a
+    # a zero remainder has the sign of a; its gradient stays r's (1 for a, -trunc(a/b) for b, as torch): z - (r' - r) is z
+    # in value (r' - r is +0.0) with r's gradient
+    return r.eq(0).where(a._signbit().where(-0.0, 0.0) - (r.detach() - r), r).cast(out)
 
   def mod(self, x: Self | ConstType, reverse: bool = False) -> Self:
     """Python's %: the remainder has the sign of the divisor (a - floor(a/b)*b)."""
@@ -638,7 +640,11 @@ class ElementwiseMixin(TensorBase):
     x, out = self._work()
     neg = x < 0
     ax = neg.where(-x, x)
-    r = (2 * ax / (1 - ax)).log1p() * 0.5
+    # near 1, (log(1 + x) - log(1 - x)) / 2 (exact there: 1 - x is): its slope at 1 is inf (torch), where log1p(2x / (1 - x))
+    # gives log1p's slope 0 at inf times inf = NaN. Each branch gets inputs that keep the other's slope finite
+    small = ax < 0.5
+    xs, xl = small.where(ax, 0.0), small.where(0.75, ax)
+    r = small.where((2 * xs / (1 - xs)).log1p() * 0.5, ((1 + xl).log() - (1 - xl).log()) * 0.5)
     return neg.where(-r, r).cast(out)
 
   def erf(self) -> Self:

@@ -180,8 +180,14 @@ class FunctionalMixin(ReduceMixin):
 
   # ---- losses
   def binary_crossentropy(self, Y: Self, reduction: str = "mean") -> Self:
-    """self holds probabilities; logs are clamped at -100 like torch."""
-    return _reduce(-(Y * self.log().maximum(-100.0) + (1 - Y) * (1 - self).log().maximum(-100.0)), reduction)
+    """self holds probabilities; logs are clamped at -100 like torch, and the gradient is torch's
+    (self - Y) / max(self * (1 - self), 1e-12): at 0 and 1 the clamped logs' own is 0 * inf = NaN."""
+    x = self.detach()
+    loss = -(Y * x.log().maximum(-100.0) + (1 - Y) * (1 - x).log().maximum(-100.0))
+    xf = x.cast(dtypes.float32) if x.dtype.itemsize < 4 else x  # 1e-12 is 0 in float16
+    slope = (xf - Y) / (xf * (1 - xf)).maximum(1e-12)
+    # the value is loss; the gradient of self - x (0 in value) carries the slope
+    return _reduce(loss + ((self - x).cast(slope.dtype) * slope.detach()).cast(loss.dtype), reduction)
   def binary_crossentropy_logits(self, Y: Self, reduction: str = "mean", pos_weight: Self | None = None) -> Self:
     log_p, log_1mp = _logsigmoid(self), _logsigmoid(-self)
     return _reduce(-((Y if pos_weight is None else pos_weight * Y) * log_p + (1 - Y) * log_1mp), reduction)

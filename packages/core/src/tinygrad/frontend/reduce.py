@@ -117,9 +117,16 @@ class ReduceMixin(MovementMixin):
     """sum((x - mean)^2) / max(0, n - correction)."""
     sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     n = self._reduced_count(axis) - correction
+    if isinstance(n, int) and n < 0:
+      # a correction beyond the count: the value is sq / 0 (inf, or NaN) as torch, the gradient torch's finite sq' / n (sq' / 0
+      # would be inf * 0 = NaN where x - mean is 0)
+      return sq.detach().div(0) + (sq - sq.detach()).div(n)
     return sq.div(max(0, n) if isinstance(n, int) else n)  # a symbolic count (x[:v]) is at least its Variable's min
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
-    return self.var(axis, keepdim, correction).sqrt()
+    # at var == 0 (all values equal) sqrt's slope is inf and var's 0: the gradient is 0 there (torch), not inf * 0 = NaN
+    v = self.var(axis, keepdim, correction)
+    zero = v.eq(0)
+    return zero.where(0.0, zero.where(1.0, v).sqrt())
   def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Self, Self]:
     return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> tuple[Self, Self]:
