@@ -60,6 +60,21 @@ def test_lane_width_is_the_widest_that_divides(cout, width):
   assert range_size(_out_ranges(conv)[-1]) == width
 
 
+def test_lanes_block_for_a_single_channel_block():
+  """32 output channels are one lanes block (no channel-block loop beside the lanes, as in a batched matmul): a convolution,
+  which reduces over its taps too, still takes the lanes block (32 lanes x 8 pixels of a 24-wide row), not the matmul's 16 x 8
+  (bench/programs/cnn.py's 5x5 input gradient: 74 -> 57 ms a step on one thread); the values are numpy's."""
+  with Context(DEV="CPU"):
+    conv = _conv(_kernels(Tensor.empty(4, 32, 28, 28).conv2d(Tensor.empty(32, 32, 5, 5))))
+  ox, lanes = _out_ranges(conv)[-2], _out_ranges(conv)[-1]
+  assert range_size(lanes) == 32 and range_size(ox) == 24
+  assert hand_coded_opts(conv, threads=1, accumulators=448)[:2] == [Opt(OptOps.UPCAST, lanes.arg[0], 32), Opt(OptOps.UPCAST, ox.arg[0], 8)]
+  rng = np.random.default_rng(5)
+  x, w = rng.standard_normal((2, 32, 12, 12), np.float32), rng.standard_normal((32, 32, 5, 5), np.float32)
+  with Context(DEV="CPU"): got = Tensor(x).conv2d(Tensor(w)).numpy()
+  np.testing.assert_allclose(got, _reference(x, w, 0, 1), rtol=1e-3, atol=1e-3)
+
+
 def test_lanes_block_takes_a_row_of_pixels():
   """The register block (codegen/heuristics.py's _lanes_block): the 32 lanes whole, then pixels along the row (7 of a 7- or
   14-wide row, 8 of a 56-wide one), as many as the accumulators allow: AVX-512's 448 take up to 32 x 9, AVX2's 96 take 32 x 3

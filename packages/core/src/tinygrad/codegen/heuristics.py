@@ -184,7 +184,10 @@ def _lanes_block(ast: UOp, outs: list[UOp], accumulators: int, threads: int = 1)
   inputs = {n for ld, st in zip(loads, strides) if st == 0 for n in ld.toposort() if n.op is Ops.RANGE}
   # a loop of output channel blocks besides the lanes (the weight's, not the input's): a batched matmul has none, and keeps
   # the matmul's block (whose 32-wide form is for 256+ rows only: WIDE_MIN_ROWS)
-  if not any(r in deps and r not in inputs for r in outs[:-1]): return []
+  # (a convolution, reducing over its taps besides the channels, is one whose 32 channels make a single block: the CNN program's
+  # 32 -> 32 5x5 input gradient, one thread, took the matmul's 16x8 block at 29 GFLOP/s)
+  taps = sum(1 for r in ranges_of(ast).values() if r.arg[1] == "reduce" and (range_size(r) or 2) > 1) >= 3
+  if not taps and not any(r in deps and r not in inputs for r in outs[:-1]): return []
   n_lanes = range_size(lanes) or 1
   left = max(min(LANES_PIXELS, accumulators // n_lanes), 1)
   opts = [Opt(OptOps.UPCAST, lanes.arg[0], n_lanes)]
