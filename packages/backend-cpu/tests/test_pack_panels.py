@@ -139,6 +139,22 @@ def test_big_padded_conv_reads_a_padded_copy():
     assert len(_kernels(Tensor.empty(8, 64, 56, 56).conv2d(Tensor.empty(64, 64, 3, 3), padding=1))) == 1
 
 
+def test_padded_computed_input_is_computed_into_the_copy():
+  """A padded conv input that is computed (relu(x + b): a conv's upstream gradient through a norm's backward is one) gets a
+  padded copy too, the value computed into it once, where in place every tap computed it again behind a border mask
+  (bench/programs: unet 50 -> 28 ms a step, cnn 57.5 -> 47.7 on one thread); same values as numpy."""
+  rng = np.random.default_rng(9)
+  xs, bs, ws = rng.standard_normal((2, 16, 64, 64), np.float32), rng.standard_normal((16, 1, 1), np.float32), rng.standard_normal((16, 16, 3, 3), np.float32)
+  with Context(DEV="CPU", CONV_LANES=0):
+    x, b, w = Tensor(xs).realize(), Tensor(bs).realize(), Tensor(ws).realize()
+    pad, conv = _kernels((x + b).relu().conv2d(w, padding=1))
+    assert not any(n.op is Ops.REDUCE for n in pad.toposort()) and not any(n.op is Ops.WHERE for n in conv.toposort())
+    got = (x + b).relu().conv2d(w, padding=1).numpy()
+  xp = np.pad(np.maximum(xs + bs, 0), ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
+  want = sum(np.einsum("nchw,oc->nohw", xp[:, :, ky:ky + 64, kx:kx + 64], ws[:, :, ky, kx]) for ky in range(3) for kx in range(3))
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("shape,cout,pad,stride", [((1, 16, 64, 64), 16, 1, 1), ((2, 8, 67, 61), 24, 2, 2), ((1, 32, 48, 50), 16, 1, 1)])
 def test_padded_conv_matches_numpy(shape, cout, pad, stride):
   rng = np.random.default_rng(sum(shape))

@@ -25,7 +25,7 @@ from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.conv_lanes import channel_lanes
 from tinygrad.schedule.relayout import relayout_narrow
 from tinygrad.schedule.stored_operands import store_computed_operands
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import GroupOp, Ops, UOp
 
 PACK_PANELS = ContextVar("PACK_PANELS", 1)  # 0: matmuls read B in place
 PACK_MIN_REDUCE = 256  # the reduction (K) at least this long: a short panel fits in L1 anyway
@@ -121,7 +121,8 @@ def pad_inputs(r: UOp) -> UOp | None:
       chain.append(base)
       base = base.src[0]
     pads = [n for n in chain if n.op is Ops.PAD]
-    if base.op is not Ops.BUFFER or len(pads) != 1 or not all(isinstance(d, int) for d in pads[0].shape): continue
+    # (a computed input, a conv's upstream gradient through a norm's backward, is computed into the padded copy once)
+    if base.op not in (Ops.BUFFER, *GroupOp.ALU) or len(pads) != 1 or not all(isinstance(d, int) for d in pads[0].shape): continue
     if prod(pads[0].shape) < PAD_MIN_ELEMENTS: continue
     if Ops.SHRINK in {n.op for n in chain[chain.index(pads[0]):]}: continue  # a shrink under the pad: a slice, not a conv input
     if not _reused(op, r, PAD_MIN_REUSE): continue
