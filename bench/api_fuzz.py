@@ -2089,6 +2089,24 @@ def brief(ans: dict[str, Any], width: int = 160) -> str:
   return json.dumps(ans.get("out"))[:width]
 
 
+def print_groups(ops: dict[str, Any]) -> None:
+  """--list: the ops by group (ops: name -> an object with .name and .group)."""
+  groups: dict[str, list[str]] = defaultdict(list)
+  for o in ops.values(): groups[o.group].append(o.name)
+  for gname, names in groups.items(): print(f"{gname} ({len(names)}): {' '.join(names)}")
+
+
+def pick_cases(a: argparse.Namespace, ops: dict[str, Any], make_case: Callable[[int, str, int], dict[str, Any]]) -> list[dict[str, Any]]:
+  """The cases a run asks for: --case op/k alone, else -n cases cycling through the ops (or groups) --ops names."""
+  if a.case:
+    opname, k = a.case.rsplit("/", 1)
+    return [make_case(a.seed, opname, int(k))]
+  want = [w for w in a.ops.split(",") if w]
+  pool = [o.name for o in ops.values() if not want or o.name in want or o.group in want]
+  if not pool: raise SystemExit(f"no op matches --ops {a.ops!r}: see --list")
+  return [make_case(a.seed, pool[i % len(pool)], i // len(pool)) for i in range(a.n)]
+
+
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("-n", type=int, default=3000, help="number of cases (spread over the ops round-robin)")
@@ -2106,20 +2124,8 @@ def main() -> None:
   ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   a = ap.parse_args()
   if a.worker: return worker()
-  if a.list:
-    groups: dict[str, list[str]] = defaultdict(list)
-    for o in OPS.values(): groups[o.group].append(o.name)
-    for gname, names in groups.items(): print(f"{gname} ({len(names)}): {' '.join(names)}")
-    return None
-
-  if a.case:
-    opname, k = a.case.rsplit("/", 1)
-    cases = [make_case(a.seed, opname, int(k))]
-  else:
-    want = [w for w in a.ops.split(",") if w]
-    pool = [o.name for o in OPS.values() if not want or o.name in want or o.group in want]
-    if not pool: raise SystemExit(f"no op matches --ops {a.ops!r}: see --list")
-    cases = [make_case(a.seed, pool[i % len(pool)], i // len(pool)) for i in range(a.n)]
+  if a.list: return print_groups(OPS)
+  cases = pick_cases(a, OPS, make_case)
 
   base = {k: v for k, v in os.environ.items() if k not in ("DEV", "PYTHONPATH")}
   keep = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}  # our sources (a worktree) go first

@@ -45,7 +45,7 @@ from fractions import Fraction
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from api_fuzz import Side  # noqa: E402  the persistent worker process (restarts on crash/hang)
+from api_fuzz import Side, pick_cases, print_groups  # noqa: E402  the persistent worker process (restarts on crash/hang), the CLI's case choice
 
 NAN, INF = float("nan"), float("inf")
 ZEROS = (0.0, -0.0)
@@ -1219,19 +1219,8 @@ def main() -> None:
   ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
   a = ap.parse_args()
   if a.worker: return worker(a.worker)
-  if a.list:
-    groups: dict[str, list[str]] = defaultdict(list)
-    for o in OPS.values(): groups[o.group].append(o.name)
-    for gname, names in groups.items(): print(f"{gname} ({len(names)}): {' '.join(names)}")
-    return None
-  if a.case:
-    opname, k = a.case.rsplit("/", 1)
-    cases = [make_case(a.seed, opname, int(k))]
-  else:
-    want = [w for w in a.ops.split(",") if w]
-    pool = [o.name for o in OPS.values() if not want or o.name in want or o.group in want]
-    if not pool: raise SystemExit(f"no op matches --ops {a.ops!r}: see --list")
-    cases = [make_case(a.seed, pool[i % len(pool)], i // len(pool)) for i in range(a.n)]
+  if a.list: return print_groups(OPS)
+  cases = pick_cases(a, OPS, make_case)
 
   base = {k: v for k, v in os.environ.items() if k != "DEV"}
   bare = {k: v for k, v in base.items() if k != "PYTHONPATH"}
