@@ -526,8 +526,7 @@ class _FunctionBuilder:
   def _lane_sum(self, dt: DType, lanes: list[UOp]) -> str:
     """The accumulators' sum as one vector reduction (lane_sums.py): where SLP starts vectorizing the lanes' work."""
     et, vt = reg_type(dt), f"<{len(lanes)} x {reg_type(dt)}>"
-    vec = "poison"
-    for k, lane in enumerate(lanes): vec = self.emit(f"insertelement {vt} {vec}, {et} {self.v(lane)}, i32 {k}")
+    vec = self._build_vector(vt, et, [self.v(lane) for lane in lanes])
     fn = f"llvm.vector.reduce.fadd.v{len(lanes)}{'f32' if dt == dtypes.float32 else 'f64'}"
     self.decls[fn] = f"declare {et} @{fn}({et}, {vt})"
     return self.emit(f"call {'reassoc ' if LANE_SUMS.value >= 2 else ''}{et} @{fn}({et} -0.0, {vt} {vec})")
@@ -538,9 +537,13 @@ class _FunctionBuilder:
     if all(s.op is Ops.CONST for s in u.src):
       self.vals[u] = f"<{', '.join(f'{et} {self.v(s)}' for s in u.src)}>"
       return
+    self.vals[u] = self._build_vector(vt, et, [self.v(s) for s in u.src])
+
+  def _build_vector(self, vt: str, et: str, values: list[str]) -> str:
+    """A vector of type vt from scalar operands of type et, one insertelement each."""
     vec = "poison"
-    for k, s in enumerate(u.src): vec = self.emit(f"insertelement {vt} {vec}, {et} {self.v(s)}, i32 {k}")
-    self.vals[u] = vec
+    for k, x in enumerate(values): vec = self.emit(f"insertelement {vt} {vec}, {et} {x}, i32 {k}")
+    return vec
 
   def gep(self, u: UOp) -> None: self.vals[u] = self.emit(f"extractelement {vec_type(u.src[0].dtype)} {self.v(u.src[0])}, i32 {u.arg[0]}")
 

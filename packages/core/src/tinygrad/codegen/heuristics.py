@@ -75,9 +75,9 @@ def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: b
   elif not gpu and not reds and (up := _transposed_read(ast, outs)): opts.extend(up)
   elif wide_loads and not reds and outs and (size := range_size(outs[-1])) is not None and size % 4 == 0:  # not a symbolic size
     opts.append(Opt(OptOps.UPCAST, outs[-1].arg[0], 4))  # four neighbours per thread: one 16-byte access (vectorize.py)
-  # on a CPU the threads split one output loop (the outermost, or W's rows above): one that doesn't divide evenly gets clamped indices and gated stores, which
-  # cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x slower): so as many threads as
-  # divide it (a batch of 8 on 16 cores: 8 threads, not 1)
+  # on a CPU the threads split one output loop (the outermost, or W's rows above): one that doesn't divide evenly gets clamped
+  # indices and gated stores, which cost more than the second thread gains (attention over 3 KV heads on 2 threads ran 10x
+  # slower): so as many threads as divide it (a batch of 8 on 16 cores: 8 threads, not 1)
   if not gpu and thread_loop is not None and (size := range_size(thread_loop)) is not None:
     left = size // prod(o.amount for o in opts if o.op in (OptOps.UPCAST, OptOps.BLOCK) and o.axis == thread_loop.arg[0])  # what's left
     threads = _largest_divisor(left, tuple(range(max(threads, 1), 1, -1)))
