@@ -63,6 +63,27 @@ def pairwise_sum(xs: list[UOp]) -> UOp:
   return xs[0]
 
 
+def block_reduce(v: UOp, t: UOp, B: int, warp: int, slot: int, combine: Callable[[UOp, UOp], UOp], after: UOp) -> UOp:
+  """combine of every thread's v over a block of B threads t, seen by every thread; its first barrier comes after `after` (a
+  store other threads read past that barrier). warp >= 32 (the renderer's shuffle_lanes): each warp by shuffles, then one value a
+  warp through shared memory and one barrier; else a tree in shared memory, a barrier a level. Uses shared slot `slot`."""
+  f32 = v.dtype
+  if warp >= 32 and B % 32 == 0:
+    for m in (16, 8, 4, 2, 1): v = combine(v, UOp(Ops.SHUFFLE, f32, (v,), m))
+    red = UOp.placeholder(B // 32, f32, slot, AddrSpace.LOCAL)
+    r = red.after(red.after(after)[t // 32].store(v, (t % 32).eq(0)).barrier())
+    out = r[0]
+    for w in range(1, B // 32): out = combine(out, r[w])
+    return out
+  red = UOp.placeholder(B, f32, slot, AddrSpace.LOCAL)
+  after, s = red.after(after)[t].store(v).barrier(), B // 2
+  while s >= 1:  # halves, a barrier each
+    r = red.after(after)
+    after = r[t].store(combine(r[t], r[(t + s) % B]), t < s).barrier()
+    s //= 2
+  return red.after(after)[0]
+
+
 def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
                             new_kv: tuple[int, int] | None = None, grid_wait: bool = False, split: int = 1) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask[, kv]): out (n_heads * head_dim,) float32; q a buffer whose first
@@ -87,24 +108,6 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
                      "check block_size(attn_len, head_dim) first and use the Tensor-op form where it is None")
   P, N = B // D, L // B  # threads per dimension in the weighted sum; positions per thread
   f32 = dtypes.float32
-
-  def block_reduce(v: UOp, t: UOp, slot: int, combine: Callable[[UOp, UOp], UOp], after: UOp) -> UOp:
-    """combine of every thread's v, seen by every thread; its first barrier comes after `after` (a store other threads read
-    past that barrier)."""
-    if warp >= 32 and B % 32 == 0:  # each warp by shuffles, then one value a warp through shared memory
-      for m in (16, 8, 4, 2, 1): v = combine(v, UOp(Ops.SHUFFLE, f32, (v,), m))
-      red = UOp.placeholder(B // 32, f32, slot, AddrSpace.LOCAL)
-      r = red.after(red.after(after)[t // 32].store(v, (t % 32).eq(0)).barrier())
-      out = r[0]
-      for w in range(1, B // 32): out = combine(out, r[w])
-      return out
-    red = UOp.placeholder(B, f32, slot, AddrSpace.LOCAL)
-    after, s = red.after(after)[t].store(v).barrier(), B // 2
-    while s >= 1:  # halves, a barrier each
-      r = red.after(after)
-      after = r[t].store(combine(r[t], r[(t + s) % B]), t < s).barrier()
-      s //= 2
-    return red.after(after)[0]
 
   def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
     if S > 1:  # a block per (head, part): positions from the part's first on
@@ -165,7 +168,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
         for j in range(N): stored = at.after(stored)[0].store(j * B + t, is_new(j * B + t))
       mx = mine[0]
       for v in mine[1:]: mx = mx.maximum(v)
-      m_seen = m = block_reduce(mx, t, 2, lambda a, b: a.maximum(b), stored)
+      m_seen = m = block_reduce(mx, t, B, warp, 2, lambda a, b: a.maximum(b), stored)
       if S > 1: m = finite(m)
       sm = (mine[0] - m).alu(Ops.EXP2)
       for v in mine[1:]: sm = sm + (v - m).alu(Ops.EXP2)
@@ -177,13 +180,13 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       acc = UOp.placeholder(1, f32, 3, AddrSpace.REG)
       j2 = UOp.range(N, 3, AxisType.LOOP)
       a = acc.after(acc.after(stored)[0].store(-math.inf), j2)
-      m_seen = m = block_reduce(acc.after(a[0].store(a[0].maximum(scv[j2 * B + t])).end(j2))[0], t, 2, lambda a, b: a.maximum(b), stored)
+      m_seen = m = block_reduce(acc.after(a[0].store(a[0].maximum(scv[j2 * B + t])).end(j2))[0], t, B, warp, 2, lambda a, b: a.maximum(b), stored)
       if S > 1: m = finite(m)
       acc2 = UOp.placeholder(1, f32, 4, AddrSpace.REG)
       j3 = UOp.range(N, 4, AxisType.LOOP)
       a2 = acc2.after(acc2.after(m)[0].store(0.0), j3)
       sm = acc2.after(a2[0].store(a2[0] + (scv[j3 * B + t] - m).alu(Ops.EXP2)).end(j3))[0]
-    total = block_reduce(sm, t, 5, lambda a, b: a + b, stored)
+    total = block_reduce(sm, t, B, warp, 5, lambda a, b: a + b, stored)
     # 4. the weighted values: dimension d over positions part, part + P, ... (UNROLL loads a step); other threads' scores, so
     # read after a barrier (total's)
     scores = sc.after(stored, total)
