@@ -25,6 +25,7 @@ from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import applies as decode_attention_applies
 from tinygrad.llm.decode_attention import combine_split, decode_attention_kernel, split_parts
+from tinygrad.llm.decode_ffn import ROWS as FFN_ROWS
 from tinygrad.llm.decode_ffn import applies as decode_ffn_applies
 from tinygrad.llm.decode_ffn import decode_ffn_kernel, down_tiles
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
@@ -72,17 +73,10 @@ GATE_UP_SIBLINGS = ContextVar("GATE_UP_SIBLINGS", 1)
 # 1: after a cache write kernel of its own; 0: the Tensor-op form's four kernels after the cache write
 DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 2)
 # one token on a GPU, float16 gate/up and down: 1, the feed-forward block as one kernel split along the hidden dimension
-# (decode_ffn.py) and a sum of its partials; 0 (the default), the gate/up kernel and the down kernel. Off because slower so far:
-# Llama-1B on an H100 1,037 -> 1,193 us a step (bench/README.md, session 31). DECODE_FFN_THREADS / _UNROLL: its layout
+# (decode_ffn.py) and a sum of its partials, its down matrices also stored as decode_ffn.down_tiles (set while loading: 2 bytes
+# more a down weight); 0 (the default), the gate/up kernel and the down kernel. Off because slower so far: Llama-1B on the H200
+# 821 -> 840 us a step (bench/README.md, session 31)
 DECODE_FFN = ContextVar("DECODE_FFN", 0)
-DECODE_FFN_THREADS, DECODE_FFN_UNROLL = ContextVar("DECODE_FFN_THREADS", 256), ContextVar("DECODE_FFN_UNROLL", 8)
-# bits: 1, its first gate/up weights load before the grid wait (where the renderer has one); 2, its first down weights before
-# the barrier that waits for the block's activations
-DECODE_FFN_EARLY = ContextVar("DECODE_FFN_EARLY", 0)
-# the down matrices also stored as decode_ffn.down_tiles at load (set while loading), and used by the kernel while set
-DECODE_FFN_TILES = ContextVar("DECODE_FFN_TILES", 0)
-DECODE_FFN_ROWS = ContextVar("DECODE_FFN_ROWS", 64)  # hidden rows a block
-DECODE_FFN_KLOOP = ContextVar("DECODE_FFN_KLOOP", 0)  # > 0: gate/up rows in a loop over the dims, that many loads a step
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
 # a prefill chunk's attention on half tensor cores as one flash-style kernel (prefill_attention.py); 0: the four Tensor-op kernels
@@ -588,7 +582,7 @@ class FeedForward:
     self.gate, self.up, self.down = w.get("ffn_gate.weight"), w.get("ffn_up.weight"), w["ffn_down.weight"]
     # gate and up as one matrix where their types match (stacked at load: Transformer.from_gguf): one matrix-vector kernel
     self.gate_up = w.get(GATE_UP)
-    self.down_tiles: dict[int, Tensor] = {}  # rows a block -> the down matrix as decode_ffn.down_tiles
+    self.down_tiles: Tensor | None = None  # the down matrix as decode_ffn.down_tiles (DECODE_FFN at load)
 
   def one_kernel(self, h: Tensor, norm: Tensor, eps: float) -> Tensor | None:
     """The block's output for one token on a GPU with float16 gate/up and down, from h (the residual stream, before the norm) and
@@ -598,13 +592,10 @@ class FeedForward:
       return None
     if gu.raw.dtype != dtypes.float16 or down.raw.dtype != dtypes.float16: return None
     hidden, dim = gu.shape[0] // 2, gu.shape[1]
-    threads, unroll, rows = DECODE_FFN_THREADS.value, DECODE_FFN_UNROLL.value, DECODE_FFN_ROWS.value
-    if down.shape != (dim, hidden) or not decode_ffn_applies(dim, hidden, threads, unroll, rows): return None
-    early = DECODE_FFN_EARLY.value
-    kernel = decode_ffn_kernel(dim, hidden, eps, threads, unroll, bool(early & 1) and has_grid_wait(h.device), bool(early & 2), rows,
-                               DECODE_FFN_KLOOP.value)
-    dw = self.down_tiles[rows] if rows in self.down_tiles and DECODE_FFN_TILES.value else down.half()
-    parts = Tensor.empty(hidden // rows, dim, device=h.device).custom_kernel(h, norm, gu.half(), dw, fxn=kernel)[0]
+    if down.shape != (dim, hidden) or not decode_ffn_applies(dim, hidden): return None
+    kernel = decode_ffn_kernel(dim, hidden, eps)
+    dw = self.down_tiles if self.down_tiles is not None else down.half()
+    parts = Tensor.empty(hidden // FFN_ROWS, dim, device=h.device).custom_kernel(h, norm, gu.half(), dw, fxn=kernel)[0]
     return parts.sum(0).reshape(h.shape)
 
   def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
@@ -794,10 +785,10 @@ class Transformer:
     tiles = []
     for layer in self.layers:
       ffn = layer.ffn
-      if DECODE_FFN_TILES.value and isinstance(ffn, FeedForward) and ffn.down.raw.dtype == dtypes.float16 and fuses_cheaply(ffn.down.raw.device):
-        for rows in (32, 64):
-          ffn.down_tiles[rows] = down_tiles(ffn.down.half(), rows).contiguous()
-          tiles.append(ffn.down_tiles[rows])
+      if (DECODE_FFN.value and isinstance(ffn, FeedForward) and ffn.down.raw.dtype == dtypes.float16 and fuses_cheaply(ffn.down.raw.device)
+          and len(ffn.down.shape) == 2 and decode_ffn_applies(*ffn.down.shape)):
+        ffn.down_tiles = down_tiles(ffn.down.half()).contiguous()
+        tiles.append(ffn.down_tiles)
     Tensor.realize_all(self.cos, self.sin, *(layer.attn.cache for layer in self.layers), *tiles)
     self.is_moe = any(isinstance(layer.ffn, MoEFeedForward) for layer in self.layers)
     # the layers build one graph over their own weights: the first layer of each structure is scheduled and lowered, the others
