@@ -13,7 +13,7 @@ ROWS, and
      time) and store the partial dot products: out[c, n] = sum over the slice of down[n, hidden] * act[hidden].
 The partials (hidden / ROWS of them per output) are summed by the Tensor op after it, with the residual add (a small kernel).
 Blocks of 1,024 threads with few registers each (x stays in shared memory) keep enough loads in flight: blocks of 256 or 512
-threads holding x in registers were 9-30% slower.
+threads holding x in registers made the step 14-31% slower than the two kernels (this form: 2.3%).
 """
 from __future__ import annotations
 
