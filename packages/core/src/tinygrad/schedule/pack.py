@@ -23,7 +23,7 @@ from __future__ import annotations
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.conv_lanes import channel_lanes
-from tinygrad.schedule.relayout import relayout_narrow
+from tinygrad.schedule.relayout import bytes_read, relayout_narrow
 from tinygrad.schedule.stored_operands import store_computed_operands
 from tinygrad.uop.ops import GroupOp, Ops, UOp
 
@@ -193,7 +193,7 @@ def pack_panels(r: UOp) -> UOp | None:
       if abs(steps[j]) != 1 or abs(steps[k]) < PACK_MIN_STRIDE: continue  # contiguous along j and far apart along k
       if abs(steps[k]) * x.dtype.itemsize % PACK_ALIGN: continue
     min_rows = (PACK_MIN_ROWS_SHORT_K.value if shape[k] < PACK_SHORT_K else PACK_MIN_ROWS_T.value) if transposed else PACK_MIN_ROWS
-    if transposed and shape[k] < PACK_SHORT_K and _bytes_read(x.src[1 - i], views[1 - i][1]) * 2 >= _bytes_read(x.src[i], steps):
+    if transposed and shape[k] < PACK_SHORT_K and bytes_read(x.src[1 - i], views[1 - i][1]) * 2 >= bytes_read(x.src[i], steps):
       min_rows = min(min_rows, PACK_MIN_ROWS_SHORT_K_ALIKE)
     # a float16 W read as float: packed from 128 rows at any K. Session 28 packed it from 32 (2 cores, us: 32x2048 @ (2048x2048
     # half).T 5,604 -> 3,950, 32x128 @ (1024x128 half).T 706 -> 214) while the few-vectors form ran scalar at short K and split the
@@ -209,11 +209,6 @@ def pack_panels(r: UOp) -> UOp | None:
     srcs[i] = _packed(x.src[i], steps, j, k, w)
     return k_slices(r, x.replace(src=tuple(srcs)), k)
   return None
-
-
-def _bytes_read(op: UOp, steps: list[int]) -> int:
-  """The bytes of the elements op reads (the axes it moves along)."""
-  return prod(s for s, st in zip(op.shape, steps) if st != 0) * op.dtype.itemsize
 
 
 def _rows_contiguous(a: UOp, view: tuple[UOp, list[int]], k: int, ndim: int) -> UOp:

@@ -48,18 +48,22 @@ def relayout_narrow(r: UOp, axis_strides: Strides) -> UOp | None:
     # (a computed operand, a weight gradient's relu(h) or softmax grad, is computed into the copy: once, in the layout wanted)
     if steps[k] == 0 or steps[j] == 0 or osteps[j] != 0 or osteps[k] == 0: continue
     if prod(shape[a] for a in outs if steps[a] == 0) < MIN_ROWS: continue
-    if prod(shape[a] for a in range(len(shape)) if steps[a] != 0) * x.dtype.itemsize > MAX_BYTES: continue
+    if bytes_read(x.src[i], steps) > MAX_BYTES: continue
     srcs = list(x.src)
     # (N from 16 up vectorizes in place well enough: 128x512 @ (512x24) 52 -> 83 us copied, one thread; 512x100 558 -> 501)
     if abs(steps[j]) == 1 and shape[j] < LANES and shape[k] >= LANES and abs(steps[k]) != 1:
       srcs[i] = copied_with_axes_last(x.src[i], steps, (j, k))  # narrow N: contiguous along K
-      other_bytes = prod(shape[a] for a in range(len(shape)) if osteps[a] != 0) * x.dtype.itemsize
-      if abs(osteps[k]) != 1 and other_bytes <= MAX_OTHER_BYTES: srcs[1 - i] = copied_with_axes_last(x.src[1 - i], osteps, (k,))
+      if abs(osteps[k]) != 1 and bytes_read(x.src[1 - i], osteps) <= MAX_OTHER_BYTES: srcs[1 - i] = copied_with_axes_last(x.src[1 - i], osteps, (k,))
     elif abs(steps[k]) == 1 and shape[k] < LANES and shape[j] >= LANES and abs(steps[j]) != 1:
       srcs[i] = copied_with_axes_last(x.src[i], steps, (k, j))  # short K: contiguous along N
     else: continue
     return r.replace(src=(x.replace(src=tuple(srcs)),))
   return None
+
+
+def bytes_read(op: UOp, steps: list[int]) -> int:
+  """The bytes of the elements op reads (the axes it moves along; steps: its step per axis in its buffer)."""
+  return prod(s for s, st in zip(op.shape, steps) if st != 0) * op.dtype.itemsize
 
 
 def copied_with_axes_last(b: UOp, steps: list[int], last: tuple[int, ...]) -> UOp:

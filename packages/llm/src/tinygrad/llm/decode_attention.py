@@ -63,13 +63,20 @@ def pairwise_sum(xs: list[UOp]) -> UOp:
   return xs[0]
 
 
+def warp_combine(v: UOp, masks: tuple[int, ...], combine: Callable[[UOp, UOp], UOp]) -> UOp:
+  """combine of v over the lanes a butterfly of warp shuffles with these lane masks joins (16, 8, 4, 2, 1: the whole warp),
+  seen by each of them."""
+  for m in masks: v = combine(v, UOp(Ops.SHUFFLE, v.dtype, (v,), m))
+  return v
+
+
 def block_reduce(v: UOp, t: UOp, B: int, warp: int, slot: int, combine: Callable[[UOp, UOp], UOp], after: UOp) -> UOp:
   """combine of every thread's v over a block of B threads t, seen by every thread; its first barrier comes after `after` (a
   store other threads read past that barrier). warp >= 32 (the renderer's shuffle_lanes): each warp by shuffles, then one value a
   warp through shared memory and one barrier; else a tree in shared memory, a barrier a level. Uses shared slot `slot`."""
   f32 = v.dtype
   if warp >= 32 and B % 32 == 0:
-    for m in (16, 8, 4, 2, 1): v = combine(v, UOp(Ops.SHUFFLE, f32, (v,), m))
+    v = warp_combine(v, (16, 8, 4, 2, 1), combine)
     red = UOp.placeholder(B // 32, f32, slot, AddrSpace.LOCAL)
     r = red.after(red.after(after)[t // 32].store(v, (t % 32).eq(0)).barrier())
     out = r[0]

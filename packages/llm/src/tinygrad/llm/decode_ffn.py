@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinygrad.dtype import dtypes
-from tinygrad.llm.decode_attention import block_reduce, pairwise_sum
+from tinygrad.llm.decode_attention import block_reduce, pairwise_sum, warp_combine
 from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 
@@ -65,9 +65,7 @@ def decode_ffn_kernel(dim: int, hidden: int, eps: float, threads: int = THREADS)
   K, F, R, T, W, f32 = dim, hidden, ROWS, threads, threads // 32, dtypes.float32
   RW = 32 // LANES
 
-  def shuffled_sum(v: UOp, masks: tuple[int, ...]) -> UOp:
-    for m in masks: v = v + UOp(Ops.SHUFFLE, f32, (v,), m)
-    return v
+  def shuffled_sum(v: UOp, masks: tuple[int, ...]) -> UOp: return warp_combine(v, masks, lambda a, b: a + b)
 
   def kernel(out: UOp, h: UOp, norm: UOp, gate_up: UOp, down: UOp) -> UOp:
     c = UOp.range(F // R, 0, AxisType.GLOBAL)
