@@ -199,3 +199,29 @@ def test_every_arch_compiles_to_a_cubin(kind: str, arch: str) -> None:
     _, src, lib = compile_prog(prog, r)
     assert lib[:4] == b"\x7fELF", f"{kind} {arch}: not a cubin"
     if kind == "PTX": assert f".target {arch}" in src
+
+
+def _atomic_sources(dev: str, dtype) -> str:
+  """The rendered (and compiled) source of a kernel whose threads each add into 4 neighbouring elements shared with other blocks."""
+  from tinygrad import Context, Tensor
+  from tinygrad.engine import realize
+  from tinygrad.uop.dsl import AxisType
+  def kernel(out: UOp, x: UOp) -> UOp:
+    b, t = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(32, 1, AxisType.LOCAL)
+    adds = [out[t * 4 + j].atomic_add(x[b * 32 + t]) for j in range(4)]  # float4-shaped: must stay four scalar adds
+    return UOp.sink(*adds, arg=KernelInfo("adds"))
+  with Context(DEV=dev):
+    realize.capturing.append(cap := realize.Capture(jit=False))
+    try: Tensor.zeros(128, dtype=dtype).contiguous().custom_kernel(Tensor.ones(256, dtype=dtype).contiguous(), fxn=kernel)[0].realize()
+    finally: realize.capturing.pop()
+  return next(ei.runner.spec.src for ei, _ in cap.items if ei.runner is not None and ei.runner.spec.name.startswith("adds"))
+
+
+def test_atomic_adds_render_one_per_element() -> None:
+  """UOp.atomic_add: CUDA's atomicAdd (64-bit ints as unsigned long long), PTX's red.global.add; neighbouring adds are not merged
+  into a vector store (which would not be atomic), and both compile."""
+  src = _atomic_sources("NULL:CUDA:sm_90", dtypes.float32)
+  assert src.count("atomicAdd(") == 4 and "float4" not in src
+  assert _atomic_sources("NULL:CUDA:sm_90", dtypes.int64).count("atomicAdd((unsigned long long*)") == 4
+  assert _atomic_sources("NULL:PTX:sm_90", dtypes.float32).count("red.global.add.f32") == 4
+  assert _atomic_sources("NULL:PTX:sm_90", dtypes.int64).count("red.global.add.u64") == 4

@@ -104,6 +104,8 @@ class HIPRenderer(CStyleRenderer):
   # are OCP, but their overflow/NaN handling (saturation is an instruction modifier) was never checked on hardware here
   extra_matcher = pm_amd_fp8  # fnuz.py: gfx942's fp8 MFMA reads FNUZ
   compiler: HIPCompiler
+  atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)  # clang's atomic builtin
+  render_atomic_add = CStyleRenderer.render_atomic_add_builtin
 
   def __init__(self, target: Target | None = None):
     target = target or Target("AMD", "HIP", DEFAULT_ARCH)

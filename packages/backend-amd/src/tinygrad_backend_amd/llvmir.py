@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import STORE_ADD, CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
 from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_type, reg_type
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
@@ -89,6 +89,7 @@ class AMDLLVMRenderer(Renderer):
                                 dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
                                 dtypes.fp8e4m3, dtypes.fp8e5m2})
   extra_matcher = pm_amd_fp8  # fp8 values are bytes converted in the kernel (hip.py says why not v_cvt_*fp8); fnuz.py
+  atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)  # atomicrmw (the CPU builder's)
 
   def __init__(self, target: Target | None = None):
     target = target or Target("AMD", "LLVM", DEFAULT_ARCH)
@@ -104,6 +105,8 @@ class AMDLLVMRenderer(Renderer):
     return tuple(tensor_cores_for(self.arch))
 
   def render(self, name: str, uops: list[UOp]) -> str:
+    for u in uops:
+      if u.op is Ops.STORE and u.arg == STORE_ADD: self.check_atomic_add(u)
     return _AMDFunctionBuilder(name, uops, datalayout=str(_target_machine(self.arch).target_data), tcs=self.tensor_cores).build()
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinygrad.device.plugin import (
+  STORE_ADD,
   CompileError,
   Compiler,
   ContextVar,
@@ -340,6 +341,7 @@ class LLVMRenderer(Renderer):
   supported_dtypes = frozenset(set(_REG_TYPE) | {dtypes.void, dtypes.fp8e4m3, dtypes.fp8e5m2})  # fp8: bytes, see pm_fp8_as_bytes
   # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize. fp8 is a byte converted in the kernel
   extra_matcher = pm_fast_transcendentals + pm_fp8_as_bytes
+  atomic_add = (dtypes.float32, dtypes.float64, *dtypes.ints)  # atomicrmw (fadd, add): a kernel's threads may add into one element
 
   def __init__(self, target: Target | None = None):
     self.target = target if target is not None else Target("CPU", "LLVM")
@@ -355,6 +357,8 @@ class LLVMRenderer(Renderer):
   def __reduce__(self) -> tuple: return LLVMRenderer, (self.target,)
 
   def render(self, name: str, uops: list[UOp]) -> str:
+    for u in uops:
+      if u.op is Ops.STORE and u.arg == STORE_ADD: self.check_atomic_add(u)
     return _FunctionBuilder(name, uops, attrs=' "prefer-vector-width"="512"' if self.wide else "").build()
 
 
@@ -506,20 +510,24 @@ class _FunctionBuilder:
     vec = self.call(f"llvm.masked.load.v{n}f32.p0", vt, ("ptr", ptr), ("i32", "4"), (mt, mask), (vt, f"<{alts}>"))
     for k, lane in enumerate(g.lanes): self.vals[lane] = self.emit(f"extractelement {vt} {vec}, i32 {k}")
 
-  def _store_value(self, idx: UOp, val: UOp) -> None:
+  def _store_value(self, idx: UOp, val: UOp, add: bool = False) -> None:
     assert isinstance(idx.dtype, PtrDType)
     is_reg, dt, v = idx.dtype.addrspace == "reg", val.dtype, self.v(val)
+    if add:  # an atomic add (STORE_ADD); monotonic: only the sum must come out whole, nothing is ordered by it
+      self.lines.append(f"  atomicrmw {'fadd' if dtypes.is_float(dt) else 'add'} ptr {self.v(idx)}, {mem_type(dt, is_reg)} {v} monotonic")
+      return
     if dt == dtypes.bool: v = self.emit(f"zext i1 {v} to i8")
     elif dt == dtypes.bfloat16 and not is_reg: v = self.float_to_bf16_bits(v)
     self.lines.append(f"  store {mem_type(dt, is_reg)} {v}, ptr {self.v(idx)}")
 
   def store(self, u: UOp) -> None:
-    if len(u.src) == 2: return self._store_value(u.src[0], u.src[1])
+    add = u.arg == STORE_ADD
+    if len(u.src) == 2: return self._store_value(u.src[0], u.src[1], add)
     i = self.ntmp + 1
     self.ntmp += 1
     self.lines.append(f"  br i1 {self.v(u.src[2])}, label %S{i}_store, label %S{i}_done")
     self.label(f"S{i}_store")
-    self._store_value(u.src[0], u.src[1])
+    self._store_value(u.src[0], u.src[1], add)
     self.lines.append(f"  br label %S{i}_done")
     self.label(f"S{i}_done")
 

@@ -176,6 +176,14 @@ class CUDARenderer(CStyleRenderer):
   # exactly the frontend's rounding; not the sm_89+ cvt instructions
   extra_matcher = pm_fp8_as_bytes
   compiler: NVRTCCompiler
+  # atomicAdd (red.global.add when the value goes unused); 64-bit ints as unsigned long long (two's complement adds the same)
+  atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
+
+
+  def render_atomic_add(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
+    if dt in (dtypes.int64, dtypes.uint64): ptr, value = f"(unsigned long long*){ptr}", f"(unsigned long long)({value})"
+    code = f"atomicAdd({ptr}, {value});"  # red.global.add: the result goes unused
+    return code if gate is None else f"if ({gate}) {code}"
 
   def render_vector_dtype(self, dt: DType) -> str:
     if dt.scalar() == dtypes.float32 and dt.count in (2, 4): return f"float{dt.count}"

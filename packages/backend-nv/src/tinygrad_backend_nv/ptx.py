@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, getcontext
 from fractions import Fraction
 
-from tinygrad.device.plugin import DType, GroupOp, Ops, PtrDType, Renderer, Target, UnsupportedDTypeError, UOp, dtypes, truncate
+from tinygrad.device.plugin import STORE_ADD, DType, GroupOp, Ops, PtrDType, Renderer, Target, UnsupportedDTypeError, UOp, dtypes, truncate
 
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, PTXCompiler, arch_number
 
@@ -139,6 +139,7 @@ class PTXRenderer(Renderer):
   global_max = (2 ** 31 - 1, 65535, 65535)
   supported_dtypes = frozenset(set(ITYPE) | {dtypes.void})
   reg_vectors = False  # register arrays hold f32 accumulators only: tensor-core fragments aren't carried across iterations
+  atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)  # red.global.add
   compiler: PTXCompiler
 
   def __init__(self, target: Target | None = None):
@@ -412,10 +413,13 @@ class _Kernel:
     else: self.emit(f"ld.{space}.{'f32' if dt in HALFS else MEM[dt]} {dst}, [{a.reg}]", gate)
 
   def _store(self, u: UOp) -> None:
+    if u.arg == STORE_ADD: self.r.check_atomic_add(u)
     if u.arg == "async" or u.src[1].dtype.count > 1: return self._vstore(u)
     a = self._addr_of(u.src[0])
     val, dt = self.v(u.src[1]), u.src[1].dtype
     gate = self.v(u.src[2]) if len(u.src) == 3 else None
+    if u.arg == STORE_ADD:  # 64-bit ints add as u64 (two's complement: the same bits)
+      return self.emit(f"red.global.add.{'u64' if dt in (dtypes.int64, dtypes.uint64) else MEM[dt]} [{a.reg}], {val}", gate)
     if a.space == "reg": return self.emit(f"mov.{MOV[CLASS[ITYPE[dt]]]} {a.reg}, {val}", gate)
     if dt == dtypes.bool:
       tmp = self.new("rs")

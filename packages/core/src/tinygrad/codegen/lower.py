@@ -120,7 +120,7 @@ pm_cleanup_plain = symbolic + PatternMatcher([
   (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(Ops.LOAD, name="load"), UPat(Ops.CONST, name="zero"))), _fold_gated_where),
   # a load gated by a condition that is always true needs no gate
   (UPat(Ops.LOAD, src=(UPat.var("p"), UPat.const(dtypes.bool, True), UPat.var("alt"))), lambda p, alt: p.load()),
-  (UPat(Ops.STORE, src=(UPat.var("p"), UPat.var("v"), UPat.const(dtypes.bool, True))), lambda p, v: p.store(v)),
+  (UPat(Ops.STORE, src=(UPat.var("p"), UPat.var("v"), UPat.const(dtypes.bool, True)), name="st"), lambda p, v, st: p.store(v, arg=st.arg)),
 ])
 
 

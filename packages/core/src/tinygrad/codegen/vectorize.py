@@ -36,7 +36,7 @@ def _access_key(u: UOp, width: int) -> tuple | None:
 
 
 def _candidate(u: UOp, allowed: tuple[DType, ...]) -> bool:
-  if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op is not Ops.INDEX: return False
+  if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op is not Ops.INDEX or u.arg is not None: return False  # (atomic adds stay scalar)
   ptr = u.src[0]
   return ptr.src[0].op is Ops.DEFINE_GLOBAL and ptr.dtype.count == 1 and _base(ptr) in allowed
 

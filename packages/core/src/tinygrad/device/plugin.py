@@ -46,7 +46,7 @@ from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, ge
 from tinygrad.renderer import CompileError, Compiler, DotProduct, Renderer, TensorCore, TileConfig, UnsupportedDTypeError, fma_tensor_core, tc_opt_in
 from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.dsl import GRID_WAIT
-from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.ops import STORE_ADD, GroupOp, Ops, UOp
 from tinygrad.uop.rewrite import PatternMatcher, UPat
 from tinygrad.uop.symbolic import split_terms
 from tinygrad.workers import offload
@@ -57,7 +57,7 @@ __all__ = [
   # runtime: device instances, memory (and its optional abilities), loaded kernels, device graphs
   "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "AsyncCopyIn", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
-  "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "PatternMatcher", "UPat",
+  "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "STORE_ADD", "PatternMatcher", "UPat",
   "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
   "split_terms",  # an index as its terms and constant (which accesses are neighbours)
   "GRID_WAIT",  # the BARRIER arg of the wait for the grids before a kernel, where a hand-written kernel places it (Renderer.grid_wait)

@@ -180,6 +180,7 @@ class Renderer:
   threads: int = 1              # CPU threads a kernel may be split across (see codegen/threads.py)
   accumulators: int = 128       # CPU: float32 accumulators a register block may hold without spilling (codegen/heuristics.py)
   prefetch_ahead: int = 0       # CPU: bytes past a far-striding load's footprint to prefetch (codegen/prefetch.py); 0: none
+  atomic_add: tuple[DType, ...] = ()  # element dtypes of the atomic adds into global memory it renders (UOp.atomic_add)
   grid_wait: bool = False       # kernels wait for the grids before them (CUDA sm_90+ graphs); a hand-written one may place it (uop.dsl.GRID_WAIT)
   tensor_cores: tuple[TensorCore, ...] = ()
   dot_products: tuple[DotProduct, ...] = ()  # CPU: byte dot-product instructions (codegen/dot.py), widest first
@@ -200,6 +201,15 @@ class Renderer:
       cls.supported_dtypes = property(lambda self: DTypeSet(get(self)))  # type: ignore[assignment]
 
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError(f"{type(self).__name__}.render")
+
+  def check_atomic_add(self, u: UOp) -> None:
+    """Raise where this renderer has no atomic add (UOp.atomic_add) for the STORE's dtype and memory."""
+    dt, ptr = u.src[1].dtype, u.src[0].dtype
+    space = getattr(ptr, "addrspace", "global")
+    if dt in self.atomic_add and space == "global": return
+    raise NotImplementedError(f"{type(self).__name__} renders no atomic add of {dt!r} into {space} memory (it has them for "
+                              f"{[d.name for d in self.atomic_add] or 'no dtype'} in global memory): add into a global buffer of one "
+                              "of those dtypes, or write partial results and sum them with Tensor ops")
 
   def __repr__(self) -> str: return f"<{type(self).__name__} {self.device}:{self.name}:{self.arch}>"
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes
 from tinygrad.renderer import Renderer, UnsupportedDTypeError
-from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.ops import STORE_ADD, GroupOp, Ops, UOp
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNSIGNED_OF = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
@@ -208,6 +208,15 @@ class CStyleRenderer(Renderer):
   def render_store(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
     return f"*{ptr} = {value};" if gate is None else f"if ({gate}) *{ptr} = {value};"
 
+  def render_atomic_add(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
+    """*ptr += value atomically (check_atomic_add has passed: dt is one of self.atomic_add)."""
+    raise NotImplementedError(f"{self.name} renders no atomic add")
+
+  def render_atomic_add_builtin(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
+    """render_atomic_add for clang's C dialects (C, HIP): its __atomic_fetch_add takes floats too."""
+    code = f"__atomic_fetch_add({ptr}, {value}, __ATOMIC_RELAXED);"
+    return code if gate is None else f"if ({gate}) {code}"
+
   def render_define_reg(self, name: str, dt: PtrDType) -> str: return f"{self.render_dtype(dt.base)} {name}[{max(dt.size, 1)}];"
 
   # ---- shared memory, barriers, tensor cores (GPU dialects override these)
@@ -343,6 +352,9 @@ class CStyleRenderer(Renderer):
     elif op is Ops.LOAD and u.arg is not None: self._declare(k, u, self.render_collective_load(u, r[0]))
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
     elif op is Ops.STORE and u.arg == "async": k.emit(self.render_async_copy(u, r[0], k.names[u.src[1].src[0]]))
+    elif op is Ops.STORE and u.arg == STORE_ADD:
+      self.check_atomic_add(u)
+      k.emit(self.render_atomic_add(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))
     elif op is Ops.BITCAST: self._declare(k, u, self.render_bitcast(r[0], u.src[0].dtype, u.dtype))

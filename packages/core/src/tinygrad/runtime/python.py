@@ -27,7 +27,7 @@ from tinygrad.dtype import DTYPES_BY_NAME, DType, PtrDType, dtypes
 from tinygrad.renderer import Renderer
 from tinygrad.uop.alu import alu_fn, cast_scalar, fp8_fnuz_from_bits, from_bits, to_bits
 from tinygrad.uop.dsl import GRID_WAIT
-from tinygrad.uop.ops import GroupOp, Ops, UOp
+from tinygrad.uop.ops import STORE_ADD, GroupOp, Ops, UOp
 
 # one encoded uop: (op name, dtype name ("float", or "float*" for a pointer), source positions, plain-data arg)
 Encoded = tuple[str, str, tuple[int, ...], Any]
@@ -71,6 +71,9 @@ def _enc_arg(u: UOp, tcs: dict[str, TensorCore]) -> Any:
   if u.op is Ops.GEP: return int(u.arg[0])
   if u.op is Ops.SHUFFLE: return int(u.arg)
   if u.op is Ops.LOAD and u.arg is not None: return tuple(u.arg)  # ("matrix", matrices, trans)
+  if u.op is Ops.STORE and u.arg == STORE_ADD:
+    if u.src[1].dtype.count != 1: raise ValueError(f"PYTHON runs no vector atomic adds ({u.src[1].dtype!r})")
+    return STORE_ADD
   if u.op is Ops.BARRIER and isinstance(u.arg, tuple): return tuple(u.arg)  # (copy groups, smem-operand batches) left in flight
   if u.op is Ops.WMMA:  # the layout tables travel with the program: the interpreter needs no plugin
     if (tc := tcs.get(u.arg[0])) is None: raise ValueError(f"PYTHON has no tensor core {u.arg[0]!r} for this arch (known: {sorted(tcs)})")
@@ -124,6 +127,7 @@ class PythonRenderer(Renderer):
   name = "PYTHON"
   runs_blocks = True  # its threads run in lockstep: a hand-written kernel's LOCAL ranges and barriers run here
   shuffle_lanes = 32  # as CUDA's warps: a grouped reduction told it runs on a GPU (has_local) combines by SHUFFLE here too
+  atomic_add = (*dtypes.ints, *dtypes.floats)  # threads run one step at a time: any scalar add is indivisible
   shared_max = 227 * 1024  # emulation has no limit of its own: sm_90's, so every tensor-core tile config runs here
 
   def __init__(self, target: Target | None = None):
@@ -411,6 +415,19 @@ def _store(kernel: str, mem: _Mem, x: int, val: int) -> Step:
   return step
 
 
+def _atomic_add(kernel: str, mem: _Mem, x: int, val: int) -> Step:
+  """*ptr += value (STORE_ADD): threads run one step at a time here, so the read and the write are one step"""
+  b, dt = mem.slot, mem.dt
+  def step(v: list) -> None:
+    idx, buf = v[x], v[b]
+    if idx < 0: _oob(kernel, mem, idx, buf)
+    try:
+      if mem.raw: buf[idx] = to_bits(cast_scalar(from_bits(buf[idx], dt) + v[val], dt), dt)
+      else: buf[idx] = cast_scalar(buf[idx] + v[val], dt)
+    except IndexError: _oob(kernel, mem, idx, buf)
+  return step
+
+
 def _gated_load(i: int, inner: Step, gate: int, alt: int) -> Step:
   # a false gate must not touch memory: the index may well be out of bounds then
   def step(v: list) -> None:
@@ -515,7 +532,7 @@ class PythonProgram:
     elif op is Ops.SPECIAL: self.specials.append((i, *self._special(arg[0])))
     elif op is Ops.INDEX: self.mems[i] = self._mem(src[0], dt)
     elif op is Ops.LOAD: return self._load_step(i, src)
-    elif op is Ops.STORE: return self._store_step(i, src)
+    elif op is Ops.STORE: return self._store_step(i, src, add=arg == STORE_ADD)
     elif op is Ops.CAST: return _cast(i, dt, src[0])
     elif op is Ops.BITCAST: return _bitcast(i, dt, _dec_dtype(self.prog[src[0]][1]), src[0])
     elif op is Ops.VECTORIZE: return _vectorize(i, src)
@@ -557,9 +574,9 @@ class PythonProgram:
     step = _load(self.name, i, mem, x)
     return step if len(src) == 1 else _gated_load(i, step, src[1], src[2])
 
-  def _store_step(self, i: int, src: tuple[int, ...]) -> Step:
+  def _store_step(self, i: int, src: tuple[int, ...], add: bool = False) -> Step:
     mem, x = self._index(i, src[0])
-    step = _store(self.name, mem, x, src[1])
+    step = _atomic_add(self.name, mem, x, src[1]) if add else _store(self.name, mem, x, src[1])
     if self.smem_last and self.prog[mem.slot][0] == "DEFINE_LOCAL": step = self._checked_store(step, mem, x)
     return step if len(src) == 2 else _gated_store(step, src[2])
 

@@ -144,6 +144,7 @@ def index(buf: UOp, idx: Any) -> UOp:
     for i, n in zip(idxs, shape): flat = flat * n + i
     idxs = (flat,)
   i = idxs[0] if isinstance(idxs[0], UOp) else UOp.const(dtypes.int32, idxs[0])
+  if i.op is Ops.INDEX: i = i.load()  # an index read from a buffer (counts[labels[i]]): its element's value
   return UOp(Ops.INDEX, base.dtype.base, (buf, i))
 
 

@@ -56,7 +56,8 @@ class Ops(Enum):
   SPECIAL = auto()      # arg: (name, size); a GPU thread/group index
   INDEX = auto()        # src: (buf, idx); pointer to buf[idx]
   LOAD = auto()         # src: (ptr,) or (ptr, gate, alt): *ptr, or alt when gate is false
-  STORE = auto()        # src: (ptr, value) or (ptr, value, gate)
+  STORE = auto()        # src: (ptr, value) or (ptr, value, gate); arg: None, "async" (a global -> shared copy: renderer.async_copy)
+                        # or "add": *ptr += value atomically, no value returned (STORE_ADD: a sum over threads and blocks)
   AFTER = auto()        # src: (x, *deps): x, ordered after deps; tensor graph: (tensor, CALL): the tensor after the kernel wrote it
   VECTORIZE = auto()    # src: scalars -> one vector value
   GEP = auto()          # arg: (lane,); one lane of a vector
@@ -79,6 +80,9 @@ class Ops(Enum):
   # members are singletons: identity hashing (in C) agrees with Enum's equality, and Enum's own __hash__ is a Python call made
   # for every UOp interned (its key holds the op)
   __hash__ = object.__hash__
+
+
+STORE_ADD = "add"  # a STORE's arg: an atomic add into the element (UOp.atomic_add)
 
 
 class GroupOp:
@@ -223,9 +227,13 @@ class UOp:
   def index(self, idx: UOp) -> UOp: return UOp(Ops.INDEX, self.dtype, (self, idx))
   def load(self, *gate_alt: UOp, dtype: DType | None = None) -> UOp:
     return UOp(Ops.LOAD, dtype or self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype, (self, *gate_alt))
-  def store(self, value: UOp | ConstType, *gate: UOp) -> UOp:
+  def store(self, value: UOp | ConstType, *gate: UOp, arg: str | None = None) -> UOp:
     if not isinstance(value, UOp): value = UOp.const(self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype, value)
-    return UOp(Ops.STORE, dtypes.void, (self, value, *gate))
+    return UOp(Ops.STORE, dtypes.void, (self, value, *gate), arg)
+  def atomic_add(self, value: UOp | ConstType, *gate: UOp) -> UOp:
+    """*self += value as one indivisible step (STORE_ADD): threads and blocks adding into the same element all count, in an order
+    that may differ from run to run (float sums may then differ in the last bits). Renderer.atomic_add says which dtypes."""
+    return self.store(value, *gate, arg=STORE_ADD)
 
   # ---- writing kernels by hand (uop/dsl.py: tinygrad's names)
   @staticmethod
