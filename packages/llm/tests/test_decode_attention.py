@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 from tinygrad import Context, Tensor, dtypes
-from tinygrad.llm.decode_attention import MAX_LEN, SPAN_PER_HEAD, applies, block_size, combine_split, decode_attention_kernel, split_parts
+from tinygrad.llm.decode_attention import MAX_LEN, SPAN_PER_HEAD, applies, block_size, combine_split, decode_attention_kernel, o_applies, split_parts
 
 
 def rope(q: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.ndarray:
@@ -108,6 +108,43 @@ def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_l
   np.testing.assert_array_equal(new_cache.numpy(), want_cache)
 
 
+@pytest.mark.parametrize("o_parts", [1, 4])
+@pytest.mark.parametrize("n_heads,n_kv_heads,attn_len,seen,dim", [(4, 2, 64, 59, 256), (2, 1, 128, 100, 192)])
+def test_adds_the_output_projection_into_the_residual(n_heads, n_kv_heads, attn_len, seen, dim, o_parts):
+  """o_parts: the kernel also multiplies the heads' rows by the output projection (a float16 (dim, heads * head_dim) matrix) and
+  adds the result into the residual stream in place, each of the R blocks of a head its R-th of the rows by atomic adds; the
+  cache is written once all the same."""
+  head_dim, rng = 64, np.random.default_rng(seen + o_parts)
+  nq, nkv = n_heads * head_dim, n_kv_heads * head_dim
+  assert o_applies(n_heads, head_dim, attn_len, dim, o_parts, 32) and not o_applies(n_heads, head_dim, attn_len, dim, o_parts, 0)
+  qkv = rng.standard_normal(nq + 2 * nkv).astype(np.float32)
+  cache = rng.standard_normal((2, n_kv_heads, attn_len + 16, head_dim)).astype(np.float16)
+  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
+  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+  mask = (np.arange(attn_len) < seen)[None]
+  wo = (rng.standard_normal((dim, nq)) / math.sqrt(nq)).astype(np.float16)
+  residual = rng.standard_normal((1, 1, dim)).astype(np.float32)
+  want_cache = cache.copy()
+  want_cache[0, :, seen - 1] = rope(qkv[nq:nq + nkv].reshape(n_kv_heads, head_dim), cos, sin, False)
+  want_cache[1, :, seen - 1] = qkv[nq + nkv:].reshape(n_kv_heads, head_dim)
+  kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, False, 32, (nq, nq + nkv), True, o_parts=o_parts, dim=dim)
+  garbage = np.full((1, 1, dim), 7.0, np.float32)  # the optional last buffer: set to zeros (for the FFN kernel's adds after it)
+  args = [Tensor(a, device="PYTHON").contiguous() for a in (residual, qkv, cache, cos, sin, mask, qkv, wo, garbage)]
+  outs = args[0].custom_kernel(*args[1:], fxn=kernel)
+  out, new_cache = outs[0], outs[2]
+  np.testing.assert_array_equal(outs[8].numpy(), np.zeros_like(garbage))
+  heads = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, False)
+  want = residual.reshape(-1) + wo.astype(np.float64) @ heads
+  np.testing.assert_allclose(out.numpy().reshape(-1), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+  np.testing.assert_array_equal(new_cache.numpy(), want_cache)
+
+
+def test_the_output_projection_needs_a_layout():
+  assert not o_applies(4, 64, 64, 250, 1, 32)  # rows of a part: not a whole number of the block's 8 rows a step
+  assert not o_applies(4, 128, 128, 512, 1, 32)  # a head's slice of a row: 8 lanes of 16 bytes only for head_dim 64
+  with pytest.raises(ValueError, match="o_parts"): decode_attention_kernel(4, 2, 64, 64, False, 32, None, o_parts=4, dim=256)
+
+
 def test_block_size_says_where_the_kernel_applies():
   assert block_size(64, 64) == 64 and block_size(4096, 64) == 128 and block_size(128, 128) == 128
   assert block_size(2 * MAX_LEN, 64) is None  # the scores would not fit in shared memory
@@ -173,6 +210,19 @@ def test_gpu_decode_step_runs_one_attention_kernel_a_layer(tmp_path):
   assert not any("decode" in n for n in _kernels(path, 1, [1, 2, 3, 4], 0))
 
 
+def test_gpu_decode_step_adds_the_projection_in_the_attention_kernel(tmp_path):
+  """DECODE_ATTN_O=4: the attention kernel also applies the output projection into the residual stream, so the projection's
+  kernel is gone from each layer (a quantized projection keeps it)."""
+  from llm_synth import SynthConfig, write_model
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=2), "F16")
+  with Context(DECODE_ATTN_O=4): on = _kernels(path, 2, [5], 3)
+  off = _kernels(path, 2, [5], 3)
+  assert on.count("decode_attention_o") == 2 and "decode_attention_kv" not in on and len(on) == len(off) - 2
+  write_model(path, SynthConfig(n_layers=2), "Q8_0")
+  with Context(DECODE_ATTN_O=4): assert "decode_attention_o" not in _kernels(path, 2, [5], 3)
+
+
 def test_gpu_decode_step_splits_a_long_span(tmp_path):
   """A long span (1,024 positions, 4 heads: 8 parts) runs a block per (head, 128 positions) and combines the parts;
   DECODE_SPLIT=0 gives the Tensor-op form there."""
@@ -186,8 +236,8 @@ def test_gpu_decode_step_splits_a_long_span(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", [1, 2])
-def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path, setting):
+@pytest.mark.parametrize("setting,o_parts", [(1, 0), (2, 0), (2, 4)])
+def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path, setting, o_parts):
   """(about a minute each) Decode steps on MOCK+NV (the CUDA renderer, kernels run by the PYTHON interpreter): each step writes
   its key and value into the cache (2: the attention kernel itself), the next step reads them."""
   from llm_synth import SynthConfig, reference_forward, write_model
@@ -196,7 +246,7 @@ def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path, setting):
   tokens, cfg = [3, 17, 5, 60, 2, 9], SynthConfig(n_layers=1)
   path = str(tmp_path / "m.gguf")
   ref = reference_forward(write_model(path, cfg, "F16"), cfg, tokens)
-  with Context(DEV="MOCK+NV", DECODE_ATTENTION=setting):
+  with Context(DEV="MOCK+NV", DECODE_ATTENTION=setting, DECODE_ATTN_O=o_parts):
     m = Transformer.from_gguf(path)
     m.forward(m.token_ids(tokens[:3]), 0).realize()
     for i in range(3, len(tokens)):

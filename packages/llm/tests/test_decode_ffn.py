@@ -35,6 +35,23 @@ def test_matches_numpy(dim, hidden, threads, tiled):
   np.testing.assert_allclose(parts.sum(0).numpy(), want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("dim,hidden,threads,tiled", [(512, 128, 64, True), (1024, 192, 256, False)])
+def test_accumulates_into_the_next_residual(dim, hidden, threads, tiled):
+  """accumulate: the kernel adds h and every block's partials into a zeroed (1, 1, dim) buffer by atomic adds: the residual
+  stream after the block, with no kernel that sums partials."""
+  rng = np.random.default_rng(dim - hidden)
+  h = (rng.standard_normal(dim) * 3).astype(np.float32)
+  norm = rng.standard_normal(dim).astype(np.float32)
+  gate_up = (rng.standard_normal((2 * hidden, dim)) * 0.1).astype(np.float16)
+  down = (rng.standard_normal((dim, hidden)) * 0.1).astype(np.float16)
+  args = [Tensor(a, device="PYTHON") for a in (h.reshape(1, 1, dim), norm, gate_up, down)]
+  if tiled: args[3] = down_tiles(args[3]).contiguous()
+  kernel = decode_ffn_kernel(dim, hidden, 1e-5, threads, accumulate=True)
+  out = Tensor.zeros(1, 1, dim, device="PYTHON").contiguous().custom_kernel(*args, fxn=kernel)[0]
+  want = h + reference(h, norm, gate_up, down, 1e-5)
+  np.testing.assert_allclose(out.numpy().reshape(-1), want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+
+
 def test_applies_says_where_a_layout_exists():
   assert applies(2048, 8192) and applies(512, 64, 512) and not applies(512, 64)  # 1,024 threads need dim 1,024 or more
   assert not applies(576, 1536, 64)  # SmolLM2's dim: not a multiple of 512 (two steps of 32 lanes x 8 halves)
@@ -74,16 +91,31 @@ def test_gpu_decode_step_runs_one_ffn_kernel_a_layer(tmp_path):
   assert "decode_ffn" not in _kernels(q, 1)
 
 
+def test_gpu_decode_step_runs_three_kernels_a_layer_where_both_halves_add(tmp_path):
+  """DECODE_FFN=2 with DECODE_ATTN_O: the attention kernel adds its projection into the stream and zeroes the next one, the FFN
+  kernel adds h and its partials into that: q/k/v, attention, FFN a layer, no kernel summing partials. Without the attention's
+  kernel (DECODE_ATTN_O=0) DECODE_FFN=2 is DECODE_FFN=1's form."""
+  from llm_synth import write_model
+  path = str(tmp_path / "m.gguf")
+  write_model(path, WIDE, "F16")
+  with Context(DECODE_ATTN_O=4): both = _kernels(path, 2)
+  layer = both[both.index("decode_attention_o") - 1:both.index("decode_attention_o") + 2]
+  assert layer == ["r_1536_1024", "decode_attention_o", "decode_ffn_add"] and both.count("decode_ffn_add") == 2
+  assert _kernels(path, 2) == _kernels(path, 1)
+
+
 @pytest.mark.slow
-def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path):
-  """(about three minutes) Decode steps on MOCK+NV (the CUDA renderer, kernels run by the PYTHON interpreter) with the FFN kernel."""
+@pytest.mark.parametrize("setting,o_parts", [(1, 0), (2, 4)])
+def test_decode_steps_on_a_mock_gpu_match_the_reference(tmp_path, setting, o_parts):
+  """(about three minutes) Decode steps on MOCK+NV (the CUDA renderer, kernels run by the PYTHON interpreter) with the FFN kernel
+  (2, o_parts 4: both halves of the layer adding into the stream)."""
   from llm_synth import reference_forward, write_model
   from tinygrad.llm.model import Transformer
   pytest.importorskip("tinygrad_backend_nv")
   tokens, cfg = [3, 17, 5, 60, 2, 9], dataclasses.replace(WIDE, n_layers=1)
   path = str(tmp_path / "m.gguf")
   ref = reference_forward(write_model(path, cfg, "F16"), cfg, tokens)
-  with Context(DEV="MOCK+NV", DECODE_FFN=1):
+  with Context(DEV="MOCK+NV", DECODE_FFN=setting, DECODE_ATTN_O=o_parts):
     m = Transformer.from_gguf(path)
     m.forward(m.token_ids(tokens[:3]), 0).realize()  # a prefill chunk: the Tensor-op form
     for i in range(3, len(tokens)):

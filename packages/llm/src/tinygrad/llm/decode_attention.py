@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tinygrad.dtype import dtypes
-from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
+from tinygrad.helpers import ContextVar
+from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo, buffer_of
 from tinygrad.uop.ops import Ops, UOp
 
 UNROLL = 64  # values a thread loads per step of the weighted sum (independent loads in flight: fewer steps, each an L2 round trip)
@@ -92,7 +93,8 @@ def block_reduce(v: UOp, t: UOp, B: int, warp: int, slot: int, combine: Callable
 
 
 def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
-                            new_kv: tuple[int, int] | None = None, grid_wait: bool = False, split: int = 1) -> Callable[..., UOp]:
+                            new_kv: tuple[int, int] | None = None, grid_wait: bool = False, split: int = 1,
+                            o_parts: int = 0, dim: int = 0) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask[, kv]): out (n_heads * head_dim,) float32; q a buffer whose first
   n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1,
   head_dim / 2); mask (1, attn_len) bool, the positions the token sees (0 .. its own). `warp`: the renderer's shuffle_lanes (32:
@@ -103,10 +105,17 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
   (with new_kv): the early cache loads come before a GRID_WAIT barrier, every other buffer's after it. `split` > 1 (without
   new_kv): a block per (head, attn_len / split positions); out is then (n_heads, split, head_dim + 2) float32 partials, each
   the unnormalized weighted values, the scores' max (log2 units; -inf where the part sees no position) and the sum of the
-  exponentials, which `combine_split` turns into the heads' rows."""
+  exponentials, which `combine_split` turns into the heads' rows.
+  `o_parts` R > 0 (with new_kv, `dim` the model's width): the kernel also applies the output projection and adds it to the
+  residual stream: fxn(out, q, cache, cos, sin, mask, kv, wo) with out the residual (..., dim) float32, added to in place, and wo
+  (dim, n_heads * head_dim) float16. A block per (head, R-th of wo's rows): each computes its head's attention (R blocks the same
+  one) and adds head_dim columns of wo times it into its dim / R rows of out, an atomic add a row (`o_applies`). An optional last
+  parameter `zeroed` (..., dim) float32 is set to zeros by the first block (for decode_ffn's accumulating kernel after it)."""
   H, D, S = n_heads, head_dim, split
   if S < 1 or attn_len % S or (S > 1 and new_kv is not None):
     raise ValueError(f"split={S}: must divide attn_len {attn_len}, and can't write the cache (new_kv) as well")
+  if o_parts and (new_kv is None or not o_applies(n_heads, head_dim, attn_len, dim, o_parts, warp)):
+    raise ValueError(f"o_parts={o_parts}: needs new_kv and a layout (o_applies) for {n_heads} heads of {head_dim}, dim {dim}")
   L = attn_len // S  # positions a block sees
   G = n_heads // n_kv_heads
   B = block_size(L, D)
@@ -116,11 +125,17 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
   P, N = B // D, L // B  # threads per dimension in the weighted sum; positions per thread
   f32 = dtypes.float32
 
-  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
+  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None, wo: UOp | None = None,
+             zeroed: UOp | None = None) -> UOp:
+    o_part: UOp | None = None
     if S > 1:  # a block per (head, part): positions from the part's first on
       g = UOp.range(H * S, 0, AxisType.GLOBAL)
       h, part_no = g // S, g % S
       def at_pos(p: UOp | int) -> UOp: return p + part_no * L
+    elif o_parts:  # a block per (head, R-th of wo's rows): the head's attention computed R times
+      g = UOp.range(H * o_parts, 0, AxisType.GLOBAL)
+      h, o_part = g // o_parts, g % o_parts
+      def at_pos(p: UOp | int) -> UOp: return p  # type: ignore[return-value]
     else:
       h = g = UOp.range(H, 0, AxisType.GLOBAL)
       def at_pos(p: UOp | int) -> UOp: return p  # type: ignore[return-value]
@@ -136,11 +151,14 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     keys = [[cache[0, kvh, at_pos(j * B + t), k].cast(f32) for k in range(D)] for j in range(N)] if N <= 2 else None
     values = [cache[1, kvh, at_pos(u * P + part), d].cast(f32) for u in range(L // P)] if L // P <= UNROLL else None
     early = [x for row in keys or [] for x in row] + (values or [])
+    staged = stage_wo(wo, h, o_part, t) if o_parts and o_stage(dim // o_parts, D) else None
+    if staged is not None: early += staged[1]  # copies in flight beside the early loads, complete at the first barrier
     if kv is not None and grid_wait and early:
       # the cache's earlier positions were written by earlier steps, and only this kernel writes it (the token's own position
       # comes from registers): they load before the wait for the grid before this one, every other buffer after it
       wait = UOp(Ops.BARRIER, dtypes.void, tuple(early), GRID_WAIT)
       q, kv, cos, sin, mask = (x.after(wait) for x in (q, kv, cos, sin, mask))
+      if o_parts: out = out.after(wait)
     def rotated(src: UOp, base: UOp) -> UOp: return src[base + d] * cos[0, i] + src[base + partner] * sign * sin[0, i]
     qrot = rotated(q, h * D) * (math.log2(math.e) / math.sqrt(D))
     qs = UOp.placeholder(D, f32, 0, AddrSpace.LOCAL)
@@ -217,13 +235,77 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       row, first_thread = g * (D + 2), t.eq(0)
       return UOp.sink(out[row + d].store(weighted, t < D), out[row + D].store(m_seen, first_thread), out[row + D + 1].store(total, first_thread),
                       arg=KernelInfo("decode_attention_split"))
+    if o_parts:
+      assert wo is not None and o_part is not None
+      writes = (h % G).eq(0) & o_part.eq(0) & (t < D)  # one block of each kv head writes the cache (after its reads)
+      cache_writes = [cache.after(last)[c, kvh, here, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))]
+      zlead = (0,) * (len(zeroed.shape) - 1) if zeroed is not None else ()
+      zeros = [] if zeroed is None else [zeroed[(*zlead, (t + B * i) % dim)].store(0.0, g.eq(0) & (t + B * i < dim)) for i in range(-(-dim // B))]
+      return UOp.sink(*projected(out, wo, h, o_part, t, weighted / total, d, last, staged), *cache_writes, *zeros,
+                      arg=KernelInfo("decode_attention_o", spread=True))
     result = out[h * D + d].store(weighted / total, t < D)
     if kv is None: return result.end(t, h).sink(arg=KernelInfo("decode_attention"))
     writes = (h % G).eq(0) & (t < D)  # the first block of each kv head writes the cache (after its reads: the last barrier)
     return UOp.sink(result, *(cache.after(last)[c, kvh, here, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))),
                     arg=KernelInfo("decode_attention_kv", spread=True))
 
+  def stage_wo(wo: UOp | None, h: UOp, o_part: UOp | None, t: UOp) -> tuple[UOp, list[UOp]]:
+    """The block's slice of wo (its rows, head h's columns) copied into shared memory, 16 bytes a copy (cp.async where the GPU has
+    it): issued first thing, before the wait for the q/k/v product (wo depends on no kernel). Returns the array and the copies."""
+    assert wo is not None and o_part is not None
+    rows, f16 = dim // o_parts, dtypes.float16
+    smem = UOp(Ops.DEFINE_LOCAL, f16.ptr(rows * D, "local"), (), 11)
+    buf = buffer_of(wo)[0]
+    copies = []
+    for i in range(rows * (D // 8) // B):
+      c = t + i * B  # the block's 16-byte chunks: row c // (D / 8), chunk c % (D / 8)
+      r, ch = c // (D // 8), c % (D // 8)
+      ld = UOp(Ops.INDEX, f16.vec(8).ptr(buf.dtype.size), (buf, (o_part * rows + r) * wo.shape[1] + h * D + ch * 8)).load()
+      at = UOp(Ops.INDEX, f16.vec(8).ptr(smem.dtype.size, "local"), (smem, r * D + ch * 8))
+      copies.append(UOp(Ops.STORE, dtypes.void, (at, ld), "async"))
+    return smem, copies
+
+  def projected(out: UOp, wo: UOp, h: UOp, o_part: UOp, t: UOp, head_out: UOp, d: UOp, after: UOp,
+                staged: tuple[UOp, list[UOp]] | None) -> list[UOp]:
+    """The atomic adds of wo[rows of this part, head h's columns] @ head_out into out: the head's row through shared memory
+    (one barrier), then 8 lanes a row (16 bytes of wo each, from `staged` or global memory: every load of the block's rows
+    issued at once), B / 8 rows at a time."""
+    f32, rows = dtypes.float32, dim // o_parts
+    hs = UOp.placeholder(D, f32, 10, AddrSpace.LOCAL)
+    row = hs.after(shared := hs.after(after)[d].store(head_out, t < D).barrier())
+    sub, lane_row, per_step = t % 8, t // 8, B // 8
+    act = [row[sub * 8 + e] for e in range(8)]
+    lead = (0,) * (len(out.shape) - 1)
+    adds = []
+    for step in range(rows // per_step):
+      n = o_part * rows + step * per_step + lane_row
+      if staged is not None:
+        smem = staged[0].after(shared)
+        vec = UOp(Ops.INDEX, dtypes.float16.vec(8).ptr(smem.dtype.size, "local"), (smem, (step * per_step + lane_row) * D + sub * 8)).load()
+        ws = [UOp(Ops.GEP, dtypes.float16, (vec,), (e,)).cast(f32) for e in range(8)]
+      else: ws = [wo[n, h * D + sub * 8 + e].cast(f32) for e in range(8)]
+      part = warp_combine(pairwise_sum([w * a for w, a in zip(ws, act)]), (4, 2, 1), lambda a, b: a + b)
+      adds.append(out[(*lead, n)].atomic_add(part, sub.eq(0)))
+    return adds
+
   return kernel
+
+
+# KB of wo a block may stage in shared memory (beside the attention's few KB, under sm_90's 227 KB); 0: wo read where it is used
+O_STAGE_KB = ContextVar("DECODE_ATTN_O_STAGE_KB", 64)
+
+
+def o_stage(rows: int, head_dim: int) -> bool:
+  """Whether a block's slice of wo (rows x head_dim halves) is staged in shared memory (decode_attention_kernel's o_parts)."""
+  return rows * head_dim * 2 <= O_STAGE_KB.value * 1024
+
+
+def o_applies(n_heads: int, head_dim: int, attn_len: int, dim: int, o_parts: int, warp: int) -> bool:
+  """Whether decode_attention_kernel(o_parts=) has a layout: warp shuffles, 8 lanes of 16 bytes a head's slice of a wo row (head_dim
+  64), the rows of a part a whole number of the block's steps."""
+  b = block_size(attn_len, head_dim)
+  return (b is not None and warp >= 32 and head_dim == 64 and o_parts >= 1 and dim % o_parts == 0
+          and (dim // o_parts) % (b // 8) == 0)
 
 
 def split_parts(attn_len: int, n_heads: int, head_dim: int, parts: int = 1) -> int:

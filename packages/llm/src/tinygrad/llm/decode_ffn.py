@@ -55,11 +55,13 @@ def silu(g: UOp) -> UOp:
   return g * (g < 0).where(e * r, r)
 
 
-def decode_ffn_kernel(dim: int, hidden: int, eps: float, threads: int = THREADS) -> Callable[..., UOp]:
+def decode_ffn_kernel(dim: int, hidden: int, eps: float, threads: int = THREADS, accumulate: bool = False) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, h, norm, gate_up, down): out (hidden / ROWS, dim) float32, the down product's partials;
   h (..., dim) float32, one token's residual stream; norm (dim,) float32, the RMSNorm's weight; gate_up (2 * hidden, dim)
   float16, the gate's rows then the up's; down (dim, hidden) float16, or its tiles (`down_tiles`). The renderer needs warp
-  shuffles (shuffle_lanes 32). The block's output is out.sum(0) (before the residual add)."""
+  shuffles (shuffle_lanes 32). The block's output is out.sum(0) (before the residual add). `accumulate`: out is (..., dim)
+  float32 holding zeros, and the kernel adds h and every partial into it (atomic adds: the renderer's atomic_add has float32), so
+  that out is the residual stream after the block, without a kernel that sums the partials."""
   if not applies(dim, hidden, threads):
     raise ValueError(f"no decode FFN kernel for dim {dim}, hidden {hidden} ({threads} threads): check applies() first")
   K, F, R, T, W, f32 = dim, hidden, ROWS, threads, threads // 32, dtypes.float32
@@ -100,12 +102,14 @@ def decode_ffn_kernel(dim: int, hidden: int, eps: float, threads: int = THREADS)
     a = acts.after(act_stored)
     act_in = [a[sub * 8 + e] for e in range(8)]
     s = UOp.range(K // (W * RW * UNROLL), 3, AxisType.LOOP)
-    stores = []
+    stores, olead = [], (0,) * (len(out.shape) - 1)
     for v in range(UNROLL):
       n = (s * UNROLL + v) * (W * RW) + warp * RW + row_of_lane
       ws = [(down[c, n, sub * 8 + e] if len(down.shape) == 3 else down[n, c * R + sub * 8 + e]).cast(f32) for e in range(8)]
       d = shuffled_sum(pairwise_sum([w * x for w, x in zip(ws, act_in)]), tuple(m for m in (16, 8, 4, 2, 1) if m < LANES))
-      stores.append(out[c, n].store(d, sub.eq(0)))
-    return UOp(Ops.END, dtypes.void, (s, *stores)).sink(arg=KernelInfo("decode_ffn"))
+      stores.append(out[(*olead, n)].atomic_add(d, sub.eq(0)) if accumulate else out[c, n].store(d, sub.eq(0)))
+    if not accumulate: return UOp(Ops.END, dtypes.void, (s, *stores)).sink(arg=KernelInfo("decode_ffn"))
+    residual = [out[(*olead, t + T * i)].atomic_add(hv[i], c.eq(0)) for i in range(K // T)]  # the first block adds h itself
+    return UOp.sink(UOp(Ops.END, dtypes.void, (s, *stores)), *residual, arg=KernelInfo("decode_ffn_add"))
 
   return kernel

@@ -25,6 +25,7 @@ from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import applies as decode_attention_applies
 from tinygrad.llm.decode_attention import combine_split, decode_attention_kernel, split_parts
+from tinygrad.llm.decode_attention import o_applies as decode_attention_o_applies
 from tinygrad.llm.decode_ffn import ROWS as FFN_ROWS
 from tinygrad.llm.decode_ffn import applies as decode_ffn_applies
 from tinygrad.llm.decode_ffn import decode_ffn_kernel, down_tiles
@@ -77,6 +78,10 @@ DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 2)
 # more a down weight); 0 (the default), the gate/up kernel and the down kernel. Off because slower so far: Llama-1B on the H200
 # 821 -> 840 us a step (bench/README.md, session 31)
 DECODE_FFN = ContextVar("DECODE_FFN", 0)
+# one token on a GPU with a float16 output projection, where the attention kernel writes the cache: R > 0, that kernel also
+# applies the projection and adds it into the residual stream (atomic adds, in place: decode_attention.py's o_parts), a block
+# per (head, R-th of the rows); 0, the projection and the residual add as a kernel of their own
+DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
 # a prefill chunk's attention on half tensor cores as one flash-style kernel (prefill_attention.py); 0: the four Tensor-op kernels
@@ -322,6 +327,12 @@ def shuffle_lanes(device: str) -> int:
   return Device.renderer(device).shuffle_lanes
 
 
+def atomic_adds(device: str) -> tuple:
+  """The dtypes the device's renderer adds into global memory atomically (UOp.atomic_add)."""
+  from tinygrad import Device
+  return Device.renderer(device).atomic_add
+
+
 def has_grid_wait(device: str) -> bool:
   """Whether kernels here wait for the grids before them, a wait a hand-written kernel may place itself (uop.dsl.GRID_WAIT)."""
   from tinygrad import Device
@@ -462,10 +473,26 @@ class Attention:
     self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous()
 
   def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor,
-               first: Tensor | None = None) -> Tensor:
+               first: Tensor | None = None, residual: Tensor | None = None, zeroed: Tensor | None = None) -> Any:
     """x: the layer's input times the norm's weight, `scale` the norm's factor per row (rms_scale), or None for no norm.
     cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask); first: the
-    chunk's first position as a (1,) int32 tensor, where a prefill chunk's attention may run as one kernel (attention_first)."""
+    chunk's first position as a (1,) int32 tensor, where a prefill chunk's attention may run as one kernel (attention_first).
+    residual: the layer's input, which the output is then added to (maybe in place, where the attention kernel adds it: a
+    tensor nothing else reads after this). zeroed (with residual, where o_kernel_parts says the kernel adds the projection): a
+    float32 buffer of the residual's shape the kernel also sets to zeros; the result is then (residual after, zeroed after)."""
+    if zeroed is not None:
+      assert residual is not None and (parts := self.o_kernel_parts(x, mask.shape[1])), "zeroed needs the projection's kernel"
+      return self._attention_projected(x, scale, cos, sin, mask, residual, parts, zeroed)
+    out, added = self._attention(x, scale, start_pos, cos, sin, mask, first, residual)
+    # realized: the stream is read by the norm and the matmul after it (a kernel that added in place left a buffer already)
+    return out if residual is None or added else (residual + out).contiguous()
+  def _attention(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor,
+                 first: Tensor | None, residual: Tensor | None) -> tuple[Tensor, bool]:
+    """The attention block's output (after the output projection) and False, or `residual` with it added and True where one
+    kernel does both."""
+    if residual is not None and (parts := self.o_kernel_parts(x, mask.shape[1])):
+      # the output projection too, added into the residual stream in place by atomic adds (decode_attention.py's o_parts)
+      return self._attention_projected(x, scale, cos, sin, mask, residual, parts)[0], True
     cfg = self.cfg
     B, T, _ = x.shape
     nq, nkv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
@@ -500,27 +527,55 @@ class Attention:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                        split=split)
       parts = Tensor.empty(cfg.n_heads * split * (cfg.head_dim + 2), device=x.device).custom_kernel(q_rows, self.cache, cos, sin, mask, fxn=kernel)[0]
-      return linear(combine_split(parts, cfg.n_heads, cfg.head_dim).reshape(B, 1, nq), self.wo)
+      return linear(combine_split(parts, cfg.n_heads, cfg.head_dim).reshape(B, 1, nq), self.wo), False
     if one_kernel:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                        (nq, nq + nkv) if fold else None, has_grid_wait(x.device))
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
       out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
-      return linear(out.reshape(B, 1, nq), self.wo)
+      return linear(out.reshape(B, 1, nq), self.wo), False
     on_tc = T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device)
     G = cfg.n_heads // cfg.n_kv_heads
     if on_tc and first is not None and (tc := attention_tensor_core(x.device, cfg.head_dim, mask.shape[1], T, G, cfg.n_kv_heads)) is not None:
       # the chunk's attention as one kernel (prefill_attention.py): it rotates q itself and stores half rows for the output matmul
       kernel = prefill_attention_kernel(tc, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, T, mask.shape[1], cfg.rope_neox)
       out = Tensor.empty(T, nq, dtype=dtypes.float16, device=x.device).custom_kernel(q_rows.reshape(T, -1), self.cache, cos, sin, first, fxn=kernel)[0]
-      return linear(out.reshape(B, T, nq), self.wo)
+      return linear(out.reshape(B, T, nq), self.wo), False
     qh = q[0].permute(1, 0, 2).reshape(cfg.n_kv_heads, G, T, cfg.head_dim)  # q head h uses kv head h // G
     if on_tc: out = self._attend_on_tensor_cores(qh, mask)
     else: out = self._attend(qh, mask, fused)
     # heads next to each other per token; one token's (H, 1, D) already is (1, 1, H*D): a reshape, no copy
     if T == 1: out = out.reshape(B, 1, cfg.n_heads * cfg.head_dim)
     else: out = stored_unless_tensor_cores(out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim), self.wo)
-    return linear(out, self.wo)
+    return linear(out, self.wo), False
+
+  def _attention_projected(self, x: Tensor, scale: Tensor | None, cos: Tensor, sin: Tensor, mask: Tensor, residual: Tensor, parts: int,
+                           zeroed: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """One token's attention as decode_attention's kernel with o_parts: the residual after (the projection added in place), and
+    `zeroed` after (set to zeros by it), where given."""
+    cfg = self.cfg
+    nq, nkv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    assert self.wqkv is not None
+    qkv = linear(x, self.wqkv, self.bqkv, scale).contiguous()
+    kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
+                                     (nq, nq + nkv), has_grid_wait(x.device), o_parts=parts, dim=self.wo.shape[0])
+    out = residual.custom_kernel(qkv, self.cache, cos, sin, mask, qkv, self.wo.half(), *([zeroed] if zeroed is not None else []), fxn=kernel)
+    return out[0], (out[8] if zeroed is not None else None)
+
+  def o_kernel_parts(self, x: Tensor, attn_len: int) -> int:
+    """decode_attention's o_parts for this step's attention (0: the output projection is a kernel of its own): one token on a GPU
+    where the attention kernel writes the cache (q/k/v one matrix, no k norm) and `_o_parts` says yes."""
+    cfg = self.cfg
+    one_token = math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device) and DECODE_ATTENTION.value == 2
+    if not one_token or self.wqkv is None or self.k_norm is not None or self.q_norm is not None: return 0
+    return self._o_parts(x.device, attn_len) if decode_attention_applies(attn_len, cfg.n_heads, cfg.head_dim) else 0
+
+  def _o_parts(self, device: str, attn_len: int) -> int:
+    """decode_attention's o_parts for this step (0: the output projection as a kernel of its own): DECODE_ATTN_O where the
+    projection is float16, the renderer adds float32 atomically and the kernel has a layout."""
+    cfg, parts = self.cfg, DECODE_ATTN_O.value
+    if not parts or self.wo.raw.dtype != dtypes.float16 or len(self.wo.shape) != 2 or dtypes.float32 not in atomic_adds(device): return 0
+    return parts if decode_attention_o_applies(cfg.n_heads, cfg.head_dim, attn_len, self.wo.shape[0], parts, shuffle_lanes(device)) else 0
 
   def _attend_on_tensor_cores(self, qh: Tensor, mask: Tensor) -> Tensor:
     """Attention of a prefill chunk on a GPU with half tensor cores and a float16 cache: both matmuls read half operands (q and the
@@ -584,19 +639,37 @@ class FeedForward:
     self.gate_up = w.get(GATE_UP)
     self.down_tiles: Tensor | None = None  # the down matrix as decode_ffn.down_tiles (DECODE_FFN at load)
 
-  def one_kernel(self, h: Tensor, norm: Tensor, eps: float) -> Tensor | None:
-    """The block's output for one token on a GPU with float16 gate/up and down, from h (the residual stream, before the norm) and
-    the norm's weight: decode_ffn.py's kernel and the sum of its partials. None where it doesn't apply (then __call__)."""
+  def _one_kernel_shape(self, h: Tensor) -> tuple[int, int] | None:
+    """(dim, hidden) where decode_ffn.py's kernel applies to one token's h (DECODE_FFN on a GPU with warp shuffles, float16
+    gate/up and down, a layout for the shape), else None."""
     gu, down = self.gate_up, self.down
     if not DECODE_FFN.value or gu is None or math.prod(h.shape[:-1]) != 1 or not fuses_cheaply(h.device) or shuffle_lanes(h.device) != 32:
       return None
     if gu.raw.dtype != dtypes.float16 or down.raw.dtype != dtypes.float16: return None
     hidden, dim = gu.shape[0] // 2, gu.shape[1]
-    if down.shape != (dim, hidden) or not decode_ffn_applies(dim, hidden): return None
-    kernel = decode_ffn_kernel(dim, hidden, eps)
-    dw = self.down_tiles if self.down_tiles is not None else down.half()
-    parts = Tensor.empty(hidden // FFN_ROWS, dim, device=h.device).custom_kernel(h, norm, gu.half(), dw, fxn=kernel)[0]
+    return (dim, hidden) if down.shape == (dim, hidden) and decode_ffn_applies(dim, hidden) else None
+
+  def _kernel_args(self) -> tuple[Tensor, Tensor]:
+    assert self.gate_up is not None
+    return self.gate_up.half(), self.down_tiles if self.down_tiles is not None else self.down.half()
+
+  def one_kernel(self, h: Tensor, norm: Tensor, eps: float) -> Tensor | None:
+    """The block's output for one token on a GPU with float16 gate/up and down, from h (the residual stream, before the norm) and
+    the norm's weight: decode_ffn.py's kernel and the sum of its partials. None where it doesn't apply (then __call__)."""
+    if (shape := self._one_kernel_shape(h)) is None: return None
+    dim, hidden = shape
+    parts = Tensor.empty(hidden // FFN_ROWS, dim, device=h.device).custom_kernel(h, norm, *self._kernel_args(), fxn=decode_ffn_kernel(dim, hidden, eps))[0]
     return parts.sum(0).reshape(h.shape)
+
+  def accumulates(self, h: Tensor) -> bool:
+    """Whether `accumulate` applies to one token's h: DECODE_FFN=2 where the one-kernel form does and float32 adds are atomic."""
+    return DECODE_FFN.value == 2 and self._one_kernel_shape(h) is not None and dtypes.float32 in atomic_adds(h.device)
+
+  def accumulate(self, out: Tensor, h: Tensor, norm: Tensor, eps: float) -> Tensor:
+    """h plus the block's output, added into `out` (zeros, h's shape and float32) by decode_ffn's kernel: no kernel sums partials."""
+    shape = self._one_kernel_shape(h)
+    assert shape is not None, "check accumulates(h) first"
+    return out.custom_kernel(h, norm, *self._kernel_args(), fxn=decode_ffn_kernel(*shape, eps, accumulate=True))[0]
 
   def __call__(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
     if self.gate_up is not None:
@@ -657,7 +730,14 @@ class Block:
     # the residual stream is realized; the matmuls after a norm read x times the norm's weight and scale their outputs by the
     # norm's factor (norm_scale), so the normalized rows are never stored (an unrealized norm would be recomputed per output row)
     eps = self.cfg.norm_eps
-    h = (x + self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first)).contiguous()
+    ffn = self.ffn if isinstance(self.ffn, FeedForward) else None
+    if ffn is not None and ffn.accumulates(x) and self.attn.o_kernel_parts(x, mask.shape[1]):
+      # one token, each half of the layer one kernel adding into the residual stream: the attention's adds its projection into x in
+      # place and zeroes the buffer into which the feed-forward kernel then adds h and its product (atomic adds, no partial sums)
+      h, nxt = self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x,
+                         zeroed=Tensor.empty(*x.shape, device=x.device))
+      return ffn.accumulate(nxt, h, self.ffn_norm, eps)
+    h = self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x)
     ffn = self.ffn.one_kernel(h, self.ffn_norm, eps) if isinstance(self.ffn, FeedForward) else None
     return (h + (ffn if ffn is not None else self.ffn(h * self.ffn_norm, norm_scale(h, eps)))).contiguous()
 
