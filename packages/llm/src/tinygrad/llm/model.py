@@ -566,7 +566,7 @@ class Attention:
     """decode_attention's o_parts for this step's attention (0: the output projection is a kernel of its own): one token on a GPU
     where the attention kernel writes the cache (q/k/v one matrix, no k norm) and `_o_parts` says yes."""
     cfg = self.cfg
-    one_token = math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device) and DECODE_ATTENTION.value == 2
+    one_token = math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device) and DECODE_ATTENTION.value == 2 and x.dtype == dtypes.float32
     if not one_token or self.wqkv is None or self.k_norm is not None or self.q_norm is not None: return 0
     return self._o_parts(x.device, attn_len) if decode_attention_applies(attn_len, cfg.n_heads, cfg.head_dim) else 0
 
@@ -663,7 +663,7 @@ class FeedForward:
 
   def accumulates(self, h: Tensor) -> bool:
     """Whether `accumulate` applies to one token's h: DECODE_FFN=2 where the one-kernel form does and float32 adds are atomic."""
-    return DECODE_FFN.value == 2 and self._one_kernel_shape(h) is not None and dtypes.float32 in atomic_adds(h.device)
+    return DECODE_FFN.value == 2 and h.dtype == dtypes.float32 and self._one_kernel_shape(h) is not None and dtypes.float32 in atomic_adds(h.device)
 
   def accumulate(self, out: Tensor, h: Tensor, norm: Tensor, eps: float) -> Tensor:
     """h plus the block's output, added into `out` (zeros, h's shape and float32) by decode_ffn's kernel: no kernel sums partials."""
@@ -735,7 +735,7 @@ class Block:
       # one token, each half of the layer one kernel adding into the residual stream: the attention's adds its projection into x in
       # place and zeroes the buffer into which the feed-forward kernel then adds h and its product (atomic adds, no partial sums)
       h, nxt = self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x,
-                         zeroed=Tensor.empty(*x.shape, device=x.device))
+                         zeroed=Tensor.empty(*x.shape, dtype=x.dtype, device=x.device))
       return ffn.accumulate(nxt, h, self.ffn_norm, eps)
     h = self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x)
     ffn = self.ffn.one_kernel(h, self.ffn_norm, eps) if isinstance(self.ffn, FeedForward) else None
