@@ -30,3 +30,25 @@ def test_sdpa_enable_gqa():
   s = q @ kr.transpose(0, 1, 3, 2) / 8.0
   w = np.exp(s - s.max(-1, keepdims=True))
   np.testing.assert_allclose(out, (w / w.sum(-1, keepdims=True)) @ vr, rtol=1e-4, atol=1e-5)
+
+
+def test_dtype_module_interop_names():
+  """tinygrad.dtype's numpy/torch helpers and dtype table, which tinygrad programs import (tinygrad.tensor re-exports _to_np_dtype)."""
+  from tinygrad.dtype import DTYPES_DICT, _from_np_dtype, _to_np_dtype
+  from tinygrad.tensor import _to_np_dtype as from_tensor
+  assert from_tensor is _to_np_dtype
+  assert DTYPES_DICT["float32"] is dtypes.float32 and DTYPES_DICT["half"] is dtypes.float16 and "void" not in DTYPES_DICT
+  assert np.dtype(_to_np_dtype(dtypes.int64)) == np.int64 and _to_np_dtype(dtypes.bfloat16) is np.float32
+  assert _from_np_dtype(np.float16) is dtypes.float16 and _from_np_dtype(np.dtype("uint8")) is dtypes.uint8
+  # .numpy()'s dtype is the one _to_np_dtype names
+  for dt in (dtypes.bool, dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float64):
+    assert Tensor([1, 0], dtype=dt).numpy().dtype == np.dtype(_to_np_dtype(dt))
+
+
+def test_dtype_groups_and_contextvar_tolist():
+  from tinygrad.helpers import Context, ContextVar
+  assert dtypes.fp8s == (dtypes.fp8e4m3, dtypes.fp8e5m2) == dtypes.fp8_ocp
+  assert dtypes.int8s == (dtypes.uint8, dtypes.int8) and dtypes.int64s == (dtypes.uint64, dtypes.int64)
+  v = ContextVar._registry["EMULATED_DTYPES"]
+  with Context(EMULATED_DTYPES="half,bfloat16"): assert v.tolist() == ["half", "bfloat16"] and v.tolist(dtypes) == [dtypes.half, dtypes.bfloat16]
+  with Context(EMULATED_DTYPES=""): assert v.tolist() == []

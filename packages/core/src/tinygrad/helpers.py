@@ -89,6 +89,10 @@ class ContextVar:
   def __eq__(self, x: object) -> bool: return self.value == x
   def __hash__(self) -> int: return hash(self.key)
   def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+  def tolist(self, obj: Any = None) -> list[Any]:
+    """A comma-separated string setting as a list; with `obj`, its attributes by those names (`EMULATED_DTYPES.tolist(dtypes)`)."""
+    if not isinstance(self.value, str): raise TypeError(f"{self.key} is not a string setting: {self.value!r}")
+    return [getattr(obj, x) if obj is not None else x for x in self.value.split(",") if x]
 
 
 def overridden() -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tinygrad.device.registry import Device
-from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
+from tinygrad.dtype import ConstType, DType, _from_np_dtype, _to_np_dtype, dtypes, to_dtype  # noqa: F401  (the two np ones: tinygrad.tensor exports them)
 from tinygrad.engine.linear import to_linear
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
 from tinygrad.frontend.conv import ConvMixin
