@@ -2,9 +2,8 @@
 running that suite against this package: each case failed here before its fix. References are numpy, torch where installed."""
 import numpy as np
 import pytest
-from tinygrad import Device, Tensor, dtypes
-
 from conftest import is_null_device
+from tinygrad import Tensor, dtypes
 
 pytestmark = pytest.mark.skipif(is_null_device(), reason="reads values back")
 
