@@ -3,7 +3,7 @@ running that suite against this package: each case failed here before its fix. R
 import numpy as np
 import pytest
 from conftest import is_null_device
-from tinygrad import Tensor, dtypes
+from tinygrad import Device, Tensor, dtypes
 
 pytestmark = pytest.mark.skipif(is_null_device(), reason="reads values back")
 
@@ -51,3 +51,15 @@ def test_dtype_groups_and_contextvar_tolist():
   v = ContextVar._registry["EMULATED_DTYPES"]
   with Context(EMULATED_DTYPES="half,bfloat16"): assert v.tolist() == ["half", "bfloat16"] and v.tolist(dtypes) == [dtypes.half, dtypes.bfloat16]
   with Context(EMULATED_DTYPES=""): assert v.tolist() == []
+
+
+def test_slice_of_a_file_tensor_not_written_yet(tmp_path):
+  """x.to("disk:f")[10:20] before x is written: the file is written, then the slice read from it (DISK runs no kernels)."""
+  x = Tensor.arange(30, dtype=dtypes.float32) * 2
+  t = x.to(f"disk:{tmp_path / 'f'}")
+  a = t[10:20]
+  np.testing.assert_equal(a.to(Device.DEFAULT).numpy(), np.arange(10, 20) * 2.0)
+  np.testing.assert_equal(a.numpy(), np.arange(10, 20) * 2.0)
+  np.testing.assert_equal(t.numpy(), np.arange(30) * 2.0)
+  b = (Tensor.arange(12) + 1).to(f"disk:{tmp_path / 'g'}")[6:].reshape(2, 3)
+  assert b.tolist() == [[7, 8, 9], [10, 11, 12]]

@@ -217,11 +217,21 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it
     if is_storage_device(self.device):  # a file, or a contiguous part of it, is read as it is
-      if not is_writable_view(self.uop): self.realize()
+      if not is_writable_view(self.uop):
+        self._write_storage_base()
+        if range_view(self) is None: self.realize()
       if (view := range_view(self)) is not None: return buffer_of(view.uop.base)
     t = self if is_contiguous_buffer(self.uop) else self.contiguous()
     t.realize()
     return buffer_of(t.uop.base)
+
+  def _write_storage_base(self) -> None:
+    """A slice or reshape of a file tensor not written yet (`x.to("disk:f")[10:20]`): the file is written first and this tensor
+    viewed over it, since DISK runs no kernel that could gather the slice."""
+    chain, u = 0, self.uop
+    while u.op in (Ops.RESHAPE, Ops.SHRINK): chain, u = chain + 1, u.src[0]
+    if not chain or u.op is Ops.BUFFER or not is_storage_device(u.device if isinstance(u.device, str) else None): return
+    self._uop = self.uop.substitute({u: Tensor(u).realize().uop})
 
   def _flat_data(self) -> memoryview:
     """The elements as a flat memoryview (typed when Python has a format for the dtype)."""
@@ -294,7 +304,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if device == self.device: return self
     src = self.uop
     # a contiguous part of a file is copied from a view of its bytes: DISK can't run the kernel that would gather it
-    if is_storage_device(self.device) and not is_contiguous_buffer(src) and (view := range_view(self)) is not None: src = view.uop
+    if is_storage_device(self.device) and not is_contiguous_buffer(src):
+      self._write_storage_base()
+      if (view := range_view(self)) is not None: src = view.uop
     out = Tensor(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
     if self.grad is not None: out.grad = self.grad.to(device)
     return out
