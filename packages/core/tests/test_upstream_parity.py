@@ -63,3 +63,13 @@ def test_slice_of_a_file_tensor_not_written_yet(tmp_path):
   np.testing.assert_equal(t.numpy(), np.arange(30) * 2.0)
   b = (Tensor.arange(12) + 1).to(f"disk:{tmp_path / 'g'}")[6:].reshape(2, 3)
   assert b.tolist() == [[7, 8, 9], [10, 11, 12]]
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float32])
+def test_rand_low_precision_stays_below_one(dt):
+  """rand in [0, 1) also in narrow floats: a float32 draw near 1 rounded up to 1.0 in the cast to float16/bfloat16."""
+  if dt not in Device[Device.DEFAULT].renderer.supported_dtypes(): pytest.skip(f"{dt} not supported here")
+  Tensor.manual_seed(0)
+  x = Tensor.rand(2, 128, 128, dtype=dt).float().numpy()
+  assert x.min() >= 0.0 and x.max() < 1.0
+  assert 0.4 < x.mean() < 0.6 and len(np.unique(x)) > 3

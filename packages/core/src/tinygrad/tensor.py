@@ -516,7 +516,10 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     n = prod(shape)
     if n == 0: return Tensor.empty(*shape, device=device, dtype=dt, **kwargs)
     bits = Tensor._random_bits(n, device)
-    u = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
+    # as many random bits as dt holds exactly (24 for float32; 11 for float16, 8 for bfloat16): more would round the largest
+    # draws up to 1.0 in the cast
+    m = min(24, dtypes.finfo(dt)[1] + 1)
+    u = (bits >> (32 - m)).cast(dtypes.float32) * (1.0 / (1 << m))
     return u.cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
 
   @staticmethod
