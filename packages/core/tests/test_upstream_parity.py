@@ -73,3 +73,17 @@ def test_rand_low_precision_stays_below_one(dt):
   x = Tensor.rand(2, 128, 128, dtype=dt).float().numpy()
   assert x.min() >= 0.0 and x.max() < 1.0
   assert 0.4 < x.mean() < 0.6 and len(np.unique(x)) > 3
+
+
+def test_setitem_value_gets_its_gradient():
+  """z[:] = x; z.sum().backward(): x's gradient is 1 where it was written (torch's CopySlices, tinygrad's STORE gradient), not 0."""
+  z = Tensor.ones(4, 4).contiguous()
+  x = Tensor.rand(4, 4)
+  z[:] = x
+  z.sum().backward()
+  np.testing.assert_equal(x.grad.numpy(), np.ones((4, 4)))
+  z2 = Tensor.zeros(3, 4).contiguous()
+  y = Tensor([1.0, 2.0, 3.0, 4.0])
+  z2[1] = y
+  (z2 * Tensor([[1.0], [2.0], [3.0]])).sum().backward()
+  np.testing.assert_equal(y.grad.numpy(), [2.0, 2.0, 2.0, 2.0])
