@@ -727,6 +727,8 @@ class ElementwiseMixin(TensorBase):
       if isinstance(v, float) and not dtypes.is_float(self.dtype): return self.cast(dtypes.default_float).pow(v)
       # a bool base with an int exponent is an int, as bool * 2 (torch and tinygrad)
       if self.dtype == dtypes.bool and not isinstance(v, bool): return self.cast(dtypes.default_int).pow(v)
+      if isinstance(v, int) and not isinstance(v, builtins.bool) and v < 0 and dtypes.is_int(self.dtype):
+        raise RuntimeError(f"integers to negative integer powers are not allowed ({self.dtype!r} ** {v}): cast the base to a float first")
       e = float(v)
       if math.isfinite(e) and e == int(e) and abs(e) <= 2 ** 31: return _int_pow(self, int(e))
       if e == -0.5: return self.rsqrt()  # torch's rsqrt: (-0) ** -0.5 is -inf
