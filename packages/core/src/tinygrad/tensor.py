@@ -298,6 +298,10 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if base.op is Ops.BUFFER: return Tensor(self.uop, requires_grad=self.requires_grad)
     return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+  def _detached_buffer(self) -> Tensor | None:
+    """For a detached buffer or view of one (x.detach() of a realized x), a tensor of what it detaches, to write through."""
+    if self.uop.op is not Ops.DETACH or not is_writable_view(self.uop.src[0]): return None
+    return Tensor(self.uop.src[0], requires_grad=False)
 
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     device = canonical_device(device)  # a tuple of devices replicates (multi.py); from a sharded tensor it gathers
@@ -314,7 +318,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def clone(self, device: str | tuple[str, ...] | None = None) -> Tensor:
     """A copy in a buffer of its own (on `device` when given)."""
     src = self.to(device) if device is not None else self
-    return Tensor(_unique_contiguous(src.uop), requires_grad=src.requires_grad)
+    out = Tensor(_unique_contiguous(src.uop), requires_grad=src.requires_grad)
+    if src.grad is not None: out.grad = src.grad.clone()  # the gradient is cloned along (tinygrad; torch's clone has none)
+    return out
 
   def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to device in place (tinygrad's to_)."""
@@ -332,6 +338,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     """Write x into this tensor's buffer (in place, like tinygrad's assign): a tensor of this dtype, broadcast to this shape
     (a (1,) or (4,) value into a (3, 4) tensor), or a Python scalar, list or numpy array, taken in this dtype."""
     if isinstance(self.device, tuple): return multi_assign(self, x)  # sharded: every device writes its part
+    if (inner := self._detached_buffer()) is not None:  # t.detach().assign(x) writes t's buffer (torch: detach shares storage)
+      inner.assign(x).realize()
+      return self
     x = assign_value(self, x)
     if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
       if not is_writable_view(self.uop): self.realize()
@@ -457,6 +466,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     dtype = to_dtype(dtype)
     n = max(0, math.ceil((stop - start) / step))
     if n == 0: return Tensor.empty(0, dtype=dtype, **kwargs)
+    # an int range that the dtype can't hold raises (tinygrad; torch wraps), before anything is allocated for it
+    if dtypes.is_int(dtype) and not all(dtypes.min(dtype) <= math.trunc(v) <= dtypes.max(dtype) for v in (start, start + (n - 1) * step)):
+      raise OverflowError(f"arange({start}, {stop}, {step}) has values outside what {dtype!r} holds ({dtypes.min(dtype)}..{dtypes.max(dtype)})")
     idx = Tensor._index(n, kwargs.get("device"))
     return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 

@@ -74,6 +74,9 @@ class IndexingMixin(ReduceMixin):
 
   # ---- index parsing
   def _index_plan(self, index: Any) -> _IndexPlan[Self]:
+    # a list of ints with bools among them is int indices (torch, tinygrad: x[[True, False, 2]] is x[[1, 0, 2]])
+    if isinstance(index, list) and index and all(_is_int(i) or isinstance(i, bool) for i in index) and any(_is_int(i) for i in index):
+      index = [int(i) for i in index]
     if (isinstance(index, list) and all(_is_int(i) for i in index)) or not isinstance(index, (tuple, list)): idx = [index]
     else: idx = list(index)
     if sum(1 for i in idx if i is Ellipsis) > 1: raise OutOfRangeError("an index can only have a single ellipsis ('...')")
@@ -156,7 +159,10 @@ class IndexingMixin(ReduceMixin):
     mask: TensorT | None = None
     for d, t in zip(dims, tensors):
       t = t.reshape((1,) * (nb - t.ndim) + t.shape + (1,) * (x.ndim - d0))
-      classes = type(x).arange(x.shape[d], dtype=dtypes.int32, device=x.device).reshape((x.shape[d],) + (1,) * (x.ndim - d - 1))
+      # (an axis longer than int32 counts numbers its positions in int64: x.expand(2**31 + 3)[Tensor([2**31 + 2])])
+      n = x.shape[d]
+      classes = type(x).arange(n, dtype=dtypes.int64 if isinstance(n, int) and n > 2**31 else dtypes.int32, device=x.device)
+      classes = classes.reshape((n,) + (1,) * (x.ndim - d - 1))
       hit = t.eq(classes)
       mask = hit if mask is None else mask.logical_and(hit)
     assert mask is not None
@@ -183,6 +189,11 @@ class IndexingMixin(ReduceMixin):
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
     from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_strided_view, is_writable_view
     if self.requires_grad or (isinstance(v, type(self)) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
+    # a detached buffer (x.detach()[i] = v) writes x's buffer, as torch's detach shares storage: the write runs now
+    if (inner := getattr(self, "_detached_buffer", lambda: None)()) is not None:
+      inner[index] = v
+      inner.realize()
+      return
     # a view of another tensor's buffer (row = x[1]; row[0] = 5) is written through: the assign of the whole view
     # reaches the buffer (Tensor.assign), as in tinygrad and torch
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and hasattr(self, "_rebase_view"): self._rebase_view()
