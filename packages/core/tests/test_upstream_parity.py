@@ -87,3 +87,105 @@ def test_setitem_value_gets_its_gradient():
   z2[1] = y
   (z2 * Tensor([[1.0], [2.0], [3.0]])).sum().backward()
   np.testing.assert_equal(y.grad.numpy(), [2.0, 2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"])
+def test_scan_of_a_0d_tensor_checks_its_axis(op):
+  """A 0-d tensor scans along dim 0 or -1 only: dim 1 raised nothing (torch and tinygrad: IndexError)."""
+  x = Tensor(3.0)
+  r = getattr(x, op)(0)
+  assert (r[0] if isinstance(r, tuple) else r).item() == pytest.approx(3.0)
+  with pytest.raises(IndexError): getattr(x, op)(1)
+  with pytest.raises(IndexError): getattr(x, op)(-2)
+
+
+@pytest.mark.parametrize("p", [0, 1, 3, float("-inf")])
+def test_normalize_other_norms(p):
+  """p=0 counts the nonzero entries (torch's vector_norm; it divided by zero), p=-inf takes the smallest magnitude."""
+  x = np.array([[0.0, 2.0, -3.0], [1.0, 0.0, 0.0], [-4.0, 0.5, 2.0]], np.float32)
+  a = np.abs(x)
+  norm = {0: (a != 0).sum(1, keepdims=True), 1: a.sum(1, keepdims=True), 3: (a ** 3).sum(1, keepdims=True) ** (1 / 3),
+          float("-inf"): a.min(1, keepdims=True)}[p]
+  np.testing.assert_allclose(Tensor(x).normalize(p=p).numpy(), x / np.maximum(norm, 1e-12), rtol=1e-6)
+
+
+def test_max_unpool2d_keeps_infinities():
+  """An infinite pooled value unpools to inf (it was NaN: inf - (inf - inf / 1))."""
+  x = Tensor([[[[np.inf, -np.inf, 1.0], [1.0, 2.0, 3.0]]]])
+  vals, idx = x.max_pool2d(kernel_size=(2, 2), return_indices=True)
+  np.testing.assert_equal(Tensor.max_unpool2d(vals, idx, kernel_size=(2, 2)).numpy(), [[[[np.inf, 0.0], [0.0, 0.0]]]])
+
+
+def test_arange_out_of_dtype_range_raises():
+  """tinygrad raises OverflowError before anything is made (here arange(2**33, dtype=int) tried to allocate 32 GiB)."""
+  with pytest.raises(OverflowError): Tensor.arange(2**33, dtype=dtypes.int32)
+  with pytest.raises(OverflowError): Tensor.arange(0, 300, 2, dtype=dtypes.uint8)
+  with pytest.raises(OverflowError): Tensor.arange(-1, 3, dtype=dtypes.uint8)
+  assert Tensor.arange(-128, 128, dtype=dtypes.int8).tolist() == list(range(-128, 128))
+  assert Tensor.arange(0.5, 127.7, 1, dtype=dtypes.int8).tolist()[-1] == 127
+
+
+def test_index_beyond_int32_positions():
+  """An axis longer than int32 indexed by a tensor: position 2**31 + 2 was numbered in wrapped int32 and read as 0."""
+  big = Tensor([1]).expand(2**31 + 3)
+  assert big[Tensor([0, 2**31 + 2])].tolist() == [1, 1]
+
+
+def test_int_tensor_to_a_negative_int_power_raises():
+  with pytest.raises(RuntimeError): Tensor([-2, 0, 2]) ** -2
+  np.testing.assert_equal((Tensor([-2, 1, 2]) ** -2.0).numpy(), [0.25, 1.0, 0.25])
+  assert (Tensor([-2, 0, 2]) ** 2).tolist() == [4, 0, 4]
+
+
+def test_roll_with_a_one_element_shift_sequence():
+  x = np.arange(8).reshape(2, 4)
+  assert Tensor(x).roll((1,)).tolist() == np.roll(x, 1).tolist() == Tensor(x).roll([1]).tolist()
+  with pytest.raises(RuntimeError): Tensor(x).roll((1, 2))
+
+
+def test_default_float_set_to_a_dtype():
+  from tinygrad.helpers import Context
+  with Context(DEFAULT_FLOAT=dtypes.float16):
+    assert Tensor.randn(3).dtype == dtypes.float16 and Tensor([1.5]).dtype == dtypes.float16
+  with Context(DEFAULT_INT=dtypes.int64): assert Tensor([1]).dtype == dtypes.int64
+
+
+def test_unknown_dtype_name_is_an_attribute_error_too():
+  for f in (lambda: Tensor([1.0]).sum(dtype=""), lambda: Tensor([1], dtype="typo"), lambda: Tensor([1.0]).cast("halff")):
+    with pytest.raises(AttributeError): f()
+    with pytest.raises(ValueError): f()
+
+
+def test_clone_keeps_the_gradient():
+  a = Tensor.rand(4, 4)
+  a.mul(5.0).add(5.0).mean().backward()
+  b = a.clone()
+  assert b.grad is not None and b.grad is not a.grad
+  np.testing.assert_equal(b.grad.numpy(), a.grad.numpy())
+
+
+def test_setitem_and_assign_through_detach():
+  """detach() shares the buffer (torch): writes to the detached tensor reach the original (they went to a copy)."""
+  t = Tensor.zeros(3, 3).contiguous().realize()
+  t.detach()[1, 2] = 5
+  assert t[1, 2].item() == 5.0
+  t.detach().assign(Tensor.ones(3, 3))
+  assert t.tolist() == [[1.0] * 3] * 3
+
+
+def test_list_index_of_ints_and_bools():
+  """[True, False, 2] is the int index [1, 0, 2] (torch, tinygrad); it was taken as three indices, one per dim."""
+  x = np.arange(30).reshape(5, 6)
+  np.testing.assert_equal(Tensor(x)[[True, False, 2]].numpy(), x[[1, 0, 2]])
+  t = Tensor(x)
+  t[[True, 0, 2]] = -1
+  np.testing.assert_equal(t.numpy()[:3], -np.ones((3, 6)))
+
+
+def test_cat_and_stack_argument_errors():
+  with pytest.raises(IndexError): Tensor(3.14).cat(Tensor(3.14))  # tinygrad's type; torch's RuntimeError too
+  with pytest.raises(RuntimeError): Tensor(3.14).cat(Tensor(3.14))
+  with pytest.raises(ValueError): Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), Tensor([5, 6]))
+  with pytest.raises(ValueError): Tensor.cat((Tensor([1, 2]),), Tensor([3, 4]))
+  assert Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), dim=1).tolist() == [[1, 3], [2, 4]]
+  assert Tensor.cat([Tensor([1, 2]), Tensor([3, 4])]).tolist() == [1, 2, 3, 4]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from tinygrad.helpers import ContextVar, InvalidDTypeError
+from tinygrad.helpers import ContextVar, InvalidDTypeError, UnknownDTypeError
 
 ConstType = float | int | bool
 
@@ -89,7 +89,9 @@ _DEFAULT_CACHE: dict[tuple[str, str], DType] = {}
 
 def _default_dtype(setting: str, kind: str) -> DType:
   """dtypes.default_float / default_int: the dtype the DEFAULT_FLOAT / DEFAULT_INT setting names (any case: HALF, float16)."""
-  name = str(ContextVar._registry[setting].value)
+  value = ContextVar._registry[setting].value
+  # a DType itself works too (Context(DEFAULT_FLOAT=dtypes.half), as tinygrad's to_dtype takes either)
+  name = value.name if isinstance(value, DType) else str(value)
   if (dt := _DEFAULT_CACHE.get((setting, name))) is not None: return dt
   dt = DTYPES_BY_NAME.get(name) or DTYPES_BY_NAME.get(name.lower())
   if dt is None or not (dtypes.is_float(dt) if kind == "float" else dtypes.is_int(dt)):
@@ -287,7 +289,7 @@ def to_dtype(x: DType | str) -> DType:
   if x in DTYPES_BY_NAME: return DTYPES_BY_NAME[x]
   import difflib
   close = difflib.get_close_matches(x, list(DTYPES_BY_NAME), n=1)
-  raise ValueError(f"unknown dtype {x!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(DTYPES_BY_NAME)}"))
+  raise UnknownDTypeError(f"unknown dtype {x!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(DTYPES_BY_NAME)}"))
 
 
 # ---- converting Python values into a dtype's range (used by constant folding and the interpreter)

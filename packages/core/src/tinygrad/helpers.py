@@ -38,6 +38,11 @@ class InvalidDTypeError(TypeError, RuntimeError):
   """A dtype an op can't take where torch raises RuntimeError: a TypeError for our callers, a RuntimeError for theirs."""
 
 
+class UnknownDTypeError(ValueError, AttributeError):
+  """A dtype name that names none (`dtype="typo"`): a ValueError for our callers, an AttributeError as tinygrad's (it looks the
+  name up on `dtypes`)."""
+
+
 def prod(xs: Iterable[Any], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
 def all_same(xs: Sequence[Any]) -> bool: return all(x == xs[0] for x in xs)
 def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)
