@@ -94,9 +94,10 @@ def _axis_strides(x: UOp, sliced: bool = False, casts: bool = False) -> tuple[UO
   steps = []
   for a, s in enumerate(x.shape):
     steps.append(_offsets(x, tuple(1 if i == a and s > 1 else 0 for i in range(len(x.shape))), sliced, casts)[1] - origin if s > 1 else 0)
-  if not _affine(x, origin, steps, sliced, casts):
-    # a reshape that merges an expanded axis with another ((G, R) -> G*R: a GQA's repeated heads) moves the read position by
-    # no single step per axis: described as x itself, contiguous, so that no caller takes an axis for a broadcast one
+  # a reshape that merges an expanded axis with another ((G, R) -> G*R: a GQA's repeated heads) moves the read position by
+  # no single step per axis: described as x itself, contiguous, so that no caller takes an axis for a broadcast one. (Read
+  # through slices, positions in the padding have no place in the base: the map holds only inside the range, unchecked)
+  if not sliced and not _affine(x, origin, steps, sliced, casts):
     return x, [st if s > 1 else 0 for s, st in zip(x.shape, _strides(x.shape))]
   return base, steps
 
