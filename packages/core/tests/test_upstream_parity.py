@@ -189,3 +189,27 @@ def test_cat_and_stack_argument_errors():
   with pytest.raises(ValueError): Tensor.cat((Tensor([1, 2]),), Tensor([3, 4]))
   assert Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), dim=1).tolist() == [[1, 3], [2, 4]]
   assert Tensor.cat([Tensor([1, 2]), Tensor([3, 4])]).tolist() == [1, 2, 3, 4]
+
+
+def test_full_of_a_bound_variable_and_unbound_variables():
+  from tinygrad import Variable
+  assert Tensor.full((3,), Variable("x", 1, 10).bind(5)).tolist() == [5, 5, 5]
+  assert Tensor.full((2,), Variable("x", 1, 10).bind(5) * 2 + 1, dtype=dtypes.float32).tolist() == [11.0, 11.0]
+  # an unbound variable can't run: a RuntimeError naming it (was a KeyError)
+  with pytest.raises(RuntimeError, match="unbound"): Tensor(Variable("u", 1, 10)).item()
+  assert Tensor(Variable("u", 1, 10).bind(2) + 1).item() == 3
+
+
+def test_variable_dtype_argument():
+  """tinygrad's Variable(..., dtype=): int32 works; int64 raises (kernels take int32 parameters here) instead of truncating."""
+  from tinygrad import Variable
+  assert Tensor(Variable("b", 0, 2**20, dtype=dtypes.int32).bind(2**19)).clone().item() == 2**19
+  with pytest.raises(NotImplementedError): Variable("b", 0, 2**40, dtype=dtypes.int64)
+  with pytest.raises(ValueError): Variable("b", 0, 2**40)
+
+
+def test_uop_package_exports_and_dtypelike():
+  from tinygrad.dtype import DTypeLike
+  from tinygrad.uop import Ops, UOp
+  from tinygrad.uop.ops import Ops as Ops2
+  assert Ops is Ops2 and UOp is not None and DTypeLike is not None

@@ -283,7 +283,10 @@ def least_upper_float(dt: DType) -> DType:
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
 
-def to_dtype(x: DType | str) -> DType:
+DTypeLike = str | DType  # what dtype= arguments take (tinygrad's type alias, for annotations)
+
+
+def to_dtype(x: DTypeLike) -> DType:
   """Accept a DType or its name ("float32", "half", ...)."""
   if isinstance(x, DType): return x
   if x in DTYPES_BY_NAME: return DTYPES_BY_NAME[x]

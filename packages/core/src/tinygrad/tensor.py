@@ -438,7 +438,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if not all(isinstance(s, UOp) and dtypes.is_int(s.dtype) or isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
       # a ValueError and, as tinygrad and torch raise, a RuntimeError
       raise InvalidArgumentError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
-    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+    # a bound Variable (or an int expression of one) fills with its value, in its dtype (tinygrad)
+    dt = to_dtype(dtype) if dtype is not None else fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value)
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)
     return t.reshape((1,) * len(shape)).expand(shape) if shape else t
 

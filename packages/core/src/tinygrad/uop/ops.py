@@ -440,11 +440,15 @@ def sint_to_uop(x: int | UOp, dtype: DType = dtypes.int32) -> UOp:
   return x if isinstance(x, UOp) else UOp.const(dtype, x)
 
 
-def Variable(name: str, min_val: int, max_val: int) -> UOp:
+def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.int32) -> UOp:
   """A symbolic int in [min_val, max_val]: `v = Variable("start_pos", 0, 1023).bind(5)` gives a bound value
   that shapes and tensor math can use; kernels take it as a parameter, so one compiled kernel (and one
   TinyJit capture) serves every value."""
   if not isinstance(name, str) or not name.isidentifier(): raise ValueError(f"a Variable name must be an identifier, got {name!r}")
   if not (isinstance(min_val, int) and isinstance(max_val, int)) or min_val > max_val:
     raise ValueError(f"Variable {name!r} needs int bounds with min <= max, got [{min_val}, {max_val}]")
-  return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))
+  # tinygrad's dtype= (int64 for bounds past int32): kernels take variables as int32 parameters here, so only int32 is taken
+  if dtype != dtypes.int32: raise NotImplementedError(f"Variable {name!r}: only dtypes.int32 variables are supported, got {dtype!r}")
+  if not dtypes.min(dtype) <= min_val <= max_val <= dtypes.max(dtype):
+    raise ValueError(f"Variable {name!r}'s bounds [{min_val}, {max_val}] don't fit {dtype!r}")
+  return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
