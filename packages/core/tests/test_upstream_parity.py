@@ -213,3 +213,13 @@ def test_uop_package_exports_and_dtypelike():
   from tinygrad.uop import Ops, UOp
   from tinygrad.uop.ops import Ops as Ops2
   assert Ops is Ops2 and UOp is not None and DTypeLike is not None
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2])
+def test_exp_of_narrow_floats_rounds_once(dt):
+  """exp of float16/bfloat16/fp8 is float32's exp rounded once to the dtype (torch); x * log2(e) rounded to the narrow dtype
+  first was off by a step or two (fp8e4m3 exp(2.25): 11, not 9; half exp(5): 148.125, not 148.375)."""
+  if dt not in Device[Device.DEFAULT].renderer.supported_dtypes(): pytest.skip(f"{dt} not supported here")
+  x = Tensor(np.array([-3.5, -1.25, 0.3125, 1.0, 2.25, 3.0, 5.0, 7.5], np.float32)).cast(dt)
+  np.testing.assert_equal(x.exp().float().numpy(), x.float().exp().cast(dt).float().numpy())
+  if dt == dtypes.float16: np.testing.assert_equal(x.exp().numpy(), np.exp(x.numpy().astype(np.float32)).astype(np.float16))

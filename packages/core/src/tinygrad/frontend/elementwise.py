@@ -496,6 +496,9 @@ class ElementwiseMixin(TensorBase):
     """e**x. float32 splits x = n ln2 + r first (Cody-Waite: n*ln2 in two exact parts) so that the rounding of x*log2(e)
     doesn't cost up to 1e-5 relative for large |x|; exp2 of the integer n is exact."""
     x = self.cast(least_upper_float(self.dtype))
+    # narrower floats compute in float32 and round once (x * log2(e) rounded to fp8/half first was off by up to 2 of their steps:
+    # exp(2.25) as fp8e4m3 gave 11, not 9)
+    if x.dtype.itemsize < 4: return x.cast(dtypes.float32).exp().cast(x.dtype)
     if x.dtype != dtypes.float32: return x.mul(LOG2E).exp2()
     n = (x * LOG2E).trunc()
     n = (n > 127).where(127.0, (n < -150).where(-150.0, n))  # 2**n stays finite; r takes the rest (NaN passes)
