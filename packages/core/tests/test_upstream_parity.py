@@ -223,3 +223,41 @@ def test_exp_of_narrow_floats_rounds_once(dt):
   x = Tensor(np.array([-3.5, -1.25, 0.3125, 1.0, 2.25, 3.0, 5.0, 7.5], np.float32)).cast(dt)
   np.testing.assert_equal(x.exp().float().numpy(), x.float().exp().cast(dt).float().numpy())
   if dt == dtypes.float16: np.testing.assert_equal(x.exp().numpy(), np.exp(x.numpy().astype(np.float32)).astype(np.float16))
+
+
+def test_tensor_from_a_path(tmp_path):
+  """Tensor(pathlib.Path(f)) is the file's bytes as a DISK tensor (uint8, or dtype=), moved to device= when given (tinygrad 0.14)."""
+  f = tmp_path / "data.bin"
+  f.write_bytes(bytes(range(16)))
+  t = Tensor(f)
+  assert t.device.startswith("DISK:") and t.dtype == dtypes.uint8 and t.shape == (16,)
+  assert t.to(Device.DEFAULT).tolist() == list(range(16))
+  w = Tensor(f, dtype=dtypes.int16)
+  np.testing.assert_equal(w.numpy(), np.frombuffer(bytes(range(16)), np.int16))
+  c = Tensor(f, device=Device.DEFAULT)
+  assert c.device == Device.DEFAULT and c.tolist()[-1] == 15
+  (tmp_path / "empty.bin").write_bytes(b"")
+  assert Tensor(tmp_path / "empty.bin").shape == (0,)
+  with pytest.raises(FileNotFoundError): Tensor(tmp_path / "missing.bin")
+
+
+def test_data_of_an_empty_tensor_has_its_itemsize():
+  for t in (Tensor([], dtype=dtypes.int32), Tensor([], dtype=dtypes.int32).reshape(0, 2)):
+    d = t.data()
+    assert d.itemsize == 4 and d.shape == (0,) and list(d) == []
+
+
+def test_backward_through_detach_and_clone_and_accumulation_in_place():
+  """A detached tensor of one that never set requires_grad gets its own gradient (tinygrad; the detach still blocks the source),
+  and a second backward adds into the same .grad tensor."""
+  base = Tensor([1.0, 2.0, 3.0, 4.0])
+  x = base.detach().clone()
+  (x * 2.0).sum().backward()
+  np.testing.assert_equal(x.grad.numpy(), [2.0] * 4)
+  assert base.grad is None or not base.grad.numpy().any()
+  assert Tensor([1.0], requires_grad=True).detach().requires_grad is False  # torch's
+  y = Tensor([3.0])
+  (y * 2)[0].backward()
+  g = y.grad
+  (y * 3)[0].backward()
+  assert y.grad is g and g.tolist() == [5.0]

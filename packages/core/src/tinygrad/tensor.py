@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
+import pathlib
 import struct
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -140,6 +142,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
+    elif isinstance(data, pathlib.PurePath):  # a file's bytes, as a DISK tensor (tinygrad 0.14: Tensor(pathlib.Path("f")))
+      self._uop = Tensor._from_path(data, device, dtype).uop
     elif isinstance(data, (bytes, bytearray, memoryview)):
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)
     else:
@@ -225,6 +229,14 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     t.realize()
     return buffer_of(t.uop.base)
 
+  @staticmethod
+  def _from_path(path: pathlib.PurePath, device: str | tuple[str, ...] | None, dtype: DType | None) -> Tensor:
+    """The file at path viewed as a 1-d DISK tensor of dtype (uint8 by default), moved to device when one is given."""
+    size = os.stat(path).st_size  # FileNotFoundError for a missing file, before a DISK device would create it
+    dt = dtype or dtypes.uint8
+    t = Tensor.empty(size // dt.itemsize, dtype=dt, device=f"DISK:{path}")
+    return t if device is None else t.to(device)
+
   def _write_storage_base(self) -> None:
     """A slice or reshape of a file tensor not written yet (`x.to("disk:f")[10:20]`): the file is written first and this tensor
     viewed over it, since DISK runs no kernel that could gather the slice."""
@@ -245,12 +257,12 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     mv = memoryview(bytearray(buf.nbytes))
     buf.copyout(mv)
     # memoryview can't cast to 'e' (half) before Python 3.12: half stays raw bytes here, tolist decodes it
-    castable = self.dtype.fmt is not None and self.dtype.fmt != "e" and self.numel() > 0
+    castable = self.dtype.fmt is not None and self.dtype.fmt != "e"  # (empty too: a (0,) view of the dtype's items, as tinygrad's)
     return mv.cast(self.dtype.fmt) if castable else mv  # type: ignore[call-overload]
 
   def data(self) -> memoryview:
     """The elements as a memoryview of the tensor's shape (`t.data()[1, 0]`, `.tolist()`), as tinygrad's: typed when Python
-    has a format for the dtype; flat raw bytes for half, bfloat16, fp8 and empty tensors."""
+    has a format for the dtype; flat raw bytes for half, bfloat16 and fp8; an empty tensor's is flat, (0,)."""
     if not all_int(self.shape): return self._at_bound_values().data()  # a symbolic shape: read at the bound values
     mv = self._flat_data()
     # (memoryview can't take a shape with a 0 in it: an empty tensor's view stays flat)
@@ -297,7 +309,10 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     while base.op is Ops.RESHAPE: base = base.src[0]  # a realized 2-D tensor is a reshape of its flat buffer
     if base.op is Ops.BUFFER: return Tensor(self.uop, requires_grad=self.requires_grad)
     return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
-  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+  def detach(self) -> Tensor:
+    # False after a tensor that said requires_grad (torch); unset after one that never did, so that backward() gives the detached
+    # tensor (and a clone of it) a gradient of its own, as tinygrad 0.14 (which has no requires_grad)
+    return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=None if self.requires_grad is None else False)
   def _detached_buffer(self) -> Tensor | None:
     """For a detached buffer or view of one (x.detach() of a realized x), a tensor of what it detaches, to write through."""
     if self.uop.op is not Ops.DETACH or not is_writable_view(self.uop.src[0]): return None
@@ -704,7 +719,10 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     grads = self.gradient(*seen.values(), gradient=gradient)
     for uop, g in zip(seen, grads):
       for t in params:
-        if t.uop is uop: t.grad = g if t.grad is None else t.grad + g
+        if t.uop is not uop: continue
+        # a second backward adds into the same .grad tensor (torch, tinygrad: `g = x.grad` sees the sum)
+        if t.grad is None: t.grad = g
+        else: t.grad.uop = (t.grad + g).uop
     return self
 
 
