@@ -261,3 +261,24 @@ def test_backward_through_detach_and_clone_and_accumulation_in_place():
   g = y.grad
   (y * 3)[0].backward()
   assert y.grad is g and g.tolist() == [5.0]
+
+
+def test_disk_bitcast_and_setitem(tmp_path):
+  """On DISK, bitcast of a contiguous part reinterprets its bytes in place and setitem writes the selected bytes of the file,
+  also before the file was written (tinygrad 0.14); both asked DISK for a kernel. A value for a file is made off DISK (a
+  temporary there was the file itself and overwrote its start)."""
+  f = tmp_path / "raw"
+  f.write_bytes(bytes(range(256)) * 2)
+  t = Tensor.empty(16, 32, device=f"disk:{f}", dtype=dtypes.uint8)
+  assert t[1].bitcast(dtypes.uint16).to(Device.DEFAULT).tolist() == [(x + 1) * 256 + x for x in range(32, 64, 2)]
+  np.testing.assert_equal(t[2:4].bitcast(dtypes.int32).numpy(), np.frombuffer(bytes(range(64, 128)), np.int32).reshape(2, 8))
+  d = Tensor([[1], [2]]).to(f"disk:{tmp_path / 'a'}")
+  d[1] = [3]
+  assert d.tolist() == [[1], [3]]
+  e = Tensor([0, 1, 2, 3]).to(f"disk:{tmp_path / 'b'}")
+  e[0:2] = [13, 12]
+  assert e.tolist() == [13, 12, 2, 3]
+  g = Tensor([1.0, 2, 3, 4]).to(f"disk:{tmp_path / 'c'}").realize()
+  g[1:3] = 7
+  assert g.tolist() == [1.0, 7.0, 7.0, 4.0]
+  with pytest.raises(RuntimeError, match="non-contiguous"): g[::2] = 0

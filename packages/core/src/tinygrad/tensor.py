@@ -18,7 +18,7 @@ from tinygrad.engine.linear import to_linear
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
 from tinygrad.frontend.conv import ConvMixin
 from tinygrad.frontend.custom_kernel import custom_kernel
-from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
+from tinygrad.frontend.disk import assign_bytes, disk_view, is_storage_device, range_view
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.indexing import IndexingMixin
 from tinygrad.frontend.linalg import LinalgMixin
@@ -318,6 +318,19 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if self.uop.op is not Ops.DETACH or not is_writable_view(self.uop.src[0]): return None
     return Tensor(self.uop.src[0], requires_grad=False)
 
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    # on DISK, a contiguous part of a file is reinterpreted in place (a view of its bytes; DISK runs no kernel), as tinygrad's
+    # t[a:b].bitcast(dtype) of a file
+    if is_storage_device(self.device) and (dt := to_dtype(dtype)) != self.dtype:
+      self._write_storage_base()
+      if (view := range_view(self)) is None:
+        raise RuntimeError(f"bitcast of this {self.shape} view of {self.device}: a non-contiguous view is not supported on DISK")
+      old, new = self.dtype.itemsize, dt.itemsize
+      if not self.shape or (self.shape[-1] * old) % new:
+        raise RuntimeError(f"bitcast {self.dtype!r} -> {dt!r}: the last axis of {self.shape} doesn't hold a whole number of {new}-byte items")
+      return disk_view(view, 0, dt, (*self.shape[:-1], self.shape[-1] * old // new))
+    return super().bitcast(dtype)
+
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     device = canonical_device(device)  # a tuple of devices replicates (multi.py); from a sharded tensor it gathers
     if device == self.device: return self
@@ -358,6 +371,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       return self
     x = assign_value(self, x)
     if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
+      if not is_writable_view(self.uop): self._write_storage_base()  # a part of a file not written yet: the file first
       if not is_writable_view(self.uop): self.realize()
       assign_bytes(self, x)
       return self

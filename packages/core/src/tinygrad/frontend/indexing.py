@@ -189,6 +189,11 @@ class IndexingMixin(ReduceMixin):
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
     from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_strided_view, is_writable_view
     if self.requires_grad or (isinstance(v, type(self)) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
+    # on DISK the selected part of the file is written (its bytes: DISK runs no kernels), as tinygrad's setitem of a file
+    from tinygrad.frontend.disk import is_storage_device
+    if is_storage_device(self.device):
+      self[index].assign(v)
+      return
     # a detached buffer (x.detach()[i] = v) writes x's buffer, as torch's detach shares storage: the write runs now
     if (inner := getattr(self, "_detached_buffer", lambda: None)()) is not None:
       inner[index] = v

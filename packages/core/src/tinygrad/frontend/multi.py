@@ -65,10 +65,13 @@ def replicate(x: UOp, devices: Devices) -> UOp: return make_multi([copy_to(x, d)
 def assign_value(target: TensorT, x: Any) -> TensorT:
   """The value `target.assign(x)` writes, as tinygrad takes it: a Python scalar, list or numpy array becomes a tensor of the
   target's dtype (and device); a tensor must have the target's dtype and is broadcast to its shape."""
+  from tinygrad.frontend.disk import is_storage_device
   T = type(target)
+  # (a value for a file is made on the default device: a new buffer on the file's DISK device would be the file itself)
+  dev = None if is_storage_device(target.device) else target.device
   if not isinstance(x, T):
-    if isinstance(x, (int, float, bool)): return T.full(target.shape, x, dtype=target.dtype, device=target.device)
-    x = T(x, dtype=target.dtype, device=target.device)
+    if isinstance(x, (int, float, bool)): return T.full(target.shape, x, dtype=target.dtype, device=dev)
+    x = T(x, dtype=target.dtype, device=dev)
   if x.dtype != target.dtype:
     raise InvalidDTypeError(f"assign dtype mismatch: target {target.dtype!r}, value {x.dtype!r}; cast the value first")
   if x.shape != target.shape:
