@@ -282,3 +282,12 @@ def test_disk_bitcast_and_setitem(tmp_path):
   g[1:3] = 7
   assert g.tolist() == [1.0, 7.0, 7.0, 4.0]
   with pytest.raises(RuntimeError, match="non-contiguous"): g[::2] = 0
+
+
+def test_shard_a_slice_of_a_file(tmp_path):
+  """Sharding a part of a DISK tensor copies each device's part from a view of the file's bytes (it asked DISK for a kernel)."""
+  f = tmp_path / "s"
+  f.write_bytes(bytes(range(32)))
+  dev = Device.DEFAULT.split(":")[0]
+  t = Tensor.empty(8, 4, device=f"disk:{f}", dtype=dtypes.uint8)[0:4].shard((f"{dev}:0", f"{dev}:1"), axis=0).realize()
+  np.testing.assert_equal(t.to(Device.DEFAULT).numpy(), np.arange(16, dtype=np.uint8).reshape(4, 4))

@@ -113,7 +113,10 @@ class MultiMixin(MovementMixin):
       bounds = split_bounds(t.shape[ax], len(devs))
       parts = [shrink_axis(t.uop, ax, b) for b in bounds]
     # each shard gets a buffer of its own on its device (a copy, or a contiguous kernel on the tensor's own device)
-    srcs = [UOp(Ops.CONTIGUOUS, p.dtype, (p,)) if p.device == d else copy_to(p, d) for p, d in zip(parts, devs)]
+    from tinygrad.frontend.disk import is_storage_device
+    # from a file each part is copied from a view of its bytes (Tensor.to), where a copy of the sliced view needs a kernel on DISK
+    if is_storage_device(t.device): srcs = [type(t)(p).to(d).uop for p, d in zip(parts, devs)]
+    else: srcs = [UOp(Ops.CONTIGUOUS, p.dtype, (p,)) if p.device == d else copy_to(p, d) for p, d in zip(parts, devs)]
     return type(t)(make_multi(srcs, ax, bounds), requires_grad=t.requires_grad)
 
   def shard_like(self, y: Self) -> Self:
