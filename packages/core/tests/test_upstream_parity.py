@@ -291,3 +291,36 @@ def test_shard_a_slice_of_a_file(tmp_path):
   dev = Device.DEFAULT.split(":")[0]
   t = Tensor.empty(8, 4, device=f"disk:{f}", dtype=dtypes.uint8)[0:4].shard((f"{dev}:0", f"{dev}:1"), axis=0).realize()
   np.testing.assert_equal(t.to(Device.DEFAULT).numpy(), np.arange(16, dtype=np.uint8).reshape(4, 4))
+
+
+def test_assign_of_a_moved_view_of_itself():
+  """x.assign(x.flip(0)) and x[1:].assign(x[:-1]): the value reads the target's own buffer at other positions, so it is stored
+  first (the in-place kernel read elements it had already overwritten: [9..5, 5..9] and all zeros)."""
+  x = Tensor.arange(10).float().clone().realize()
+  x.assign(x.flip(0)).realize()
+  assert x.tolist() == list(range(9, -1, -1))
+  y = Tensor.arange(10).float().clone().realize()
+  y[1:].assign(y[:-1]).realize()
+  assert y.tolist() == [0.0] + list(range(9))
+  n, s = 100000, 1000
+  a = Tensor.arange(n).float().clone().realize()
+  a[s:].assign(a[:n - s]).realize()
+  e = np.arange(n, dtype=np.float32)
+  e[s:] = e[:n - s].copy()
+  np.testing.assert_equal(a.numpy(), e)
+  m = Tensor.arange(4).float().reshape(2, 2).clone().realize()
+  m.assign(m.T).realize()
+  assert m.tolist() == [[0.0, 2.0], [1.0, 3.0]]
+
+
+def test_assign_through_a_bitcast():
+  bits = [0x40800000, 0x40400000, 0x40000000, 0x3F800000]
+  a = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  a.bitcast(dtypes.uint32).assign(Tensor(bits, dtype=dtypes.uint32)).realize()
+  assert a.tolist() == [4.0, 3.0, 2.0, 1.0]
+  b = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  b.bitcast(dtypes.uint32).bitcast(dtypes.int32).assign(Tensor(bits, dtype=dtypes.int32)).realize()
+  assert b.tolist() == [4.0, 3.0, 2.0, 1.0]
+  c = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  c[0:2].bitcast(dtypes.uint32).assign(Tensor(bits[:2], dtype=dtypes.uint32)).realize()
+  assert c.tolist() == [4.0, 3.0, 3.0, 4.0]

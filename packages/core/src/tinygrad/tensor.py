@@ -369,6 +369,11 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if (inner := self._detached_buffer()) is not None:  # t.detach().assign(x) writes t's buffer (torch: detach shares storage)
       inner.assign(x).realize()
       return self
+    if self.uop.op is Ops.BITCAST and (src := self.uop.src[0]).dtype.itemsize == self.dtype.itemsize and \
+       (is_writable_view(src) or src.op is Ops.BITCAST):
+      # a.bitcast(uint32).assign(bits) writes a's buffer with those bits (tinygrad 0.14); the write runs now, as into a view
+      Tensor(src, requires_grad=False).assign(assign_value(self, x).bitcast(src.dtype)).realize()
+      return self
     x = assign_value(self, x)
     if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
       if not is_writable_view(self.uop): self._write_storage_base()  # a part of a file not written yet: the file first
