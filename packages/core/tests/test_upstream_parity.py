@@ -324,3 +324,21 @@ def test_assign_through_a_bitcast():
   c = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
   c[0:2].bitcast(dtypes.uint32).assign(Tensor(bits[:2], dtype=dtypes.uint32)).realize()
   assert c.tolist() == [4.0, 3.0, 3.0, 4.0]
+
+
+def test_symbolic_comparison_decided_by_the_range():
+  """`if start_pos > 0` with start_pos in [1, 8] is True whatever its value (tinygrad); it raised as an undecidable symbolic
+  `if`. The kv-cache pattern of LLaMA (tinygrad's test_assign_kv_cache) depends on it."""
+  from tinygrad import TinyJit, Variable
+  v = Variable("start_pos", 1, 8).bind(3)
+  assert bool(v > 0) and bool(v >= 1) and bool(v + 1 > 1) and bool(v < 9)
+  with pytest.raises(NotImplementedError): bool(v > 3)  # undecided: depends on the value
+  cache: list[Tensor] = []
+  @TinyJit
+  def step(xk: Tensor, start_pos) -> None:
+    if not cache: cache.append(Tensor.zeros(2, 8, 1, 1).contiguous())
+    keys = cache[0].shrink((None, (0, start_pos), None, None)).cat(xk, dim=1).contiguous() if start_pos > 0 else xk
+    cache[0].assign(keys.pad((None, (0, 8 - start_pos - xk.shape[1]), None, None)).contiguous()).realize()
+  step(Tensor.ones(2, 3, 1, 1).contiguous(), 0)
+  for i in range(3, 6): step(Tensor.ones(2, 1, 1, 1).contiguous(), Variable("start_pos", 1, 8).bind(i))
+  assert cache[0].flatten().tolist() == [1.0] * 6 + [0.0] * 2 + [1.0] * 6 + [0.0] * 2

@@ -152,6 +152,12 @@ class UOp:
   # hash and == are object's own (identity, in C): interning makes identity equality; a Python __hash__ here was called millions
   # of times per schedule (every set and dict of UOps)
   def __bool__(self) -> bool:
+    # a comparison that the variables' ranges decide (start_pos > 0 with start_pos in [1, 8]) is that answer, as in tinygrad
+    if self.dtype == dtypes.bool and len(nodes := self.toposort()) <= 64 and any(n.op is Ops.DEFINE_VAR for n in nodes) and \
+       all(n.op in _SIZE_OPS or n.op in GroupOp.Comparison for n in nodes):
+      try: lo, hi = self.vmin, self.vmax
+      except Exception: lo, hi = False, True  # noqa: BLE001  (no range known: undecided)
+      if lo == hi: return bool(lo)
     if any(n.op is Ops.BIND for n in self.toposort()):  # a size of a symbolic shape met a Python `if`: that op has no symbolic support
       raise NotImplementedError(f"this op doesn't support a symbolic size here (it asked whether {render_expr(self)} holds, which depends "
                                 "on a bound Variable's value): shrink the symbolic dim to a fixed size first, or work on a fixed-size "
