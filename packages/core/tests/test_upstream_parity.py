@@ -342,3 +342,13 @@ def test_symbolic_comparison_decided_by_the_range():
   step(Tensor.ones(2, 3, 1, 1).contiguous(), 0)
   for i in range(3, 6): step(Tensor.ones(2, 1, 1, 1).contiguous(), Variable("start_pos", 1, 8).bind(i))
   assert cache[0].flatten().tolist() == [1.0] * 6 + [0.0] * 2 + [1.0] * 6 + [0.0] * 2
+
+
+def test_acosh_gradient_is_torchs_formula():
+  """d acosh(x)/dx = 1/sqrt(x*x - 1) (torch), finite also below -1 where acosh is NaN (its branches gave NaN there)."""
+  x = np.array([-3.0, -1.5, 1.5, 3.0, 5000.0], np.float32)
+  t = Tensor(x)
+  g = t.acosh().sum().gradient(t)[0].numpy()
+  np.testing.assert_allclose(g, 1 / np.sqrt(x.astype(np.float64) ** 2 - 1), rtol=1e-5)
+  t2 = Tensor([-1.0, 1.0])
+  assert (t2.acosh().sum().gradient(t2)[0].numpy() == np.inf).all()

@@ -116,6 +116,18 @@ def _half_exp(z: TensorT) -> TensorT:
   return e * 0.5 * e
 
 
+def _unary_gradient(out: TensorT, x: TensorT, slope: Callable[[TensorT], TensorT]) -> TensorT:
+  """Give out = f(x) the gradient g * slope(x) through gradient.GRAD_OVERRIDES, where f's branches (wheres, NaN outside its
+  domain) would give another one than torch's formula (acosh for x < -1: torch 1/sqrt(x*x - 1), finite; its branches NaN)."""
+  from tinygrad.gradient import GRAD_OVERRIDES
+  x_node, out_node = x.uop, out.uop
+  xd = type(x)(x_node, requires_grad=False)
+  def given(g: UOp) -> tuple[set[int], dict[UOp, UOp]] | None:
+    return set(range(len(out_node.src))), {x_node: (type(x)(g, requires_grad=False) * slope(xd)).cast(x.dtype).uop}
+  GRAD_OVERRIDES[out_node] = given
+  return out
+
+
 def _pow_gradient(out: TensorT, base: TensorT, ex: TensorT | builtins.float) -> TensorT:
   """Give `out` = base ** ex (built from exp2/log2, sqrt and wheres for the special cases) torch's gradients through
   gradient.GRAD_OVERRIDES: d/dbase = ex * base ** (ex - 1) (0 where ex is 0), d/dex = out * ln(base) (0 where base is 0 and
@@ -637,7 +649,14 @@ class ElementwiseMixin(TensorBase):
     m = mid.where(x, 3.0)
     m = (m + ((m - 1) * (m + 1)).sqrt()).log()
     n = near1((big | mid).where(1.5, x))  # x < 1 and NaN give NaN here
-    return big.where(b, mid.where(m, n)).cast(out)
+    r = big.where(b, mid.where(m, n)).cast(out)
+    if not dtypes.is_float(self.dtype): return r
+    # torch's gradient 1/sqrt(x*x - 1), (x - 1)(x + 1) exact near 1 and in float32 for narrower floats: finite also for x < -1,
+    # where the value is NaN; +inf at -1 (the product is -0 there)
+    def slope(z: Self) -> Self:
+      d = (z - 1) * (z + 1) if z.dtype.itemsize >= 4 else (z.cast(dtypes.float32) - 1) * (z.cast(dtypes.float32) + 1)
+      return d.eq(0).where(0.0, d).sqrt().reciprocal()
+    return _unary_gradient(r, self, slope)
 
   def atanh(self) -> Self:
     x, out = self._work()
