@@ -352,3 +352,25 @@ def test_acosh_gradient_is_torchs_formula():
   np.testing.assert_allclose(g, 1 / np.sqrt(x.astype(np.float64) ** 2 - 1), rtol=1e-5)
   t2 = Tensor([-1.0, 1.0])
   assert (t2.acosh().sum().gradient(t2)[0].numpy() == np.inf).all()
+
+
+def test_two_tensor_indices_load_directly():
+  """x[0, i, j] with consecutive tensor indices: one flat index, so the kernel loads each element (2 tensors gave 270M ops on
+  a (100, 200) slice; the bound below is what one index costs). Values and out-of-range indices as before."""
+  from tinygrad import GlobalCounters
+  rng = np.random.default_rng(0)
+  src_np = rng.random((10, 100, 200), dtype=np.float32)
+  i1, i2 = rng.integers(0, 100, (50, 60), dtype=np.int32), rng.integers(0, 200, (50, 60), dtype=np.int32)
+  src, a, b = Tensor(src_np).realize(), Tensor(i1).realize(), Tensor(i2).realize()
+  GlobalCounters.reset()
+  np.testing.assert_equal(src[0, a, b].numpy(), src_np[0, i1, i2])
+  assert GlobalCounters.global_ops < 1_000_000
+  np.testing.assert_equal(src[:, a, b].numpy(), src_np[:, i1, i2])
+  x = np.arange(24).reshape(2, 3, 4)
+  assert Tensor(x)[Tensor([0, 1]), Tensor([2, -1])].tolist() == x[[0, 1], [2, -1]].tolist()
+  assert Tensor(x)[:, Tensor([[0], [2]]), Tensor([1, 3])].tolist() == x[:, [[0], [2]], [1, 3]].tolist()
+  t = Tensor(x.astype(np.float32))
+  g = t[Tensor([0, 1, 1]), Tensor([2, 0, 0])].sum().gradient(t)[0].numpy()
+  e = np.zeros((2, 3, 4), np.float32)
+  np.add.at(e, ([0, 1, 1], [2, 0, 0]), 1)
+  np.testing.assert_equal(g, e)

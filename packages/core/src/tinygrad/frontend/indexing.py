@@ -179,7 +179,26 @@ class IndexingMixin(ReduceMixin):
     p = self._index_plan(index)
     x = self._basic_view(p)
     if not p.adv: return x
-    mask, big, dims = self._adv_masks(x, p.adv)
+    adv = p.adv
+    dims0 = [d for d, _ in adv]
+    if len(adv) > 1 and dims0 == list(range(dims0[0], dims0[0] + len(adv))) and all(isinstance(x.shape[d], int) for d in dims0):
+      # consecutive tensor indices select through one flat index over the merged dims: one equality per element, which the
+      # kernel builder turns into a direct load (schedule/indexing.py), where a mask per index tensor costs (index x source)
+      # elements (x[0, i, j] of a (100, 200) slice: 270M ops -> 2M). An index out of its dim still selects nothing (0)
+      d0, k = dims0[0], len(adv)
+      sizes = [x.shape[d] for d in dims0]
+      try: _broadcast_shape(*(t.shape for _, t in adv))
+      except ValueError as e: raise OutOfRangeError(f"index tensors of shapes {[t.shape for _, t in adv]} can't be broadcast together") from e
+      it = dtypes.int64 if prod(sizes) > 2**31 - 1 else dtypes.int32
+      flat, ok = None, None
+      for i, (_, t) in enumerate(adv):
+        term = t.cast(it) * prod(sizes[i + 1:])
+        inside = t < sizes[i] if dtypes.is_unsigned(t.dtype) else (t >= 0).logical_and(t < sizes[i])
+        flat, ok = (term, inside) if flat is None or ok is None else (flat + term, ok.logical_and(inside))
+      assert flat is not None and ok is not None
+      x = x.reshape(x.shape[:d0] + (prod(sizes),) + x.shape[d0 + k:])
+      adv = [(d0, ok.where(flat, -1))]
+    mask, big, dims = self._adv_masks(x, adv)
     d0, nb = dims[0], len(big)
     out = _select(mask, x.reshape(x.shape[:d0] + (1,) * nb + x.shape[d0:]), tuple(d + nb for d in dims))
     if self._adv_permuted(dims): out = out.permute(*range(d0, d0 + nb), *range(d0), *range(d0 + nb, out.ndim))
