@@ -374,3 +374,12 @@ def test_two_tensor_indices_load_directly():
   e = np.zeros((2, 3, 4), np.float32)
   np.add.at(e, ([0, 1, 1], [2, 0, 0]), 1)
   np.testing.assert_equal(g, e)
+
+
+def test_var_of_half_with_more_elements_than_half_holds():
+  """var of 70000 halves: the count (past float16's 65504) divided in half was inf and the variance 0."""
+  if dtypes.float16 not in Device[Device.DEFAULT].renderer.supported_dtypes(): pytest.skip("no float16")
+  t = Tensor([[0.0, 1.0]], dtype=dtypes.half).expand(35000, 2).contiguous()
+  np.testing.assert_allclose(t.var().numpy(), 0.25, rtol=1e-3)
+  np.testing.assert_allclose(t.std().numpy(), 0.5, rtol=1e-3)
+  assert t.var().dtype == dtypes.half

@@ -121,7 +121,10 @@ class ReduceMixin(MovementMixin):
       # a correction beyond the count: the value is sq / 0 (inf, or NaN) as torch, the gradient torch's finite sq' / n (sq' / 0
       # would be inf * 0 = NaN where x - mean is 0)
       return sq.detach().div(0) + (sq - sq.detach()).div(n)
-    return sq.div(max(0, n) if isinstance(n, int) else n)  # a symbolic count (x[:v]) is at least its Variable's min
+    # (a symbolic count (x[:v]) is at least its Variable's min.) Narrow floats divide in float32: a count past 65504 is inf in half
+    d = max(0, n) if isinstance(n, int) else n
+    if dtypes.is_float(sq.dtype) and sq.dtype.itemsize < 4: return sq.cast(dtypes.float32).div(d).cast(sq.dtype)
+    return sq.div(d)
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     # at var == 0 (all values equal) sqrt's slope is inf and var's 0: the gradient is 0 there (torch), not inf * 0 = NaN
     v = self.var(axis, keepdim, correction)
