@@ -383,3 +383,8 @@ def test_var_of_half_with_more_elements_than_half_holds():
   np.testing.assert_allclose(t.var().numpy(), 0.25, rtol=1e-3)
   np.testing.assert_allclose(t.std().numpy(), 0.5, rtol=1e-3)
   assert t.var().dtype == dtypes.half
+
+
+def test_del_item_is_a_type_error():
+  t = Tensor([1, 2, 3])
+  with pytest.raises(TypeError): del t[0]

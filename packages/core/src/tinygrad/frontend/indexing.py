@@ -204,6 +204,10 @@ class IndexingMixin(ReduceMixin):
     if self._adv_permuted(dims): out = out.permute(*range(d0, d0 + nb), *range(d0), *range(d0 + nb, out.ndim))
     return out
 
+  def __delitem__(self, index: Any) -> None:
+    # (with __setitem__ defined and no __delitem__, Python raises AttributeError: __delitem__)
+    raise TypeError(f"'{type(self).__name__}' object doesn't support item deletion")
+
   def __setitem__(self, index: Any, v: Self | ConstType) -> None:
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
     from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_strided_view, is_writable_view
