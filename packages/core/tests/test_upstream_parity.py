@@ -388,3 +388,11 @@ def test_var_of_half_with_more_elements_than_half_holds():
 def test_del_item_is_a_type_error():
   t = Tensor([1, 2, 3])
   with pytest.raises(TypeError): del t[0]
+
+
+def test_unorderable_assigns_say_cycle():
+  """The RuntimeError for assigns no order can satisfy names the cycle (tinygrad's tests match 'cycle')."""
+  a = Tensor.ones(4).contiguous().realize()
+  times_a = a * 3
+  a.assign(Tensor.full((4,), 2.0).contiguous())
+  with pytest.raises(RuntimeError, match="cycle"): (a + (times_a - 1)).numpy()

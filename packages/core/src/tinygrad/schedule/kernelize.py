@@ -465,7 +465,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   if (order := _kernel_order(sink, realize)) is None:
     realize, internal = find_realizes(sink, policy, copy_assigns=True)
     if (order := _kernel_order(sink, realize)) is None:
-      raise RuntimeError("no order of these assigns gives each the values it read: realize() the values before assigning them")
+      raise RuntimeError("no order of these assigns gives each the values it read (they read each other in a cycle): realize() the values before assigning them")
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}
