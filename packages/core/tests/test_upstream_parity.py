@@ -396,3 +396,26 @@ def test_unorderable_assigns_say_cycle():
   times_a = a * 3
   a.assign(Tensor.full((4,), 2.0).contiguous())
   with pytest.raises(RuntimeError, match="cycle"): (a + (times_a - 1)).numpy()
+
+
+def test_chained_pending_assigns_keep_earlier_reads():
+  """x.assign(...) twice without a realize between: the second chains after the first instead of running it, so a lazy tensor
+  read from x before both reads x before both (tinygrad 0.14's test_pending_assign_chain_preserves_intermediate_reads)."""
+  x = Tensor([0.0]).contiguous().realize()
+  y0 = x + 0
+  x.assign(x + 1)
+  y1 = x + 0
+  x.assign(x + 1)
+  y2 = x + 0
+  x.assign(x + 1)
+  assert [y0.item(), y1.item(), y2.item(), x.item()] == [0.0, 1.0, 2.0, 3.0]
+  for first_y in (True, False):
+    a = Tensor([1.0]).realize()
+    y = a + 10
+    a.assign(a * 2)
+    a.assign(a + 3)
+    Tensor.realize(y, a) if first_y else Tensor.realize(a, y)
+    assert y.tolist() == [11.0] and a.tolist() == [5.0]
+  c = Tensor([0.0]).contiguous().realize()
+  for _ in range(50): c += 1
+  assert c.item() == 50.0

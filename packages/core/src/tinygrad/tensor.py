@@ -384,6 +384,11 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     # an empty target (x[1:1], a view of a zero-sized dim) has nothing to write; a store kernel for it would drop the
     # zero-sized dim and write its other dims into the buffer (x[1:-1:-2, :2].assign(...) wrote x[0, :2], past its end segfaulted)
     if self.numel() == 0: return self
+    if self.uop.op is Ops.ASSIGN and is_contiguous_buffer(self.uop.src[0]):
+      # a second pending assign to the whole buffer: chained after the first (which the value may read), not run now, so
+      # that a lazy tensor read from the buffer before both still reads it before both (tinygrad 0.14)
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop.src[0], x.uop))
+      return self
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and not self._rebase_view():
       if self._assign_through(x): return self
       if is_buffer_view(self.uop):  # realizing it would copy it, and the write would never reach the buffer it views
