@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar, Final
 
-from tinygrad.helpers import ContextVar, InvalidDTypeError
+from tinygrad.helpers import ContextVar, InvalidDTypeError, UnknownDTypeError
 
 ConstType = float | int | bool
 
@@ -89,7 +89,9 @@ _DEFAULT_CACHE: dict[tuple[str, str], DType] = {}
 
 def _default_dtype(setting: str, kind: str) -> DType:
   """dtypes.default_float / default_int: the dtype the DEFAULT_FLOAT / DEFAULT_INT setting names (any case: HALF, float16)."""
-  name = str(ContextVar._registry[setting].value)
+  value = ContextVar._registry[setting].value
+  # a DType itself works too (Context(DEFAULT_FLOAT=dtypes.half), as tinygrad's to_dtype takes either)
+  name = value.name if isinstance(value, DType) else str(value)
   if (dt := _DEFAULT_CACHE.get((setting, name))) is not None: return dt
   dt = DTYPES_BY_NAME.get(name) or DTYPES_BY_NAME.get(name.lower())
   if dt is None or not (dtypes.is_float(dt) if kind == "float" else dtypes.is_int(dt)):
@@ -146,6 +148,12 @@ class dtypes(metaclass=_DTypesType):
   ints: ClassVar[tuple[DType, ...]]
   floats: ClassVar[tuple[DType, ...]]
   all: ClassVar[tuple[DType, ...]]
+  fp8_ocp: ClassVar[tuple[DType, ...]]
+  fp8s: ClassVar[tuple[DType, ...]]
+  int8s: ClassVar[tuple[DType, ...]]
+  int16s: ClassVar[tuple[DType, ...]]
+  int32s: ClassVar[tuple[DType, ...]]
+  int64s: ClassVar[tuple[DType, ...]]
   if TYPE_CHECKING:  # the settings, through _DTypesType's properties
     default_float: ClassVar[DType]
     default_int: ClassVar[DType]
@@ -228,6 +236,10 @@ FLOATS: Final = (dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16
 dtypes.sints, dtypes.uints, dtypes.ints, dtypes.floats = SIGNED, UNSIGNED, INTS, FLOATS
 _INT_NAMES, _UNSIGNED_NAMES, _FLOAT_NAMES = (frozenset(dt.name for dt in kind) for kind in (INTS, UNSIGNED, FLOATS))
 dtypes.all = (*FLOATS, *INTS, dtypes.bool)
+# tinygrad's other groups (its fp8s also hold the fnuz variants, which we don't have)
+dtypes.fp8_ocp = dtypes.fp8s = (dtypes.fp8e4m3, dtypes.fp8e5m2)
+dtypes.int8s, dtypes.int16s = (dtypes.uint8, dtypes.int8), (dtypes.uint16, dtypes.int16)
+dtypes.int32s, dtypes.int64s = (dtypes.uint32, dtypes.int32), (dtypes.uint64, dtypes.int64)
 FLOAT_BITS: Final = {dtypes.fp8e4m3: (4, 3), dtypes.fp8e5m2: (5, 2), dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7),
                      dtypes.float32: (8, 23), dtypes.float64: (11, 52)}
 DTYPES_BY_NAME: Final[dict[str, DType]] = {
@@ -271,13 +283,16 @@ def least_upper_float(dt: DType) -> DType:
   return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
 
-def to_dtype(x: DType | str) -> DType:
+DTypeLike = str | DType  # what dtype= arguments take (tinygrad's type alias, for annotations)
+
+
+def to_dtype(x: DTypeLike) -> DType:
   """Accept a DType or its name ("float32", "half", ...)."""
   if isinstance(x, DType): return x
   if x in DTYPES_BY_NAME: return DTYPES_BY_NAME[x]
   import difflib
   close = difflib.get_close_matches(x, list(DTYPES_BY_NAME), n=1)
-  raise ValueError(f"unknown dtype {x!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(DTYPES_BY_NAME)}"))
+  raise UnknownDTypeError(f"unknown dtype {x!r}" + (f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(DTYPES_BY_NAME)}"))
 
 
 # ---- converting Python values into a dtype's range (used by constant folding and the interpreter)
@@ -334,3 +349,37 @@ def truncate(dt: DType, x: ConstType) -> ConstType:
   if dt == dtypes.bfloat16: return truncate_bf16(x)
   if dt in (dtypes.fp8e4m3, dtypes.fp8e5m2): return truncate_fp8(x, dt)
   return x
+
+
+# ---- numpy and torch interop, by tinygrad 0.14's names in this module (programs and tests import them from here)
+
+# every dtype by its canonical name and aliases (no void), as tinygrad's DTYPES_DICT
+DTYPES_DICT: Final[dict[str, DType]] = {name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType) and name != "void"}
+INVERSE_DTYPES_DICT: Final[dict[str, str]] = {**{dt.name: name for name, dt in DTYPES_DICT.items()}, "void": "void"}
+
+
+def _to_np_dtype(dtype: DType) -> type | None:
+  """The numpy scalar type `.numpy()` gives for `dtype` (bfloat16 and fp8 read as float32); None for dtypes numpy lacks."""
+  import numpy as np
+  if dtype.scalar() in (dtypes.bfloat16, *dtypes.fp8s): return np.float32
+  return np.dtype(dtype.fmt).type if dtype.fmt is not None else None
+
+
+def _from_np_dtype(npdtype) -> DType:
+  import numpy as np
+  return DTYPES_DICT[np.dtype(npdtype).name]
+
+
+def _to_torch_dtype(dtype: DType):
+  """torch's dtype for `dtype` (fp8 as uint8: torch's fp8 types don't do arithmetic), None where torch has none."""
+  import numpy as np
+  import torch
+  if dtype == dtypes.uint64: return torch.uint64
+  if dtype == dtypes.bfloat16: return torch.bfloat16
+  if dtype in dtypes.fp8s: return torch.uint8
+  try: return torch.from_numpy(np.array([], dtype=_to_np_dtype(dtype))).dtype
+  except TypeError: return None
+
+
+def _from_torch_dtype(torchdtype) -> DType:
+  return {v: k for k in DTYPES_DICT.values() if (v := _to_torch_dtype(k)) is not None}[torchdtype]

@@ -98,10 +98,13 @@ RULES: dict[Ops, Callable[..., Grads]] = {
   # a tensor after a custom kernel wrote it: the gradient goes to the kernel (whose grad_fxn knows it), not the old contents
   Ops.AFTER: lambda g, ret, x, *deps: (None, *(g if d.op is Ops.CALL else None for d in deps)),
   Ops.CALL: _call_grad,
+  # a pending write (setitem, assign): the tensor's value is what was written, so the written value gets its gradient and the
+  # overwritten contents none (z[:] = x; z.sum().backward() gives x its gradient, as tinygrad and torch)
+  Ops.ASSIGN: lambda g, ret, target, value: (None, g),
   Ops.COPY: lambda g, ret, a, dev: (UOp(Ops.COPY, g.dtype, (g, UOp(Ops.DEVICE, arg=a.device))), None),
 }
 NO_GRADIENT = GroupOp.Comparison | {Ops.BITCAST, Ops.DETACH, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.IDIV, Ops.MOD,
-                                    Ops.CONST, Ops.BUFFER, Ops.DEVICE, Ops.ASSIGN}
+                                    Ops.CONST, Ops.BUFFER, Ops.DEVICE}
 
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:

@@ -38,6 +38,11 @@ class InvalidDTypeError(TypeError, RuntimeError):
   """A dtype an op can't take where torch raises RuntimeError: a TypeError for our callers, a RuntimeError for theirs."""
 
 
+class UnknownDTypeError(ValueError, AttributeError):
+  """A dtype name that names none (`dtype="typo"`): a ValueError for our callers, an AttributeError as tinygrad's (it looks the
+  name up on `dtypes`)."""
+
+
 def prod(xs: Iterable[Any], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
 def all_same(xs: Sequence[Any]) -> bool: return all(x == xs[0] for x in xs)
 def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)
@@ -89,6 +94,10 @@ class ContextVar:
   def __eq__(self, x: object) -> bool: return self.value == x
   def __hash__(self) -> int: return hash(self.key)
   def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+  def tolist(self, obj: Any = None) -> list[Any]:
+    """A comma-separated string setting as a list; with `obj`, its attributes by those names (`EMULATED_DTYPES.tolist(dtypes)`)."""
+    if not isinstance(self.value, str): raise TypeError(f"{self.key} is not a string setting: {self.value!r}")
+    return [getattr(obj, x) if obj is not None else x for x in self.value.split(",") if x]
 
 
 def overridden() -> dict[str, Any]:

@@ -5,18 +5,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
+import pathlib
 import struct
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tinygrad.device.registry import Device
-from tinygrad.dtype import ConstType, DType, dtypes, to_dtype
+from tinygrad.dtype import ConstType, DType, _from_np_dtype, _to_np_dtype, dtypes, to_dtype  # noqa: F401  (the two np ones: tinygrad.tensor exports them)
 from tinygrad.engine.linear import to_linear
 from tinygrad.engine.realize import buffer_of, run_schedule, split_policy
 from tinygrad.frontend.conv import ConvMixin
 from tinygrad.frontend.custom_kernel import custom_kernel
-from tinygrad.frontend.disk import assign_bytes, is_storage_device, range_view
+from tinygrad.frontend.disk import assign_bytes, disk_view, is_storage_device, range_view
 from tinygrad.frontend.functional import FunctionalMixin
 from tinygrad.frontend.indexing import IndexingMixin
 from tinygrad.frontend.linalg import LinalgMixin
@@ -140,6 +142,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
+    elif isinstance(data, pathlib.PurePath):  # a file's bytes, as a DISK tensor (tinygrad 0.14: Tensor(pathlib.Path("f")))
+      self._uop = Tensor._from_path(data, device, dtype).uop
     elif isinstance(data, (bytes, bytearray, memoryview)):
       self._uop = _from_bytes(bytes(data), (len(data) // (dtype or dtypes.uint8).itemsize,), dtype or dtypes.uint8, dev)
     else:
@@ -217,11 +221,29 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def _contiguous_buffer(self) -> Any:
     if isinstance(self.device, tuple): return self.to(self.device[0])._contiguous_buffer()  # sharded: gather to read it
     if is_storage_device(self.device):  # a file, or a contiguous part of it, is read as it is
-      if not is_writable_view(self.uop): self.realize()
+      if not is_writable_view(self.uop):
+        self._write_storage_base()
+        if range_view(self) is None: self.realize()
       if (view := range_view(self)) is not None: return buffer_of(view.uop.base)
     t = self if is_contiguous_buffer(self.uop) else self.contiguous()
     t.realize()
     return buffer_of(t.uop.base)
+
+  @staticmethod
+  def _from_path(path: pathlib.PurePath, device: str | tuple[str, ...] | None, dtype: DType | None) -> Tensor:
+    """The file at path viewed as a 1-d DISK tensor of dtype (uint8 by default), moved to device when one is given."""
+    size = os.stat(path).st_size  # FileNotFoundError for a missing file, before a DISK device would create it
+    dt = dtype or dtypes.uint8
+    t = Tensor.empty(size // dt.itemsize, dtype=dt, device=f"DISK:{path}")
+    return t if device is None else t.to(device)
+
+  def _write_storage_base(self) -> None:
+    """A slice or reshape of a file tensor not written yet (`x.to("disk:f")[10:20]`): the file is written first and this tensor
+    viewed over it, since DISK runs no kernel that could gather the slice."""
+    chain, u = 0, self.uop
+    while u.op in (Ops.RESHAPE, Ops.SHRINK): chain, u = chain + 1, u.src[0]
+    if not chain or u.op is Ops.BUFFER or not is_storage_device(u.device if isinstance(u.device, str) else None): return
+    self._uop = self.uop.substitute({u: Tensor(u).realize().uop})
 
   def _flat_data(self) -> memoryview:
     """The elements as a flat memoryview (typed when Python has a format for the dtype)."""
@@ -235,12 +257,12 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     mv = memoryview(bytearray(buf.nbytes))
     buf.copyout(mv)
     # memoryview can't cast to 'e' (half) before Python 3.12: half stays raw bytes here, tolist decodes it
-    castable = self.dtype.fmt is not None and self.dtype.fmt != "e" and self.numel() > 0
+    castable = self.dtype.fmt is not None and self.dtype.fmt != "e"  # (empty too: a (0,) view of the dtype's items, as tinygrad's)
     return mv.cast(self.dtype.fmt) if castable else mv  # type: ignore[call-overload]
 
   def data(self) -> memoryview:
     """The elements as a memoryview of the tensor's shape (`t.data()[1, 0]`, `.tolist()`), as tinygrad's: typed when Python
-    has a format for the dtype; flat raw bytes for half, bfloat16, fp8 and empty tensors."""
+    has a format for the dtype; flat raw bytes for half, bfloat16 and fp8; an empty tensor's is flat, (0,)."""
     if not all_int(self.shape): return self._at_bound_values().data()  # a symbolic shape: read at the bound values
     mv = self._flat_data()
     # (memoryview can't take a shape with a 0 in it: an empty tensor's view stays flat)
@@ -287,14 +309,36 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     while base.op is Ops.RESHAPE: base = base.src[0]  # a realized 2-D tensor is a reshape of its flat buffer
     if base.op is Ops.BUFFER: return Tensor(self.uop, requires_grad=self.requires_grad)
     return Tensor(_unique_contiguous(self.uop), requires_grad=self.requires_grad)
-  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+  def detach(self) -> Tensor:
+    # False after a tensor that said requires_grad (torch); unset after one that never did, so that backward() gives the detached
+    # tensor (and a clone of it) a gradient of its own, as tinygrad 0.14 (which has no requires_grad)
+    return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=None if self.requires_grad is None else False)
+  def _detached_buffer(self) -> Tensor | None:
+    """For a detached buffer or view of one (x.detach() of a realized x), a tensor of what it detaches, to write through."""
+    if self.uop.op is not Ops.DETACH or not is_writable_view(self.uop.src[0]): return None
+    return Tensor(self.uop.src[0], requires_grad=False)
+
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    # on DISK, a contiguous part of a file is reinterpreted in place (a view of its bytes; DISK runs no kernel), as tinygrad's
+    # t[a:b].bitcast(dtype) of a file
+    if is_storage_device(self.device) and (dt := to_dtype(dtype)) != self.dtype:
+      self._write_storage_base()
+      if (view := range_view(self)) is None:
+        raise RuntimeError(f"bitcast of this {self.shape} view of {self.device}: a non-contiguous view is not supported on DISK")
+      old, new = self.dtype.itemsize, dt.itemsize
+      if not self.shape or (self.shape[-1] * old) % new:
+        raise RuntimeError(f"bitcast {self.dtype!r} -> {dt!r}: the last axis of {self.shape} doesn't hold a whole number of {new}-byte items")
+      return disk_view(view, 0, dt, (*self.shape[:-1], self.shape[-1] * old // new))
+    return super().bitcast(dtype)
 
   def to(self, device: str | tuple[str, ...] | None) -> Tensor:
     device = canonical_device(device)  # a tuple of devices replicates (multi.py); from a sharded tensor it gathers
     if device == self.device: return self
     src = self.uop
     # a contiguous part of a file is copied from a view of its bytes: DISK can't run the kernel that would gather it
-    if is_storage_device(self.device) and not is_contiguous_buffer(src) and (view := range_view(self)) is not None: src = view.uop
+    if is_storage_device(self.device) and not is_contiguous_buffer(src):
+      self._write_storage_base()
+      if (view := range_view(self)) is not None: src = view.uop
     out = Tensor(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, arg=device))), requires_grad=self.requires_grad)
     if self.grad is not None: out.grad = self.grad.to(device)
     return out
@@ -302,7 +346,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def clone(self, device: str | tuple[str, ...] | None = None) -> Tensor:
     """A copy in a buffer of its own (on `device` when given)."""
     src = self.to(device) if device is not None else self
-    return Tensor(_unique_contiguous(src.uop), requires_grad=src.requires_grad)
+    out = Tensor(_unique_contiguous(src.uop), requires_grad=src.requires_grad)
+    if src.grad is not None: out.grad = src.grad.clone()  # the gradient is cloned along (tinygrad; torch's clone has none)
+    return out
 
   def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
     """Move this tensor to device in place (tinygrad's to_)."""
@@ -320,8 +366,17 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     """Write x into this tensor's buffer (in place, like tinygrad's assign): a tensor of this dtype, broadcast to this shape
     (a (1,) or (4,) value into a (3, 4) tensor), or a Python scalar, list or numpy array, taken in this dtype."""
     if isinstance(self.device, tuple): return multi_assign(self, x)  # sharded: every device writes its part
+    if (inner := self._detached_buffer()) is not None:  # t.detach().assign(x) writes t's buffer (torch: detach shares storage)
+      inner.assign(x).realize()
+      return self
+    if self.uop.op is Ops.BITCAST and (src := self.uop.src[0]).dtype.itemsize == self.dtype.itemsize and \
+       (is_writable_view(src) or src.op is Ops.BITCAST):
+      # a.bitcast(uint32).assign(bits) writes a's buffer with those bits (tinygrad 0.14); the write runs now, as into a view
+      Tensor(src, requires_grad=False).assign(assign_value(self, x).bitcast(src.dtype)).realize()
+      return self
     x = assign_value(self, x)
     if is_storage_device(self.device):  # a file: its bytes are written now, and only those (runtime/disk.py)
+      if not is_writable_view(self.uop): self._write_storage_base()  # a part of a file not written yet: the file first
       if not is_writable_view(self.uop): self.realize()
       assign_bytes(self, x)
       return self
@@ -329,6 +384,11 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     # an empty target (x[1:1], a view of a zero-sized dim) has nothing to write; a store kernel for it would drop the
     # zero-sized dim and write its other dims into the buffer (x[1:-1:-2, :2].assign(...) wrote x[0, :2], past its end segfaulted)
     if self.numel() == 0: return self
+    if self.uop.op is Ops.ASSIGN and is_contiguous_buffer(self.uop.src[0]):
+      # a second pending assign to the whole buffer: chained after the first (which the value may read), not run now, so
+      # that a lazy tensor read from the buffer before both still reads it before both (tinygrad 0.14)
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop.src[0], x.uop))
+      return self
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and not self._rebase_view():
       if self._assign_through(x): return self
       if is_buffer_view(self.uop):  # realizing it would copy it, and the write would never reach the buffer it views
@@ -417,7 +477,8 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if not all(isinstance(s, UOp) and dtypes.is_int(s.dtype) or isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
       # a ValueError and, as tinygrad and torch raise, a RuntimeError
       raise InvalidArgumentError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
-    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+    # a bound Variable (or an int expression of one) fills with its value, in its dtype (tinygrad)
+    dt = to_dtype(dtype) if dtype is not None else fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value)
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)
     return t.reshape((1,) * len(shape)).expand(shape) if shape else t
 
@@ -445,6 +506,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     dtype = to_dtype(dtype)
     n = max(0, math.ceil((stop - start) / step))
     if n == 0: return Tensor.empty(0, dtype=dtype, **kwargs)
+    # an int range that the dtype can't hold raises (tinygrad; torch wraps), before anything is allocated for it
+    if dtypes.is_int(dtype) and not all(dtypes.min(dtype) <= math.trunc(v) <= dtypes.max(dtype) for v in (start, start + (n - 1) * step)):
+      raise OverflowError(f"arange({start}, {stop}, {step}) has values outside what {dtype!r} holds ({dtypes.min(dtype)}..{dtypes.max(dtype)})")
     idx = Tensor._index(n, kwargs.get("device"))
     return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 
@@ -504,7 +568,10 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     n = prod(shape)
     if n == 0: return Tensor.empty(*shape, device=device, dtype=dt, **kwargs)
     bits = Tensor._random_bits(n, device)
-    u = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
+    # as many random bits as dt holds exactly (24 for float32; 11 for float16, 8 for bfloat16): more would round the largest
+    # draws up to 1.0 in the cast
+    m = min(24, dtypes.finfo(dt)[1] + 1)
+    u = (bits >> (32 - m)).cast(dtypes.float32) * (1.0 / (1 << m))
     return u.cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
 
   @staticmethod
@@ -676,7 +743,10 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     grads = self.gradient(*seen.values(), gradient=gradient)
     for uop, g in zip(seen, grads):
       for t in params:
-        if t.uop is uop: t.grad = g if t.grad is None else t.grad + g
+        if t.uop is not uop: continue
+        # a second backward adds into the same .grad tensor (torch, tinygrad: `g = x.grad` sees the sum)
+        if t.grad is None: t.grad = g
+        else: t.grad.uop = (t.grad + g).uop
     return self
 
 

@@ -47,6 +47,9 @@ class CompiledRunner:
   def launch(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None) -> KernelLaunch:
     """The program's arguments for these buffers and var values (what a device graph records)."""
     var_vals = var_vals or {}
+    if (unbound := [n for n in self._var_names if n not in var_vals]):
+      # (a RuntimeError with tinygrad's word, not the KeyError of the lookup)
+      raise RuntimeError(f"unbound Variable(s) {unbound} used by kernel {self.spec.name}: bind a value first (v.bind(n))")
     vals = tuple(var_vals[n] for n in self._var_names)
     global_size, local_size = self._static_dims or self.spec.launch_dims(var_vals)
     # buffers whose every access was simplified away (a view that reads only padding) are not parameters

@@ -267,7 +267,8 @@ class ConvMixin(ReduceMixin):
     # overlapping windows can send one input to a position several times: keep the value once (like torch), while every
     # copy still gets the position's whole gradient
     hits = hot.sum(2).maximum(1).cast(total.dtype)
-    return (total - (total - total / hits).detach()).reshape(bs, c, *out_sp)
+    # (only there: where a value came once the detached term would be inf - inf = NaN for an infinite value)
+    return (hits > 1).where(total - (total - total / hits).detach(), total).reshape(bs, c, *out_sp)
 
   # ---- convolution
   def conv2d(self, weight: Self, bias: Self | None = None, groups: int = 1, stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,

@@ -11,7 +11,7 @@ from tinygrad.device.runtime import Buffer, Views
 from tinygrad.dtype import DType, to_dtype
 from tinygrad.engine.buffers import buffer_of, buffers
 from tinygrad.frontend.base import TensorBase
-from tinygrad.helpers import all_int, prod
+from tinygrad.helpers import InvalidArgumentError, all_int, prod
 from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
 from tinygrad.uop.ops import Ops, UOp
 
@@ -64,8 +64,9 @@ def range_view(t: TensorT) -> TensorT | None:
 def assign_bytes(t: TensorBase, x: TensorBase) -> None:
   """Write x's values into the bytes of the DISK tensor t (t.assign(x) on DISK): exactly t's byte range of the file."""
   if (view := range_view(t)) is None:
-    raise ValueError(f"assign to {t} needs a contiguous part of its file (a slice along the leading axes, a reshape, a disk_view); "
-                     "this view's elements are not consecutive bytes")
+    # (a ValueError, and tinygrad's RuntimeError and words)
+    raise InvalidArgumentError(f"assign to {t} needs a contiguous part of its file (a slice along the leading axes, a reshape, a "
+                               "disk_view): a non-contiguous view is not supported, this view's elements are not consecutive bytes")
   data = x.data().cast("B")  # computed where x lives, before anything is written: x may read this file
   buffer_of(view.uop.base).copyin(data)
 

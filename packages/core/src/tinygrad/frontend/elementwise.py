@@ -116,6 +116,18 @@ def _half_exp(z: TensorT) -> TensorT:
   return e * 0.5 * e
 
 
+def _unary_gradient(out: TensorT, x: TensorT, slope: Callable[[TensorT], TensorT]) -> TensorT:
+  """Give out = f(x) the gradient g * slope(x) through gradient.GRAD_OVERRIDES, where f's branches (wheres, NaN outside its
+  domain) would give another one than torch's formula (acosh for x < -1: torch 1/sqrt(x*x - 1), finite; its branches NaN)."""
+  from tinygrad.gradient import GRAD_OVERRIDES
+  x_node, out_node = x.uop, out.uop
+  xd = type(x)(x_node, requires_grad=False)
+  def given(g: UOp) -> tuple[set[int], dict[UOp, UOp]] | None:
+    return set(range(len(out_node.src))), {x_node: (type(x)(g, requires_grad=False) * slope(xd)).cast(x.dtype).uop}
+  GRAD_OVERRIDES[out_node] = given
+  return out
+
+
 def _pow_gradient(out: TensorT, base: TensorT, ex: TensorT | builtins.float) -> TensorT:
   """Give `out` = base ** ex (built from exp2/log2, sqrt and wheres for the special cases) torch's gradients through
   gradient.GRAD_OVERRIDES: d/dbase = ex * base ** (ex - 1) (0 where ex is 0), d/dex = out * ln(base) (0 where base is 0 and
@@ -496,6 +508,9 @@ class ElementwiseMixin(TensorBase):
     """e**x. float32 splits x = n ln2 + r first (Cody-Waite: n*ln2 in two exact parts) so that the rounding of x*log2(e)
     doesn't cost up to 1e-5 relative for large |x|; exp2 of the integer n is exact."""
     x = self.cast(least_upper_float(self.dtype))
+    # narrower floats compute in float32 and round once (x * log2(e) rounded to fp8/half first was off by up to 2 of their steps:
+    # exp(2.25) as fp8e4m3 gave 11, not 9)
+    if x.dtype.itemsize < 4: return x.cast(dtypes.float32).exp().cast(x.dtype)
     if x.dtype != dtypes.float32: return x.mul(LOG2E).exp2()
     n = (x * LOG2E).trunc()
     n = (n > 127).where(127.0, (n < -150).where(-150.0, n))  # 2**n stays finite; r takes the rest (NaN passes)
@@ -634,7 +649,14 @@ class ElementwiseMixin(TensorBase):
     m = mid.where(x, 3.0)
     m = (m + ((m - 1) * (m + 1)).sqrt()).log()
     n = near1((big | mid).where(1.5, x))  # x < 1 and NaN give NaN here
-    return big.where(b, mid.where(m, n)).cast(out)
+    r = big.where(b, mid.where(m, n)).cast(out)
+    if not dtypes.is_float(self.dtype): return r
+    # torch's gradient 1/sqrt(x*x - 1), (x - 1)(x + 1) exact near 1 and in float32 for narrower floats: finite also for x < -1,
+    # where the value is NaN; +inf at -1 (the product is -0 there)
+    def slope(z: Self) -> Self:
+      d = (z - 1) * (z + 1) if z.dtype.itemsize >= 4 else (z.cast(dtypes.float32) - 1) * (z.cast(dtypes.float32) + 1)
+      return d.eq(0).where(0.0, d).sqrt().reciprocal()
+    return _unary_gradient(r, self, slope)
 
   def atanh(self) -> Self:
     x, out = self._work()
@@ -727,6 +749,8 @@ class ElementwiseMixin(TensorBase):
       if isinstance(v, float) and not dtypes.is_float(self.dtype): return self.cast(dtypes.default_float).pow(v)
       # a bool base with an int exponent is an int, as bool * 2 (torch and tinygrad)
       if self.dtype == dtypes.bool and not isinstance(v, bool): return self.cast(dtypes.default_int).pow(v)
+      if isinstance(v, int) and not isinstance(v, builtins.bool) and v < 0 and dtypes.is_int(self.dtype):
+        raise RuntimeError(f"integers to negative integer powers are not allowed ({self.dtype!r} ** {v}): cast the base to a float first")
       e = float(v)
       if math.isfinite(e) and e == int(e) and abs(e) <= 2 ** 31: return _int_pow(self, int(e))
       if e == -0.5: return self.rsqrt()  # torch's rsqrt: (-0) ** -0.5 is -inf

@@ -130,8 +130,11 @@ class FunctionalMixin(ReduceMixin):
     float32: a float16 square over- or underflows (60000 ** 2, 1e-6 ** 2) and eps is 0 in float16."""
     x, out = self._work()
     a = x.abs()
-    norm = a.square().sum(dim, keepdim=True).sqrt() if p == 2 else a.max(dim, keepdim=True) if p == math.inf else \
-      (a ** p).sum(dim, keepdim=True) ** (1 / p)
+    if p == 0: norm = (a != 0).cast(a.dtype).sum(dim, keepdim=True)  # the "0-norm" counts the nonzero entries (torch's vector_norm)
+    elif p == 2: norm = a.square().sum(dim, keepdim=True).sqrt()
+    elif p == math.inf: norm = a.max(dim, keepdim=True)
+    elif p == -math.inf: norm = a.min(dim, keepdim=True)
+    else: norm = (a ** p).sum(dim, keepdim=True) ** (1 / p)
     return (x / norm.maximum(eps)).cast(out)
 
   def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Self:

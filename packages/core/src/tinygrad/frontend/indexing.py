@@ -74,6 +74,9 @@ class IndexingMixin(ReduceMixin):
 
   # ---- index parsing
   def _index_plan(self, index: Any) -> _IndexPlan[Self]:
+    # a list of ints with bools among them is int indices (torch, tinygrad: x[[True, False, 2]] is x[[1, 0, 2]])
+    if isinstance(index, list) and index and all(_is_int(i) or isinstance(i, bool) for i in index) and any(_is_int(i) for i in index):
+      index = [int(i) for i in index]
     if (isinstance(index, list) and all(_is_int(i) for i in index)) or not isinstance(index, (tuple, list)): idx = [index]
     else: idx = list(index)
     if sum(1 for i in idx if i is Ellipsis) > 1: raise OutOfRangeError("an index can only have a single ellipsis ('...')")
@@ -156,7 +159,10 @@ class IndexingMixin(ReduceMixin):
     mask: TensorT | None = None
     for d, t in zip(dims, tensors):
       t = t.reshape((1,) * (nb - t.ndim) + t.shape + (1,) * (x.ndim - d0))
-      classes = type(x).arange(x.shape[d], dtype=dtypes.int32, device=x.device).reshape((x.shape[d],) + (1,) * (x.ndim - d - 1))
+      # (an axis longer than int32 counts numbers its positions in int64: x.expand(2**31 + 3)[Tensor([2**31 + 2])])
+      n = x.shape[d]
+      classes = type(x).arange(n, dtype=dtypes.int64 if isinstance(n, int) and n > 2**31 else dtypes.int32, device=x.device)
+      classes = classes.reshape((n,) + (1,) * (x.ndim - d - 1))
       hit = t.eq(classes)
       mask = hit if mask is None else mask.logical_and(hit)
     assert mask is not None
@@ -173,16 +179,49 @@ class IndexingMixin(ReduceMixin):
     p = self._index_plan(index)
     x = self._basic_view(p)
     if not p.adv: return x
-    mask, big, dims = self._adv_masks(x, p.adv)
+    adv = p.adv
+    dims0 = [d for d, _ in adv]
+    if len(adv) > 1 and dims0 == list(range(dims0[0], dims0[0] + len(adv))) and all(isinstance(x.shape[d], int) for d in dims0):
+      # consecutive tensor indices select through one flat index over the merged dims: one equality per element, which the
+      # kernel builder turns into a direct load (schedule/indexing.py), where a mask per index tensor costs (index x source)
+      # elements (x[0, i, j] of a (100, 200) slice: 270M ops -> 2M). An index out of its dim still selects nothing (0)
+      d0, k = dims0[0], len(adv)
+      sizes = [x.shape[d] for d in dims0]
+      try: _broadcast_shape(*(t.shape for _, t in adv))
+      except ValueError as e: raise OutOfRangeError(f"index tensors of shapes {[t.shape for _, t in adv]} can't be broadcast together") from e
+      it = dtypes.int64 if prod(sizes) > 2**31 - 1 else dtypes.int32
+      flat, ok = None, None
+      for i, (_, t) in enumerate(adv):
+        term = t.cast(it) * prod(sizes[i + 1:])
+        inside = t < sizes[i] if dtypes.is_unsigned(t.dtype) else (t >= 0).logical_and(t < sizes[i])
+        flat, ok = (term, inside) if flat is None or ok is None else (flat + term, ok.logical_and(inside))
+      assert flat is not None and ok is not None
+      x = x.reshape(x.shape[:d0] + (prod(sizes),) + x.shape[d0 + k:])
+      adv = [(d0, ok.where(flat, -1))]
+    mask, big, dims = self._adv_masks(x, adv)
     d0, nb = dims[0], len(big)
     out = _select(mask, x.reshape(x.shape[:d0] + (1,) * nb + x.shape[d0:]), tuple(d + nb for d in dims))
     if self._adv_permuted(dims): out = out.permute(*range(d0, d0 + nb), *range(d0), *range(d0 + nb, out.ndim))
     return out
 
+  def __delitem__(self, index: Any) -> None:
+    # (with __setitem__ defined and no __delitem__, Python raises AttributeError: __delitem__)
+    raise TypeError(f"'{type(self).__name__}' object doesn't support item deletion")
+
   def __setitem__(self, index: Any, v: Self | ConstType) -> None:
     """Write v (broadcast to self[index]) into this tensor's buffer, via assign. With repeated tensor indices the last write wins."""
     from tinygrad.schedule.kernelize import is_buffer_view, is_contiguous_buffer, is_strided_view, is_writable_view
     if self.requires_grad or (isinstance(v, type(self)) and v.requires_grad): raise NotImplementedError("setitem on a tensor that requires grad is not supported")
+    # on DISK the selected part of the file is written (its bytes: DISK runs no kernels), as tinygrad's setitem of a file
+    from tinygrad.frontend.disk import is_storage_device
+    if is_storage_device(self.device):
+      self[index].assign(v)
+      return
+    # a detached buffer (x.detach()[i] = v) writes x's buffer, as torch's detach shares storage: the write runs now
+    if (inner := getattr(self, "_detached_buffer", lambda: None)()) is not None:
+      inner[index] = v
+      inner.realize()
+      return
     # a view of another tensor's buffer (row = x[1]; row[0] = 5) is written through: the assign of the whole view
     # reaches the buffer (Tensor.assign), as in tinygrad and torch
     if not is_contiguous_buffer(self.uop) and not is_writable_view(self.uop) and hasattr(self, "_rebase_view"): self._rebase_view()

@@ -18,6 +18,10 @@ TensorT = TypeVar("TensorT", bound="MovementMixin")  # a Tensor, in the helpers 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+class _ZeroDimCatError(InvalidArgumentError, IndexError):
+  """cat of a 0-d tensor: torch raises RuntimeError, tinygrad IndexError; this is both (and a ValueError)."""
+
+
 def _flat_pads_to_pairs(flat: Sequence[int], ndim: int) -> list[tuple[int, int]]:
   """torch-style flat padding (last axis first: (left, right, top, bottom, ...)) -> one (before, after) pair per axis."""
   if len(flat) % 2: raise InvalidArgumentError(f"flat padding needs an even number of ints (before, after per axis), got {len(flat)}: {tuple(flat)}")
@@ -280,6 +284,8 @@ class MovementMixin(ElementwiseMixin):
 
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Self:
     if dims is None:
+      # (a one-element sequence is that shift: torch and tinygrad take roll(x, (1,)))
+      if not isinstance(shifts, int) and len(shifts_seq := tuple(shifts)) == 1 and isinstance(shifts_seq[0], int): shifts = shifts_seq[0]
       if not isinstance(shifts, int): raise InvalidArgumentError(f"roll without dims takes one int shift, got {shifts}")
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     dims_t, shifts_t = tuple(self._resolve_dim(d) for d in make_tuple(dims, 1)), make_tuple(shifts, 1)
@@ -294,9 +300,11 @@ class MovementMixin(ElementwiseMixin):
     return x
 
   def cat(self, *args: Self, dim: int = 0) -> Self:
-    if isinstance(self, (tuple, list)): return self[0].cat(*self[1:], *args, dim=dim)  # Tensor.cat((a, b)) as in torch.cat
+    if isinstance(self, (tuple, list)):  # Tensor.cat((a, b)) as in torch.cat
+      if args: raise InvalidArgumentError("cat takes the tensors either as one sequence or one by one, not both")
+      return self[0].cat(*self[1:], dim=dim)
     tensors = [self, *args]
-    if any(t.ndim == 0 for t in tensors): raise InvalidArgumentError("cat can't join 0-d tensors: unsqueeze them first (or use stack)")
+    if any(t.ndim == 0 for t in tensors): raise _ZeroDimCatError("cat can't join 0-d tensors: unsqueeze them first (or use stack)")
     d = self._resolve_dim(dim)
     for i, t in enumerate(args, 1):
       if t.ndim != self.ndim: raise InvalidArgumentError(f"cat needs tensors with the same number of dims: tensor 0 has shape {self.shape}, tensor {i} has {t.shape}")
@@ -317,7 +325,9 @@ class MovementMixin(ElementwiseMixin):
     return functools.reduce(lambda a, b: a.logical_or(b) if dt == dtypes.bool else a + b, parts)
 
   def stack(self, *args: Self, dim: int = 0) -> Self:
-    if isinstance(self, (tuple, list)): return self[0].stack(*self[1:], *args, dim=dim)  # Tensor.stack((a, b)) as in torch.stack
+    if isinstance(self, (tuple, list)):  # Tensor.stack((a, b)) as in torch.stack
+      if args: raise InvalidArgumentError("stack takes the tensors either as one sequence or one by one, not both")
+      return self[0].stack(*self[1:], dim=dim)
     for i, t in enumerate(args, 1):
       if t.shape != self.shape: raise InvalidArgumentError(f"stack needs tensors of one shape: tensor 0 has {self.shape}, tensor {i} has {t.shape}")
     d = self._resolve_dim(dim, extra=True)

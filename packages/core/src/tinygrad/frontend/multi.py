@@ -65,10 +65,13 @@ def replicate(x: UOp, devices: Devices) -> UOp: return make_multi([copy_to(x, d)
 def assign_value(target: TensorT, x: Any) -> TensorT:
   """The value `target.assign(x)` writes, as tinygrad takes it: a Python scalar, list or numpy array becomes a tensor of the
   target's dtype (and device); a tensor must have the target's dtype and is broadcast to its shape."""
+  from tinygrad.frontend.disk import is_storage_device
   T = type(target)
+  # (a value for a file is made on the default device: a new buffer on the file's DISK device would be the file itself)
+  dev = None if is_storage_device(target.device) else target.device
   if not isinstance(x, T):
-    if isinstance(x, (int, float, bool)): return T.full(target.shape, x, dtype=target.dtype, device=target.device)
-    x = T(x, dtype=target.dtype, device=target.device)
+    if isinstance(x, (int, float, bool)): return T.full(target.shape, x, dtype=target.dtype, device=dev)
+    x = T(x, dtype=target.dtype, device=dev)
   if x.dtype != target.dtype:
     raise InvalidDTypeError(f"assign dtype mismatch: target {target.dtype!r}, value {x.dtype!r}; cast the value first")
   if x.shape != target.shape:
@@ -110,7 +113,10 @@ class MultiMixin(MovementMixin):
       bounds = split_bounds(t.shape[ax], len(devs))
       parts = [shrink_axis(t.uop, ax, b) for b in bounds]
     # each shard gets a buffer of its own on its device (a copy, or a contiguous kernel on the tensor's own device)
-    srcs = [UOp(Ops.CONTIGUOUS, p.dtype, (p,)) if p.device == d else copy_to(p, d) for p, d in zip(parts, devs)]
+    from tinygrad.frontend.disk import is_storage_device
+    # from a file each part is copied from a view of its bytes (Tensor.to), where a copy of the sliced view needs a kernel on DISK
+    if is_storage_device(t.device): srcs = [type(t)(p).to(d).uop for p, d in zip(parts, devs)]
+    else: srcs = [UOp(Ops.CONTIGUOUS, p.dtype, (p,)) if p.device == d else copy_to(p, d) for p, d in zip(parts, devs)]
     return type(t)(make_multi(srcs, ax, bounds), requires_grad=t.requires_grad)
 
   def shard_like(self, y: Self) -> Self:

@@ -121,7 +121,10 @@ class ReduceMixin(MovementMixin):
       # a correction beyond the count: the value is sq / 0 (inf, or NaN) as torch, the gradient torch's finite sq' / n (sq' / 0
       # would be inf * 0 = NaN where x - mean is 0)
       return sq.detach().div(0) + (sq - sq.detach()).div(n)
-    return sq.div(max(0, n) if isinstance(n, int) else n)  # a symbolic count (x[:v]) is at least its Variable's min
+    # (a symbolic count (x[:v]) is at least its Variable's min.) Narrow floats divide in float32: a count past 65504 is inf in half
+    d = max(0, n) if isinstance(n, int) else n
+    if dtypes.is_float(sq.dtype) and sq.dtype.itemsize < 4: return sq.cast(dtypes.float32).div(d).cast(sq.dtype)
+    return sq.div(d)
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     # at var == 0 (all values equal) sqrt's slope is inf and var's 0: the gradient is 0 there (torch), not inf * 0 = NaN
     v = self.var(axis, keepdim, correction)
@@ -200,7 +203,9 @@ class ReduceMixin(MovementMixin):
       before = scan_last(totals).pad(((0, 0),) * len(lead) + ((1, 0),), value=identity)
       out = combine(inner, before.reshape(*lead, m, 1)).reshape(*lead, m * b)
       return out.shrink(tuple((0, s) for s in lead) + ((0, n),)) if m * b != n else out
-    if self.ndim == 0: return self
+    if self.ndim == 0:
+      self._axis(axis)  # a 0-d tensor scans along dim 0 or -1 only (torch, tinygrad: IndexError otherwise)
+      return self
     return self._along_last(axis, scan_last)
 
   def _window(self) -> Self:
@@ -228,7 +233,7 @@ class ReduceMixin(MovementMixin):
   def _running_max(self, axis: int) -> tuple[Self, Self]:
     """Running maximum along axis and, as int32, the first index where each running maximum was reached."""
     values = self._cum_reduce(axis, Ops.MAX)
-    if self.ndim == 0: return values, type(self).full((), 0, dtype=dtypes.int32, device=self.device)
+    if self.ndim == 0: return values, type(self).full((), 0, dtype=dtypes.int32, device=self.device)  # (axis checked by the scan)
     ax, n = self._axis(axis), self.shape[self._axis(axis)]
     if n == 0: return values, type(self).full(self.shape, 0, dtype=dtypes.int32, device=self.device)
     # an element starts a new running maximum when it beats the running maximum before it (ties keep the earlier

@@ -16,8 +16,10 @@ from tinygrad.tensor import Tensor
 
 def _filled(shape: tuple[int, ...], value: float, device: str) -> Tensor:
   """Optimizer state: float32 with a buffer of its own (identical `zeros(...).contiguous()` graphs would share one)."""
+  # filled now: its first update is then the only assign on it in the step's schedule (a pending fill would join that
+  # schedule as an assign chained before the update)
   return Tensor.empty(*shape, dtype=dtypes.float32, device=device, requires_grad=False).assign(
-    Tensor.full(shape, value, dtype=dtypes.float32, device=device))
+    Tensor.full(shape, value, dtype=dtypes.float32, device=device)).realize()
 
 
 class Optimizer:

@@ -90,7 +90,10 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None, copy_assigns: bo
       realize.add(n)
       realize.update(a for a in map(_written, n.src) if not is_contiguous_buffer(a))
     if _is_kernel_output(n): realize.discard(n)  # a view of the argument's buffer
-    if n.op is Ops.ASSIGN and not is_buffer_view(n.src[1]) and (reads_target_elsewhere(n) or (copy_assigns and reads_other_targets(n, targets))):
+    # (a value that is a view of another buffer is read as it is; a view of the target's own buffer at other positions,
+    # x.assign(x.flip(0)) or x[1:].assign(x[:-1]), would read elements already overwritten: it is stored first too)
+    if n.op is Ops.ASSIGN and not (is_buffer_view(n.src[1]) and n.src[1].base is not n.src[0].base) and \
+       (reads_target_elsewhere(n) or (copy_assigns and reads_other_targets(n, targets))):
       if n.src[1] not in realize and not copy_assigns: copied[n] = n.src[1]
       realize.add(n.src[1])
     if n.op is Ops.COPY:
@@ -462,7 +465,7 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   if (order := _kernel_order(sink, realize)) is None:
     realize, internal = find_realizes(sink, policy, copy_assigns=True)
     if (order := _kernel_order(sink, realize)) is None:
-      raise RuntimeError("no order of these assigns gives each the values it read: realize() the values before assigning them")
+      raise RuntimeError("no order of these assigns gives each the values it read (they read each other in a cycle): realize() the values before assigning them")
   # one pass in dependency order: each node with its realized sources replaced by views of their buffers (each
   # realized node's kernel computes the rebuilt node). Linear in the graph: no per-kernel substitution.
   replaced: dict[UOp, UOp] = {}

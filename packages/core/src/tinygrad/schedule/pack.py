@@ -20,6 +20,8 @@ Applied by create_schedule (schedule/kernelize.py) to REDUCE_AXIS nodes of CPU-s
 """
 from __future__ import annotations
 
+import math
+
 from tinygrad.dtype import dtypes
 from tinygrad.helpers import ContextVar, prod
 from tinygrad.schedule.conv_lanes import channel_lanes
@@ -92,7 +94,26 @@ def _axis_strides(x: UOp, sliced: bool = False, casts: bool = False) -> tuple[UO
   steps = []
   for a, s in enumerate(x.shape):
     steps.append(_offsets(x, tuple(1 if i == a and s > 1 else 0 for i in range(len(x.shape))), sliced, casts)[1] - origin if s > 1 else 0)
+  # a reshape that merges an expanded axis with another ((G, R) -> G*R: a GQA's repeated heads) moves the read position by
+  # no single step per axis: described as x itself, contiguous, so that no caller takes an axis for a broadcast one. (Read
+  # through slices, positions in the padding have no place in the base: the map holds only inside the range, unchecked)
+  if not sliced and not _affine(x, origin, steps, sliced, casts):
+    return x, [st if s > 1 else 0 for s, st in zip(x.shape, _strides(x.shape))]
   return base, steps
+
+
+def _affine(x: UOp, origin: int, steps: list[int], sliced: bool, casts: bool) -> bool:
+  """Whether element idx of x reads position origin + sum(idx * steps), checked along each axis (every position up to 512,
+  beyond that the first 64, the divisors and the last: where a merged axis's digits carry) and at the far corner."""
+  nd = len(x.shape)
+  for a, s in enumerate(x.shape):
+    if s <= 2: continue
+    pts = set(range(2, s)) if s <= 512 else {*range(2, 64), s - 1, *(d for d in range(2, math.isqrt(s) + 1) if s % d == 0),
+                                             *(s // d for d in range(2, math.isqrt(s) + 1) if s % d == 0)}
+    for i in pts:
+      if _offsets(x, tuple(i if b == a else 0 for b in range(nd)), sliced, casts)[1] != origin + i * steps[a]: return False
+  corner = tuple(s - 1 for s in x.shape)
+  return _offsets(x, corner, sliced, casts)[1] == origin + sum(c * st for c, st in zip(corner, steps))
 
 
 def rewrite_cpu_reduce(r: UOp) -> UOp | None:

@@ -156,6 +156,12 @@ class UOp:
   # hash and == are object's own (identity, in C): interning makes identity equality; a Python __hash__ here was called millions
   # of times per schedule (every set and dict of UOps)
   def __bool__(self) -> bool:
+    # a comparison that the variables' ranges decide (start_pos > 0 with start_pos in [1, 8]) is that answer, as in tinygrad
+    if self.dtype == dtypes.bool and len(nodes := self.toposort()) <= 64 and any(n.op is Ops.DEFINE_VAR for n in nodes) and \
+       all(n.op in _SIZE_OPS or n.op in GroupOp.Comparison for n in nodes):
+      try: lo, hi = self.vmin, self.vmax
+      except Exception: lo, hi = False, True  # noqa: BLE001  (no range known: undecided)
+      if lo == hi: return bool(lo)
     if any(n.op is Ops.BIND for n in self.toposort()):  # a size of a symbolic shape met a Python `if`: that op has no symbolic support
       raise NotImplementedError(f"this op doesn't support a symbolic size here (it asked whether {render_expr(self)} holds, which depends "
                                 "on a bound Variable's value): shrink the symbolic dim to a fixed size first, or work on a fixed-size "
@@ -448,11 +454,15 @@ def sint_to_uop(x: int | UOp, dtype: DType = dtypes.int32) -> UOp:
   return x if isinstance(x, UOp) else UOp.const(dtype, x)
 
 
-def Variable(name: str, min_val: int, max_val: int) -> UOp:
+def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.int32) -> UOp:
   """A symbolic int in [min_val, max_val]: `v = Variable("start_pos", 0, 1023).bind(5)` gives a bound value
   that shapes and tensor math can use; kernels take it as a parameter, so one compiled kernel (and one
   TinyJit capture) serves every value."""
   if not isinstance(name, str) or not name.isidentifier(): raise ValueError(f"a Variable name must be an identifier, got {name!r}")
   if not (isinstance(min_val, int) and isinstance(max_val, int)) or min_val > max_val:
     raise ValueError(f"Variable {name!r} needs int bounds with min <= max, got [{min_val}, {max_val}]")
-  return UOp(Ops.DEFINE_VAR, dtypes.int32, (), (name, min_val, max_val))
+  # tinygrad's dtype= (int64 for bounds past int32): kernels take variables as int32 parameters here, so only int32 is taken
+  if dtype != dtypes.int32: raise NotImplementedError(f"Variable {name!r}: only dtypes.int32 variables are supported, got {dtype!r}")
+  if not dtypes.min(dtype) <= min_val <= max_val <= dtypes.max(dtype):
+    raise ValueError(f"Variable {name!r}'s bounds [{min_val}, {max_val}] don't fit {dtype!r}")
+  return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
