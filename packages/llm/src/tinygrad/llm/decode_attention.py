@@ -24,6 +24,10 @@ SmolLM2 595 -> 536 against the cache write's kernel and this one (bench/README.m
 has it: CUDA sm_90+) the keys and values of the cache it reads early load before the wait for the product (uop.dsl.GRID_WAIT):
 only this kernel writes the cache, and the token's own position comes from registers (SmolLM2 543 -> 534 us, Llama-1B 821 ->
 819).
+
+`o_parts` (model.DECODE_ATTN_O, off by default) also folds the output projection in: a block per (head, part of wo's rows), its
+slice of wo copied into shared memory before the grid wait, the products added into the residual stream by atomic adds. On an
+H100 it is break-even (Llama-1B 1,019.7 against 1,019.4 us a step, 16 kernels fewer; bench/README.md, session 32).
 """
 from __future__ import annotations
 

@@ -11,7 +11,10 @@ ROWS, and
      step, lanes over the dims, warp shuffles at the end; silu(gate) * up of each row into shared memory;
   3. after one barrier, 8 lanes a row read the block's 128-byte slice of each of the down matrix's rows (4 rows a warp at a
      time) and store the partial dot products: out[c, n] = sum over the slice of down[n, hidden] * act[hidden].
-The partials (hidden / ROWS of them per output) are summed by the Tensor op after it, with the residual add (a small kernel).
+The partials (hidden / ROWS of them per output) are summed by the Tensor op after it, with the residual add (a small kernel);
+or (`accumulate`, DECODE_FFN=2) added by atomic adds into the next residual stream, which the attention kernel before it zeroed
+(decode_attention's o_parts): cheaper than that kernel, and still 12 us a step slower than the gate/up and down kernels on an H100
+(Llama-1B 1,031 against 1,019.7 us with the projection folded in both; bench/README.md, session 32).
 Blocks of 1,024 threads with few registers each (x stays in shared memory) keep enough loads in flight: blocks of 256 or 512
 threads holding x in registers made the step 14-31% slower than the two kernels (this form: 2.3%).
 """

@@ -80,7 +80,8 @@ DECODE_ATTENTION = ContextVar("DECODE_ATTENTION", 2)
 DECODE_FFN = ContextVar("DECODE_FFN", 0)
 # one token on a GPU with a float16 output projection, where the attention kernel writes the cache: R > 0, that kernel also
 # applies the projection and adds it into the residual stream (atomic adds, in place: decode_attention.py's o_parts), a block
-# per (head, R-th of the rows); 0, the projection and the residual add as a kernel of their own
+# per (head, R-th of the rows); 0, the projection and the residual add as a kernel of their own. Off: break-even on an H100 (Llama-1B
+# 1,019.7 against 1,019.4 us a step), and with DECODE_FFN=2 (three kernels a layer) 1.2% slower (bench/README.md, session 32)
 DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
