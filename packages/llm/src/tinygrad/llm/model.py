@@ -487,6 +487,7 @@ class Attention:
     out, added = self._attention(x, scale, start_pos, cos, sin, mask, first, residual)
     # realized: the stream is read by the norm and the matmul after it (a kernel that added in place left a buffer already)
     return out if residual is None or added else (residual + out).contiguous()
+
   def _attention(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor,
                  first: Tensor | None, residual: Tensor | None) -> tuple[Tensor, bool]:
     """The attention block's output (after the output projection) and False, or `residual` with it added and True where one
