@@ -80,3 +80,14 @@ def test_a_histogram_indexed_by_values_read_in_the_kernel():
   labels = np.random.default_rng(0).integers(0, 10, 300).astype(np.int32)
   counts = Tensor.zeros(10, dtype=dtypes.int32, device="PYTHON").contiguous().custom_kernel(Tensor(labels, device="PYTHON"), fxn=histogram)[0]
   assert counts.tolist() == np.bincount(labels, minlength=10).tolist()
+
+
+def test_get_program_checks_every_renderer_before_it_renders():
+  """The check is core's (codegen/program.py), not each renderer's: a renderer that lists no dtypes never sees the add."""
+  from tinygrad.codegen.program import get_program
+  from tinygrad.runtime.python import PythonRenderer
+  class NoAtomics(PythonRenderer): atomic_add = ()
+  out = Tensor.zeros(8, device="PYTHON").contiguous().custom_kernel(Tensor(np.ones(1024, np.float32), device="PYTHON"), fxn=blocked_sum(1024, 8))[0]
+  ast = out.schedule()[-1].ast
+  assert "blocked_sum" in get_program(ast, PythonRenderer()).src  # renders where the dtype is listed
+  with pytest.raises(NotImplementedError, match="NoAtomics renders no atomic add"): get_program(ast, NoAtomics())

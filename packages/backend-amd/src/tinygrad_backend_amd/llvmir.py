@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from tinygrad.device.plugin import STORE_ADD, CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
 from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_type, reg_type
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
@@ -105,8 +105,6 @@ class AMDLLVMRenderer(Renderer):
     return tuple(tensor_cores_for(self.arch))
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    for u in uops:
-      if u.op is Ops.STORE and u.arg == STORE_ADD: self.check_atomic_add(u)
     return _AMDFunctionBuilder(name, uops, datalayout=str(_target_machine(self.arch).target_data), tcs=self.tensor_cores).build()
 
 

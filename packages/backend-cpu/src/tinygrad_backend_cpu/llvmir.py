@@ -357,8 +357,6 @@ class LLVMRenderer(Renderer):
   def __reduce__(self) -> tuple: return LLVMRenderer, (self.target,)
 
   def render(self, name: str, uops: list[UOp]) -> str:
-    for u in uops:
-      if u.op is Ops.STORE and u.arg == STORE_ADD: self.check_atomic_add(u)
     return _FunctionBuilder(name, uops, attrs=' "prefer-vector-width"="512"' if self.wide else "").build()
 
 

@@ -413,7 +413,6 @@ class _Kernel:
     else: self.emit(f"ld.{space}.{'f32' if dt in HALFS else MEM[dt]} {dst}, [{a.reg}]", gate)
 
   def _store(self, u: UOp) -> None:
-    if u.arg == STORE_ADD: self.r.check_atomic_add(u)
     if u.arg == "async" or u.src[1].dtype.count > 1: return self._vstore(u)
     a = self._addr_of(u.src[0])
     val, dt = self.v(u.src[1]), u.src[1].dtype

@@ -21,7 +21,7 @@ from tinygrad.codegen.threads import split_for_threads
 from tinygrad.codegen.vectorize import PAIRS, vectorize_memory
 from tinygrad.helpers import DEBUG, NOOPT, VERIFY, prod
 from tinygrad.renderer import Renderer
-from tinygrad.uop.ops import Ops, UOp
+from tinygrad.uop.ops import STORE_ADD, Ops, UOp
 from tinygrad.uop.rewrite import graph_rewrite
 from tinygrad.uop.verify import verify_kernel, verify_linear
 
@@ -189,6 +189,8 @@ def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> 
   if is_hand_written(ast) and ast.arg.name: name = f"{ast.arg.name}_{name.rsplit('_', 1)[1]}"
   if opts is None: opts = default_opts(ast, renderer)
   uops, global_size, local_size = lower_kernel_with_dims(ast, renderer, opts)
+  for u in uops:  # one check for every renderer: the dtypes it adds atomically (Renderer.atomic_add)
+    if u.op is Ops.STORE and u.arg == STORE_ADD: renderer.check_atomic_add(u)
   src = renderer.render(name, uops)
   if DEBUG >= 4: print(src)
   globals_ = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)

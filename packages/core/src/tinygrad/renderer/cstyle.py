@@ -209,7 +209,7 @@ class CStyleRenderer(Renderer):
     return f"*{ptr} = {value};" if gate is None else f"if ({gate}) *{ptr} = {value};"
 
   def render_atomic_add(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
-    """*ptr += value atomically (check_atomic_add has passed: dt is one of self.atomic_add)."""
+    """*ptr += value atomically (get_program has checked that dt is one of self.atomic_add)."""
     raise NotImplementedError(f"{self.name} renders no atomic add")
 
   def render_atomic_add_builtin(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
@@ -353,7 +353,6 @@ class CStyleRenderer(Renderer):
     elif op is Ops.LOAD: self._declare(k, u, self.render_load(r[0], u.dtype, *(r[1:3] if len(r) == 3 else ())))
     elif op is Ops.STORE and u.arg == "async": k.emit(self.render_async_copy(u, r[0], k.names[u.src[1].src[0]]))
     elif op is Ops.STORE and u.arg == STORE_ADD:
-      self.check_atomic_add(u)
       k.emit(self.render_atomic_add(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.STORE: k.emit(self.render_store(r[0], r[1], u.src[1].dtype, r[2] if len(r) == 3 else None))
     elif op is Ops.CAST: self._declare(k, u, self.render_cast(r[0], u.src[0].dtype, u.dtype))
