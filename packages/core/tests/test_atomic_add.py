@@ -48,6 +48,23 @@ def test_cpu_renderers_add_atomically(renderer, dt):
   np.testing.assert_array_equal(got, x.reshape(-1, 16).sum(0))
 
 
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64, dtypes.int32])
+def test_clang_renders_float_adds_that_gcc_compiles_too(dt):
+  """gcc's __atomic_fetch_add takes no floats (a machine without clang compiles our C with gcc: $CC, or a `cc` that is gcc):
+  float adds are a compare-and-swap loop on their bits, integer adds the builtin. Compiled here with gcc where there is one."""
+  import shutil
+  import subprocess
+  pytest.importorskip("tinygrad_backend_cpu")
+  from tinygrad_backend_cpu.clang import ClangRenderer
+  src = ClangRenderer().render_atomic_add("(data0+alu0)", "val0", dt)
+  assert ("__atomic_compare_exchange_n" in src) == dtypes.is_float(dt) and ("__atomic_fetch_add" in src) != dtypes.is_float(dt)
+  if (gcc := shutil.which("gcc")) is None: return
+  c = {dtypes.float32: "float", dtypes.float64: "double", dtypes.int32: "int"}[dt]
+  code = f"void k({c}* restrict data0, {c} val0, int alu0) {{ {src} }}"
+  res = subprocess.run([gcc, "-x", "c", "-O2", "-c", "-o", "/dev/null", "-"], input=code.encode(), capture_output=True)
+  assert res.returncode == 0, res.stderr.decode()
+
+
 def test_a_renderer_without_atomic_adds_says_so():
   """The error names the dtype, the memory and what the renderer has, and how to get around it."""
   buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(8), (), 0)

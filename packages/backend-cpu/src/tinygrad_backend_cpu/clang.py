@@ -260,8 +260,9 @@ class ClangRenderer(CStyleRenderer):
   # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize. fp8 is a byte converted in the kernel
   extra_matcher = pm_fast_transcendentals + pm_fp8_as_bytes
   type_map = {**CStyleRenderer.type_map, dtypes.float16: "_Float16", dtypes.bfloat16: "__bf16"}
-  atomic_add = (dtypes.float32, dtypes.float64, *dtypes.ints)  # clang's __atomic_fetch_add (floats too): threads may share an element
-  render_atomic_add = CStyleRenderer.render_atomic_add_builtin
+  # __atomic_fetch_add (floats: a compare-and-swap loop, which gcc compiles too): a kernel's threads may add into one element
+  atomic_add = (dtypes.float32, dtypes.float64, *dtypes.ints)
+  render_atomic_add = CStyleRenderer.render_atomic_add_portable
   compiler: ClangCompiler
 
   def __init__(self, target: Target | None = None):

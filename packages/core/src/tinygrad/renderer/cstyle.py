@@ -213,8 +213,18 @@ class CStyleRenderer(Renderer):
     raise NotImplementedError(f"{self.name} renders no atomic add")
 
   def render_atomic_add_builtin(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
-    """render_atomic_add for clang's C dialects (C, HIP): its __atomic_fetch_add takes floats too."""
+    """render_atomic_add for clang's C dialects (HIP): its __atomic_fetch_add takes floats too."""
     code = f"__atomic_fetch_add({ptr}, {value}, __ATOMIC_RELAXED);"
+    return code if gate is None else f"if ({gate}) {code}"
+
+  def render_atomic_add_portable(self, ptr: str, value: str, dt: DType, gate: str | None = None) -> str:
+    """render_atomic_add for C that gcc may compile too (the CPU's): integers by __atomic_fetch_add, floats by a compare-and-swap
+    loop on their bits (gcc's __atomic builtins take no floats; clang makes the same loop of a float add on x86 and Arm)."""
+    if not dtypes.is_float(dt) or dt.itemsize not in (4, 8): return self.render_atomic_add_builtin(ptr, value, dt, gate)
+    bits, t = ("unsigned int" if dt.itemsize == 4 else "unsigned long long"), self.render_dtype(dt)
+    code = (f"{{ {bits} *tg_p = ({bits} *)({ptr}), tg_old = __atomic_load_n(tg_p, __ATOMIC_RELAXED), tg_new; {t} tg_v = {value}, tg_f; "
+            f"do {{ __builtin_memcpy(&tg_f, &tg_old, sizeof(tg_f)); tg_f += tg_v; __builtin_memcpy(&tg_new, &tg_f, sizeof(tg_f)); }} "
+            f"while (!__atomic_compare_exchange_n(tg_p, &tg_old, tg_new, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); }}")
     return code if gate is None else f"if ({gate}) {code}"
 
   def render_define_reg(self, name: str, dt: PtrDType) -> str: return f"{self.render_dtype(dt.base)} {name}[{max(dt.size, 1)}];"
