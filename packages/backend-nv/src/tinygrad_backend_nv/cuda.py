@@ -14,6 +14,7 @@ from tinygrad.device.plugin import GRID_WAIT, ContextVar, CStyleRenderer, DType,
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
+from tinygrad_backend_nv.streams import STREAM_BYTES, stream_load_helper, streamed_loads
 
 _HALF = """\
 struct half {  // IEEE binary16, converted with cvt (cuda_fp16.h is not needed)
@@ -284,6 +285,7 @@ class CUDARenderer(CStyleRenderer):
     self._smem_align = 16  # while rendering: shared arrays' alignment (wgmma's swizzle atoms need 1024)
     self._tmaps: list[tuple] = []  # while rendering: the tensor maps its tile copies name (kernel parameters tmap0, ...)
     self._rolled: set[UOp] = set()  # while rendering: loops kept rolled (_rolled_loops)
+    self._streamed: set[UOp] = set()  # while rendering: loads with the no-L1 hint (streams.py)
     # sm_90a on the CUDA driver (runtime.py encodes the maps; the NV device's own launches don't)
     self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
     self.grid_wait = arch_number(self.arch) >= 90  # every kernel waits for the grids before it (render)
@@ -343,8 +345,14 @@ class CUDARenderer(CStyleRenderer):
     # plain cvt.rn.f16.f32 / .bf16.f32 reads (C7514), not one read by cvt.rn.f16x2.f32 (same rounding, low half kept)
     half, bf16 = (_HALF, _BF16) if self._smem_align != WGMMA_SMEM_ALIGN else (_x2(_HALF, "f16"), _x2(_BF16, "bf16"))
     tma = [("tg_mbar_", _TMA), *((f"tg_tma_load{n}(", _tma_load(n)) for n in range(2, 6)), *((f"tg_tma_mcast{n}(", _tma_load(n, True)) for n in range(2, 6))]
+    streams = [(f"tg_ld_stream{n}(", stream_load_helper(n)) for n in STREAM_BYTES]
     return [("half", half), ("bfloat16", bf16), *vectors, *wides, ("tg_bitcast<", _BITCAST), *ldsm, *cp, ("tg_wgmma_", wgmma.DESC_HELPER), *mmas, *tma,
-            *super().helpers()]
+            *streams, *super().helpers()]
+
+  def _render_uop(self, k, u: UOp) -> None:
+    if u in self._streamed and u not in k.skip:  # read once by one thread: not kept in L1 (streams.py)
+      self._declare(k, u, f"tg_ld_stream{u.dtype.itemsize * u.dtype.count}({k.names[u.src[0]]})")
+    else: super()._render_uop(k, u)
 
   def _spread(self, uops: list[UOp]) -> bool:
     """Whether each block gets an SM of its own: a hand-written kernel that asks (KernelInfo.spread), on sm_90+, where a graph
@@ -363,8 +371,12 @@ class CUDARenderer(CStyleRenderer):
     self._dyn_offset = 0 if reserved > STATIC_SHARED_MAX else None
     self._tmaps = []
     self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
+    # a reduction whose shared memory holds only partials (a matrix-vector product): its matrix's loads stream past L1
+    self._streamed = streamed_loads(uops) if shared <= REDUCE_SMEM_MAX and not any(u.op is Ops.WMMA for u in uops) else set()
     try: src = super().render(name, uops)
-    finally: self._dyn_offset, align, self._smem_align, tmaps, self._tmaps, self._rolled = None, self._smem_align, 16, self._tmaps, [], set()
+    finally:
+      self._dyn_offset, align, self._smem_align, tmaps, self._tmaps, self._rolled = None, self._smem_align, 16, self._tmaps, [], set()
+      self._streamed = set()
     threads = 1
     for u in uops:
       if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])

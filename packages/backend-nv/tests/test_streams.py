@@ -1,0 +1,84 @@
+"""streams.py: which loads the CUDA renderer sends past L1 (read once, by one thread), and the kernels that get them."""
+from __future__ import annotations
+
+import pytest
+from nv_harness import Prog
+from tinygrad import Context, Tensor
+from tinygrad.dtype import dtypes
+from tinygrad.engine import realize
+from tinygrad.uop.ops import Ops
+from tinygrad_backend_nv.streams import stream_load_helper, streamed_loads
+
+
+def _matvec_prog(gate: bool = False, store_into_matrix: bool = False) -> tuple[Prog, object, object]:
+  """out[g * 4 + l] = sum_r W[(g * 4 + l) * 64 + r] * x[r]: (prog, the matrix's load, the vector's load)."""
+  p = Prog()
+  out, w, x = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32), p.glob(2, dtypes.float32)
+  g, lane = p.special("gidx0", 8), p.special("lidx0", 4)
+  row = p.alu(Ops.ADD, p.alu(Ops.MUL, g, p.const(dtypes.int32, 4)), lane)
+  acc = p(Ops.DEFINE_REG, dtypes.float32.ptr(1, "reg"), (), 0)
+  zero = p.const(dtypes.int32, 0)
+  p.store(acc, zero, p.const(dtypes.float32, 0.0))
+  r = p.loop(p.const(dtypes.int32, 64))
+  at = p.alu(Ops.ADD, p.alu(Ops.MUL, row, p.const(dtypes.int32, 64)), r)
+  wv = p.load(w, at, p.alu(Ops.CMPLT, r, p.const(dtypes.int32, 60)), p.const(dtypes.float32, 0.0)) if gate else p.load(w, at)
+  xv = p.load(x, r)
+  st = p.store(acc, zero, p.alu(Ops.MULACC, wv, xv, p.load(acc, zero)))
+  done = p(Ops.AFTER, acc.dtype, (acc, p.end(r, st)))
+  p.store(w if store_into_matrix else out, row, p.load(done, zero))
+  return p, wv, xv
+
+
+def test_a_matrix_row_load_streams_and_the_vector_load_does_not():
+  p, wv, xv = _matvec_prog()
+  assert streamed_loads(p.uops) == {wv}
+  assert xv not in streamed_loads(p.uops)
+
+
+@pytest.mark.parametrize("gate,store_into_matrix", [(True, False), (False, True)])
+def test_gated_loads_and_buffers_the_kernel_writes_do_not_stream(gate, store_into_matrix):
+  """A gated load renders as a select; a buffer the kernel also stores to must not be read through the non-coherent path."""
+  p, _, _ = _matvec_prog(gate, store_into_matrix)
+  assert streamed_loads(p.uops) == set()
+
+
+def test_streamed_loads_can_be_turned_off():
+  p, _, _ = _matvec_prog()
+  with Context(STREAM_LOADS=0): assert streamed_loads(p.uops) == set()
+
+
+def test_helpers_are_one_ptx_load_of_their_size():
+  assert "ld.global.nc.L1::no_allocate.u32 %0, [%1];" in stream_load_helper(4)
+  assert "ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" in stream_load_helper(8)
+  assert "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" in stream_load_helper(16)
+
+
+def _sources(build) -> dict[str, str]:
+  """name -> CUDA source of every kernel the tensors from build() run on NULL:CUDA (which compiles each with NVRTC)."""
+  with Context(DEV="NULL:CUDA:sm_90"):
+    realize.capturing.append(cap := realize.Capture(jit=False))
+    try: Tensor.realize_all(*build())
+    finally: realize.capturing.pop()
+  return {ei.runner.spec.name: ei.runner.spec.src for ei, _ in cap.items if ei.runner is not None}
+
+
+def test_a_float16_matrix_vector_product_streams_its_rows():
+  """The GPU decode step's form: a float16 matrix times a float32 vector. Its rows' 16-byte loads go through tg_ld_stream16,
+  the vector's float4 loads don't, and the kernel compiles."""
+  srcs = _sources(lambda: [(Tensor.empty(512, 2048, dtype=dtypes.float16).cast(dtypes.float32) * Tensor.empty(2048)).sum(1)])
+  (src,) = [s for n, s in srcs.items() if n.startswith("r_")]
+  loads = [line for line in src.splitlines() if " val" in line and "= " in line]
+  assert any("tg_ld_stream16(((halfx8*)" in line for line in loads)
+  assert all("tg_ld_stream" not in line for line in loads if line.strip().startswith("float4"))
+  realize._runner_cache.clear()  # its key holds the AST, not the renderer's settings
+  try:
+    with Context(STREAM_LOADS=0):
+      srcs = _sources(lambda: [(Tensor.empty(512, 2048, dtype=dtypes.float16).cast(dtypes.float32) * Tensor.empty(2048)).sum(1)])
+  finally: realize._runner_cache.clear()  # later tests get kernels rendered with the default again
+  assert all("tg_ld_stream" not in s for s in srcs.values())
+
+
+def test_elementwise_kernels_keep_plain_loads():
+  """No loop around the loads: nothing to stream past."""
+  srcs = _sources(lambda: [Tensor.empty(4096) + Tensor.empty(4096)])
+  assert all("tg_ld_stream" not in s for s in srcs.values())
