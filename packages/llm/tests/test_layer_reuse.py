@@ -2,7 +2,7 @@
 graph (REUSE=0) and as the numpy reference, eagerly and through the engine's TinyJit captures."""
 import numpy as np
 import pytest
-from llm_synth import SynthConfig, reference_forward, write_model
+from llm_synth import SynthConfig, logits_tol, reference_forward, write_model
 from tinygrad import Context, reuse
 from tinygrad.llm.engine import LLM
 from tinygrad.llm.model import Transformer
@@ -11,7 +11,7 @@ TOKENS = [3, 17, 5, 60, 2, 9, 33, 8, 1]
 
 
 def check(ours, ref):
-  np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-4 * np.abs(ref).max() + 1e-5)
+  np.testing.assert_allclose(ours, ref, rtol=0, atol=logits_tol() * np.abs(ref).max() + 1e-5)
 
 
 @pytest.mark.parametrize("arch,qtype", [("llama", "Q4_1"), ("qwen3", "F16")])

@@ -206,11 +206,12 @@ def test_dot_products_follow_the_renderer():
 
 
 @pytest.mark.parametrize("type_name", ["Q4_1", "F16"])
-@pytest.mark.parametrize("siblings", [1, 0])
-def test_one_token_gate_up_as_sibling_products(monkeypatch, siblings, type_name):
+@pytest.mark.parametrize("siblings,half", [(1, 1), (1, 0), (0, 1)])
+def test_one_token_gate_up_as_sibling_products(monkeypatch, siblings, half, type_name):
   """One token through a stacked gate/up FFN (Q4_1 or F16) in the GPU form (fuses_cheaply): with GATE_UP_SIBLINGS=1 the gate's and
   the up's products are two reductions of one kernel that stores silu(gate) * up (one kernel fewer than the stacked product and
-  a kernel combining its halves); both forms match numpy (on the gguf package's dequantization for Q4_1)."""
+  a kernel combining its halves), as float16 (FFN_HALF=1, the default: numpy's product rounded to float16 the same way) or
+  float32; every form matches numpy (on the gguf package's dequantization for Q4_1)."""
   import tinygrad.llm.model as model
   from tinygrad.helpers import Context
   from tinygrad.uop.ops import Ops
@@ -227,11 +228,12 @@ def test_one_token_gate_up_as_sibling_products(monkeypatch, siblings, type_name)
   ffn = model.FeedForward({model.GATE_UP: model.QuantWeight(Tensor(gu_raw), type_name, (2 * n, k)),
                            "ffn_down.weight": model.QuantWeight(Tensor(down_raw), type_name, (k, n))})
   x_np = (np.random.default_rng(2).standard_normal((1, 1, k)) * 1e-2).astype(np.float32)  # gate values where silu is not flat
-  with Context(GATE_UP_SIBLINGS=siblings):
+  with Context(GATE_UP_SIBLINGS=siblings, FFN_HALF=half):
     out = ffn(Tensor(x_np))
     kernels = [si for si in out.schedule() if si.ast.op is Ops.SINK]
     got = out.numpy()
   gu = x_np @ gu_w.T
   act = gu[..., :n] / (1 + np.exp(-gu[..., :n])) * gu[..., n:]
+  if siblings and half: act = act.astype(np.float16).astype(np.float32)  # only the sibling form stores it (as float16)
   np.testing.assert_allclose(got, act @ down_w.T, rtol=1e-4, atol=1e-4)
   assert len(kernels) == (2 if siblings else 3)

@@ -81,10 +81,17 @@ DECODE_FFN = ContextVar("DECODE_FFN", 0)
 # one token on a GPU with a float16 output projection, where the attention kernel writes the cache: R > 0, that kernel also
 # applies the projection and adds it into the residual stream (atomic adds, in place: decode_attention.py's o_parts), a block
 # per (head, R-th of the rows); 0, the projection and the residual add as a kernel of their own. Off: break-even on an H100 (Llama-1B
-# 1,019.7 against 1,019.4 us a step), and with DECODE_FFN=2 (three kernels a layer) 1.2% slower (bench/README.md, session 32)
+# 1,019.7 against 1,019.4 us a step), and with DECODE_FFN=2 (three kernels a layer) 1.2% slower (bench/README.md, session 32).
+# Set while loading: a layer whose norms were folded (NORM_FOLD) runs the separate kernels
 DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
+# a GPU's float16 q/k/v and gate/up matrices with the RMSNorm weights before them folded in at load (fold_norm; not
+# with DECODE_FFN or DECODE_ATTN_O set while loading, whose kernels take the norm's weight); 0: kept apart
+NORM_FOLD = ContextVar("NORM_FOLD", 1)
+# a GPU's one-token step stores silu(gate) * up as float16 for the down product (its kernel reads 2 bytes of the vector a column
+# instead of 4): Llama-1B 1,037 -> 1,027 us, SmolLM2 540 -> 532 on an H100 (session 33); 0: float32
+FFN_HALF = ContextVar("FFN_HALF", 1)
 # a prefill chunk's attention on half tensor cores as one flash-style kernel (prefill_attention.py); 0: the four Tensor-op kernels
 PREFILL_ATTENTION = ContextVar("PREFILL_ATTENTION", 1)
 TC_MIN_ROWS = 16  # a matmul with at least this many rows (tokens) runs on the tensor cores where the device has half-precision ones
@@ -680,7 +687,8 @@ class FeedForward:
         # one token on a GPU: the gate's and the up's products are sibling reductions (schedule/siblings.py), one kernel that
         # loads x once and stores silu(gate) * up, not the two halves for a kernel of its own to combine
         gate, up = linear(x, self.gate_up.rows(0, n), scale=scale), linear(x, self.gate_up.rows(n, 2 * n), scale=scale)
-        return linear((gate.silu() * up).contiguous(), self.down)
+        act = gate.silu() * up
+        return linear(act.cast(dtypes.float16).contiguous().cast(dtypes.float32) if FFN_HALF.value else act.contiguous(), self.down)
       gu = linear(x, self.gate_up, scale=scale).contiguous()
       # stored: inside the down projection's kernel silu(gate) * up would be recomputed for every output row (measured on the
       # H200: Llama-1B's down projection 13.6 -> 45 us when it was); on tensor cores linear() stores it itself, as half
@@ -721,18 +729,43 @@ class MoEFeedForward:
     return out
 
 
+def fold_norm(norm: Tensor, *weights: QuantWeight | None) -> bool:
+  """Multiply each float16 matrix's columns by the RMSNorm weight that precedes it, in place: (x * norm) @ W.T == x @ (W * norm).T,
+  so the products read x alone. On a GPU a decode step's matrix-vector kernels read x and the norm's weight from L1 for every
+  16 bytes of a row (their vector loads cost as much as the matrix's): folded, Llama-1B's step 1,004 -> 968 us on an H100 with
+  the row loads' cache hint (bench/README.md, session 33). Only where every matrix is float16 (a quantized one would need
+  requantizing): False, and nothing changed, otherwise. The rounding of W * norm to float16 is the one prefill's activations get."""
+  ws = [w for w in weights if w is not None]
+  if not ws or any(w.raw.dtype != dtypes.float16 or len(w.shape) != 2 or w.shape[1] != norm.shape[0] for w in ws): return False
+  for w in ws: w.raw.assign((w.raw.reshape(w.shape).cast(dtypes.float32) * norm.reshape(1, -1)).cast(dtypes.float16).reshape(-1)).realize()
+  return True
+
+
 class Block:
   def __init__(self, cfg: ModelConfig, w: dict[str, Any], max_context: int, cache_dtype):
     self.cfg = cfg
     self.attn_norm, self.ffn_norm = w["attn_norm.weight"], w["ffn_norm.weight"]
     self.attn = Attention(cfg, w, max_context, cache_dtype)
     self.ffn = MoEFeedForward(cfg, w) if "ffn_gate_inp.weight" in w else FeedForward(w)
+    # on a GPU the norms' weights are folded into the float16 products that read them (fold_norm); None: folded. Not with the
+    # one-kernel decode experiments (DECODE_FFN, DECODE_ATTN_O), whose kernels take the norm's weight
+    self.attn_norm_folded = self.ffn_norm_folded = False
+    if NORM_FOLD.value and fuses_cheaply(self.attn_norm.device) and not DECODE_FFN.value and not DECODE_ATTN_O.value:
+      a = self.attn
+      self.attn_norm_folded = fold_norm(self.attn_norm, *((a.wqkv,) if a.wqkv is not None else (a.wq, a.wk, a.wv)))
+      if isinstance(self.ffn, FeedForward):
+        f = self.ffn
+        self.ffn_norm_folded = fold_norm(self.ffn_norm, *((f.gate_up,) if f.gate_up is not None else (f.gate, f.up)))
 
   def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor, first: Tensor | None = None) -> Tensor:
-    # the residual stream is realized; the matmuls after a norm read x times the norm's weight and scale their outputs by the
-    # norm's factor (norm_scale), so the normalized rows are never stored (an unrealized norm would be recomputed per output row)
+    # the residual stream is realized; the matmuls after a norm read x times the norm's weight (or x, where the weight is folded
+    # into them) and scale their outputs by the norm's factor (norm_scale), so the normalized rows are never stored (an
+    # unrealized norm would be recomputed per output row)
     eps = self.cfg.norm_eps
     ffn = self.ffn if isinstance(self.ffn, FeedForward) else None
+    if self.attn_norm_folded or self.ffn_norm_folded:
+      h = self.attn(x if self.attn_norm_folded else x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x)
+      return (h + self.ffn(h if self.ffn_norm_folded else h * self.ffn_norm, norm_scale(h, eps))).contiguous()
     if ffn is not None and ffn.accumulates(x) and self.attn.o_kernel_parts(x, mask.shape[1]):
       # one token, each half of the layer one kernel adding into the residual stream: the attention's adds its projection into x in
       # place and zeroes the buffer into which the feed-forward kernel then adds h and its product (atomic adds, no partial sums)
