@@ -737,7 +737,8 @@ def fold_norm(norm: Tensor, *weights: QuantWeight | None) -> bool:
   requantizing): False, and nothing changed, otherwise. The rounding of W * norm to float16 is the one prefill's activations get."""
   ws = [w for w in weights if w is not None]
   if not ws or any(w.raw.dtype != dtypes.float16 or len(w.shape) != 2 or w.shape[1] != norm.shape[0] for w in ws): return False
-  for w in ws: w.raw.assign((w.raw.reshape(w.shape).cast(dtypes.float32) * norm.reshape(1, -1)).cast(dtypes.float16).reshape(-1)).realize()
+  for w in ws:  # along the flat buffer, so that each element is read where it is written: one kernel, in place (no copy)
+    w.raw.assign((w.raw.cast(dtypes.float32) * norm.reshape(1, -1).expand(w.shape).reshape(-1)).cast(dtypes.float16)).realize()
   return True
 
 
