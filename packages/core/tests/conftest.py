@@ -42,9 +42,11 @@ def _seed():
 
 @pytest.fixture(autouse=True)
 def _no_program_cache():
-  """Lowered programs aren't served from the on-disk cache (engine/program_cache.py): tests patch the lowering (opts, heuristics,
-  passes), which the cache's key can't see. test_program_cache.py turns it on where it is the subject."""
-  with Context(PCACHE=0): yield
+  """Lowered programs aren't served from the on-disk cache (engine/program_cache.py), nor lowered in the compile pool's processes
+  (PARALLEL_COMPILE, on by default on machines of more than two cores): tests patch the lowering (opts, heuristics, passes) in
+  this process, which neither the cache's key nor a worker sees (on a 16-core GPU machine a test recording the opts saw none).
+  test_program_cache.py and test_parallel_compile.py turn them on where they are the subject."""
+  with Context(PCACHE=0, PARALLEL_COMPILE=0): yield
 
 
 def _told_gpu(monkeypatch, shuffles: bool):
