@@ -284,6 +284,7 @@ def test_disk_bitcast_and_setitem(tmp_path):
   with pytest.raises(RuntimeError, match="non-contiguous"): g[::2] = 0
 
 
+@pytest.mark.devices(2)
 def test_shard_a_slice_of_a_file(tmp_path):
   """Sharding a part of a DISK tensor copies each device's part from a view of the file's bytes (it asked DISK for a kernel)."""
   f = tmp_path / "s"
