@@ -56,6 +56,18 @@ def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], dic
   return tensors, var_vals
 
 
+def _unbound_shape(shape: tuple, var_vals: dict[str, int]) -> tuple:
+  """The shape with its bound Variables unbound (what a capture's kernels are compiled for), adding their values to var_vals:
+  x[:, :v.bind(3)] and x[:, :v.bind(5)] are the same input to a TinyJit, which replays with v = 3 or 5."""
+  out = []
+  for s in shape:
+    if isinstance(s, UOp) and (binds := [n for n in s.toposort() if n.op is Ops.BIND]):
+      for b in binds: var_vals[b.src[0].arg[0]] = b.src[1].arg
+      s = s.substitute({b: b.src[0] for b in binds})
+    out.append(s)
+  return tuple(out)
+
+
 def _returned_tensors(ret: Any, capturing: bool = False) -> list[Tensor]:
   """The tensors in a jitted function's return value (a tensor, or lists, tuples and dicts of them). While capturing, any
   other value is a JitError, as in tinygrad: a replay returns the captured value again, which would be stale."""
@@ -143,7 +155,7 @@ class TinyJit(Generic[ReturnType]):
       self.cnt += 1
       return self._run_and_realize(args, kwargs)
     if self.cnt == self.capture_after: return self._capture(args, kwargs, tensors)
-    self._check_inputs(tensors)
+    self._check_inputs(tensors, var_vals)
     self.cnt += 1  # the number of calls so far, as tinygrad's (replays included)
     self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
     _rebind(self.ret, var_vals)
@@ -165,7 +177,7 @@ class TinyJit(Generic[ReturnType]):
                      "call .realize() on its assigns inside the function")
     _returned_tensors(ret, capturing=True)
     self.cnt += 1
-    self.input_specs = [InputSpec(t.shape, t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
+    self.input_specs = [InputSpec(_unbound_shape(t.shape, {}), t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
     self.input_names = [name for name, _ in tensors]
     inputs = [b for _, t in tensors for b in tensor_buffers(t)]
     onetime: list[tuple[ExecItem, dict[str, int]]] = []
@@ -189,13 +201,13 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")
     return ret
 
-  def _check_inputs(self, tensors: list[tuple[str, Any]]) -> None:
+  def _check_inputs(self, tensors: list[tuple[str, Any]], var_vals: dict[str, int]) -> None:
     if len(tensors) != len(self.input_specs):
       raise JitError(f"jitted function was captured with {len(self.input_specs)} tensor inputs, now called with {len(tensors)}")
     if (names := [name for name, _ in tensors]) != self.input_names:
       raise JitError(f"args mismatch in JIT: the tensor inputs were {self.input_names} at the capture, now {names}")
     for (name, t), spec in zip(tensors, self.input_specs):
-      now = InputSpec(t.shape, t.dtype, input_device(t))
+      now = InputSpec(_unbound_shape(t.shape, var_vals), t.dtype, input_device(t))
       if now != spec:
         raise JitError(f"{name} of the jitted function changed from shape {spec.shape} {spec.dtype!r} on {spec.device} to "
                        f"shape {now.shape} {now.dtype!r} on {now.device}; a TinyJit replays fixed kernels: keep inputs the same, "
