@@ -21,3 +21,24 @@ def test_jit_input_with_a_symbolic_shape_replays_with_its_bound_value():
     np.testing.assert_allclose(got, a.numpy()[:, :i] @ b.numpy()[:i, :] + 1, rtol=1e-5, atol=1e-6)
   assert len(jf.captured) == 1
   with pytest.raises(Exception, match="changed from shape"): jf(a[:, :Variable("j", 1, 10).bind(2)], b[:2, :])
+
+
+def test_function_module_and_tinygrad_keywords():
+  """tinygrad 0.14 programs import `function` from tinygrad.function and pass its keywords allow_implicit and
+  precompile_backward; both were an ImportError / TypeError here."""
+  import tinygrad
+  from tinygrad.function import function
+  assert function is tinygrad.function
+
+  class Model:
+    def __init__(self): self.w = Tensor([10.0, 20.0, 30.0]).realize()
+    @function(allow_implicit=True, precompile_backward=True)
+    def __call__(self, x: Tensor) -> Tensor: return x * self.w
+
+  x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  out = Model()(x)
+  np.testing.assert_equal(out.numpy(), [10, 40, 90])
+  out.sum().backward()
+  np.testing.assert_equal(x.grad.numpy(), [10, 20, 30])
+  np.testing.assert_equal(function(lambda a: a + 1, allow_implicit=True)(Tensor([1, 2])).numpy(), [2, 3])
+  with pytest.raises(NotImplementedError, match="grad_fxn"): function(grad_fxn=lambda *a: a)

@@ -13,6 +13,7 @@ numbers, `.item()`, `.numpy()`: their values would be fixed into every call), wh
 from __future__ import annotations
 
 import functools
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,10 +26,20 @@ from tinygrad.uop.ops import Ops, UOp
 
 
 class function:
-  """Decorator: `@function` or `@function(precompile=True)`, on a function or a method."""
+  """Decorator: `@function` or `@function(precompile=True)`, on a function or a method.
 
-  def __init__(self, fxn: Callable[..., Any] | None = None, *, precompile: bool = False):
+  tinygrad's other keywords are accepted for its programs: `allow_implicit` (tinygrad raises, unless it is True, when the body
+  reads realized tensors that are not arguments, e.g. a model's weights; here that is always allowed) and `precompile_backward`
+  (here the backward's kernels compile when the gradient is realized, as any other). `grad_fxn` is not supported
+  (docs/differences.md)."""
+
+  def __init__(self, fxn: Callable[..., Any] | None = None, *, precompile: bool = False, precompile_backward: bool = False,
+               allow_implicit: bool = False, grad_fxn: Callable[..., Any] | None = None):
+    if grad_fxn is not None:
+      raise NotImplementedError("@function(grad_fxn=...) is not supported (docs/differences.md): write the custom gradient as a Tensor "
+                                "function, or use Tensor.custom_kernel(..., grad_fxn=)")
     self.fxn, self.precompile = fxn, precompile
+    self.precompile_backward, self.allow_implicit = precompile_backward, allow_implicit
     # signature -> (placeholders, outputs' uops, the tensor class the outputs are rebuilt as)
     self.traces: dict[tuple, tuple[tuple[UOp, ...], Any, type[TensorBase]]] = {}
     self._bound: weakref.WeakKeyDictionary[Any, function] = weakref.WeakKeyDictionary()  # per instance, for methods
@@ -37,7 +48,7 @@ class function:
   def __call__(self, *args: Any, **kwargs: Any) -> Any:
     if self.fxn is None:  # @function(precompile=...) receiving the function
       if len(args) != 1 or kwargs or not callable(args[0]): raise TypeError("@function(precompile=...) decorates one function")
-      return function(args[0], precompile=self.precompile)
+      return function(args[0], precompile=self.precompile, precompile_backward=self.precompile_backward, allow_implicit=self.allow_implicit)
     key = tuple(_signature(a) for a in args) + tuple((k, _signature(v)) for k, v in sorted(kwargs.items()))
     if (trace := self.traces.get(key)) is None: trace = self.traces[key] = self._trace(args, kwargs)
     holders, outs, cls = trace
@@ -51,7 +62,8 @@ class function:
     if obj is None: return self
     if (bound := self._bound.get(obj)) is None:
       assert self.fxn is not None
-      bound = self._bound[obj] = function(self.fxn.__get__(obj, objtype), precompile=self.precompile)
+      bound = self._bound[obj] = function(self.fxn.__get__(obj, objtype), precompile=self.precompile,
+                                          precompile_backward=self.precompile_backward, allow_implicit=self.allow_implicit)
     return bound
 
   def _trace(self, args: tuple, kwargs: dict) -> tuple[tuple[UOp, ...], Any, type[TensorBase]]:
@@ -84,3 +96,8 @@ def _compile(roots: list[UOp]) -> None:
   """Compile the kernels of the traced graph now (on its placeholders: the same ASTs every call schedules)."""
   roots = [r if r.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER) else UOp(Ops.CONTIGUOUS, r.dtype, (r,), -1) for r in roots if not is_buffer_view(r)]
   if roots: lower_schedule(create_schedule(roots, split_policy())[0])
+
+
+# tinygrad keeps `function` in tinygrad.function: `from tinygrad.function import function` finds this module under that name
+# (the attribute tinygrad.function stays the decorator, as `from tinygrad import function` gives in tinygrad)
+sys.modules.setdefault("tinygrad.function", sys.modules[__name__])
