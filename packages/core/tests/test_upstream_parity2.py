@@ -42,3 +42,33 @@ def test_function_module_and_tinygrad_keywords():
   np.testing.assert_equal(x.grad.numpy(), [10, 20, 30])
   np.testing.assert_equal(function(lambda a: a + 1, allow_implicit=True)(Tensor([1, 2])).numpy(), [2, 3])
   with pytest.raises(NotImplementedError, match="grad_fxn"): function(grad_fxn=lambda *a: a)
+
+
+def test_index_or_src_on_another_device_is_a_runtime_error():
+  """gather/scatter/tensor indexing with an index (or src) on another device raise, as in tinygrad and torch, instead of
+  copying it over silently; a device mismatch in elementwise ops and where() is a RuntimeError too (it is also a ValueError)."""
+  from tinygrad import dtypes
+  x = Tensor.zeros(3, 4)
+  idx = Tensor.zeros(3, 4, dtype=dtypes.int32, device="CPU:1")
+  for f in (lambda: x.gather(0, idx), lambda: x.scatter(0, idx, Tensor.ones(3, 4)), lambda: x.scatter(0, idx.to("CPU"), Tensor.ones(3, 4, device="CPU:1")),
+            lambda: x[Tensor([0, 1], device="CPU:1")], lambda: x.sparse_categorical_crossentropy(Tensor([0, 1, 2], device="CPU:1")),
+            lambda: x + idx, lambda: Tensor([True], device="CPU:1").where(x, 0)):
+    with pytest.raises(RuntimeError, match="on"): f()
+    with pytest.raises(ValueError): f()
+  np.testing.assert_equal(x.gather(0, idx.to("CPU")).numpy(), np.zeros((3, 4)))
+
+
+def test_a_tuple_of_one_device_is_that_device():
+  """device=("CPU",) (as code generic over device counts passes) is a plain tensor on CPU, as in tinygrad, so it combines with
+  other tensors there; it was a sharded tensor of one part that an add with a CPU tensor refused."""
+  from tinygrad import Device
+  dev = Device.canonicalize(None)
+  for t in (Tensor([1.0], device=(dev,)), Tensor.empty(1, device=(dev,)), Tensor.ones(1).to((dev,)), Tensor.ones(1).shard((dev,), axis=0)):
+    assert t.device == dev
+  np.testing.assert_equal((Tensor([1.0], device=(dev,)) + Tensor([2.0])).numpy(), [3.0])
+
+
+def test_non_int_shape_message():
+  """tinygrad's message (its tests match 'shape must be int'), still a RuntimeError and ValueError."""
+  for dim in (2.0, 2.5, -1):
+    with pytest.raises(RuntimeError, match="shape must be int"): Tensor.ones(dim)

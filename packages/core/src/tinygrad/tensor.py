@@ -464,7 +464,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def empty(*shape: int, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = _check_shape(argfix(*shape))
-    if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]
+    if isinstance(device, (tuple, list)):
+      if isinstance(devs := canonical_device(device), tuple): return Tensor(multi_empty(tuple(shape), dt, devs), **kwargs)
+      device = devs  # a tuple of one device is that device
     # a symbolic size (Tensor.empty(v, 2)) gets a buffer for its largest value, viewed at the symbolic shape
     buf = new_buffer(Device.canonicalize(device), max_size(shape), dt)
     return Tensor(buffer_view(buf, tuple(shape)), **kwargs)
@@ -476,7 +478,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     # ints >= 0, or symbolic sizes (int expressions of Variables: Tensor.full((1, v+1), -inf))
     if not all(isinstance(s, UOp) and dtypes.is_int(s.dtype) or isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
       # a ValueError and, as tinygrad and torch raise, a RuntimeError
-      raise InvalidArgumentError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
+      raise InvalidArgumentError(f"shape must be ints >= 0 (or symbolic sizes of bound Variables), got {shape}")
     # a bound Variable (or an int expression of one) fills with its value, in its dtype (tinygrad)
     dt = to_dtype(dtype) if dtype is not None else fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value)
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)

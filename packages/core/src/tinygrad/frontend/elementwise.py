@@ -218,7 +218,8 @@ class ElementwiseMixin(TensorBase):
     x: Self = self
     if isinstance(other, type(self)):
       y = other
-      if y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
+      if y.device != x.device:  # a ValueError here, a RuntimeError as in torch and tinygrad
+        raise InvalidArgumentError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
     elif isinstance(other, UOp):  # a bound Variable (or an expression of them) used as a scalar
       y = type(self)(other, device=x.device, dtype=x.dtype if not dtypes.is_bool(x.dtype) else dtypes.int32, requires_grad=False)
     else:
@@ -368,6 +369,7 @@ class ElementwiseMixin(TensorBase):
       # two scalars that the condition's int dtype can't hold keep their own dtypes (the condition only picks)
       if _outside(self, vx) or _outside(self, vy): dt = least_upper_dtype(dtypes.from_py(vx), dtypes.from_py(vy))
       a, b = type(self)(vx, device=self.device, dtype=dt, requires_grad=False), type(self)(vy, device=self.device, dtype=dt, requires_grad=False)
+    if cond.device != a.device: raise InvalidArgumentError(f"where's condition is on {cond.device} but its values on {a.device}; move one with .to()")
     shape = _broadcast_shape(cond.shape, a.shape, b.shape)
     return cond.expand(shape)._alu(Ops.WHERE, a.expand(shape), b.expand(shape))
 

@@ -23,9 +23,11 @@ TensorT = TypeVar("TensorT", bound="MultiMixin")
 # ---- devices
 
 def canonical_device(device: str | Sequence[str] | None) -> str | Devices:
-  """Device.canonicalize, also for a tuple of devices (a sharded tensor's device)."""
+  """Device.canonicalize, also for a tuple of devices (a sharded tensor's device); a tuple of one device is that device, as in
+  tinygrad (Tensor(x, device=("CPU",)) is a plain tensor on CPU)."""
   if isinstance(device, (tuple, list)):
     if not device: raise ValueError("a tuple of devices must name at least one device")
+    if len(device) == 1: return Device.canonicalize(device[0])
     devs = tuple(Device.canonicalize(d) for d in device)
     if len(set(devs)) != len(devs): raise ValueError(f"the devices of a sharded tensor must be distinct, got {devs}")
     return devs
@@ -102,7 +104,7 @@ class MultiMixin(MovementMixin):
     None). The result's `.device` is the tuple of devices; ops on it run on every device, `.to(device)` gathers it."""
     if isinstance(devices, str): raise TypeError(f"shard takes a tuple of devices, got the string {devices!r}")
     devs = canonical_device(tuple(devices))
-    assert isinstance(devs, tuple)
+    if isinstance(devs, str): return self.to(devs)  # one device: no split (tinygrad's shard gives a plain tensor there too)
     t = self
     ax = None if axis is None else t._axis(axis)
     if isinstance(t.device, tuple):

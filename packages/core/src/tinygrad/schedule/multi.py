@@ -98,8 +98,8 @@ def to_layout(x: UOp, devices: Devices, layout: Layout) -> tuple[UOp, ...]:
   """x's per-device parts in `layout`: a replicated x is sliced, a differently sharded one is gathered and sliced."""
   if x.op is not Ops.MULTI:
     if x.device is None: return (x,) * len(devices)  # a device-less constant: the same node everywhere
-    raise ValueError(f"can't combine a tensor on {x.device} with one on {devices}: move it there first with .to() or .shard()")
-  if x.device != devices: raise ValueError(f"tensors are on different devices: {x.device} and {devices}; reshard one with .shard()")
+    raise InvalidArgumentError(f"can't combine a tensor on {x.device} with one on {devices}: move it there first with .to() or .shard()")
+  if x.device != devices: raise InvalidArgumentError(f"tensors are on different devices: {x.device} and {devices}; reshard one with .shard()")
   if x.arg == layout: return x.src
   x = allgather(x)
   axis, bounds = layout
