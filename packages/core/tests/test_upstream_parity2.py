@@ -72,3 +72,22 @@ def test_non_int_shape_message():
   """tinygrad's message (its tests match 'shape must be int'), still a RuntimeError and ValueError."""
   for dim in (2.0, 2.5, -1):
     with pytest.raises(RuntimeError, match="shape must be int"): Tensor.ones(dim)
+
+
+def test_assign_into_a_view_of_a_sharded_tensor_writes_its_buffers():
+  """out[:, 2:3].assign(v) on a tensor sharded on axis 0 writes each device's part of the column (it silently wrote nothing:
+  the view 'had no buffer' and just took the value), also at a Variable's offset; a view across the shards raises."""
+  from tinygrad import Device
+  devs = tuple(f"{Device.canonicalize(None)}:{i}" for i in (1, 2))
+  want = [[0, 0, 1, 0]] * 4
+  out = Tensor.zeros(4, 4).shard(devs, 0).contiguous().realize()
+  out[:, 2:3].assign(Tensor.ones(4, 1).shard(devs, 0).contiguous().realize())
+  assert out.tolist() == want
+  out = Tensor.zeros(4, 4).contiguous().realize().shard(devs, 0).realize()
+  v = Variable("i", 0, 3).bind(2)
+  out[:, v:v + 1].assign(Tensor.ones(4, 1).shard(devs, 0)).realize()
+  assert out.tolist() == want
+  out = Tensor.zeros(4, 4).shard(devs, 1).contiguous().realize()
+  out[1:3].assign(Tensor.ones(2, 4).shard(devs, 1))
+  assert out.tolist() == [[0] * 4, [1] * 4, [1] * 4, [0] * 4]
+  with pytest.raises(NotImplementedError, match="setitem"): out.shard(devs, 0).contiguous().realize()[1:3].assign(Tensor.ones(2, 4).shard(devs, 0))
