@@ -91,3 +91,14 @@ def test_assign_into_a_view_of_a_sharded_tensor_writes_its_buffers():
   out[1:3].assign(Tensor.ones(2, 4).shard(devs, 1))
   assert out.tolist() == [[0] * 4, [1] * 4, [1] * 4, [0] * 4]
   with pytest.raises(NotImplementedError, match="setitem"): out.shard(devs, 0).contiguous().realize()[1:3].assign(Tensor.ones(2, 4).shard(devs, 0))
+
+
+def test_jit_returning_an_input_returns_this_calls_input():
+  """A jitted function that returns one of its inputs (`return b.assign(a + 1)` into a fresh Tensor.empty_like each call)
+  returns this call's tensor in a replay, which the replay wrote; it returned the capturing call's tensor (stale values)."""
+  @TinyJit
+  def f(a: Tensor, b: Tensor) -> Tensor: return b.assign(a + 1)
+  for i in range(5):
+    b = Tensor.empty_like(a := Tensor([i]))
+    c = f(a, b)
+    assert c is b and c.item() == i + 1

@@ -80,6 +80,14 @@ def _returned_tensors(ret: Any, capturing: bool = False) -> list[Tensor]:
   return []
 
 
+def _map_returned(ret: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+  """ret (a tensor, or lists, tuples and dicts of them) with every tensor t replaced by fn(t)."""
+  if isinstance(ret, Tensor): return fn(ret)
+  if isinstance(ret, dict): return {k: _map_returned(v, fn) for k, v in ret.items()}
+  if isinstance(ret, (list, tuple)): return type(ret)(_map_returned(v, fn) for v in ret)
+  return ret
+
+
 def _rebind(ret: Any, var_vals: dict[str, int]) -> None:
   """A returned tensor of symbolic shape (x[:, :v] * 2) takes this call's values: the Variables in its view's shapes (the
   args of its movement ops) are rebound."""
@@ -128,6 +136,7 @@ class TinyJit(Generic[ReturnType]):
     self.input_slots: list[list[tuple[int, int]]] = []  # per input: (item index, buffer index) where it is used
     self.captured_mem: set[int] = set()  # id()s of the memory (a view's base) of the captured buffers outside the input slots
     self.ret: Any = None
+    self.ret_inputs: dict[int, int] = {}  # id() of a returned tensor that is an input of the capturing call -> that input's index
     self.graph: _JitGraph | None = None  # the device graph replaying the captured kernels, when there is one
     self.graph_tried = False
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
@@ -136,6 +145,7 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     self.cnt, self.captured, self.input_specs, self.input_names, self.input_slots, self.ret = 0, [], [], [], [], None
+    self.ret_inputs = {}
     self.captured_mem = set()
     self.graph, self.graph_tried = None, False
 
@@ -159,6 +169,8 @@ class TinyJit(Generic[ReturnType]):
     self.cnt += 1  # the number of calls so far, as tinygrad's (replays included)
     self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
     _rebind(self.ret, var_vals)
+    if self.ret_inputs:  # a returned input (`return b.assign(a + 1)`) is this call's input, which the replay wrote
+      return _map_returned(self.ret, lambda t: tensors[self.ret_inputs[id(t)]][1] if id(t) in self.ret_inputs else t)
     return self.ret
 
   def _run_and_realize(self, args: tuple, kwargs: dict) -> Any:
@@ -197,6 +209,7 @@ class TinyJit(Generic[ReturnType]):
     self.captured_mem = {id(_mem(b)) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if (i, j) not in slots}
     for ei, vals in onetime: ei.run(vals)  # again: the capturing call may have released what they wrote
     self.ret = ret
+    self.ret_inputs = {id(r): i for r in _returned_tensors(ret) for i, (_, t) in enumerate(tensors) if r is t or r.uop is t.uop}
     if DEBUG >= 1 and self.prune: print(f"TinyJit pruned {len(onetime)} one-time kernels/copies")
     if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")
     return ret
