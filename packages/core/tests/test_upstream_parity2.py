@@ -102,3 +102,12 @@ def test_jit_returning_an_input_returns_this_calls_input():
     b = Tensor.empty_like(a := Tensor([i]))
     c = f(a, b)
     assert c is b and c.item() == i + 1
+
+
+def test_tensorio_seek_clamps_to_the_file():
+  """tinygrad's TensorIO.seek stays within [0, len]: a seek past the end is at the end (it went past it here)."""
+  from tinygrad.nn.state import TensorIO
+  f = TensorIO(t := Tensor(b"Hello World!"))
+  assert (f.seek(1), f.seek(-2, 2), f.seek(1, 1), f.seek(10, 1), f.seek(10, 2), f.seek(-10, 0)) == (1, len(t) - 2, len(t) - 1, len(t), len(t), 0)
+  f.seek(100)
+  assert f.read() == b"" and f.tell() == len(t)
