@@ -122,3 +122,15 @@ def test_conv_with_overlapping_windows_over_a_symbolic_length():
     got = x[:, :, :v.bind(n)].conv2d(w, stride=6, padding=(3, 3))
     want = x[:, :, :n].conv2d(w, stride=6, padding=(3, 3)).numpy()
     np.testing.assert_allclose(got[:, :, :want.shape[-1]].numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_jit_does_not_capture_what_runs_under_capturing_0():
+  """Context(CAPTURING=0) inside a jitted function keeps those kernels out of the capture (tinygrad's one-time work); the
+  setting was accepted and ignored here, so they were replayed every call."""
+  from tinygrad import Context
+  @TinyJit
+  def add(a: Tensor, b: Tensor) -> Tensor:
+    with Context(CAPTURING=0): Tensor.zeros(4, 4).contiguous().realize()
+    return (a + b).realize()
+  for i in range(4): assert add(Tensor([i]), Tensor([i])).item() == 2 * i
+  assert len(add.captured) == 1
