@@ -48,14 +48,25 @@ def test_index_or_src_on_another_device_is_a_runtime_error():
   """gather/scatter/tensor indexing with an index (or src) on another device raise, as in tinygrad and torch, instead of
   copying it over silently; a device mismatch in elementwise ops and where() is a RuntimeError too (it is also a ValueError)."""
   from tinygrad import dtypes
-  x = Tensor.zeros(3, 4)
-  idx = Tensor.zeros(3, 4, dtype=dtypes.int32, device="CPU:1")
-  for f in (lambda: x.gather(0, idx), lambda: x.scatter(0, idx, Tensor.ones(3, 4)), lambda: x.scatter(0, idx.to("CPU"), Tensor.ones(3, 4, device="CPU:1")),
+  x = Tensor.zeros(3, 4).contiguous().realize()
+  idx = Tensor.zeros(3, 4, dtype=dtypes.int32, device="CPU:1").contiguous().realize()
+  for f in (lambda: x.gather(0, idx), lambda: x.scatter(0, idx, Tensor.ones(3, 4)), lambda: x.scatter(0, idx.to("CPU"), Tensor.ones(3, 4, device="CPU:1").contiguous().realize()),
             lambda: x[Tensor([0, 1], device="CPU:1")], lambda: x.sparse_categorical_crossentropy(Tensor([0, 1, 2], device="CPU:1")),
             lambda: x + idx, lambda: Tensor([True], device="CPU:1").where(x, 0)):
     with pytest.raises(RuntimeError, match="on"): f()
     with pytest.raises(ValueError): f()
   np.testing.assert_equal(x.gather(0, idx.to("CPU")).numpy(), np.zeros((3, 4)))
+
+
+def test_a_tensor_computed_from_constants_goes_to_the_other_device():
+  """An index or operand computed from constants alone (arange, full: no buffer holds its data; tinygrad's are device-less)
+  is made on the other tensor's device, as in tinygrad, instead of a device-mismatch error."""
+  idx = ((Tensor.arange(8) + 0.5) / 4 - 0.5).clip(0, 1).sub(0.5).ceil().int()
+  np.testing.assert_equal(Tensor([0, 1], device="CPU:1")[idx].numpy(), [0, 0, 0, 0, 1, 1, 1, 1])
+  assert (Tensor([1, 2, 3], device="CPU:1") + Tensor.arange(3)).device == "CPU:1"
+  np.testing.assert_equal((Tensor.arange(3) * Tensor([1, 2, 3], device="CPU:1")).numpy(), [0, 2, 6])
+  np.testing.assert_equal((Tensor.arange(3) < 1).where(Tensor([1.0, 2, 3], device="CPU:1"), 0).numpy(), [1, 0, 0])
+  np.testing.assert_equal(Tensor([[1.0, 2], [3, 4]], device="CPU:1").gather(1, Tensor.zeros(2, 1, dtype="int32")).numpy(), [[1], [3]])
 
 
 def test_a_tuple_of_one_device_is_that_device():

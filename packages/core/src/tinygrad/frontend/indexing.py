@@ -11,7 +11,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from tinygrad.dtype import ConstType, dtypes
 from tinygrad.frontend.base import TensorBase
-from tinygrad.frontend.elementwise import _broadcast_shape
+from tinygrad.frontend.elementwise import _broadcast_shape, data_free
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp
@@ -34,8 +34,9 @@ class _IndexPlan(Generic[TensorT]):
 
 def _on_device_of(self: Any, t: Any, what: str) -> Any:
   """t (an index or src tensor) for an op on self: an error when both are on single devices that differ, as in torch and
-  tinygrad (the data would move silently); for a sharded self, t goes to its devices."""
-  if t.device != self.device and isinstance(t.device, str) and isinstance(self.device, str):
+  tinygrad (the data would move silently), unless t is computed from constants alone (an arange: tinygrad's are device-less);
+  for a sharded self, t goes to its devices."""
+  if t.device != self.device and isinstance(t.device, str) and isinstance(self.device, str) and not data_free(t):
     raise InvalidArgumentError(f"{what} is on {t.device} but the tensor is on {self.device}; move it with .to()")
   return t.to(self.device)
 
