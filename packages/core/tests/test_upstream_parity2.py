@@ -145,3 +145,16 @@ def test_jit_does_not_capture_what_runs_under_capturing_0():
     return (a + b).realize()
   for i in range(4): assert add(Tensor([i]), Tensor([i])).item() == 2 * i
   assert len(add.captured) == 1
+
+
+def test_linear_dtype_is_the_result_dtype():
+  """linear(w, b, dtype=) computes the product in dtype and casts the bias to it, for a 1-D weight too (its dtype was
+  ignored there, and a float bias made an int product float)."""
+  from tinygrad import dtypes
+  x, w, b = Tensor([1, 2], dtype=dtypes.int8), Tensor([100, 100], dtype=dtypes.int8), Tensor([-0.5, 1.5])
+  r = x.linear(w, b, dtype=dtypes.int32)
+  assert r.dtype == dtypes.int32 and r.tolist() == [100, 201]  # 2*100 in int32, not int8; the bias cast to int first
+  r = x.linear(Tensor([[100], [100]], dtype=dtypes.int8), b[:1], dtype=dtypes.int32)
+  assert r.dtype == dtypes.int32 and r.tolist() == [300]
+  t = Tensor([0, 1], dtype=dtypes.bool)
+  assert t.linear(t, t, dtype=dtypes.int8).dtype == dtypes.int8 and t.linear(t).dtype == dtypes.bool
