@@ -158,3 +158,16 @@ def test_linear_dtype_is_the_result_dtype():
   assert r.dtype == dtypes.int32 and r.tolist() == [300]
   t = Tensor([0, 1], dtype=dtypes.bool)
   assert t.linear(t, t, dtype=dtypes.int8).dtype == dtypes.int8 and t.linear(t).dtype == dtypes.bool
+
+
+def test_rearrange_formula_errors_are_assertion_errors_too():
+  """A malformed rearrange formula raises what tinygrad's checks raise (AssertionError) as well as ValueError/RuntimeError;
+  axis names follow einops (no leading or trailing underscore)."""
+  x = Tensor.zeros(1, 1, 1, 1, 1)
+  for bad in ("a b c d (...) -> a b c ... d", "a b (c d ... -> a b c ... d", "a b* c d ... -> a b c ... d", "a b c d e -> f b c d e"):
+    with pytest.raises(AssertionError): x.rearrange(bad)
+    with pytest.raises(ValueError): x.rearrange(bad)
+  for name in ("2b", "_x", "x_", "_"):
+    with pytest.raises(AssertionError): Tensor.ones(1).rearrange(f"{name} -> {name}")
+  assert Tensor.ones(1).rearrange("u_n_d -> u_n_d").shape == (1,)
+  with pytest.raises(AssertionError): Tensor.zeros(8, 1).rearrange("(a1 a2 a3) b -> b a3 a2 a1", a1=2, a2=2, b=2)

@@ -30,6 +30,11 @@ class InvalidArgumentError(ValueError, RuntimeError):
   a ValueError for our callers and a RuntimeError for code written against them."""
 
 
+class FormulaError(InvalidArgumentError, AssertionError):
+  """A malformed rearrange formula: an InvalidArgumentError (ValueError, RuntimeError), and the AssertionError that tinygrad's
+  formula checks raise."""
+
+
 class OutOfRangeError(ValueError, IndexError):
   """A dim or index out of range: an IndexError as in torch and tinygrad, and a ValueError for our callers."""
 
