@@ -171,3 +171,12 @@ def test_rearrange_formula_errors_are_assertion_errors_too():
     with pytest.raises(AssertionError): Tensor.ones(1).rearrange(f"{name} -> {name}")
   assert Tensor.ones(1).rearrange("u_n_d -> u_n_d").shape == (1,)
   with pytest.raises(AssertionError): Tensor.zeros(8, 1).rearrange("(a1 a2 a3) b -> b a3 a2 a1", a1=2, a2=2, b=2)
+
+
+def test_unknown_device_or_renderer_errors_catch_as_tinygrads():
+  """Device["TYPO"] is a ModuleNotFoundError in tinygrad (it imports the runtime module) and an unknown renderer a RuntimeError;
+  ours (DeviceNotFound, a KeyError) is both of those too."""
+  from tinygrad import Context, Device
+  with pytest.raises(ModuleNotFoundError, match="TYPO"): Device["TYPO"]
+  with pytest.raises(KeyError): Device["TYPO"]
+  with pytest.raises(RuntimeError, match="CLANG"), Context(DEV="CPU:CLANGJIT"): _ = Device[Device.DEFAULT].renderer
