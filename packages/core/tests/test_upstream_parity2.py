@@ -180,3 +180,11 @@ def test_unknown_device_or_renderer_errors_catch_as_tinygrads():
   with pytest.raises(ModuleNotFoundError, match="TYPO"): Device["TYPO"]
   with pytest.raises(KeyError): Device["TYPO"]
   with pytest.raises(RuntimeError, match="CLANG"), Context(DEV="CPU:CLANGJIT"): _ = Device[Device.DEFAULT].renderer
+
+
+def test_a_variable_bound_to_two_values_in_one_kernel_is_a_runtime_error():
+  """tinygrad raises RuntimeError ('bind mismatch'); ours was a ValueError only (now both)."""
+  a = Tensor.arange(100 * 10).reshape(100, 10).contiguous()
+  v = Variable("i", 0, 99)
+  assert a[v.bind(12)].tolist() == a[12].tolist()
+  with pytest.raises(RuntimeError, match="bind mismatch"): a[v.bind(12)].cat(a[v.bind(76)]).tolist()
