@@ -188,3 +188,18 @@ def test_a_variable_bound_to_two_values_in_one_kernel_is_a_runtime_error():
   v = Variable("i", 0, 99)
   assert a[v.bind(12)].tolist() == a[12].tolist()
   with pytest.raises(RuntimeError, match="bind mismatch"): a[v.bind(12)].cat(a[v.bind(76)]).tolist()
+
+
+def test_precompiled_function_of_a_sharded_tensor():
+  """@function(precompile=True) on a sharded input compiled the traced graph without splitting it per device
+  (NotImplementedError: can't index into MULTI); its placeholder is now sharded as the input, and a different split traces anew."""
+  from tinygrad import Device, function
+  devs = tuple(f"{Device.canonicalize(None)}:{i}" for i in (1, 2))
+  @function(precompile=True)
+  def f(x: Tensor) -> tuple[Tensor, Tensor]: return x + 1, x.sum(0)
+  ref = np.arange(8, dtype=np.float32).reshape(4, 2)
+  for axis in (0, 1, None):
+    a, s = f(Tensor(ref).shard(devs, axis=axis))
+    np.testing.assert_equal((a + 2).numpy(), ref + 3)
+    np.testing.assert_equal(s.numpy(), ref.sum(0))
+  assert len(f.traces) == 3

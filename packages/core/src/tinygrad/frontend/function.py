@@ -20,8 +20,10 @@ from typing import Any
 
 from tinygrad.engine.realize import lower_schedule, split_policy
 from tinygrad.frontend.base import TensorBase
-from tinygrad.helpers import GlobalCounters
-from tinygrad.schedule.kernelize import create_schedule, is_buffer_view
+from tinygrad.frontend.multi import input_device
+from tinygrad.helpers import GlobalCounters, prod
+from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, new_buffer
+from tinygrad.schedule.multi import lower, lower_roots, make_multi
 from tinygrad.uop.ops import Ops, UOp
 
 
@@ -67,7 +69,11 @@ class function:
     return bound
 
   def _trace(self, args: tuple, kwargs: dict) -> tuple[tuple[UOp, ...], Any, type[TensorBase]]:
-    def holder(a: Any) -> Any: return type(a).empty(*a.shape, dtype=a.dtype, device=a.device) if isinstance(a, TensorBase) else a
+    def holder(a: Any) -> Any:
+      if not isinstance(a, TensorBase): return a
+      if isinstance(a.device, tuple) and (m := lower(a.uop)).op is Ops.MULTI:  # sharded: a placeholder part per device, split alike
+        return type(a)(make_multi([buffer_view(new_buffer(p.device, prod(p.shape), a.dtype), p.shape) for p in m.src], *m.arg))
+      return type(a).empty(*a.shape, dtype=a.dtype, device=a.device)
     p_args, p_kwargs = tuple(holder(a) for a in args), {k: holder(v) for k, v in kwargs.items()}
     holders = tuple(a.uop for a in (*p_args, *p_kwargs.values()) if isinstance(a, TensorBase))
     ran = GlobalCounters.kernel_count
@@ -86,7 +92,7 @@ class function:
 
 
 def _signature(a: Any) -> Any:
-  if isinstance(a, TensorBase): return ("tensor", a.shape, a.dtype, a.device)
+  if isinstance(a, TensorBase): return ("tensor", a.shape, a.dtype, input_device(a))  # a sharded one: with its split
   try: hash(a)
   except TypeError as e: raise TypeError(f"@function: argument {a!r} is neither a Tensor nor hashable; it is part of the function's signature") from e
   return ("value", a)
@@ -95,6 +101,7 @@ def _signature(a: Any) -> Any:
 def _compile(roots: list[UOp]) -> None:
   """Compile the kernels of the traced graph now (on its placeholders: the same ASTs every call schedules)."""
   roots = [r if r.op in (Ops.ASSIGN, Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER) else UOp(Ops.CONTIGUOUS, r.dtype, (r,), -1) for r in roots if not is_buffer_view(r)]
+  roots = [r for r in lower_roots(roots) if not is_buffer_view(r)]  # a sharded graph: its per-device kernels
   if roots: lower_schedule(create_schedule(roots, split_policy())[0])
 
 
