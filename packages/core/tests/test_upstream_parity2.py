@@ -203,3 +203,13 @@ def test_precompiled_function_of_a_sharded_tensor():
     np.testing.assert_equal((a + 2).numpy(), ref + 3)
     np.testing.assert_equal(s.numpy(), ref.sum(0))
   assert len(f.traces) == 3
+
+
+def test_arange_with_a_symbolic_step():
+  """Tensor.arange(0, 10, v) and arange(b, e, s) with all three bound Variables (a NotImplementedError before), as tinygrad."""
+  v = Variable("step", 1, 3)
+  assert Tensor.arange(0, 10, v.bind(2))[:5].tolist() == [0, 2, 4, 6, 8]
+  assert Tensor.arange(0, 10, v.bind(3)).sum().item() == sum(range(0, 10, 3))
+  b, e, s = Variable("b", 0, 5), Variable("e", 10, 20), Variable("s", 1, 3)
+  assert Tensor.arange(b.bind(2), e.bind(14), s.bind(3))[:4].tolist() == [2, 5, 8, 11]
+  with pytest.raises(NotImplementedError): Tensor.arange(0, 10, Variable("z", 0, 3).bind(1))  # a step that may be 0

@@ -516,8 +516,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
 
   @staticmethod
   def _arange_symbolic(start: Any, stop: Any, step: Any, **kwargs: Any) -> Tensor:
-    """arange(v), arange(v, v+4): a symbolic start or stop (bound Variables); int steps > 0 and int dtypes only."""
-    if isinstance(step, UOp) or not isinstance(step, int) or step <= 0 or any(isinstance(x, float) for x in (start, stop)):
+    """arange(v), arange(v, v+4), arange(0, 10, v): symbolic start, stop or step (bound Variables); ints only, a step > 0."""
+    step_ok = step.vmin > 0 if isinstance(step, UOp) else isinstance(step, int) and step > 0
+    if not step_ok or any(isinstance(x, float) for x in (start, stop, step)):
       raise NotImplementedError(f"arange with a symbolic bound takes ints and an int step > 0, got ({start}, {stop}, {step}): "
                                 "build it from arange(n) of an int n with * and +")
     dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_int)
