@@ -60,13 +60,16 @@ def test_index_or_src_on_another_device_is_a_runtime_error():
 
 def test_a_tensor_computed_from_constants_goes_to_the_other_device():
   """An index or operand computed from constants alone (arange, full: no buffer holds its data; tinygrad's are device-less)
-  is made on the other tensor's device, as in tinygrad, instead of a device-mismatch error."""
+  is made on the other tensor's device, as in tinygrad, instead of a device-mismatch error; one made on a device asked for
+  (not the default) stays there, so a mismatch with it raises."""
   idx = ((Tensor.arange(8) + 0.5) / 4 - 0.5).clip(0, 1).sub(0.5).ceil().int()
   np.testing.assert_equal(Tensor([0, 1], device="CPU:1")[idx].numpy(), [0, 0, 0, 0, 1, 1, 1, 1])
   assert (Tensor([1, 2, 3], device="CPU:1") + Tensor.arange(3)).device == "CPU:1"
   np.testing.assert_equal((Tensor.arange(3) * Tensor([1, 2, 3], device="CPU:1")).numpy(), [0, 2, 6])
   np.testing.assert_equal((Tensor.arange(3) < 1).where(Tensor([1.0, 2, 3], device="CPU:1"), 0).numpy(), [1, 0, 0])
   np.testing.assert_equal(Tensor([[1.0, 2], [3, 4]], device="CPU:1").gather(1, Tensor.zeros(2, 1, dtype="int32")).numpy(), [[1], [3]])
+  with pytest.raises(RuntimeError): Tensor([[1.0, 2], [3, 4]]).gather(1, Tensor.zeros(2, 1, dtype="int32", device="CPU:1"))
+  with pytest.raises(RuntimeError): Tensor([1.0, 2]) + Tensor.ones(2, device="CPU:1")
 
 
 def test_a_tuple_of_one_device_is_that_device():

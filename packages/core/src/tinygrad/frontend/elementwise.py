@@ -211,9 +211,11 @@ def _result_requires_grad(dtype: DType, *inputs: TensorBase) -> bool | None:
 
 
 def data_free(t: TensorBase) -> bool:
-  """Computed from constants alone (arange, full, ones and math on them): no buffer holds any of its data, so it can be made
-  on any device as well as on its own."""
-  return not any(u.op in (Ops.BUFFER, Ops.MULTI) for u in t.uop.toposort())
+  """On the default device and computed from constants alone (arange, full, ones and math on them, made without a device=):
+  no buffer holds any of its data, so it can be made on another device as well, as tinygrad's device-less aranges are. One
+  made on another device than the default (`zeros(3, device="CPU:1")`) stays where it was asked for."""
+  from tinygrad.device.registry import Device
+  return t.device == Device.DEFAULT and not any(u.op in (Ops.BUFFER, Ops.MULTI) for u in t.uop.toposort())
 
 
 class ElementwiseMixin(TensorBase):
