@@ -216,3 +216,16 @@ def test_arange_with_a_symbolic_step():
   b, e, s = Variable("b", 0, 5), Variable("e", 10, 20), Variable("s", 1, 3)
   assert Tensor.arange(b.bind(2), e.bind(14), s.bind(3))[:4].tolist() == [2, 5, 8, 11]
   with pytest.raises(NotImplementedError): Tensor.arange(0, 10, Variable("z", 0, 3).bind(1))  # a step that may be 0
+
+
+def test_sharding_an_unrealized_tensor_frees_its_source_at_once():
+  """Tensor.zeros(n, n).contiguous().shard(devs).realize() kept the unsharded source buffer allocated until several garbage
+  collections ran (the lowering cache referenced each unchanged node from itself, a cycle per node); tinygrad's
+  test_multitensor checks GlobalCounters.mem_used right after."""
+  from tinygrad import Device, GlobalCounters
+  dev = Device.canonicalize(None)
+  devs = (f"{dev}:1", f"{dev}:2")
+  before, before_dev = GlobalCounters.mem_used, GlobalCounters.mem_used_per_device[dev]
+  t = Tensor.zeros(100, 100).contiguous().shard(devs, axis=0).realize()
+  assert GlobalCounters.mem_used_per_device[dev] <= before_dev and GlobalCounters.mem_used - before <= 100 * 100 * 4
+  assert t.sum().item() == 0
