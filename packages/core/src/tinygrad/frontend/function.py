@@ -20,7 +20,6 @@ from typing import Any
 
 from tinygrad.engine.realize import lower_schedule, split_policy
 from tinygrad.frontend.base import TensorBase
-from tinygrad.frontend.multi import input_device
 from tinygrad.helpers import GlobalCounters, prod
 from tinygrad.schedule.kernelize import buffer_view, create_schedule, is_buffer_view, new_buffer
 from tinygrad.schedule.multi import lower, lower_roots, make_multi
@@ -92,7 +91,8 @@ class function:
 
 
 def _signature(a: Any) -> Any:
-  if isinstance(a, TensorBase): return ("tensor", a.shape, a.dtype, input_device(a))  # a sharded one: with its split
+  if isinstance(a, TensorBase):  # a sharded one: with its split
+    return ("tensor", a.shape, a.dtype, (a.device, lower(a.uop).arg) if isinstance(a.device, tuple) else a.device)
   try: hash(a)
   except TypeError as e: raise TypeError(f"@function: argument {a!r} is neither a Tensor nor hashable; it is part of the function's signature") from e
   return ("value", a)

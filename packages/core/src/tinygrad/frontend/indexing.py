@@ -32,7 +32,7 @@ class _IndexPlan(Generic[TensorT]):
   adv: list[tuple[int, TensorT]]
 
 
-def _on_device_of(self: Any, t: Any, what: str) -> Any:
+def _on_device_of(self: Any, t: TensorT, what: str) -> TensorT:
   """t (an index or src tensor) for an op on self: an error when both are on single devices that differ, as in torch and
   tinygrad (the data would move silently), unless t is computed from constants alone (an arange: tinygrad's are device-less);
   for a sharded self, t goes to its devices."""

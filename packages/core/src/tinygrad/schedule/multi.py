@@ -200,7 +200,7 @@ def _lowered(s: UOp, key: str) -> UOp:
 
 def _lower_node(n: UOp, key: str) -> UOp:
   if not n.__dict__["has_multi"] or n.op is Ops.DEVICE: return n
-  src = tuple(_lowered(s, key) for s in n.src)
+  src: tuple[Any, ...] = tuple(_lowered(s, key) for s in n.src)  # (devices: a MULTI's are a tuple, checked where used)
   op = n.op
   if op in (Ops.CONST, Ops.IOTA) and isinstance(n.device, tuple):  # made on every device: replicated
     return make_multi([n.replace(src=(UOp(Ops.DEVICE, arg=d),)) for d in n.device])
