@@ -229,3 +229,14 @@ def test_sharding_an_unrealized_tensor_frees_its_source_at_once():
   t = Tensor.zeros(100, 100).contiguous().shard(devs, axis=0).realize()
   assert GlobalCounters.mem_used_per_device[dev] <= before_dev and GlobalCounters.mem_used - before <= 100 * 100 * 4
   assert t.sum().item() == 0
+
+
+def test_variable_spellings_of_tinygrad():
+  """UOp.variable (tinygrad's Variable is UOp.variable), Variable.expr (its name, the key in var_vals) and sym_infer from
+  tinygrad.uop.ops (shapes' ints pass through), which tinygrad programs use to size symbolic results."""
+  from tinygrad.uop.ops import UOp, sym_infer
+  v = UOp.variable("v", 11, 100)
+  assert v is Variable("v", 11, 100) and v.expr == "v" and v.bind(13).expr == "v"
+  x = Tensor.ones(1, 8, 100)[:, :, :v.bind(79)].conv2d(Tensor.ones(16, 8, 12), stride=6, padding=(3, 3))
+  assert tuple(sym_infer(s, {v.expr: 79}) for s in x.shape) == (1, 16, 13)
+  with pytest.raises(AttributeError): _ = Tensor.ones(2).uop.expr
