@@ -240,3 +240,14 @@ def test_variable_spellings_of_tinygrad():
   x = Tensor.ones(1, 8, 100)[:, :, :v.bind(79)].conv2d(Tensor.ones(16, 8, 12), stride=6, padding=(3, 3))
   assert tuple(sym_infer(s, {v.expr: 79}) for s in x.shape) == (1, 16, 13)
   with pytest.raises(AttributeError): _ = Tensor.ones(2).uop.expr
+
+
+def test_tensor_of_a_graph_or_tensor_with_dtype_or_device_converts():
+  """Tensor(t.uop, dtype=...) casts and device=... moves, as tinygrad (and torch.tensor(t, dtype=)); both were ignored."""
+  from tinygrad import dtypes
+  t = Tensor([1, 2])
+  a = Tensor(t.uop, dtype=dtypes.float)
+  assert a.dtype == dtypes.float and a.tolist() == [1.0, 2.0]
+  b = Tensor(t, dtype="float16", device="CPU:1")
+  assert b.dtype == dtypes.float16 and b.device == "CPU:1" and b.tolist() == [1.0, 2.0]
+  assert Tensor(t.uop, dtype=t.dtype, device=t.device).uop is t.uop

@@ -137,8 +137,15 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if symbolic:
       # a symbolic int (a bound Variable or an expression of them) used as a scalar
       self._uop = UOp(Ops.CONST, dtype or data.dtype, (UOp(Ops.DEVICE, arg=dev),), data)
-    elif isinstance(data, UOp): self._uop = data
-    elif isinstance(data, Tensor): self._uop = data.uop
+    elif isinstance(data, (UOp, Tensor)):
+      u = data if isinstance(data, UOp) else data.uop
+      # dtype= and device= convert, as in tinygrad (Tensor(t.uop, dtype=dtypes.float) is a cast) and torch (torch.tensor(t, dtype=))
+      if (dtype is not None and u.dtype != dtype) or (device is not None and u.device != dev):
+        t = Tensor(u)
+        if dtype is not None and t.dtype != dtype: t = t.cast(dtype)
+        if device is not None and t.device != dev: t = t.to(dev)
+        u = t.uop
+      self._uop = u
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))

@@ -591,6 +591,6 @@ def strip_binds(ast: UOp) -> tuple[UOp, dict[str, int]]:
   var_vals: dict[str, int] = {}
   for b in binds:
     name, value = b.src[0].arg[0], b.src[1].arg
-    if var_vals.get(name, value) != value: raise InvalidArgumentError(f"Variable {name!r} is bound to both {var_vals[name]} and {value} in one kernel (bind mismatch)")
+    if var_vals.get(name, value) != value: raise InvalidArgumentError(f"bind mismatch on Variable {name!r}: it is bound to both {var_vals[name]} and {value} in one kernel")
     var_vals[name] = value
   return ast.substitute({b: b.src[0] for b in binds}), var_vals
