@@ -30,6 +30,11 @@ class InvalidArgumentError(ValueError, RuntimeError):
   a ValueError for our callers and a RuntimeError for code written against them."""
 
 
+class FormulaError(InvalidArgumentError, AssertionError):
+  """A malformed rearrange formula: an InvalidArgumentError (ValueError, RuntimeError), and the AssertionError that tinygrad's
+  formula checks raise."""
+
+
 class OutOfRangeError(ValueError, IndexError):
   """A dim or index out of range: an IndexError as in torch and tinygrad, and a ValueError for our callers."""
 
@@ -159,11 +164,12 @@ IMAGE = ContextVar("IMAGE", 0)               # renderers with images (QCOMCL on 
 DEFAULT_FLOAT = ContextVar("DEFAULT_FLOAT", "float32")  # dtypes.default_float, by name (HALF, bfloat16, ...), as in tinygrad
 DEFAULT_INT = ContextVar("DEFAULT_INT", "int32")        # dtypes.default_int
 TRAINING = ContextVar("TRAINING", 0)         # training mode (dropout, BatchNorm's batch statistics, Optimizer.step); Tensor.training is it
+CAPTURING = ContextVar("CAPTURING", 1)       # 0: kernels run inside a capturing TinyJit are not captured (one-time work), as in tinygrad
 
 # settings tinygrad programs set with Context(...) or read that have no effect here (our compiler has no such knob, or
 # decides it another way): accepted so that such programs run unchanged, instead of a KeyError. docs/differences.md lists them.
 TINYGRAD_NOOP_SETTINGS: dict[str, Any] = {
-  "FLOAT16": 0, "OPENPILOT_HACKS": 0, "JIT_BATCH_SIZE": 32, "WINO": 0, "CAPTURING": 1, "TRACEMETA": 1, "NO_COLOR": 0,
+  "FLOAT16": 0, "OPENPILOT_HACKS": 0, "JIT_BATCH_SIZE": 32, "WINO": 0, "TRACEMETA": 1, "NO_COLOR": 0,
   "TC_SELECT": -1, "TC_OPT": 0, "TRANSCENDENTAL": 1, "NOLOCALS": 0, "SPLIT_REDUCEOP": 1, "NO_MEMORY_PLANNER": 0,
   "LRU": 1, "ALL2ALL": 0, "ALLREDUCE_CAST": 1, "IGNORE_BEAM_CACHE": 0, "VALIDATE_WITH_CPU": 0, "DISABLE_FAST_IDIV": 1,
   "FUSE_OPTIM": 0, "ALLOW_DEVICE_USAGE": 1, "MAX_BUFFER_SIZE": 0, "MAX_KERNEL_BUFFERS": 0, "EMULATED_DTYPES": "",

@@ -56,6 +56,18 @@ def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[str, Any]], dic
   return tensors, var_vals
 
 
+def _unbound_shape(shape: tuple, var_vals: dict[str, int]) -> tuple:
+  """The shape with its bound Variables unbound (what a capture's kernels are compiled for), adding their values to var_vals:
+  x[:, :v.bind(3)] and x[:, :v.bind(5)] are the same input to a TinyJit, which replays with v = 3 or 5."""
+  out = []
+  for s in shape:
+    if isinstance(s, UOp) and (binds := [n for n in s.toposort() if n.op is Ops.BIND]):
+      for b in binds: var_vals[b.src[0].arg[0]] = b.src[1].arg
+      s = s.substitute({b: b.src[0] for b in binds})
+    out.append(s)
+  return tuple(out)
+
+
 def _returned_tensors(ret: Any, capturing: bool = False) -> list[Tensor]:
   """The tensors in a jitted function's return value (a tensor, or lists, tuples and dicts of them). While capturing, any
   other value is a JitError, as in tinygrad: a replay returns the captured value again, which would be stale."""
@@ -66,6 +78,14 @@ def _returned_tensors(ret: Any, capturing: bool = False) -> list[Tensor]:
     raise JitError(f"a jitted function returned a non-Tensor value of type {type(ret).__name__}: a replay would return the value "
                    "of the capturing call again. Return tensors (Tensor(n) for a number) or compute the value outside the TinyJit")
   return []
+
+
+def _map_returned(ret: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+  """ret (a tensor, or lists, tuples and dicts of them) with every tensor t replaced by fn(t)."""
+  if isinstance(ret, Tensor): return fn(ret)
+  if isinstance(ret, dict): return {k: _map_returned(v, fn) for k, v in ret.items()}
+  if isinstance(ret, (list, tuple)): return type(ret)(_map_returned(v, fn) for v in ret)
+  return ret
 
 
 def _rebind(ret: Any, var_vals: dict[str, int]) -> None:
@@ -116,6 +136,7 @@ class TinyJit(Generic[ReturnType]):
     self.input_slots: list[list[tuple[int, int]]] = []  # per input: (item index, buffer index) where it is used
     self.captured_mem: set[int] = set()  # id()s of the memory (a view's base) of the captured buffers outside the input slots
     self.ret: Any = None
+    self.ret_inputs: dict[int, int] = {}  # id() of a returned tensor that is an input of the capturing call -> that input's index
     self.graph: _JitGraph | None = None  # the device graph replaying the captured kernels, when there is one
     self.graph_tried = False
     functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
@@ -124,6 +145,7 @@ class TinyJit(Generic[ReturnType]):
 
   def reset(self) -> None:
     self.cnt, self.captured, self.input_specs, self.input_names, self.input_slots, self.ret = 0, [], [], [], [], None
+    self.ret_inputs = {}
     self.captured_mem = set()
     self.graph, self.graph_tried = None, False
 
@@ -143,10 +165,12 @@ class TinyJit(Generic[ReturnType]):
       self.cnt += 1
       return self._run_and_realize(args, kwargs)
     if self.cnt == self.capture_after: return self._capture(args, kwargs, tensors)
-    self._check_inputs(tensors)
+    self._check_inputs(tensors, var_vals)
     self.cnt += 1  # the number of calls so far, as tinygrad's (replays included)
     self._replay([b for _, t in tensors for b in tensor_buffers(t)], var_vals)  # a sharded input has a buffer per device
     _rebind(self.ret, var_vals)
+    if self.ret_inputs:  # a returned input (`return b.assign(a + 1)`) is this call's input, which the replay wrote
+      return _map_returned(self.ret, lambda t: tensors[self.ret_inputs[id(t)]][1] if id(t) in self.ret_inputs else t)
     return self.ret
 
   def _run_and_realize(self, args: tuple, kwargs: dict) -> Any:
@@ -165,7 +189,7 @@ class TinyJit(Generic[ReturnType]):
                      "call .realize() on its assigns inside the function")
     _returned_tensors(ret, capturing=True)
     self.cnt += 1
-    self.input_specs = [InputSpec(t.shape, t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
+    self.input_specs = [InputSpec(_unbound_shape(t.shape, {}), t.dtype, input_device(t)) for _, t in tensors]  # multi: with the sharding
     self.input_names = [name for name, _ in tensors]
     inputs = [b for _, t in tensors for b in tensor_buffers(t)]
     onetime: list[tuple[ExecItem, dict[str, int]]] = []
@@ -185,17 +209,18 @@ class TinyJit(Generic[ReturnType]):
     self.captured_mem = {id(_mem(b)) for i, (ei, _) in enumerate(captured) for j, b in enumerate(ei.bufs) if (i, j) not in slots}
     for ei, vals in onetime: ei.run(vals)  # again: the capturing call may have released what they wrote
     self.ret = ret
+    self.ret_inputs = {id(r): i for r in _returned_tensors(ret) for i, (_, t) in enumerate(tensors) if r is t or r.uop is t.uop}
     if DEBUG >= 1 and self.prune: print(f"TinyJit pruned {len(onetime)} one-time kernels/copies")
     if DEBUG >= 1: print(f"TinyJit captured {len(captured)} kernels/copies of {getattr(self.fxn, '__name__', 'fn')}")
     return ret
 
-  def _check_inputs(self, tensors: list[tuple[str, Any]]) -> None:
+  def _check_inputs(self, tensors: list[tuple[str, Any]], var_vals: dict[str, int]) -> None:
     if len(tensors) != len(self.input_specs):
       raise JitError(f"jitted function was captured with {len(self.input_specs)} tensor inputs, now called with {len(tensors)}")
     if (names := [name for name, _ in tensors]) != self.input_names:
       raise JitError(f"args mismatch in JIT: the tensor inputs were {self.input_names} at the capture, now {names}")
     for (name, t), spec in zip(tensors, self.input_specs):
-      now = InputSpec(t.shape, t.dtype, input_device(t))
+      now = InputSpec(_unbound_shape(t.shape, var_vals), t.dtype, input_device(t))
       if now != spec:
         raise JitError(f"{name} of the jitted function changed from shape {spec.shape} {spec.dtype!r} on {spec.device} to "
                        f"shape {now.shape} {now.dtype!r} on {now.device}; a TinyJit replays fixed kernels: keep inputs the same, "

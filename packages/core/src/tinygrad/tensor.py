@@ -137,8 +137,15 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if symbolic:
       # a symbolic int (a bound Variable or an expression of them) used as a scalar
       self._uop = UOp(Ops.CONST, dtype or data.dtype, (UOp(Ops.DEVICE, arg=dev),), data)
-    elif isinstance(data, UOp): self._uop = data
-    elif isinstance(data, Tensor): self._uop = data.uop
+    elif isinstance(data, (UOp, Tensor)):
+      u = data if isinstance(data, UOp) else data.uop
+      # dtype= and device= convert, as in tinygrad (Tensor(t.uop, dtype=dtypes.float) is a cast) and torch (torch.tensor(t, dtype=))
+      if (dtype is not None and u.dtype != dtype) or (device is not None and u.device != dev):
+        t = Tensor(u)
+        if dtype is not None and t.dtype != dtype: t = t.cast(dtype)
+        if device is not None and t.device != dev: t = t.to(dev)
+        u = t.uop
+      self._uop = u
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
@@ -464,7 +471,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def empty(*shape: int, device: str | tuple[str, ...] | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = _check_shape(argfix(*shape))
-    if isinstance(device, (tuple, list)): return Tensor(multi_empty(tuple(shape), dt, canonical_device(device)), **kwargs)  # type: ignore[arg-type]
+    if isinstance(device, (tuple, list)):
+      if isinstance(devs := canonical_device(device), tuple): return Tensor(multi_empty(tuple(shape), dt, devs), **kwargs)
+      device = devs  # a tuple of one device is that device
     # a symbolic size (Tensor.empty(v, 2)) gets a buffer for its largest value, viewed at the symbolic shape
     buf = new_buffer(Device.canonicalize(device), max_size(shape), dt)
     return Tensor(buffer_view(buf, tuple(shape)), **kwargs)
@@ -476,7 +485,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     # ints >= 0, or symbolic sizes (int expressions of Variables: Tensor.full((1, v+1), -inf))
     if not all(isinstance(s, UOp) and dtypes.is_int(s.dtype) or isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
       # a ValueError and, as tinygrad and torch raise, a RuntimeError
-      raise InvalidArgumentError(f"shape must be non-negative ints (or symbolic sizes of bound Variables), got {shape}")
+      raise InvalidArgumentError(f"shape must be ints >= 0 (or symbolic sizes of bound Variables), got {shape}")
     # a bound Variable (or an int expression of one) fills with its value, in its dtype (tinygrad)
     dt = to_dtype(dtype) if dtype is not None else fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value)
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)
@@ -514,8 +523,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
 
   @staticmethod
   def _arange_symbolic(start: Any, stop: Any, step: Any, **kwargs: Any) -> Tensor:
-    """arange(v), arange(v, v+4): a symbolic start or stop (bound Variables); int steps > 0 and int dtypes only."""
-    if isinstance(step, UOp) or not isinstance(step, int) or step <= 0 or any(isinstance(x, float) for x in (start, stop)):
+    """arange(v), arange(v, v+4), arange(0, 10, v): symbolic start, stop or step (bound Variables); ints only, a step > 0."""
+    step_ok = step.vmin > 0 if isinstance(step, UOp) else isinstance(step, int) and step > 0
+    if not step_ok or any(isinstance(x, float) for x in (start, stop, step)):
       raise NotImplementedError(f"arange with a symbolic bound takes ints and an int step > 0, got ({start}, {stop}, {step}): "
                                 "build it from arange(n) of an int n with * and +")
     dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_int)

@@ -25,7 +25,9 @@ BUILTIN_PLUGIN = "tinygrad.runtime.builtin"
 # where a known backend comes from, for "not installed" errors
 KNOWN_PACKAGES = {"CPU": "tinygrad-backend-cpu", "CUDA": "tinygrad-backend-nv", "NV": "tinygrad-backend-nv",
                   "AMD": "tinygrad-backend-amd", "QCOM": "tinygrad-backend-qcom"}
-class DeviceNotFound(KeyError):
+class DeviceNotFound(KeyError, ModuleNotFoundError, RuntimeError):
+  """An unknown or unavailable device, renderer, arch or interface: a KeyError (a name looked up in the registry), and the
+  ModuleNotFoundError (unknown device) and RuntimeError (unknown renderer) that tinygrad raises for the same mistakes."""
   def __str__(self) -> str: return str(self.args[0])
 
 

@@ -20,7 +20,7 @@ from tinygrad.engine import search
 from tinygrad.engine.buffers import buffer_of, buffers  # noqa: F401  (buffers: re-exported, as tensor.py and disk.py reach them here)
 from tinygrad.engine.memory import RELEASE_AFTER_BYTES, release_dead
 from tinygrad.engine.program_cache import cached_program
-from tinygrad.helpers import BEAM, DEBUG, IMAGE, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
+from tinygrad.helpers import BEAM, CAPTURING, DEBUG, IMAGE, JITBEAM, NOOPT, ContextVar, GlobalCounters, colored
 from tinygrad.renderer import Renderer
 from tinygrad.schedule.kernelize import ScheduleItem, SplitPolicy
 from tinygrad.schedule.split_k import MatmulShape
@@ -362,6 +362,11 @@ capturing: list[Capture] = []
 JIT_PLAN = ContextVar("JIT_PLAN", 1)  # JIT_PLAN=0: every captured intermediate keeps its own memory (engine/memory.py)
 
 
+def _capture() -> Capture | None:
+  """The capture that records the kernels run now: the innermost one, unless Context(CAPTURING=0) keeps them out of it."""
+  return capturing[-1] if capturing and CAPTURING.value else None
+
+
 def is_zero_fill(si: ScheduleItem) -> bool:
   """A kernel that only stores the constant 0 into its one buffer (`Tensor.zeros(...).contiguous()`)."""
   if si.ast.op is not Ops.SINK or len(si.bufs) != 1: return False
@@ -380,22 +385,23 @@ def run_schedule(items: list[ScheduleItem]) -> None:
   st = time.perf_counter()
   # a zero fill of a buffer not allocated yet is an allocation of zeroed memory where the device has it: no kernel, and no
   # pages touched until they are used (not while TinyJit captures: a replay must fill again)
-  if not capturing: items = [si for si in items if not (si.ast.op is not Ops.COPY and is_zero_fill(si) and buffer_of(si.bufs[0]).allocate_zeroed())]
+  if not _capture(): items = [si for si in items if not (si.ast.op is not Ops.COPY and is_zero_fill(si) and buffer_of(si.bufs[0]).allocate_zeroed())]
   run_exec_items(lower_schedule(items))
   if DEBUG >= 3: print(f"ran {len(items)} items in {(time.perf_counter() - st) * 1e3:.2f} ms")
 
 
 def run_exec_items(exec_items: list[tuple[ExecItem, dict[str, int]]]) -> None:
   """Run lowered items in order; while TinyJit captures, they are recorded for its replays."""
+  cap = _capture()
   for ei, var_vals in exec_items:
-    if capturing:
+    if cap is not None:
       fresh = [b for b in ei.bufs if b.base is None and not b.is_allocated()]
-      capturing[-1].fresh.update(id(b) for b in fresh)
-      capturing[-1].unreleased += sum(b.nbytes for b in fresh)
+      cap.fresh.update(id(b) for b in fresh)
+      cap.unreleased += sum(b.nbytes for b in fresh)
     ei.run(var_vals)
-  if capturing:
-    capturing[-1].items.extend(exec_items)
+  if cap is not None:
+    cap.items.extend(exec_items)
     # what the schedules so far no longer need is free for the next ones (checked once enough was allocated: it scans the capture)
-    if JIT_PLAN.value and capturing[-1].unreleased >= RELEASE_AFTER_BYTES:
-      release_dead(capturing[-1])
-      capturing[-1].unreleased = 0
+    if JIT_PLAN.value and cap.unreleased >= RELEASE_AFTER_BYTES:
+      release_dead(cap)
+      cap.unreleased = 0

@@ -45,6 +45,16 @@ def _pad_spatial(x: TensorT, pairs: Pairs, value: float = 0.0) -> TensorT:
   return x.pad(((0, 0),) * (x.ndim - len(pairs)) + tuple(pairs), value=value) if any(p != (0, 0) for p in pairs) else x
 
 
+def _ceil_div_pos(a: Any, i: Any, at_most_one: bool) -> Any:
+  """max(0, ceil(a / i)) for an input length i > 0. A symbolic i (a bound Variable's size) gives symbolic quotients that the
+  shape can't branch on; where the answer is known from the bounds (0 < a <= i: 1; a <= 0: 0) it is a plain int."""
+  if isinstance(a, int) and isinstance(i, int): return max(0, -(-a // i))
+  lo, hi = (a, a) if isinstance(a, int) else (a.vmin, a.vmax)
+  if hi <= 0: return 0
+  if lo > 0 and (at_most_one or (hi <= (i if isinstance(i, int) else i.vmin))): return 1
+  return max(0, -(-a // i))
+
+
 def _windows(x: TensorT, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]) -> TensorT:
   """(..., *i) -> (..., *o, *k): the sliding windows over the last len(k_) dims, as a view.
 
@@ -64,8 +74,10 @@ def _windows(x: TensorT, k_: Sequence[int], s_: Sequence[int], d_: Sequence[int]
     x = x.reshape(*lead, *flatten((o, s) for o, s in zip(o_, s_)))
     x = x.shrink(keep + flatten(((0, o), (0, k)) for o, k in zip(o_, k_)))
     return x.permute(*range(len(lead)), *[len(lead) + 2 * j for j in range(nd)], *[len(lead) + 2 * j + 1 for j in range(nd)])
-  L_ = [i * max(0, -(-(o * s - d) // i)) + d for i, o, s, d in zip(i_, o_, s_, d_)]
-  r_ = [-(-(k * L) // i) for k, L, i in zip(k_, L_, i_)]
+  # f = max(0, ceil((o*s - d) / i)) rows of i per repeat (o*s - d <= i when s <= d*k + 1: f is 0 or 1)
+  f_ = [_ceil_div_pos(o * s - d, i, d * k + 1 >= s) for i, o, s, d, k in zip(i_, o_, s_, d_, k_)]
+  L_ = [i * f + d for i, f, d in zip(i_, f_, d_)]
+  r_ = [k * f + _ceil_div_pos(k * d, i, False) for k, f, i, d in zip(k_, f_, i_, d_)]  # ceil(k * L / i)
   x = x.reshape(*lead, *flatten((1, i) for i in i_)).expand(*lead, *flatten((r, i) for r, i in zip(r_, i_)))
   x = x.reshape(*lead, *[r * i for r, i in zip(r_, i_)])
   x = x.shrink(keep + [(0, k * L) for k, L in zip(k_, L_)]).reshape(*lead, *flatten((k, L) for k, L in zip(k_, L_)))

@@ -210,6 +210,14 @@ def _result_requires_grad(dtype: DType, *inputs: TensorBase) -> bool | None:
   return True if any(flags) else None if None in flags else False
 
 
+def data_free(t: TensorBase) -> bool:
+  """On the default device and computed from constants alone (arange, full, ones and math on them, made without a device=):
+  no buffer holds any of its data, so it can be made on another device as well, as tinygrad's device-less aranges are. One
+  made on another device than the default (`zeros(3, device="CPU:1")`) stays where it was asked for."""
+  from tinygrad.device.registry import Device
+  return t.device == Device.DEFAULT and not any(u.op in (Ops.BUFFER, Ops.MULTI) for u in t.uop.toposort())
+
+
 class ElementwiseMixin(TensorBase):
   __slots__ = ()
 
@@ -218,7 +226,12 @@ class ElementwiseMixin(TensorBase):
     x: Self = self
     if isinstance(other, type(self)):
       y = other
-      if y.device != x.device: raise ValueError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
+      if y.device != x.device:
+        # a tensor computed from constants alone (an arange, a full) holds no data on its device: it is made on the other's
+        # (tinygrad's are device-less); tensors with data on different devices are a ValueError, and a RuntimeError as in torch
+        if data_free(y): y = y.to(x.device)
+        elif data_free(x): x = x.to(y.device)
+        else: raise InvalidArgumentError(f"tensors are on different devices: {x.device} and {y.device}; move one with .to()")
     elif isinstance(other, UOp):  # a bound Variable (or an expression of them) used as a scalar
       y = type(self)(other, device=x.device, dtype=x.dtype if not dtypes.is_bool(x.dtype) else dtypes.int32, requires_grad=False)
     else:
@@ -368,6 +381,10 @@ class ElementwiseMixin(TensorBase):
       # two scalars that the condition's int dtype can't hold keep their own dtypes (the condition only picks)
       if _outside(self, vx) or _outside(self, vy): dt = least_upper_dtype(dtypes.from_py(vx), dtypes.from_py(vy))
       a, b = type(self)(vx, device=self.device, dtype=dt, requires_grad=False), type(self)(vy, device=self.device, dtype=dt, requires_grad=False)
+    if cond.device != a.device:
+      if data_free(cond): cond = cond.to(a.device)
+      elif data_free(a) and data_free(b): a, b = a.to(cond.device), b.to(cond.device)
+      else: raise InvalidArgumentError(f"where's condition is on {cond.device} but its values on {a.device}; move one with .to()")
     shape = _broadcast_shape(cond.shape, a.shape, b.shape)
     return cond.expand(shape)._alu(Ops.WHERE, a.expand(shape), b.expand(shape))
 

@@ -78,8 +78,14 @@ class FunctionalMixin(ReduceMixin):
   def matmul(self, x: Self, reverse: bool = False, dtype: DType | str | None = None) -> Self:
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
   def linear(self, weight: Self, bias: Self | None = None, dtype: DType | str | None = None) -> Self:
-    out = self * weight if weight.ndim == 1 else self.dot(weight, dtype=dtype)
-    return out + bias if bias is not None else out
+    """self @ weight + bias (self * weight for a 1-D weight). With `dtype` the product is computed in it and the bias is cast
+    to it, so the result has that dtype (tinygrad's accumulation dtype)."""
+    if dtype is None:
+      out = self * weight if weight.ndim == 1 else self.dot(weight)
+      return out + bias if bias is not None else out
+    dt = to_dtype(dtype)
+    out = self.cast(dt) * weight.cast(dt) if weight.ndim == 1 else self.dot(weight, dtype=dt)
+    return out + bias.cast(dt) if bias is not None else out
 
   @staticmethod
   def einsum(formula: str, *operands: TensorT | Sequence[TensorT], dtype: DType | str | None = None) -> TensorT:

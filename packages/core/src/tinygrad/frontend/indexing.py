@@ -11,7 +11,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from tinygrad.dtype import ConstType, dtypes
 from tinygrad.frontend.base import TensorBase
-from tinygrad.frontend.elementwise import _broadcast_shape
+from tinygrad.frontend.elementwise import _broadcast_shape, data_free
 from tinygrad.frontend.reduce import ReduceMixin
 from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, prod
 from tinygrad.uop.ops import Ops, UOp
@@ -30,6 +30,15 @@ class _IndexPlan(Generic[TensorT]):
   strided: tuple[int, ...]
   shape: tuple[int, ...]
   adv: list[tuple[int, TensorT]]
+
+
+def _on_device_of(self: Any, t: TensorT, what: str) -> TensorT:
+  """t (an index or src tensor) for an op on self: an error when both are on single devices that differ, as in torch and
+  tinygrad (the data would move silently), unless t is computed from constants alone (an arange: tinygrad's are device-less);
+  for a sharded self, t goes to its devices."""
+  if t.device != self.device and isinstance(t.device, str) and isinstance(self.device, str) and not data_free(t):
+    raise InvalidArgumentError(f"{what} is on {t.device} but the tensor is on {self.device}; move it with .to()")
+  return t.to(self.device)
 
 
 def _is_int(x: Any) -> bool:
@@ -100,7 +109,7 @@ class IndexingMixin(ReduceMixin):
         i = type(self)(i, device=self.device, dtype=dtypes.int32 if isinstance(i, (list, tuple)) and len(i) == 0 else None)
       if isinstance(i, type(self)):
         if not dtypes.is_int(i.dtype): raise OutOfRangeError(f"tensors used as indices must have an integer dtype, got {i.dtype!r}")
-        i = i.to(self.device)
+        i = _on_device_of(self, i, "a tensor index")
         if not dtypes.is_unsigned(i.dtype): i = (i < 0).where(i + size, i)  # negative indices count from the end
         bounds.append((0, size))
         steps.append(1)
@@ -297,13 +306,14 @@ class IndexingMixin(ReduceMixin):
     if any(n > s for i, (s, n) in enumerate(zip(self.shape, index.shape)) if i != d):
       raise InvalidArgumentError(f"gather index {index.shape} can't be larger than self {self.shape} outside dim {d}")
     x = self.shrink(tuple(None if i == d else (0, n) for i, n in enumerate(index.shape))).unsqueeze(-1).transpose(-1, d)
-    return _select(index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]), x, -1)
+    return _select(_on_device_of(self, index, "gather's index").unsqueeze(-1)._one_hot_along_dim(self.shape[d]), x, -1)
 
   def _pre_scatter(self, dim: int, index: Self, src: Self | ConstType) -> tuple[Self, Self]:
     """src and the one-hot mask in the frame self.shape + (index.shape[dim],): mask[..., j] says whether the j-th index along
     dim points at this element of self."""
     d = self._resolve_dim(dim)
     if not isinstance(src, TensorBase): src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
+    else: src = _on_device_of(self, src, "scatter's src")
     if not index.ndim == self.ndim == src.ndim:
       raise InvalidArgumentError(f"scatter needs self, index and src with one number of dims, got {self.shape}, {index.shape}, {src.shape}")
     if not dtypes.is_int(index.dtype): raise InvalidDTypeError(f"scatter index must have an integer dtype, got {index.dtype!r}")
@@ -312,7 +322,7 @@ class IndexingMixin(ReduceMixin):
       if n > r or (i != d and n > s): raise InvalidArgumentError(f"scatter index {index.shape} must fit in src {src.shape} and, outside dim {d}, in self {self.shape}")
     src = src.shrink(tuple((0, n) for n in index.shape))
     src = src.unsqueeze(-1).expand(src.shape + (self.shape[d],)).transpose(-1, d)
-    mask = index.to(self.device).unsqueeze(-1)._one_hot_along_dim(self.shape[d]).transpose(-1, d)
+    mask = _on_device_of(self, index, "scatter's index").unsqueeze(-1)._one_hot_along_dim(self.shape[d]).transpose(-1, d)
     pads = tuple(None if i == d else (0, self.shape[i] - mask.shape[i]) for i in range(self.ndim)) + (None,)
     return src.pad(pads), mask.pad(pads)
 

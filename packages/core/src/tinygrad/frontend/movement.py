@@ -9,7 +9,7 @@ from typing import Any, Self, TypeVar
 
 from tinygrad.dtype import dtypes, least_upper_dtype
 from tinygrad.frontend.elementwise import ElementwiseMixin
-from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, OutOfRangeError, all_int, argfix, ceildiv, make_tuple, prod
+from tinygrad.helpers import FormulaError, InvalidArgumentError, InvalidDTypeError, OutOfRangeError, all_int, argfix, ceildiv, make_tuple, prod
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import sint_div, sint_eq, sint_le, sint_prod, sint_simplify
 
@@ -45,19 +45,19 @@ def _parse_rearrange_side(side: str, formula: str) -> list[tuple[list[str], bool
   current: list[str] | None = None
   for tok in side.replace("(", " ( ").replace(")", " ) ").replace("…", "...").split():
     if tok == "(":
-      if current is not None: raise InvalidArgumentError(f"rearrange can't nest parentheses in {formula!r}")
+      if current is not None: raise FormulaError(f"rearrange can't nest parentheses in {formula!r}")
       current = []
     elif tok == ")":
-      if current is None: raise InvalidArgumentError(f"unbalanced ')' in rearrange formula {formula!r}")
+      if current is None: raise FormulaError(f"unbalanced ')' in rearrange formula {formula!r}")
       groups.append((current, True))
       current = None
     elif tok == "1":
       if current is None: groups.append(([], True))
-    elif tok == "..." or tok.isidentifier():
+    elif tok == "..." or (tok.isidentifier() and not tok.startswith("_") and not tok.endswith("_")):  # einops' axis names
       if current is None: groups.append(([tok], False))
       else: current.append(tok)
-    else: raise InvalidArgumentError(f"invalid axis name {tok!r} in rearrange formula {formula!r}")
-  if current is not None: raise InvalidArgumentError(f"unbalanced '(' in rearrange formula {formula!r}")
+    else: raise FormulaError(f"invalid axis name {tok!r} in rearrange formula {formula!r}")
+  if current is not None: raise FormulaError(f"unbalanced '(' in rearrange formula {formula!r}")
   return groups
 
 
@@ -362,27 +362,27 @@ class MovementMixin(ElementwiseMixin):
   def rearrange(self, formula: str, **sizes: int) -> Self:
     """einops-style axis rearrangement: `x.rearrange("b (h w) c -> b c h w", h=2)`. Names group with parentheses, `...`
     stands for the axes not named, `1` or `()` is an axis of size 1."""
-    if formula.count("->") != 1: raise InvalidArgumentError(f"rearrange formula needs exactly one '->', got {formula!r}")
+    if formula.count("->") != 1: raise FormulaError(f"rearrange formula needs exactly one '->', got {formula!r}")
     lhs_p, rhs_p = (_parse_rearrange_side(side, formula) for side in formula.split("->"))
     names_l, names_r = [n for g, _ in lhs_p for n in g], [n for g, _ in rhs_p for n in g]
     if sorted(names_l) != sorted(names_r) or len(set(names_l)) != len(names_l):
-      raise InvalidArgumentError(f"rearrange needs the same axis names once on each side of {formula!r}: {names_l} vs {names_r}")
+      raise FormulaError(f"rearrange needs the same axis names once on each side of {formula!r}: {names_l} vs {names_r}")
     for name in sizes:
-      if name not in names_l: raise InvalidArgumentError(f"rearrange size given for axis {name!r}, which {formula!r} does not use")
-    if any("..." in g and paren for g, paren in lhs_p): raise InvalidArgumentError(f"rearrange can't have '...' inside parentheses on the left of {formula!r}")
+      if name not in names_l: raise FormulaError(f"rearrange size given for axis {name!r}, which {formula!r} does not use")
+    if any("..." in g and paren for g, paren in lhs_p): raise FormulaError(f"rearrange can't have '...' inside parentheses on the left of {formula!r}")
     n_ell = self.ndim - len(lhs_p) + 1 if "..." in names_l else 0
     ell = [f"...{i}" for i in range(max(n_ell, 0))]
     # a bare ... is one axis per unnamed axis; inside parentheses (right side only) they merge into one
     lhs = [new for g, _ in lhs_p for new in ([[e] for e in ell] if g == ["..."] else [g])]
     rhs = [new for g, paren in rhs_p for new in ([[e] for e in ell] if g == ["..."] and not paren else [[e for n in g for e in (ell if n == "..." else [n])]])]
-    if n_ell < 0 or len(lhs) != self.ndim: raise InvalidArgumentError(f"rearrange: the left of {formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
+    if n_ell < 0 or len(lhs) != self.ndim: raise FormulaError(f"rearrange: the left of {formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
     known: dict[str, int] = {}
     for g, dim in zip(lhs, self.shape):
       unknown = [n for n in g if n not in sizes]
       fixed = prod(sizes[n] for n in g if n in sizes)
       if len(unknown) > 1: raise InvalidArgumentError(f"rearrange can't infer the sizes of {unknown} in {formula!r}: give all but one as keyword args")
       if (unknown and (fixed == 0 or dim % fixed)) or (not unknown and fixed != dim):
-        raise InvalidArgumentError(f"rearrange: an axis of size {dim} can't be split into {g or '()'} with sizes {[sizes.get(n) for n in g]}")
+        raise FormulaError(f"rearrange: an axis of size {dim} can't be split into {g or '()'} with sizes {[sizes.get(n) for n in g]}")
       known.update({n: sizes[n] if n in sizes else dim // fixed for n in g})
     names = [n for g in lhs for n in g]
     t = self.reshape(tuple(known[n] for n in names)).permute([names.index(n) for g in rhs for n in g])

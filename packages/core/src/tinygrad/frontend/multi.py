@@ -11,7 +11,7 @@ from tinygrad.dtype import DType
 from tinygrad.engine.realize import buffer_of
 from tinygrad.frontend.movement import MovementMixin
 from tinygrad.helpers import InvalidArgumentError, InvalidDTypeError, prod
-from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, new_buffer
+from tinygrad.schedule.kernelize import buffer_view, is_contiguous_buffer, is_writable_view, new_buffer
 from tinygrad.schedule.multi import Devices, copy_to, lower, make_multi, shrink_axis, split_bounds
 from tinygrad.uop.ops import Ops, UOp
 
@@ -23,9 +23,11 @@ TensorT = TypeVar("TensorT", bound="MultiMixin")
 # ---- devices
 
 def canonical_device(device: str | Sequence[str] | None) -> str | Devices:
-  """Device.canonicalize, also for a tuple of devices (a sharded tensor's device)."""
+  """Device.canonicalize, also for a tuple of devices (a sharded tensor's device); a tuple of one device is that device, as in
+  tinygrad (Tensor(x, device=("CPU",)) is a plain tensor on CPU)."""
   if isinstance(device, (tuple, list)):
     if not device: raise ValueError("a tuple of devices must name at least one device")
+    if len(device) == 1: return Device.canonicalize(device[0])
     devs = tuple(Device.canonicalize(d) for d in device)
     if len(set(devs)) != len(devs): raise ValueError(f"the devices of a sharded tensor must be distinct, got {devs}")
     return devs
@@ -80,10 +82,23 @@ def assign_value(target: TensorT, x: Any) -> TensorT:
   return x
 
 
+_VIEW_OPS = (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP)
+
+
 def multi_assign(target: TensorT, x: Any) -> TensorT:
   """Tensor.assign into a sharded tensor: each device writes its part in place."""
   x = assign_value(target, x)
   if x.device != target.device: x = x.to(target.device)
+  if not is_realized_multi(target.uop) and is_realized_multi(target.uop.base) and target.uop.op in _VIEW_OPS:
+    # a view of sharded buffers (out[:, 2:3]): each device writes its part of the view into its own buffer, now (as a view's
+    # assign on one device); a view that crosses the shards (a slice of the sharded axis) has no per-device part to write
+    lowered = lower(target.uop)
+    if lowered.op is not Ops.MULTI or not all(is_writable_view(s) for s in lowered.src):
+      raise NotImplementedError(f"can't assign into this {target.shape} view of a tensor sharded on axis {target.uop.base.arg[0]}: "
+                                "it doesn't split into one view per shard. Use setitem on the sharded tensor (t[idx] = v) instead")
+    target.uop = UOp(Ops.ASSIGN, target.dtype, (target.uop, x.uop))
+    target.realize()
+    return target
   if not is_realized_multi(target.uop): target.realize()
   if not is_realized_multi(target.uop):  # a view of sharded buffers: no place to write in, so it just takes the value
     target.uop = x.uop
@@ -102,7 +117,7 @@ class MultiMixin(MovementMixin):
     None). The result's `.device` is the tuple of devices; ops on it run on every device, `.to(device)` gathers it."""
     if isinstance(devices, str): raise TypeError(f"shard takes a tuple of devices, got the string {devices!r}")
     devs = canonical_device(tuple(devices))
-    assert isinstance(devs, tuple)
+    if isinstance(devs, str): return self.to(devs)  # one device: no split (tinygrad's shard gives a plain tensor there too)
     t = self
     ax = None if axis is None else t._axis(axis)
     if isinstance(t.device, tuple):

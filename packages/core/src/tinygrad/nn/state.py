@@ -91,7 +91,8 @@ class _RawReader(io.RawIOBase):
   def tell(self) -> int: return self.pos
 
   def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-    self.pos = max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.src.size}[whence] + offset)
+    # clamped to the file, as tinygrad's TensorIO (a read-only file: nothing lies past its end to seek to)
+    self.pos = min(max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.src.size}[whence] + offset), self.src.size)
     return self.pos
 
   def readinto(self, buffer: Any) -> int:

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinygrad.helpers import ContextVar, prod
+from tinygrad.helpers import ContextVar, InvalidArgumentError, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
 from tinygrad.schedule.recompute import shared_and_long
@@ -591,6 +591,6 @@ def strip_binds(ast: UOp) -> tuple[UOp, dict[str, int]]:
   var_vals: dict[str, int] = {}
   for b in binds:
     name, value = b.src[0].arg[0], b.src[1].arg
-    if var_vals.get(name, value) != value: raise ValueError(f"Variable {name!r} is bound to both {var_vals[name]} and {value} in one kernel")
+    if var_vals.get(name, value) != value: raise InvalidArgumentError(f"bind mismatch on Variable {name!r}: it is bound to both {var_vals[name]} and {value} in one kernel")
     var_vals[name] = value
   return ast.substitute({b: b.src[0] for b in binds}), var_vals

@@ -98,8 +98,8 @@ def to_layout(x: UOp, devices: Devices, layout: Layout) -> tuple[UOp, ...]:
   """x's per-device parts in `layout`: a replicated x is sliced, a differently sharded one is gathered and sliced."""
   if x.op is not Ops.MULTI:
     if x.device is None: return (x,) * len(devices)  # a device-less constant: the same node everywhere
-    raise ValueError(f"can't combine a tensor on {x.device} with one on {devices}: move it there first with .to() or .shard()")
-  if x.device != devices: raise ValueError(f"tensors are on different devices: {x.device} and {devices}; reshard one with .shard()")
+    raise InvalidArgumentError(f"can't combine a tensor on {x.device} with one on {devices}: move it there first with .to() or .shard()")
+  if x.device != devices: raise InvalidArgumentError(f"tensors are on different devices: {x.device} and {devices}; reshard one with .shard()")
   if x.arg == layout: return x.src
   x = allgather(x)
   axis, bounds = layout
@@ -183,12 +183,24 @@ def lower(u: UOp) -> UOp:
   per-device ASSIGN recognizable as applied)."""
   if not has_multi(u): return u
   key = lowered_key()
-  return u._derived(key, lambda n: _lower_node(n, key))
+  low = u._derived(key, lambda n: _SAME if (x := _lower_node(n, key)) is n else x)
+  return u if low is _SAME else low
+
+
+# the cached lowering of a node that lowers to itself: not the node (a reference from its own __dict__ would make every such node
+# a reference cycle, and the interning table's keys hold a node's sources, so a graph's nodes would go one garbage collection
+# per level instead of when the last tensor drops them: a sharded tensor's unsharded source buffer stayed allocated)
+_SAME = object()
+
+
+def _lowered(s: UOp, key: str) -> UOp:
+  low = s.__dict__[key]
+  return s if low is _SAME else low
 
 
 def _lower_node(n: UOp, key: str) -> UOp:
   if not n.__dict__["has_multi"] or n.op is Ops.DEVICE: return n
-  src = tuple(s.__dict__[key] for s in n.src)
+  src: tuple[Any, ...] = tuple(_lowered(s, key) for s in n.src)  # (devices: a MULTI's are a tuple, checked where used)
   op = n.op
   if op in (Ops.CONST, Ops.IOTA) and isinstance(n.device, tuple):  # made on every device: replicated
     return make_multi([n.replace(src=(UOp(Ops.DEVICE, arg=d),)) for d in n.device])
@@ -296,6 +308,7 @@ def realized(u: UOp, becomes: dict[UOp, UOp], key: str | None = None) -> UOp | N
   if (done := becomes.get(u)) is not None: return done
   # key: lowered_key(), passed in by a caller that asks for every live tensor (this runs once per tensor per realize)
   if (low := u.__dict__.get(key or lowered_key())) is None: return None
+  if low is _SAME: low = u
   if low.op is not Ops.MULTI: return becomes.get(low)
   parts = tuple(becomes.get(s, s) for s in low.src)
   return low.replace(src=parts) if all(s.base.op is Ops.BUFFER for s in parts) else None

@@ -356,6 +356,13 @@ class UOp:
     if not isinstance(value, int) or not lo <= value <= hi: raise ValueError(f"Variable {name!r} bound to {value!r}, outside [{lo}, {hi}]")
     return UOp(Ops.BIND, dtypes.int32, (self, UOp.const(dtypes.int32, value)))
 
+  @property
+  def expr(self) -> str:
+    """A Variable's name (of a bound one too), as tinygrad's `Variable.expr`: the key of its value in var_vals."""
+    if self.op is Ops.BIND: return self.src[0].arg[0]
+    if self.op is not Ops.DEFINE_VAR: raise AttributeError(f"expr is a Variable's name; a {self.op} has none")
+    return self.arg[0]
+
   def unbind(self) -> tuple[UOp, int]:
     if self.op is not Ops.BIND: raise TypeError(f"unbind needs a bound Variable, not a {self.op}")
     return self.src[0], self.src[1].arg
@@ -466,3 +473,15 @@ def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.int32)
   if not dtypes.min(dtype) <= min_val <= max_val <= dtypes.max(dtype):
     raise ValueError(f"Variable {name!r}'s bounds [{min_val}, {max_val}] don't fit {dtype!r}")
   return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
+
+
+UOp.variable = staticmethod(Variable)  # type: ignore[attr-defined]  # tinygrad's spelling (its Variable is UOp.variable)
+
+
+def __getattr__(name: str) -> Any:
+  # tinygrad keeps sym_infer (a symbolic expression's value for var_vals) in tinygrad.uop.ops; ours is in uop.symbolic,
+  # which imports this module, so it is looked up on first use
+  if name == "sym_infer":
+    from tinygrad.uop.symbolic import sym_infer
+    return sym_infer
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -265,8 +265,9 @@ symbolic = symbolic_simple + PatternMatcher([
 ])
 
 
-def sym_infer(u: UOp, var_vals: dict[str, int]) -> Any:
-  """Evaluate a symbolic integer expression with variable values."""
+def sym_infer(u: UOp | int, var_vals: dict[str, int]) -> Any:
+  """Evaluate a symbolic integer expression with variable values (an int is itself, as a shape's fixed dims are)."""
+  if not isinstance(u, UOp): return u
   vals: dict[UOp, Any] = {}
   for n in u.toposort():
     if n.op is Ops.CONST: vals[n] = n.arg

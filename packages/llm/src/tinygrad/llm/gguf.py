@@ -316,3 +316,43 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     if name in tensors: raise GGUFError(f"{p}: tensor {name!r} appears twice")
     tensors[name] = GGUFTensorInfo(name, shape, ggml_type, p, offset, nbytes)
   return GGUFFile(path, version, metadata, tensors, alignment, parts)
+
+
+# ---- tinygrad 0.14's API (tinygrad.llm.gguf.gguf_load / ggml_data_to_tensor), for programs written against it
+
+_NATIVE_INTS = {"I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "F64": "float64"}
+
+
+def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
+  """The first `n` values of GGML-type `ggml_type` data held in `t` (uint8 bytes) as a 1-D tensor (lazy): F32/F16 and the
+  integer types keep their dtype, block formats dequantize to float32 (the types quants.py knows; others raise ValueError)."""
+  from tinygrad.llm import quants
+  if ggml_type not in GGML_TYPES: raise ValueError(f"unknown ggml type {ggml_type}")
+  name = GGML_TYPES[ggml_type].name
+  raw = t.flatten().bitcast("uint8") if t.dtype.itemsize != 1 or t.dtype.name != "uint8" else t.flatten()
+  if name in quants.NATIVE_DTYPES or name in _NATIVE_INTS:
+    dt = quants.NATIVE_DTYPES[name] if name in quants.NATIVE_DTYPES else to_dtype(_NATIVE_INTS[name])
+    return raw[:n * dt.itemsize].bitcast(dt)
+  if name not in quants.DEQUANTIZERS:
+    raise ValueError(f"ggml type {name} ({ggml_type}) is not supported (supported: {', '.join(quants.DEQUANTIZERS)})")
+  block_size, type_size = quants.BLOCK_SIZES[name]
+  blocks = -(-n // block_size)
+  return quants.dequantize(raw[:blocks * type_size], name, (blocks * block_size,))[:n]
+
+
+def gguf_load(fn: Tensor | str | os.PathLike) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """(metadata, {name: tensor}) of a GGUF file, as tinygrad's gguf_load: a path (a split model's other parts are found next
+  to it) or the file's bytes as a uint8 Tensor. The tensors are lazy and dequantized (ggml_data_to_tensor) to their shapes."""
+  if isinstance(fn, Tensor):  # the header is parsed from the bytes on the host (once); the tensors are views of fn
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as f:
+      f.write(bytes(fn.flatten().bitcast("uint8").data() if fn.dtype.itemsize != 1 else fn.flatten().data()))
+      f.flush()
+      g = read_gguf(f.name)
+    src = {g.path: fn.flatten()}
+  else: g, src = read_gguf(fn), {}
+  out: dict[str, Tensor] = {}
+  for name, info in g.tensors.items():
+    raw = src[info.path][info.offset:info.offset + info.nbytes] if info.path in src else g.tensor_bytes(name, realize=False)
+    out[name] = ggml_data_to_tensor(raw, info.numel, info.ggml_type.id).reshape(info.shape)
+  return g.metadata, out
