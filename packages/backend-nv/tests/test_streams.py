@@ -53,9 +53,9 @@ def test_helpers_are_one_ptx_load_of_their_size():
   assert "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" in stream_load_helper(16)
 
 
-def _sources(build) -> dict[str, str]:
-  """name -> CUDA source of every kernel the tensors from build() run on NULL:CUDA (which compiles each with NVRTC)."""
-  with Context(DEV="NULL:CUDA:sm_90"):
+def _sources(build, dev: str = "NULL:CUDA:sm_90") -> dict[str, str]:
+  """name -> source of every kernel the tensors from build() run on dev (NULL: compiled, with NVRTC or nvJitLink, not run)."""
+  with Context(DEV=dev):
     realize.capturing.append(cap := realize.Capture(jit=False))
     try: Tensor.realize_all(*build())
     finally: realize.capturing.pop()
@@ -82,3 +82,13 @@ def test_elementwise_kernels_keep_plain_loads():
   """No loop around the loads: nothing to stream past."""
   srcs = _sources(lambda: [Tensor.empty(4096) + Tensor.empty(4096)])
   assert all("tg_ld_stream" not in s for s in srcs.values())
+
+
+def test_ptx_streams_a_float32_matrix_vector_product():
+  """PTX's form: the rows' loads as ld.global.nc.L1::no_allocate, the vector's plain."""
+  realize._runner_cache.clear()
+  srcs = _sources(lambda: [(Tensor.empty(512, 2048) * Tensor.empty(2048)).sum(1)], "NULL:PTX:sm_90")
+  (src,) = [s for n, s in srcs.items() if n.startswith("r_")]
+  loads = [line.strip() for line in src.splitlines() if line.strip().startswith("ld.global")]
+  assert any(line.startswith("ld.global.nc.L1::no_allocate.") for line in loads)
+  assert any(line.startswith("ld.global.f32") for line in loads)

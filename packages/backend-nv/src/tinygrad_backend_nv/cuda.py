@@ -372,7 +372,7 @@ class CUDARenderer(CStyleRenderer):
     self._tmaps = []
     self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
     # a reduction whose shared memory holds only partials (a matrix-vector product): its matrix's loads stream past L1
-    self._streamed = streamed_loads(uops) if shared <= REDUCE_SMEM_MAX and not any(u.op is Ops.WMMA for u in uops) else set()
+    self._streamed = streamed_loads(uops)
     try: src = super().render(name, uops)
     finally:
       self._dyn_offset, align, self._smem_align, tmaps, self._tmaps, self._rolled = None, self._smem_align, 16, self._tmaps, [], set()

@@ -33,6 +33,7 @@ from fractions import Fraction
 from tinygrad.device.plugin import STORE_ADD, DType, GroupOp, Ops, PtrDType, Renderer, Target, UnsupportedDTypeError, UOp, dtypes, truncate
 
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, PTXCompiler, arch_number
+from tinygrad_backend_nv.streams import streamed_loads
 
 PTX_VERSION = "8.0"
 
@@ -204,6 +205,7 @@ class _Kernel:
     self.vecs: dict[UOp, list[str]] = {}     # vector values (see the module docstring)
     self.lazy_gep: dict[UOp, tuple[UOp, int]] = {}  # lanes of packed half vectors, unpacked when used as scalars
     self.skip: set[UOp] = set()              # LOADs that only feed async copies
+    self.streamed = streamed_loads(uops)     # LOADs read once by one thread: past L1 (streams.py)
 
   # ---- registers and emission
   def new(self, cls: str) -> str:
@@ -410,7 +412,11 @@ class _Kernel:
       tmp = self.new("rs")
       self.emit(f"ld.{space}.b16 {tmp}, [{a.reg}]", gate)
       self._half_bits_to_f32(dst, tmp, dt, gate)
-    else: self.emit(f"ld.{space}.{'f32' if dt in HALFS else MEM[dt]} {dst}, [{a.reg}]", gate)
+    else: self.emit(f"ld.{self._space(u, space)}.{'f32' if dt in HALFS else MEM[dt]} {dst}, [{a.reg}]", gate)
+
+  def _space(self, u: UOp, space: str) -> str:
+    """A load's state space, with the no-L1 hint where it streams (streams.py)."""
+    return "global.nc.L1::no_allocate" if space == "global" and u in self.streamed else space
 
   def _store(self, u: UOp) -> None:
     if u.arg == "async" or u.src[1].dtype.count > 1: return self._vstore(u)
@@ -448,7 +454,8 @@ class _Kernel:
       self.emit(f"ldmatrix.sync.aligned.m8n8.x{u.arg[1]}{'.trans' if u.arg[2] else ''}.shared.b16 {{{', '.join(regs)}}}, [{a.reg}]")
       return
     vec = f".v{len(regs)}" if len(regs) > 1 else ""
-    self.emit(f"ld.{a.space}{vec}.{self._vtype(u.dtype)} {{{', '.join(regs)}}}, [{a.reg}]" if vec else f"ld.{a.space}.{self._vtype(u.dtype)} {regs[0]}, [{a.reg}]")
+    space = self._space(u, a.space)
+    self.emit(f"ld.{space}{vec}.{self._vtype(u.dtype)} {{{', '.join(regs)}}}, [{a.reg}]" if vec else f"ld.{space}.{self._vtype(u.dtype)} {regs[0]}, [{a.reg}]")
 
   def _vstore(self, u: UOp) -> None:
     a, dt = self._addr_of(u.src[0]), u.src[1].dtype

@@ -3,7 +3,8 @@
 A matrix-vector product's warps each read their own rows of the matrix, once, and every one of them reads the same vector. With
 both through L1, the rows (most of the bytes) push the vector out, and each warp's vector loads then wait on L2. A load whose
 address depends on every thread index of the kernel and on every loop around it is read by no other thread and no other
-iteration: the CUDA renderer gives it `ld.global.nc.L1::no_allocate` (PTX ISA, "ld": eviction priority), and the vector stays.
+iteration: the CUDA renderer (its tg_ld_stream helpers) and the PTX renderer give it `ld.global.nc.L1::no_allocate` (PTX ISA,
+"ld": eviction priority), and the vector stays.
 Measured on an H100 (bench/README.md, session 33): Llama-1B's decode step 1,004 -> 968 us.
 """
 from __future__ import annotations
@@ -12,14 +13,17 @@ from tinygrad.device.plugin import ContextVar, Ops, PtrDType, UOp
 
 STREAM_LOADS = ContextVar("STREAM_LOADS", 1)  # 0: no cache hint on streamed loads
 STREAM_BYTES = (4, 8, 16)  # load sizes with a helper (one, two or four 32-bit registers)
+PARTIALS_SMEM_MAX = 4096  # shared bytes up to which a kernel's shared memory holds only a reduction's partials
 
 
 def streamed_loads(uops: list[UOp]) -> set[UOp]:
-  """The kernel's ungated global loads of 4, 8 or 16 bytes, inside a loop, whose address depends on every SPECIAL (thread and
-  block index) of the kernel and on every loop open around the load, from a buffer the kernel doesn't store to (a non-coherent
-  load must not see the kernel's own writes)."""
+  """In a kernel without tensor cores whose shared memory (if any) holds only a reduction's partials, the ungated global loads
+  of 4, 8 or 16 bytes, inside a loop, whose address depends on every SPECIAL (thread and block index) of the kernel and on
+  every loop open around the load, from a buffer the kernel doesn't store to (a non-coherent load must not see the kernel's
+  own writes)."""
   specials = {u for u in uops if u.op is Ops.SPECIAL}
-  if not STREAM_LOADS.value or not specials: return set()
+  if not STREAM_LOADS.value or not specials or any(u.op is Ops.WMMA for u in uops): return set()
+  if sum(u.dtype.size * u.dtype.base.itemsize for u in uops if u.op is Ops.DEFINE_LOCAL) > PARTIALS_SMEM_MAX: return set()  # type: ignore[attr-defined]
   written = {_buffer(u.src[0]) for u in uops if u.op is Ops.STORE}
   out: set[UOp] = set()
   open_ranges: list[UOp] = []
