@@ -44,18 +44,20 @@ def test_function_module_and_tinygrad_keywords():
   with pytest.raises(NotImplementedError, match="grad_fxn"): function(grad_fxn=lambda *a: a)
 
 
+@pytest.mark.devices(2)
 def test_index_or_src_on_another_device_is_a_runtime_error():
   """gather/scatter/tensor indexing with an index (or src) on another device raise, as in tinygrad and torch, instead of
   copying it over silently; a device mismatch in elementwise ops and where() is a RuntimeError too (it is also a ValueError)."""
-  from tinygrad import dtypes
+  from tinygrad import Device, dtypes
+  here, other = Device.DEFAULT, f"{Device.DEFAULT.split(':')[0]}:1"  # instance 1 of the session's device kind
   x = Tensor.zeros(3, 4).contiguous().realize()
-  idx = Tensor.zeros(3, 4, dtype=dtypes.int32, device="CPU:1").contiguous().realize()
-  for f in (lambda: x.gather(0, idx), lambda: x.scatter(0, idx, Tensor.ones(3, 4)), lambda: x.scatter(0, idx.to("CPU"), Tensor.ones(3, 4, device="CPU:1").contiguous().realize()),
-            lambda: x[Tensor([0, 1], device="CPU:1")], lambda: x.sparse_categorical_crossentropy(Tensor([0, 1, 2], device="CPU:1")),
-            lambda: x + idx, lambda: Tensor([True], device="CPU:1").where(x, 0)):
+  idx = Tensor.zeros(3, 4, dtype=dtypes.int32, device=other).contiguous().realize()
+  for f in (lambda: x.gather(0, idx), lambda: x.scatter(0, idx, Tensor.ones(3, 4)), lambda: x.scatter(0, idx.to(here), Tensor.ones(3, 4, device=other).contiguous().realize()),
+            lambda: x[Tensor([0, 1], device=other)], lambda: x.sparse_categorical_crossentropy(Tensor([0, 1, 2], device=other)),
+            lambda: x + idx, lambda: Tensor([True], device=other).where(x, 0)):
     with pytest.raises(RuntimeError, match="on"): f()
     with pytest.raises(ValueError): f()
-  np.testing.assert_equal(x.gather(0, idx.to("CPU")).numpy(), np.zeros((3, 4)))
+  np.testing.assert_equal(x.gather(0, idx.to(here)).numpy(), np.zeros((3, 4)))
 
 
 def test_a_tensor_computed_from_constants_goes_to_the_other_device():
