@@ -48,6 +48,8 @@ def test_streamed_loads_can_be_turned_off():
 
 
 def test_helpers_are_one_ptx_load_of_their_size():
+  """Volatile: NVVM keeps them after the kernel's griddepcontrol.wait (a pure asm could be hoisted above it)."""
+  assert all("asm volatile(" in stream_load_helper(n) for n in (4, 8, 16))
   assert "ld.global.nc.L1::no_allocate.u32 %0, [%1];" in stream_load_helper(4)
   assert "ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" in stream_load_helper(8)
   assert "ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" in stream_load_helper(16)

@@ -44,7 +44,9 @@ def _buffer(x: UOp) -> UOp:
 
 
 def stream_load_helper(nbytes: int) -> str:
-  """tg_ld_stream<nbytes>(p): *p through `ld.global.nc.L1::no_allocate` as 32-bit words (any type of that size)."""
+  """tg_ld_stream<nbytes>(p): *p through `ld.global.nc.L1::no_allocate` as 32-bit words (any type of that size). Volatile: an asm
+  without side effects may be hoisted by NVVM above the kernel's griddepcontrol.wait (its operands are ready at the start),
+  where it could read what the kernel before has not written yet; the PTX of Llama-1B's decode products is the same either way."""
   n = nbytes // 4
   regs = ", ".join(f"%{i}" for i in range(n))
   if n > 1: regs = f"{{{regs}}}"
@@ -52,5 +54,5 @@ def stream_load_helper(nbytes: int) -> str:
   vec = f".v{n}" if n > 1 else ""
   return (f"template <class T> static __device__ __forceinline__ T tg_ld_stream{nbytes}(const T *p) {{\n"
           f"  T r; unsigned *R = (unsigned *)&r;\n"
-          f'  asm("ld.global.nc.L1::no_allocate{vec}.u32 {regs}, [%{n}];" : {outs} : "l"(p));\n'
+          f'  asm volatile("ld.global.nc.L1::no_allocate{vec}.u32 {regs}, [%{n}];" : {outs} : "l"(p));\n'
           f"  return r;\n}}")
