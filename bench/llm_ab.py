@@ -68,8 +68,15 @@ def main() -> None:
     print(f"{json.dumps(v):48s} best {min(t):8.1f} us/step = {1e6 / min(t):8.1f} tok/s  {k} kernels  all {t}", file=sys.stderr)
   print(json.dumps({"benchmark": "llm_ab", "model": os.path.basename(llm.path) if hasattr(llm, "path") else args.synthetic or args.model,
                     "device": Device.DEFAULT, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
-                    "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1), "kernels": k}
-                                 for v, t, k in zip(variants, times, kernels)]}))
+                    "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1), "kernels": k,
+                                  "first_token_differing": _first_difference(tok, tokens[0])}
+                                 for v, t, k, tok in zip(variants, times, kernels, tokens)]}))
+
+
+def _first_difference(a: list[int], b: list[int]) -> int | None:
+  """The index of the first greedy token where a variant's differs from the first variant's (None: all equal): a numerics
+  change that flips a near-tie shows as a late index, a broken kernel as an early one."""
+  return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
 
 if __name__ == "__main__": main()
