@@ -748,8 +748,8 @@ class Block:
     self.attn_norm, self.ffn_norm = w["attn_norm.weight"], w["ffn_norm.weight"]
     self.attn = Attention(cfg, w, max_context, cache_dtype)
     self.ffn = MoEFeedForward(cfg, w) if "ffn_gate_inp.weight" in w else FeedForward(w)
-    # on a GPU the norms' weights are folded into the float16 products that read them (fold_norm); None: folded. Not with the
-    # one-kernel decode experiments (DECODE_FFN, DECODE_ATTN_O), whose kernels take the norm's weight
+    # on a GPU the norms' weights are folded into the float16 products that read them (fold_norm; the flags say where). Not with
+    # the one-kernel decode experiments (DECODE_FFN, DECODE_ATTN_O), whose kernels take the norm's weight
     self.attn_norm_folded = self.ffn_norm_folded = False
     if NORM_FOLD.value and fuses_cheaply(self.attn_norm.device) and not DECODE_FFN.value and not DECODE_ATTN_O.value:
       a = self.attn
