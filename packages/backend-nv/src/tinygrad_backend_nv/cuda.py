@@ -14,7 +14,7 @@ from tinygrad.device.plugin import GRID_WAIT, ContextVar, CStyleRenderer, DType,
 
 from tinygrad_backend_nv import wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
-from tinygrad_backend_nv.streams import STREAM_BYTES, stream_load_helper, streamed_loads
+from tinygrad_backend_nv.streams import PARTIALS_SMEM_MAX, STREAM_BYTES, stream_load_helper, streamed_loads
 
 _HALF = """\
 struct half {  // IEEE binary16, converted with cvt (cuda_fp16.h is not needed)
@@ -389,7 +389,7 @@ class CUDARenderer(CStyleRenderer):
     # kernel: codegen/rows.py) streams memory: it needs resident warps to hide the latency more than registers. A softmax row
     # of 64 values a thread took 166 registers (one 256-thread block an SM) where 128 fit; asked of one with 32 values a thread
     # (79 registers), ptxas used up to the cap instead (102: two blocks, not three), so only the former ask
-    if (warps := REDUCE_WARPS.value) and 0 < shared <= REDUCE_SMEM_MAX and threads * 2 <= warps * 32 and not any(u.op is Ops.WMMA for u in uops) \
+    if (warps := REDUCE_WARPS.value) and 0 < shared <= PARTIALS_SMEM_MAX and threads * 2 <= warps * 32 and not any(u.op is Ops.WMMA for u in uops) \
         and _values_loaded_outside_loops(uops) >= REDUCE_HELD_VALUES:
       bounds = f"{threads}, {warps * 32 // threads}"
     decl = ""
@@ -421,7 +421,6 @@ class CUDARenderer(CStyleRenderer):
 
 
 REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
-REDUCE_SMEM_MAX = 4096  # shared bytes up to which a kernel's shared memory is taken for a reduction's partials
 REDUCE_HELD_VALUES = 64  # ... and values a thread loads from global memory outside any loop, from which it asks
 
 
