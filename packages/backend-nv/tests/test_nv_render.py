@@ -62,7 +62,8 @@ def test_cuda_prelude_only_when_needed() -> None:
 
 def test_a_placed_grid_wait_replaces_the_first_statement() -> None:
   """A BARRIER GRID_WAIT (a hand-written kernel's own place for the wait, after what it may load early) is where the sm_90
-  kernel waits for the grids before it, and the only wait."""
+  kernel waits for the grids before it, and the only wait. It is predicated on the value loaded before it (both ways): a plain
+  wait ptxas schedules above loads whose address is not ready yet, so that they issue after it."""
   p = Prog()
   out, a, b = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32), p.glob(2, dtypes.float32)
   zero = p.const(dtypes.int32, 0)
@@ -70,7 +71,9 @@ def test_a_placed_grid_wait_replaces_the_first_statement() -> None:
   p(Ops.BARRIER, dtypes.void, (early,), GRID_WAIT)
   p.store(out, zero, p.alu(Ops.ADD, early, p.load(b, zero)))
   src = CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("k", p.uops)
-  assert src.count("griddepcontrol.wait") == 1 and src.index("(data1+") < src.index("griddepcontrol.wait") < src.index("(data2+")
+  (wait,) = [line for line in src.splitlines() if "griddepcontrol.wait" in line]
+  assert src.index("(data1+") < src.index(wait) < src.index("(data2+")
+  assert "@p griddepcontrol.wait" in wait and "@!p griddepcontrol.wait" in wait and "&val0" in wait
   NVRTCCompiler("sm_90").compile(src)
 
 

@@ -7,7 +7,7 @@ from tinygrad import Context, Tensor
 from tinygrad.dtype import dtypes
 from tinygrad.engine import realize
 from tinygrad.uop.ops import Ops
-from tinygrad_backend_nv.streams import stream_load_helper, streamed_loads
+from tinygrad_backend_nv.streams import ahead_loads, stream_load_helper, streamed_loads
 
 
 def _matvec_prog(gate: bool = False, store_into_matrix: bool = False) -> tuple[Prog, object, object]:
@@ -94,3 +94,42 @@ def test_ptx_streams_a_float32_matrix_vector_product():
   loads = [line.strip() for line in src.splitlines() if line.strip().startswith("ld.global")]
   assert any(line.startswith("ld.global.nc.L1::no_allocate.") for line in loads)
   assert any(line.startswith("ld.global.f32") for line in loads)
+
+
+def test_loads_ahead_are_off_by_default_and_cover_the_loop_with_a_streamed_load():
+  """STREAM_AHEAD (an A/B switch, measured slower: streams.py): the streamed row and the vector it multiplies, both in the loop."""
+  p, wv, xv = _matvec_prog()
+  assert ahead_loads(p.uops, streamed_loads(p.uops)) == {}
+  with Context(STREAM_AHEAD=2):
+    (loop, loads), = ahead_loads(p.uops, streamed_loads(p.uops)).items()
+  assert loop.op is Ops.RANGE and set(loads) == {wv, xv}
+
+
+def _render(p, **settings) -> str:
+  from tinygrad.device.devstring import Target
+  from tinygrad_backend_nv.compiler import NVRTCCompiler
+  from tinygrad_backend_nv.cuda import CUDARenderer
+  with Context(**settings): src = CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("mv", p.uops)
+  NVRTCCompiler("sm_90").compile(src)
+  return src
+
+
+def test_a_load_ahead_is_issued_before_its_loop_and_a_step_on_inside_it():
+  """STREAM_AHEAD=1: each load of step 0 before the loop; in step r the value loaded before, and the load of step r + 1 issued
+  (not past the last step)."""
+  p, _, _ = _matvec_prog()
+  src = _render(p, STREAM_AHEAD=1)
+  loop = src.index("for (int ridx0")
+  assert src.index("float ahead0 = tg_ld_stream4(") < loop and src.index("float ahead1 = (*(data2+") < loop
+  assert "if (ridx0 < 63) ahead0 = tg_ld_stream4((data1+" in src[loop:] and "(ridx0+1)" in src[loop:]
+
+
+def test_early_loads_go_before_a_wait_that_depends_on_them():
+  """STREAM_EARLY=1: the matrix's first loads before the grid wait, which is predicated on their values (ptxas would otherwise
+  schedule the wait first), and the module lists the matrix's parameter for the graph; the vector's first loads (written by the
+  kernel before) come after the wait."""
+  p, _, _ = _matvec_prog()
+  src = _render(p, STREAM_AHEAD=1, STREAM_EARLY=1)
+  (wait,) = [line for line in src.splitlines() if "griddepcontrol.wait" in line]
+  assert src.index("tg_ld_stream4((data1+") < src.index(wait) < src.index("(*(data2+") and "&ahead0" in wait
+  assert "tg_early_params = 2ull;" in src  # data1, the second parameter

@@ -10,11 +10,33 @@ from __future__ import annotations
 
 import re
 
-from tinygrad.device.plugin import GRID_WAIT, ContextVar, CStyleRenderer, DType, Ops, PtrDType, Target, TensorCore, UOp, dtypes, pm_fp8_as_bytes
+from tinygrad.device.plugin import (
+  GRID_WAIT,
+  ContextVar,
+  CStyleRenderer,
+  DType,
+  Ops,
+  PtrDType,
+  Target,
+  TensorCore,
+  UOp,
+  dtypes,
+  pm_fp8_as_bytes,
+)
 
-from tinygrad_backend_nv import wgmma
+from tinygrad_backend_nv import timeline, wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
-from tinygrad_backend_nv.streams import PARTIALS_SMEM_MAX, STREAM_BYTES, stream_load_helper, streamed_loads
+from tinygrad_backend_nv.streams import (
+  PARTIALS_SMEM_MAX,
+  STREAM_BYTES,
+  STREAM_EARLY,
+  addressed_at_start,
+  ahead_loads,
+  ahead_steps,
+  indexed_buffer,
+  stream_load_helper,
+  streamed_loads,
+)
 
 _HALF = """\
 struct half {  // IEEE binary16, converted with cvt (cuda_fp16.h is not needed)
@@ -64,11 +86,39 @@ EARLY_PARAMS_SYMBOL = "tg_early_params"  # a bit per buffer parameter the kernel
 _GRID_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n'
 
 
+def _early_wait(values: list[tuple[str, DType]]) -> str:
+  """_GRID_WAIT after loads issued before it (STREAM_EARLY, codegen/early_loads.py), predicated on the values they read: ptxas
+  schedules a plain griddepcontrol.wait (SASS ACQBULK, no operands) ahead of loads still waiting for their address, so that they
+  issue after it (seen in the SASS of session 28's EARLY_LOADS kernels); a wait that depends on what they read can't move above
+  them. Both predicates wait."""
+  word = " | ".join(_value_word(name, dt) for name, dt in values)
+  return ('  asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n @p griddepcontrol.wait;\\n @!p griddepcontrol.wait;\\n}" '
+          f':: "r"({word}) : "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n')
+
+
+def _value_word(name: str, dt: DType) -> str:
+  """An unsigned int that depends on the first bytes of a register value (any type)."""
+  size = dt.itemsize * dt.count
+  return f"(*(const unsigned *)&{name})" if size >= 4 else f"((unsigned)*(const unsigned {'short' if size == 2 else 'char'} *)&{name})"
+
+
 def _early_params(wait: UOp, uops: list[UOp]) -> int:
   """A bit per buffer parameter (in parameter order) that what the GRID_WAIT barrier waits for reads."""
+  return _param_bits(uops, {u.arg for u in wait.toposort() if u.op is Ops.DEFINE_GLOBAL})
+
+
+def _param_bits(uops: list[UOp], read: set[int]) -> int:
+  """A bit per buffer parameter (in parameter order) among `read` (DEFINE_GLOBAL args); bit 63: that parameter or a later one."""
   params = sorted(u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL)
-  read = {u.arg for u in wait.toposort() if u.op is Ops.DEFINE_GLOBAL}
-  return sum(1 << min(i, 63) for i, p in enumerate(params) if p in read)  # bit 63: that parameter or a later one
+  return sum(1 << min(i, 63) for i, p in enumerate(params) if p in read)
+
+
+def _launch_size(uops: list[UOp], prefix: str) -> int:
+  """Blocks (prefix "gidx") or threads a block ("lidx") of a linearized kernel."""
+  n = 1
+  for u in uops:
+    if u.op is Ops.SPECIAL and u.arg[0].startswith(prefix): n *= int(u.arg[1])
+  return n
 
 
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
@@ -233,7 +283,9 @@ class CUDARenderer(CStyleRenderer):
               ' mapa.shared::cluster.u32 ra, %0, rk;\\n @q mbarrier.arrive.shared::cluster.b64 _, [ra];\\n}" '
               f':: "r"(tg_smem_addr({r[0]})), "r"((int)({r[1]})) : "memory");')
     if kind == "cluster_sync": return "tg_cluster_sync();"
-    if u.arg == GRID_WAIT: return _GRID_WAIT.strip()  # placed by a hand-written kernel (uop.dsl.GRID_WAIT), after its sources
+    if u.arg == GRID_WAIT:  # placed by a hand-written kernel (uop.dsl.GRID_WAIT) or early_loads.py, after its sources
+      loaded = [(name, x.dtype) for x, name in zip(u.src, r) if x.op is Ops.LOAD and name and x.dtype.itemsize * x.dtype.count <= 16]
+      return (_early_wait(loaded) if loaded else _GRID_WAIT).strip() + ("\n" + timeline.AFTER_WAIT.rstrip() if self._stamps else "")
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
       # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
@@ -286,6 +338,10 @@ class CUDARenderer(CStyleRenderer):
     self._tmaps: list[tuple] = []  # while rendering: the tensor maps its tile copies name (kernel parameters tmap0, ...)
     self._rolled: set[UOp] = set()  # while rendering: loops kept rolled (_rolled_loops)
     self._streamed: set[UOp] = set()  # while rendering: loads with the no-L1 hint (streams.py)
+    self._ahead: dict[UOp, list[UOp]] = {}  # while rendering: loop -> its streamed loads issued STREAM_AHEAD steps ahead
+    self._ahead_regs: dict[UOp, list[str]] = {}  # ... and each such load's registers, the next step's first
+    self._early: list[str] | None = None  # while rendering: lines to put before the grid wait (None: nothing may go there)
+    self._stamps = False  # while rendering: with block timeline stamps (timeline.py)
     # sm_90a on the CUDA driver (runtime.py encodes the maps; the NV device's own launches don't)
     self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
     self.grid_wait = arch_number(self.arch) >= 90  # every kernel waits for the grids before it (render)
@@ -350,9 +406,41 @@ class CUDARenderer(CStyleRenderer):
             *streams, *super().helpers()]
 
   def _render_uop(self, k, u: UOp) -> None:
-    if u in self._streamed and u not in k.skip:  # read once by one thread: not kept in L1 (streams.py)
+    if u.op is Ops.RANGE and u in self._ahead:  # the loop's first STREAM_AHEAD steps of its streamed loads, before it
+      for ld in self._ahead[u]:
+        regs = self._ahead_regs[ld] = [k.new_name("ahead") for _ in range(ahead_steps(u))]
+        # a weight's first loads before the wait for the kernel before (the graph's edge is plain where that kernel takes the buffer)
+        early = self._early is not None and k.depth == 1 and ld in self._streamed and addressed_at_start(ld, u)
+        for j, reg in enumerate(regs):
+          line = f"{self.render_dtype(ld.dtype)} {reg} = {self._load_at(k, ld, u, u.const_like(j), early)};"
+          if not early: k.emit(line)
+          else:
+            self._early.append("  " + line)  # type: ignore[union-attr]
+            self._early_regs.append((reg, ld.dtype))
+            self._early_bufs.add(indexed_buffer(ld.src[0]).arg)
+      super()._render_uop(k, u)
+    elif u in self._ahead_regs and u not in k.skip:  # this step's value was loaded steps ago; the load STREAM_AHEAD steps on is issued now
+      regs, r = self._ahead_regs[u], next(x for x in self._ahead if u in self._ahead[x])
+      self._declare(k, u, regs[0])
+      for a, b in zip(regs, regs[1:]): k.emit(f"{a} = {b};")
+      k.emit(f"if ({k.names[r]} < {r.src[0].arg - len(regs)}) {regs[-1]} = {self._load_at(k, u, r, r + len(regs))};")
+    elif u in self._streamed and u not in k.skip:  # read once by one thread: not kept in L1 (streams.py)
       self._declare(k, u, f"tg_ld_stream{u.dtype.itemsize * u.dtype.count}({k.names[u.src[0]]})")
     else: super()._render_uop(k, u)
+
+  def _load_at(self, k, ld: UOp, r: UOp, step: UOp, top: bool = False) -> str:
+    """A load's expression at loop r's `step` (its address rendered again, inline: streams.ahead_loads). top: at the kernel's
+    start, before its thread indices are named."""
+    def inline(x: UOp) -> str:
+      if x.op is Ops.CONST: return self.render_const(x.arg, x.dtype)
+      if top and x.op is Ops.SPECIAL: return self.render_special(x.arg[0], x.arg[1])
+      if x.op in (Ops.SPECIAL, Ops.DEFINE_VAR, Ops.RANGE): return k.names[x]
+      if x.op is Ops.CAST: return self.render_cast(inline(x.src[0]), x.src[0].dtype, x.dtype)
+      return self._render_alu(x, [inline(s) for s in x.src])
+    index = ld.src[0]
+    ptr = self.render_index(k.names[index.src[0]], inline(index.src[1].substitute({r: step})), index.dtype)
+    if index.dtype.base.count > 1: ptr = f"(({self.render_dtype(index.dtype.base)}*){ptr})"
+    return f"tg_ld_stream{ld.dtype.itemsize * ld.dtype.count}({ptr})" if ld in self._streamed else self.render_load(ptr, ld.dtype)
 
   def _spread(self, uops: list[UOp]) -> bool:
     """Whether each block gets an SM of its own: a hand-written kernel that asks (KernelInfo.spread), on sm_90+, where a graph
@@ -373,13 +461,17 @@ class CUDARenderer(CStyleRenderer):
     self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
     # a reduction whose shared memory holds only partials (a matrix-vector product): its matrix's loads stream past L1
     self._streamed = streamed_loads(uops)
+    self._ahead, self._ahead_regs = ahead_loads(uops, self._streamed), {}
+    self._early_bufs: set[int] = set()
+    # block timelines (timeline.py) on sm_90+, where the stamps' shared memory fits
+    self._stamps = bool(timeline.KERNEL_TIMELINE.value) and self.grid_wait and reserved + timeline.SHARED_BYTES <= self.shared_max
+    self._early_regs: list[tuple[str, DType]] = []
+    self._early = [] if STREAM_EARLY.value and self.grid_wait and not any(u.op is Ops.BARRIER and u.arg == GRID_WAIT for u in uops) else None
     try: src = super().render(name, uops)
     finally:
       self._dyn_offset, align, self._smem_align, tmaps, self._tmaps, self._rolled = None, self._smem_align, 16, self._tmaps, [], set()
-      self._streamed = set()
-    threads = 1
-    for u in uops:
-      if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"): threads *= int(u.arg[1])
+      self._streamed, self._ahead, self._ahead_regs, early, self._early = set(), {}, {}, self._early or [], None
+    threads = _launch_size(uops, "lidx")
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
     bounds = f"{threads}, 1" if reserved > STATIC_SHARED_MAX else f"{threads}"
@@ -392,6 +484,11 @@ class CUDARenderer(CStyleRenderer):
     if (warps := REDUCE_WARPS.value) and 0 < shared <= PARTIALS_SMEM_MAX and threads * 2 <= warps * 32 and not any(u.op is Ops.WMMA for u in uops) \
         and _values_loaded_outside_loops(uops) >= REDUCE_HELD_VALUES:
       bounds = f"{threads}, {warps * 32 // threads}"
+    # a kernel that loads before its grid wait (codegen/early_loads.py) gains in the blocks resident before the kernel before ends:
+    # registers capped so that its whole grid is (EARLY_ONE_WAVE)
+    wait = next((u for u in uops if u.op is Ops.BARRIER and u.arg == GRID_WAIT), None)
+    if EARLY_ONE_WAVE.value and wait is not None and any(x.op is Ops.LOAD for x in wait.src) and self.compute_units:
+      if 1 < (per_sm := -(-_launch_size(uops, "gidx") // self.compute_units)) and per_sm * threads <= 2048: bounds = f"{threads}, {per_sm}"
     decl = ""
     if reserved > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {reserved};\n'
@@ -407,11 +504,18 @@ class CUDARenderer(CStyleRenderer):
       src = src[:close] + "".join(f", const __grid_constant__ tg_tmap tmap{i}" for i in range(len(tmaps))) + src[close:]
     if arch_number(self.arch) >= 90:
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
-      if (wait := next((u for u in uops if u.op is Ops.BARRIER and u.arg == GRID_WAIT), None)) is None:  # else where the kernel placed it
-        body = src.index("{\n", src.index(head)) + 2
-        src = src[:body] + _GRID_WAIT + src[body:]
+      stamps, body = self._stamps, src.index("{\n", src.index(head)) + 2
+      if wait is None:  # else where the kernel placed it
+        waited = "".join(line + "\n" for line in early) + (_early_wait(self._early_regs) if early else _GRID_WAIT) + (timeline.AFTER_WAIT if stamps else "")
+        src = src[:body] + waited + src[body:]
+        if early:  # the buffers read before the wait, for the graph (as codegen/early_loads.py's)
+          decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {_param_bits(uops, self._early_bufs)}ull;\n'
       elif early := _early_params(wait, uops):  # the parameters read before the wait, for the graph (codegen/early_loads.py)
         decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {early}ull;\n'
+      if stamps:  # block timelines (timeline.py): stamps at the start, after the wait (above, or render_sync) and at the end
+        end = src.rstrip().rindex("}")
+        src = src[:body] + timeline.START + src[body:end] + timeline.block_end(name) + src[end:]
+        decl += timeline.declarations() + timeline.NOW_HELPER + "\n"
     # thread-block clusters (TC_CLUSTER: the tensor-core lowering's mbar_init names the size): fixed at compile time, so a plain
     # launch (and a graph's kernel node) runs the grid as clusters
     cluster = max((u.arg[5] for u in uops if u.op is Ops.BARRIER and isinstance(u.arg, tuple) and u.arg[:1] == ("mbar_init",) and len(u.arg) > 5),
@@ -420,6 +524,7 @@ class CUDARenderer(CStyleRenderer):
     return src.replace(head, f"{decl}{self.kernel_prefix}void {dims}__launch_bounds__({bounds}) {name}(", 1)
 
 
+EARLY_ONE_WAVE = ContextVar("EARLY_ONE_WAVE", 1)  # 0: no register cap for kernels that load before their grid wait
 REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
 REDUCE_HELD_VALUES = 64  # ... and values a thread loads from global memory outside any loop, from which it asks
 

@@ -239,6 +239,8 @@ class CUDAProgram:
     self.waits_for_grid = cu.cuModuleGetGlobal(self.module, GRID_WAIT_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS
     self.early_params = next(iter(self._global_words(EARLY_PARAMS_SYMBOL)), 0)  # buffer parameters read before that wait (a bit each)
     self.tensor_maps = self._tensor_maps()
+    from tinygrad_backend_nv import timeline  # block timelines (KERNEL_TIMELINE): the module records into the open Timeline
+    if cu.cuModuleGetGlobal(self.module, timeline.TIMELINE_SYMBOL.encode())[0] == cu.CUresult.CUDA_SUCCESS: timeline.register(self)
     self._encoded: dict[tuple, Any] = {}  # (map, buffer address) -> its 128 bytes, 64-byte aligned (encoding costs microseconds)
 
   def _ask_for_the_l1_split(self) -> None:
