@@ -15,24 +15,34 @@ from tinygrad.device.plugin import KernelLaunch
 from tinygrad.helpers import Context
 
 
-def _matvec_src(n: int, k: int, early: int = 16) -> str:
+def _matvec_src(n: int, k: int, early: int = 16, **settings) -> str:
   from tinygrad.codegen.program import get_program
   from tinygrad.schedule.kernelize import create_schedule
   from tinygrad.uop.ops import Ops
   out = Tensor.empty(1, k) @ Tensor.empty(n, k, dtype=dtypes.half).T.cast(dtypes.float)
   items, _ = create_schedule([out.uop])
   (ast,) = [it.ast for it in items if it.ast.op is Ops.SINK]
-  with Context(EARLY_LOADS=early): return get_program(ast, make_renderer("CUDA", "sm_90")).src
+  with Context(EARLY_LOADS=early, **settings): return get_program(ast, make_renderer("CUDA", "sm_90")).src
 
 
-@pytest.mark.parametrize("n,k,loads", [(2048, 2048, 4), (2048, 8192, 16)])
-def test_matvec_waits_after_its_matrix_loads(n: int, k: int, loads: int) -> None:
-  src = _matvec_src(n, k)
+@pytest.mark.parametrize("n,k,loads,few_lanes,bounds", [(2048, 2048, 8, 1, "256, 2"), (2048, 2048, 4, 0, "256, 4"), (2048, 8192, 16, 1, "256, 4")])
+def test_matvec_waits_after_its_matrix_loads(n: int, k: int, loads: int, few_lanes: int, bounds: str) -> None:
+  """The matrix's loads, all of a lane's, before the wait (32 lanes a row where that makes them fit EARLY_LOADS: fewer, fuller
+  blocks; EARLY_FEW_LANES=0 keeps 64), and registers capped so that the whole grid is resident at once (132 SMs)."""
+  src = _matvec_src(n, k, EARLY_FEW_LANES=few_lanes)
   body = src[src.index("__global__"):]
   wait = body.index("griddepcontrol.wait")
   assert body[:wait].count("halfx8 val") == loads and "float4 val" not in body[:wait]  # the matrix, whole; not the vector
   assert "float4 val" in body[wait:]
   assert 'tg_early_params = 4ull' in src  # parameter 2: the matrix (0 is the output, 1 the vector)
+  assert f"__launch_bounds__({bounds})" in src
+
+
+def test_a_grid_of_more_than_one_wave_loads_nothing_early() -> None:
+  """A vocabulary's product (128256 rows: many waves) is not unrolled for early loads, and waits first."""
+  src = _matvec_src(128256, 2048, early=8)
+  body = src[src.index("__global__"):]
+  assert body.index("griddepcontrol.wait") < body.index("halfx8 val") and "tg_early_params" not in src
 
 
 def test_matvec_off_waits_first() -> None:

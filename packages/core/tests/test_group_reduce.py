@@ -292,6 +292,18 @@ def test_uneven_rows_get_more_lanes():
   assert [o.amount for o in hand_coded_opts(even.ast, gpu=True, wide_loads=True) if o.op is OptOps.GROUP] == [32]
 
 
+def test_narrow_lanes_for_many_rows_are_an_ab_switch():
+  """GROUP_NARROW=n (off by default): a matrix-vector product of at least n rows gets 16 lanes a row instead of 32 (a 1B model's
+  8192-row gate/up: 512 blocks, one wave of 4 blocks an SM on an H100, not 1024 in two; measured within 0.3% of the default)."""
+  (h,) = (Tensor.empty(8192, 2048, dtype=dtypes.float16).cast(dtypes.float32) @ Tensor.empty(2048)).schedule()
+  hr = reduce_ranges(h.ast)[0].arg[0]
+  assert hand_coded_opts(h.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, hr, 8), Opt(OptOps.GROUP, hr, 32)]
+  with Context(GROUP_NARROW=8192):
+    assert hand_coded_opts(h.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, hr, 8), Opt(OptOps.GROUP, hr, 16)]
+  with Context(GROUP_NARROW=16384):
+    assert hand_coded_opts(h.ast, gpu=True, wide_loads=True) == [Opt(OptOps.UNROLL, hr, 8), Opt(OptOps.GROUP, hr, 32)]
+
+
 @runs_grouped
 def test_argmax_over_an_uneven_vocabulary(gpu, monkeypatch):
   """A greedy sample over 64 * 501 logits (Llama 3's 128256 is 256 * 501): split into partials of 501 logits that wide groups of

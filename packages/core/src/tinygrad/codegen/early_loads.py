@@ -12,6 +12,19 @@ us a Llama-1B decode step: on the H200 off 821.9, every product (`EARLY_LOADS=16
 thread, fewer resident warps), and even where the unroll is free (the o product) the loads before the wait don't pay: the wait is
 not where a decode step's time goes. Kept as an A/B switch for streamed designs to come.
 
+**Session 34 (H100): those loads were never early.** ptxas schedules the plain `griddepcontrol.wait` (SASS `ACQBULK`, no
+operands) ahead of loads whose address is still being computed, so every load above issued after it (read in the SASS with
+nvdisasm). The CUDA renderer now predicates the wait on the values loaded before it (cuda.py `_early_wait`), and the SASS has
+them first. Measured again (`llm_ab.py`, same process, us a step): `EARLY_LOADS=4` 980.7 against 971.5 (the o and q/k/v products
+unrolled whole at 64 lanes a row: 70 registers, two waves); `EARLY_LOADS=8` with two changes here, 966.5 and 967.4 against 971.6
+and 969.9 (-0.4%; off by default still, not measured on an H200): (1) a product keeps 32 lanes a row where a lane's matrix loads
+then fit EARLY_LOADS (`EARLY_FEW_LANES`: q/k/v 384 blocks, o 256), and no grid of more blocks than a GPU keeps resident
+(`EARLY_MAX_THREADS`, `compute_units`) is unrolled or waits late; (2) the renderer caps registers so the whole grid is resident
+(`EARLY_ONE_WAVE`, cuda.py). `bench/gpu_timeline.py` shows why the gain is small: the q/k/v and o blocks end 1.5-2.3 us after
+their release instead of 3.6-5.3, but the down product before q/k/v and the attention before o (32 blocks, latency-bound) run
+slower by about as much, their loads queued behind the early ones: the step is near its bandwidth, and early loads move bytes,
+they don't remove them.
+
 Here a kernel's loads of a *streamed input* go before a GRID_WAIT barrier (uop.dsl.GRID_WAIT, the renderer's wait), every other
 global access after it. A streamed input is read-only in the kernel, read only outside loops (the heuristics unroll a short
 product's loop for that: `EARLY_LOADS`), and much bigger than what the kernel writes and than its smallest input (a matrix,
@@ -22,7 +35,7 @@ kernel before it takes one of them as a parameter (backend-nv graph.py).
 from __future__ import annotations
 
 from tinygrad.dtype import PtrDType, dtypes
-from tinygrad.helpers import ContextVar
+from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import Ops, UOp
 
@@ -49,12 +62,17 @@ def _in_loop(u: UOp) -> bool:
   return any((x.op is Ops.RANGE and not once(x)) or x.op in (Ops.BARRIER, Ops.LOAD) for x in u.src[0].toposort())
 
 
-def early_loads(sink: UOp) -> UOp:
+def early_loads(sink: UOp, compute_units: int = 0) -> UOp:
   """sink with its streamed inputs' loads before a GRID_WAIT barrier and every other global access after it; unchanged where
-  the kernel has no streamed input, or already places its wait (a hand-written kernel)."""
+  the kernel has no streamed input, already places its wait (a hand-written kernel), or, on a GPU of `compute_units` SMs, has
+  more blocks than can be resident at once (2048 threads an SM): only the first of its waves would start early."""
   if not EARLY_LOADS.value or not EARLY_WAIT.value: return sink
   nodes = sink.toposort()
   if any(u.op is Ops.BARRIER and u.arg == GRID_WAIT for u in nodes): return sink
+  if compute_units:
+    blocks = prod(int(u.arg[1]) for u in nodes if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx"))
+    threads = prod(int(u.arg[1]) for u in nodes if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"))
+    if blocks > compute_units * max(2048 // threads, 1): return sink
   loads = [u for u in nodes if u.op is Ops.LOAD and _buffer(u.src[0]) is not None]
   stores = [u for u in nodes if u.op is Ops.STORE and _buffer(u.src[0]) is not None]
   written = {_buffer(s.src[0]) for s in stores}

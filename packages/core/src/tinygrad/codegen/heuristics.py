@@ -511,6 +511,9 @@ GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
 GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
 GROUP_TARGET_THREADS = ContextVar("GROUP_TARGET_THREADS", 1 << 17)  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
 GROUP_WIDE = ContextVar("GROUP_WIDE", 1)  # 0: an uneven row always gets 32 lanes (the A/B switch)
+EARLY_MAX_THREADS = 1 << 18  # about the threads a GPU keeps resident (H100: 132 SMs of 2048): more, and early loads serve one wave only
+EARLY_FEW_LANES = ContextVar("EARLY_FEW_LANES", 1)  # 0: EARLY_LOADS keeps the lanes a row it would have without
+GROUP_NARROW = ContextVar("GROUP_NARROW", 0)  # >0: matrix-vector products of at least this many rows get 16 lanes a row, not 32
 GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
 VECTOR_HEAVY, GROUP_MIN_ROW_GROUPS = 3, 4096
 
@@ -527,6 +530,12 @@ def _bytes_per_step(ast: UOp, outs: list[UOp], reds: list[UOp]) -> tuple[float, 
     if used & out_set: matrix += per_step
     else: vector += per_step
   return matrix, vector
+
+
+def _matrix_loads(ast: UOp, outs: list[UOp]) -> int:
+  """How many of a reduction's loads read a matrix (depend on an output loop): a gated MLP's gate and up are two."""
+  out_set = set(outs)
+  return sum(1 for ld in _loads_in_reduces(ast) if out_set & {n for n in ld.src[0].toposort() if n.op is Ops.RANGE})
 
 
 def _rows_per_thread(outs: list[UOp], loads: tuple[float, float], most: int) -> list[Opt]:
@@ -582,14 +591,20 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
   if wide_loads and len(sizes) == 1 and all(_unit_stride(ast, r) for r in inners) and (size := sizes.pop()) is not None:
     axes = [r.arg[0] for r in inners]  # a gated MLP's two matrix-vector products: each its own loop, split alike
     for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
+      if g == 32 and GROUP_NARROW.value and total >= GROUP_NARROW.value and size % (v * 16) == 0: g = 16  # an A/B switch (GROUP_NARROW)
       if v * itemsize <= 16 and size % (v * g) == 0:
-        while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4: g *= 2
+        while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4:
+          # with EARLY_LOADS, no more lanes once a lane's matrix loads can all go before the grid wait (fewer, fuller blocks)
+          if early_loads and loads[1] and EARLY_FEW_LANES.value and size // (v * g) * _matrix_loads(ast, outs) <= early_loads \
+              and total * g <= EARLY_MAX_THREADS: break
+          g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
         if (rows := _rows_per_thread(outs, loads, 2)) and not _valid(ast, rows + opts): rows = []
         # a matrix-vector product's short loop unrolled whole, where the renderer loads streamed inputs before the wait for the
         # kernel before (codegen/early_loads.py): each lane's loads of the matrix, at most `early_loads`, are then outside loops
         left = size // (v * g)
-        if early_loads and loads[1] and left > 1 and left * len(axes) * prod(o.amount for o in rows) <= early_loads:
+        if early_loads and loads[1] and left > 1 and left * _matrix_loads(ast, outs) * prod(o.amount for o in rows) <= early_loads \
+            and total * g // prod(o.amount for o in rows) <= EARLY_MAX_THREADS:
           if _valid(ast, whole := rows + opts + [Opt(OptOps.UNROLL, ax, left) for ax in axes]): return whole
         if rows: return rows + opts
         # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,

@@ -129,7 +129,7 @@ def lower_kernel_with_dims(ast: UOp, renderer: Renderer, opts: list[Opt] | None 
   if renderer.supports_float4: sink = vectorize_memory(sink, renderer.vector_dtypes)
   if renderer.extra_matcher is not None: sink = graph_rewrite(sink, renderer.extra_matcher, renderer)
   if renderer.prefetch_ahead: sink = mark_prefetches(sink, renderer.prefetch_ahead)
-  if renderer.grid_wait: sink = early_loads(sink)
+  if renderer.grid_wait: sink = early_loads(sink, renderer.compute_units)
   uops = linearize(sink)
   if VERIFY: verify_linear(uops)
   return uops, global_size, local_size
