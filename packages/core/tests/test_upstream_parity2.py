@@ -90,6 +90,7 @@ def test_non_int_shape_message():
     with pytest.raises(RuntimeError, match="shape must be int"): Tensor.ones(dim)
 
 
+@pytest.mark.devices(3)  # instances 1 and 2 of the device
 def test_assign_into_a_view_of_a_sharded_tensor_writes_its_buffers():
   """out[:, 2:3].assign(v) on a tensor sharded on axis 0 writes each device's part of the column (it silently wrote nothing:
   the view 'had no buffer' and just took the value), also at a Variable's offset; a view across the shards raises."""
@@ -195,6 +196,7 @@ def test_a_variable_bound_to_two_values_in_one_kernel_is_a_runtime_error():
   with pytest.raises(RuntimeError, match="bind mismatch"): a[v.bind(12)].cat(a[v.bind(76)]).tolist()
 
 
+@pytest.mark.devices(3)  # instances 1 and 2 of the device
 def test_precompiled_function_of_a_sharded_tensor():
   """@function(precompile=True) on a sharded input compiled the traced graph without splitting it per device
   (NotImplementedError: can't index into MULTI); its placeholder is now sharded as the input, and a different split traces anew."""
@@ -220,6 +222,7 @@ def test_arange_with_a_symbolic_step():
   with pytest.raises(NotImplementedError): Tensor.arange(0, 10, Variable("z", 0, 3).bind(1))  # a step that may be 0
 
 
+@pytest.mark.devices(3)  # instances 1 and 2 of the device
 def test_sharding_an_unrealized_tensor_frees_its_source_at_once():
   """Tensor.zeros(n, n).contiguous().shard(devs).realize() kept the unsharded source buffer allocated until several garbage
   collections ran (the lowering cache referenced each unchanged node from itself, a cycle per node); tinygrad's
