@@ -19,8 +19,8 @@ sys.path.insert(0, BENCH)
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias")
-  ap.add_argument("--synthetic", default=None, help="a synthetic model of bench/llm_decode.py (llama1b, smollm2, tiny)")
+  from llm_decode import add_model_args
+  add_model_args(ap)
   args = ap.parse_args()
   args.tokens = 0
   from cuda.bindings import driver as cu

@@ -24,8 +24,8 @@ sys.path.insert(0, BENCH)
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("variants", nargs="+", help='settings per variant, as JSON: \'{"NAME": value, ...}\' ({} for the defaults)')
-  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
-  ap.add_argument("--synthetic", default=None, help="a synthetic model of bench/llm_decode.py (llama1b, smollm2, tiny)")
+  from llm_decode import add_model_args
+  add_model_args(ap)
   ap.add_argument("--rounds", type=int, default=5)
   ap.add_argument("--steps", type=int, default=100)
   ap.add_argument("--tokens", type=int, default=24, help="greedy tokens each variant decodes (compared with the first's)")

@@ -239,6 +239,12 @@ def write_synthetic(name: str, path: str, seed: int = 0) -> None:
   w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()  # noqa: E702
 
 
+def add_model_args(ap: argparse.ArgumentParser) -> None:
+  """--model and --synthetic, as the LLM benchmarks take them (resolve() turns them into a .gguf path)."""
+  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
+  ap.add_argument("--synthetic", choices=sorted(SYNTHETIC), default=None, help="a model with random weights, written once and cached")
+
+
 def resolve(args: argparse.Namespace) -> str:
   if args.synthetic:
     cache = bench_cache()
@@ -258,8 +264,7 @@ def main() -> None:
     return
   from common import machine
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
-  ap.add_argument("--synthetic", choices=sorted(SYNTHETIC), default=None, help="write (once, cached) and run a model with random weights")
+  add_model_args(ap)
   ap.add_argument("--tokens", type=int, default=32, help="decode steps to time (default 32)")
   ap.add_argument("--max-context", type=int, default=1024, help="our context length (default 1024, as the CLI)")
   ap.add_argument("--no-peer", action="store_true", help="skip the peers (torch + transformers and llama.cpp)")

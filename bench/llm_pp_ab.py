@@ -26,8 +26,8 @@ PROMPT = "Write a short story about a robot who learns to paint."
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("variants", nargs="+", help='settings per variant, as JSON: \'{"NAME": value, ...}\' ({} for the defaults)')
-  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
-  ap.add_argument("--synthetic", default=None, help="a synthetic model of bench/llm_decode.py (llama1b, smollm2, tiny)")
+  from llm_decode import add_model_args
+  add_model_args(ap)
   ap.add_argument("--pp", default="64,512", help="prompt lengths, comma-separated (default 64,512)")
   ap.add_argument("--rounds", type=int, default=4)
   ap.add_argument("--reps", type=int, default=5, help="prefills a variant and length per round; the best counts")

@@ -28,8 +28,8 @@ sys.path.insert(0, BENCH)
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
-  ap.add_argument("--synthetic", default=None, help="a synthetic model of bench/llm_decode.py (llama1b, smollm2, tiny)")
+  from llm_decode import add_model_args
+  add_model_args(ap)
   ap.add_argument("--max-context", type=int, default=1024)
   ap.add_argument("--steps", type=int, default=50, help="decode steps to time whole (default 50)")
   ap.add_argument("--repeat", type=int, default=5, help="launches per kernel, the best is kept (default 5)")

@@ -139,8 +139,8 @@ def main() -> None:
     print(json.dumps(res))
     return
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--model", default=None, help="a .gguf path, URL or alias (default: the embedded SmolLM2-135M-Instruct Q4_1)")
-  ap.add_argument("--synthetic", default=None, help="a synthetic model of bench/llm_decode.py (llama1b, smollm2, tiny)")
+  from llm_decode import add_model_args
+  add_model_args(ap)
   ap.add_argument("--max-context", type=int, default=4096)
   ap.add_argument("--cases", default=",".join(CASES), help=f"which of {','.join(CASES)} to run (in this order; they share one cache file)")
   args = ap.parse_args()
