@@ -5,19 +5,20 @@ each first waits for it (`griddepcontrol.wait`), and only then reads memory. A m
 kernel of a decode step, only its vector does: its loads can be in flight during the wait, so that the product's bytes stream
 while the kernel before finishes (an attention kernel of 32 blocks leaves most SMs and the memory idle for microseconds).
 
-**Off by default: measured slower.** `bench/llm_ab.py --synthetic llama1b` (5 rounds, tokens equal; session 28, bench/README.md),
-us a Llama-1B decode step: on the H200 off 821.9, every product (`EARLY_LOADS=16`) 1003.0, o/q/k/v and the output matrix (`8`)
+**On by default since session 34 (`EARLY_LOADS=8`: the q/k/v and o products of a 1B model's decode step), 0.4% faster on an
+H100; not yet measured on an H200. `EARLY_LOADS=0` turns it off.** Session 28 measured it slower, `bench/llm_ab.py --synthetic
+llama1b` (5 rounds, tokens equal; bench/README.md), us a Llama-1B decode step: on the H200 off 821.9, every product (`EARLY_LOADS=16`) 1003.0, o/q/k/v and the output matrix (`8`)
 986.5, the o product alone (`4`) 829.8; on an H100 off 1038.2, `16` 1164.0 against 1167.7 for its unroll alone (`EARLY_WAIT=0`),
 `4` 1045.0 against 1036.0. Unrolling a product's loop whole costs what the early loads can't win back (registers: 40 -> 64-128 a
 thread, fewer resident warps), and even where the unroll is free (the o product) the loads before the wait don't pay: the wait is
-not where a decode step's time goes. Kept as an A/B switch for streamed designs to come.
+not where a decode step's time goes. It was kept as an A/B switch.
 
 **Session 34 (H100): those loads were never early.** ptxas schedules the plain `griddepcontrol.wait` (SASS `ACQBULK`, no
 operands) ahead of loads whose address is still being computed, so every load above issued after it (read in the SASS with
 nvdisasm). The CUDA renderer now predicates the wait on the values loaded before it (cuda.py `_early_wait`), and the SASS has
 them first. Measured again (`llm_ab.py`, same process, us a step): `EARLY_LOADS=4` 980.7 against 971.5 (the o and q/k/v products
 unrolled whole at 64 lanes a row: 70 registers, two waves); `EARLY_LOADS=8` with two changes here, 966.5 and 967.4 against 971.6
-and 969.9 (-0.4%; off by default still, not measured on an H200): (1) a product keeps 32 lanes a row where a lane's matrix loads
+and 969.9, 967.7 against 972.1 and 971.0 (-0.4%): (1) a product keeps 32 lanes a row where a lane's matrix loads
 then fit EARLY_LOADS (`EARLY_FEW_LANES`: q/k/v 384 blocks, o 256), and no grid of more blocks than a GPU keeps resident
 (`EARLY_MAX_THREADS`, `compute_units`) is unrolled or waits late; (2) the renderer caps registers so the whole grid is resident
 (`EARLY_ONE_WAVE`, cuda.py). `bench/gpu_timeline.py` shows why the gain is small: the q/k/v and o blocks end 1.5-2.3 us after
@@ -39,7 +40,7 @@ from tinygrad.helpers import ContextVar, prod
 from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import Ops, UOp
 
-EARLY_LOADS = ContextVar("EARLY_LOADS", 0)  # 0: off (the default: see the module docstring); else the most loads a thread issues before the wait (heuristics unroll up to it)
+EARLY_LOADS = ContextVar("EARLY_LOADS", 8)  # 0: off; else the most loads a thread issues before the wait (heuristics unroll up to it)
 EARLY_WAIT = ContextVar("EARLY_WAIT", 1)  # 0: the heuristics' unroll for EARLY_LOADS alone, the wait first as without (an A/B switch)
 EARLY_MIN_RATIO = 64  # a streamed input has at least this many times the bytes the kernel stores
 EARLY_MIN_BYTES = 1 << 20
