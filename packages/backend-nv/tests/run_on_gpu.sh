@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # backend-nv on a machine with an NVIDIA GPU, from a source checkout, without uv or installs:
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
-#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, nvk)
+#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, decode, nvk)
+# `decode` (not in the default stages): bench/llm_ab.py's A/B of the Llama-1B decode step's switches and bench/gpu_timeline.py.
 # `nvk` (not in the default stages) is NVK+NV, the driver's ioctls without libcuda: the bring-up probe, the core suite on
 # DEV=NVK+NV, and the JIT replay overhead on NVK+NV next to CUDA.
 # The core suites of both renderers run side by side (NPROC workers each). `llm` times tinygrad.llm decode on synthetic
@@ -64,6 +65,18 @@ for stage in $STAGES; do
           --synthetic "$(echo ${LLM_MODELS:-llama1b smollm2} | tr ' ' ,)" > "$LOGDIR/llm_peer_llamacpp.json" 2> "$LOGDIR/llm_peer_llamacpp.log"
         note "llama.cpp peer: $(tr -d '\n' < "$LOGDIR/llm_peer_llamacpp.json")"
       fi ;;
+    decode)
+      # issue 18's Llama-1B decode step: the defaults against the switches of sessions 33-34 (one process, interleaved), and where
+      # the step's time goes between its kernels (block timelines)
+      echo "=== llm_ab llama1b (DEV=${BENCH_DEV:-CUDA})"
+      DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ab.py --synthetic llama1b '{}' '{"EARLY_LOADS":0}' \
+        '{"EARLY_LOADS":0,"STREAM_LOADS":0,"FFN_HALF":0}' --rounds ${AB_ROUNDS:-3} > "$LOGDIR/llm_ab_decode.json" 2> "$LOGDIR/llm_ab_decode.log"
+      tail -4 "$LOGDIR/llm_ab_decode.log"
+      note "llm_ab decode: $(grep -E 'us/step' "$LOGDIR/llm_ab_decode.log" | tr -s ' ' | tr '\n' ';')"
+      echo "=== gpu_timeline llama1b (DEV=${BENCH_DEV:-CUDA})"
+      DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/gpu_timeline.py --synthetic llama1b > "$LOGDIR/gpu_timeline.json" 2> "$LOGDIR/gpu_timeline.log"
+      head -9 "$LOGDIR/gpu_timeline.log"
+      note "gpu_timeline: $(head -1 "$LOGDIR/gpu_timeline.log"); $(tail -1 "$LOGDIR/gpu_timeline.log")" ;;
     bench)
       for b in ${BENCHES:-gpu_matmul gpu_elementwise gpu_reduce}; do
         echo "=== bench $b (DEV=${BENCH_DEV:-CUDA})"
