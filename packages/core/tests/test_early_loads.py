@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tinygrad import Device, Tensor, dtypes
-from tinygrad.codegen.early_loads import early_loads
+from tinygrad.codegen.early_loads import early_loads, resident_threads
 from tinygrad.codegen.heuristics import hand_coded_opts
 from tinygrad.codegen.opt import OptOps
 from tinygrad.codegen.program import lower_kernel_with_dims
@@ -19,13 +19,14 @@ from tinygrad.uop.ops import Ops, UOp
 
 @pytest.fixture
 def grid_wait(monkeypatch):
-  """The PYTHON device's renderer as a GPU's with grid_wait (CUDA's for sm_90+: blocks, 16-byte loads, the wait), small matrices
-  counted as streamed, its runner cache cleared before and after."""
+  """The PYTHON device's renderer as a GPU's with grid_wait (CUDA's for sm_90+: blocks, 16-byte loads, the wait, an H100's 132
+  SMs), small matrices counted as streamed, its runner cache cleared before and after."""
   if Device.DEFAULT != "PYTHON": pytest.skip("runs the programs on the PYTHON device (DEV=PYTHON)")
   from tinygrad.codegen import early_loads as module
   from tinygrad.engine import realize
   renderer = Device["PYTHON"].renderer
   for name in ("grid_wait", "has_local", "supports_float4"): monkeypatch.setattr(renderer, name, True)
+  monkeypatch.setattr(renderer, "compute_units", 132)  # the resident grid early loads are sized to (codegen/early_loads.py)
   monkeypatch.setattr(module, "EARLY_MIN_BYTES", 0)
   realize._runner_cache.clear()
   # (the disk cache doesn't key on grid_wait; the interpreter loads halves one by one, not 8 at a time: 8x the loads a lane)
@@ -82,11 +83,13 @@ def test_off_and_without_grid_wait_nothing_moves(grid_wait):
 def test_heuristics_unroll_a_short_product_whole_only_when_asked():
   out, _ = _matvec(2048, 2048)
   (ast,) = _asts(out)
-  def unrolls(early: int) -> list[int]:
-    return [o.amount for o in hand_coded_opts(ast, wide_loads=True, gpu=True, early_loads=early) if o.op is OptOps.UNROLL]
+  def unrolls(early: int, resident: int = resident_threads(132)) -> list[int]:
+    return [o.amount for o in hand_coded_opts(ast, wide_loads=True, gpu=True, early_loads=early, resident_threads=resident) if o.op is OptOps.UNROLL]
   assert unrolls(0) == [8]  # 16-byte loads, the rest of each lane's loop a loop
   assert unrolls(16) == [8, 2048 // (8 * 64)] or unrolls(16) == [8, 2048 // (8 * 32)]
   assert unrolls(1) == [8]  # more loads a lane than allowed: a loop
+  assert unrolls(16, resident=0) == [8]  # a GPU whose resident threads are unknown: the grid may not fit at once, a loop
+  assert unrolls(16, resident=resident_threads(31)) == [8]  # 2048 rows x 32 lanes need 32 SMs at once: on 31, a loop
 
 
 def test_what_is_not_streamed_stays_after_the_wait(grid_wait):

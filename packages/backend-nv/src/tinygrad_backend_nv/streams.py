@@ -9,6 +9,8 @@ Measured on an H100 (bench/README.md, session 33): Llama-1B's decode step 1,004 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tinygrad.device.plugin import ContextVar, GroupOp, Ops, PtrDType, UOp
 
 STREAM_LOADS = ContextVar("STREAM_LOADS", 1)  # 0: no cache hint on streamed loads
@@ -67,7 +69,6 @@ def stream_load_helper(nbytes: int) -> str:
 # 972.7, 1003.1 with 2 steps: the gate/up kernel's registers 60 -> 70, 4 -> 3 blocks an SM). With STREAM_EARLY the loop's first
 # steps go before the grid wait (cuda.py): 985.9 (1 step), 995.7 (2); only the loops of at most 4 steps, loaded whole before
 # the wait (STREAM_AHEAD=4 STREAM_AHEAD_WHOLE=1: q/k/v and o), 971.3-971.8 against 967.7-969.4
-ADDRESS_LEAVES = (Ops.CONST, Ops.SPECIAL, Ops.DEFINE_VAR, Ops.RANGE)  # what an address rendered again may name
 
 
 def ahead_loads(uops: list[UOp], streamed: set[UOp]) -> dict[UOp, list[UOp]]:
@@ -85,16 +86,18 @@ def ahead_loads(uops: list[UOp], streamed: set[UOp]) -> dict[UOp, list[UOp]]:
     elif u.op is Ops.LOAD and open_ranges and (r := open_ranges[-1]).src[0].op is Ops.CONST and len(u.src) == 1 \
         and (not STREAM_AHEAD_WHOLE.value or r.src[0].arg <= STREAM_AHEAD.value) \
         and u.src[0].op is Ops.INDEX and isinstance(ptr := u.src[0].dtype, PtrDType) and ptr.addrspace == "global" and indexed_buffer(u.src[0]) not in written:
-      nodes = u.src[0].src[1].toposort(gate=lambda x: x.op is not Ops.RANGE)  # a RANGE's sources only order it
-      if all((x.op in ADDRESS_LEAVES and (x.op is not Ops.RANGE or x in open_ranges)) or x.op in GroupOp.ALU or x.op is Ops.CAST for x in nodes):
-        out.setdefault(r, []).append(u)
+      if _address_is_arithmetic(u, lambda x: x.op in (Ops.CONST, Ops.SPECIAL, Ops.DEFINE_VAR) or x in open_ranges): out.setdefault(r, []).append(u)
   return {r: lds for r, lds in out.items() if any(ld in streamed for ld in lds)}
 
 
 def addressed_at_start(ld: UOp, r: UOp) -> bool:
   """Whether a load's address is arithmetic on thread indices, constants and loop r alone (renderable at the kernel's start)."""
-  nodes = ld.src[0].src[1].toposort(gate=lambda x: x.op is not Ops.RANGE)
-  return all(x.op in (Ops.CONST, Ops.SPECIAL) or x is r or x.op in GroupOp.ALU or x.op is Ops.CAST for x in nodes)
+  return _address_is_arithmetic(ld, lambda x: x.op in (Ops.CONST, Ops.SPECIAL) or x is r)
+
+
+def _address_is_arithmetic(ld: UOp, leaf: Callable[[UOp], bool]) -> bool:
+  """Whether a load's address is ALU ops and casts on the leaves `leaf` accepts (a RANGE's sources only order it: not followed)."""
+  return all(leaf(x) or x.op in GroupOp.ALU or x.op is Ops.CAST for x in ld.src[0].src[1].toposort(gate=lambda x: x.op is not Ops.RANGE))
 
 
 def ahead_steps(r: UOp) -> int:

@@ -20,7 +20,7 @@ them first. Measured again (`llm_ab.py`, same process, us a step): `EARLY_LOADS=
 unrolled whole at 64 lanes a row: 70 registers, two waves); `EARLY_LOADS=8` with two changes here, 966.5 and 967.4 against 971.6
 and 969.9, 967.7 against 972.1 and 971.0 (-0.4%): (1) a product keeps 32 lanes a row where a lane's matrix loads
 then fit EARLY_LOADS (`EARLY_FEW_LANES`: q/k/v 384 blocks, o 256), and no grid of more blocks than a GPU keeps resident
-(`EARLY_MAX_THREADS`, `compute_units`) is unrolled or waits late; (2) the renderer caps registers so the whole grid is resident
+(`resident_threads`) is unrolled or waits late; (2) the renderer caps registers so the whole grid is resident
 (`EARLY_ONE_WAVE`, cuda.py). `bench/gpu_timeline.py` shows why the gain is small: the q/k/v and o blocks end 1.5-2.3 us after
 their release instead of 3.6-5.3, but the down product before q/k/v and the attention before o (32 blocks, latency-bound) run
 slower by about as much, their loads queued behind the early ones: the step is near its bandwidth, and early loads move bytes,
@@ -42,6 +42,7 @@ from tinygrad.uop.ops import Ops, UOp
 
 EARLY_LOADS = ContextVar("EARLY_LOADS", 8)  # 0: off; else the most loads a thread issues before the wait (heuristics unroll up to it)
 EARLY_WAIT = ContextVar("EARLY_WAIT", 1)  # 0: the heuristics' unroll for EARLY_LOADS alone, the wait first as without (an A/B switch)
+THREADS_PER_SM = 2048  # resident threads an SM keeps (sm_75 and later: 1024-2048; 2048 from sm_80 on)
 EARLY_MIN_RATIO = 64  # a streamed input has at least this many times the bytes the kernel stores
 EARLY_MIN_BYTES = 1 << 20
 
@@ -63,17 +64,20 @@ def _in_loop(u: UOp) -> bool:
   return any((x.op is Ops.RANGE and not once(x)) or x.op in (Ops.BARRIER, Ops.LOAD) for x in u.src[0].toposort())
 
 
+def resident_threads(compute_units: int) -> int:
+  """The threads a GPU of `compute_units` SMs keeps resident at once (0: unknown). A grid of more runs in waves, and only its
+  first wave's loads could start early: the heuristics don't unroll such a product for early loads, and this pass leaves it."""
+  return compute_units * THREADS_PER_SM
+
+
 def early_loads(sink: UOp, compute_units: int = 0) -> UOp:
   """sink with its streamed inputs' loads before a GRID_WAIT barrier and every other global access after it; unchanged where
   the kernel has no streamed input, already places its wait (a hand-written kernel), or, on a GPU of `compute_units` SMs, has
-  more blocks than can be resident at once (2048 threads an SM): only the first of its waves would start early."""
+  more threads than can be resident at once (resident_threads)."""
   if not EARLY_LOADS.value or not EARLY_WAIT.value: return sink
   nodes = sink.toposort()
   if any(u.op is Ops.BARRIER and u.arg == GRID_WAIT for u in nodes): return sink
-  if compute_units:
-    blocks = prod(int(u.arg[1]) for u in nodes if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx"))
-    threads = prod(int(u.arg[1]) for u in nodes if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"))
-    if blocks > compute_units * max(2048 // threads, 1): return sink
+  if compute_units and prod(int(u.arg[1]) for u in nodes if u.op is Ops.SPECIAL) > resident_threads(compute_units): return sink
   loads = [u for u in nodes if u.op is Ops.LOAD and _buffer(u.src[0]) is not None]
   stores = [u for u in nodes if u.op is Ops.STORE and _buffer(u.src[0]) is not None]
   written = {_buffer(s.src[0]) for s in stores}

@@ -20,17 +20,18 @@ def _largest_divisor(size: int | None, choices: tuple[int, ...]) -> int:
 
 
 def hand_coded_opts(ast: UOp, threads: int = 1, wide_loads: bool = False, gpu: bool = False, accumulators: int = 128,
-                    early_loads: int = 0) -> list[Opt]:
+                    early_loads: int = 0, resident_threads: int = 0) -> list[Opt]:
   """A good default per kernel: register-block reductions (matmul-like) over the two innermost output loops,
   split long reductions into independent accumulators, and use every core on big kernels. `accumulators`: how many float32
-  accumulators a CPU register block may hold without spilling (Renderer.accumulators)."""
+  accumulators a CPU register block may hold without spilling (Renderer.accumulators). `early_loads`, `resident_threads`: the most
+  matrix loads a lane may issue before a GPU kernel's grid wait, and the threads the GPU keeps resident (codegen/early_loads.py)."""
   rngs = ranges_of(ast)
   outs = sorted((r for r in rngs.values() if r.arg[1] == "global"), key=lambda r: r.arg[0])
   reds = sorted((r for r in rngs.values() if r.arg[1] == "reduce"), key=lambda r: r.arg[0])
   opts: list[Opt] = []
   thread_loop = outs[0] if outs else None  # the output loop THREAD splits
   n_reduces = sum(1 for n in ast.toposort() if n.op is Ops.REDUCE)
-  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads, early_loads)): return grouped
+  if gpu and reds and GROUP_REDUCE.value and (grouped := _gpu_group_reduce(ast, outs, reds, wide_loads, early_loads, resident_threads)): return grouped
   if gpu and reds and n_reduces <= 2 and not _is_reused_reduce(ast, gpu=True): return _gpu_plain_reduce(ast, outs, reds, wide_loads)
   if reds and n_reduces <= 2:
     if not gpu and not _big_operand_is_shared(ast):
@@ -511,7 +512,6 @@ GROUP_MAX_MATVEC_OUTPUTS = 1 << 18
 GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, elements): lanes over "blocks" or "elements"
 GROUP_TARGET_THREADS = ContextVar("GROUP_TARGET_THREADS", 1 << 17)  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
 GROUP_WIDE = ContextVar("GROUP_WIDE", 1)  # 0: an uneven row always gets 32 lanes (the A/B switch)
-EARLY_MAX_THREADS = 1 << 18  # about the threads a GPU keeps resident (H100: 132 SMs of 2048): more, and early loads serve one wave only
 EARLY_FEW_LANES = ContextVar("EARLY_FEW_LANES", 1)  # 0: EARLY_LOADS keeps the lanes a row it would have without
 GROUP_NARROW = ContextVar("GROUP_NARROW", 0)  # >0: matrix-vector products of at least this many rows get 16 lanes a row, not 32
 GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
@@ -552,7 +552,7 @@ def _rows_per_thread(outs: list[UOp], loads: tuple[float, float], most: int) -> 
   return [Opt(OptOps.UPCAST, outs[0].arg[0], k)] if k > 1 else []
 
 
-def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool, early_loads: int = 0) -> list[Opt]:
+def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bool, early_loads: int = 0, resident_threads: int = 0) -> list[Opt]:
   """A kernel with few outputs (< GROUP_MAX_OUTPUTS) and a long reduction (>= GROUP_MIN_REDUCE elements per output) gets 32
   threads per output (16 for a short innermost loop; up to 256 for a long contiguous row while the threads number fewer than
   GROUP_TARGET_THREADS), grouped on the innermost loop of every REDUCE, so neighbouring threads read neighbouring elements;
@@ -596,7 +596,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
         while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4:
           # with EARLY_LOADS, no more lanes once a lane's matrix loads can all go before the grid wait (fewer, fuller blocks)
           if early_loads and loads[1] and EARLY_FEW_LANES.value and size // (v * g) * _matrix_loads(ast, outs) <= early_loads \
-              and total * g <= EARLY_MAX_THREADS: break
+              and total * g <= resident_threads: break
           g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
         if (rows := _rows_per_thread(outs, loads, 2)) and not _valid(ast, rows + opts): rows = []
@@ -604,7 +604,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
         # kernel before (codegen/early_loads.py): each lane's loads of the matrix, at most `early_loads`, are then outside loops
         left = size // (v * g)
         if early_loads and loads[1] and left > 1 and left * _matrix_loads(ast, outs) * prod(o.amount for o in rows) <= early_loads \
-            and total * g // prod(o.amount for o in rows) <= EARLY_MAX_THREADS:
+            and total * g // prod(o.amount for o in rows) <= resident_threads:
           if _valid(ast, whole := rows + opts + [Opt(OptOps.UNROLL, ax, left) for ax in axes]): return whole
         if rows: return rows + opts
         # a plain row reduction: what is left of each lane's loop unrolled (loads in flight). Not in a matrix-vector product,

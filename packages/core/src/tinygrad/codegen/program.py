@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from tinygrad.codegen.custom import is_hand_written, lower_hand_ranges
 from tinygrad.codegen.dot import byte_dots
-from tinygrad.codegen.early_loads import EARLY_LOADS, early_loads
+from tinygrad.codegen.early_loads import EARLY_LOADS, early_loads, resident_threads
 from tinygrad.codegen.gpudims import DEFAULT_LOCAL, to_thread_indices
 from tinygrad.codegen.group import lower_groups
 from tinygrad.codegen.heuristics import GROUP_REDUCE, hand_coded_opts
@@ -86,7 +86,8 @@ def default_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
   if (tc := tc_opts(ast, renderer)) is not None: return tc
   if renderer.has_local and GROUP_REDUCE.value and (rows := gpu_row_opts(ast)): return rows
   opts = hand_coded_opts(ast, renderer.threads if worth_threading(ast) else 1, wide_loads=renderer.supports_float4, gpu=renderer.has_local,
-                         accumulators=renderer.accumulators, early_loads=EARLY_LOADS.value if renderer.grid_wait else 0)
+                         accumulators=renderer.accumulators, early_loads=EARLY_LOADS.value if renderer.grid_wait else 0,
+                         resident_threads=resident_threads(renderer.compute_units))
   return opts + row_loop_opts(ast)
 
 
