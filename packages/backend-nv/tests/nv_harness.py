@@ -14,7 +14,7 @@ from tinygrad.renderer import Renderer
 from tinygrad.renderer.builder import ProgramBuilder as Prog
 from tinygrad.schedule.kernelize import SplitPolicy
 from tinygrad.uop.alu import eval_scalar, from_bits, to_bits
-from tinygrad.uop.ops import UOp
+from tinygrad.uop.ops import Ops, UOp
 from tinygrad_backend_nv.cuda import CUDARenderer
 from tinygrad_backend_nv.ptx import PTXRenderer
 from tinygrad_backend_nv.runtime import device_arch, driver_status
@@ -126,3 +126,22 @@ def elementwise(ins: Sequence[tuple[DType, Sequence[Any]]], outs: Sequence[tuple
     if rtol is None: assert_same(got[k], expected, dt, msg)
     else: np.testing.assert_allclose(as_float(got[k], dt).astype(np.float64), as_float(expected, dt).astype(np.float64), rtol=rtol,
                                      atol=0, equal_nan=True, err_msg=msg)
+
+
+def matvec_prog(gate: bool = False, store_into_matrix: bool = False) -> tuple[Prog, object, object]:
+  """out[g * 4 + l] = sum_r W[(g * 4 + l) * 64 + r] * x[r]: (prog, the matrix's load, the vector's load)."""
+  p = Prog()
+  out, w, x = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32), p.glob(2, dtypes.float32)
+  g, lane = p.special("gidx0", 8), p.special("lidx0", 4)
+  row = p.alu(Ops.ADD, p.alu(Ops.MUL, g, p.const(dtypes.int32, 4)), lane)
+  acc = p(Ops.DEFINE_REG, dtypes.float32.ptr(1, "reg"), (), 0)
+  zero = p.const(dtypes.int32, 0)
+  p.store(acc, zero, p.const(dtypes.float32, 0.0))
+  r = p.loop(p.const(dtypes.int32, 64))
+  at = p.alu(Ops.ADD, p.alu(Ops.MUL, row, p.const(dtypes.int32, 64)), r)
+  wv = p.load(w, at, p.alu(Ops.CMPLT, r, p.const(dtypes.int32, 60)), p.const(dtypes.float32, 0.0)) if gate else p.load(w, at)
+  xv = p.load(x, r)
+  st = p.store(acc, zero, p.alu(Ops.MULACC, wv, xv, p.load(acc, zero)))
+  done = p(Ops.AFTER, acc.dtype, (acc, p.end(r, st)))
+  p.store(w if store_into_matrix else out, row, p.load(done, zero))
+  return p, wv, xv

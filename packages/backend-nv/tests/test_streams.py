@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from nv_harness import Prog
+from nv_harness import matvec_prog
 from tinygrad import Context, Tensor
 from tinygrad.dtype import dtypes
 from tinygrad.engine import realize
@@ -10,27 +10,8 @@ from tinygrad.uop.ops import Ops
 from tinygrad_backend_nv.streams import ahead_loads, stream_load_helper, streamed_loads
 
 
-def _matvec_prog(gate: bool = False, store_into_matrix: bool = False) -> tuple[Prog, object, object]:
-  """out[g * 4 + l] = sum_r W[(g * 4 + l) * 64 + r] * x[r]: (prog, the matrix's load, the vector's load)."""
-  p = Prog()
-  out, w, x = p.glob(0, dtypes.float32), p.glob(1, dtypes.float32), p.glob(2, dtypes.float32)
-  g, lane = p.special("gidx0", 8), p.special("lidx0", 4)
-  row = p.alu(Ops.ADD, p.alu(Ops.MUL, g, p.const(dtypes.int32, 4)), lane)
-  acc = p(Ops.DEFINE_REG, dtypes.float32.ptr(1, "reg"), (), 0)
-  zero = p.const(dtypes.int32, 0)
-  p.store(acc, zero, p.const(dtypes.float32, 0.0))
-  r = p.loop(p.const(dtypes.int32, 64))
-  at = p.alu(Ops.ADD, p.alu(Ops.MUL, row, p.const(dtypes.int32, 64)), r)
-  wv = p.load(w, at, p.alu(Ops.CMPLT, r, p.const(dtypes.int32, 60)), p.const(dtypes.float32, 0.0)) if gate else p.load(w, at)
-  xv = p.load(x, r)
-  st = p.store(acc, zero, p.alu(Ops.MULACC, wv, xv, p.load(acc, zero)))
-  done = p(Ops.AFTER, acc.dtype, (acc, p.end(r, st)))
-  p.store(w if store_into_matrix else out, row, p.load(done, zero))
-  return p, wv, xv
-
-
 def test_a_matrix_row_load_streams_and_the_vector_load_does_not():
-  p, wv, xv = _matvec_prog()
+  p, wv, xv = matvec_prog()
   assert streamed_loads(p.uops) == {wv}
   assert xv not in streamed_loads(p.uops)
 
@@ -38,12 +19,12 @@ def test_a_matrix_row_load_streams_and_the_vector_load_does_not():
 @pytest.mark.parametrize("gate,store_into_matrix", [(True, False), (False, True)])
 def test_gated_loads_and_buffers_the_kernel_writes_do_not_stream(gate, store_into_matrix):
   """A gated load renders as a select; a buffer the kernel also stores to must not be read through the non-coherent path."""
-  p, _, _ = _matvec_prog(gate, store_into_matrix)
+  p, _, _ = matvec_prog(gate, store_into_matrix)
   assert streamed_loads(p.uops) == set()
 
 
 def test_streamed_loads_can_be_turned_off():
-  p, _, _ = _matvec_prog()
+  p, _, _ = matvec_prog()
   with Context(STREAM_LOADS=0): assert streamed_loads(p.uops) == set()
 
 
@@ -101,7 +82,7 @@ def test_ptx_streams_a_float32_matrix_vector_product():
 
 def test_loads_ahead_are_off_by_default_and_cover_the_loop_with_a_streamed_load():
   """STREAM_AHEAD (an A/B switch, measured slower: streams.py): the streamed row and the vector it multiplies, both in the loop."""
-  p, wv, xv = _matvec_prog()
+  p, wv, xv = matvec_prog()
   assert ahead_loads(p.uops, streamed_loads(p.uops)) == {}
   with Context(STREAM_AHEAD=2):
     (loop, loads), = ahead_loads(p.uops, streamed_loads(p.uops)).items()
@@ -120,7 +101,7 @@ def _render(p, **settings) -> str:
 def test_a_load_ahead_is_issued_before_its_loop_and_a_step_on_inside_it():
   """STREAM_AHEAD=1: each load of step 0 before the loop; in step r the value loaded before, and the load of step r + 1 issued
   (not past the last step)."""
-  p, _, _ = _matvec_prog()
+  p, _, _ = matvec_prog()
   src = _render(p, STREAM_AHEAD=1)
   loop = src.index("for (int ridx0")
   assert src.index("float ahead0 = tg_ld_stream4(") < loop and src.index("float ahead1 = (*(data2+") < loop
@@ -131,7 +112,7 @@ def test_early_loads_go_before_a_wait_that_depends_on_them():
   """STREAM_EARLY=1: the matrix's first loads before the grid wait, which is predicated on their values (ptxas would otherwise
   schedule the wait first), and the module lists the matrix's parameter for the graph; the vector's first loads (written by the
   kernel before) come after the wait."""
-  p, _, _ = _matvec_prog()
+  p, _, _ = matvec_prog()
   src = _render(p, STREAM_AHEAD=1, STREAM_EARLY=1)
   (wait,) = [line for line in src.splitlines() if "griddepcontrol.wait" in line]
   assert src.index("tg_ld_stream4((data1+") < src.index(wait) < src.index("(*(data2+") and "&ahead0" in wait

@@ -26,6 +26,7 @@ from tinygrad.device.plugin import (
 
 from tinygrad_backend_nv import timeline, wgmma
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, SM_COUNT, NVRTCCompiler, arch_number
+from tinygrad_backend_nv.dependents import LAST_WORD, TRIGGER, late_trigger, predicated_trigger
 from tinygrad_backend_nv.streams import (
   PARTIALS_SMEM_MAX,
   STREAM_BYTES,
@@ -83,17 +84,18 @@ DYNAMIC_SMEM_SYMBOL = "tg_dynamic_smem"  # a kernel's dynamic shared bytes, as a
 # the global says so to the runtime
 GRID_WAIT_SYMBOL = "tg_waits_for_grid"
 EARLY_PARAMS_SYMBOL = "tg_early_params"  # a bit per buffer parameter the kernel reads before its wait (graph.py: a plain edge if the kernel before takes one)
-_GRID_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n'
+_WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n'
+_TRIGGER_LINE = f"  {TRIGGER}\n"  # the next kernel may launch (dependents.py: here, or where LAUNCH_LATE puts it)
 
 
-def _early_wait(values: list[tuple[str, DType]]) -> str:
-  """_GRID_WAIT after loads issued before it (STREAM_EARLY, codegen/early_loads.py), predicated on the values they read: ptxas
-  schedules a plain griddepcontrol.wait (SASS ACQBULK, no operands) ahead of loads still waiting for their address, so that they
+def _early_wait(values: list[tuple[str, DType]], trigger: bool = True) -> str:
+  """The grid wait (and, unless LAUNCH_LATE moved it, the trigger) after loads issued before it (STREAM_EARLY,
+  codegen/early_loads.py), predicated on the values they read: ptxas schedules a plain griddepcontrol.wait (SASS ACQBULK, no operands) ahead of loads still waiting for their address, so that they
   issue after it (seen in the SASS of session 28's EARLY_LOADS kernels); a wait that depends on what they read can't move above
   them. Both predicates wait."""
   word = " | ".join(_value_word(name, dt) for name, dt in values)
   return ('  asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n @p griddepcontrol.wait;\\n @!p griddepcontrol.wait;\\n}" '
-          f':: "r"({word}) : "memory");\n  asm volatile("griddepcontrol.launch_dependents;");\n')
+          f':: "r"({word}) : "memory");\n' + (_TRIGGER_LINE if trigger else ""))
 
 
 def _value_word(name: str, dt: DType) -> str:
@@ -285,7 +287,9 @@ class CUDARenderer(CStyleRenderer):
     if kind == "cluster_sync": return "tg_cluster_sync();"
     if u.arg == GRID_WAIT:  # placed by a hand-written kernel (uop.dsl.GRID_WAIT) or early_loads.py, after its sources
       loaded = [(name, x.dtype) for x, name in zip(u.src, r) if x.op is Ops.LOAD and name and x.dtype.itemsize * x.dtype.count <= 16]
-      return (_early_wait(loaded) if loaded else _GRID_WAIT).strip() + ("\n" + timeline.AFTER_WAIT.rstrip() if self._stamps else "")
+      trigger = self._trigger is None
+      return (_early_wait(loaded, trigger) if loaded else _WAIT + (_TRIGGER_LINE if trigger else "")).strip() + \
+        ("\n" + timeline.AFTER_WAIT.rstrip() if self._stamps else "")
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
       # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
@@ -342,6 +346,7 @@ class CUDARenderer(CStyleRenderer):
     self._ahead_regs: dict[UOp, list[str]] = {}  # ... and each such load's registers, the next step's first
     self._early: list[str] | None = None  # while rendering: lines to put before the grid wait (None: nothing may go there)
     self._stamps = False  # while rendering: with block timeline stamps (timeline.py)
+    self._trigger: tuple[UOp, UOp | None] | None = None  # while rendering: the load after which the next kernel may launch (dependents.py)
     # sm_90a on the CUDA driver (runtime.py encodes the maps; the NV device's own launches don't)
     self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
     self.grid_wait = arch_number(self.arch) >= 90  # every kernel waits for the grids before it (render)
@@ -406,6 +411,7 @@ class CUDARenderer(CStyleRenderer):
             *streams, *super().helpers()]
 
   def _render_uop(self, k, u: UOp) -> None:
+    if self._trigger is not None and u is self._trigger[1]: k.emit(f"unsigned {LAST_WORD} = 0;")  # set in the loop, read after it
     if u.op is Ops.RANGE and u in self._ahead:  # the loop's first STREAM_AHEAD steps of its streamed loads, before it
       for ld in self._ahead[u]:
         regs = self._ahead_regs[ld] = [k.new_name("ahead") for _ in range(ahead_steps(u))]
@@ -427,6 +433,16 @@ class CUDARenderer(CStyleRenderer):
     elif u in self._streamed and u not in k.skip:  # read once by one thread: not kept in L1 (streams.py)
       self._declare(k, u, f"tg_ld_stream{u.dtype.itemsize * u.dtype.count}({k.names[u.src[0]]})")
     else: super()._render_uop(k, u)
+    if self._trigger is not None: self._late_trigger(k, u)
+
+  def _late_trigger(self, k, u: UOp) -> None:
+    """LAUNCH_LATE (dependents.py): the trigger after the chosen load, or after the loop around it (the load's first word kept
+    in a variable the loop assigns)."""
+    ld, loop = self._trigger  # type: ignore[misc]
+    if u is ld:
+      word = _value_word(k.names[u], u.dtype)
+      k.emit(f"{LAST_WORD} = {word};" if loop is not None else predicated_trigger(word))
+    elif loop is not None and u.op is Ops.END and u.src[0] is loop: k.emit(predicated_trigger(LAST_WORD))
 
   def _load_at(self, k, ld: UOp, r: UOp, step: UOp, top: bool = False) -> str:
     """A load's expression at loop r's `step` (its address rendered again, inline: streams.ahead_loads). top: at the kernel's
@@ -462,6 +478,7 @@ class CUDARenderer(CStyleRenderer):
     # a reduction whose shared memory holds only partials (a matrix-vector product): its matrix's loads stream past L1
     self._streamed = streamed_loads(uops)
     self._ahead, self._ahead_regs = ahead_loads(uops, self._streamed), {}
+    self._trigger = late_trigger(uops, self._streamed, self._spread(uops)) if self.grid_wait else None
     self._early_bufs: set[int] = set()
     # block timelines (timeline.py) on sm_90+, where the stamps' shared memory fits
     self._stamps = bool(timeline.KERNEL_TIMELINE.value) and self.grid_wait and reserved + timeline.SHARED_BYTES <= self.shared_max
@@ -471,6 +488,7 @@ class CUDARenderer(CStyleRenderer):
     finally:
       self._dyn_offset, align, self._smem_align, tmaps, self._tmaps, self._rolled = None, self._smem_align, 16, self._tmaps, [], set()
       self._streamed, self._ahead, self._ahead_regs, early, self._early = set(), {}, {}, self._early or [], None
+      trigger_at_start, self._trigger = self._trigger is None, None
     threads = _launch_size(uops, "lidx")
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
@@ -506,7 +524,8 @@ class CUDARenderer(CStyleRenderer):
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
       stamps, body = self._stamps, src.index("{\n", src.index(head)) + 2
       if wait is None:  # else where the kernel placed it
-        waited = "".join(line + "\n" for line in early) + (_early_wait(self._early_regs) if early else _GRID_WAIT) + (timeline.AFTER_WAIT if stamps else "")
+        waited = "".join(line + "\n" for line in early) + (_early_wait(self._early_regs, trigger_at_start) if early else
+                                                            _WAIT + (_TRIGGER_LINE if trigger_at_start else "")) + (timeline.AFTER_WAIT if stamps else "")
         src = src[:body] + waited + src[body:]
         if early:  # the buffers read before the wait, for the graph (as codegen/early_loads.py's)
           decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {_param_bits(uops, self._early_bufs)}ull;\n'
