@@ -29,6 +29,9 @@ def main() -> None:
   ap.add_argument("--rounds", type=int, default=5)
   ap.add_argument("--steps", type=int, default=100)
   ap.add_argument("--tokens", type=int, default=24, help="greedy tokens each variant decodes (compared with the first's)")
+  ap.add_argument("--position", type=int, default=0, help="decode from this cache position instead of the prompt's end (the "
+                  "positions between hold zeros: a step's time at depth; the variants' tokens still compared)")
+  ap.add_argument("--max-context", type=int, default=1024)
   args = ap.parse_args()
   variants = [json.loads(v) for v in args.variants]
 
@@ -37,11 +40,12 @@ def main() -> None:
   from tinygrad.engine import realize
   from tinygrad.helpers import Context
   from tinygrad.llm.engine import LLM, SamplingParams
-  llm = LLM.load(resolve(argparse.Namespace(model=args.model, synthetic=args.synthetic, tokens=0)), max_context=1024,
+  llm = LLM.load(resolve(argparse.Namespace(model=args.model, synthetic=args.synthetic, tokens=0)), max_context=args.max_context,
                  cache_dtype=dtypes.float16)
   ids = llm.chat_ids([{"role": "user", "content": "Write a short story about a robot who learns to paint."}])
   llm.prefill(ids)
-  pos = len(ids)
+  pos = max(len(ids), args.position)
+  if pos + args.tokens + 7 > llm.model.max_context: raise SystemExit(f"--position {pos}: past --max-context {args.max_context} (with --tokens)")
   attn_len = llm.model.attn_len(pos + 1)
   dev = Device[Device.DEFAULT]
   steps, tokens = [], []

@@ -224,13 +224,14 @@ def test_gpu_decode_step_adds_the_projection_in_the_attention_kernel(tmp_path):
 
 
 def test_gpu_decode_step_splits_a_long_span(tmp_path):
-  """A long span (1,024 positions, 4 heads: 8 parts) runs a block per (head, 128 positions) and combines the parts;
-  DECODE_SPLIT=0 gives the Tensor-op form there."""
+  """A long span (1,024 positions, 4 heads: 8 parts) runs a block per (head, 128 positions) and combines the parts where the
+  grouped kernel doesn't run (DECODE_GQA=0 here; test_decode_attention_gqa.py has it); DECODE_SPLIT=0 gives the Tensor-op form
+  there."""
   from llm_synth import SynthConfig, write_model
   path = str(tmp_path / "m.gguf")
   write_model(path, SynthConfig(n_layers=2, context=1024), "F16")
-  with Context(DECODE_SPLIT=0): off = _kernels(path, 2, [5], 600)
-  on, short = _kernels(path, 2, [5], 600), _kernels(path, 2, [5], 3)
+  with Context(DECODE_SPLIT=0, DECODE_GQA=0): off = _kernels(path, 2, [5], 600)
+  with Context(DECODE_GQA=0): on, short = _kernels(path, 2, [5], 600), _kernels(path, 2, [5], 3)
   assert on.count("decode_attention_split") == 2 and not any("decode_attention" in n for n in off)
   assert short.count("decode_attention_kv") == 2 and not any("split" in n for n in short)
 

@@ -26,6 +26,8 @@ from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import applies as decode_attention_applies
 from tinygrad.llm.decode_attention import combine_split, decode_attention_kernel, split_parts
 from tinygrad.llm.decode_attention import o_applies as decode_attention_o_applies
+from tinygrad.llm.decode_attention_gqa import combine_kernel as gqa_combine_kernel
+from tinygrad.llm.decode_attention_gqa import gqa_attention_kernel, gqa_parts
 from tinygrad.llm.decode_ffn import ROWS as FFN_ROWS
 from tinygrad.llm.decode_ffn import applies as decode_ffn_applies
 from tinygrad.llm.decode_ffn import decode_ffn_kernel, down_tiles
@@ -86,6 +88,9 @@ DECODE_FFN = ContextVar("DECODE_FFN", 0)
 DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
+# one token on a GPU with grouped query heads: spans of at least this many positions run decode_attention_gqa's kernel (a block
+# per kv head and 128 positions, every query head of the group in it) and the partials' sum (0: never)
+DECODE_GQA = ContextVar("DECODE_GQA", 256)
 # a GPU's float16 q/k/v and gate/up matrices with the RMSNorm weights before them folded in at load (fold_norm; not
 # with DECODE_FFN or DECODE_ATTN_O set while loading, whose kernels take the norm's weight); 0: kept apart
 NORM_FOLD = ContextVar("NORM_FOLD", 1)
@@ -527,11 +532,22 @@ class Attention:
     # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
     # q/k/v, no k norm), instead of the cache write's kernel
     hand_written = B == 1 and T == 1 and fused and DECODE_ATTENTION.value  # one token on a GPU
-    one_kernel = hand_written and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
-    fold = one_kernel and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
+    gqa = hand_written and self._gqa_parts(mask.shape[1]) > 0
+    one_kernel = hand_written and not gqa and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
+    fold = (one_kernel or gqa) and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
     # a longer span: a block per (head, 128 positions), the parts combined after (more blocks than heads; decode_attention.py)
     split = split_parts(mask.shape[1], cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if hand_written and DECODE_SPLIT.value and not one_kernel else 1
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
+    if gqa:  # a block per (kv head, 128 positions) for the whole group of query heads (writing the cache where q/k/v are one
+      # buffer), the parts combined after
+      kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
+                                    (nq, nq + nkv) if fold else None, has_grid_wait(x.device))
+      size = cfg.n_heads * self._gqa_parts(mask.shape[1]) * (cfg.head_dim + 2)
+      args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
+      parts = Tensor.empty(size, device=x.device).custom_kernel(*args, fxn=kernel)[0]
+      combine = gqa_combine_kernel(cfg.n_heads, cfg.head_dim, self._gqa_parts(mask.shape[1]))
+      out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=combine)[0]
+      return linear(out.reshape(B, 1, nq), self.wo), False
     if split > 1:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                        split=split)
@@ -571,13 +587,20 @@ class Attention:
     out = residual.custom_kernel(qkv, self.cache, cos, sin, mask, qkv, self.wo.half(), *([zeroed] if zeroed is not None else []), fxn=kernel)
     return out[0], (out[8] if zeroed is not None else None)
 
+  def _gqa_parts(self, attn_len: int) -> int:
+    """decode_attention_gqa's parts for a one-token step over attn_len positions on a GPU (0: another form): DECODE_GQA and up,
+    with query heads grouped over fewer kv heads."""
+    cfg = self.cfg
+    if not DECODE_GQA.value or attn_len < DECODE_GQA.value or cfg.n_heads == cfg.n_kv_heads: return 0
+    return gqa_parts(attn_len, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+
   def o_kernel_parts(self, x: Tensor, attn_len: int) -> int:
     """decode_attention's o_parts for this step's attention (0: the output projection is a kernel of its own): one token on a GPU
     where the attention kernel writes the cache (q/k/v one matrix, no k norm) and `_o_parts` says yes."""
     cfg = self.cfg
     one_token = math.prod(x.shape[:-1]) == 1 and fuses_cheaply(x.device) and DECODE_ATTENTION.value == 2 and x.dtype == dtypes.float32
     if not one_token or self.wqkv is None or self.k_norm is not None or self.q_norm is not None: return 0
-    return self._o_parts(x.device, attn_len) if decode_attention_applies(attn_len, cfg.n_heads, cfg.head_dim) else 0
+    return self._o_parts(x.device, attn_len) if decode_attention_applies(attn_len, cfg.n_heads, cfg.head_dim) and not self._gqa_parts(attn_len) else 0
 
   def _o_parts(self, device: str, attn_len: int) -> int:
     """decode_attention's o_parts for this step (0: the output projection as a kernel of its own): DECODE_ATTN_O where the

@@ -1,0 +1,157 @@
+"""A decode step's attention over a long span on a GPU: a block per (kv head, part of the span), for all the query heads that
+share that kv head (grouped-query attention), written in UOps (tinygrad.uop.dsl) like decode_attention.py.
+
+decode_attention's split kernel has a block per (query head, part): the G query heads of a kv head each read its keys and values
+again, and their registers (every key and value of a part held at once) allow two blocks an SM. For Llama-1B (32 query heads
+over 8 kv heads) at 2,048 positions that is 512 blocks in two waves, and it was slower than the Tensor-op form's five kernels
+(bench/README.md, session 23), which cost the step 440 us over a 128-position span for 67 MB of cache. Here a block reads each
+key and value of its part once and uses it for all G heads:
+  1. the G query rows, rotated (RoPE) and scaled by log2(e) / sqrt(head_dim), into shared memory;
+  2. thread t the G scores of its position (the key row loaded once, before the first barrier), masked;
+  3. per head, the scores' max over the block; each thread's exponentials exp2(score - max), once a (head, position), into
+     shared memory, and their sum over the block;
+  4. thread t, for dimension t % D, the G weighted sums over every (B / D)-th position of the part (each value loaded once,
+     before the first barrier), the B / D threads of a dimension added through shared memory;
+  5. per (head, part) the unnormalized weighted values, the max and the sum: decode_attention.combine_split's partials.
+The cache write stays a kernel of its own (the Tensor-op form's), as for decode_attention's split kernel.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from tinygrad.dtype import dtypes
+from tinygrad.llm.decode_attention import block_reduce, pairwise_sum
+from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
+from tinygrad.uop.ops import Ops, UOp
+
+POSITIONS_PER_BLOCK = 128  # a block's part of the span: a position a thread, its key row and head_dim values in registers
+MAX_PART_VALUES = 64  # ... at most this head_dim (a key row and as many values a thread, loaded before the first barrier)
+
+
+def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> int:
+  """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply): POSITIONS_PER_BLOCK a part, at least
+  two parts, query heads in groups over the kv heads, a block's threads a whole number of head_dim rows."""
+  L = POSITIONS_PER_BLOCK
+  if attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or L % head_dim or head_dim > MAX_PART_VALUES: return 0
+  return attn_len // L
+
+
+def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
+                         new_kv: tuple[int, int] | None = None, grid_wait: bool = False) -> Callable[..., UOp]:
+  """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask): out (n_heads * parts * (head_dim + 2),) float32 partials in
+  decode_attention.combine_split's layout (per query head and part: the unnormalized weighted values, the scores' max in log2
+  units, -inf where the part sees no position, and the exponentials' sum); q a buffer whose first n_heads * head_dim values are
+  the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1, head_dim / 2); mask (1, attn_len)
+  bool, the positions the token sees. `warp`: the renderer's shuffle_lanes (decode_attention.block_reduce).
+  `new_kv` (k offset, v offset): fxn(out, q, cache, cos, sin, mask, kv), and the kernel also writes the cache: the token's key
+  (unrotated) and value heads lie in `kv` at these offsets; the block whose part holds the token's position (the last one the mask
+  shows) uses them from registers and shared memory there, not the cache, and stores them (rounded to the cache's dtype) at the
+  end; no other block reads that position. `grid_wait` (with new_kv): the cache's loads come before a GRID_WAIT barrier, every
+  other buffer's after it (only this kernel writes the cache)."""
+  S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
+  if not S: raise ValueError(f"no grouped-query attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, head_dim {head_dim}, "
+                             f"attn_len {attn_len}: check gqa_parts first")
+  D, G, L = head_dim, n_heads // n_kv_heads, POSITIONS_PER_BLOCK
+  B = L  # a position a thread
+  P = B // D  # threads a dimension in the weighted sums
+  f32 = dtypes.float32
+
+  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
+    g = UOp.range(n_kv_heads * S, 0, AxisType.GLOBAL)
+    c, part = g // S, g % S  # the kv head, the part of the span
+    t = UOp.range(B, 1, AxisType.LOCAL)
+    pos = part * L + t  # the thread's position
+    d, lane = t % D, t // D
+    # every key and value the block reads, loaded before the first barrier (they wait beside the query's loads)
+    key = [cache[0, c, pos, k].cast(f32) for k in range(D)]
+    values = [cache[1, c, part * L + u * P + lane, d].cast(f32) for u in range(L // P)]
+    if kv is not None and grid_wait:  # earlier steps wrote these positions, and only this kernel writes the cache
+      wait = UOp(Ops.BARRIER, dtypes.void, (*key, *values), GRID_WAIT)
+      q, kv, cos, sin, mask = (x.after(wait) for x in (q, kv, cos, sin, mask))
+
+    def rotated(src: UOp, base: UOp, de: UOp) -> UOp:
+      if neox: ri, partner, sign = de % (D // 2), (de + D // 2) % D, (de < D // 2).where(-1.0, 1.0)
+      else: ri, partner, sign = de // 2, de ^ 1, (de % 2).eq(0).where(-1.0, 1.0)
+      return src[base + de] * cos[0, ri] + src[base + partner] * sign * sin[0, ri]
+    # 1. the group's query rows, rotated and scaled: entry e = t + i * B is head e // D's dimension e % D
+    qs = UOp.placeholder(G * D, f32, 0, AddrSpace.LOCAL)
+    stores = []
+    for i in range(-(-G * D // B)):
+      e = t + i * B
+      ok = e < G * D
+      hq = c * G + ok.where(e, 0) // D  # (past the group's rows: the first's, not stored)
+      stores.append(qs[e].store(rotated(q, hq * D, e % D) * (math.log2(math.e) / math.sqrt(D)), ok))
+    seen = mask[0, pos]
+    if kv is not None:  # the token's key (rotated) and value, rounded as the cache will hold them; where its position is
+      assert new_kv is not None
+      cdt = cache.dtype.base
+      knew, vnew = rotated(kv, new_kv[0] + c * D, d).cast(cdt).cast(f32), kv[new_kv[1] + c * D + d].cast(cdt).cast(f32)
+      ks, at = UOp.placeholder(D, f32, 1, AddrSpace.LOCAL), UOp.placeholder(1, dtypes.int32, 4 + 3 * G, AddrSpace.LOCAL)
+      stores += [ks[d].store(knew, t < D), at[0].store(-1, t.eq(0))]
+      is_new = seen & ((pos + 1).eq(attn_len) | mask[0, (pos + 1) % attn_len].logical_not())
+    first = stores[0].barrier(*stores[1:], *key, *values)
+    qv = qs.after(first)
+    if kv is not None:  # the thread scoring the token's position uses its key, and tells the block where it is
+      key = [is_new.where(ks.after(first)[k], x) for k, x in enumerate(key)]
+      first = at.after(first)[0].store(pos, is_new)
+    # 2. the group's scores of the thread's position (registers)
+    mine = [seen.where(pairwise_sum([qv[h * D + k] * key[k] for k in range(D)]), -math.inf) for h in range(G)]
+    # 3. per head the max (-inf where the part sees nothing: kept for the partials, 0 below so that the sums are 0); then each
+    # thread's exponentials, once a (head, position), into shared memory (position-major: a thread's G in a row) and summed
+    maxes = [block_reduce(mine[h], t, B, warp, 2 + 2 * h, lambda a, b: a.maximum(b), first) for h in range(G)]
+    finite = [m.eq(-math.inf).where(0.0, m) for m in maxes]
+    ex = [(mine[h] - finite[h]).alu(Ops.EXP2) for h in range(G)]
+    ps = UOp.placeholder(G * L, f32, 3 + 2 * G, AddrSpace.LOCAL)
+    p_stored = ps[t * G].store(ex[0])
+    for h in range(1, G): p_stored = ps.after(p_stored)[t * G + h].store(ex[h])
+    totals = [block_reduce(ex[h], t, B, warp, 3 + 2 * h, lambda a, b: a + b, p_stored) for h in range(G)]
+    # 4. the weighted values: dimension d over positions lane, lane + P, ... of the part, for every head; the exponentials read
+    # after a barrier (the sums')
+    pv = ps.after(p_stored, *totals)
+    if kv is not None:  # the token's value where its position is (told after the first barrier, read after the sums')
+      here = at.after(first, *totals)[0]
+      values = [(part * L + u * P + lane).eq(here).where(vnew, v) for u, v in enumerate(values)]
+    weighted = [pairwise_sum([pv[(u * P + lane) * G + h] * v for u, v in enumerate(values)]) for h in range(G)]
+    red = UOp.placeholder(G * B, f32, 2 + 2 * G, AddrSpace.LOCAL)
+    done = red[t].store(weighted[0])
+    for h in range(1, G): done = red.after(done)[h * B + t].store(weighted[h])
+    parts = red.after(last := done.barrier())
+    # 5. entry e = t + i * B (head e // D, dimension e % D): its P lanes' sums, then the head's max and sum from the first entry
+    writes = []
+    for i in range(-(-G * D // B)):
+      e = t + i * B
+      ok = e < G * D
+      hg, de = ok.where(e, 0) // D, e % D
+      row = ((c * G + hg) * S + part) * (D + 2)
+      writes.append(out[row + de].store(pairwise_sum([parts[hg * B + p * D + de] for p in range(P)]), ok))
+    for h in range(G):
+      row = ((c * G + h) * S + part) * (D + 2)
+      writes += [out[row + D].store(maxes[h], t.eq(0)), out[row + D + 1].store(totals[h], t.eq(0))]
+    if kv is not None:  # the block that holds the token's position writes its key and value (after every read: the last barrier)
+      here = at.after(last)[0]
+      writes += [cache.after(last)[i, c, here.maximum(0), d].store(x.cast(cache.dtype.base), here.ne(-1) & (t < D)) for i, x in ((0, knew), (1, vnew))]
+    return UOp.sink(*writes, arg=KernelInfo("decode_attention_gqa" if kv is None else "decode_attention_gqa_kv", spread=kv is not None and grid_wait))
+
+  return kernel
+
+
+def combine_kernel(n_heads: int, head_dim: int, parts: int) -> Callable[..., UOp]:
+  """fxn for Tensor.custom_kernel(out, partials): out (n_heads * head_dim,) float32, the heads' attention rows from the kernel's
+  partials (decode_attention.combine_split's layout), each part's sums rescaled to the largest max: one kernel, a block a head
+  and a thread a dimension, instead of the Tensor-op form's three."""
+  D, S = head_dim, parts
+
+  def kernel(out: UOp, partials: UOp) -> UOp:
+    h = UOp.range(n_heads, 0, AxisType.GLOBAL)
+    d = UOp.range(D, 1, AxisType.LOCAL)
+    rows = [(h * S + s) * (D + 2) for s in range(S)]
+    ms = [partials[r + D] for r in rows]
+    top = ms[0]
+    for m in ms[1:]: top = top.maximum(m)
+    fs = [(m - top).alu(Ops.EXP2) for m in ms]  # a part that sees nothing: exp2(-inf) = 0 (part 0 sees position 0)
+    num = pairwise_sum([partials[r + d] * f for r, f in zip(rows, fs)])
+    den = pairwise_sum([partials[r + D + 1] * f for r, f in zip(rows, fs)])
+    return out[h * D + d].store(num / den).end(d, h).sink(arg=KernelInfo("decode_attention_combine"))
+
+  return kernel

@@ -1,0 +1,110 @@
+"""A long span's decode attention as a block per (kv head, 128 positions) for the whole group of query heads
+(tinygrad/llm/decode_attention_gqa.py): its partials and their combining kernel against numpy on the PYTHON device, the cache it
+writes, and which kernels a GPU's decode step schedules with it (NULL:CUDA, compile only). A decode step at depth against the
+float64 reference runs on the default device (the GPU's kernels with DEV=CUDA)."""
+import math
+
+import numpy as np
+import pytest
+from test_decode_attention import reference, rope
+from tinygrad import Context, Tensor, dtypes
+from tinygrad.llm.decode_attention import combine_split
+from tinygrad.llm.decode_attention_gqa import combine_kernel, gqa_attention_kernel, gqa_parts
+
+
+def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.float16):
+  rng = np.random.default_rng(seed)
+  qkv = rng.standard_normal((n_heads + 2 * n_kv_heads) * head_dim).astype(np.float32)  # q, then the token's k and v
+  cache = (rng.standard_normal((2, n_kv_heads, attn_len + 8, head_dim)) * 2).astype(cache_dtype)
+  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
+  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+  return qkv, cache, cos, sin, (np.arange(attn_len) < seen)[None]
+
+
+@pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
+@pytest.mark.parametrize("n_heads,n_kv_heads,head_dim,attn_len,seen,neox,cache_dtype", [
+  (4, 2, 64, 256, 200, False, np.float16),   # two parts, the second partly seen
+  (6, 2, 64, 384, 129, True, np.float16),    # three query heads a kv head (SmolLM2's grouping), NeoX pairs, parts unseen
+  (3, 1, 64, 256, 1, False, np.float32),     # only the first position: the other part's max is -inf and adds nothing
+  (8, 2, 32, 256, 256, True, np.float16),    # head_dim 32: four threads a dimension, every position seen
+])
+def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, warp):
+  """The partials in combine_split's layout: the Tensor-op combine and the combining kernel both give numpy's rows."""
+  qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen, cache_dtype)
+  S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
+  args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask)]
+  parts = Tensor.empty(n_heads * S * (head_dim + 2), device="PYTHON").custom_kernel(*args, fxn=gqa_attention_kernel(
+    n_heads, n_kv_heads, head_dim, attn_len, neox, warp))[0].realize()
+  want = reference(qkv, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
+  combined = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(parts, fxn=combine_kernel(n_heads, head_dim, S))[0]
+  for got in (combine_split(parts, n_heads, head_dim).numpy(), combined.numpy()):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("n_heads,n_kv_heads,attn_len,seen,neox,grid_wait", [
+  (4, 2, 512, 300, False, True),   # the token's position in the third of four parts
+  (6, 3, 256, 256, True, False),   # the last position of the span (no position after it to look at)
+  (4, 1, 256, 129, False, True),   # the first position of the second part
+])
+def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_len, seen, neox, grid_wait):
+  """new_kv: the block whose part holds the token's position (the last the mask shows) scores and weighs the token's own key
+  (rotated) and value, as the cache will hold them, and stores them there; the rest of the cache is unchanged."""
+  D = 64
+  qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
+  S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
+  kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
+  args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask, qkv)]
+  outs = Tensor.empty(n_heads * S * (D + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)
+  want_cache = cache.copy()
+  want_cache[0, :, seen - 1] = rope(qkv[n_heads * D:(n_heads + n_kv_heads) * D].reshape(n_kv_heads, D), cos, sin, neox)
+  want_cache[1, :, seen - 1] = qkv[(n_heads + n_kv_heads) * D:].reshape(n_kv_heads, D)
+  np.testing.assert_array_equal(outs[2].numpy(), want_cache)
+  got = combine_split(outs[0], n_heads, D).numpy()
+  want = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, D, neox)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_gqa_parts_says_where_the_kernel_applies():
+  assert gqa_parts(2048, 32, 8, 64) == 16 and gqa_parts(256, 9, 3, 64) == 2
+  assert gqa_parts(128, 32, 8, 64) == 0  # one part: the one-block-a-head kernel
+  assert gqa_parts(384 + 64, 32, 8, 64) == 0 and gqa_parts(1024, 32, 8, 128) == 0 and gqa_parts(1024, 9, 2, 64) == 0
+  with pytest.raises(ValueError, match="gqa_parts"): gqa_attention_kernel(32, 8, 64, 128, False)
+
+
+def _kernels(path: str, gqa: int, start: int) -> list[str]:
+  from tinygrad.engine import realize
+  from tinygrad.llm.model import Transformer
+  with Context(DEV="NULL:CUDA:sm_90", DECODE_GQA=gqa, REUSE=0):
+    m = Transformer.from_gguf(path, cache_dtype=dtypes.float16)
+    realize.capturing.append(cap := realize.Capture(jit=False))
+    try: m.forward(m.token_ids([5]), start).realize()
+    finally: realize.capturing.pop()
+  return [ei.runner.spec.name.rsplit("_", 1)[0] for ei, _ in cap.items if ei.runner is not None]
+
+
+def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
+  """A GPU's one-token step over 256+ positions (DECODE_GQA, the default 256): the grouped kernel, which writes the cache, and
+  the combining kernel a layer; a shorter span keeps the one-block-a-head kernel; DECODE_GQA=0 gives the forms before it."""
+  from llm_synth import SynthConfig, write_model
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=2, context=1024), "F16")
+  on, short, off = _kernels(path, 256, 600), _kernels(path, 256, 3), _kernels(path, 0, 600)
+  assert on.count("decode_attention_gqa_kv") == 2 and on.count("decode_attention_combine") == 2 and len(on) < len(off)
+  assert short.count("decode_attention_kv") == 2 and not any("gqa" in n for n in short + off)
+
+
+def test_decode_at_depth_matches_the_reference(tmp_path):
+  """Decode steps at positions 300-302 of a 512-position span against the float64 reference, on the default device (with
+  DEV=CUDA: the grouped kernel writing the cache, read back by the next step; elsewhere the device's own form)."""
+  from llm_synth import SynthConfig, reference_forward, write_model
+  from tinygrad.llm.model import Transformer
+  cfg = SynthConfig(n_layers=1, context=512)
+  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 303)]
+  path = str(tmp_path / "m.gguf")
+  ref = reference_forward(write_model(path, cfg, "F16"), cfg, tokens)
+  with Context(NORM_FOLD=0, FFN_HALF=0):
+    m = Transformer.from_gguf(path)
+    m.forward(m.token_ids(tokens[:300]), 0).realize()
+    for i in range(300, len(tokens)):
+      got = m.forward(m.token_ids(tokens[i:i + 1]), i).numpy()[0]
+      np.testing.assert_allclose(got, ref[i], rtol=0, atol=1e-4 * np.abs(ref[i]).max())
