@@ -21,24 +21,26 @@ import math
 from collections.abc import Callable
 
 from tinygrad.dtype import dtypes
+from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import block_reduce, pairwise_sum
 from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 
-POSITIONS_PER_BLOCK = 128  # a block's part of the span: a position a thread, its key row and head_dim values in registers
+# a block's part of the span: a position a thread, its key row and head_dim values in registers
+POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 128)
 MAX_PART_VALUES = 64  # ... at most this head_dim (a key row and as many values a thread, loaded before the first barrier)
 
 
 def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> int:
   """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply): POSITIONS_PER_BLOCK a part, at least
   two parts, query heads in groups over the kv heads, a block's threads a whole number of head_dim rows."""
-  L = POSITIONS_PER_BLOCK
-  if attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or L % head_dim or head_dim > MAX_PART_VALUES: return 0
+  L = POSITIONS_PER_BLOCK.value
+  if L % 32 or L > 1024 or attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or L % head_dim or head_dim > MAX_PART_VALUES: return 0
   return attn_len // L
 
 
 def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
-                         new_kv: tuple[int, int] | None = None, grid_wait: bool = False) -> Callable[..., UOp]:
+                         new_kv: tuple[int, int] | None = None, grid_wait: bool = False, spread: bool = True) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask): out (n_heads * parts * (head_dim + 2),) float32 partials in
   decode_attention.combine_split's layout (per query head and part: the unnormalized weighted values, the scores' max in log2
   units, -inf where the part sees no position, and the exponentials' sum); q a buffer whose first n_heads * head_dim values are
@@ -48,11 +50,13 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   (unrotated) and value heads lie in `kv` at these offsets; the block whose part holds the token's position (the last one the mask
   shows) uses them from registers and shared memory there, not the cache, and stores them (rounded to the cache's dtype) at the
   end; no other block reads that position. `grid_wait` (with new_kv): the cache's loads come before a GRID_WAIT barrier, every
-  other buffer's after it (only this kernel writes the cache)."""
+  other buffer's after it (only this kernel writes the cache), and (`spread`) each block asks for an SM of its own, as
+  decode_attention's kernel does: launched early behind the q/k/v product, its blocks would otherwise land packed on the few SMs
+  with room left."""
   S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
   if not S: raise ValueError(f"no grouped-query attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, head_dim {head_dim}, "
                              f"attn_len {attn_len}: check gqa_parts first")
-  D, G, L = head_dim, n_heads // n_kv_heads, POSITIONS_PER_BLOCK
+  D, G, L = head_dim, n_heads // n_kv_heads, POSITIONS_PER_BLOCK.value
   B = L  # a position a thread
   P = B // D  # threads a dimension in the weighted sums
   f32 = dtypes.float32
@@ -131,7 +135,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     if kv is not None:  # the block that holds the token's position writes its key and value (after every read: the last barrier)
       here = at.after(last)[0]
       writes += [cache.after(last)[i, c, here.maximum(0), d].store(x.cast(cache.dtype.base), here.ne(-1) & (t < D)) for i, x in ((0, knew), (1, vnew))]
-    return UOp.sink(*writes, arg=KernelInfo("decode_attention_gqa" if kv is None else "decode_attention_gqa_kv", spread=kv is not None and grid_wait))
+    return UOp.sink(*writes, arg=KernelInfo("decode_attention_gqa" if kv is None else "decode_attention_gqa_kv", spread=kv is not None and grid_wait and spread))
 
   return kernel
 

@@ -91,6 +91,8 @@ DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
 # one token on a GPU with grouped query heads: spans of at least this many positions run decode_attention_gqa's kernel (a block
 # per kv head and 128 positions, every query head of the group in it) and the partials' sum (0: never)
 DECODE_GQA = ContextVar("DECODE_GQA", 256)
+# ... its blocks ask for an SM each while there are at most this many (0: the GPU's SM count; past it, they would run in waves)
+DECODE_GQA_SPREAD = ContextVar("DECODE_GQA_SPREAD", 0)
 # a GPU's float16 q/k/v and gate/up matrices with the RMSNorm weights before them folded in at load (fold_norm; not
 # with DECODE_FFN or DECODE_ATTN_O set while loading, whose kernels take the norm's weight); 0: kept apart
 NORM_FOLD = ContextVar("NORM_FOLD", 1)
@@ -346,6 +348,12 @@ def atomic_adds(device: str) -> tuple:
   return Device.renderer(device).atomic_add
 
 
+def compute_units(device: str) -> int:
+  """The device's SMs or CUs (0: unknown)."""
+  from tinygrad import Device
+  return Device.renderer(device).compute_units
+
+
 def has_grid_wait(device: str) -> bool:
   """Whether kernels here wait for the grids before them, a wait a hand-written kernel may place itself (uop.dsl.GRID_WAIT)."""
   from tinygrad import Device
@@ -540,8 +548,10 @@ class Attention:
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     if gqa:  # a block per (kv head, 128 positions) for the whole group of query heads (writing the cache where q/k/v are one
       # buffer), the parts combined after
+      blocks = cfg.n_kv_heads * self._gqa_parts(mask.shape[1])
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
-                                    (nq, nq + nkv) if fold else None, has_grid_wait(x.device))
+                                    (nq, nq + nkv) if fold else None, has_grid_wait(x.device),
+                                    spread=blocks <= (DECODE_GQA_SPREAD.value or compute_units(x.device) or blocks))
       size = cfg.n_heads * self._gqa_parts(mask.shape[1]) * (cfg.head_dim + 2)
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
       parts = Tensor.empty(size, device=x.device).custom_kernel(*args, fxn=kernel)[0]
