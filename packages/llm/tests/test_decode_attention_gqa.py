@@ -71,15 +71,32 @@ def test_gqa_parts_says_where_the_kernel_applies():
   with pytest.raises(ValueError, match="gqa_parts"): gqa_attention_kernel(32, 8, 64, 128, False)
 
 
-def _kernels(path: str, gqa: int, start: int) -> list[str]:
+def _captured(path: str, gqa: int, start: int, **settings) -> list[tuple[str, str]]:
+  """(name without the hash, source) of each kernel one decode step from `start` runs on NULL:CUDA (compile only), in order."""
   from tinygrad.engine import realize
   from tinygrad.llm.model import Transformer
-  with Context(DEV="NULL:CUDA:sm_90", DECODE_GQA=gqa, REUSE=0):
+  with Context(DEV="NULL:CUDA:sm_90", DECODE_GQA=gqa, REUSE=0, **settings):
     m = Transformer.from_gguf(path, cache_dtype=dtypes.float16)
     realize.capturing.append(cap := realize.Capture(jit=False))
     try: m.forward(m.token_ids([5]), start).realize()
     finally: realize.capturing.pop()
-  return [ei.runner.spec.name.rsplit("_", 1)[0] for ei, _ in cap.items if ei.runner is not None]
+  return [(ei.runner.spec.name.rsplit("_", 1)[0], ei.runner.spec.src) for ei, _ in cap.items if ei.runner is not None]
+
+
+def _kernels(path: str, gqa: int, start: int) -> list[str]: return [name for name, _ in _captured(path, gqa, start)]
+
+
+def test_its_blocks_ask_for_an_sm_each_while_the_grid_fits_the_gpu(tmp_path):
+  """Behind the q/k/v product (launched early, its cache loads before the grid wait) the kernel's blocks ask for an SM each
+  (KernelInfo.spread: more than half an SM's shared memory) while there are at most the GPU's SM count (sm_90: 132) or
+  DECODE_GQA_SPREAD of them; past it they would run in waves (measured slower: bench/README.md, session 35)."""
+  from llm_synth import SynthConfig, write_model
+  from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=1, context=1024), "F16")  # 2 kv heads x 8 parts: 16 blocks
+  src = dict(_captured(path, 256, 600))["decode_attention_gqa_kv"]
+  assert DYNAMIC_SMEM_SYMBOL in src and src.index("(data2+") < src.index("griddepcontrol.wait") < src.index("(data1+")
+  assert DYNAMIC_SMEM_SYMBOL not in dict(_captured(path, 256, 600, DECODE_GQA_SPREAD=15))["decode_attention_gqa_kv"]
 
 
 def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
