@@ -90,9 +90,9 @@ _TRIGGER_LINE = f"  {TRIGGER}\n"  # the next kernel may launch (dependents.py: h
 
 def _early_wait(values: list[tuple[str, DType]], trigger: bool = True) -> str:
   """The grid wait (and, unless LAUNCH_LATE moved it, the trigger) after loads issued before it (STREAM_EARLY,
-  codegen/early_loads.py), predicated on the values they read: ptxas schedules a plain griddepcontrol.wait (SASS ACQBULK, no operands) ahead of loads still waiting for their address, so that they
-  issue after it (seen in the SASS of session 28's EARLY_LOADS kernels); a wait that depends on what they read can't move above
-  them. Both predicates wait."""
+  codegen/early_loads.py), predicated on the values they read: ptxas schedules a plain griddepcontrol.wait (SASS ACQBULK, no
+  operands) ahead of loads still waiting for their address, so that they issue after it (seen in the SASS of session 28's
+  EARLY_LOADS kernels); a wait that depends on what they read can't move above them. Both predicates wait."""
   word = " | ".join(_value_word(name, dt) for name, dt in values)
   return ('  asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n @p griddepcontrol.wait;\\n @!p griddepcontrol.wait;\\n}" '
           f':: "r"({word}) : "memory");\n' + (_TRIGGER_LINE if trigger else ""))
