@@ -53,6 +53,9 @@ SYNTHETIC = {"llama1b": dict(n_layers=16, dim=2048, ff_dim=8192, n_heads=32, n_k
              # its 98 MB file can't travel (the GPU machine)
              "smollm2": dict(n_layers=30, dim=576, ff_dim=1536, n_heads=9, n_kv_heads=3, head_dim=64, vocab=49152, context=8192,
                              rope_base=100000.0, quant="Q4_1", embd_quant="Q8_0"),
+             # SmolLM2-1.7B's shape: as many kv heads as query heads (no grouped queries), tied embeddings
+             "smollm2-1.7b": dict(n_layers=24, dim=2048, ff_dim=8192, n_heads=32, n_kv_heads=32, head_dim=64, vocab=49152, context=8192,
+                                  rope_base=130000.0),
              # the same code path in seconds (a check of the writer and of both sides, not a benchmark)
              "tiny": dict(n_layers=2, dim=256, ff_dim=512, n_heads=4, n_kv_heads=2, head_dim=64, vocab=512, context=2048, rope_base=10000.0)}
 

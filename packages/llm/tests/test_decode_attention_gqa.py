@@ -27,6 +27,7 @@ def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.
   (6, 2, 64, 384, 129, True, np.float16),    # three query heads a kv head (SmolLM2's grouping), NeoX pairs, parts unseen
   (3, 1, 64, 256, 1, False, np.float32),     # only the first position: the other part's max is -inf and adds nothing
   (8, 2, 32, 256, 256, True, np.float16),    # head_dim 32: four threads a dimension, every position seen
+  (2, 2, 64, 256, 140, False, np.float16),   # as many kv heads as query heads: a group of one
 ])
 def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, warp):
   """The partials in combine_split's layout: the Tensor-op combine and the combining kernel both give numpy's rows."""

@@ -88,8 +88,9 @@ DECODE_FFN = ContextVar("DECODE_FFN", 0)
 DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
-# one token on a GPU with grouped query heads: spans of at least this many positions run decode_attention_gqa's kernel (a block
-# per kv head and 128 positions, every query head of the group in it) and the partials' sum (0: never)
+# one token on a GPU: spans of at least this many positions run decode_attention_gqa's kernel (a block per kv head and 128
+# positions, every query head of the kv head's group in it; a group of one without grouped queries) and the partials' sum (0:
+# never). Llama-1B at a 2,048-position span 1,443 -> 1,053 us a step on an H100 (bench/README.md, session 35)
 DECODE_GQA = ContextVar("DECODE_GQA", 256)
 # ... its blocks ask for an SM each while there are at most this many (0: the GPU's SM count; past it, they would run in waves)
 DECODE_GQA_SPREAD = ContextVar("DECODE_GQA_SPREAD", 0)
@@ -598,10 +599,10 @@ class Attention:
     return out[0], (out[8] if zeroed is not None else None)
 
   def _gqa_parts(self, attn_len: int) -> int:
-    """decode_attention_gqa's parts for a one-token step over attn_len positions on a GPU (0: another form): DECODE_GQA and up,
-    with query heads grouped over fewer kv heads."""
+    """decode_attention_gqa's parts for a one-token step over attn_len positions on a GPU (0: another form): DECODE_GQA and up
+    (a group of one query head where the model has as many kv heads)."""
     cfg = self.cfg
-    if not DECODE_GQA.value or attn_len < DECODE_GQA.value or cfg.n_heads == cfg.n_kv_heads: return 0
+    if not DECODE_GQA.value or attn_len < DECODE_GQA.value: return 0
     return gqa_parts(attn_len, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
 
   def o_kernel_parts(self, x: Tensor, attn_len: int) -> int:
