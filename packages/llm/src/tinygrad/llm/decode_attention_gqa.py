@@ -1,5 +1,6 @@
 """A decode step's attention over a long span on a GPU: a block per (kv head, part of the span), for all the query heads that
-share that kv head (grouped-query attention), written in UOps (tinygrad.uop.dsl) like decode_attention.py.
+share that kv head (grouped-query attention; a group of one where a model has as many kv heads), written in UOps
+(tinygrad.uop.dsl) like decode_attention.py.
 
 decode_attention's split kernel has a block per (query head, part): the G query heads of a kv head each read its keys and values
 again, and their registers (every key and value of a part held at once) allow two blocks an SM. For Llama-1B (32 query heads
