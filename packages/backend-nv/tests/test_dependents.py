@@ -111,12 +111,14 @@ def _two_loads() -> list[UOp]:
   return p.uops
 
 
-@pytest.mark.skipif(not NVDISASM, reason="needs nvdisasm (pip nvidia-cuda-nvdisasm; the backend_nv nox session sets NVDISASM)")
 @pytest.mark.parametrize("kernel,late", [("matvec", 1), ("two_loads", 2)])
 def test_the_late_trigger_stays_after_the_loads_in_the_sass(kernel: str, late: int):
   """The moved trigger (SASS PREEXIT) comes after every load in the SASS, where the default one is among them, and a loop keeps
   its form (as many loads: a trigger inside the loop made NVVM unroll it whole). Whether ptxas hoists a plain trigger depends on
   the kernel (it did in the unrolled gate/up product, not in these): the source-level test checks the predicate."""
+  if not NVDISASM:  # in CI a missing tool is a failure, not a quiet skip
+    if os.environ.get("CI", "").lower() in ("1", "true"): pytest.fail("CI must run the SASS checks: set NVDISASM (`uv run nox -s backend_nv` does)")
+    pytest.skip("needs nvdisasm (pip nvidia-cuda-nvdisasm; the backend_nv nox session sets NVDISASM)")
   uops = matvec_prog()[0].uops if kernel == "matvec" else _two_loads()
   with Context(LAUNCH_LATE=0): plain = _sass(CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("k", uops))
   with Context(LAUNCH_LATE=late): moved = _sass(CUDARenderer(Target("CUDA", "CUDA", "sm_90")).render("k", uops))
