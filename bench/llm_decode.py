@@ -56,6 +56,9 @@ SYNTHETIC = {"llama1b": dict(n_layers=16, dim=2048, ff_dim=8192, n_heads=32, n_k
              # SmolLM2-1.7B's shape: as many kv heads as query heads (no grouped queries), tied embeddings
              "smollm2-1.7b": dict(n_layers=24, dim=2048, ff_dim=8192, n_heads=32, n_kv_heads=32, head_dim=64, vocab=49152, context=8192,
                                   rope_base=130000.0),
+             # Qwen3-1.7B's sizes as a llama-arch model (heads of 128, no q/k norms), tied embeddings
+             "hd128": dict(n_layers=28, dim=2048, ff_dim=6144, n_heads=16, n_kv_heads=8, head_dim=128, vocab=151936, context=32768,
+                           rope_base=1000000.0),
              # the same code path in seconds (a check of the writer and of both sides, not a benchmark)
              "tiny": dict(n_layers=2, dim=256, ff_dim=512, n_heads=4, n_kv_heads=2, head_dim=64, vocab=512, context=2048, rope_base=10000.0)}
 

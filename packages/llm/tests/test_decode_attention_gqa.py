@@ -28,6 +28,7 @@ def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.
   (3, 1, 64, 256, 1, False, np.float32),     # only the first position: the other part's max is -inf and adds nothing
   (8, 2, 32, 256, 256, True, np.float16),    # head_dim 32: four threads a dimension, every position seen
   (2, 2, 64, 256, 140, False, np.float16),   # as many kv heads as query heads: a group of one
+  (4, 2, 128, 256, 150, True, np.float16),   # heads of 128: two threads a position, each half of its key
 ])
 def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, warp):
   """The partials in combine_split's layout: the Tensor-op combine and the combining kernel both give numpy's rows."""
@@ -42,15 +43,15 @@ def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("n_heads,n_kv_heads,attn_len,seen,neox,grid_wait", [
-  (4, 2, 512, 300, False, True),   # the token's position in the third of four parts
-  (6, 3, 256, 256, True, False),   # the last position of the span (no position after it to look at)
-  (4, 1, 256, 129, False, True),   # the first position of the second part
+@pytest.mark.parametrize("n_heads,n_kv_heads,D,attn_len,seen,neox,grid_wait", [
+  (4, 2, 64, 512, 300, False, True),   # the token's position in the third of four parts
+  (6, 3, 64, 256, 256, True, False),   # the last position of the span (no position after it to look at)
+  (4, 1, 64, 256, 129, False, True),   # the first position of the second part
+  (4, 2, 128, 256, 200, False, True),  # heads of 128: both threads of the token's position use its key
 ])
-def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_len, seen, neox, grid_wait):
+def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, attn_len, seen, neox, grid_wait):
   """new_kv: the block whose part holds the token's position (the last the mask shows) scores and weighs the token's own key
   (rotated) and value, as the cache will hold them, and stores them there; the rest of the cache is unchanged."""
-  D = 64
   qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
   S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
   kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
@@ -68,7 +69,8 @@ def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_l
 def test_gqa_parts_says_where_the_kernel_applies():
   assert gqa_parts(2048, 32, 8, 64) == 16 and gqa_parts(256, 9, 3, 64) == 2
   assert gqa_parts(128, 32, 8, 64) == 0  # one part: the one-block-a-head kernel
-  assert gqa_parts(384 + 64, 32, 8, 64) == 0 and gqa_parts(1024, 32, 8, 128) == 0 and gqa_parts(1024, 9, 2, 64) == 0
+  assert gqa_parts(1024, 32, 8, 128) == 8  # heads of 128: 256 threads a block, two a position
+  assert gqa_parts(384 + 64, 32, 8, 64) == 0 and gqa_parts(1024, 32, 8, 96) == 0 and gqa_parts(1024, 9, 2, 64) == 0
   with pytest.raises(ValueError, match="gqa_parts"): gqa_attention_kernel(32, 8, 64, 128, False)
 
 

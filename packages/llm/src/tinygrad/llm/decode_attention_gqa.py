@@ -8,7 +8,8 @@ over 8 kv heads) at 2,048 positions that is 512 blocks in two waves, and it was 
 (bench/README.md, session 23), which cost the step 440 us over a 128-position span for 67 MB of cache. Here a block reads each
 key and value of its part once and uses it for all G heads:
   1. the G query rows, rotated (RoPE) and scaled by log2(e) / sqrt(head_dim), into shared memory;
-  2. thread t the G scores of its position (the key row loaded once, before the first barrier), masked;
+  2. thread t the G scores of its position (the key row loaded once, before the first barrier), masked; heads of more than 64
+     split each position over head_dim / 64 threads (64 dims of the key each, the slices' sums added through shared memory);
   3. per head, the scores' max over the block; each thread's exponentials exp2(score - max), once a (head, position), into
      shared memory, and their sum over the block;
   4. thread t, for dimension t % D, the G weighted sums over every (B / D)-th position of the part (each value loaded once,
@@ -18,7 +19,7 @@ key and value of its part once and uses it for all G heads:
 Where q/k/v are one buffer (`new_kv`) the kernel also writes the token's key and value into the cache, as decode_attention's
 one-block-a-head kernel does, and loads the cache before the grid wait. Measured on an H100 (bench/README.md, session 35; model
 DECODE_GQA, from 256 positions by default): Llama-1B's step at a 2,048-position span 1,443 -> 1,053 us, at 8,192 3,944 -> 1,275;
-SmolLM2 at 2,048 800 -> 643.
+SmolLM2 at 2,048 800 -> 643; Qwen3-1.7B's sizes (heads of 128) 2,529 -> 1,675.
 """
 from __future__ import annotations
 
@@ -31,16 +32,24 @@ from tinygrad.llm.decode_attention import block_reduce, pairwise_sum
 from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 
-# a block's part of the span: a position a thread, its key row and head_dim values in registers
+# a block's part of the span: a position a thread (or KEY_SLICE dims of it a thread), a key slice and up to KEY_SLICE values a
+# thread in registers (loaded before the first barrier)
 POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 128)
-MAX_PART_VALUES = 64  # ... at most this head_dim (a key row and as many values a thread, loaded before the first barrier)
+KEY_SLICE = 64
+
+
+def key_split(head_dim: int) -> int:
+  """Threads a position's key row is split over (its dims KEY_SLICE a thread): 1 up to heads of KEY_SLICE, 2 for 128."""
+  return max(1, head_dim // KEY_SLICE)
 
 
 def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> int:
   """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply): POSITIONS_PER_BLOCK a part, at least
-  two parts, query heads in groups over the kv heads, a block's threads a whole number of head_dim rows."""
-  L = POSITIONS_PER_BLOCK.value
-  if L % 32 or L > 1024 or attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or L % head_dim or head_dim > MAX_PART_VALUES: return 0
+  two parts, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple of it, a block's threads
+  (the positions times key_split) a whole number of head_dim rows."""
+  L, K = POSITIONS_PER_BLOCK.value, key_split(head_dim)
+  if L % 32 or L * K > 1024 or attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or (L * K) % head_dim: return 0
+  if head_dim > KEY_SLICE and head_dim % KEY_SLICE: return 0
   return attn_len // L
 
 
@@ -61,8 +70,9 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
   if not S: raise ValueError(f"no grouped-query attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, head_dim {head_dim}, "
                              f"attn_len {attn_len}: check gqa_parts first")
-  D, G, L = head_dim, n_heads // n_kv_heads, POSITIONS_PER_BLOCK.value
-  B = L  # a position a thread
+  D, G, L, K = head_dim, n_heads // n_kv_heads, POSITIONS_PER_BLOCK.value, key_split(head_dim)
+  B = L * K  # a position a thread, or K threads a position (each D / K of its key's dims)
+  DK = D // K
   P = B // D  # threads a dimension in the weighted sums
   f32 = dtypes.float32
 
@@ -70,10 +80,11 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     g = UOp.range(n_kv_heads * S, 0, AxisType.GLOBAL)
     c, part = g // S, g % S  # the kv head, the part of the span
     t = UOp.range(B, 1, AxisType.LOCAL)
-    pos = part * L + t  # the thread's position
+    tp, ks_at = t % L, (t // L) * DK  # the thread's position in the part, and where its slice of the key starts
+    pos = part * L + tp
     d, lane = t % D, t // D
     # every key and value the block reads, loaded before the first barrier (they wait beside the query's loads)
-    key = [cache[0, c, pos, k].cast(f32) for k in range(D)]
+    key = [cache[0, c, pos, ks_at + k].cast(f32) for k in range(DK)]
     values = [cache[1, c, part * L + u * P + lane, d].cast(f32) for u in range(L // P)]
     if kv is not None and grid_wait:  # earlier steps wrote these positions, and only this kernel writes the cache
       wait = UOp(Ops.BARRIER, dtypes.void, (*key, *values), GRID_WAIT)
@@ -97,24 +108,34 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       cdt = cache.dtype.base
       knew, vnew = rotated(kv, new_kv[0] + c * D, d).cast(cdt).cast(f32), kv[new_kv[1] + c * D + d].cast(cdt).cast(f32)
       ks, at = UOp.placeholder(D, f32, 1, AddrSpace.LOCAL), UOp.placeholder(1, dtypes.int32, 4 + 3 * G, AddrSpace.LOCAL)
-      stores += [ks[d].store(knew, t < D), at[0].store(-1, t.eq(0))]
+      stores += [ks[d].store(knew, t < D), at[0].store(-1, t.eq(0))]  # (B >= D threads: L * K is a multiple of D)
       is_new = seen & ((pos + 1).eq(attn_len) | mask[0, (pos + 1) % attn_len].logical_not())
     first = stores[0].barrier(*stores[1:], *key, *values)
     qv = qs.after(first)
-    if kv is not None:  # the thread scoring the token's position uses its key, and tells the block where it is
-      key = [is_new.where(ks.after(first)[k], x) for k, x in enumerate(key)]
+    if kv is not None:  # the threads scoring the token's position use its key, and tell the block where it is
+      key = [is_new.where(ks.after(first)[ks_at + k], x) for k, x in enumerate(key)]
       first = at.after(first)[0].store(pos, is_new)
-    # 2. the group's scores of the thread's position (registers)
-    mine = [seen.where(pairwise_sum([qv[h * D + k] * key[k] for k in range(D)]), -math.inf) for h in range(G)]
+    # 2. the group's scores of the thread's position (registers); with K threads a position, their slices' sums added through
+    # shared memory, so that each of them holds the scores
+    mine = [pairwise_sum([qv[h * D + ks_at + k] * key[k] for k in range(DK)]) for h in range(G)]
+    if K > 1:
+      sl = UOp.placeholder(G * B, f32, 5 + 3 * G, AddrSpace.LOCAL)
+      sl_done = sl.after(first)[t].store(mine[0])
+      for h in range(1, G): sl_done = sl.after(sl_done)[h * B + t].store(mine[h])
+      first = sl_done.barrier()
+      slices = sl.after(first)
+      mine = [pairwise_sum([slices[h * B + j * L + tp] for j in range(K)]) for h in range(G)]
+    mine = [seen.where(m, -math.inf) for m in mine]
     # 3. per head the max (-inf where the part sees nothing: kept for the partials, 0 below so that the sums are 0); then each
     # thread's exponentials, once a (head, position), into shared memory (position-major: a thread's G in a row) and summed
     maxes = [block_reduce(mine[h], t, B, warp, 2 + 2 * h, lambda a, b: a.maximum(b), first) for h in range(G)]
     finite = [m.eq(-math.inf).where(0.0, m) for m in maxes]
     ex = [(mine[h] - finite[h]).alu(Ops.EXP2) for h in range(G)]
     ps = UOp.placeholder(G * L, f32, 3 + 2 * G, AddrSpace.LOCAL)
-    p_stored = ps[t * G].store(ex[0])
-    for h in range(1, G): p_stored = ps.after(p_stored)[t * G + h].store(ex[h])
-    totals = [block_reduce(ex[h], t, B, warp, 3 + 2 * h, lambda a, b: a + b, p_stored) for h in range(G)]
+    owner = t < L  # a position's first thread stores and counts its exponentials
+    p_stored = ps[tp * G].store(ex[0], owner)
+    for h in range(1, G): p_stored = ps.after(p_stored)[tp * G + h].store(ex[h], owner)
+    totals = [block_reduce(owner.where(ex[h], 0.0), t, B, warp, 3 + 2 * h, lambda a, b: a + b, p_stored) for h in range(G)]
     # 4. the weighted values: dimension d over positions lane, lane + P, ... of the part, for every head; the exponentials read
     # after a barrier (the sums')
     pv = ps.after(p_stored, *totals)
