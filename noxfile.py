@@ -93,7 +93,8 @@ def null_cuda(session: nox.Session) -> None:
 
 
 # The H200 machine's NVRTC (13.0, whose ptxas serialized or reordered wgmma code that 13.5 doesn't) and nvdisasm, from PyPI
-# into .nox/tools: test_nv_tma.py compiles the tensor-core kernels with that NVRTC and reads their SASS
+# into .nox/tools: test_nv_tma.py compiles the tensor-core kernels with that NVRTC and reads their SASS; test_dependents.py reads
+# the SASS of the moved launch trigger
 NV_TOOLS = ("nvidia-cuda-nvrtc==13.0.88", "nvidia-cuda-nvdisasm==13.5.37")
 
 

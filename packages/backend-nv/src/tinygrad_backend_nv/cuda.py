@@ -88,14 +88,18 @@ _WAIT = '  asm volatile("griddepcontrol.wait;" ::: "memory");\n'
 _TRIGGER_LINE = f"  {TRIGGER}\n"  # the next kernel may launch (dependents.py: here, or where LAUNCH_LATE puts it)
 
 
-def _early_wait(values: list[tuple[str, DType]], trigger: bool = True) -> str:
-  """The grid wait (and, unless LAUNCH_LATE moved it, the trigger) after loads issued before it (STREAM_EARLY,
-  codegen/early_loads.py), predicated on the values they read: ptxas schedules a plain griddepcontrol.wait (SASS ACQBULK, no
-  operands) ahead of loads still waiting for their address, so that they issue after it (seen in the SASS of session 28's
-  EARLY_LOADS kernels); a wait that depends on what they read can't move above them. Both predicates wait."""
-  word = " | ".join(_value_word(name, dt) for name, dt in values)
-  return ('  asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n @p griddepcontrol.wait;\\n @!p griddepcontrol.wait;\\n}" '
-          f':: "r"({word}) : "memory");\n' + (_TRIGGER_LINE if trigger else ""))
+def _grid_wait(values: list[tuple[str, DType]], trigger: bool = True) -> str:
+  """The grid wait and, unless LAUNCH_LATE moved it (dependents.py), the trigger. After loads issued before it (STREAM_EARLY,
+  codegen/early_loads.py: `values`, their registers) the wait is predicated on the values they read: ptxas schedules a plain
+  griddepcontrol.wait (SASS ACQBULK, no operands) ahead of loads still waiting for their address, so that they issue after it
+  (seen in the SASS of session 28's EARLY_LOADS kernels); a wait that depends on what they read can't move above them. Both
+  predicates wait."""
+  if not values: wait = _WAIT
+  else:
+    word = " | ".join(_value_word(name, dt) for name, dt in values)
+    wait = ('  asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %0, 0;\\n @p griddepcontrol.wait;\\n @!p griddepcontrol.wait;\\n}" '
+            f':: "r"({word}) : "memory");\n')
+  return wait + (_TRIGGER_LINE if trigger else "")
 
 
 def _value_word(name: str, dt: DType) -> str:
@@ -287,9 +291,7 @@ class CUDARenderer(CStyleRenderer):
     if kind == "cluster_sync": return "tg_cluster_sync();"
     if u.arg == GRID_WAIT:  # placed by a hand-written kernel (uop.dsl.GRID_WAIT) or early_loads.py, after its sources
       loaded = [(name, x.dtype) for x, name in zip(u.src, r) if x.op is Ops.LOAD and name and x.dtype.itemsize * x.dtype.count <= 16]
-      trigger = self._trigger is None
-      return (_early_wait(loaded, trigger) if loaded else _WAIT + (_TRIGGER_LINE if trigger else "")).strip() + \
-        ("\n" + timeline.AFTER_WAIT.rstrip() if self._stamps else "")
+      return _grid_wait(loaded, self._trigger is None).strip() + ("\n" + timeline.AFTER_WAIT.rstrip() if self._stamps else "")
     if kind == "mbar_arrive":
       if r[1] in ("1", "true"): return f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tg_smem_addr({r[0]})) : "memory");'
       # predicated in the asm, not branched around: a branch between a wgmma batch and its wait made ptxas 13.0 serialize
@@ -524,8 +526,8 @@ class CUDARenderer(CStyleRenderer):
       decl += f'extern "C" __device__ unsigned {GRID_WAIT_SYMBOL} = 1;\n'
       stamps, body = self._stamps, src.index("{\n", src.index(head)) + 2
       if wait is None:  # else where the kernel placed it
-        waited = "".join(line + "\n" for line in early) + (_early_wait(self._early_regs, trigger_at_start) if early else
-                                                            _WAIT + (_TRIGGER_LINE if trigger_at_start else "")) + (timeline.AFTER_WAIT if stamps else "")
+        waited = "".join(line + "\n" for line in early) + _grid_wait(self._early_regs if early else [], trigger_at_start) + \
+          (timeline.AFTER_WAIT if stamps else "")
         src = src[:body] + waited + src[body:]
         if early:  # the buffers read before the wait, for the graph (as codegen/early_loads.py's)
           decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {_param_bits(uops, self._early_bufs)}ull;\n'

@@ -21,7 +21,9 @@ down product 47 -> 56 registers, the gate/up product 60 -> 70: a third wave).
 """
 from __future__ import annotations
 
-from tinygrad.device.plugin import GRID_WAIT, ContextVar, Ops, PtrDType, UOp
+from tinygrad.device.plugin import GRID_WAIT, ContextVar, Ops, UOp
+
+from tinygrad_backend_nv.streams import indexed_buffer
 
 LAUNCH_LATE = ContextVar("LAUNCH_LATE", 0)  # 1: a streaming kernel triggers its dependents after its matrix loads, not at its start; 2: any kernel after its last global load
 TRIGGER = 'asm volatile("griddepcontrol.launch_dependents;");'
@@ -62,11 +64,9 @@ def _after_first_round_trip(uops: list[UOp]) -> tuple[UOp, None] | None:
 
 
 def _global_load(u: UOp) -> bool:
-  """A load of at most 16 bytes from global memory (its address through AFTERs, which only order it)."""
-  if u.op is not Ops.LOAD or u.arg is not None or not u.src: return False
-  x = u.src[0]
-  while x.op is Ops.AFTER: x = x.src[0]
-  return isinstance(ptr := x.dtype, PtrDType) and ptr.addrspace == "global" and u.dtype.itemsize * u.dtype.count <= 16
+  """A load of at most 16 bytes from a kernel parameter (global memory)."""
+  return u.op is Ops.LOAD and u.arg is None and bool(u.src) and indexed_buffer(u.src[0]).op is Ops.DEFINE_GLOBAL \
+    and u.dtype.itemsize * u.dtype.count <= 16
 
 
 def predicated_trigger(word: str) -> str:

@@ -541,7 +541,8 @@ class Attention:
     # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
     # q/k/v, no k norm), instead of the cache write's kernel
     hand_written = B == 1 and T == 1 and fused and DECODE_ATTENTION.value  # one token on a GPU
-    gqa = hand_written and self._gqa_parts(mask.shape[1]) > 0
+    gqa_n_parts = self._gqa_parts(mask.shape[1]) if hand_written else 0
+    gqa = gqa_n_parts > 0  # decode_attention_gqa runs it
     one_kernel = hand_written and not gqa and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
     fold = (one_kernel or gqa) and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
     # a longer span: a block per (head, 128 positions), the parts combined after (more blocks than heads; decode_attention.py)
@@ -549,14 +550,14 @@ class Attention:
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     if gqa:  # a block per (kv head, 128 positions) for the whole group of query heads (writing the cache where q/k/v are one
       # buffer), the parts combined after
-      blocks = cfg.n_kv_heads * self._gqa_parts(mask.shape[1])
+      blocks = cfg.n_kv_heads * gqa_n_parts
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                     (nq, nq + nkv) if fold else None, has_grid_wait(x.device),
                                     spread=blocks <= (DECODE_GQA_SPREAD.value or compute_units(x.device) or blocks))
-      size = cfg.n_heads * self._gqa_parts(mask.shape[1]) * (cfg.head_dim + 2)
+      size = cfg.n_heads * gqa_n_parts * (cfg.head_dim + 2)
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
       parts = Tensor.empty(size, device=x.device).custom_kernel(*args, fxn=kernel)[0]
-      combine = gqa_combine_kernel(cfg.n_heads, cfg.head_dim, self._gqa_parts(mask.shape[1]))
+      combine = gqa_combine_kernel(cfg.n_heads, cfg.head_dim, gqa_n_parts)
       out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=combine)[0]
       return linear(out.reshape(B, 1, nq), self.wo), False
     if split > 1:
