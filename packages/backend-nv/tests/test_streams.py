@@ -64,6 +64,30 @@ def test_a_float16_matrix_vector_product_streams_its_rows():
   assert all("tg_ld_stream" not in s for s in srcs.values())
 
 
+def test_a_products_blocks_reserve_shared_memory_to_spread_over_the_sms():
+  """MV_BALANCE (default 1): a streamed product whose grid needs at most 8 blocks an SM reserves enough shared memory that an
+  sm_90 SM (228 KB, 1 KB of it a block's) holds ceil(blocks / 132) of them and not one more; 0: it reserves none."""
+  import re
+
+  from tinygrad_backend_nv.cuda import BLOCK_SHARED_OVERHEAD, DYNAMIC_SMEM_SYMBOL, SM_SHARED_90
+
+  def product_source(**settings) -> str:
+    realize._runner_cache.clear()  # its key holds the AST, not the renderer's settings
+    try:
+      with Context(EARLY_LOADS=0, **settings):
+        srcs = _sources(lambda: [(Tensor.empty(2048, 8192, dtype=dtypes.float16).cast(dtypes.float32) * Tensor.empty(8192)).sum(1)])
+    finally: realize._runner_cache.clear()
+    (src,) = [s for n, s in srcs.items() if n.startswith("r_")]
+    return src
+  src = product_source()
+  blocks = int(re.search(r"blockIdx\.x; /\* (\d+) \*/", src).group(1))
+  per_sm = -(-blocks // 132)
+  assert 1 < per_sm <= 8, blocks  # (the heuristics' grid for this shape; else pick another)
+  reserved = int(re.search(DYNAMIC_SMEM_SYMBOL + r" = (\d+);", src).group(1))
+  assert per_sm * (reserved + BLOCK_SHARED_OVERHEAD) <= SM_SHARED_90 < (per_sm + 1) * (reserved + BLOCK_SHARED_OVERHEAD)
+  assert DYNAMIC_SMEM_SYMBOL not in product_source(MV_BALANCE=0)
+
+
 def test_elementwise_kernels_keep_plain_loads():
   """No loop around the loads: nothing to stream past."""
   srcs = _sources(lambda: [Tensor.empty(4096) + Tensor.empty(4096)])

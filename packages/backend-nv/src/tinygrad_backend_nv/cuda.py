@@ -465,6 +465,17 @@ class CUDARenderer(CStyleRenderer):
     launches kernels early. (Every kernel of at most 8, 32 or 132 blocks spread the same way measured as noise on the H200.)"""
     return arch_number(self.arch) >= 90 and bool(getattr(uops[-1].arg, "spread", False))
 
+  def _balanced_reserve(self, uops: list[UOp]) -> int | None:
+    """MV_BALANCE: shared memory a block of a matrix-vector product (or of a kernel that loads before its grid wait) reserves so
+    that an SM holds at most ceil(blocks / SMs) of them (sm_90+). Launched early behind the kernel before, a product's blocks
+    otherwise pile onto the SMs that drain first (the down product's 512 blocks ran on 113-119 of an H100's 132 SMs:
+    bench/README.md, session 34). It reserves nothing else: the registers stay as they are. None: no reservation. Llama-1B's
+    decode step on an H100: 966.9 -> 959.9 us (1 against 0, twice in one process; 2, the early-loading q/k/v and o too: 990.0)."""
+    if not MV_BALANCE.value or arch_number(self.arch) < 90 or not self.compute_units: return None
+    per_sm = -(-_launch_size(uops, "gidx") // self.compute_units)
+    if per_sm > MV_BALANCE_MAX_PER_SM: return None  # more blocks than an SM holds at once anyway: they run in waves
+    return min(self.shared_max, SM_SHARED_90 // (per_sm + 1) - BLOCK_SHARED_OVERHEAD + 16)
+
   def range_pragma(self, u: UOp) -> str: return "#pragma unroll 1" if u in self._rolled else ""
 
   def render(self, name: str, uops: list[UOp]) -> str:
@@ -474,11 +485,16 @@ class CUDARenderer(CStyleRenderer):
     # a kernel whose blocks should each have an SM (KernelInfo.spread) reserves more than half an SM's shared memory: launched
     # early behind a kernel that fills the GPU, its blocks then land one an SM as SMs drain, not packed where room is left
     reserved = max(shared, self.shared_max // 2 + 16) if self._spread(uops) else shared
-    self._dyn_offset = 0 if reserved > STATIC_SHARED_MAX else None
     self._tmaps = []
     self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
     # a reduction whose shared memory holds only partials (a matrix-vector product): its matrix's loads stream past L1
     self._streamed = streamed_loads(uops)
+    wait = next((u for u in uops if u.op is Ops.BARRIER and u.arg == GRID_WAIT), None)
+    loads_early = wait is not None and any(x.op is Ops.LOAD for x in wait.toposort())
+    balanced = self._balanced_reserve(uops) if self._streamed or (MV_BALANCE.value >= 2 and loads_early and not self._spread(uops)) else None
+    if balanced is not None: reserved = max(reserved, balanced)
+    dynamic = reserved > shared or reserved > STATIC_SHARED_MAX  # (a reservation past what the kernel declares is dynamic)
+    self._dyn_offset = 0 if dynamic else None
     self._ahead, self._ahead_regs = ahead_loads(uops, self._streamed), {}
     self._trigger = late_trigger(uops, self._streamed, self._spread(uops)) if self.grid_wait else None
     self._early_bufs: set[int] = set()
@@ -494,7 +510,7 @@ class CUDARenderer(CStyleRenderer):
     threads = _launch_size(uops, "lidx")
     head = f"{self.kernel_prefix}void {name}("
     # tensor-core tiles this big need only one block per SM to be resident: ptxas may give each thread up to 255 registers
-    bounds = f"{threads}, 1" if reserved > STATIC_SHARED_MAX else f"{threads}"
+    bounds = f"{threads}, 1" if reserved > STATIC_SHARED_MAX and balanced is None else f"{threads}"
     # wgmma tiles small enough for two blocks an SM: registers capped so that two fit (epilogues overlap main loops)
     if align == WGMMA_SMEM_ALIGN and shared > STATIC_SHARED_MAX and 2 * shared <= self.shared_max: bounds = f"{threads}, 2"
     # a reduction kernel (its shared memory holds only partials) that keeps its share of the data in registers (a GPU row
@@ -504,13 +520,13 @@ class CUDARenderer(CStyleRenderer):
     if (warps := REDUCE_WARPS.value) and 0 < shared <= PARTIALS_SMEM_MAX and threads * 2 <= warps * 32 and not any(u.op is Ops.WMMA for u in uops) \
         and _values_loaded_outside_loops(uops) >= REDUCE_HELD_VALUES:
       bounds = f"{threads}, {warps * 32 // threads}"
-    # a kernel that loads before its grid wait (codegen/early_loads.py) gains in the blocks resident before the kernel before ends:
-    # registers capped so that its whole grid is (EARLY_ONE_WAVE)
-    wait = next((u for u in uops if u.op is Ops.BARRIER and u.arg == GRID_WAIT), None)
-    if EARLY_ONE_WAVE.value and wait is not None and any(x.op is Ops.LOAD for x in wait.src) and self.compute_units:
-      if 1 < (per_sm := -(-_launch_size(uops, "gidx") // self.compute_units)) and per_sm * threads <= 2048: bounds = f"{threads}, {per_sm}"
+    # a kernel that loads before its grid wait (codegen/early_loads.py, or a hand-written one's loads, cast or not) gains in the
+    # blocks resident before the kernel before ends: registers capped so that its whole grid is (EARLY_ONE_WAVE)
+    if EARLY_ONE_WAVE.value and loads_early and self.compute_units:
+      per_sm = -(-_launch_size(uops, "gidx") // self.compute_units)
+      if 1 < per_sm and per_sm * threads <= 2048 and REGISTERS_PER_SM // (per_sm * threads) >= EARLY_ONE_WAVE_MIN_REGS: bounds = f"{threads}, {per_sm}"
     decl = ""
-    if reserved > STATIC_SHARED_MAX:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
+    if dynamic:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
       decl = (f'extern "C" __device__ unsigned {DYNAMIC_SMEM_SYMBOL} = {reserved};\n'
               f"extern __shared__ __align__({align}) unsigned char tg_smem[];\n")
     if tmaps:  # by-value tensor-map parameters after the others, described to the runtime by a global
@@ -545,7 +561,17 @@ class CUDARenderer(CStyleRenderer):
     return src.replace(head, f"{decl}{self.kernel_prefix}void {dims}__launch_bounds__({bounds}) {name}(", 1)
 
 
-EARLY_ONE_WAVE = ContextVar("EARLY_ONE_WAVE", 1)  # 0: no register cap for kernels that load before their grid wait
+MV_BALANCE = ContextVar("MV_BALANCE", 1)  # 1: streamed matrix-vector products spread evenly over the SMs (_balanced_reserve), 2: and
+# the kernels that load before their grid wait
+MV_BALANCE_MAX_PER_SM = 8  # ... where their grid needs at most this many blocks an SM
+SM_SHARED_90 = 228 * 1024  # an sm_90 SM's shared memory, of which each resident block also takes
+BLOCK_SHARED_OVERHEAD = 1024  # ... this much for the system (CUDA programming guide, compute capability 9.0)
+EARLY_ONE_WAVE = ContextVar("EARLY_ONE_WAVE", 1)
+# ... where the cap leaves a thread at least this many registers: Qwen3-1.7B's q/k/v product (512 blocks of 256 threads) capped
+# to 64 spilled 40 bytes a thread and made the step 3% slower on an H100 (1,566 against 1,518 us uncapped: bench/README.md,
+# session 36); Llama-1B's (384 blocks, capped to 85) and the grouped attention's (capped to 128) gain
+EARLY_ONE_WAVE_MIN_REGS = 80
+REGISTERS_PER_SM = 65536  # sm_70 and later  # 0: no register cap for kernels that load before their grid wait
 REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
 REDUCE_HELD_VALUES = 64  # ... and values a thread loads from global memory outside any loop, from which it asks
 
