@@ -43,6 +43,15 @@ def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("positions,value_dims", [(256, 4), (128, 1), (128, 8)])
+@pytest.mark.parametrize("n_heads,n_kv_heads,head_dim,seen", [(4, 2, 64, 300), (4, 2, 128, 400)])
+def test_other_block_shapes_give_the_same_rows(positions, value_dims, n_heads, n_kv_heads, head_dim, seen):
+  """GQA_BLOCK_POSITIONS (256: the default from 2,048 positions) and GQA_VALUE_DIMS (values a load: 1, 4 or 8) change the
+  blocks' layout, not the rows."""
+  with Context(GQA_BLOCK_POSITIONS=positions, GQA_VALUE_DIMS=value_dims):
+    test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, 512, seen, True, np.float16, 32)
+
+
 @pytest.mark.parametrize("n_heads,n_kv_heads,D,attn_len,seen,neox,grid_wait", [
   (4, 2, 64, 512, 300, False, True),   # the token's position in the third of four parts
   (6, 3, 64, 256, 256, True, False),   # the last position of the span (no position after it to look at)
@@ -67,7 +76,10 @@ def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, att
 
 
 def test_gqa_parts_says_where_the_kernel_applies():
-  assert gqa_parts(2048, 32, 8, 64) == 16 and gqa_parts(256, 9, 3, 64) == 2
+  assert gqa_parts(1024, 32, 8, 64) == 8 and gqa_parts(256, 9, 3, 64) == 2
+  assert gqa_parts(2048, 32, 8, 64) == 8 and gqa_parts(8192, 32, 8, 64) == 32  # 256 positions a block from 2,048 on
+  assert gqa_parts(2048, 16, 8, 128) == 16  # ... where a position is one thread
+  with Context(GQA_BLOCK_POSITIONS=128): assert gqa_parts(2048, 32, 8, 64) == 16
   assert gqa_parts(128, 32, 8, 64) == 0  # one part: the one-block-a-head kernel
   assert gqa_parts(1024, 32, 8, 128) == 8  # heads of 128: 256 threads a block, two a position
   assert gqa_parts(384 + 64, 32, 8, 64) == 0 and gqa_parts(1024, 32, 8, 96) == 0 and gqa_parts(1024, 9, 2, 64) == 0
@@ -100,6 +112,23 @@ def test_its_blocks_ask_for_an_sm_each_while_the_grid_fits_the_gpu(tmp_path):
   src = dict(_captured(path, 256, 600))["decode_attention_gqa_kv"]
   assert DYNAMIC_SMEM_SYMBOL in src and src.index("(data2+") < src.index("griddepcontrol.wait") < src.index("(data1+")
   assert DYNAMIC_SMEM_SYMBOL not in dict(_captured(path, 256, 600, DECODE_GQA_SPREAD=15))["decode_attention_gqa_kv"]
+
+
+def test_a_grid_past_the_gpu_runs_in_one_wave(tmp_path):
+  """Past the GPU's SM count (sm_90: 132) the kernel's blocks load the cache before the grid wait, so the CUDA renderer caps its
+  registers to one wave (EARLY_ONE_WAVE: 256 blocks of 128 positions, 2 an SM); the values come 4 float16 a load
+  (GQA_VALUE_DIMS), which with the cache's dtype held until use is what lets them fit (Llama-1B at 8,192 positions: 170
+  registers a thread before). With the default 256 positions a block at this span the grid fits the GPU: an SM a block."""
+  import re
+
+  from llm_synth import SynthConfig, write_model
+  from tinygrad_backend_nv.cuda import DYNAMIC_SMEM_SYMBOL
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=1, n_heads=4, n_kv_heads=4, context=8192), "F16")  # 4 kv heads x 64 parts
+  src = dict(_captured(path, 256, 8000, GQA_BLOCK_POSITIONS=128))["decode_attention_gqa_kv"]
+  assert re.search(r"__launch_bounds__\(128, 2\)", src) and "halfx4" in src
+  src = dict(_captured(path, 256, 8000))["decode_attention_gqa_kv"]
+  assert "__launch_bounds__(256, 1)" in src and DYNAMIC_SMEM_SYMBOL in src  # 4 kv heads x 32 parts
 
 
 def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):

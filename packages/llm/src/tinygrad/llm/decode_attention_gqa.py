@@ -12,14 +12,16 @@ key and value of its part once and uses it for all G heads:
      split each position over head_dim / 64 threads (64 dims of the key each, the slices' sums added through shared memory);
   3. per head, the scores' max over the block; each thread's exponentials exp2(score - max), once a (head, position), into
      shared memory, and their sum over the block;
-  4. thread t, for dimension t % D, the G weighted sums over every (B / D)-th position of the part (each value loaded once,
-     before the first barrier), the B / D threads of a dimension added through shared memory;
+  4. thread t, for VALUE_DIMS (4) neighbouring dimensions, the G weighted sums over every (4 B / D)-th position of the part (the 4
+     values one load, before the first barrier), the 4 B / D threads of a dimension added through shared memory;
   5. per (head, part) the unnormalized weighted values, the max and the sum: decode_attention.combine_split's partials, which
      `combine_kernel` turns into the heads' rows (one small kernel, a block a head).
 Where q/k/v are one buffer (`new_kv`) the kernel also writes the token's key and value into the cache, as decode_attention's
 one-block-a-head kernel does, and loads the cache before the grid wait. Measured on an H100 (bench/README.md, session 35; model
 DECODE_GQA, from 256 positions by default): Llama-1B's step at a 2,048-position span 1,443 -> 1,053 us, at 8,192 3,944 -> 1,275;
-SmolLM2 at 2,048 800 -> 643; Qwen3-1.7B's sizes (heads of 128) 2,529 -> 1,675.
+SmolLM2 at 2,048 800 -> 643; Qwen3-1.7B's sizes (heads of 128) 2,529 -> 1,675. Session 36 (the values VALUE_DIMS to a load and
+held as float16 until used, which lets 512 blocks run in one wave; 256 positions a block from LONG_SPAN): Llama-1B 1,261 -> 1,172
+at 8,192 and 1,053 -> 1,029 at 2,048, SmolLM2 684 -> 657 at 4,096.
 """
 from __future__ import annotations
 
@@ -34,8 +36,12 @@ from tinygrad.uop.ops import Ops, UOp
 
 # a block's part of the span: a position a thread (or KEY_SLICE dims of it a thread), a key slice and up to KEY_SLICE values a
 # thread in registers (loaded before the first barrier)
-POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 128)
+# (0: block_positions' rule)
+POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 0)
+LONG_SPAN = 2048  # from this span on, block_positions gives a block of heads of at most KEY_SLICE dims 256 positions
 KEY_SLICE = 64
+# a thread's value dimensions in the weighted sums: one 8-byte load of float16 values a position (1: a 2-byte load each)
+VALUE_DIMS = ContextVar("GQA_VALUE_DIMS", 4)
 
 
 def key_split(head_dim: int) -> int:
@@ -43,13 +49,23 @@ def key_split(head_dim: int) -> int:
   return max(1, head_dim // KEY_SLICE)
 
 
+def block_positions(attn_len: int, head_dim: int) -> int:
+  """A block's positions: GQA_BLOCK_POSITIONS where set, else 128, and 256 from LONG_SPAN positions for heads of at most
+  KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
+  1,249 -> 1,179, 4,096 1,078 -> 1,072, 2,048 1,041 -> 1,036, 1,024 1,013 -> 1,027; heads of 128 (512 threads a block) at
+  2,048 1,654 -> 1,673."""
+  return POSITIONS_PER_BLOCK.value or (256 if attn_len >= LONG_SPAN and key_split(head_dim) == 1 else 128)
+
+
 def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> int:
-  """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply): POSITIONS_PER_BLOCK a part, at least
+  """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply): block_positions a part, at least
   two parts, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple of it, a block's threads
   (the positions times key_split) a whole number of head_dim rows."""
-  L, K = POSITIONS_PER_BLOCK.value, key_split(head_dim)
+  L, K = block_positions(attn_len, head_dim), key_split(head_dim)
   if L % 32 or L * K > 1024 or attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or (L * K) % head_dim: return 0
   if head_dim > KEY_SLICE and head_dim % KEY_SLICE: return 0
+  W = VALUE_DIMS.value
+  if head_dim % W or (W * L * K) % head_dim or L % (W * L * K // head_dim): return 0  # whole groups of value dimensions, positions a lane
   return attn_len // L
 
 
@@ -70,10 +86,11 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
   if not S: raise ValueError(f"no grouped-query attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, head_dim {head_dim}, "
                              f"attn_len {attn_len}: check gqa_parts first")
-  D, G, L, K = head_dim, n_heads // n_kv_heads, POSITIONS_PER_BLOCK.value, key_split(head_dim)
+  D, G, L, K = head_dim, n_heads // n_kv_heads, block_positions(attn_len, head_dim), key_split(head_dim)
   B = L * K  # a position a thread, or K threads a position (each D / K of its key's dims)
   DK = D // K
-  P = B // D  # threads a dimension in the weighted sums
+  W = VALUE_DIMS.value
+  P = W * B // D  # threads a group of W dimensions in the weighted sums
   f32 = dtypes.float32
 
   def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
@@ -82,10 +99,14 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     t = UOp.range(B, 1, AxisType.LOCAL)
     tp, ks_at = t % L, (t // L) * DK  # the thread's position in the part, and where its slice of the key starts
     pos = part * L + tp
-    d, lane = t % D, t // D
-    # every key and value the block reads, loaded before the first barrier (they wait beside the query's loads)
-    key = [cache[0, c, pos, ks_at + k].cast(f32) for k in range(DK)]
-    values = [cache[1, c, part * L + u * P + lane, d].cast(f32) for u in range(L // P)]
+    d = t % D
+    # the weighted sums' dimensions W * quad + j, over positions lane + u * P
+    quad, lane = t % (D // W), t // (D // W)
+    # every key and value the block reads, loaded before the first barrier (they wait beside the query's loads), held in the
+    # cache's dtype until used and the values W (VALUE_DIMS) dimensions a load: with float16 that halves what they take of the
+    # registers (a thread held 64 keys and 64 values as floats: 170 registers, 3 blocks an SM, two waves at 512 blocks)
+    key = [cache[0, c, pos, ks_at + k] for k in range(DK)]
+    values = [cache[1, c, part * L + u * P + lane, W * quad + j] for u in range(L // P) for j in range(W)]
     if kv is not None and grid_wait:  # earlier steps wrote these positions, and only this kernel writes the cache
       wait = UOp(Ops.BARRIER, dtypes.void, (*key, *values), GRID_WAIT)
       q, kv, cos, sin, mask = (x.after(wait) for x in (q, kv, cos, sin, mask))
@@ -112,6 +133,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       is_new = seen & ((pos + 1).eq(attn_len) | mask[0, (pos + 1) % attn_len].logical_not())
     first = stores[0].barrier(*stores[1:], *key, *values)
     qv = qs.after(first)
+    key = [x.cast(f32) for x in key]
     if kv is not None:  # the threads scoring the token's position use its key, and tell the block where it is
       key = [is_new.where(ks.after(first)[ks_at + k], x) for k, x in enumerate(key)]
       first = at.after(first)[0].store(pos, is_new)
@@ -136,16 +158,19 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     p_stored = ps[tp * G].store(ex[0], owner)
     for h in range(1, G): p_stored = ps.after(p_stored)[tp * G + h].store(ex[h], owner)
     totals = [block_reduce(owner.where(ex[h], 0.0), t, B, warp, 3 + 2 * h, lambda a, b: a + b, p_stored) for h in range(G)]
-    # 4. the weighted values: dimension d over positions lane, lane + P, ... of the part, for every head; the exponentials read
-    # after a barrier (the sums')
+    # 4. the weighted values: dimensions W * quad + j over positions lane, lane + P, ... of the part, for every head;
+    # the exponentials read after a barrier (the sums')
     pv = ps.after(p_stored, *totals)
+    values = [v.cast(f32) for v in values]
     if kv is not None:  # the token's value where its position is (told after the first barrier, read after the sums')
       here = at.after(first, *totals)[0]
-      values = [(part * L + u * P + lane).eq(here).where(vnew, v) for u, v in enumerate(values)]
-    weighted = [pairwise_sum([pv[(u * P + lane) * G + h] * v for u, v in enumerate(values)]) for h in range(G)]
-    red = UOp.placeholder(G * B, f32, 2 + 2 * G, AddrSpace.LOCAL)
-    done = red[t].store(weighted[0])
-    for h in range(1, G): done = red.after(done)[h * B + t].store(weighted[h])
+      vq = [kv[new_kv[1] + c * D + W * quad + j].cast(cdt).cast(f32) for j in range(W)]
+      values = [(part * L + (i // W) * P + lane).eq(here).where(vq[i % W], v) for i, v in enumerate(values)]
+    weighted = [pairwise_sum([pv[(u * P + lane) * G + h] * values[W * u + j] for u in range(L // P)]) for h in range(G) for j in range(W)]
+    # (head h, lane, dimension) at h * P * D + lane * D + dimension: P * D = W * B entries a head
+    red = UOp.placeholder(W * G * B, f32, 2 + 2 * G, AddrSpace.LOCAL)
+    done = red[lane * D + W * quad].store(weighted[0])
+    for i in range(1, W * G): done = red.after(done)[(i // W) * P * D + lane * D + W * quad + i % W].store(weighted[i])
     parts = red.after(last := done.barrier())
     # 5. entry e = t + i * B (head e // D, dimension e % D): its P lanes' sums, then the head's max and sum from the first entry
     writes = []
@@ -154,7 +179,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       ok = e < G * D
       hg, de = ok.where(e, 0) // D, e % D
       row = ((c * G + hg) * S + part) * (D + 2)
-      writes.append(out[row + de].store(pairwise_sum([parts[hg * B + p * D + de] for p in range(P)]), ok))
+      writes.append(out[row + de].store(pairwise_sum([parts[hg * P * D + p * D + de] for p in range(P)]), ok))
     for h in range(G):
       row = ((c * G + h) * S + part) * (D + 2)
       writes += [out[row + D].store(maxes[h], t.eq(0)), out[row + D + 1].store(totals[h], t.eq(0))]
