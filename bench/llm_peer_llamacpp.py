@@ -6,7 +6,7 @@ same GGUF files as bench/llm_decode.py, printing pp (prefill) and tg (decode) to
 
 `prepare` needs pip and the package index (run it where there is one); the pruned tree (~40 MB) travels to the GPU machine,
 which has no network. `run` configures with CMake (CUDA for sm_90 when nvcc is found, else the CPU build), builds only
-llama-bench, and runs `llama-bench -m FILE -ngl 99 -fa 1 -p 64,512 -n 128 -r 3 -o json` for each file (recipe:
+llama-bench, and runs `llama-bench -m FILE -ngl 99 -fa 1 -p 64,512 -n 128 -r 3 -d DEPTH -o json` for each file (recipe:
 ../shared/docs/FACTS.md, "llama.cpp as a peer"). `--synthetic` writes (or reuses) bench/llm_decode.py's synthetic models.
 """
 from __future__ import annotations
@@ -57,14 +57,15 @@ def build(src: str, build_dir: str, jobs: int) -> str:
   return exe
 
 
-def bench(exe: str, path: str, pp: str, tg: int, reps: int) -> dict[str, Any]:
-  cmd = [exe, "-m", path, "-ngl", "99", "-fa", "1", "-p", pp, "-n", str(tg), "-r", str(reps), "-o", "json"]
+def bench(exe: str, path: str, pp: str, tg: int, reps: int, depth: str = "0") -> dict[str, Any]:
+  cmd = [exe, "-m", path, "-ngl", "99", "-fa", "1", "-p", pp, "-n", str(tg), "-r", str(reps), "-d", depth, "-o", "json"]
   res = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
   if res.returncode != 0: return {"error": (res.stderr or res.stdout)[-2000:], "cmd": " ".join(cmd)}
   rows = json.loads(res.stdout)
   out: dict[str, Any] = {"cmd": " ".join(cmd)}
   for r in rows:  # one row per test: a prefill of n_prompt tokens (pp) or n_gen decode steps (tg)
     name = f"pp{r['n_prompt']}" if r.get("n_gen", 0) == 0 else f"tg{r['n_gen']}"
+    if r.get("n_depth", 0): name += f"_d{r['n_depth']}"  # the test run after a prompt of n_depth tokens: decode at that depth
     out[f"{name}_tok_s"] = round(float(r["avg_ts"]), 1)
     out[f"{name}_stddev"] = round(float(r.get("stddev_ts", 0.0)), 1)
   out["backend"] = rows[0].get("backends") if rows else None
@@ -100,6 +101,7 @@ def main() -> None:
   r.add_argument("--pp", default="64,512")
   r.add_argument("--tg", type=int, default=128)
   r.add_argument("--reps", type=int, default=3)
+  r.add_argument("--depth", default="0", help="llama-bench -d: context tokens before each test (e.g. 0,2048: decode at a 2,048-token span too)")
   r.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
   args = ap.parse_args()
   if args.cmd == "prepare": return prepare(args.out, args.sdist)
@@ -107,7 +109,7 @@ def main() -> None:
   if not paths: ap.error("give --models or --synthetic")
   exe = build(args.src, args.build or os.path.join(args.src, "build"), args.jobs)
   print(json.dumps({"benchmark": "llm_peer_llamacpp", "version": VERSION,
-                    "models": {os.path.basename(p): bench(exe, p, args.pp, args.tg, args.reps) for p in paths}}, indent=1))
+                    "models": {os.path.basename(p): bench(exe, p, args.pp, args.tg, args.reps, args.depth) for p in paths}}, indent=1))
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ for stage in $STAGES; do
       done
       # the peer on the same files: llama.cpp's llama-bench, from the tree `bench/llm_peer_llamacpp.py prepare` wrote (carried)
       if [ -d "${LLAMACPP_SRC:-.peer/llama.cpp}" ]; then
-        timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_peer_llamacpp.py run --src "${LLAMACPP_SRC:-.peer/llama.cpp}" --build /tmp/llamacpp-build \
+        timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_peer_llamacpp.py run --src "${LLAMACPP_SRC:-.peer/llama.cpp}" --build /tmp/llamacpp-build --depth "${PEER_DEPTH:-0,2048}" \
           --synthetic "$(echo ${LLM_MODELS:-llama1b smollm2} | tr ' ' ,)" > "$LOGDIR/llm_peer_llamacpp.json" 2> "$LOGDIR/llm_peer_llamacpp.log"
         note "llama.cpp peer: $(tr -d '\n' < "$LOGDIR/llm_peer_llamacpp.json")"
       fi ;;
