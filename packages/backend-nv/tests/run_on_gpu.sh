@@ -3,7 +3,8 @@
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
 #   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, decode, nvk)
 # `decode` (not in the default stages): bench/llm_ab.py's A/B of the Llama-1B decode step's switches (and of its attention at a
-# 2,048-position span) and bench/gpu_timeline.py.
+# 2,048-position span) and bench/gpu_timeline.py. DECODE_DEPTH_MODELS (e.g. "hd128 smollm2-1.7b") adds each model's step at a
+# 2,048-position span, 256 positions a block against 128 (each model's file written first: minutes for 1.7B).
 # `nvk` (not in the default stages) is NVK+NV, the driver's ioctls without libcuda: the bring-up probe, the core suite on
 # DEV=NVK+NV, and the JIT replay overhead on NVK+NV next to CUDA.
 # The core suites of both renderers run side by side (NPROC workers each). `llm` times tinygrad.llm decode on synthetic
@@ -67,19 +68,25 @@ for stage in $STAGES; do
         note "llama.cpp peer: $(tr -d '\n' < "$LOGDIR/llm_peer_llamacpp.json")"
       fi ;;
     decode)
-      # issue 18's Llama-1B decode step: the defaults against the switches of sessions 33-34 (one process, interleaved), and where
+      # issue 18's Llama-1B decode step: the defaults against the switches of sessions 33-36 (one process, interleaved), and where
       # the step's time goes between its kernels (block timelines)
       echo "=== llm_ab llama1b (DEV=${BENCH_DEV:-CUDA})"
       DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ab.py --synthetic llama1b '{}' '{"EARLY_LOADS":0}' \
-        '{"EARLY_LOADS":0,"STREAM_LOADS":0,"FFN_HALF":0}' --rounds ${AB_ROUNDS:-3} > "$LOGDIR/llm_ab_decode.json" 2> "$LOGDIR/llm_ab_decode.log"
+        '{"EARLY_LOADS":0,"STREAM_LOADS":0,"FFN_HALF":0}' '{"MV_BALANCE":0}' '{"ARGMAX_ONE_PASS":1}' --rounds ${AB_ROUNDS:-3} \
+        > "$LOGDIR/llm_ab_decode.json" 2> "$LOGDIR/llm_ab_decode.log"
       tail -4 "$LOGDIR/llm_ab_decode.log"
       note "llm_ab decode: $(grep -E 'us/step' "$LOGDIR/llm_ab_decode.log" | tr -s ' ' | tr '\n' ';')"
       # at depth (a 2,048-position span): the grouped-query attention kernel (the default) against the forms before it
       echo "=== llm_ab llama1b at position 1900 (DEV=${BENCH_DEV:-CUDA})"
       DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ab.py --synthetic llama1b --position 1900 --max-context 4096 \
-        --tokens 8 '{}' '{"DECODE_GQA":0}' --rounds ${AB_ROUNDS:-3} > "$LOGDIR/llm_ab_depth.json" 2> "$LOGDIR/llm_ab_depth.log"
+        --tokens 8 '{}' '{"DECODE_GQA":0}' '{"GQA_BLOCK_POSITIONS":128}' --rounds ${AB_ROUNDS:-3} > "$LOGDIR/llm_ab_depth.json" 2> "$LOGDIR/llm_ab_depth.log"
       tail -2 "$LOGDIR/llm_ab_depth.log"
       note "llm_ab at depth: $(grep -E 'us/step' "$LOGDIR/llm_ab_depth.log" | tr -s ' ' | tr '\n' ';')"
+      for m in ${DECODE_DEPTH_MODELS:-}; do
+        DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ab.py --synthetic $m --position 1900 --max-context 4096 \
+          --tokens 8 '{}' '{"GQA_BLOCK_POSITIONS":128}' '{"GQA_BLOCK_POSITIONS":256}' --rounds ${AB_ROUNDS:-3} > "$LOGDIR/llm_ab_depth_$m.json" 2> "$LOGDIR/llm_ab_depth_$m.log"
+        note "llm_ab $m at depth: $(grep -E 'us/step' "$LOGDIR/llm_ab_depth_$m.log" | tr -s ' ' | tr '\n' ';')"
+      done
       echo "=== gpu_timeline llama1b (DEV=${BENCH_DEV:-CUDA})"
       DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/gpu_timeline.py --synthetic llama1b > "$LOGDIR/gpu_timeline.json" 2> "$LOGDIR/gpu_timeline.log"
       head -9 "$LOGDIR/gpu_timeline.log"

@@ -5,7 +5,8 @@ from collections import Counter
 import numpy as np
 import pytest
 from tinygrad import Tensor, TinyJit, dtypes
-from tinygrad.llm.sampling import PARTS, greedy, hash_uniform, sample, sample_temperature
+from tinygrad.helpers import Context
+from tinygrad.llm.sampling import PARTS, greedy, hash_uniform, one_pass_argmax, sample, sample_temperature
 
 V = 40
 
@@ -24,6 +25,31 @@ def draw(sampler, logits, temperature=1.0, top_k=0, top_p=1.0, seed=0, step=0):
 def test_greedy():
   x = np.random.default_rng(0).standard_normal(V).astype(np.float32)
   assert int(greedy(Tensor(x.reshape(1, V))).item()) == int(x.argmax())
+
+
+@pytest.mark.parametrize("n", [7, 1000, 128256])
+def test_one_pass_argmax_is_argmax(n):
+  """The (value, index) keys' max gives Tensor.argmax's and numpy's index: ties to the first, -0.0 equal to 0.0, NaN largest."""
+  rng = np.random.default_rng(n)
+  x = rng.standard_normal(n).astype(np.float32)
+  x[rng.integers(1, n, 3)] = x.max()  # ties
+  x[0] = -np.inf
+  cases = [x, -np.abs(x), np.full(n, -np.inf, np.float32)]
+  cases[1][min(5, n - 1)], cases[1][min(6, n - 1)] = -0.0, 0.0
+  nan = x.copy()
+  nan[n // 2], nan[n - 1] = np.nan, -np.nan
+  for a in [*cases, nan, x.astype(np.float16)]:
+    got = one_pass_argmax(Tensor(a)).numpy()
+    assert got.shape == (1,) and got.dtype == np.int32 and int(got[0]) == int(np.argmax(a)) == int(Tensor(a).argmax().item())
+
+
+def test_samplers_take_the_one_pass_argmax_under_the_setting():
+  logits = np.random.default_rng(4).standard_normal(3 * PARTS).astype(np.float32)
+  x, t = Tensor(logits.reshape(1, -1)), Tensor([0.7], dtype=dtypes.float32)
+  with Context(ARGMAX_ONE_PASS=1):
+    assert int(greedy(x).item()) == int(logits.argmax())
+    got = [int(sample_temperature(x, t, Tensor([3, s], dtype=dtypes.uint32)).item()) for s in range(4)]
+  assert got == [int(sample_temperature(x, t, Tensor([3, s], dtype=dtypes.uint32)).item()) for s in range(4)]
 
 
 def test_hash_uniform():

@@ -12,9 +12,13 @@ from __future__ import annotations
 import math
 
 from tinygrad import Tensor, dtypes
+from tinygrad.helpers import ContextVar
 
 SEARCH_POINTS, SEARCH_ROUNDS = 64, 4  # 64**4 = 2**24 steps: float32 precision of the threshold
 PARTS = 256  # a long row's sums in this many partial sums first
+# 1: a row's argmax as one max over (value, index) keys (one_pass_argmax: one reduction, two kernels on a GPU) instead of
+# Tensor.argmax's max and then the first index holding it (two reductions, four kernels). Off until measured on a GPU.
+ARGMAX_ONE_PASS = ContextVar("ARGMAX_ONE_PASS", 0)
 
 
 def hash_uniform(key: Tensor, n: int) -> Tensor:
@@ -79,9 +83,25 @@ def _gumbel_argmax(x: Tensor, key: Tensor) -> Tensor:
   """The Gumbel-max draw from (1, V) scaled logits: argmax(x + Gumbel noise), the noise a function of (key, token index)."""
   V = x.shape[-1]
   gumbel = -(-hash_uniform(key, V).log()).log()
+  if ARGMAX_ONE_PASS.value: return one_pass_argmax(x + gumbel.reshape(1, V))  # each noisy logit computed once, in the one pass
   # noisy logits stored once: argmax reads them twice (the max, then its index), each pass would hash and take two logs again
   return (x + gumbel.reshape(1, V)).contiguous().argmax(-1).cast(dtypes.int32)
 
 
 def greedy(logits: Tensor) -> Tensor:
+  if ARGMAX_ONE_PASS.value: return one_pass_argmax(logits)
   return logits.reshape(1, -1).argmax(-1).cast(dtypes.int32)
+
+
+def one_pass_argmax(x: Tensor) -> Tensor:
+  """Tensor.argmax of a (1, V) or (V,) row of floats as (1,) int32, in one reduction: the largest of 64-bit keys that hold the
+  value's order in the high half and the complement of its index in the low half, so a tie goes to the first index. -0.0 counts
+  as 0.0 and any NaN as the largest value (the first NaN wins), as Tensor.argmax and numpy do."""
+  V = x.shape[-1]
+  x = x.reshape(1, V).cast(dtypes.float32)
+  x = (x != x).where(math.nan, (x == 0).where(0.0, x))  # one NaN and one zero: their keys then compare as the values do
+  bits = x.bitcast(dtypes.uint32)
+  ordered = (bits >= 0x80000000).where(bits ^ 0xFFFFFFFF, bits | 0x80000000)  # float order as unsigned order
+  index = Tensor.arange(V, dtype=dtypes.uint32, device=x.device).reshape(1, V)
+  best = ((ordered.cast(dtypes.uint64) << 32) | (index ^ 0xFFFFFFFF).cast(dtypes.uint64)).max(-1)
+  return ((best & 0xFFFFFFFF).cast(dtypes.uint32) ^ 0xFFFFFFFF).cast(dtypes.int32)
