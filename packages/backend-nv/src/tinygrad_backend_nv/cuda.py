@@ -466,8 +466,8 @@ class CUDARenderer(CStyleRenderer):
     return arch_number(self.arch) >= 90 and bool(getattr(uops[-1].arg, "spread", False))
 
   def _balanced_reserve(self, uops: list[UOp]) -> int | None:
-    """MV_BALANCE: shared memory a block of a matrix-vector product (or of a kernel that loads before its grid wait) reserves so
-    that an SM holds at most ceil(blocks / SMs) of them (sm_90+). Launched early behind the kernel before, a product's blocks
+    """MV_BALANCE: shared memory a block of a matrix-vector product (with MV_BALANCE=2 also of a kernel that loads before its grid
+    wait) reserves so that an SM holds at most ceil(blocks / SMs) of them (sm_90+). Launched early behind the kernel before, a product's blocks
     otherwise pile onto the SMs that drain first (the down product's 512 blocks ran on 113-119 of an H100's 132 SMs:
     bench/README.md, session 34). It reserves nothing else: the registers stay as they are. None: no reservation. Llama-1B's
     decode step on an H100: 966.9 -> 959.9 us (1 against 0, twice in one process; 2, the early-loading q/k/v and o too: 990.0)."""
@@ -566,12 +566,12 @@ MV_BALANCE = ContextVar("MV_BALANCE", 1)  # 1: streamed matrix-vector products s
 MV_BALANCE_MAX_PER_SM = 8  # ... where their grid needs at most this many blocks an SM
 SM_SHARED_90 = 228 * 1024  # an sm_90 SM's shared memory, of which each resident block also takes
 BLOCK_SHARED_OVERHEAD = 1024  # ... this much for the system (CUDA programming guide, compute capability 9.0)
-EARLY_ONE_WAVE = ContextVar("EARLY_ONE_WAVE", 1)
+EARLY_ONE_WAVE = ContextVar("EARLY_ONE_WAVE", 1)  # 0: no register cap for kernels that load before their grid wait
 # ... where the cap leaves a thread at least this many registers: Qwen3-1.7B's q/k/v product (512 blocks of 256 threads) capped
 # to 64 spilled 40 bytes a thread and made the step 3% slower on an H100 (1,566 against 1,518 us uncapped: bench/README.md,
 # session 36); Llama-1B's (384 blocks, capped to 85) and the grouped attention's (capped to 128) gain
 EARLY_ONE_WAVE_MIN_REGS = 80
-REGISTERS_PER_SM = 65536  # sm_70 and later  # 0: no register cap for kernels that load before their grid wait
+REGISTERS_PER_SM = 65536  # sm_70 and later
 REDUCE_WARPS = ContextVar("REDUCE_WARPS", 16)  # warps an SM keeps resident for reduction kernels (render's launch bounds); 0: no ask
 REDUCE_HELD_VALUES = 64  # ... and values a thread loads from global memory outside any loop, from which it asks
 

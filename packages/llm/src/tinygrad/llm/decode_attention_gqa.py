@@ -35,8 +35,7 @@ from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 
 # a block's part of the span: a position a thread (or KEY_SLICE dims of it a thread), a key slice and up to KEY_SLICE values a
-# thread in registers (loaded before the first barrier)
-# (0: block_positions' rule)
+# thread in registers (loaded before the first barrier); 0: block_positions' rule
 POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 0)
 LONG_SPAN = 2048  # from this span on, block_positions gives a block of heads of at most KEY_SLICE dims 256 positions
 KEY_SLICE = 64
