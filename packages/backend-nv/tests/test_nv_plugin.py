@@ -40,6 +40,24 @@ def test_dev_strings_resolve(dev: str, device: str, renderer: str, cls: type, ar
     assert r.has_local and r.local_max == (LOCAL_SIZE,) and LOCAL_SIZE <= 1024
 
 
+@pytest.mark.parametrize("local_arch,want", [("sm_90", 114), ("sm_80", 132), (None, 132)])
+def test_the_cuda_renderer_counts_this_machines_sms(monkeypatch, local_arch: str | None, want: int) -> None:
+  """A GPU of the renderer's arch gives its SM count (an H100 PCIe: 114); another arch or no GPU keeps the arch's table (132)."""
+  import tinygrad_backend_nv.plugin as plugin
+  import tinygrad_backend_nv.runtime as runtime
+  from tinygrad.device.devstring import Target
+  monkeypatch.setattr(plugin, "_count", lambda: 0 if local_arch is None else 1)
+  monkeypatch.setattr(runtime, "device_arch", lambda index=0: local_arch)
+  monkeypatch.setattr(runtime, "device_sm_count", lambda index=0: 114)
+  assert plugin._make_cuda(Target("CUDA", "CUDA", "sm_90a")).compute_units == want
+
+
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+def test_the_cuda_renderer_on_this_gpu_has_its_sm_count() -> None:
+  from tinygrad_backend_nv.runtime import device_sm_count
+  assert Device.renderer("CUDA").compute_units == device_sm_count(0) > 0
+
+
 def test_default_arch_without_gpu_is_sm90() -> None:
   if HAS_GPU: pytest.skip("a GPU is present: the default arch is its compute capability")
   with Context(DEV="CUDA"):

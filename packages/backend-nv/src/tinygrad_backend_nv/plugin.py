@@ -113,7 +113,18 @@ def _make_cuda(target: Target):
     from tinygrad_backend_nv.mockprograms import MockCUDARenderer
     return MockCUDARenderer(target)
   from tinygrad_backend_nv.cuda import CUDARenderer
-  return CUDARenderer(target)
+  renderer = CUDARenderer(target)
+  if (units := _local_sm_count(renderer.arch)): renderer.compute_units = units
+  return renderer
+
+
+def _local_sm_count(arch: str) -> int:
+  """The SM count of this machine's first GPU where it is of `arch` (0: no GPU, or another arch: the renderer keeps its arch's
+  datacenter count, compiler.SM_COUNT). The rules that fit a grid to the GPU (one wave of registers, a block an SM, products
+  spread over the SMs: cuda.py) then count the SMs the kernels will run on: an H100 PCIe has 114, not the SXM part's 132."""
+  if _count() == 0: return 0
+  from tinygrad_backend_nv.runtime import device_arch, device_sm_count
+  return device_sm_count(0) if (device_arch(0) or "") == arch.rstrip("a") else 0
 
 
 def _make_ptx(target: Target):

@@ -84,6 +84,12 @@ def device_arch(index: int = 0) -> str | None:
   return f"sm_{major}{minor}"
 
 
+def device_sm_count(index: int = 0) -> int:
+  """The SMs of GPU `index` (132 on an H100 SXM or H200, 114 on an H100 PCIe)."""
+  dev = check(cu.cuDeviceGet(index), "cuDeviceGet")
+  return int(check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute"))
+
+
 def device_name(index: int = 0) -> str:
   dev = check(cu.cuDeviceGet(index), "cuDeviceGet")
   return check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\x00", 1)[0].decode()
