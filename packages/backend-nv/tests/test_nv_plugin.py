@@ -49,7 +49,10 @@ def test_the_cuda_renderer_counts_this_machines_sms(monkeypatch, local_arch: str
   monkeypatch.setattr(plugin, "_count", lambda: 0 if local_arch is None else 1)
   monkeypatch.setattr(runtime, "device_arch", lambda index=0: local_arch)
   monkeypatch.setattr(runtime, "device_sm_count", lambda index=0: 114)
-  assert plugin._make_cuda(Target("CUDA", "CUDA", "sm_90a")).compute_units == want
+  renderer = plugin._make_cuda(Target("CUDA", "CUDA", "sm_90a"))
+  assert renderer.compute_units == want
+  import pickle
+  assert pickle.loads(pickle.dumps(renderer)).compute_units == want  # the compile pool's workers render with the same count
 
 
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)

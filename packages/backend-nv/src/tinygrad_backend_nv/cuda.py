@@ -353,7 +353,9 @@ class CUDARenderer(CStyleRenderer):
     self.tile_copy = self.device == "CUDA" and self.arch.endswith("a") and arch_number(self.arch) >= 90
     self.grid_wait = arch_number(self.arch) >= 90  # every kernel waits for the grids before it (render)
 
-  def __reduce__(self) -> tuple: return CUDARenderer, (Target(self.device, self.name, self.arch),)
+  # (the SM count too: plugin.py sets this machine's where it differs from the arch's table, and the compile pool's workers
+  # must render as this process does)
+  def __reduce__(self) -> tuple: return _rebuilt_renderer, (type(self), Target(self.device, self.name, self.arch), self.compute_units)
 
   @property
   def tensor_cores(self):  # type: ignore[override]
@@ -559,6 +561,12 @@ class CUDARenderer(CStyleRenderer):
                   default=1)
     dims = f"__cluster_dims__({cluster}, 1, 1) " if cluster > 1 else ""
     return src.replace(head, f"{decl}{self.kernel_prefix}void {dims}__launch_bounds__({bounds}) {name}(", 1)
+
+
+def _rebuilt_renderer(cls: type, target: Target, compute_units: int) -> CUDARenderer:
+  renderer = cls(target)
+  renderer.compute_units = compute_units
+  return renderer
 
 
 MV_BALANCE = ContextVar("MV_BALANCE", 1)  # 1: streamed matrix-vector products spread evenly over the SMs (_balanced_reserve), 2: and
