@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # backend-nv on a machine with an NVIDIA GPU, from a source checkout, without uv or installs:
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
-#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, decode, nvk)
+#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, decode, ttft, nvk)
 # `decode` (not in the default stages): bench/llm_ab.py's A/B of the Llama-1B decode step's switches (and of its attention at a
 # 2,048-position span) and bench/gpu_timeline.py. DECODE_DEPTH_MODELS (e.g. "hd128 smollm2-1.7b") adds each model's step at a
 # 2,048-position span, 256 positions a block against 128 (each model's file written first: minutes for 1.7B).
+# `ttft` (not in the default stages): bench/llm_ttft.py's phases of the time to the first token (cold, then warm on disk).
 # `nvk` (not in the default stages) is NVK+NV, the driver's ioctls without libcuda: the bring-up probe, the core suite on
 # DEV=NVK+NV, and the JIT replay overhead on NVK+NV next to CUDA.
 # The core suites of both renderers run side by side (NPROC workers each). `llm` times tinygrad.llm decode on synthetic
@@ -97,6 +98,13 @@ for stage in $STAGES; do
         DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-1500} $PY bench/$b.py > "$LOGDIR/$b.json" 2> "$LOGDIR/$b.log"
         tail -20 "$LOGDIR/$b.log"
         note "bench $b: $(cat "$LOGDIR/$b.json")"
+      done ;;
+    ttft)
+      # where the time to the first token goes on this machine (cold: an empty compile cache; then warm on disk), by phase
+      for m in ${LLM_MODELS:-llama1b smollm2}; do
+        echo "=== llm_ttft $m (DEV=${BENCH_DEV:-CUDA})"
+        DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ttft.py --synthetic $m > "$LOGDIR/llm_ttft_$m.json" 2> "$LOGDIR/llm_ttft_$m.log"
+        note "llm_ttft $m: $($PY -c "import json, sys; d = json.load(open(sys.argv[1])); print({c: v['phases_s'] for c, v in d.items() if isinstance(v, dict) and 'phases_s' in v})" "$LOGDIR/llm_ttft_$m.json" 2>&1 | tail -1)"
       done ;;
     nvk)
       echo "=== NVK+NV bring-up probe"
