@@ -43,6 +43,11 @@ def test_one_pass_argmax_is_argmax(n):
     assert got.shape == (1,) and got.dtype == np.int32 and int(got[0]) == int(np.argmax(a)) == int(Tensor(a).argmax().item())
 
 
+def test_one_pass_argmax_refuses_what_its_keys_cant_hold():
+  for dt in (dtypes.float64, dtypes.int32):
+    with pytest.raises(TypeError, match="Tensor.argmax"): one_pass_argmax(Tensor.zeros(8, dtype=dt))
+
+
 def test_samplers_take_the_one_pass_argmax_under_the_setting():
   logits = np.random.default_rng(4).standard_normal(3 * PARTS).astype(np.float32)
   x, t = Tensor(logits.reshape(1, -1)), Tensor([0.7], dtype=dtypes.float32)

@@ -97,6 +97,9 @@ def one_pass_argmax(x: Tensor) -> Tensor:
   """Tensor.argmax of a (1, V) or (V,) row of floats as (1,) int32, in one reduction: the largest of 64-bit keys that hold the
   value's order in the high half and the complement of its index in the low half, so a tie goes to the first index. -0.0 counts
   as 0.0 and any NaN as the largest value (the first NaN wins), as Tensor.argmax and numpy do."""
+  if not dtypes.is_float(x.dtype) or x.dtype.itemsize > 4:
+    raise TypeError(f"one_pass_argmax takes float32 or narrower floats (its keys hold a float32's bits), not {x.dtype.name}: "
+                    "use Tensor.argmax")
   V = x.shape[-1]
   x = x.reshape(1, V).cast(dtypes.float32)
   x = (x != x).where(math.nan, (x == 0).where(0.0, x))  # one NaN and one zero: their keys then compare as the values do
