@@ -69,7 +69,8 @@ def test_a_products_blocks_reserve_shared_memory_to_spread_over_the_sms():
   sm_90 SM (228 KB, 1 KB of it a block's) holds ceil(blocks / SMs) of them and not one more; 0: it reserves none."""
   import re
 
-  from tinygrad_backend_nv.cuda import BLOCK_SHARED_OVERHEAD, DYNAMIC_SMEM_SYMBOL, SM_SHARED_90
+  from tinygrad_backend_nv.cuda import BLOCK_SHARED_OVERHEAD, DYNAMIC_SMEM_SYMBOL
+  SM_SHARED_90 = 228 * 1024  # an sm_90 SM's shared memory (H100, H200)
 
   def product_source(**settings) -> str:
     realize._runner_cache.clear()  # its key holds the AST, not the renderer's settings

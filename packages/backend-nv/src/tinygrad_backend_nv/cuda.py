@@ -474,9 +474,13 @@ class CUDARenderer(CStyleRenderer):
     bench/README.md, session 34). It reserves nothing else: the registers stay as they are. None: no reservation. Llama-1B's
     decode step on an H100: 966.9 -> 959.9 us (1 against 0, twice in one process; 2, the early-loading q/k/v and o too: 990.0)."""
     if not MV_BALANCE.value or arch_number(self.arch) < 90 or not self.compute_units: return None
-    per_sm = -(-_launch_size(uops, "gidx") // self.compute_units)
-    if per_sm > MV_BALANCE_MAX_PER_SM: return None  # more blocks than an SM holds at once anyway: they run in waves
-    return min(self.shared_max, SM_SHARED_90 // (per_sm + 1) - BLOCK_SHARED_OVERHEAD + 16)
+    if (per_sm := self._blocks_per_sm(uops)) > MV_BALANCE_MAX_PER_SM: return None  # more than an SM holds at once: waves anyway
+    sm_shared = self.shared_max + BLOCK_SHARED_OVERHEAD  # an SM's shared memory: a block may have all of it but the system's part
+    return min(self.shared_max, sm_shared // (per_sm + 1) - BLOCK_SHARED_OVERHEAD + 16)
+
+  def _blocks_per_sm(self, uops: list[UOp]) -> int:
+    """ceil(blocks / SMs): how many of the kernel's blocks an SM must hold for the grid to run in one wave."""
+    return -(-_launch_size(uops, "gidx") // self.compute_units)
 
   def range_pragma(self, u: UOp) -> str: return "#pragma unroll 1" if u in self._rolled else ""
 
@@ -525,7 +529,7 @@ class CUDARenderer(CStyleRenderer):
     # a kernel that loads before its grid wait (codegen/early_loads.py, or a hand-written one's loads, cast or not) gains in the
     # blocks resident before the kernel before ends: registers capped so that its whole grid is (EARLY_ONE_WAVE)
     if EARLY_ONE_WAVE.value and loads_early and self.compute_units:
-      per_sm = -(-_launch_size(uops, "gidx") // self.compute_units)
+      per_sm = self._blocks_per_sm(uops)
       if 1 < per_sm and per_sm * threads <= 2048 and REGISTERS_PER_SM // (per_sm * threads) >= EARLY_ONE_WAVE_MIN_REGS: bounds = f"{threads}, {per_sm}"
     decl = ""
     if dynamic:  # the launch must ask for it: the module says how much (runtime.CUDAProgram reads the global)
@@ -572,8 +576,7 @@ def _rebuilt_renderer(cls: type, target: Target, compute_units: int) -> CUDARend
 MV_BALANCE = ContextVar("MV_BALANCE", 1)  # 1: streamed matrix-vector products spread evenly over the SMs (_balanced_reserve), 2: and
 # the kernels that load before their grid wait
 MV_BALANCE_MAX_PER_SM = 8  # ... where their grid needs at most this many blocks an SM
-SM_SHARED_90 = 228 * 1024  # an sm_90 SM's shared memory, of which each resident block also takes
-BLOCK_SHARED_OVERHEAD = 1024  # ... this much for the system (CUDA programming guide, compute capability 9.0)
+BLOCK_SHARED_OVERHEAD = 1024  # shared memory the system takes of an SM's for each resident block (CUDA programming guide, cc 8.0+)
 EARLY_ONE_WAVE = ContextVar("EARLY_ONE_WAVE", 1)  # 0: no register cap for kernels that load before their grid wait
 # ... where the cap leaves a thread at least this many registers: Qwen3-1.7B's q/k/v product (512 blocks of 256 threads) capped
 # to 64 spilled 40 bytes a thread and made the step 3% slower on an H100 (1,566 against 1,518 us uncapped: bench/README.md,

@@ -88,8 +88,8 @@ DECODE_FFN = ContextVar("DECODE_FFN", 0)
 DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
-# one token on a GPU: spans of at least this many positions run decode_attention_gqa's kernel (a block per kv head and 128
-# positions, every query head of the kv head's group in it; a group of one without grouped queries) and the partials' sum (0:
+# one token on a GPU: spans of at least this many positions run decode_attention_gqa's kernel (a block per kv head and 128 or
+# 256 positions, every query head of the kv head's group in it; a group of one without grouped queries) and the partials' sum (0:
 # never). Llama-1B at a 2,048-position span 1,443 -> 1,053 us a step on an H100 (bench/README.md, session 35)
 DECODE_GQA = ContextVar("DECODE_GQA", 256)
 # ... its blocks ask for an SM each while there are at most this many (0: the GPU's SM count; past it, they would run in waves)
@@ -548,7 +548,7 @@ class Attention:
     # a longer span: a block per (head, 128 positions), the parts combined after (more blocks than heads; decode_attention.py)
     split = split_parts(mask.shape[1], cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if hand_written and DECODE_SPLIT.value and not one_kernel else 1
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
-    if gqa:  # a block per (kv head, 128 positions) for the whole group of query heads (writing the cache where q/k/v are one
+    if gqa:  # a block per (kv head, 128 or 256 positions) for the whole group of query heads (writing the cache where q/k/v are one
       # buffer), the parts combined after
       blocks = cfg.n_kv_heads * gqa_n_parts
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
