@@ -6,7 +6,8 @@ binaries and lowered programs cached), and warm in memory (a second prompt in th
 
 Each case runs in a fresh process (as the CLI: compile worker and pool started before loading) with its own cache file. The
 prompt is given to LLM.load (`ahead`): its kernels are built in the compile pool while the weights load (`ahead` in the output:
-how many; AHEAD=0 turns it off, the path before it). Cases:
+how many; AHEAD=0 turns it off, the path before it). `--ahead guess`: it isn't, as for a server or a script that doesn't pass it
+(LLM.load then builds those of typical prompt lengths, AHEAD_GUESS). Cases:
   cold          an empty cache: every kernel lowered and compiled
   warm_disk     the same cache again: lowered programs and binaries from disk (engine/program_cache.py, Compiler.compile_cached)
   warm_binaries the same cache with PCACHE=0: binaries from disk, every kernel lowered again (what a warm start was before)
@@ -71,8 +72,10 @@ def child(path: str, max_context: int) -> dict[str, Any]:
   phases = {"import": time.perf_counter() - T0}
   prestart()  # as the CLI does
   t = time.perf_counter()
-  # the prompt's kernels built in the compile pool while the weights load (AHEAD=0: not)
-  llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16, ahead=[{"role": "user", "content": PROMPT}])
+  # the prompt's kernels built in the compile pool while the weights load (AHEAD=0: not); --ahead guess: LLM.load isn't told the
+  # prompt (a server, a script), and builds those of typical prompts (AHEAD_GUESS)
+  told = os.environ.get("TTFT_AHEAD", "prompt") == "prompt"
+  llm = LLM.load(path, max_context=max_context, cache_dtype=dtypes.float16, ahead=[{"role": "user", "content": PROMPT}] if told else None)
   phases["load"] = time.perf_counter() - t
   runs = Device[Device.DEFAULT].runs_kernels
   def first_token(ids: list[int]) -> None:
@@ -143,7 +146,10 @@ def main() -> None:
   add_model_args(ap)
   ap.add_argument("--max-context", type=int, default=4096)
   ap.add_argument("--cases", default=",".join(CASES), help=f"which of {','.join(CASES)} to run (in this order; they share one cache file)")
+  ap.add_argument("--ahead", choices=("prompt", "guess"), default="prompt",
+                  help="prompt: LLM.load is given the prompt (as the CLI with a piped prompt); guess: it isn't (a server, a script)")
   args = ap.parse_args()
+  os.environ["TTFT_AHEAD"] = args.ahead
   from llm_decode import resolve
   path = resolve(args)
   results: dict[str, Any] = {}

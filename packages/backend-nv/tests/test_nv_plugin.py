@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from nv_harness import HAS_GPU, NO_GPU_REASON
+from nv_harness import HAS_GPU, NO_GPU_REASON, needs_gpu
 from tinygrad import Device
 from tinygrad.device.registry import DeviceNotFound, registry
 from tinygrad.dtype import dtypes
@@ -55,7 +55,7 @@ def test_the_cuda_renderer_counts_this_machines_sms(monkeypatch, local_arch: str
   assert pickle.loads(pickle.dumps(renderer)).compute_units == want  # the compile pool's workers render with the same count
 
 
-@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU_REASON)
+@needs_gpu  # (a skipif with reason=None errors where there is a GPU: NO_GPU_REASON is None there)
 def test_the_cuda_renderer_on_this_gpu_has_its_sm_count() -> None:
   from tinygrad_backend_nv.runtime import device_sm_count
   assert Device.renderer("CUDA").compute_units == device_sm_count(0) > 0

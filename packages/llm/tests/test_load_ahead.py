@@ -7,7 +7,7 @@ from llm_synth import SynthConfig, write_model
 from tinygrad import Device
 from tinygrad.engine import ahead, realize
 from tinygrad.helpers import Context
-from tinygrad.llm.engine import LLM
+from tinygrad.llm.engine import LLM, guessed_prompt_sizes
 from tinygrad.llm.model import UnsupportedModel
 
 PROMPT = [3, 17, 5, 60, 2, 9, 41]
@@ -27,7 +27,7 @@ def test_ahead_matches_the_plain_path(tmp_path, monkeypatch, qtype):
   path = str(tmp_path / f"m-{qtype}.gguf")
   write_model(path, SynthConfig(context=64), qtype)
   with Context(PARALLEL_COMPILE=2):
-    want = first_prompt(LLM.load(path))
+    with Context(AHEAD_GUESS=""): want = first_prompt(LLM.load(path))  # nothing built ahead
     realize._runner_cache.clear()  # every kernel new again: built ahead, or lowered here
     before = ahead.stats["submitted"]
     llm = LLM.load(path, ahead=len(PROMPT))
@@ -67,3 +67,36 @@ def test_ahead_keeps_load_errors(tmp_path):
     with pytest.raises(UnsupportedModel, match="block_count") as plain: LLM.load(path)
     with pytest.raises(UnsupportedModel, match="block_count") as with_ahead: LLM.load(path, ahead=5)
   assert str(plain.value) == str(with_ahead.value)
+
+
+def test_load_without_a_prompt_builds_typical_ones(tmp_path, monkeypatch):
+  """Not told the first prompt (a server, a script), LLM.load on a GPU builds the kernels of AHEAD_GUESS's prompt lengths: a
+  prompt of 1-32 tokens then uses the 32-token guess's chunk and span, and lowers nothing here."""
+  if Device.DEFAULT in ("NULL", "DISK"): pytest.skip("needs a device that runs kernels")
+  from tinygrad.llm import engine
+  monkeypatch.setattr(engine, "fuses_cheaply", lambda device: True)  # guesses (and a GPU's prompt chunks) on any device
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(context=64), "F16")
+  with Context(PARALLEL_COMPILE=2):
+    with Context(AHEAD_GUESS=""): want = first_prompt(LLM.load(path))
+    realize._runner_cache.clear()
+    before = ahead.stats["submitted"]
+    with Context(AHEAD_GUESS="32"): llm = LLM.load(path)
+    assert ahead.stats["submitted"] > before
+    lower_here = realize._program
+    def refuse(*args): raise AssertionError("a guessed prompt length lowered a kernel here: it should have been built ahead")
+    monkeypatch.setattr(realize, "_program", refuse)
+    got = first_prompt(llm)
+    monkeypatch.setattr(realize, "_program", lower_here)
+  np.testing.assert_array_equal(got[0], want[0])
+  assert got[1:] == want[1:]
+
+
+def test_guessed_prompt_sizes(monkeypatch):
+  from tinygrad.llm import engine
+  assert guessed_prompt_sizes("CPU") == []  # a CPU compiles less than it loads: no guesses
+  monkeypatch.setattr(engine, "fuses_cheaply", lambda device: True)  # a GPU
+  assert guessed_prompt_sizes("CUDA") == [64, 128, 32]
+  with Context(AHEAD_GUESS="16, 256"): assert guessed_prompt_sizes("CUDA") == [16, 256]
+  with Context(AHEAD_GUESS=""): assert guessed_prompt_sizes("CUDA") == []
+  with Context(AHEAD_GUESS="64,lots"), pytest.raises(ValueError, match="AHEAD_GUESS='64,lots'.*integers"): guessed_prompt_sizes("CUDA")

@@ -36,6 +36,10 @@ BATCH_S = 0.1
 
 # AHEAD=0: LLM.load(ahead=...) builds nothing ahead (every kernel is built when the first prompt needs it)
 AHEAD = ContextVar("AHEAD", 1)
+# LLM.load without `ahead`, on a GPU: the prompt lengths whose kernels are built ahead all the same (the first prompt isn't known,
+# so typical ones: a chat prompt of 33-64 tokens, 65-128, up to 32; each length stands for its prefill chunk and attention span,
+# and they share the decode step's products). A prompt of another size still builds its own when it comes. "" guesses nothing
+AHEAD_GUESS = ContextVar("AHEAD_GUESS", "64,128,32")
 # OPEN_EARLY=1: LLM.load opens the device on a thread while it parses the file (Device.open_early)
 OPEN_EARLY = ContextVar("OPEN_EARLY", 0)
 
@@ -44,29 +48,40 @@ def _empty_ids(T: int, device: str) -> Tensor:
   return Tensor.empty(1, T, dtype=dtypes.int32, device=device)
 
 
-def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict], max_context: int | None = None, cache_dtype=dtypes.float32,
-                       prefill_chunk: int | None = None) -> int:
-  """Start building the kernels of a first prompt (`ahead` tokens, or these chat messages) in the compile pool, before the
-  weights are read: a dry run (engine/ahead.py) of the prompt on a skeleton of the model (its first layer over empty buffers:
-  the other layers run the same kernels) collects them, the pool's processes lower and compile them while this process
-  reads the file, and the real run takes them from there. Returns how many kernels went to the pool (0 without a pool, for
-  a mixture-of-experts model, which runs eagerly on its router's data, or when the file isn't a model: from_gguf raises that
-  later, as without this)."""
+def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict] | list[int], max_context: int | None = None,
+                       cache_dtype=dtypes.float32, prefill_chunk: int | None = None) -> int:
+  """Start building the kernels of a first prompt (`ahead` tokens, these chat messages, or a list of token counts: each of those
+  prompts) in the compile pool, before the weights are read: a dry run (engine/ahead.py) of the prompt on a skeleton of the
+  model (its first layer over empty buffers: the other layers run the same kernels) collects them, the pool's processes lower
+  and compile them while this process reads the file, and the real run takes them from there. Returns how many kernels went to
+  the pool (0 without a pool, for a mixture-of-experts model, which runs eagerly on its router's data, or when the file isn't a
+  model: from_gguf raises that later, as without this)."""
   from tinygrad.engine.ahead import build_ahead, dry_run
   from tinygrad.workers import compile_pool
   if compile_pool() is None: return 0
-  n = ahead if isinstance(ahead, int) else len(tok.encode_chat(ahead, add_generation_prompt=True))
+  if isinstance(ahead, int): sizes = [ahead]
+  elif all(isinstance(m, int) for m in ahead): sizes = list(ahead)  # type: ignore[arg-type]
+  else: sizes = [len(tok.encode_chat(ahead, add_generation_prompt=True))]  # type: ignore[arg-type]
   saved = dict(reuse.stats)  # the skeleton's layer is recorded for nothing (its dry run ran no kernels): not counted
   try:
     with dry_run() as items:
       skeleton = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype, skeleton=True)
       if skeleton.is_moe: return 0
-      LLM(skeleton, tok, prefill_chunk=prefill_chunk, jit=False)._dry_first_prompt(n)
+      llm = LLM(skeleton, tok, prefill_chunk=prefill_chunk, jit=False)
+      for n in sizes: llm._dry_first_prompt(n)
   except Exception as e:  # noqa: BLE001  a file the real load rejects (it raises there, with its message), or a dry run that can't
     if DEBUG >= 1: print(f"LLM.load: nothing built ahead ({type(e).__name__}: {e})")
     return 0
   finally: reuse.stats.update(saved)
   return build_ahead(items)  # (zero fills too: a device without zeroed allocations runs them as kernels)
+
+
+def guessed_prompt_sizes(device: str) -> list[int]:
+  """AHEAD_GUESS's prompt lengths where LLM.load isn't told the first prompt: on a GPU (where compiling is most of a cold first
+  token), none on a CPU."""
+  if not fuses_cheaply(device): return []
+  try: return [int(n) for n in str(AHEAD_GUESS.value).replace(" ", "").split(",") if n]
+  except ValueError as e: raise ValueError(f"AHEAD_GUESS={AHEAD_GUESS.value!r}: give prompt lengths as integers separated by commas (or \"\")") from e
 
 
 class ContextLengthExceeded(ValueError):
@@ -131,15 +146,18 @@ class LLM:
     self._ring_holds: tuple[int, int] | None = None  # (position, token) the ring is known to hold there
 
   @staticmethod
-  def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, ahead: int | list[dict] | None = None, **kwargs) -> LLM:
-    """The model and tokenizer of a GGUF file. `ahead`: the first prompt expected (its token count, or its chat messages): the
-    kernels of its prefill, sample and first decode step are built in the compile pool while the weights are read (first_prompt_ahead)."""
+  def load(path: str, max_context: int | None = None, cache_dtype=dtypes.float32, ahead: int | list[dict] | list[int] | None = None,
+           **kwargs) -> LLM:
+    """The model and tokenizer of a GGUF file. `ahead`: the first prompt expected (its token count, its chat messages, or a list of
+    token counts): the kernels of its prefill, sample and first decode step are built in the compile pool while the weights are read
+    (first_prompt_ahead). Without it, on a GPU, those of typical first prompts are (AHEAD_GUESS)."""
     if OPEN_EARLY.value: Device.open_early(Device.DEFAULT)  # the device opens (a GPU's context) while the file is parsed
     g: GGUFFile = read_gguf(path)
     check_tokenizer_metadata(g)
     try: tok = Tokenizer.from_gguf(g.metadata)
     except ValueError as e: raise UnsupportedModel(f"{path}: {e}") from e  # well-typed but unsupported (a tokenizer model, a byte token)
     tok.source = os.path.basename(path)
+    if ahead is None: ahead = guessed_prompt_sizes(Device.DEFAULT) or None  # typical first prompts, where none is given
     if ahead is not None and AHEAD.value:
       first_prompt_ahead(g, tok, ahead, max_context=max_context, cache_dtype=cache_dtype, prefill_chunk=kwargs.get("prefill_chunk"))
     model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
