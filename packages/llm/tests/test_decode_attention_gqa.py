@@ -58,12 +58,15 @@ def test_other_block_shapes_give_the_same_rows(positions, value_dims, n_heads, n
   (4, 1, 64, 256, 129, False, True),   # the first position of the second part
   (4, 2, 128, 256, 200, False, True),  # heads of 128: both threads of the token's position use its key
 ])
-def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, attn_len, seen, neox, grid_wait):
+@pytest.mark.parametrize("hoist", [1, 0], ids=["hoisted", "where_used"])
+def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, attn_len, seen, neox, grid_wait, hoist):
   """new_kv: the block whose part holds the token's position (the last the mask shows) scores and weighs the token's own key
-  (rotated) and value, as the cache will hold them, and stores them there; the rest of the cache is unchanged."""
+  (rotated) and value, as the cache will hold them, and stores them there; the rest of the cache is unchanged. The same with
+  the mask's and the value's late loads before the first barrier (GQA_HOIST=1) or where they are used."""
   qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
   S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
-  kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
+  with Context(GQA_HOIST=hoist):
+    kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
   args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask, qkv)]
   outs = Tensor.empty(n_heads * S * (D + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)
   want_cache = cache.copy()
@@ -159,3 +162,19 @@ def test_decode_at_depth_matches_the_reference(tmp_path):
     for i in range(300, len(tokens)):
       got = m.forward(m.token_ids(tokens[i:i + 1]), i).numpy()[0]
       np.testing.assert_allclose(got, ref[i], rtol=0, atol=1e-4 * np.abs(ref[i]).max())
+
+
+def test_no_load_waits_behind_a_barrier(tmp_path):
+  """GQA_HOIST (default): every global load of the grouped kernel issues before its first barrier, so none is a round trip to
+  memory behind one (with GQA_HOIST=0 the mask entry past each position and the token's value load after barriers)."""
+  import re
+
+  from llm_synth import SynthConfig, write_model
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=1, dim=256, ff_dim=512, n_heads=4, n_kv_heads=2, context=1024), "F16")
+  def loads_after_first_barrier(**settings) -> int:
+    src = next(src for name, src in _captured(path, 256, 700, **settings) if name == "decode_attention_gqa_kv")
+    body = src[src.index("__global__"):]
+    return len(re.findall(r"= \(\*\(\(?[a-z0-9]*\*?\)?\(?data\d", body[body.index("__syncthreads()"):]))
+  assert loads_after_first_barrier() == 0
+  assert loads_after_first_barrier(GQA_HOIST=0) > 0
