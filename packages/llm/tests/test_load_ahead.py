@@ -69,16 +69,29 @@ def test_ahead_keeps_load_errors(tmp_path):
   assert str(plain.value) == str(with_ahead.value)
 
 
+def first_prompt_sampled(llm: LLM) -> tuple[int, list[int]]:
+  """The prompt's first token and the next, sampled with a temperature (the server's default) and a seed, as LLM.generate does."""
+  from tinygrad.llm.engine import SamplingParams
+  params = SamplingParams(temperature=0.7, seed=3)
+  llm.cached = []
+  logits, _ = llm.prefill(PROMPT)
+  tok = llm.sample(logits, params, len(PROMPT))
+  return tok, llm._decode_batch(tok, len(PROMPT), 1, params)
+
+
 def test_load_without_a_prompt_builds_typical_ones(tmp_path, monkeypatch):
-  """Not told the first prompt (a server, a script), LLM.load on a GPU builds the kernels of AHEAD_GUESS's prompt lengths: a
-  prompt of 1-32 tokens then uses the 32-token guess's chunk and span, and lowers nothing here."""
+  """Not told the first prompt (a server, a script), LLM.load on a GPU builds the kernels of AHEAD_GUESS's prompt lengths,
+  sampled greedily and with a temperature: a prompt of 1-32 tokens then uses the 32-token guess's chunk and span, and lowers
+  nothing here either way."""
   if Device.DEFAULT in ("NULL", "DISK"): pytest.skip("needs a device that runs kernels")
   from tinygrad.llm import engine
   monkeypatch.setattr(engine, "fuses_cheaply", lambda device: True)  # guesses (and a GPU's prompt chunks) on any device
   path = str(tmp_path / "m.gguf")
   write_model(path, SynthConfig(context=64), "F16")
   with Context(PARALLEL_COMPILE=2):
-    with Context(AHEAD_GUESS=""): want = first_prompt(LLM.load(path))
+    with Context(AHEAD_GUESS=""):
+      plain = LLM.load(path)
+      want, want_sampled = first_prompt(plain), first_prompt_sampled(plain)
     realize._runner_cache.clear()
     before = ahead.stats["submitted"]
     with Context(AHEAD_GUESS="32"): llm = LLM.load(path)
@@ -86,10 +99,10 @@ def test_load_without_a_prompt_builds_typical_ones(tmp_path, monkeypatch):
     lower_here = realize._program
     def refuse(*args): raise AssertionError("a guessed prompt length lowered a kernel here: it should have been built ahead")
     monkeypatch.setattr(realize, "_program", refuse)
-    got = first_prompt(llm)
+    got, got_sampled = first_prompt(llm), first_prompt_sampled(llm)
     monkeypatch.setattr(realize, "_program", lower_here)
   np.testing.assert_array_equal(got[0], want[0])
-  assert got[1:] == want[1:]
+  assert got[1:] == want[1:] and got_sampled == want_sampled
 
 
 def test_guessed_prompt_sizes(monkeypatch):

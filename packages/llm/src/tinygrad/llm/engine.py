@@ -49,13 +49,14 @@ def _empty_ids(T: int, device: str) -> Tensor:
 
 
 def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict] | list[int], max_context: int | None = None,
-                       cache_dtype=dtypes.float32, prefill_chunk: int | None = None) -> int:
+                       cache_dtype=dtypes.float32, prefill_chunk: int | None = None, modes: tuple[str, ...] = ("greedy",)) -> int:
   """Start building the kernels of a first prompt (`ahead` tokens, these chat messages, or a list of token counts: each of those
   prompts) in the compile pool, before the weights are read: a dry run (engine/ahead.py) of the prompt on a skeleton of the
   model (its first layer over empty buffers: the other layers run the same kernels) collects them, the pool's processes lower
-  and compile them while this process reads the file, and the real run takes them from there. Returns how many kernels went to
-  the pool (0 without a pool, for a mixture-of-experts model, which runs eagerly on its router's data, or when the file isn't a
-  model: from_gguf raises that later, as without this)."""
+  and compile them while this process reads the file, and the real run takes them from there. The first token and decode step
+  are sampled in each of `modes` (for the first prompt only: sampling's kernels are the same for every prompt length). Returns
+  how many kernels went to the pool (0 without a pool, for a mixture-of-experts model, which runs eagerly on its router's data,
+  or when the file isn't a model: from_gguf raises that later, as without this)."""
   from tinygrad.engine.ahead import build_ahead, dry_run
   from tinygrad.workers import compile_pool
   if compile_pool() is None: return 0
@@ -68,7 +69,7 @@ def first_prompt_ahead(g: GGUFFile, tok: Tokenizer, ahead: int | list[dict] | li
       skeleton = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype, skeleton=True)
       if skeleton.is_moe: return 0
       llm = LLM(skeleton, tok, prefill_chunk=prefill_chunk, jit=False)
-      for n in sizes: llm._dry_first_prompt(n)
+      for i, n in enumerate(sizes): llm._dry_first_prompt(n, modes if i == 0 else ("greedy",))
   except Exception as e:  # noqa: BLE001  a file the real load rejects (it raises there, with its message), or a dry run that can't
     if DEBUG >= 1: print(f"LLM.load: nothing built ahead ({type(e).__name__}: {e})")
     return 0
@@ -157,9 +158,11 @@ class LLM:
     try: tok = Tokenizer.from_gguf(g.metadata)
     except ValueError as e: raise UnsupportedModel(f"{path}: {e}") from e  # well-typed but unsupported (a tokenizer model, a byte token)
     tok.source = os.path.basename(path)
-    if ahead is None: ahead = guessed_prompt_sizes(Device.DEFAULT) or None  # typical first prompts, where none is given
+    # where no prompt is given: typical ones, sampled greedily (a script's default) and with a temperature (the server's)
+    modes = ("greedy", "temperature") if ahead is None else ("greedy",)
+    if ahead is None: ahead = guessed_prompt_sizes(Device.DEFAULT) or None
     if ahead is not None and AHEAD.value:
-      first_prompt_ahead(g, tok, ahead, max_context=max_context, cache_dtype=cache_dtype, prefill_chunk=kwargs.get("prefill_chunk"))
+      first_prompt_ahead(g, tok, ahead, max_context=max_context, cache_dtype=cache_dtype, prefill_chunk=kwargs.get("prefill_chunk"), modes=modes)
     model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
     name = g.get("general.name") or os.path.basename(path)
     return LLM(model, tok, name=name, **kwargs)
@@ -185,10 +188,10 @@ class LLM:
     last = self._v_last.setdefault(size, Variable(f"last{size}", 0, size - 1)).bind(n - 1)
     return self._jit_for(self._prefill_jits, (size, L), L)(self.model.token_ids(padded), self._v_start.bind(start), last)
 
-  def _dry_first_prompt(self, n: int) -> None:
-    """What the first prompt of n tokens runs (its prefill chunks, the greedy sample, the first decode step), realized with
-    rows that hold nothing: under engine/ahead.py's dry run, to collect its kernels. The pieces are this LLM's own (built with
-    jit=False: the same graphs a capture makes), with inputs realized as TinyJit realizes them."""
+  def _dry_first_prompt(self, n: int, modes: tuple[str, ...] = ("greedy",)) -> None:
+    """What the first prompt of n tokens runs (its prefill chunks, the sample of each of these modes, its first decode step),
+    realized with rows that hold nothing: under engine/ahead.py's dry run, to collect its kernels. The pieces are this LLM's own
+    (built with jit=False: the same graphs a capture makes), with inputs realized as TinyJit realizes them."""
     device = self.model.norm.device
     n = max(1, min(n, self.max_context - 1))
     pos, logits = 0, None
@@ -202,8 +205,19 @@ class LLM:
         logits = self._jit_for(self._prefill_jits, (size, L), L)(_empty_ids(size, device), self._v_start.bind(pos), last)
       pos += k
     assert logits is not None
-    self._greedy(logits).realize()
-    self._step_for(self.model.attn_len(n + 1), "greedy")(self._v_start.bind(n), [])
+    for mode in modes:
+      params = SamplingParams(temperature=0.0 if mode == "greedy" else 0.7)
+      assert self._sampling_mode(params) == mode, f"no dry run for sampling mode {mode!r}"
+      knobs = self._knobs(params)
+      if mode == "greedy": self._greedy(logits).realize()
+      else: self._sample_temperature(logits, knobs[0], Tensor([params.seed, n], dtype=dtypes.uint32)).realize()
+      self._step_for(self.model.attn_len(n + 1), mode)(self._v_start.bind(n), knobs)
+
+  def _knobs(self, params: SamplingParams) -> list[Tensor]:
+    """A decode step's sampling inputs: none for greedy; else temperature, top-k, top-p and seed, each a (1,) tensor."""
+    if self._sampling_mode(params) == "greedy": return []
+    return [Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
+            Tensor([params.top_p], dtype=dtypes.float32), Tensor([params.seed & 0xFFFFFFFF], dtype=dtypes.uint32)]
 
   def _sampling_mode(self, params: SamplingParams) -> str:
     """greedy (temperature 0), temperature (top-k and top-p off: the Gumbel draw alone, no threshold searches over the vocabulary)
@@ -237,9 +251,7 @@ class LLM:
       ring[pos % RING] = tok
       # data in, straight into the ring's buffer: an assign would schedule a copy (about 1 ms of host time per generation)
       buffer_of(self._ring.uop.base).copyin(memoryview(ring).cast("B"))
-    mode = self._sampling_mode(params)
-    knobs = [] if mode == "greedy" else [Tensor([params.temperature], dtype=dtypes.float32), Tensor([params.top_k], dtype=dtypes.int32),
-                                    Tensor([params.top_p], dtype=dtypes.float32), Tensor([params.seed & 0xFFFFFFFF], dtype=dtypes.uint32)]
+    mode, knobs = self._sampling_mode(params), self._knobs(params)
     for p in range(pos, pos + n): self._step_for(self.model.attn_len(p + 1), mode)(self._v_start.bind(p), knobs)
     out = self._ring.data()  # a typed view, read in place (not .numpy(): the CLI never imports numpy, ~10 MB of resident memory)
     toks = [int(out[(p + 1) % RING]) for p in range(pos, pos + n)]
