@@ -490,19 +490,20 @@ class CUDARenderer(CStyleRenderer):
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
     # a kernel whose blocks should each have an SM (KernelInfo.spread) reserves more than half an SM's shared memory: launched
     # early behind a kernel that fills the GPU, its blocks then land one an SM as SMs drain, not packed where room is left
-    reserved = max(shared, self.shared_max // 2 + 16) if self._spread(uops) else shared
+    spread = self._spread(uops)
+    reserved = max(shared, self.shared_max // 2 + 16) if spread else shared
     self._tmaps = []
     self._rolled = _rolled_loops(uops) if WGMMA_ROLLED.value else set()
     # a reduction whose shared memory holds only partials (a matrix-vector product): its matrix's loads stream past L1
     self._streamed = streamed_loads(uops)
     wait = next((u for u in uops if u.op is Ops.BARRIER and u.arg == GRID_WAIT), None)
     loads_early = wait is not None and any(x.op is Ops.LOAD for x in wait.toposort())
-    balanced = self._balanced_reserve(uops) if self._streamed or (MV_BALANCE.value >= 2 and loads_early and not self._spread(uops)) else None
+    balanced = self._balanced_reserve(uops) if self._streamed or (MV_BALANCE.value >= 2 and loads_early and not spread) else None
     if balanced is not None: reserved = max(reserved, balanced)
     dynamic = reserved > shared or reserved > STATIC_SHARED_MAX  # (a reservation past what the kernel declares is dynamic)
     self._dyn_offset = 0 if dynamic else None
     self._ahead, self._ahead_regs = ahead_loads(uops, self._streamed), {}
-    self._trigger = late_trigger(uops, self._streamed, self._spread(uops)) if self.grid_wait else None
+    self._trigger = late_trigger(uops, self._streamed, spread) if self.grid_wait else None
     self._early_bufs: set[int] = set()
     # block timelines (timeline.py) on sm_90+, where the stamps' shared memory fits
     self._stamps = bool(timeline.KERNEL_TIMELINE.value) and self.grid_wait and reserved + timeline.SHARED_BYTES <= self.shared_max

@@ -158,11 +158,13 @@ class LLM:
     try: tok = Tokenizer.from_gguf(g.metadata)
     except ValueError as e: raise UnsupportedModel(f"{path}: {e}") from e  # well-typed but unsupported (a tokenizer model, a byte token)
     tok.source = os.path.basename(path)
-    # where no prompt is given: typical ones, sampled greedily (a script's default) and with a temperature (the server's)
-    modes = ("greedy", "temperature") if ahead is None else ("greedy",)
-    if ahead is None: ahead = guessed_prompt_sizes(Device.DEFAULT) or None
-    if ahead is not None and AHEAD.value:
-      first_prompt_ahead(g, tok, ahead, max_context=max_context, cache_dtype=cache_dtype, prefill_chunk=kwargs.get("prefill_chunk"), modes=modes)
+    if AHEAD.value:
+      # where no prompt is given: typical ones (on a GPU), sampled greedily (a script's default) and with a temperature (the server's)
+      guessed = ahead is None
+      if guessed: ahead = guessed_prompt_sizes(Device.DEFAULT) or None
+      if ahead is not None:
+        first_prompt_ahead(g, tok, ahead, max_context=max_context, cache_dtype=cache_dtype, prefill_chunk=kwargs.get("prefill_chunk"),
+                           modes=("greedy", "temperature") if guessed else ("greedy",))
     model = Transformer.from_gguf(g, max_context=max_context, cache_dtype=cache_dtype)
     name = g.get("general.name") or os.path.basename(path)
     return LLM(model, tok, name=name, **kwargs)

@@ -17,7 +17,8 @@ from tinygrad.helpers import ContextVar
 SEARCH_POINTS, SEARCH_ROUNDS = 64, 4  # 64**4 = 2**24 steps: float32 precision of the threshold
 PARTS = 256  # a long row's sums in this many partial sums first
 # 1: a row's argmax as one max over (value, index) keys (one_pass_argmax: one reduction, two kernels on a GPU) instead of
-# Tensor.argmax's max and then the first index holding it (two reductions, four kernels). Off until measured on a GPU.
+# Tensor.argmax's max and then the first index holding it (two reductions, four kernels). Off: Llama-1B's decode step on an H100
+# 959.0 against 959.3 us (bench/README.md, session 37), two small kernels fewer are worth less than 1 us.
 ARGMAX_ONE_PASS = ContextVar("ARGMAX_ONE_PASS", 0)
 
 
