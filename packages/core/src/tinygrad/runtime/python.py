@@ -624,28 +624,48 @@ class PythonProgram:
       self._lockstep(threads)
 
   def _lockstep(self, threads: list[Generator[Any, Any, None]]) -> None:
-    sends: list[Any] = [None] * len(threads)
-    while True:
-      events = []
-      for n, th in enumerate(threads):
-        try: events.append(th.send(sends[n]))
-        except StopIteration: events.append(None)
-      if all(e is None for e in events): return
-      first = events[0]
-      if first is None or any(e is None or e[:2] != first[:2] for e in events):
-        raise RuntimeError(f"kernel {self.name!r}: the threads of a block diverged at a {_COLLECTIVE.get(first[0], 'WMMA') if first else 'WMMA'}")
-      if first[0] == "barrier":
+    """Runs a block's threads to their collectives and does each once every thread it joins is there: a barrier, the whole
+    block; a warp-level one (a shuffle, a tensor-core matrix op), that warp's lanes alone, so that warps may take different
+    paths between barriers (a loop of data-dependent length) as on the GPU."""
+    n = len(threads)
+    events: list[Any] = [None] * n
+    finished = [False] * n
+    def advance(ids: range | list[int], sends: list[Any]) -> None:
+      for i, send in zip(ids, sends):
+        try: events[i] = threads[i].send(send)
+        except StopIteration: events[i], finished[i] = None, True
+    advance(range(n), [None] * n)
+    while not all(finished):
+      waiting = [e for e in events if e is not None]
+      first = waiting[0]
+      if all(e is not None and e[:2] == first[:2] for e in events) and first[0] == "barrier":
         if (keep := self.barrier_batches.get(first[1])) is not None: self.batches.retire(keep)
-        sends = [None] * len(threads)
+        advance(range(n), [None] * n)
         continue
-      emulate, warp = self.wmmas[first[1]], self.lanes[first[1]] or len(threads)
-      if len(threads) % warp: raise RuntimeError(f"kernel {self.name!r}: {first[0]} needs whole warps, the block has {len(threads)} threads")
-      sends = []
-      for w in range(0, len(threads), warp):
+      progressed = False
+      for at in range(n):
+        e = events[at]
+        if e is None or e[0] == "barrier": continue
+        warp = self.lanes[e[1]] or self._shuffle_group(n, e)
+        if n % warp: raise RuntimeError(f"kernel {self.name!r}: {e[0]} needs whole warps, the block has {n} threads")
+        w = at - at % warp
         lanes = events[w:w + warp]
-        if first[0] in ("matrix", "shuffle"): sends.extend(emulate([e[2] for e in lanes], lanes[0][3]))
-        else: sends.extend(emulate([e[2] for e in lanes], [e[3] for e in lanes], [e[4] for e in lanes]))
-      if first[1] in self.smem_last: self.batches.issued(emulate.take_reads(), self.smem_last[first[1]])  # type: ignore[attr-defined]
+        if any(x is None or x[:2] != e[:2] for x in lanes): continue
+        emulate = self.wmmas[e[1]]
+        if e[0] in ("matrix", "shuffle"): sends = emulate([x[2] for x in lanes], lanes[0][3])
+        else: sends = emulate([x[2] for x in lanes], [x[3] for x in lanes], [x[4] for x in lanes])
+        if e[1] in self.smem_last: self.batches.issued(emulate.take_reads(), self.smem_last[e[1]])  # type: ignore[attr-defined]
+        advance(range(w, w + warp), sends)
+        progressed = True
+      if not progressed:
+        raise RuntimeError(f"kernel {self.name!r}: the threads of a block diverged at a {_COLLECTIVE.get(first[0], 'WMMA')}")
+
+  def _shuffle_group(self, n: int, e: Any) -> int:
+    """The threads a SHUFFLE joins: a warp of 32 (as CUDA's; wider where its lane mask reaches further, as AMD's wave64), or
+    the whole block when it is not made of warps."""
+    mask = self.prog[e[1]][3]
+    group = max(32, 2 * int(mask))
+    return group if n % group == 0 else n
 
   def __call__(self, *bufs: Any, global_size: tuple[int, ...] = (1, 1, 1), local_size: tuple[int, ...] = (1, 1, 1),
                vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
