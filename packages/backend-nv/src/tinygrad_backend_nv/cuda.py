@@ -130,6 +130,9 @@ def _launch_size(uops: list[UOp], prefix: str) -> int:
 _MATH32 = {"exp2": "exp2f", "log2": "log2f", "sin": "sinf", "sqrt": "sqrtf", "trunc": "truncf"}
 _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc": "trunc"}
 _HALFS = (dtypes.float16, dtypes.bfloat16)
+_BYTES = {dtypes.int8: "i8", dtypes.uint8: "u8"}  # byte vectors (codegen/vectorize.py: 16 int8 weights in one load)
+_BYTE_LANES = (4, 8, 16)
+BYTE_FLOATS = ContextVar("BYTE_FLOATS", 0)  # 1: int8/uint8 -> float32 by bit moves (render_cast), an A/B switch
 _WIDE_FLOATS = (8, 16, 32, 64, 128)  # float vectors as structs: wgmma accumulators (m64nN: N/2 floats a thread)
 # tile copies through tensor maps (TMA, sm_90a, DEV=CUDA): each map is a 128-byte kernel parameter the runtime encodes at
 # launch (cuTensorMapEncodeTiled) from this global in the module: the map count, then per map TENSOR_MAP_WORDS numbers
@@ -217,7 +220,7 @@ class CUDARenderer(CStyleRenderer):
   name = "CUDA"
   has_local = True
   supports_float4 = True  # float4 loads/stores: one 16-byte access per thread (core's codegen/vectorize.py)
-  vector_dtypes = (dtypes.float32, dtypes.float16, dtypes.bfloat16)  # float4, halfx8 / bfloat16x8 (_vector_struct)
+  vector_dtypes = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.uint8)  # float4, halfx8 / bfloat16x8 (_vector_struct), i8x16
   has_shared = True
   shuffle_lanes = 32  # __shfl_xor_sync: grouped reductions combine a warp's partials in registers (core's codegen/group.py)
   local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
@@ -246,14 +249,18 @@ class CUDARenderer(CStyleRenderer):
     if dt.scalar() == dtypes.float32 and dt.count in (2, 4): return f"float{dt.count}"
     if dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS: return f"floatx{dt.count}"  # wgmma accumulators
     if dt.scalar() in _HALFS and dt.count in (2, 4, 8): return f"{self.render_dtype(dt.scalar())}x{dt.count}"  # see _vector_struct
+    if dt.scalar() in _BYTES and dt.count in _BYTE_LANES: return f"{_BYTES[dt.scalar()]}x{dt.count}"  # byte vectors: structs too
     return super().render_vector_dtype(dt)
 
+  def _struct_vector(self, dt: DType) -> bool:
+    return dt.scalar() in _HALFS or (dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS) or (dt.scalar() in _BYTES and dt.count in _BYTE_LANES)
+
   def render_vectorize(self, dt: DType, parts: list[str]) -> str:
-    if dt.scalar() in _HALFS or (dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS): return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
+    if self._struct_vector(dt): return f"{self.render_dtype(dt)}{{{', '.join(parts)}}}"
     return f"make_{self.render_dtype(dt)}({', '.join(parts)})"
 
   def render_gep(self, x: str, lane: int, dt: DType | None = None) -> str:
-    if dt is not None and (dt.scalar() in _HALFS or (dt.scalar() == dtypes.float32 and dt.count in _WIDE_FLOATS)): return f"{x}.v[{lane}]"
+    if dt is not None and self._struct_vector(dt): return f"{x}.v[{lane}]"
     return super().render_gep(x, lane, dt)
 
   # ---- shared memory, barriers, tensor cores
@@ -383,6 +390,11 @@ class CUDARenderer(CStyleRenderer):
   # ---- conversions
   def render_cast(self, x: str, src: DType, dst: DType) -> str:
     if src == dst: return x
+    if BYTE_FLOATS.value and src in _BYTES and dst == dtypes.float32:
+      # a byte b as float: the float whose mantissa's low byte is b (2^23 + b, exact), minus 2^23; a signed byte offset by 128
+      # first. A byte-select and a logic op (ptxas: PRMT, LOP3) and an add, where a cvt from an 8-bit integer is a quarter-rate op
+      if src == dtypes.uint8: return f"(__uint_as_float(0x4B000000u | (unsigned char)({x})) - 8388608.0f)"
+      return f"(__uint_as_float(0x4B000000u | ((unsigned char)({x}) ^ 0x80u)) - 8388736.0f)"
     if src in _HALFS and dst != dtypes.bool:  # from half/bf16 through float (exact), then as float32
       return self.render_cast(f"((float){x})", dtypes.float32, dst)
     if dst in _HALFS:
@@ -400,6 +412,7 @@ class CUDARenderer(CStyleRenderer):
   # ---- prelude and signature
   def helpers(self) -> list[tuple[str, str]]:
     vectors = [(f"{name}x{n}", _vector_struct(name, n)) for name in ("half", "bfloat16") for n in (2, 4, 8)]
+    vectors += [(f"{name}x{n}", _byte_struct(name, ctype, n)) for dt, name in _BYTES.items() for ctype in (self.render_dtype(dt),) for n in _BYTE_LANES]
     mmas = [(f"tg_{tc.name}(", _mma_helper(self, tc)) for tc in self.tensor_cores if tc.dtype_in in (*_HALFS, dtypes.float32) and not tc.smem_operands and not tc.fma]
     mmas += [(f"tg_{tc.name}<", wgmma.cuda_helper(tc.name, tc.dims[1], tc.extra["ptx_type"], self.render_dtype(tc.dtype_in)))
              for tc in self.tensor_cores if tc.smem_operands]
@@ -611,6 +624,10 @@ def _align(n: int, to: int) -> int: return (n + to - 1) // to * to
 def _vector_struct(name: str, n: int) -> str:
   # half/bf16 vectors as aligned structs: a 16-byte halfx8 load/store is one instruction
   return f"struct __align__({2 * n}) {name}x{n} {{ {name} v[{n}]; }};"
+
+
+def _byte_struct(name: str, ctype: str, n: int) -> str:
+  return f"struct __align__({n}) {name}x{n} {{ {ctype} v[{n}]; }};"
 
 
 def _ldsm_helper(name: str, n: int, trans: int) -> str:

@@ -590,7 +590,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
   sizes = {range_size(r) for r in inners}
   if wide_loads and len(sizes) == 1 and all(_unit_stride(ast, r) for r in inners) and (size := sizes.pop()) is not None:
     axes = [r.arg[0] for r in inners]  # a gated MLP's two matrix-vector products: each its own loop, split alike
-    for v, g in ((8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):
+    for v, g in ((16, 32), (16, 16), (8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):  # (16: bytes)
       if g == 32 and GROUP_NARROW.value and total >= GROUP_NARROW.value and size % (v * 16) == 0: g = 16  # an A/B switch (GROUP_NARROW)
       if v * itemsize <= 16 and size % (v * g) == 0:
         while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4:

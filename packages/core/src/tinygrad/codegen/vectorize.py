@@ -14,8 +14,9 @@ from tinygrad.helpers import ContextVar
 from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import build_sum, split_terms
 
-# lanes per wide access, widest first: 16 bytes, then 8 for the 2-byte types
-WIDTHS: dict[DType, tuple[int, ...]] = {dtypes.float32: (4,), dtypes.float16: (8, 4), dtypes.bfloat16: (8, 4)}
+# lanes per wide access, widest first: 16 bytes, then 8 for the 2-byte types; bytes by 16, 8 or 4 (an int8 matrix's rows)
+WIDTHS: dict[DType, tuple[int, ...]] = {dtypes.float32: (4,), dtypes.float16: (8, 4), dtypes.bfloat16: (8, 4), dtypes.int8: (16, 8, 4),
+                                       dtypes.uint8: (16, 8, 4)}
 
 
 def _aligned_base(idx: UOp, width: int) -> tuple[UOp, int] | None:
