@@ -234,10 +234,10 @@ class LLM:
       model, ring = self.model, self._ring
       def step(start_pos, knobs: list[Tensor]) -> Tensor:
         tok = select_rows(ring, start_pos % RING, 1).reshape(1, 1)
-        logits = model.forward(tok, start_pos, attn_len=attn_len)
         pos = scalar(start_pos, ring.device) + 1
-        if mode == "greedy": nxt = greedy(logits)
+        if mode == "greedy": nxt = model.greedy_next(tok, start_pos, attn_len=attn_len)  # (through the head's int8 screen)
         else:  # the draw depends on (seed, position of the new token), as in LLM.sample
+          logits = model.forward(tok, start_pos, attn_len=attn_len)
           temperature, top_k, top_p, seed = knobs
           key = seed.cat(pos.cast(dtypes.uint32).reshape(1))
           nxt = sample(logits, temperature, top_k, top_p, key) if mode == "filtered" else sample_temperature(logits, temperature, key)

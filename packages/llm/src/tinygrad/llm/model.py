@@ -32,8 +32,11 @@ from tinygrad.llm.decode_ffn import ROWS as FFN_ROWS
 from tinygrad.llm.decode_ffn import applies as decode_ffn_applies
 from tinygrad.llm.decode_ffn import decode_ffn_kernel, down_tiles
 from tinygrad.llm.gguf import GGUFError, GGUFFile, load_bytes, read_gguf
+from tinygrad.llm.head_screen import HEAD_SCREEN, ScreenedHead
+from tinygrad.llm.head_screen import kernel_applies as screen_applies
 from tinygrad.llm.prefill_attention import pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
+from tinygrad.llm.sampling import greedy
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
@@ -396,6 +399,13 @@ def fuses_cheaply(device: str) -> bool:
   it (RoPE, softmax's exponentials) costs less than a kernel that stores it; on a CPU the recomputation costs more."""
   from tinygrad import Device
   return bool(Device.renderer(device).has_local)
+
+
+def screens(w: QuantWeight) -> bool:
+  """Whether the greedy step screens this output matrix (HEAD_SCREEN): a 2-D float16 one on a GPU, rows the screened-rows kernel
+  takes. Quantized matrices have as few bytes as the screen already; CPUs were not measured."""
+  return (bool(HEAD_SCREEN.value) and len(w.shape) == 2 and w.raw.dtype == dtypes.float16 and screen_applies(w.shape[1])
+          and fuses_cheaply(w.raw.device))
 
 
 # ---- private helpers built from existing Tensor ops (candidates for core)
@@ -940,7 +950,10 @@ class Transformer:
           and len(ffn.down.shape) == 2 and decode_ffn_applies(*ffn.down.shape)):
         ffn.down_tiles = down_tiles(ffn.down.half()).contiguous()
         tiles.append(ffn.down_tiles)
-    Tensor.realize_all(self.cos, self.sin, *(layer.attn.cache for layer in self.layers), *tiles)
+    # the greedy step's int8 screen of a float16 output matrix, on GPUs (head_screen.py; 1 byte more a weight)
+    self.screen = ScreenedHead(self.output.raw.reshape(self.output.shape)) if screens(self.output) else None
+    Tensor.realize_all(self.cos, self.sin, *(layer.attn.cache for layer in self.layers), *tiles,
+                       *(self.screen.tensors if self.screen is not None else ()))
     self.is_moe = any(isinstance(layer.ffn, MoEFeedForward) for layer in self.layers)
     # the layers build one graph over their own weights: the first layer of each structure is scheduled and lowered, the others
     # replay its kernels on their buffers (tinygrad/reuse.py). Not an MoE model: its router picks kernels from tensor data
@@ -1040,13 +1053,20 @@ class Transformer:
     """Logits (B, vocab) at position `last` of the chunk (default: its end), writing the chunk's keys and values into the cache at
     start_pos.. . Attention spans the first `attn_len` cache positions (default: a bucket that covers the chunk for an int
     start_pos, the whole cache for a symbolic one); positions past start_pos + T are masked, so any attn_len that covers them works."""
-    return self._run(rows, start_pos, -1 if last is None else last, attn_len)
+    return linear(self.hidden(rows, start_pos, -1 if last is None else last, attn_len), self.output)
+
+  def greedy_next(self, rows: Tensor, start_pos: int | UOp, attn_len: int | None = None) -> Tensor:
+    """(1,) int32: the argmax of forward()'s logits for one row of tokens, through the int8 screen of the output matrix where the
+    model has one (head_screen.py: the same token, about half the output matrix's bytes read)."""
+    h = self.hidden(rows, start_pos, -1, attn_len)
+    return greedy(self.screen.logits(h) if self.screen is not None and HEAD_SCREEN.value else linear(h, self.output))
 
   def forward_all(self, rows: Tensor, start_pos: int | UOp, attn_len: int | None = None) -> Tensor:
     """Logits (B, T, vocab) of every position."""
-    return self._run(rows, start_pos, None, attn_len)
+    return linear(self.hidden(rows, start_pos, None, attn_len), self.output)
 
-  def _run(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None, attn_len: int | None = None) -> Tensor:
+  def hidden(self, rows: Tensor, start_pos: int | UOp, last: int | UOp | None, attn_len: int | None = None) -> Tensor:
+    """The output matrix's input: the last layer's output at position `last` of the chunk (None: every position), normalized."""
     B, T = rows.shape[:2]
     if isinstance(start_pos, int) and start_pos + T > self.max_context:
       raise ValueError(f"context is full: {start_pos} + {T} tokens exceed max_context {self.max_context}")
@@ -1065,7 +1085,7 @@ class Transformer:
     if last is not None:
       if isinstance(last, int): x = x[:, last, :]
       else: x = (one_hot(scalar(last, x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)
-    return linear(rms_norm(x, self.norm, self.cfg.norm_eps).contiguous(), self.output)
+    return rms_norm(x, self.norm, self.cfg.norm_eps).contiguous()
 
   def logits(self, ids: list[int], start_pos: int = 0, all_logits: bool = False) -> Tensor:
     """Convenience for tests and scripts: logits for token ids starting at start_pos (eager, exact shapes)."""

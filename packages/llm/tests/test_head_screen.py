@@ -1,0 +1,113 @@
+"""The greedy step's int8 screen of a float16 output matrix (head_screen.py): its bounds hold (every row's screened logit
+within its slack of the exact one), it keeps few rows, the argmax over the kept rows' exact logits is the full product's (ties,
+a zero vector, NaN and infinite values included; on MOCK+NV, where the screened-rows kernel runs as the CUDA renderer emits it),
+and the model builds it only where it pays (a float16 matrix on a GPU, HEAD_SCREEN unset)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor, dtypes
+from tinygrad.llm.head_screen import ScreenedHead, kernel_applies
+from tinygrad.llm.model import QuantWeight, linear, screens
+from tinygrad.llm.sampling import greedy
+
+
+def _matrix(rows: int, dim: int, seed: int = 0) -> np.ndarray:
+  return (np.random.default_rng(seed).standard_normal((rows, dim)) * dim ** -0.5).astype(np.float16)
+
+
+def test_bounds_hold_and_few_rows_are_kept():
+  """On the CPU (Tensor ops only): |exact - screened| <= slack * ||h|| for every row, the argmax row is kept, and of 4,096 random
+  rows only a few are (the bound is ~0.4 against logits of spread 1)."""
+  w = _matrix(4096, 512)
+  sc = ScreenedHead(Tensor(w))
+  rng = np.random.default_rng(1)
+  for _ in range(3):
+    h = rng.standard_normal((1, 512)).astype(np.float32)
+    approx, keep = (t.numpy() for t in sc.candidates(Tensor(h)))
+    exact = w.astype(np.float64) @ h[0].astype(np.float64)
+    bound = sc.slack.numpy() * np.linalg.norm(h)
+    assert np.all(np.abs(exact - approx) <= bound)
+    assert keep[exact.argmax()] and 1 <= keep.sum() <= 64
+
+
+def test_the_scale_of_a_row_follows_its_largest_weight():
+  w = _matrix(8, 256)
+  w[3] = 0  # an all-zero row: scale stays finite, its slack 0
+  w[5, 7] = np.inf  # a non-finite row: always kept
+  sc = ScreenedHead(Tensor(w))
+  q, slack = sc.q.numpy(), sc.slack.numpy()
+  assert np.abs(q[[0, 1, 2, 4, 6, 7]]).max(1).tolist() == [127] * 6
+  assert slack[3] == 0 and np.all(q[3] == 0) and slack[5] == np.inf and np.all(np.isfinite(slack[[0, 1, 2, 4, 6, 7]]))
+
+
+def _cases(w: np.ndarray) -> list[np.ndarray]:
+  dim = w.shape[1]
+  rng = np.random.default_rng(2)
+  tie = w[17:18].astype(np.float32) * 3  # rows 17 and 200 hold the same weights: an exact tie, the lower index wins
+  nan = rng.standard_normal((1, dim)).astype(np.float32)
+  nan[0, 5] = np.nan
+  return [rng.standard_normal((1, dim)).astype(np.float32), tie, np.zeros((1, dim), np.float32), nan]
+
+
+def test_screened_argmax_is_the_full_products_on_mock_nv():
+  pytest.importorskip("tinygrad_backend_nv")
+  w = _matrix(300, 256)
+  w[200] = w[17]
+  with Context(DEV="MOCK+NV"):
+    wt = Tensor(w).realize()
+    sc = ScreenedHead(wt)
+    Tensor.realize_all(*sc.tensors)
+    for h in _cases(w):
+      logits = sc.logits(Tensor(h)).numpy()[0]
+      full = linear(Tensor(h), QuantWeight(wt.reshape(-1), "F16", w.shape))
+      assert greedy(Tensor(logits).reshape(1, -1)).item() == greedy(full).item()
+      kept = np.isfinite(logits) | np.isnan(logits)
+      np.testing.assert_allclose(logits[kept], full.numpy()[0][kept], rtol=1e-6, atol=1e-6)  # the kept rows' exact logits
+    assert greedy(sc.logits(Tensor(_cases(w)[1]))).item() == 17
+
+
+def test_screened_rows_kernel_loads_a_row_only_when_it_is_kept():
+  """The kernel as rendered for sm_90: a row's matrix loads sit in a loop whose length is the row's flag (0 or 1)."""
+  from tinygrad.engine import realize
+  with Context(DEV="NULL:CUDA:sm_90"):
+    sc = ScreenedHead(Tensor.empty(128256, 2048, dtype=dtypes.float16))
+    realize.capturing.append(cap := realize.Capture(jit=False))
+    try: sc.logits(Tensor.empty(1, 2048)).realize()
+    finally: realize.capturing.pop()
+  srcs = {ei.runner.spec.name: ei.runner.spec.src for ei, _ in cap.items if ei.runner is not None}
+  (src,) = (s for n, s in srcs.items() if n.startswith("screened_rows"))
+  loop = src[src.index("ridx1 < val"):]
+  assert "halfx8" in loop and "halfx8" not in src[src.index("__global__"):src.index("ridx1 < val")]
+  assert any("i8x16" in s for s in srcs.values())  # the screen itself: 16 int8 weights a load
+
+
+@pytest.mark.parametrize("dev,quant,dim,setting,expect", [("NULL:CUDA:sm_90", "F16", 256, 1, True), ("NULL:CUDA:sm_90", "F16", 256, 0, False),
+                                                          ("CPU", "F16", 256, 1, False), ("NULL:CUDA:sm_90", "Q8_0", 256, 1, False),
+                                                          ("NULL:CUDA:sm_90", "F16", 128, 1, False)])
+def test_the_model_screens_float16_heads_on_gpus(tmp_path, dev, quant, dim, setting, expect):
+  from llm_synth import SynthConfig, write_model
+  from tinygrad.llm.model import Transformer
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=1, dim=dim, ff_dim=256, n_heads=dim // 64, n_kv_heads=2, vocab=300), quant)
+  with Context(DEV=dev, HEAD_SCREEN=setting):
+    m = Transformer.from_gguf(path)
+    assert (m.screen is not None) == expect == screens(m.output)
+  assert kernel_applies(256) and not kernel_applies(128)
+
+
+@pytest.mark.slow
+def test_greedy_decode_through_the_screen_matches_the_full_head(tmp_path):
+  """(about a minute) Greedy tokens of LLM.generate on MOCK+NV (its decode steps go through the screen) equal those with
+  HEAD_SCREEN=0."""
+  from llm_synth import SynthConfig, write_model
+  from tinygrad.llm.engine import LLM, SamplingParams
+  path = str(tmp_path / "m.gguf")
+  write_model(path, SynthConfig(n_layers=1, dim=256, ff_dim=512, n_heads=4, n_kv_heads=2, vocab=600), "F16")
+  toks = []
+  for setting in (1, 0):
+    with Context(DEV="MOCK+NV", HEAD_SCREEN=setting):
+      llm = LLM.load(path, max_context=64)
+      assert (llm.model.screen is not None) == bool(setting)
+      toks.append(list(llm.generate([3, 17, 5, 60], 6, SamplingParams(ignore_eos=True))))
+  assert toks[0] == toks[1] and len(toks[0]) == 6
