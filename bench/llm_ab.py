@@ -32,6 +32,8 @@ def main() -> None:
   ap.add_argument("--position", type=int, default=0, help="decode from this cache position instead of the prompt's end (the "
                   "positions between hold zeros: a step's time at depth; the variants' tokens still compared)")
   ap.add_argument("--max-context", type=int, default=1024)
+  ap.add_argument("--temperature", type=float, default=0.0, help="sample with this temperature (seed 0) instead of greedily: "
+                  "the temperature draw's step (top-k and top-p off)")
   args = ap.parse_args()
   variants = [json.loads(v) for v in args.variants]
 
@@ -49,6 +51,8 @@ def main() -> None:
   attn_len = llm.model.attn_len(pos + 1)
   dev = Device[Device.DEFAULT]
   steps, tokens = [], []
+  params = SamplingParams(temperature=args.temperature, ignore_eos=True)
+  knobs = llm._knobs(params)
   for v in variants:
     with Context(**v):
       llm._step_jits.clear()
@@ -56,22 +60,22 @@ def main() -> None:
       realize._runner_cache.clear()
       # the layers' recorded kernels (tinygrad/reuse.py) too: their key holds the opts' settings, not the scheduler's
       if llm.model._reuse is not None: llm.model._reuse.recordings.clear()
-      tokens.append(llm._decode_batch(7, pos, args.tokens, SamplingParams(ignore_eos=True)))  # compiles and captures under v
-      steps.append(llm._step_for(attn_len, "greedy"))
-      for _ in range(3): steps[-1](llm._v_start.bind(pos), [])
+      tokens.append(llm._decode_batch(7, pos, args.tokens, params))  # compiles and captures under v
+      steps.append(llm._step_for(attn_len, llm._sampling_mode(params)))
+      for _ in range(3): steps[-1](llm._v_start.bind(pos), knobs)
   times: list[list[float]] = [[] for _ in variants]
   for _ in range(args.rounds):
     for i, step in enumerate(steps):
       dev.synchronize()
       t0 = time.perf_counter()
-      for _ in range(args.steps): step(llm._v_start.bind(pos), [])
+      for _ in range(args.steps): step(llm._v_start.bind(pos), knobs)
       dev.synchronize()
       times[i].append(round((time.perf_counter() - t0) / args.steps * 1e6, 1))
   kernels = [len(getattr(step, "captured", ())) for step in steps]
   for v, t, k in zip(variants, times, kernels):
     print(f"{json.dumps(v):48s} best {min(t):8.1f} us/step = {1e6 / min(t):8.1f} tok/s  {k} kernels  all {t}", file=sys.stderr)
   print(json.dumps({"benchmark": "llm_ab", "model": os.path.basename(llm.path) if hasattr(llm, "path") else args.synthetic or args.model,
-                    "device": Device.DEFAULT, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
+                    "device": Device.DEFAULT, "temperature": args.temperature, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
                     "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1), "kernels": k,
                                   "first_token_differing": _first_difference(tok, tokens[0])}
                                  for v, t, k, tok in zip(variants, times, kernels, tokens)]}))

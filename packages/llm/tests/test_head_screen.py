@@ -1,7 +1,7 @@
-"""The greedy step's int8 screen of a float16 output matrix (head_screen.py): its bounds hold (every row's screened logit
-within its slack of the exact one), it keeps few rows, the argmax over the kept rows' exact logits is the full product's (ties,
-a zero vector, NaN and infinite values included; on MOCK+NV, where the screened-rows kernel runs as the CUDA renderer emits it),
-and the model builds it only where it pays (a float16 matrix on a GPU, HEAD_SCREEN unset)."""
+"""The int8 screen of a float16 output matrix (head_screen.py): its bounds hold (every row's screened logit within its slack of
+the exact one), it keeps few rows, the argmax over the kept rows' exact logits is the full product's (ties, a zero vector, NaN
+and infinite values included) and so is the temperature draw's token (on MOCK+NV, where the screened-rows kernel runs as the CUDA
+renderer emits it), and the model builds it only where it pays (a float16 matrix on a GPU, HEAD_SCREEN unset)."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,6 +67,26 @@ def test_screened_argmax_is_the_full_products_on_mock_nv():
     assert greedy(sc.logits(Tensor(_cases(w)[1]))).item() == 17
 
 
+def test_screened_temperature_draw_is_the_full_draws_on_mock_nv():
+  """With a temperature and Gumbel noise (sampling.sample_temperature's draw): the screened draw picks the token the draw over
+  every logit picks, for several keys and temperatures."""
+  from tinygrad.llm.sampling import gumbel_noise, noisy_argmax, sample_temperature
+  pytest.importorskip("tinygrad_backend_nv")
+  w = _matrix(300, 256, seed=3)
+  rng = np.random.default_rng(4)
+  with Context(DEV="MOCK+NV"):
+    wt = Tensor(w).realize()
+    sc = ScreenedHead(wt)
+    Tensor.realize_all(*sc.tensors)
+    for step, temp in enumerate((0.7, 0.1, 2.0)):
+      h = Tensor(rng.standard_normal((1, 256)).astype(np.float32))
+      key, t = Tensor([11, step], dtype=dtypes.uint32), Tensor([temp], dtype=dtypes.float32)
+      noise = gumbel_noise(key, 300).contiguous()
+      got = noisy_argmax(sc.logits(h, t, noise) / t.reshape(1, 1), noise).item()
+      assert got == sample_temperature(linear(h, QuantWeight(wt.reshape(-1), "F16", w.shape)), t, key).item()
+      assert 1 <= sc.candidates(h, t, noise)[1].numpy().sum() <= 30
+
+
 def test_screened_rows_kernel_loads_a_row_only_when_it_is_kept():
   """The kernel as rendered for sm_90: a row's matrix loads sit in a loop whose length is the row's flag (0 or 1)."""
   from tinygrad.engine import realize
@@ -98,8 +118,8 @@ def test_the_model_screens_float16_heads_on_gpus(tmp_path, dev, quant, dim, sett
 
 @pytest.mark.slow
 def test_greedy_decode_through_the_screen_matches_the_full_head(tmp_path):
-  """(about a minute) Greedy tokens of LLM.generate on MOCK+NV (its decode steps go through the screen) equal those with
-  HEAD_SCREEN=0."""
+  """(about five minutes) Tokens of LLM.generate on MOCK+NV (its decode steps go through the screen), greedy and drawn with a
+  temperature, equal those with HEAD_SCREEN=0."""
   from llm_synth import SynthConfig, write_model
   from tinygrad.llm.engine import LLM, SamplingParams
   path = str(tmp_path / "m.gguf")
@@ -109,5 +129,5 @@ def test_greedy_decode_through_the_screen_matches_the_full_head(tmp_path):
     with Context(DEV="MOCK+NV", HEAD_SCREEN=setting):
       llm = LLM.load(path, max_context=64)
       assert (llm.model.screen is not None) == bool(setting)
-      toks.append(list(llm.generate([3, 17, 5, 60], 6, SamplingParams(ignore_eos=True))))
-  assert toks[0] == toks[1] and len(toks[0]) == 6
+      toks.append([list(llm.generate([3, 17, 5, 60], 6, SamplingParams(temperature=t, seed=5, ignore_eos=True))) for t in (0.0, 0.8)])
+  assert toks[0] == toks[1] and [len(t) for t in toks[0]] == [6, 6]

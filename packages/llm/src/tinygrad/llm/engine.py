@@ -235,12 +235,13 @@ class LLM:
       def step(start_pos, knobs: list[Tensor]) -> Tensor:
         tok = select_rows(ring, start_pos % RING, 1).reshape(1, 1)
         pos = scalar(start_pos, ring.device) + 1
-        if mode == "greedy": nxt = model.greedy_next(tok, start_pos, attn_len=attn_len)  # (through the head's int8 screen)
+        # greedy and temperature draws through the head's int8 screen (head_screen.py), where the model has one
+        if mode == "greedy": nxt = model.greedy_next(tok, start_pos, attn_len=attn_len)
         else:  # the draw depends on (seed, position of the new token), as in LLM.sample
-          logits = model.forward(tok, start_pos, attn_len=attn_len)
           temperature, top_k, top_p, seed = knobs
           key = seed.cat(pos.cast(dtypes.uint32).reshape(1))
-          nxt = sample(logits, temperature, top_k, top_p, key) if mode == "filtered" else sample_temperature(logits, temperature, key)
+          if mode == "filtered": nxt = sample(model.forward(tok, start_pos, attn_len=attn_len), temperature, top_k, top_p, key)
+          else: nxt = model.drawn_next(tok, start_pos, temperature, key, attn_len=attn_len)
         at = Tensor.arange(RING, dtype=dtypes.int32, device=ring.device) == pos % RING
         return ring.assign(at.where(nxt, ring)).realize()
       fn = self._step_jits[(attn_len, mode)] = self._wrap(step)

@@ -15,7 +15,8 @@ Random Llama-1B-shaped weights leave 5-58 candidates of 128,256 (the bound is ~0
 model's top logit stands further apart. Non-finite values fall back to more candidates, never to a wrong token: a row with
 a non-finite weight is always a candidate; a non-finite h makes every row one (NaN comparisons are false).
 
-Only the greedy step uses it (sampling with a temperature needs every logit); `HEAD_SCREEN=0` turns it off.
+The greedy step and the temperature draw (the Gumbel-max argmax of logit / temperature + noise, whose bounds are the logits'
+bounds through the same operations) use it; top-k and top-p need every logit. `HEAD_SCREEN=0` turns it off.
 Measured: bench/README.md (session 38)."""
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ from tinygrad import Tensor, dtypes
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import pairwise_sum, warp_combine
 from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo
-from tinygrad.uop.ops import UOp
+from tinygrad.uop.ops import Ops, UOp
 
 HEAD_SCREEN = ContextVar("HEAD_SCREEN", 1)
 # the bound's margin over the rounding analysis: its own float32 norms err by ~dim * 2^-24 too
 MARGIN = 1.01
+DRAW_ULPS = 2.0 ** -20  # a draw's bounds widened by this much of themselves (16 float32 ulps)
 ROWS = 256  # rows (and threads) a block of screened_rows_kernel
 LANE_SPAN = 256  # a row's elements a warp reads a step: 32 lanes x 8 halves (16 bytes)
 
@@ -59,23 +61,38 @@ class ScreenedHead:
   @property
   def tensors(self) -> list[Tensor]: return [self.q, self.scale, self.slack]
 
-  def candidates(self, h: Tensor) -> tuple[Tensor, Tensor]:
-    """(screened logits (vocab,), candidate flags (vocab,) bool) for h (1, dim) float32."""
+  def candidates(self, h: Tensor, temperature: Tensor | None = None, noise: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(screened logits (vocab,), candidate flags (vocab,) bool) for h (1, dim) float32 (see `logits`)."""
     hf = h.reshape(1, -1).cast(dtypes.float32)
-    approx = ((hf * self.q.cast(dtypes.float32)).sum(1) * self.scale).contiguous()
-    bound = self.slack * hf.square().sum().sqrt()
-    best_floor = (approx - bound).max()
-    return approx, (approx + bound < best_floor).logical_not()  # NaN anywhere: a candidate
+    approx, norm, floor = self._bounds(hf, temperature, noise)
+    return approx, (_drawn(approx + self.slack * norm, temperature, noise, 1) < floor).logical_not()  # NaN anywhere: a candidate
 
-  def logits(self, h: Tensor) -> Tensor:
-    """(1, vocab) float32: the float16 product's logits for the candidate rows, -inf for the others."""
-    hf = h.reshape(1, -1).cast(dtypes.float32).contiguous()
-    vocab, dim = self.w.shape
+  def _bounds(self, hf: Tensor, temperature: Tensor | None, noise: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """The screened logits (vocab,), ||h|| (1,) and the largest lower bound (1,) (of the draw's values, with a temperature)."""
     approx = ((hf * self.q.cast(dtypes.float32)).sum(1) * self.scale).contiguous()
     norm = hf.square().sum().sqrt().reshape(1)
-    floor = (approx - self.slack * norm).max().reshape(1)
-    out = Tensor.empty(vocab, device=h.device).custom_kernel(hf, approx, self.slack, norm, floor, self.w, fxn=screened_rows_kernel(vocab, dim))[0]
+    return approx, norm, _drawn(approx - self.slack * norm, temperature, noise, -1).max().reshape(1)
+
+  def logits(self, h: Tensor, temperature: Tensor | None = None, noise: Tensor | None = None) -> Tensor:
+    """(1, vocab) float32: the float16 product's logits for the candidate rows, -inf for the others. The candidates of
+    argmax(logits) (greedy), or with a temperature (1,) and Gumbel noise (vocab,) those of argmax(logits / temperature + noise)
+    (the temperature draw, sampling.py): each bound goes through the same float operations as the value it bounds, and
+    rounding is monotone, so a bound computed from a bound still bounds the computed value."""
+    hf = h.reshape(1, -1).cast(dtypes.float32).contiguous()
+    vocab, dim = self.w.shape
+    approx, norm, floor = self._bounds(hf, temperature, noise)
+    extra = (temperature, noise) if temperature is not None and noise is not None else ()
+    fxn = screened_rows_kernel(vocab, dim, drawn=bool(extra))
+    out = Tensor.empty(vocab, device=h.device).custom_kernel(hf, approx, self.slack, norm, floor, self.w, *extra, fxn=fxn)[0]
     return out.reshape(1, vocab)
+
+
+def _drawn(x: Tensor, temperature: Tensor | None, noise: Tensor | None, side: int) -> Tensor:
+  """A bound x of a logit as a bound of its draw value, x / temperature + noise, widened by DRAW_ULPS of itself on its `side`
+  (1: upper): the compiler may round the draw's value and its bound along different paths (a fused multiply-add in one kernel)."""
+  if temperature is None or noise is None: return x
+  v = x / temperature + noise
+  return v + side * DRAW_ULPS * v.abs()
 
 
 def kernel_applies(dim: int) -> bool:
@@ -83,16 +100,17 @@ def kernel_applies(dim: int) -> bool:
   return dim % LANE_SPAN == 0
 
 
-def screened_rows_kernel(vocab: int, dim: int) -> Callable[..., UOp]:
-  """fxn for Tensor.custom_kernel(out, h, approx, slack, norm, floor, w): out (vocab,) float32 gets each candidate row's logit
-  h . w[r] (float16 w, float32 sums) and -inf elsewhere. h (1, dim) float32; approx, slack (vocab,) float32 (ScreenedHead);
-  norm, floor (1,) float32: ||h|| and the largest lower bound. A block takes ROWS rows: each thread checks one (its bounds, one
+def screened_rows_kernel(vocab: int, dim: int, drawn: bool = False) -> Callable[..., UOp]:
+  """fxn for Tensor.custom_kernel(out, h, approx, slack, norm, floor, w[, temperature, noise]): out (vocab,) float32 gets each
+  candidate row's logit h . w[r] (float16 w, float32 sums) and -inf elsewhere. h (1, dim) float32; approx, slack (vocab,)
+  float32 (ScreenedHead); norm, floor (1,) float32: ||h|| and the largest lower bound; `drawn`: the bounds are of
+  logit / temperature (1,) + noise (vocab,), a temperature draw's values. A block takes ROWS rows: each thread checks one (its bounds, one
   coalesced load a block), the flags go to shared memory, then each warp walks its 32 rows and computes the flagged ones
   (a loop of as many steps as the flag, 0 or 1: a row that is not a candidate costs a shared-memory read, no global loads)."""
   if not kernel_applies(dim): raise ValueError(f"no screened-rows kernel for rows of {dim}: check kernel_applies() first")
   f32 = dtypes.float32
 
-  def kernel(out: UOp, h: UOp, approx: UOp, slack: UOp, norm: UOp, floor: UOp, w: UOp) -> UOp:
+  def kernel(out: UOp, h: UOp, approx: UOp, slack: UOp, norm: UOp, floor: UOp, w: UOp, *draw: UOp) -> UOp:
     b = UOp.range(-(-vocab // ROWS), 0, AxisType.GLOBAL)
     t = UOp.range(ROWS, 1, AxisType.LOCAL)
     lane, warp = t % 32, t // 32
@@ -100,6 +118,9 @@ def screened_rows_kernel(vocab: int, dim: int) -> Callable[..., UOp]:
     inside = row < vocab
     r = inside.where(row, vocab - 1)  # (rows past the vocabulary: a real row's bounds, then not a candidate)
     hi = approx[r] + slack[r] * norm[0]
+    if drawn:
+      hi = hi / draw[0][0] + draw[1][r]
+      hi = hi + DRAW_ULPS * hi.alu(Ops.MAX, -hi)
     keep = (hi < floor[0]).logical_not() & inside  # NaN bounds: a candidate
     flags = UOp.placeholder(ROWS, dtypes.int32, 0, AddrSpace.LOCAL)
     flagged = flags[t].store(keep.cast(dtypes.int32)).barrier()

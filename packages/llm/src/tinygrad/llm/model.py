@@ -36,7 +36,7 @@ from tinygrad.llm.head_screen import HEAD_SCREEN, ScreenedHead
 from tinygrad.llm.head_screen import kernel_applies as screen_applies
 from tinygrad.llm.prefill_attention import pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
-from tinygrad.llm.sampling import greedy
+from tinygrad.llm.sampling import greedy, gumbel_noise, noisy_argmax, sample_temperature
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
@@ -1060,6 +1060,15 @@ class Transformer:
     model has one (head_screen.py: the same token, about half the output matrix's bytes read)."""
     h = self.hidden(rows, start_pos, -1, attn_len)
     return greedy(self.screen.logits(h) if self.screen is not None and HEAD_SCREEN.value else linear(h, self.output))
+
+  def drawn_next(self, rows: Tensor, start_pos: int | UOp, temperature: Tensor, key: Tensor, attn_len: int | None = None) -> Tensor:
+    """(1,) int32: sampling.sample_temperature of forward()'s logits (temperature (1,), key (2,) uint32), through the output
+    matrix's int8 screen where the model has one."""
+    h = self.hidden(rows, start_pos, -1, attn_len)
+    if self.screen is None or not HEAD_SCREEN.value: return sample_temperature(linear(h, self.output), temperature, key)
+    noise = gumbel_noise(key, self.cfg.vocab_size).contiguous()  # read by the bounds, the screened rows and the draw
+    t = temperature.reshape(1).cast(dtypes.float32)
+    return noisy_argmax(self.screen.logits(h, t, noise) / t.reshape(1, 1), noise)
 
   def forward_all(self, rows: Tensor, start_pos: int | UOp, attn_len: int | None = None) -> Tensor:
     """Logits (B, T, vocab) of every position."""

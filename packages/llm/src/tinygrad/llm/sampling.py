@@ -80,13 +80,22 @@ def sample_temperature(logits: Tensor, temperature: Tensor, key: Tensor) -> Tens
   return _gumbel_argmax(logits.reshape(1, V).cast(dtypes.float32) / temperature.reshape(1, 1), key)
 
 
+def gumbel_noise(key: Tensor, n: int) -> Tensor:
+  """(n,) float32 Gumbel noise, a function of (key, token index)."""
+  return -(-hash_uniform(key, n).log()).log()
+
+
 def _gumbel_argmax(x: Tensor, key: Tensor) -> Tensor:
   """The Gumbel-max draw from (1, V) scaled logits: argmax(x + Gumbel noise), the noise a function of (key, token index)."""
+  return noisy_argmax(x, gumbel_noise(key, x.shape[-1]))
+
+
+def noisy_argmax(x: Tensor, noise: Tensor) -> Tensor:
+  """argmax(x + noise) of (1, V) scaled logits and (V,) noise, as (1,) int32."""
   V = x.shape[-1]
-  gumbel = -(-hash_uniform(key, V).log()).log()
-  if ARGMAX_ONE_PASS.value: return one_pass_argmax(x + gumbel.reshape(1, V))  # each noisy logit computed once, in the one pass
+  if ARGMAX_ONE_PASS.value: return one_pass_argmax(x + noise.reshape(1, V))  # each noisy logit computed once, in the one pass
   # noisy logits stored once: argmax reads them twice (the max, then its index), each pass would hash and take two logs again
-  return (x + gumbel.reshape(1, V)).contiguous().argmax(-1).cast(dtypes.int32)
+  return (x + noise.reshape(1, V)).contiguous().argmax(-1).cast(dtypes.int32)
 
 
 def greedy(logits: Tensor) -> Tensor:
