@@ -132,7 +132,9 @@ _MATH64 = {"exp2": "exp2", "log2": "log2", "sin": "sin", "sqrt": "sqrt", "trunc"
 _HALFS = (dtypes.float16, dtypes.bfloat16)
 _BYTES = {dtypes.int8: "i8", dtypes.uint8: "u8"}  # byte vectors (codegen/vectorize.py: 16 int8 weights in one load)
 _BYTE_LANES = (4, 8, 16)
-BYTE_FLOATS = ContextVar("BYTE_FLOATS", 0)  # 1: int8/uint8 -> float32 by bit moves (render_cast), an A/B switch
+# int8/uint8 -> float32 by bit moves (render_cast), not cvt. On an H100, Llama-1B's decode step with the int8 screen of its
+# output matrix (bench/README.md, session 38): 896.9 against 900.0 us a step, 903.7 against 907.7 with 16-byte lanes
+BYTE_FLOATS = ContextVar("BYTE_FLOATS", 1)
 _WIDE_FLOATS = (8, 16, 32, 64, 128)  # float vectors as structs: wgmma accumulators (m64nN: N/2 floats a thread)
 # tile copies through tensor maps (TMA, sm_90a, DEV=CUDA): each map is a 128-byte kernel parameter the runtime encodes at
 # launch (cuTensorMapEncodeTiled) from this global in the module: the map count, then per map TENSOR_MAP_WORDS numbers

@@ -513,6 +513,7 @@ GROUP_QUANT = ContextVar("GROUP_QUANT", "blocks")  # two reduce loops (blocks, e
 GROUP_TARGET_THREADS = ContextVar("GROUP_TARGET_THREADS", 1 << 17)  # more lanes per output (up to 256) while the threads number fewer: a long row's loads in flight
 GROUP_WIDE = ContextVar("GROUP_WIDE", 1)  # 0: an uneven row always gets 32 lanes (the A/B switch)
 EARLY_FEW_LANES = ContextVar("EARLY_FEW_LANES", 1)  # 0: EARLY_LOADS keeps the lanes a row it would have without
+BYTE_WIDE = ContextVar("BYTE_WIDE", 0)  # 1: a byte matrix's lanes read 16 bytes a load, not 8 (an A/B switch)
 GROUP_NARROW = ContextVar("GROUP_NARROW", 0)  # >0: matrix-vector products of at least this many rows get 16 lanes a row, not 32
 GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
 VECTOR_HEAVY, GROUP_MIN_ROW_GROUPS = 3, 4096
@@ -590,7 +591,9 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
   sizes = {range_size(r) for r in inners}
   if wide_loads and len(sizes) == 1 and all(_unit_stride(ast, r) for r in inners) and (size := sizes.pop()) is not None:
     axes = [r.arg[0] for r in inners]  # a gated MLP's two matrix-vector products: each its own loop, split alike
-    for v, g in ((16, 32), (16, 16), (8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16)):  # (16: bytes)
+    # 16 bytes a lane (BYTE_WIDE=1) for a byte matrix: slower on an H100 (the int8 screen of Llama-1B's output matrix, 907.0 against
+    # 900.0 us a step: 32 accumulators, 68 registers a thread)
+    for v, g in ((16, 32), (16, 16), (8, 32), (8, 16), (4, 32), (4, 16), (2, 32), (2, 16))[0 if BYTE_WIDE.value else 2:]:
       if g == 32 and GROUP_NARROW.value and total >= GROUP_NARROW.value and size % (v * 16) == 0: g = 16  # an A/B switch (GROUP_NARROW)
       if v * itemsize <= 16 and size % (v * g) == 0:
         while g < 256 and total * g < GROUP_TARGET_THREADS.value and size % (v * g * 2) == 0 and size // (v * g * 2) >= 4:

@@ -402,7 +402,7 @@ def fuses_cheaply(device: str) -> bool:
 
 
 def screens(w: QuantWeight) -> bool:
-  """Whether the greedy step screens this output matrix (HEAD_SCREEN): a 2-D float16 one on a GPU, rows the screened-rows kernel
+  """Whether a decode step screens this output matrix (HEAD_SCREEN): a 2-D float16 one on a GPU, rows the screened-rows kernel
   takes. Quantized matrices have as few bytes as the screen already; CPUs were not measured."""
   return (bool(HEAD_SCREEN.value) and len(w.shape) == 2 and w.raw.dtype == dtypes.float16 and screen_applies(w.shape[1])
           and fuses_cheaply(w.raw.device))
@@ -950,7 +950,7 @@ class Transformer:
           and len(ffn.down.shape) == 2 and decode_ffn_applies(*ffn.down.shape)):
         ffn.down_tiles = down_tiles(ffn.down.half()).contiguous()
         tiles.append(ffn.down_tiles)
-    # the greedy step's int8 screen of a float16 output matrix, on GPUs (head_screen.py; 1 byte more a weight)
+    # the decode step's int8 screen of a float16 output matrix, on GPUs (head_screen.py; 1 byte more a weight)
     self.screen = ScreenedHead(self.output.raw.reshape(self.output.shape)) if screens(self.output) else None
     Tensor.realize_all(self.cos, self.sin, *(layer.attn.cache for layer in self.layers), *tiles,
                        *(self.screen.tensors if self.screen is not None else ()))
