@@ -1,7 +1,7 @@
 """The int8 screen of a float16 output matrix (head_screen.py): its bounds hold (every row's screened logit within its slack of
 the exact one), it keeps few rows, the argmax over the kept rows' exact logits is the full product's (ties, a zero vector, NaN
 and infinite values included) and so is the temperature draw's token (on MOCK+NV, where the screened-rows kernel runs as the CUDA
-renderer emits it), and the model builds it only where it pays (a float16 matrix on a GPU, HEAD_SCREEN unset)."""
+renderer emits it), and the model builds it only where it pays and runs (a float16 matrix on a GPU with 32-lane warp shuffles, HEAD_SCREEN unset)."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,7 +104,7 @@ def test_screened_rows_kernel_loads_a_row_only_when_it_is_kept():
 
 @pytest.mark.parametrize("dev,quant,dim,setting,expect", [("NULL:CUDA:sm_90", "F16", 256, 1, True), ("NULL:CUDA:sm_90", "F16", 256, 0, False),
                                                           ("CPU", "F16", 256, 1, False), ("NULL:CUDA:sm_90", "Q8_0", 256, 1, False),
-                                                          ("NULL:CUDA:sm_90", "F16", 128, 1, False)])
+                                                          ("NULL:CUDA:sm_90", "F16", 128, 1, False), ("NULL:HIP:gfx950", "F16", 256, 1, False)])
 def test_the_model_screens_float16_heads_on_gpus(tmp_path, dev, quant, dim, setting, expect):
   from llm_synth import SynthConfig, write_model
   from tinygrad.llm.model import Transformer

@@ -401,11 +401,17 @@ def fuses_cheaply(device: str) -> bool:
   return bool(Device.renderer(device).has_local)
 
 
+def _renderer(device: str) -> Any:
+  from tinygrad import Device
+  return Device.renderer(device)
+
+
 def screens(w: QuantWeight) -> bool:
-  """Whether a decode step screens this output matrix (HEAD_SCREEN): a 2-D float16 one on a GPU, rows the screened-rows kernel
-  takes. Quantized matrices have as few bytes as the screen already; CPUs were not measured."""
+  """Whether a decode step screens this output matrix (HEAD_SCREEN): a 2-D float16 one on a GPU with warp shuffles of 32 lanes
+  or more (the screened-rows kernel's sums), rows that kernel takes. Quantized matrices have as few bytes as the screen already;
+  CPUs were not measured."""
   return (bool(HEAD_SCREEN.value) and len(w.shape) == 2 and w.raw.dtype == dtypes.float16 and screen_applies(w.shape[1])
-          and fuses_cheaply(w.raw.device))
+          and fuses_cheaply(w.raw.device) and _renderer(w.raw.device).shuffle_lanes >= 32)
 
 
 # ---- private helpers built from existing Tensor ops (candidates for core)
