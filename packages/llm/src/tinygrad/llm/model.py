@@ -340,8 +340,8 @@ def uses_tensor_cores(x: Tensor, w: QuantWeight) -> bool:
   return has_half_tensor_cores(x.device)
 
 
-@functools.cache
 def shuffle_lanes(device: str) -> int:
+  """The renderer's warp-shuffle lanes (0: none). Not cached by name: one name (NULL) may stand for several renderers in turn."""
   from tinygrad import Device
   return Device.renderer(device).shuffle_lanes
 
@@ -401,17 +401,12 @@ def fuses_cheaply(device: str) -> bool:
   return bool(Device.renderer(device).has_local)
 
 
-def _renderer(device: str) -> Any:
-  from tinygrad import Device
-  return Device.renderer(device)
-
-
 def screens(w: QuantWeight) -> bool:
   """Whether a decode step screens this output matrix (HEAD_SCREEN): a 2-D float16 one on a GPU with warp shuffles of 32 lanes
   or more (the screened-rows kernel's sums), rows that kernel takes. Quantized matrices have as few bytes as the screen already;
   CPUs were not measured."""
   return (bool(HEAD_SCREEN.value) and len(w.shape) == 2 and w.raw.dtype == dtypes.float16 and screen_applies(w.shape[1])
-          and fuses_cheaply(w.raw.device) and _renderer(w.raw.device).shuffle_lanes >= 32)
+          and fuses_cheaply(w.raw.device) and shuffle_lanes(w.raw.device) >= 32)
 
 
 # ---- private helpers built from existing Tensor ops (candidates for core)
@@ -1065,13 +1060,15 @@ class Transformer:
     """(1,) int32: the argmax of forward()'s logits for one row of tokens, through the int8 screen of the output matrix where the
     model has one (head_screen.py: the same token, about half the output matrix's bytes read)."""
     h = self.hidden(rows, start_pos, -1, attn_len)
-    return greedy(self.screen.logits(h) if self.screen is not None and HEAD_SCREEN.value else linear(h, self.output))
+    return greedy(self.screen.logits(h) if self._screened() else linear(h, self.output))
+
+  def _screened(self) -> bool: return self.screen is not None and bool(HEAD_SCREEN.value)  # (HEAD_SCREEN=0 after load: A/B)
 
   def drawn_next(self, rows: Tensor, start_pos: int | UOp, temperature: Tensor, key: Tensor, attn_len: int | None = None) -> Tensor:
     """(1,) int32: sampling.sample_temperature of forward()'s logits (temperature (1,), key (2,) uint32), through the output
     matrix's int8 screen where the model has one."""
     h = self.hidden(rows, start_pos, -1, attn_len)
-    if self.screen is None or not HEAD_SCREEN.value: return sample_temperature(linear(h, self.output), temperature, key)
+    if not self._screened(): return sample_temperature(linear(h, self.output), temperature, key)
     noise = gumbel_noise(key, self.cfg.vocab_size).contiguous()  # read by the bounds, the screened rows and the draw
     t = temperature.reshape(1).cast(dtypes.float32)
     return noisy_argmax(self.screen.logits(h, t, noise) / t.reshape(1, 1), noise)
