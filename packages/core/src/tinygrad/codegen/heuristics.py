@@ -516,6 +516,7 @@ EARLY_FEW_LANES = ContextVar("EARLY_FEW_LANES", 1)  # 0: EARLY_LOADS keeps the l
 BYTE_WIDE = ContextVar("BYTE_WIDE", 0)  # 1: a byte matrix's lanes read 16 bytes a load, not 8 (an A/B switch)
 GROUP_NARROW = ContextVar("GROUP_NARROW", 0)  # >0: matrix-vector products of at least this many rows get 16 lanes a row, not 32
 GROUP_ROWS = ContextVar("GROUP_ROWS", 1)  # 0: one output per lane group, whatever the vector's weight (see _rows_per_thread)
+GROUP_ROWS_WIDE = ContextVar("GROUP_ROWS_WIDE", 2)  # rows a lane at most where lanes read 16-byte (or byte-matrix 8-byte) loads
 VECTOR_HEAVY, GROUP_MIN_ROW_GROUPS = 3, 4096
 
 
@@ -602,7 +603,7 @@ def _gpu_group_reduce(ast: UOp, outs: list[UOp], reds: list[UOp], wide_loads: bo
               and total * g <= resident_threads: break
           g *= 2
         opts = [o for ax in axes for o in (Opt(OptOps.UNROLL, ax, v), Opt(OptOps.GROUP, ax, g))]
-        if (rows := _rows_per_thread(outs, loads, 2)) and not _valid(ast, rows + opts): rows = []
+        if (rows := _rows_per_thread(outs, loads, GROUP_ROWS_WIDE.value)) and not _valid(ast, rows + opts): rows = []
         # a matrix-vector product's short loop unrolled whole, where the renderer loads streamed inputs before the wait for the
         # kernel before (codegen/early_loads.py): each lane's loads of the matrix, at most `early_loads`, are then outside loops
         left = size // (v * g)
