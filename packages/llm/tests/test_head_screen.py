@@ -61,7 +61,7 @@ def test_screened_argmax_is_the_full_products_on_mock_nv():
     for h in _cases(w):
       logits = sc.logits(Tensor(h)).numpy()[0]
       full = linear(Tensor(h), QuantWeight(wt.reshape(-1), "F16", w.shape))
-      assert greedy(Tensor(logits).reshape(1, -1)).item() == greedy(full).item()
+      assert greedy(Tensor(logits).reshape(1, -1)).item() == greedy(full).item() == sc.next_token(Tensor(h)).item()
       kept = np.isfinite(logits) | np.isnan(logits)
       np.testing.assert_allclose(logits[kept], full.numpy()[0][kept], rtol=1e-6, atol=1e-6)  # the kept rows' exact logits
     assert greedy(sc.logits(Tensor(_cases(w)[1]))).item() == 17
@@ -84,7 +84,44 @@ def test_screened_temperature_draw_is_the_full_draws_on_mock_nv():
       noise = gumbel_noise(key, 300).contiguous()
       got = noisy_argmax(sc.logits(h, t, noise) / t.reshape(1, 1), noise).item()
       assert got == sample_temperature(linear(h, QuantWeight(wt.reshape(-1), "F16", w.shape)), t, key).item()
+      assert sc.next_token(h, t, noise).item() == got  # each block's best row, then the best of the blocks
       assert 1 <= sc.candidates(h, t, noise)[1].numpy().sum() <= 30
+
+
+def test_next_token_orders_infinities_and_nan_as_argmax_does_on_mock_nv():
+  """Rows with infinite weights (always candidates) give infinite or NaN logits: next_token's order keys pick what Tensor.argmax
+  picks over the full product (+inf over finite values, NaN over everything, the first of equals), across the blocks' bests."""
+  pytest.importorskip("tinygrad_backend_nv")
+  w = _matrix(600, 256, seed=5)
+  h = np.abs(np.random.default_rng(6).standard_normal((1, 256))).astype(np.float32)  # positive: an infinite weight's sign decides
+  cases = [{}, {420: np.inf}, {420: np.inf, 300: np.inf}, {300: -np.inf, 420: np.inf}, {100: np.nan, 420: np.inf}]
+  with Context(DEV="MOCK+NV"):
+    for case in cases:
+      wc = w.copy()
+      for r, v in case.items(): wc[r, 3] = v
+      wt = Tensor(wc).realize()
+      sc = ScreenedHead(wt)
+      Tensor.realize_all(*sc.tensors)
+      want = greedy(linear(Tensor(h), QuantWeight(wt.reshape(-1), "F16", wc.shape))).item()
+      assert sc.next_token(Tensor(h)).item() == want, case
+    assert want == 100  # (the NaN row)
+
+
+def test_best_of_blocks_takes_the_largest_key_and_its_first_index():
+  """best_of_blocks_kernel over 1,200 blocks' (key, index) pairs (several a thread): the largest key, ties to the lowest index."""
+  from tinygrad.llm.head_screen import best_of_blocks_kernel
+  pytest.importorskip("tinygrad_backend_nv")
+  n = 1200
+  rng = np.random.default_rng(7)
+  keys = rng.integers(0, 2 ** 31, n, dtype=np.uint32)
+  index = np.arange(n, dtype=np.uint32) * 256 + rng.integers(0, 256, n, dtype=np.uint32)
+  for top in ([5], [700, 40, 1100], [552, 1064, 40], [1199]):  # (40, 552, 1064: one thread's)
+    k = keys.copy()
+    k[top] = 0xFFFFFFF0
+    with Context(DEV="MOCK+NV"):
+      best = Tensor(np.concatenate([k, index]))
+      got = Tensor.empty(1, dtype=dtypes.int32).custom_kernel(best, fxn=best_of_blocks_kernel(n))[0].item()
+    assert got == index[min(top)]
 
 
 def test_screened_rows_kernel_loads_a_row_only_when_it_is_kept():

@@ -36,7 +36,7 @@ from tinygrad.llm.head_screen import HEAD_SCREEN, ScreenedHead
 from tinygrad.llm.head_screen import kernel_applies as screen_applies
 from tinygrad.llm.prefill_attention import pick_tensor_core, prefill_attention_kernel
 from tinygrad.llm.quants import BLOCK_PARTS, BLOCK_SIZES, DEQUANTIZERS, NATIVE_DTYPES, UnsupportedQuantization, dequantize
-from tinygrad.llm.sampling import greedy, gumbel_noise, noisy_argmax, sample_temperature
+from tinygrad.llm.sampling import greedy, gumbel_noise, sample_temperature
 from tinygrad.reuse import KernelReuse
 from tinygrad.uop.ops import UOp
 
@@ -1060,7 +1060,7 @@ class Transformer:
     """(1,) int32: the argmax of forward()'s logits for one row of tokens, through the int8 screen of the output matrix where the
     model has one (head_screen.py: the same token, about half the output matrix's bytes read)."""
     h = self.hidden(rows, start_pos, -1, attn_len)
-    return greedy(self.screen.logits(h) if self._screened() else linear(h, self.output))
+    return self.screen.next_token(h) if self.screen is not None and self._screened() else greedy(linear(h, self.output))
 
   def _screened(self) -> bool: return self.screen is not None and bool(HEAD_SCREEN.value)  # (HEAD_SCREEN=0 after load: A/B)
 
@@ -1071,7 +1071,7 @@ class Transformer:
     if not self._screened(): return sample_temperature(linear(h, self.output), temperature, key)
     noise = gumbel_noise(key, self.cfg.vocab_size).contiguous()  # read by the bounds, the screened rows and the draw
     t = temperature.reshape(1).cast(dtypes.float32)
-    return noisy_argmax(self.screen.logits(h, t, noise) / t.reshape(1, 1), noise)
+    return self.screen.next_token(h, t, noise)
 
   def forward_all(self, rows: Tensor, start_pos: int | UOp, attn_len: int | None = None) -> Tensor:
     """Logits (B, T, vocab) of every position."""
