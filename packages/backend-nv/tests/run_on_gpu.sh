@@ -69,11 +69,11 @@ for stage in $STAGES; do
         note "llama.cpp peer: $(tr -d '\n' < "$LOGDIR/llm_peer_llamacpp.json")"
       fi ;;
     decode)
-      # issue 18's Llama-1B decode step: the defaults against the switches of sessions 33-36 (one process, interleaved), and where
+      # issue 18's Llama-1B decode step: the defaults against the switches of sessions 33-39 (one process, interleaved), and where
       # the step's time goes between its kernels (block timelines)
       echo "=== llm_ab llama1b (DEV=${BENCH_DEV:-CUDA})"
       DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ab.py --synthetic llama1b '{}' '{"EARLY_LOADS":0}' \
-        '{"EARLY_LOADS":0,"STREAM_LOADS":0,"FFN_HALF":0}' '{"MV_BALANCE":0}' '{"ARGMAX_ONE_PASS":1}' --rounds ${AB_ROUNDS:-3} \
+        '{"EARLY_LOADS":0,"STREAM_LOADS":0,"FFN_HALF":0}' '{"MV_BALANCE":0}' '{"HEAD_BEST":0}' '{"HEAD_SCREEN":0}' --rounds ${AB_ROUNDS:-3} \
         > "$LOGDIR/llm_ab_decode.json" 2> "$LOGDIR/llm_ab_decode.log"
       tail -4 "$LOGDIR/llm_ab_decode.log"
       note "llm_ab decode: $(grep -E 'us/step' "$LOGDIR/llm_ab_decode.log" | tr -s ' ' | tr '\n' ';')"
