@@ -62,10 +62,13 @@ def block_size(attn_len: int, head_dim: int) -> int | None:
   return b
 
 
-def pairwise_sum(xs: list[UOp]) -> UOp:
-  """The sum of xs as a balanced tree: log2(n) dependent adds instead of n (the compiler keeps the order it is given)."""
-  while len(xs) > 1: xs = [xs[i] + xs[i + 1] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+def pairwise(xs: list[UOp], combine: Callable[[UOp, UOp], UOp]) -> UOp:
+  """combine of xs as a balanced tree: log2(n) dependent steps instead of n (the compiler keeps the order it is given)."""
+  while len(xs) > 1: xs = [combine(xs[i], xs[i + 1]) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
   return xs[0]
+
+
+def pairwise_sum(xs: list[UOp]) -> UOp: return pairwise(xs, lambda a, b: a + b)
 
 
 def warp_combine(v: UOp, masks: tuple[int, ...], combine: Callable[[UOp, UOp], UOp]) -> UOp:

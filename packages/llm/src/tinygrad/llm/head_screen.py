@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 from tinygrad import Tensor, dtypes
 from tinygrad.helpers import ContextVar
-from tinygrad.llm.decode_attention import block_reduce, pairwise_sum, warp_combine
-from tinygrad.llm.sampling import greedy, noisy_argmax
+from tinygrad.llm.decode_attention import block_reduce, pairwise, pairwise_sum, warp_combine
+from tinygrad.llm.sampling import greedy, noisy_argmax, order_key
 from tinygrad.uop.dsl import AddrSpace, AxisType, KernelInfo
 from tinygrad.uop.ops import Ops, UOp
 
@@ -138,13 +138,6 @@ def blocks(vocab: int) -> int:
   return -(-vocab // ROWS)
 
 
-def order_key(v: UOp) -> UOp:
-  """A float32's order as a uint32's (-0.0 as 0.0, every NaN as one NaN above +inf), as sampling.one_pass_argmax orders them."""
-  v = v.alu(Ops.CMPNE, v).where(math.nan, v.eq(0.0).where(0.0, v))
-  bits = v.bitcast(dtypes.uint32)
-  return (bits < 0x80000000).where(bits | 0x80000000, bits ^ 0xFFFFFFFF)
-
-
 def _larger(a: UOp, b: UOp) -> UOp: return (a < b).where(b, a)
 def _smaller(a: UOp, b: UOp) -> UOp: return (b < a).where(b, a)
 
@@ -182,7 +175,7 @@ def screened_rows_kernel(vocab: int, dim: int, drawn: bool = False, best: bool =
     vals = UOp.placeholder(ROWS, f32, 2, AddrSpace.LOCAL)
     cleared = vals[t].store(-math.inf)  # the block's values where `best`: a row that is not a candidate stays -inf
     mine = [parts[(t + ROWS * i < nb).where(t + ROWS * i, nb - 1)] for i in range(-(-nb // ROWS))]
-    floor = block_reduce(pairwise_max(mine), t, ROWS, 32, 1, lambda a, c: a.maximum(c), cleared)
+    floor = block_reduce(pairwise(mine, UOp.maximum), t, ROWS, 32, 1, UOp.maximum, cleared)
     hi = approx[r] + slack[r] * norm[0]
     if drawn:
       hi = hi / draw[0][0] + draw[1][r]
@@ -212,11 +205,6 @@ def screened_rows_kernel(vocab: int, dim: int, drawn: bool = False, best: bool =
     return UOp.sink(out[b].store(top, head), out[nb + b].store(first, head), arg=KernelInfo("screened_rows_best"))
 
   return kernel
-
-
-def pairwise_max(xs: list[UOp]) -> UOp:
-  while len(xs) > 1: xs = [xs[i].maximum(xs[i + 1]) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
-  return xs[0]
 
 
 THREADS_BEST = 512  # threads of best_of_blocks_kernel

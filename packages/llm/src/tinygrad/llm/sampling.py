@@ -10,6 +10,7 @@ Without top-k or top-p (`sample_temperature`, what the server does by default) t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from tinygrad import Tensor, dtypes
 from tinygrad.helpers import ContextVar
@@ -103,6 +104,14 @@ def greedy(logits: Tensor) -> Tensor:
   return logits.reshape(1, -1).argmax(-1).cast(dtypes.int32)
 
 
+def order_key(x: Any) -> Any:
+  """A float32's order as a uint32's, for a Tensor or a kernel's UOp alike: -0.0 as 0.0, every NaN as one NaN above +inf (one
+  NaN and one zero: their keys then compare as the values do, as Tensor.argmax and numpy order them)."""
+  x = x.ne(x).where(math.nan, x.eq(0.0).where(0.0, x))
+  bits = x.bitcast(dtypes.uint32)
+  return (bits < 0x80000000).where(bits | 0x80000000, bits ^ 0xFFFFFFFF)  # float order as unsigned order
+
+
 def one_pass_argmax(x: Tensor) -> Tensor:
   """Tensor.argmax of a (1, V) or (V,) row of floats as (1,) int32, in one reduction: the largest of 64-bit keys that hold the
   value's order in the high half and the complement of its index in the low half, so a tie goes to the first index. -0.0 counts
@@ -111,10 +120,7 @@ def one_pass_argmax(x: Tensor) -> Tensor:
     raise TypeError(f"one_pass_argmax takes float32 or narrower floats (its keys hold a float32's bits), not {x.dtype.name}: "
                     "use Tensor.argmax")
   V = x.shape[-1]
-  x = x.reshape(1, V).cast(dtypes.float32)
-  x = (x != x).where(math.nan, (x == 0).where(0.0, x))  # one NaN and one zero: their keys then compare as the values do
-  bits = x.bitcast(dtypes.uint32)
-  ordered = (bits >= 0x80000000).where(bits ^ 0xFFFFFFFF, bits | 0x80000000)  # float order as unsigned order
+  ordered = order_key(x.reshape(1, V).cast(dtypes.float32))
   index = Tensor.arange(V, dtype=dtypes.uint32, device=x.device).reshape(1, V)
   best = ((ordered.cast(dtypes.uint64) << 32) | (index ^ 0xFFFFFFFF).cast(dtypes.uint64)).max(-1)
   return ((best & 0xFFFFFFFF).cast(dtypes.uint32) ^ 0xFFFFFFFF).cast(dtypes.int32)
