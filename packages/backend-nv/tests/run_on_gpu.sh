@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # backend-nv on a machine with an NVIDIA GPU, from a source checkout, without uv or installs:
 #   bash packages/backend-nv/tests/run_on_gpu.sh            # everything: GPU tests, core suite on CUDA and CUDA:PTX, benches
-#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, decode, ttft, nvk)
+#   bash packages/backend-nv/tests/run_on_gpu.sh tests core  # only some stages (tests, core, bench, llm, decode, target, ttft, nvk)
+# `target` (not in the default stages): issue 18's Llama-1B decode figure alone, in about two minutes on a warm machine (the
+# default step, bench/llm_ab.py --rounds 3, against the 714 us a step of 1,400 tok/s), then bench/llm_decode.py with pp64/pp512.
 # `decode` (not in the default stages): bench/llm_ab.py's A/B of the Llama-1B decode step's switches (and of its attention at a
 # 2,048-position span) and bench/gpu_timeline.py. DECODE_DEPTH_MODELS (e.g. "hd128 smollm2-1.7b") adds each model's step at a
 # 2,048-position span, 256 positions a block against 128 (each model's file written first: minutes for 1.7B).
@@ -92,6 +94,17 @@ for stage in $STAGES; do
       DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/gpu_timeline.py --synthetic llama1b > "$LOGDIR/gpu_timeline.json" 2> "$LOGDIR/gpu_timeline.log"
       head -9 "$LOGDIR/gpu_timeline.log"
       note "gpu_timeline: $(head -1 "$LOGDIR/gpu_timeline.log"); $(tail -1 "$LOGDIR/gpu_timeline.log")" ;;
+    target)
+      # the one figure issue 18 still asks for, with as little device time as it takes (no A/B, no timeline, no peer)
+      echo "=== llm_ab llama1b, the default step (DEV=${BENCH_DEV:-CUDA})"
+      DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_ab.py --synthetic llama1b '{}' --rounds ${AB_ROUNDS:-3} --tokens 32 \
+        > "$LOGDIR/llm_ab_target.json" 2> "$LOGDIR/llm_ab_target.log"
+      fail_if $?
+      note "llm_ab target: $(grep -E 'us/step' "$LOGDIR/llm_ab_target.log" | tr -s ' ') (issue 18: 714 us a step or less)"
+      DEV=${BENCH_DEV:-CUDA} timeout ${BENCH_TIMEOUT:-600} $PY bench/llm_decode.py --synthetic llama1b --no-peer --tokens 64 --pp 64,512 \
+        > "$LOGDIR/llm_decode_target.json" 2> "$LOGDIR/llm_decode_target.log"
+      fail_if $?
+      note "llm_decode target: $($PY -c "import json, sys; d = json.load(open(sys.argv[1]))['details']['ours']; print({k: d.get(k) for k in ('decode_tok_s', 'decode_t07_tok_s', 'pp_tok_s', 'ttft_s')})" "$LOGDIR/llm_decode_target.json")" ;;
     bench)
       for b in ${BENCHES:-gpu_matmul gpu_elementwise gpu_reduce}; do
         echo "=== bench $b (DEV=${BENCH_DEV:-CUDA})"
