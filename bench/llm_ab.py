@@ -75,10 +75,17 @@ def main() -> None:
   for v, t, k in zip(variants, times, kernels):
     print(f"{json.dumps(v):48s} best {min(t):8.1f} us/step = {1e6 / min(t):8.1f} tok/s  {k} kernels  all {t}", file=sys.stderr)
   print(json.dumps({"benchmark": "llm_ab", "model": os.path.basename(llm.path) if hasattr(llm, "path") else args.synthetic or args.model,
-                    "device": Device.DEFAULT, "temperature": args.temperature, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
+                    "device": Device.DEFAULT, "environment": _settings_from_environment(), "temperature": args.temperature, "position": pos, "attn_len": attn_len, "tokens_equal": all(t == tokens[0] for t in tokens),
                     "variants": [{"settings": v, "us_per_step": t, "best_tok_s": round(1e6 / min(t), 1), "kernels": k,
                                   "first_token_differing": _first_difference(tok, tokens[0])}
                                  for v, t, k, tok in zip(variants, times, kernels, tokens)]}))
+
+
+def _settings_from_environment() -> dict:
+  """The settings the environment gave other values than their defaults: those read while the model loads (DECODE_ATTN_O,
+  DECODE_FFN, ...) apply to every variant, so the JSON says which run they were."""
+  from tinygrad.helpers import ContextVar
+  return {k: v.initial for k, v in sorted(ContextVar._registry.items()) if k != "DEV" and k in os.environ and v.initial != v.default}
 
 
 def _first_difference(a: list[int], b: list[int]) -> int | None:
