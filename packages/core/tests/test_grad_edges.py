@@ -90,3 +90,19 @@ def test_binary_crossentropy_at_zero_and_one():
   _, (gh, _) = grads(lambda a, b: a.binary_crossentropy(b, reduction="sum"), p.astype(np.float16), y.astype(np.float16))
   assert gh.dtype == np.float16 and not np.isnan(gh).any()
   assert Tensor(p, dtype=dtypes.half).binary_crossentropy(Tensor(y, dtype=dtypes.half)).dtype == dtypes.half
+
+
+def test_half_broadcast_gradient_accumulates_in_float32():
+  # the gradient of a broadcast half operand sums the upstream gradient over the broadcast axes in float32 and rounds once,
+  # as the forward sum does (torch); it summed in half, rounding after each addition (3.162109375 here for 3.1604...)
+  g = np.array([1.740234375, 0.199951171875, 0.5, 0.72021484375], dtype=np.float16)
+  exact = np.float16(g.astype(np.float64).sum())
+  x = Tensor([-1.45], dtype=dtypes.half, requires_grad=True)
+  (x + Tensor(np.zeros(4, dtype=np.float16))).backward(Tensor(g))
+  assert x.grad.dtype == dtypes.half and x.grad.numpy()[0] == exact
+  y = Tensor([-1.45], requires_grad=True)  # through a cast to half: the float32 leaf gets the half sum
+  (y.half() + Tensor(np.zeros(4, dtype=np.float16))).float().backward(Tensor(g.astype(np.float32)))
+  assert y.grad.numpy()[0] == np.float32(exact)
+  z = Tensor(np.ones((3, 1), dtype=np.float16), requires_grad=True)  # an expand inside (N, 1) -> (N, 4)
+  (z * Tensor(np.ones((3, 4), dtype=np.float16))).backward(Tensor(np.tile(g, (3, 1))))
+  np.testing.assert_array_equal(z.grad.numpy(), np.full((3, 1), exact, dtype=np.float16))

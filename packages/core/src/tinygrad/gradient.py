@@ -21,9 +21,13 @@ def const_like(u: UOp, value: float) -> UOp:
 
 
 def reduce_to(g: UOp, shape: tuple[int, ...]) -> UOp:
-  """Sum g over the axes where `shape` has size 1 but g does not (the adjoint of expand)."""
+  """Sum g over the axes where `shape` has size 1 but g does not (the adjoint of expand). 8- and 16-bit floats accumulate in
+  float32 and round once, as Tensor.sum does (torch), not after each addition."""
   axes = tuple(i for i, (a, b) in enumerate(zip(g.shape, shape)) if a != b)
-  return UOp(Ops.REDUCE_AXIS, g.dtype, (g,), (Ops.ADD, axes)) if axes else g
+  if not axes: return g
+  if dtypes.is_float(g.dtype) and g.dtype.itemsize < 4:
+    return UOp(Ops.REDUCE_AXIS, dtypes.float32, (g.cast(dtypes.float32),), (Ops.ADD, axes)).cast(g.dtype)
+  return UOp(Ops.REDUCE_AXIS, g.dtype, (g,), (Ops.ADD, axes))
 
 
 def expand_to(g: UOp, shape: tuple[int, ...]) -> UOp: return g if g.shape == shape else UOp(Ops.EXPAND, g.dtype, (g,), shape)
