@@ -253,6 +253,30 @@ def test_requires_grad_constructor_forms():
   assert Tensor.zeros(2).requires_grad_().requires_grad is True
 
 
+def test_constant_filled_parameters_get_gradients_of_their_own():
+  # two Tensor.zeros(3) are one graph node until realized (hash-consing): marked as parameters (requires_grad=True, an
+  # optimizer), each must still get only its own gradient, as in tinygrad and torch. Both got the sum of the two (7s here)
+  x = Tensor([1.0, 2.0, 3.0])
+  b1, b2 = Tensor.zeros(3, requires_grad=True), Tensor.zeros(3, requires_grad=True)
+  ((x + b1) * 2 + (x + b2) * 5).sum().backward()
+  np.testing.assert_array_equal(b1.grad.numpy(), [2.0, 2.0, 2.0])
+  np.testing.assert_array_equal(b2.grad.numpy(), [5.0, 5.0, 5.0])
+  w = Tensor.ones(1, 1).requires_grad_()  # a weight of ones times an input of ones: d/dw is 5 (it was 10)
+  (Tensor.ones(5, 1) @ w).sum().backward()
+  np.testing.assert_array_equal(w.grad.numpy(), [[5.0]])
+  from tinygrad import nn
+  c1, c2 = Tensor.zeros(3), Tensor.zeros(3)  # tinygrad style: plain tensors, marked by the optimizer
+  opt = nn.optim.SGD([c1, c2], lr=1.0)
+  with Tensor.train():
+    opt.zero_grad()
+    ((x + c1) * 2 + (x + c2) * 5).sum().backward()
+    opt.step()
+  np.testing.assert_array_equal(c1.numpy(), [-2.0, -2.0, -2.0])
+  np.testing.assert_array_equal(c2.numpy(), [-5.0, -5.0, -5.0])
+  a = Tensor.arange(3).float().requires_grad_()  # any graph without a buffer (arange, full)
+  assert a.tolist() == [0.0, 1.0, 2.0] and Tensor.full((2,), 1.5, requires_grad=True).tolist() == [1.5, 1.5]
+
+
 def test_backward_sets_grad():
   x = Tensor([1.0, -2.0, 3.0], requires_grad=True)
   w = Tensor([[1.0, 2.0], [0.0, 1.0], [1.0, -1.0]], requires_grad=True)

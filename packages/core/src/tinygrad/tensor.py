@@ -488,8 +488,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       raise InvalidArgumentError(f"shape must be ints >= 0 (or symbolic sizes of bound Variables), got {shape}")
     # a bound Variable (or an int expression of one) fills with its value, in its dtype (tinygrad)
     dt = to_dtype(dtype) if dtype is not None else fill_value.dtype if isinstance(fill_value, UOp) else dtypes.from_py(fill_value)
+    rg = kwargs.pop("requires_grad", None)  # marked on the filled tensor (requires_grad_: a node of its own), not on the scalar
     t = Tensor(fill_value, device=device, dtype=dt, **kwargs)
-    return t.reshape((1,) * len(shape)).expand(shape) if shape else t
+    return (t.reshape((1,) * len(shape)).expand(shape) if shape else t).requires_grad_(rg)
 
   @staticmethod
   def zeros(*shape: int, **kwargs: Any) -> Tensor: return Tensor.full(argfix(*shape), 0.0, **kwargs)
@@ -686,6 +687,11 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs).requires_grad_(rg)
 
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+    if requires_grad and not self.requires_grad and self.uop.op is not Ops.CONTIGUOUS and not has_multi(self.uop) and \
+       not any(u.op is Ops.BUFFER for u in self.uop.toposort()):
+      # a graph without a buffer (Tensor.zeros(3), arange) is one node with every identical one (hash-consing): a parameter
+      # gets a node of its own, or it would share its gradient with them (two zero-initialized biases: the sum of both)
+      self.uop = _unique_contiguous(self.uop)
     self.requires_grad = requires_grad
     return self
 
