@@ -273,6 +273,9 @@ def test_constant_filled_parameters_get_gradients_of_their_own():
     opt.step()
   np.testing.assert_array_equal(c1.numpy(), [-2.0, -2.0, -2.0])
   np.testing.assert_array_equal(c2.numpy(), [-5.0, -5.0, -5.0])
+  s1, s2 = Tensor(0.5, requires_grad=True), Tensor(0.5, requires_grad=True)  # scalar parameters
+  (s1 * 2 + s2 * 5).backward()
+  assert s1.grad.item() == 2.0 and s2.grad.item() == 5.0
   a = Tensor.arange(3).float().requires_grad_()  # any graph without a buffer (arange, full)
   assert a.tolist() == [0.0, 1.0, 2.0] and Tensor.full((2,), 1.5, requires_grad=True).tolist() == [1.5, 1.5]
 

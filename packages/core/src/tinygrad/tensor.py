@@ -149,6 +149,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
+      if requires_grad: self._uop = _unique_contiguous(self._uop)  # a parameter: a node of its own (requires_grad_ says why)
     elif isinstance(data, pathlib.PurePath):  # a file's bytes, as a DISK tensor (tinygrad 0.14: Tensor(pathlib.Path("f")))
       self._uop = Tensor._from_path(data, device, dtype).uop
     elif isinstance(data, (bytes, bytearray, memoryview)):
