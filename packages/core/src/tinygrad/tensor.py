@@ -149,7 +149,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     elif isinstance(data, (bool, int, float)):
       dtypes.check_fits(data, dtype := dtype or dtypes.from_py(data))
       self._uop = UOp.const(dtype, data, (UOp(Ops.DEVICE, arg=dev),))
-      if requires_grad: self._uop = _unique_contiguous(self._uop)  # a parameter: a node of its own (requires_grad_ says why)
+      if requires_grad: self._uop = _parameter_node(self._uop)
     elif isinstance(data, pathlib.PurePath):  # a file's bytes, as a DISK tensor (tinygrad 0.14: Tensor(pathlib.Path("f")))
       self._uop = Tensor._from_path(data, device, dtype).uop
     elif isinstance(data, (bytes, bytearray, memoryview)):
@@ -688,11 +688,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs).requires_grad_(rg)
 
   def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
-    if requires_grad and not self.requires_grad and self.uop.op is not Ops.CONTIGUOUS and not has_multi(self.uop) and \
-       not any(u.op is Ops.BUFFER for u in self.uop.toposort()):
-      # a graph without a buffer (Tensor.zeros(3), arange) is one node with every identical one (hash-consing): a parameter
-      # gets a node of its own, or it would share its gradient with them (two zero-initialized biases: the sum of both)
-      self.uop = _unique_contiguous(self.uop)
+    if requires_grad and not self.requires_grad: self.uop = _parameter_node(self.uop)
     self.requires_grad = requires_grad
     return self
 
@@ -787,6 +783,14 @@ def _threefry2x32(x0: Tensor, x1: Tensor, k0: int, k1: int) -> Tensor:
 
 
 _contiguous_ids = itertools.count()
+
+
+def _parameter_node(u: UOp) -> UOp:
+  """A parameter's graph: a graph without a buffer (Tensor.zeros(3), arange, a scalar) is one node with every identical one
+  (hash-consing), so it gets a node of its own, or it would share its gradient with them (two zero-initialized biases: the
+  sum of both)."""
+  if u.op is Ops.CONTIGUOUS or has_multi(u) or any(x.op is Ops.BUFFER for x in u.toposort()): return u
+  return _unique_contiguous(u)
 
 
 def _unique_contiguous(u: UOp) -> UOp:

@@ -94,7 +94,7 @@ class ScreenedHead:
     argmax(logits) (greedy), or with a temperature (1,) and Gumbel noise (vocab,) those of argmax(logits / temperature + noise)
     (the temperature draw, sampling.py): each bound goes through the same float operations as the value it bounds, and
     rounding is monotone, so a bound computed from a bound still bounds the computed value."""
-    return self._screened_rows(h.reshape(1, -1).cast(dtypes.float32).contiguous(), temperature, noise, best=False).reshape(1, -1)
+    return self._screened_rows(h, temperature, noise, best=False).reshape(1, -1)
 
   def next_token(self, h: Tensor, temperature: Tensor | None = None, noise: Tensor | None = None) -> Tensor:
     """(1,) int32: the token `logits` leads to, in two kernels after the bounds instead of an argmax's passes over every row:
@@ -104,13 +104,13 @@ class ScreenedHead:
     if not HEAD_BEST.value:
       if temperature is None or noise is None: return greedy(self.logits(h))
       return noisy_argmax(self.logits(h, temperature, noise) / temperature.reshape(1, 1), noise)
-    # h is read where the final norm stored it: no copy (a contiguous() here costs a kernel a step)
-    best = self._screened_rows(h.reshape(1, -1).cast(dtypes.float32), temperature, noise, best=True)
+    best = self._screened_rows(h, temperature, noise, best=True)
     return Tensor.empty(1, dtype=dtypes.int32, device=h.device).custom_kernel(best, fxn=best_of_blocks_kernel(blocks(self.w.shape[0])))[0]
 
-  def _screened_rows(self, hf: Tensor, temperature: Tensor | None, noise: Tensor | None, best: bool) -> Tensor:
-    """The bounds of hf (1, dim) float32, then screened_rows_kernel: the screened logits (vocab,), or with `best` each block's
-    best row (2 * blocks,)."""
+  def _screened_rows(self, h: Tensor, temperature: Tensor | None, noise: Tensor | None, best: bool) -> Tensor:
+    """The bounds, then screened_rows_kernel: the screened logits (vocab,), or with `best` each block's best row (2 * blocks,).
+    h is read where the kernel before stored it (the model's final norm): a contiguous() copy would cost a kernel a step."""
+    hf = h.reshape(1, -1).cast(dtypes.float32)
     vocab, dim = self.w.shape
     approx, norm, parts = self._bounds(hf, temperature, noise)
     extra = (temperature, noise) if temperature is not None and noise is not None else ()
