@@ -51,3 +51,20 @@ def report(name, t1, t2, step, args, c, n=10, train=True, chk=lambda r: r.item()
     for _ in range(n): r = step(*args)
     chk(r); t3 = (time.perf_counter() - st) / n
   print(f"{name} first {t1:.2f}s capture {t2:.2f}s step {t3*1e3:.2f}ms chk {c:.4f}")
+
+
+# value checks against numpy for the programs from round 4 on: chk() records each mismatch, finish() prints and asserts
+bad: list = []
+def chk(name, t, ref, tol=1e-5, exact=False):
+  ref = np.asarray(ref)
+  got = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
+  ok = got.shape == ref.shape and (np.array_equal(got, ref) if exact else np.allclose(got, ref, atol=tol, rtol=tol, equal_nan=True))
+  if not ok: bad.append(name); print(f"MISMATCH {name}: got {got.ravel()[:6]} {got.dtype} {got.shape}, numpy {ref.ravel()[:6]} {ref.dtype} {ref.shape}")
+  return got
+def finish(nchecks_note=""):
+  print(f"mismatches {bad} {nchecks_note}".rstrip())
+  assert not bad, bad
+def peer():
+  """True under tinygrad 0.14 (the installed wheel), False in this package (the workspace's packages/core)."""
+  import tinygrad
+  return "site-packages" in (tinygrad.__file__ or "")
