@@ -106,3 +106,33 @@ def test_half_broadcast_gradient_accumulates_in_float32():
   z = Tensor(np.ones((3, 1), dtype=np.float16), requires_grad=True)  # an expand inside (N, 1) -> (N, 4)
   (z * Tensor(np.ones((3, 4), dtype=np.float16))).backward(Tensor(np.tile(g, (3, 1))))
   np.testing.assert_array_equal(z.grad.numpy(), np.full((3, 1), exact, dtype=np.float16))
+
+
+def test_backward_reaches_tensors_realized_after_the_graph_was_built():
+  # a loss built from lazy tensors that are realized before backward() (directly, or as a side effect of realizing another
+  # gradient) still gives them their gradients, as in tinygrad 0.14; they lost them (.grad None) once they held a buffer
+  x_np = np.array([[1.0, 2.0, 3.0]], np.float32)
+  x = Tensor(x_np)
+  for make in (lambda: Tensor.ones(3).contiguous(), lambda: Tensor([1.0, 1.0, 1.0]) * 2, lambda: Tensor.randn(3) * 1):
+    w, f = Tensor([[0.1, 0.2, 0.3]]), make()
+    loss = ((x * f) @ w.T).sum()
+    f.realize()
+    loss.backward()
+    assert f.grad is not None
+    np.testing.assert_allclose(f.grad.numpy(), x_np[0] * [0.1, 0.2, 0.3], rtol=1e-6)
+  w, f = Tensor([[0.1, 0.2, 0.3]]), Tensor.ones(3).contiguous()
+  loss = ((x * f) @ w.T).sum()
+  loss.gradient(w)[0].realize()  # realizes f on the way
+  loss.backward()
+  np.testing.assert_allclose(f.grad.numpy(), x_np[0] * [0.1, 0.2, 0.3], rtol=1e-6)
+
+
+def test_backward_of_an_assign_realized_after_the_graph_was_built():
+  # the gradient belongs to the assigned value (what a holds), not to the old value the assign read (that gave 2x)
+  a = Tensor([1.0, 2.0, 3.0]).contiguous().realize()
+  a.assign(a * 2)
+  x = Tensor([1.0, 2.0, 3.0])
+  loss = (a * x).sum()
+  a.realize()
+  loss.backward()
+  np.testing.assert_array_equal(a.grad.numpy(), [1.0, 2.0, 3.0])

@@ -41,6 +41,10 @@ from tinygrad.uop.ops import Ops, UOp
 from tinygrad.uop.symbolic import sint_le, sint_simplify, sint_val
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# what a realized tensor's node became (its buffer view), for as long as a lazy graph still holds the node: backward() of a
+# graph built before the tensor was realized gives that node's gradient to the tensor (tinygrad 0.14 substitutes the buffer
+# into every live graph instead)
+_became: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
 def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
@@ -198,11 +202,11 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     mark_applied(becomes)
     key = lowered_key()
     for t, root in zip(owners, roots):
-      if (done := realized(root, becomes, key)) is not None: t._uop = done
+      if (done := realized(root, becomes, key)) is not None: _became[t._uop], t._uop = done, done
     # every live tensor that was one of the realized nodes now is a view of its buffer(s). (Nodes are not
-    # remembered beyond this: after an assign the same graph would read new values.)
+    # remembered beyond this, but for backward() in _became: after an assign the same graph would read new values.)
     for t in list(_all_tensors):
-      if (done := realized(t._uop, becomes, key)) is not None: t._uop = done
+      if (done := realized(t._uop, becomes, key)) is not None and done is not t._uop: _became[t._uop], t._uop = done, done
 
   @staticmethod
   def schedule_linear(*tensors: Tensor) -> UOp:
@@ -749,12 +753,20 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     the program uses are computed."""
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"only float tensors have gradients: backward() of a {self.dtype!r} tensor")
     in_graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
-    params = [t for t in list(_all_tensors) if t.requires_grad is not False and dtypes.is_float(t.dtype) and t.uop in in_graph]
+    # nodes of the graph realized since it was built: the tensors now holding their buffers take their gradients (for an
+    # assign, that of the assigned value, not of the buffer's old value that the assign read)
+    became: dict[UOp, list[UOp]] = {}
+    for node in in_graph:
+      if (view := _became.get(node)) is not None: became.setdefault(view, []).append(node)
+    params = [t for t in list(_all_tensors) if t.requires_grad is not False and dtypes.is_float(t.dtype) and (t.uop in in_graph or t.uop in became)]
     if not params: raise RuntimeError("backward() found no float tensor in the graph without requires_grad=False")
     seen: dict[UOp, Tensor] = {}
     for t in params: seen.setdefault(t.uop, t)
-    grads = self.gradient(*seen.values(), gradient=gradient)
-    for uop, g in zip(seen, grads):
+    targets = [(u, n) for u in seen for n in became.get(u, [u])]
+    grads = self.gradient(*(seen[u] if n is u else Tensor(n, device=seen[u].device) for u, n in targets), gradient=gradient)
+    summed: dict[UOp, Tensor] = {}
+    for (u, _), g in zip(targets, grads): summed[u] = g if u not in summed else summed[u] + g
+    for uop, g in summed.items():
       for t in params:
         if t.uop is not uop: continue
         # a second backward adds into the same .grad tensor (torch, tinygrad: `g = x.grad` sees the sum)
