@@ -137,3 +137,32 @@ def test_a_row_kernels_broadcast_reduction_is_not_stored():
   # it once a row (schedule/rows.py): still one kernel
   x = Tensor.rand(16, 64).realize()
   assert len((x.exp() + 1).log().softmax(-1).schedule()) == 1
+
+
+def _rk4_oscillators(steps: int) -> tuple[Tensor, np.ndarray]:
+  """RK4 on a (B, 2) state whose derivative is a concatenation of slices of it: each stage reads the one before at two
+  positions (y[:, :1], y[:, 1:]), so inlined stages multiply."""
+  w_np = np.linspace(1, 3, 8, dtype=np.float32).reshape(8, 1)
+  w = Tensor(w_np)
+  def f(y): return Tensor.cat(y[:, 1:], -w * w * y[:, :1], dim=1)
+  def f_np(y): return np.concatenate([y[:, 1:], -w_np * w_np * y[:, :1]], 1)
+  y, y_np = Tensor.ones(8, 2).contiguous().realize(), np.ones((8, 2), np.float64)
+  for _ in range(steps):
+    k1 = f(y); k2 = f(y + 0.005 * k1); k3 = f(y + 0.005 * k2); k4 = f(y + 0.01 * k3)
+    y = y + 0.01 / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    k1n = f_np(y_np); k2n = f_np(y_np + 0.005 * k1n); k3n = f_np(y_np + 0.005 * k2n); k4n = f_np(y_np + 0.01 * k3n)
+    y_np = y_np + 0.01 / 6 * (k1n + 2 * k2n + 2 * k3n + k4n)
+  return y, y_np
+
+
+def test_a_value_read_at_several_positions_in_one_kernel_is_stored():
+  # inlined, 3 RK4 steps are one kernel of a few thousand ALU ops (index pushing copies each stage for each position it is
+  # read at: 2 steps took 9 s to schedule, 3 minutes); stored where positions x ops pass VIEW_RECOMPUTE_MAX
+  y, ref = _rk4_oscillators(3)
+  sched = y.schedule()
+  assert max(alu_ops(si) for si in sched) < 400, [alu_ops(si) for si in sched]
+  assert len(sched) <= 8, len(sched)
+  np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-6)
+  y1, ref1 = _rk4_oscillators(1)
+  with Context(VIEW_RECOMPUTE_MAX=0): assert len(y1.schedule()) == 1  # one step alone is still one kernel when not limited
+  np.testing.assert_allclose(y1.numpy(), ref1, rtol=1e-5, atol=1e-6)

@@ -26,6 +26,13 @@ RECOMPUTE_MAX_OPS = ContextVar("RECOMPUTE_MAX_OPS", 48)
 BROADCAST_MAX_OPS = ContextVar("BROADCAST_MAX_OPS", 24)
 BROADCAST_MIN_COPIES = 16
 
+# an elementwise value that one kernel reads at several positions (through shrinks, pads, flips: a concatenation of slices of
+# the value before, as an ODE solver's stages build it) is computed once for each, and index pushing gives each its own copy
+# of everything it inlines: a chain of such steps grows exponentially (two RK4 steps on a (B, 2) state by cat of slices: 9 s
+# to compile, three: minutes). Such a value gets a buffer where the positions it is read at times its ALU ops (counted up to
+# RECOMPUTE_MAX_OPS + 1) pass this; 0: never. (tinygrad 0.14 stores every value its readers index differently.)
+VIEW_RECOMPUTE_MAX = ContextVar("VIEW_RECOMPUTE_MAX", 256)
+
 _MANY = UOp(Ops.NOOP)  # stands for "more than one kernel"
 _VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.PAD, Ops.FLIP)
 
@@ -43,6 +50,41 @@ def broadcast_copies(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize:
       elif user.op in _VIEWS: c = max(c, copies.get(user, 1))
     copies[n] = c
   return copies
+
+
+def read_at_many_positions(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], limit: int, most: int) -> set[UOp]:
+  """The elementwise values that a kernel reads at so many positions that computing each again costs more than `most` ALU ops
+  (VIEW_RECOMPUTE_MAX). A node's positions are, roughly, the most of its elementwise users' (which read it where they are
+  read) plus those of each view reading it. Decided from the kernel's output down, so a value stored shortens what its
+  sources are read at; the ops a value inlines are counted up to the buffers it reads (at most limit + 1)."""
+  ops: dict[UOp, frozenset[UOp] | None] = {}
+  widest: dict[UOp, int] = {}
+  empty: frozenset[UOp] = frozenset()
+  for n in nodes:
+    if n in realize or n.op in (Ops.BUFFER, Ops.SINK, Ops.IOTA) or not n.src:
+      ops[n], widest[n] = empty, _elements(n) if n.shape is not None else 0
+      continue
+    widest[n] = max((widest.get(s, 0) for s in n.src), default=0)
+    if n.op is Ops.PAD and _elements(n.src[0]): widest[n] = widest[n] * _elements(n) // _elements(n.src[0])
+    srcs = [ops.get(s, empty) for s in n.src]
+    inlined = None if any(so is None for so in srcs) else frozenset().union(*(so for so in srcs if so is not None))
+    if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
+    ops[n] = None if inlined is None or len(inlined) > limit else inlined
+  stored: set[UOp] = set()
+  pos: dict[UOp, int] = {}
+  for n in reversed(nodes):
+    if n in realize:
+      pos[n] = 1
+      continue
+    same, moved = 0, 0
+    for user in dict.fromkeys(consumers[n]):
+      p = 1 if user in realize or user in stored else pos.get(user, 1)
+      if user.op in _VIEWS or user.op is Ops.EXPAND: moved += p
+      else: same = max(same, p)
+    pos[n] = max(1, same + moved)
+    cost = limit + 1 if (o := ops.get(n)) is None else len(o)
+    if n.op in GroupOp.ALU and pos[n] > 1 and pos[n] * cost > most and _storable(n, widest[n]): stored.add(n)
+  return stored
 
 
 def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> dict[UOp, UOp]:
@@ -79,6 +121,8 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
   every `limit` ops (each stored value shortens what comes after it)."""
   limit = RECOMPUTE_MAX_OPS.value if limit is None else limit
   if limit <= 0: return set()
+  moved = read_at_many_positions(nodes, consumers, realize, limit, most) if (most := VIEW_RECOMPUTE_MAX.value) > 0 else set()
+  realize = realize | moved
   kernel_of = kernels_reading(nodes, consumers, realize)
   copies = broadcast_copies(nodes, consumers, realize) if (bmax := BROADCAST_MAX_OPS.value) > 0 else {}
   ops: dict[UOp, frozenset[UOp] | None] = {}  # the ALU nodes a node inlines (None: more than `limit`)
@@ -110,7 +154,7 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
         not _flows_into_one_value(n, consumers, realize, widest[n]):
       chosen.add(n)
       ops[n], widest[n], reduces[n] = empty, _elements(n), False
-  return chosen
+  return chosen | moved
 
 
 def _storable(n: UOp, widest: int) -> bool:
