@@ -407,6 +407,13 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
         raise InvalidArgumentError(f"can't assign into this {self.shape} view of another tensor's buffer: a strided (x[::2]), "
                                    "expanded or padded view has no buffer element per element of its own. Assign into the base "
                                    "tensor (x[i, ::2] = v is fine), or make a copy with .contiguous() first")
+      if not has_multi(self.uop):
+        # a target with no buffer yet (a lazy gradient clipped in place): x becomes a buffer of its own when realized, in one
+        # schedule with the rest, as tinygrad's lazy store does. (Realizing the target first ran its graph alone: clipping
+        # each parameter's gradient so ran the backward pass once per parameter, 1645 kernels a step for 250.) Lazy readers
+        # of the old value keep reading it, as they did
+        self.uop = _unique_contiguous(x.uop)
+        return self
       self.realize()
     if not is_writable_view(self.uop):  # e.g. an expanded or padded view: there is no buffer slot per element
       self.uop = x.uop
