@@ -1164,6 +1164,13 @@ def _bounds_tie(case: dict[str, Any]) -> bool:
 def _has(case: dict[str, Any], i: int, *points: float) -> bool: return any(v in points for v in input_values(case["inputs"][i]))
 
 
+def _at_bound(case: dict[str, Any]) -> bool:
+  """clip's x equals one of its bounds somewhere (the number bounds of clip / clip_lo, or values of the tensor bounds)."""
+  if case["op"] == "clip": return _has(case, 0, -1.0, 0.5)
+  if case["op"] == "clip_lo": return _has(case, 0, 0.0)
+  return bool(set(input_values(case["inputs"][0])) & (set(input_values(case["inputs"][1])) | set(input_values(case["inputs"][2]))))
+
+
 # Deliberate differences (docs/differences.md, Semantics): (reason, predicate on the case, the verdict and its text)
 KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
   ("tied maxima of max_pool2d/cummax/cummin share the gradient evenly (tinygrad 0.14, as max()); torch gives it to one",
@@ -1174,6 +1181,8 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
    lambda c, v, w: v == "tinygrad-like" and c["op"] == "scatter_reduce" and "include_self=False" in c["tg"] and "'am" in c["tg"]),
   ("clip with tensor bounds where x < min == max: min gets the gradient (tinygrad 0.14); torch gives it to none of the three",
    lambda c, v, w: c["op"] == "clip_tensor" and w.startswith("grad x1") and _bounds_tie(c)),
+  ("clip at a bound (x == min or x == max): x gets the whole gradient (tinygrad 0.14); torch 2.13 gives it none (number bounds) "
+   "or half (tensor bounds)", lambda c, v, w: c["op"] in ("clip", "clip_lo", "clip_tensor") and w.startswith("grad x0") and _at_bound(c)),
   ("x ** -0.5 is rsqrt: -inf at -0.0 (docs above), so the gradient there has the other sign than torch's pow",
    lambda c, v, w: c["op"] == "pow_scalar" and "** -0.5" in c["tg"] and _has(c, 0, -0.0) and any(
      isinstance(x, float) and x == 0 and math.copysign(1, x) < 0 for x in input_values(c["inputs"][0]))),
