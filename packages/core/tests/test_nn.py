@@ -211,6 +211,18 @@ def test_conv_transpose_is_adjoint_of_conv():
   assert lhs == pytest.approx(rhs, rel=1e-4, abs=1e-5)
 
 
+
+def test_conv_transpose_with_an_empty_output_is_empty_and_its_gradients_zero():
+  # torch: an output size of 0 gives an empty tensor, and zeros as the inputs' gradients (a negative size still raises)
+  x, w, b = Tensor(rnd(2, 2, 2, 3), requires_grad=True), Tensor(rnd(2, 2, 1, 2, seed=1), requires_grad=True), Tensor(rnd(2, seed=2), requires_grad=True)
+  y = x.conv_transpose2d(w, b, dilation=2, padding=(1, 0))
+  assert y.shape == (2, 2, 0, 5) and y.numpy().shape == (2, 2, 0, 5)
+  y.sum().backward()
+  for t in (x, w, b): np.testing.assert_array_equal(t.grad.numpy(), np.zeros(t.shape, np.float32))
+  assert Tensor(rnd(2, 2, 4, 6)).conv_transpose2d(Tensor(rnd(2, 2, 1, 3)), groups=2, padding=2).shape == (2, 4, 0, 4)
+  with pytest.raises(ValueError): Tensor.ones(1, 1, 1, 1).conv_transpose2d(Tensor.ones(1, 1, 1, 1), padding=1)
+
+
 # ---- pooling
 @pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 1, 0), (3, 2, 1), (2, 1, 1)])
 def test_max_pool_matches_numpy(k, s, p):
