@@ -202,7 +202,7 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     mark_applied(becomes)
     key = lowered_key()
     for t, root in zip(owners, roots):
-      if (done := realized(root, becomes, key)) is not None: _became[t._uop], t._uop = done, done
+      if (done := realized(root, becomes, key)) is not None and done is not t._uop: _became[t._uop], t._uop = done, done
     # every live tensor that was one of the realized nodes now is a view of its buffer(s). (Nodes are not
     # remembered beyond this, but for backward() in _became: after an assign the same graph would read new values.)
     for t in list(_all_tensors):

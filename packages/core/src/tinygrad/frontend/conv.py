@@ -322,7 +322,7 @@ class ConvMixin(ReduceMixin):
     x = self
     pairs_in = _pad_pairs(padding, nd)
     out_ = [(i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, s, (pb, pa), d, k, op in zip(self.shape[2:], s_, pairs_in, d_, k_, op_)]
-    if 0 in out_ and min(out_) == 0:  # an empty output (torch returns it), still in the graph: its inputs' gradients are zeros
+    if min(out_) == 0:  # an empty output (torch returns it), still in the graph: its inputs' gradients are zeros
       tied = self.sum() * 0 + weight.sum() * 0 + (bias.sum() * 0 if bias is not None else 0)
       return tied.reshape(*[1] * self.ndim).expand(self.shape[0], groups * rcout, *out_)
     if any(s > 1 for s in s_) and all(d == 1 for d in d_) and _phases_pay(self.shape, weight.shape, s_):
