@@ -31,16 +31,39 @@ def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.
   (4, 2, 128, 256, 150, True, np.float16),   # heads of 128: two threads a position, each half of its key
 ])
 def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, warp):
-  """The partials in combine_split's layout: the Tensor-op combine and the combining kernel both give numpy's rows."""
+  """The partials in combine_split's layout (GQA_ONE_BLOCK=0: parts even where one block would hold the span): the Tensor-op
+  combine and the combining kernel both give numpy's rows."""
   qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen, cache_dtype)
-  S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
+  with Context(GQA_ONE_BLOCK=0):
+    S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
+    kernel = gqa_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
+  assert S > 1
   args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask)]
-  parts = Tensor.empty(n_heads * S * (head_dim + 2), device="PYTHON").custom_kernel(*args, fxn=gqa_attention_kernel(
-    n_heads, n_kv_heads, head_dim, attn_len, neox, warp))[0].realize()
+  parts = Tensor.empty(n_heads * S * (head_dim + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)[0].realize()
   want = reference(qkv, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   combined = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(parts, fxn=combine_kernel(n_heads, head_dim, S))[0]
   for got in (combine_split(parts, n_heads, head_dim).numpy(), combined.numpy()):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
+@pytest.mark.parametrize("n_heads,n_kv_heads,head_dim,attn_len,seen,neox", [
+  (4, 2, 64, 256, 200, False),  # Llama-1B's grouping
+  (6, 2, 64, 128, 1, True),     # only the first position
+  (4, 2, 128, 256, 256, True),  # heads of 128: 512 threads, two a position
+  (2, 2, 64, 512, 300, False),  # a group of one, 512 threads
+])
+def test_one_block_a_kv_head_writes_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, warp):
+  """A span of at most GQA_ONE_BLOCK positions is one part: a block a kv head, and the kernel writes the heads' rows (no
+  partials, no combining kernel)."""
+  qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen)
+  with Context(GQA_ONE_BLOCK=512):
+    assert gqa_parts(attn_len, n_heads, n_kv_heads, head_dim) == 1
+    kernel = gqa_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
+  args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask)]
+  got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*args, fxn=kernel)[0].numpy()
+  want = reference(qkv, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("positions,value_dims", [(256, 4), (128, 1), (128, 8)])
@@ -59,34 +82,42 @@ def test_other_block_shapes_give_the_same_rows(positions, value_dims, n_heads, n
   (4, 2, 128, 256, 200, False, True),  # heads of 128: both threads of the token's position use its key
 ])
 @pytest.mark.parametrize("hoist", [1, 0], ids=["hoisted", "where_used"])
-def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, attn_len, seen, neox, grid_wait, hoist):
+@pytest.mark.parametrize("one_block", [0, 512], ids=["parts", "one_block"])
+def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, attn_len, seen, neox, grid_wait, hoist, one_block):
   """new_kv: the block whose part holds the token's position (the last the mask shows) scores and weighs the token's own key
   (rotated) and value, as the cache will hold them, and stores them there; the rest of the cache is unchanged. The same with
-  the mask's and the value's late loads before the first barrier (GQA_HOIST=1) or where they are used."""
+  the mask's and the value's late loads before the first barrier (GQA_HOIST=1) or where they are used, and with the span in
+  parts or one block a kv head (GQA_ONE_BLOCK)."""
   qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
-  S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
-  with Context(GQA_HOIST=hoist):
+  with Context(GQA_HOIST=hoist, GQA_ONE_BLOCK=one_block):
+    S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
     kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
+  assert (S == 1) == bool(one_block)
   args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask, qkv)]
-  outs = Tensor.empty(n_heads * S * (D + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)
+  outs = Tensor.empty(n_heads * D if S == 1 else n_heads * S * (D + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)
   want_cache = cache.copy()
   want_cache[0, :, seen - 1] = rope(qkv[n_heads * D:(n_heads + n_kv_heads) * D].reshape(n_kv_heads, D), cos, sin, neox)
   want_cache[1, :, seen - 1] = qkv[(n_heads + n_kv_heads) * D:].reshape(n_kv_heads, D)
   np.testing.assert_array_equal(outs[2].numpy(), want_cache)
-  got = combine_split(outs[0], n_heads, D).numpy()
+  got = outs[0].numpy() if S == 1 else combine_split(outs[0], n_heads, D).numpy()
   want = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, D, neox)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_gqa_parts_says_where_the_kernel_applies():
-  assert gqa_parts(1024, 32, 8, 64) == 8 and gqa_parts(256, 9, 3, 64) == 2
-  assert gqa_parts(2048, 32, 8, 64) == 8 and gqa_parts(8192, 32, 8, 64) == 32  # 256 positions a block from 2,048 on
-  assert gqa_parts(2048, 16, 8, 128) == 16  # ... where a position is one thread
-  with Context(GQA_BLOCK_POSITIONS=128): assert gqa_parts(2048, 32, 8, 64) == 16
-  assert gqa_parts(128, 32, 8, 64) == 0  # one part: the one-block-a-head kernel
-  assert gqa_parts(1024, 32, 8, 128) == 8  # heads of 128: 256 threads a block, two a position
+  with Context(GQA_ONE_BLOCK=0):
+    assert gqa_parts(1024, 32, 8, 64) == 8 and gqa_parts(256, 9, 3, 64) == 2 and gqa_parts(128, 32, 8, 64) == 1
+    assert gqa_parts(2048, 32, 8, 64) == 8 and gqa_parts(8192, 32, 8, 64) == 32  # 256 positions a block from 2,048 on
+    assert gqa_parts(2048, 16, 8, 128) == 16  # ... where a position is one thread
+    with Context(GQA_BLOCK_POSITIONS=128): assert gqa_parts(2048, 32, 8, 64) == 16
+    assert gqa_parts(1024, 32, 8, 128) == 8  # heads of 128: 256 threads a block, two a position
+  with Context(GQA_ONE_BLOCK=512):  # the whole span a block up to 512 positions (1,024 threads at most)
+    assert gqa_parts(256, 32, 8, 64) == 1 and gqa_parts(512, 32, 8, 64) == 1 and gqa_parts(1024, 32, 8, 64) == 8
+    assert gqa_parts(512, 16, 8, 128) == 1 and gqa_parts(192, 32, 8, 64) == 1
+    with Context(GQA_BLOCK_POSITIONS=128): assert gqa_parts(256, 32, 8, 64) == 2
   assert gqa_parts(384 + 64, 32, 8, 64) == 0 and gqa_parts(1024, 32, 8, 96) == 0 and gqa_parts(1024, 9, 2, 64) == 0
-  with pytest.raises(ValueError, match="gqa_parts"): gqa_attention_kernel(32, 8, 64, 128, False)
+  assert gqa_parts(100, 32, 8, 64) == 0  # not a whole number of warps
+  with pytest.raises(ValueError, match="gqa_parts"): gqa_attention_kernel(32, 8, 64, 100, False)
 
 
 def _captured(path: str, gqa: int, start: int, **settings) -> list[tuple[str, str]]:
@@ -101,7 +132,7 @@ def _captured(path: str, gqa: int, start: int, **settings) -> list[tuple[str, st
   return [(ei.runner.spec.name.rsplit("_", 1)[0], ei.runner.spec.src) for ei, _ in cap.items if ei.runner is not None]
 
 
-def _kernels(path: str, gqa: int, start: int) -> list[str]: return [name for name, _ in _captured(path, gqa, start)]
+def _kernels(path: str, gqa: int, start: int, **settings) -> list[str]: return [name for name, _ in _captured(path, gqa, start, **settings)]
 
 
 def test_its_blocks_ask_for_an_sm_each_while_the_grid_fits_the_gpu(tmp_path):
@@ -145,6 +176,10 @@ def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
   on, short, off = _kernels(path, 256, 600), _kernels(path, 256, 3), _kernels(path, 0, 600)
   assert on.count("decode_attention_gqa_kv") == 2 and on.count("decode_attention_combine") == 2 and len(on) < len(off)
   assert short.count("decode_attention_kv") == 2 and not any("gqa" in n for n in short + off)
+  # a 256-position span: one block a kv head (GQA_ONE_BLOCK), no combining kernel; in two parts, one
+  one, two = _kernels(path, 256, 200, GQA_ONE_BLOCK=256), _kernels(path, 256, 200, GQA_ONE_BLOCK=0)
+  assert one.count("decode_attention_gqa_kv") == 2 and "decode_attention_combine" not in one
+  assert two.count("decode_attention_combine") == 2 and len(two) == len(one) + 2
 
 
 def test_decode_at_depth_matches_the_reference(tmp_path):

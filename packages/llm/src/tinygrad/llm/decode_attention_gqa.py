@@ -15,7 +15,9 @@ key and value of its part once and uses it for all G heads:
   4. thread t, for VALUE_DIMS (4) neighbouring dimensions, the G weighted sums over every (4 B / D)-th position of the part (the 4
      values one load, before the first barrier), the 4 B / D threads of a dimension added through shared memory;
   5. per (head, part) the unnormalized weighted values, the max and the sum: decode_attention.combine_split's partials, which
-     `combine_kernel` turns into the heads' rows (one small kernel, a block a head).
+     `combine_kernel` turns into the heads' rows (one small kernel, a block a head). A span of at most GQA_ONE_BLOCK positions
+     is one part, a block a kv head, which writes the heads' rows itself (the weighted values divided by the sum): no partials
+     and no combining kernel, a launch fewer a layer.
 Where q/k/v are one buffer (`new_kv`) the kernel also writes the token's key and value into the cache, as decode_attention's
 one-block-a-head kernel does, and loads the cache before the grid wait. Measured on an H100 (bench/README.md, session 35; model
 DECODE_GQA, from 256 positions by default): Llama-1B's step at a 2,048-position span 1,443 -> 1,053 us, at 8,192 3,944 -> 1,275;
@@ -39,6 +41,9 @@ from tinygrad.uop.ops import Ops, UOp
 POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 0)
 LONG_SPAN = 2048  # from this span on, block_positions gives a block of heads of at most KEY_SLICE dims 256 positions
 KEY_SLICE = 64
+# spans up to this many positions are one block a kv head: the kernel writes the heads' rows, normalized, and no combining kernel
+# runs after it (0, the default until measured on a GPU: parts of block_positions)
+ONE_BLOCK = ContextVar("GQA_ONE_BLOCK", 0)
 # a thread's value dimensions in the weighted sums: one 8-byte load of float16 values a position (1: a 2-byte load each)
 VALUE_DIMS = ContextVar("GQA_VALUE_DIMS", 4)
 # GQA_HOIST=0: the mask entry past a thread's position and the token's value load where first used, after barriers (Llama-1B at
@@ -52,19 +57,21 @@ def key_split(head_dim: int) -> int:
 
 
 def block_positions(attn_len: int, head_dim: int) -> int:
-  """A block's positions: GQA_BLOCK_POSITIONS where set, else 128, and 256 from LONG_SPAN positions for heads of at most
-  KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
+  """A block's positions: GQA_BLOCK_POSITIONS where set; else the whole span up to GQA_ONE_BLOCK positions (at most 1,024
+  threads a block); else 128, and 256 from LONG_SPAN positions for heads of at most KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
   1,249 -> 1,179, 4,096 1,078 -> 1,072, 2,048 1,041 -> 1,036, 1,024 1,013 -> 1,027; heads of 128 (512 threads a block) at
   2,048 1,654 -> 1,673."""
-  return POSITIONS_PER_BLOCK.value or (256 if attn_len >= LONG_SPAN and key_split(head_dim) == 1 else 128)
+  if POSITIONS_PER_BLOCK.value: return POSITIONS_PER_BLOCK.value
+  if attn_len <= ONE_BLOCK.value and attn_len * key_split(head_dim) <= 1024: return attn_len
+  return 256 if attn_len >= LONG_SPAN and key_split(head_dim) == 1 else 128
 
 
 def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> int:
-  """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply): block_positions a part, at least
-  two parts, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple of it, a block's threads
+  """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply; 1: a block a kv head, the heads' rows
+  written whole): block_positions a part, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple of it, a block's threads
   (the positions times key_split) a whole number of head_dim rows."""
   L, K = block_positions(attn_len, head_dim), key_split(head_dim)
-  if L % 32 or L * K > 1024 or attn_len % L or attn_len < 2 * L or n_heads % n_kv_heads or (L * K) % head_dim: return 0
+  if L % 32 or L * K > 1024 or attn_len % L or n_heads % n_kv_heads or (L * K) % head_dim: return 0
   if head_dim > KEY_SLICE and head_dim % KEY_SLICE: return 0
   W = VALUE_DIMS.value
   if head_dim % W or (W * L * K) % head_dim or L % (W * L * K // head_dim): return 0  # whole groups of value dimensions, positions a lane
@@ -75,7 +82,8 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
                          new_kv: tuple[int, int] | None = None, grid_wait: bool = False, spread: bool = True) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask): out (n_heads * parts * (head_dim + 2),) float32 partials in
   decode_attention.combine_split's layout (per query head and part: the unnormalized weighted values, the scores' max in log2
-  units, -inf where the part sees no position, and the exponentials' sum); q a buffer whose first n_heads * head_dim values are
+  units, -inf where the part sees no position, and the exponentials' sum); where gqa_parts is 1, out (n_heads * head_dim,)
+  float32, the heads' rows themselves (each weighted sum divided by its head's sum in the block); q a buffer whose first n_heads * head_dim values are
   the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1, head_dim / 2); mask (1, attn_len)
   bool, the positions the token sees. `warp`: the renderer's shuffle_lanes (decode_attention.block_reduce).
   `new_kv` (k offset, v offset): fxn(out, q, cache, cos, sin, mask, kv), and the kernel also writes the cache: the token's key
@@ -178,14 +186,19 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     for i in range(1, W * G): done = red.after(done)[(i // W) * P * D + lane * D + W * quad + i % W].store(weighted[i])
     parts = red.after(last := done.barrier())
     # 5. entry e = t + i * B (head e // D, dimension e % D): its P lanes' sums, then the head's max and sum from the first entry
+    # (one part: divided by the head's sum, into the head's row)
     writes = []
     for i in range(-(-G * D // B)):
       e = t + i * B
       ok = e < G * D
       hg, de = ok.where(e, 0) // D, e % D
-      row = ((c * G + hg) * S + part) * (D + 2)
-      writes.append(out[row + de].store(pairwise_sum([parts[hg * P * D + p * D + de] for p in range(P)]), ok))
-    for h in range(G):
+      value = pairwise_sum([parts[hg * P * D + p * D + de] for p in range(P)])
+      if S == 1:
+        total = totals[0]
+        for h in range(1, G): total = hg.eq(h).where(totals[h], total)
+        writes.append(out[(c * G + hg) * D + de].store(value / total, ok))
+      else: writes.append(out[((c * G + hg) * S + part) * (D + 2) + de].store(value, ok))
+    for h in range(G if S > 1 else 0):
       row = ((c * G + h) * S + part) * (D + 2)
       writes += [out[row + D].store(maxes[h], t.eq(0)), out[row + D + 1].store(totals[h], t.eq(0))]
     if kv is not None:  # the block that holds the token's position writes its key and value (after every read: the last barrier)

@@ -565,11 +565,11 @@ class Attention:
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
                                     (nq, nq + nkv) if fold else None, has_grid_wait(x.device),
                                     spread=blocks <= (DECODE_GQA_SPREAD.value or compute_units(x.device) or blocks))
-      size = cfg.n_heads * gqa_n_parts * (cfg.head_dim + 2)
       args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
-      parts = Tensor.empty(size, device=x.device).custom_kernel(*args, fxn=kernel)[0]
-      combine = gqa_combine_kernel(cfg.n_heads, cfg.head_dim, gqa_n_parts)
-      out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=combine)[0]
+      if gqa_n_parts == 1: out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]  # the heads' rows
+      else:
+        parts = Tensor.empty(cfg.n_heads * gqa_n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(*args, fxn=kernel)[0]
+        out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=gqa_combine_kernel(cfg.n_heads, cfg.head_dim, gqa_n_parts))[0]
       return linear(out.reshape(B, 1, nq), self.wo), False
     if split > 1:
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
