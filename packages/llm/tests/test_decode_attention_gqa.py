@@ -57,7 +57,7 @@ def test_one_block_a_kv_head_writes_the_heads_rows(n_heads, n_kv_heads, head_dim
   """A span of at most GQA_ONE_BLOCK positions is one part: a block a kv head, and the kernel writes the heads' rows (no
   partials, no combining kernel)."""
   qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen)
-  with Context(GQA_ONE_BLOCK=512):
+  with Context(GQA_ONE_BLOCK=512, GQA_ONE_BLOCK_MIN_GRID=1):
     assert gqa_parts(attn_len, n_heads, n_kv_heads, head_dim) == 1
     kernel = gqa_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
   args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask)]
@@ -89,7 +89,7 @@ def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, att
   the mask's and the value's late loads before the first barrier (GQA_HOIST=1) or where they are used, and with the span in
   parts or one block a kv head (GQA_ONE_BLOCK)."""
   qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
-  with Context(GQA_HOIST=hoist, GQA_ONE_BLOCK=one_block):
+  with Context(GQA_HOIST=hoist, GQA_ONE_BLOCK=one_block, GQA_ONE_BLOCK_MIN_GRID=1):
     S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
     kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
   assert (S == 1) == bool(one_block)
@@ -115,6 +115,8 @@ def test_gqa_parts_says_where_the_kernel_applies():
     assert gqa_parts(256, 32, 8, 64) == 1 and gqa_parts(512, 32, 8, 64) == 1 and gqa_parts(1024, 32, 8, 64) == 8
     assert gqa_parts(512, 16, 8, 128) == 1 and gqa_parts(192, 32, 8, 64) == 1
     with Context(GQA_BLOCK_POSITIONS=128): assert gqa_parts(256, 32, 8, 64) == 2
+    assert gqa_parts(256, 9, 3, 64) == 2  # fewer kv heads than GQA_ONE_BLOCK_MIN_GRID: 128 positions a block
+  assert gqa_parts(256, 32, 8, 64) == 1 and gqa_parts(512, 32, 8, 64) == 4  # the default: one block up to 256 positions
   assert gqa_parts(384 + 64, 32, 8, 64) == 0 and gqa_parts(1024, 32, 8, 96) == 0 and gqa_parts(1024, 9, 2, 64) == 0
   assert gqa_parts(100, 32, 8, 64) == 0  # not a whole number of warps
   with pytest.raises(ValueError, match="gqa_parts"): gqa_attention_kernel(32, 8, 64, 100, False)
@@ -168,8 +170,9 @@ def test_a_grid_past_the_gpu_runs_in_one_wave(tmp_path):
 
 
 def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
-  """A GPU's one-token step over 256+ positions (DECODE_GQA, the default 256): the grouped kernel, which writes the cache, and
-  the combining kernel a layer; a shorter span keeps the one-block-a-head kernel; DECODE_GQA=0 gives the forms before it."""
+  """A GPU's one-token step over DECODE_GQA positions or more: the grouped kernel, which writes the cache, and the combining
+  kernel a layer where the span is in parts; a shorter span keeps the one-block-a-head kernel; DECODE_GQA=0 gives the forms
+  before it. At 128 positions (the default DECODE_GQA) a block a kv head, no combining kernel."""
   from llm_synth import SynthConfig, write_model
   path = str(tmp_path / "m.gguf")
   write_model(path, SynthConfig(n_layers=2, context=1024), "F16")
@@ -177,9 +180,12 @@ def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
   assert on.count("decode_attention_gqa_kv") == 2 and on.count("decode_attention_combine") == 2 and len(on) < len(off)
   assert short.count("decode_attention_kv") == 2 and not any("gqa" in n for n in short + off)
   # a 256-position span: one block a kv head (GQA_ONE_BLOCK), no combining kernel; in two parts, one
-  one, two = _kernels(path, 256, 200, GQA_ONE_BLOCK=256), _kernels(path, 256, 200, GQA_ONE_BLOCK=0)
+  one, two = _kernels(path, 256, 200, GQA_ONE_BLOCK_MIN_GRID=1), _kernels(path, 256, 200, GQA_ONE_BLOCK=0)
   assert one.count("decode_attention_gqa_kv") == 2 and "decode_attention_combine" not in one
   assert two.count("decode_attention_combine") == 2 and len(two) == len(one) + 2
+  from tinygrad.llm.model import DECODE_GQA
+  at_128 = _kernels(path, DECODE_GQA.value, 100)
+  assert at_128.count("decode_attention_gqa_kv") == 2 and "decode_attention_combine" not in at_128
 
 
 def test_decode_at_depth_matches_the_reference(tmp_path):

@@ -20,7 +20,7 @@ key and value of its part once and uses it for all G heads:
      and no combining kernel, a launch fewer a layer.
 Where q/k/v are one buffer (`new_kv`) the kernel also writes the token's key and value into the cache, as decode_attention's
 one-block-a-head kernel does, and loads the cache before the grid wait. Measured on an H100 (bench/README.md, session 35; model
-DECODE_GQA, from 256 positions by default): Llama-1B's step at a 2,048-position span 1,443 -> 1,053 us, at 8,192 3,944 -> 1,275;
+DECODE_GQA, then from 256 positions): Llama-1B's step at a 2,048-position span 1,443 -> 1,053 us, at 8,192 3,944 -> 1,275;
 SmolLM2 at 2,048 800 -> 643; Qwen3-1.7B's sizes (heads of 128) 2,529 -> 1,675. Session 36 (the values VALUE_DIMS to a load and
 held as float16 until used, which lets 512 blocks run in one wave; 256 positions a block from LONG_SPAN): Llama-1B 1,261 -> 1,172
 at 8,192 and 1,053 -> 1,029 at 2,048, SmolLM2 684 -> 657 at 4,096.
@@ -41,9 +41,13 @@ from tinygrad.uop.ops import Ops, UOp
 POSITIONS_PER_BLOCK = ContextVar("GQA_BLOCK_POSITIONS", 0)
 LONG_SPAN = 2048  # from this span on, block_positions gives a block of heads of at most KEY_SLICE dims 256 positions
 KEY_SLICE = 64
-# spans up to this many positions are one block a kv head: the kernel writes the heads' rows, normalized, and no combining kernel
-# runs after it (0, the default until measured on a GPU: parts of block_positions)
-ONE_BLOCK = ContextVar("GQA_ONE_BLOCK", 0)
+# spans up to this many positions are one block a kv head where a model has at least GQA_ONE_BLOCK_MIN_GRID kv heads: the kernel
+# writes the heads' rows, normalized, and no combining kernel runs after it (0: parts of 128 positions). On an H100 (us a step at a
+# 256-position span, two parts and their combining kernel -> one block; bench/README.md, session 44): Llama-1B 931.3 -> 908.2,
+# Qwen3-1.7B's sizes (heads of 128) 1,414.0 -> 1,405.2; at 512 positions Llama-1B 931.9 -> 958.7 (so 256). SmolLM2's 3 kv heads
+# would be 3 blocks: 546.3 -> 550.2, hence the minimum grid
+ONE_BLOCK = ContextVar("GQA_ONE_BLOCK", 256)
+ONE_BLOCK_MIN_GRID = ContextVar("GQA_ONE_BLOCK_MIN_GRID", 8)
 # a thread's value dimensions in the weighted sums: one 8-byte load of float16 values a position (1: a 2-byte load each)
 VALUE_DIMS = ContextVar("GQA_VALUE_DIMS", 4)
 # GQA_HOIST=0: the mask entry past a thread's position and the token's value load where first used, after barriers (Llama-1B at
@@ -56,13 +60,14 @@ def key_split(head_dim: int) -> int:
   return max(1, head_dim // KEY_SLICE)
 
 
-def block_positions(attn_len: int, head_dim: int) -> int:
-  """A block's positions: GQA_BLOCK_POSITIONS where set; else the whole span up to GQA_ONE_BLOCK positions (at most 1,024
-  threads a block); else 128, and 256 from LONG_SPAN positions for heads of at most KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
+def block_positions(attn_len: int, head_dim: int, n_kv_heads: int) -> int:
+  """A block's positions: GQA_BLOCK_POSITIONS where set; else the whole span up to GQA_ONE_BLOCK positions with at least
+  GQA_ONE_BLOCK_MIN_GRID kv heads (at most 1,024 threads a block); else 128, and 256 from LONG_SPAN positions for heads of at most
+  KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
   1,249 -> 1,179, 4,096 1,078 -> 1,072, 2,048 1,041 -> 1,036, 1,024 1,013 -> 1,027; heads of 128 (512 threads a block) at
   2,048 1,654 -> 1,673."""
   if POSITIONS_PER_BLOCK.value: return POSITIONS_PER_BLOCK.value
-  if attn_len <= ONE_BLOCK.value and attn_len * key_split(head_dim) <= 1024: return attn_len
+  if attn_len <= ONE_BLOCK.value and n_kv_heads >= ONE_BLOCK_MIN_GRID.value and attn_len * key_split(head_dim) <= 1024: return attn_len
   return 256 if attn_len >= LONG_SPAN and key_split(head_dim) == 1 else 128
 
 
@@ -70,7 +75,7 @@ def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> in
   """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply; 1: a block a kv head, the heads' rows
   written whole): block_positions a part, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple of it, a block's threads
   (the positions times key_split) a whole number of head_dim rows."""
-  L, K = block_positions(attn_len, head_dim), key_split(head_dim)
+  L, K = block_positions(attn_len, head_dim, n_kv_heads), key_split(head_dim)
   if L % 32 or L * K > 1024 or attn_len % L or n_heads % n_kv_heads or (L * K) % head_dim: return 0
   if head_dim > KEY_SLICE and head_dim % KEY_SLICE: return 0
   W = VALUE_DIMS.value
@@ -96,7 +101,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
   if not S: raise ValueError(f"no grouped-query attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, head_dim {head_dim}, "
                              f"attn_len {attn_len}: check gqa_parts first")
-  D, G, L, K = head_dim, n_heads // n_kv_heads, block_positions(attn_len, head_dim), key_split(head_dim)
+  D, G, L, K = head_dim, n_heads // n_kv_heads, block_positions(attn_len, head_dim, n_kv_heads), key_split(head_dim)
   B = L * K  # a position a thread, or K threads a position (each D / K of its key's dims)
   DK = D // K
   W = VALUE_DIMS.value

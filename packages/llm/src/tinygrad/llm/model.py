@@ -92,9 +92,11 @@ DECODE_ATTN_O = ContextVar("DECODE_ATTN_O", 0)
 # spans past decode_attention.applies: the split kernel (0: the Tensor-op form; 2 or more: that many parts, for experiments)
 DECODE_SPLIT = ContextVar("DECODE_SPLIT", 1)
 # one token on a GPU: spans of at least this many positions run decode_attention_gqa's kernel (a block per kv head and 128 or
-# 256 positions, every query head of the kv head's group in it; a group of one without grouped queries) and the partials' sum (0:
-# never). Llama-1B at a 2,048-position span 1,443 -> 1,053 us a step on an H100 (bench/README.md, session 35)
-DECODE_GQA = ContextVar("DECODE_GQA", 256)
+# 256 positions, every query head of the kv head's group in it; a group of one without grouped queries) and the partials' sum
+# where there are several parts (0: never). Llama-1B at a 2,048-position span 1,443 -> 1,053 us a step on an H100 (bench/README.md,
+# session 35); from 128 positions (one block a kv head there) instead of 256, at a 128-position span on an H100 (session 44):
+# Llama-1B 889.1 -> 879.6, Qwen3-1.7B's sizes 1,430.6 -> 1,324.2, SmolLM2 514.7 -> 513.2
+DECODE_GQA = ContextVar("DECODE_GQA", 128)
 # ... its blocks ask for an SM each while there are at most this many (0: the GPU's SM count; past it, they would run in waves)
 DECODE_GQA_SPREAD = ContextVar("DECODE_GQA_SPREAD", 0)
 # a GPU's float16 q/k/v and gate/up matrices with the RMSNorm weights before them folded in at load (fold_norm; not
