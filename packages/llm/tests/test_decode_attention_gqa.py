@@ -188,19 +188,22 @@ def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
   assert at_128.count("decode_attention_gqa_kv") == 2 and "decode_attention_combine" not in at_128
 
 
-def test_decode_at_depth_matches_the_reference(tmp_path):
-  """Decode steps at positions 300-302 of a 512-position span against the float64 reference, on the default device (with
-  DEV=CUDA: the grouped kernel writing the cache, read back by the next step; elsewhere the device's own form)."""
+@pytest.mark.parametrize("start,settings", [(300, {}), (100, {}), (200, {"GQA_ONE_BLOCK_MIN_GRID": 1})],
+                         ids=["512_in_parts", "128_one_block", "256_one_block"])
+def test_decode_at_depth_matches_the_reference(tmp_path, start, settings):
+  """Decode steps at three positions from `start` against the float64 reference, on the default device (with DEV=CUDA: the
+  grouped kernel writing the cache, read back by the next step, over a 512-position span in parts and over 128 and 256 positions
+  as one block a kv head; elsewhere the device's own form)."""
   from llm_synth import SynthConfig, reference_forward, write_model
   from tinygrad.llm.model import Transformer
   cfg = SynthConfig(n_layers=1, context=512)
-  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 303)]
+  tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, start + 3)]
   path = str(tmp_path / "m.gguf")
   ref = reference_forward(write_model(path, cfg, "F16"), cfg, tokens)
-  with Context(NORM_FOLD=0, FFN_HALF=0):
+  with Context(NORM_FOLD=0, FFN_HALF=0, **settings):
     m = Transformer.from_gguf(path)
-    m.forward(m.token_ids(tokens[:300]), 0).realize()
-    for i in range(300, len(tokens)):
+    m.forward(m.token_ids(tokens[:start]), 0).realize()
+    for i in range(start, len(tokens)):
       got = m.forward(m.token_ids(tokens[i:i + 1]), i).numpy()[0]
       np.testing.assert_allclose(got, ref[i], rtol=0, atol=1e-4 * np.abs(ref[i]).max())
 
