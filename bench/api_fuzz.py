@@ -2042,6 +2042,8 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
    and isinstance(f.kw["value"], int) and f.dtypes[0] in INT_RANGE and not INT_RANGE[f.dtypes[0]][0] <= f.kw["value"] <= INT_RANGE[f.dtypes[0]][1]),
   ("calls tinygrad 0.14 rejects that work here as in torch: numpy scalars as operands (Python scalars of their kind)",
    lambda f, c: f.case["op"] == "dt_np_scalar" and c == "tinygrad raised" and f.theirs["msg"].startswith("Could not infer dtype")),
+  ("calls tinygrad 0.14 rejects that work here as in torch: conv_transpose2d whose output has a spatial size of 0 (empty)",
+   lambda f, c: f.op == "conv_transpose2d" and c == "tinygrad raised" and 0 in f.out("ours")["shape"]),
   ("calls tinygrad 0.14 rejects that work here as in torch", lambda f, c: c == "tinygrad raised" and (
     (f.op == "scatter" and "reduce" in f.kw) or (f.op == "where" and f.xdt != "bool") or (_is(*TG_REJECTS)(f) and any(a.ndim == 0 for a in f.arrays))
     or f.op in ("diagonal", "masked_select") or (f.op == "logsumexp" and isinstance(f.kw.get("axis"), dict)) or f.op == "setitem"
