@@ -427,6 +427,17 @@ def test_linear():
   assert nn.Linear(4, 3, bias=False).bias is None
 
 
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.float32])
+def test_linear_of_an_empty_batch_is_empty(dtype):
+  # api_fuzz seed 4444: a float16 (0, 3, 4) batch raised ZeroDivisionError while the CPU scheduler laid out the weight's copy
+  layer = nn.Linear(4, 2)
+  for shape in ((0, 3, 4), (3, 0, 4)):
+    out = layer(Tensor.empty(*shape, dtype=dtype))
+    assert out.shape == shape[:-1] + (2,) and out.numpy().shape == shape[:-1] + (2,)
+  # a sum over an empty axis is zeros
+  np.testing.assert_array_equal((Tensor.ones(3, 0, dtype=dtype).float() @ Tensor.ones(0, 5)).numpy(), np.zeros((3, 5), np.float32))
+
+
 def test_conv_layers_shapes():
   c = nn.Conv2d(2, 4, 3, padding=1)
   assert c.weight.shape == (4, 2, 3, 3) and c.bias.shape == (4,)
