@@ -37,6 +37,7 @@ import json
 import math
 import os
 import random
+import re
 import select
 import signal
 import subprocess
@@ -1921,6 +1922,14 @@ def _step_raised(f: Facts, side: str, *texts: str) -> bool:
   return any("raised" in t and any(s in t["raised"] for s in texts) for t in o.get("list", []))
 
 
+def _empty_shape_mismatch(f: Facts) -> bool:
+  """tinygrad's scenario step raised "shape mismatch: objects cannot be broadcast" where a shape in the message has a 0 (an empty
+  selection)."""
+  msgs = [t["raised"] for t in f.theirs.get("out", {}).get("list", []) if "raised" in t and "shape mismatch" in t["raised"]]
+  shapes = [tuple(int(v) for v in body.split(",") if v.strip()) for m in msgs for body in re.findall(r"\(([\d, ]+)\)", m)]
+  return any(0 in shape for shape in shapes)
+
+
 def _tg_empty(f: Facts) -> bool:
   o = f.theirs.get("out", {})
   return "shape" in o and 0 in o["shape"]
@@ -2033,6 +2042,8 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
    lambda f, c: f.op == "param_inplace" and c == "ours step raised" and _step_raised(f, "ours", "requires grad")),
   ("`x[i] += v` and setitem work while other views of x exist (torch); tinygrad 0.14 raises \"can't setitem on a tensor with other uses\"",
    lambda f, c: c == "tinygrad step raised" and _step_raised(f, "tinygrad", "can't setitem on a tensor with other uses")),
+  ("a setitem that selects nothing (an empty slice or index tensor) writes nothing (torch); tinygrad 0.14 raises a shape mismatch",
+   lambda f, c: f.op == "setitem_alias" and c == "tinygrad step raised" and _empty_shape_mismatch(f)),
   ("a setitem value with extra leading size-1 dims broadcasts (torch); tinygrad 0.14 raises", lambda f, c: f.op == "setitem_alias"
    and c == "tinygrad step raised" and _step_raised(f, "tinygrad", "cannot broadcast tensor to fewer dimensions")),
   ("int // 0 and int % 0 are 0; tinygrad 0.14 crashes (SIGFPE) or returns garbage: `x //= 0`", lambda f, c: f.op == "augmented"
