@@ -169,7 +169,7 @@ def test_a_grid_past_the_gpu_runs_in_one_wave(tmp_path):
     assert "__launch_bounds__(256, 1)" in src and DYNAMIC_SMEM_SYMBOL in src
 
 
-def test_gpu_decode_step_runs_the_grouped_kernel_past_256_positions(tmp_path):
+def test_gpu_decode_step_runs_the_grouped_kernel_from_decode_gqa_positions(tmp_path):
   """A GPU's one-token step over DECODE_GQA positions or more: the grouped kernel, which writes the cache, and the combining
   kernel a layer where the span is in parts; a shorter span keeps the one-block-a-head kernel; DECODE_GQA=0 gives the forms
   before it. At 128 positions (the default DECODE_GQA) a block a kv head, no combining kernel."""

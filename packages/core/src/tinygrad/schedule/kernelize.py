@@ -375,7 +375,8 @@ def _rewrite_reduce(r: UOp, policy: SplitPolicy) -> UOp | None:
   (split_reduce), or on a CPU over packed or padded copies of its inputs (schedule/pack.py)."""
   device = r.device if isinstance(r.device, str) else r.device[0]
   if _is_one_hot_select(r): return None  # a gather: collapse_one_hot makes it a direct load, whatever its size
-  if any(isinstance(s, int) and s == 0 for s in r.src[0].shape): return None  # an empty input (no output, or a sum over nothing): no layout to improve
+  # an empty input (no output, or a sum over nothing): no layout to improve (pack.py's strides would divide by its zero size)
+  if any(isinstance(s, int) and s == 0 for s in r.src[0].shape): return None
   if policy.gpu(device) and (mm := matmul_shape(r)) is not None and (slices := policy.matmul_split(device, mm)) > 1: return split_k(r, slices)
   if (split := split_reduce(r, policy)) is not None: return split
   return None if policy.gpu(device) or not policy.packs(device) else rewrite_cpu_reduce(r)

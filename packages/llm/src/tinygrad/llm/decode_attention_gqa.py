@@ -62,8 +62,8 @@ def key_split(head_dim: int) -> int:
 
 def block_positions(attn_len: int, head_dim: int, n_kv_heads: int) -> int:
   """A block's positions: GQA_BLOCK_POSITIONS where set; else the whole span up to GQA_ONE_BLOCK positions with at least
-  GQA_ONE_BLOCK_MIN_GRID kv heads (at most 1,024 threads a block); else 128, and 256 from LONG_SPAN positions for heads of at most
-  KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
+  GQA_ONE_BLOCK_MIN_GRID kv heads (at most 1,024 threads a block); else 128, and 256 from LONG_SPAN positions for heads of at
+  most KEY_SLICE dims. Measured on an H100 (us a step, 128 -> 256 positions a block; bench/README.md, session 36): Llama-1B at 8,192
   1,249 -> 1,179, 4,096 1,078 -> 1,072, 2,048 1,041 -> 1,036, 1,024 1,013 -> 1,027; heads of 128 (512 threads a block) at
   2,048 1,654 -> 1,673."""
   if POSITIONS_PER_BLOCK.value: return POSITIONS_PER_BLOCK.value
@@ -73,8 +73,8 @@ def block_positions(attn_len: int, head_dim: int, n_kv_heads: int) -> int:
 
 def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> int:
   """How many parts the kernel cuts a span of attn_len positions into (0: it doesn't apply; 1: a block a kv head, the heads' rows
-  written whole): block_positions a part, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple of it, a block's threads
-  (the positions times key_split) a whole number of head_dim rows."""
+  written whole): block_positions a part, query heads in groups over the kv heads, heads of at most KEY_SLICE dims or a multiple
+  of it, a block's threads (the positions times key_split) a whole number of head_dim rows."""
   L, K = block_positions(attn_len, head_dim, n_kv_heads), key_split(head_dim)
   if L % 32 or L * K > 1024 or attn_len % L or n_heads % n_kv_heads or (L * K) % head_dim: return 0
   if head_dim > KEY_SLICE and head_dim % KEY_SLICE: return 0
@@ -88,8 +88,8 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask): out (n_heads * parts * (head_dim + 2),) float32 partials in
   decode_attention.combine_split's layout (per query head and part: the unnormalized weighted values, the scores' max in log2
   units, -inf where the part sees no position, and the exponentials' sum); where gqa_parts is 1, out (n_heads * head_dim,)
-  float32, the heads' rows themselves (each weighted sum divided by its head's sum in the block); q a buffer whose first n_heads * head_dim values are
-  the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1, head_dim / 2); mask (1, attn_len)
+  float32, the heads' rows themselves (each weighted sum divided by its head's sum in the block); q a buffer whose first
+  n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1, head_dim / 2); mask (1, attn_len)
   bool, the positions the token sees. `warp`: the renderer's shuffle_lanes (decode_attention.block_reduce).
   `new_kv` (k offset, v offset): fxn(out, q, cache, cos, sin, mask, kv), and the kernel also writes the cache: the token's key
   (unrotated) and value heads lie in `kv` at these offsets; the block whose part holds the token's position (the last one the mask
