@@ -358,6 +358,17 @@ def test_sdpa():
   with pytest.raises(ValueError): Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), attn_mask=Tensor(fm), is_causal=True)
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_sdpa_float16_scores_past_its_range_softmax_in_float32(is_causal):
+  # api_fuzz seed 4646: a score of 60000 * 4 is inf in float16, and softmax's inf - inf NaN; torch's softmax runs in float32
+  q = np.array([60000.0, 1.0, -60000.0], np.float16).reshape(1, 1, 3, 1)
+  k, v = np.array([4.0, 2.0], np.float16).reshape(1, 1, 2, 1), np.array([-2.5, 3.0], np.float16).reshape(1, 1, 2, 1)
+  out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=is_causal)
+  assert out.dtype == dtypes.float16
+  mask = np.tril(np.ones((3, 2), np.bool_)) if is_causal else None
+  np.testing.assert_allclose(out.numpy().astype(np.float64), np_sdpa(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask), atol=1e-2)
+
+
 def test_sdpa_gqa_and_dropout(training):
   q, k, v = rnd(1, 4, 2, 3), rnd(1, 2, 2, 3, seed=1), rnd(1, 2, 2, 3, seed=2)
   ref = np_sdpa(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))

@@ -179,12 +179,16 @@ class FunctionalMixin(ReduceMixin):
     if is_causal:
       if attn_mask is not None: raise InvalidArgumentError("attn_mask and is_causal=True can't both be set")
       attn_mask = _tril_mask(qk.shape[-2], qk.shape[-1], self)
-    if attn_mask is None: return qk.cast(self.dtype).softmax(-1).dropout(dropout_p) @ value
-    qk = (qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)).cast(self.dtype)
+    # float inputs: the softmax runs on the float32 scores and its weights take the inputs' dtype after (torch): float16 scores
+    # past 65,504 would be inf, and a row's inf - inf NaN
+    def softmax(scores: Self) -> Self:
+      return scores.softmax(-1).cast(self.dtype) if dtypes.is_float(self.dtype) else scores.cast(self.dtype).softmax(-1)
+    if attn_mask is None: return softmax(qk).dropout(dropout_p) @ value
+    qk = qk + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)
     # a row masked everywhere attends to nothing: weights 0, not NaN (torch's safe softmax, since 2.5); its softmax runs on
     # zeros, so that no NaN reaches the gradient either
     dead = qk._amax(-1, True).eq(-math.inf)
-    weights = dead.where(0.0, dead.where(0.0, qk).softmax(-1))
+    weights = dead.where(0.0, softmax(dead.where(0.0, qk)))
     return weights.dropout(dropout_p) @ value
 
   # ---- losses
