@@ -201,12 +201,12 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
   def _point_at_buffers(items: list, becomes: dict[UOp, UOp], owners: list[Tensor], roots: list[UOp]) -> None:
     mark_applied(becomes)
     key = lowered_key()
-    for t, root in zip(owners, roots):
-      if (done := realized(root, becomes, key)) is not None and done is not t._uop: _became[t._uop], t._uop = done, done
+    def point(t: Tensor, node: UOp) -> None:
+      if (done := realized(node, becomes, key)) is not None and done is not t._uop: _became[t._uop], t._uop = done, done
+    for t, root in zip(owners, roots): point(t, root)
     # every live tensor that was one of the realized nodes now is a view of its buffer(s). (Nodes are not
     # remembered beyond this, but for backward() in _became: after an assign the same graph would read new values.)
-    for t in list(_all_tensors):
-      if (done := realized(t._uop, becomes, key)) is not None and done is not t._uop: _became[t._uop], t._uop = done, done
+    for t in list(_all_tensors): point(t, t._uop)
 
   @staticmethod
   def schedule_linear(*tensors: Tensor) -> UOp:

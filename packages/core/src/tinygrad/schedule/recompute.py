@@ -59,17 +59,7 @@ def read_at_many_positions(nodes: list[UOp], consumers: dict[UOp, list[UOp]], re
   sources are read at; the ops a value inlines are counted up to the buffers it reads (at most limit + 1)."""
   ops: dict[UOp, frozenset[UOp] | None] = {}
   widest: dict[UOp, int] = {}
-  empty: frozenset[UOp] = frozenset()
-  for n in nodes:
-    if n in realize or n.op in (Ops.BUFFER, Ops.SINK, Ops.IOTA) or not n.src:
-      ops[n], widest[n] = empty, _elements(n) if n.shape is not None else 0
-      continue
-    widest[n] = max((widest.get(s, 0) for s in n.src), default=0)
-    if n.op is Ops.PAD and _elements(n.src[0]): widest[n] = widest[n] * _elements(n) // _elements(n.src[0])
-    srcs = [ops.get(s, empty) for s in n.src]
-    inlined = None if any(so is None for so in srcs) else frozenset().union(*(so for so in srcs if so is not None))
-    if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
-    ops[n] = None if inlined is None or len(inlined) > limit else inlined
+  for n in nodes: _inline_step(n, realize, ops, widest, limit)
   stored: set[UOp] = set()
   pos: dict[UOp, int] = {}
   for n in reversed(nodes):
@@ -116,6 +106,24 @@ def _elements(n: UOp) -> int:
   return prod(s if isinstance(s, int) else 1 for s in n.shape) if n.shape is not None else 1
 
 
+def _inline_step(n: UOp, realize: set[UOp], ops: dict[UOp, frozenset[UOp] | None], widest: dict[UOp, int], limit: int) -> bool:
+  """ops[n], the ALU nodes n inlines (None: more than `limit`), and widest[n], the most elements of a buffer or realized value it
+  reads, from its sources' (visited in topological order); False where n is read as data (a buffer, a realized value, a leaf:
+  an index counts as data read)."""
+  empty: frozenset[UOp] = frozenset()
+  if n in realize or n.op in (Ops.BUFFER, Ops.SINK, Ops.IOTA) or not n.src:
+    ops[n], widest[n] = empty, _elements(n) if n.shape is not None else 0
+    return False
+  widest[n] = max((widest.get(s, 0) for s in n.src), default=0)
+  # a pad is a concatenation's piece: it widens what it reads by as much as it adds (random bits made in two halves)
+  if n.op is Ops.PAD and _elements(n.src[0]): widest[n] = widest[n] * _elements(n) // _elements(n.src[0])
+  srcs = [ops.get(s, empty) for s in n.src]
+  inlined = None if any(so is None for so in srcs) else empty.union(*(so for so in srcs if so is not None))
+  if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
+  ops[n] = None if inlined is None or len(inlined) > limit else inlined
+  return True
+
+
 def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], limit: int | None = None) -> set[UOp]:
   """The elementwise nodes to realize besides `realize` (module docstring). In topological order, so a long chain gets a buffer
   every `limit` ops (each stored value shortens what comes after it)."""
@@ -131,23 +139,9 @@ def shared_and_long(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
   chosen: set[UOp] = set()
   empty: frozenset[UOp] = frozenset()
   for n in nodes:
-    if n in realize or n.op in (Ops.BUFFER, Ops.SINK, Ops.IOTA) or not n.src:  # (an index counts as data read)
-      ops[n], widest[n] = empty, _elements(n) if n.shape is not None else 0
-      continue
-    widest[n] = max((widest.get(s, 0) for s in n.src), default=0)
+    if not _inline_step(n, realize, ops, widest, limit): continue
     reduces[n] = n.op is Ops.REDUCE_AXIS or any(reduces.get(s, False) for s in n.src)
-    # a pad is a concatenation's piece: it widens what it reads by as much as it adds (random bits made in two halves)
-    if n.op is Ops.PAD and _elements(n.src[0]): widest[n] = widest[n] * _elements(n) // _elements(n.src[0])
-    inlined: frozenset[UOp] | None = empty
-    for s in n.src:
-      so = ops.get(s, empty)
-      if so is None or inlined is None:
-        inlined = None
-        break
-      if so: inlined = inlined | so
-    if inlined is not None and n.op in GroupOp.ALU: inlined = inlined | {n}
-    if inlined is not None and len(inlined) > limit: inlined = None
-    ops[n] = inlined
+    inlined = ops[n]
     # (a broadcast reduction's result is a row kernel's, computed once a row: schedule/rows.py; or gets a buffer anyway)
     long = inlined is None or (copies.get(n, 1) >= BROADCAST_MIN_COPIES and not reduces[n] and len(inlined) > bmax)
     if long and n.op in GroupOp.ALU and kernel_of.get(n) is _MANY and _storable(n, widest[n]) and \
