@@ -266,3 +266,37 @@ def test_a_loop_after_a_loop_that_computes_what_it_uses():
   x = np.random.default_rng(1).standard_normal(50).astype(np.float32)
   got = Tensor.empty(2).custom_kernel(Tensor(x), fxn=mean_and_variance)[0].numpy()
   np.testing.assert_allclose(got, [x.mean(), x.var()], rtol=1e-5, atol=1e-6)
+
+
+def shifted_copy(B: UOp, A: UOp, shift: UOp) -> UOp:
+  """B[i] = A[(i + shift) % n] + shift: a Variable in the index math and as a value."""
+  i = UOp.range(A.shape[0], 0, AxisType.GLOBAL)
+  return B[i].store(A[(i + shift) % A.shape[0]] + shift.cast(A.dtype.base)).sink(arg=KernelInfo("shifted_copy"))
+
+
+@runs
+def test_a_bound_variable_is_a_kernel_parameter():
+  """One kernel for every value of the Variable: eager calls and a TinyJit's replays pass the bound value."""
+  from tinygrad import TinyJit, Variable
+  x = Tensor.arange(8).float().realize()
+  v = Variable("shift", 0, 7)
+  for s in (0, 3):
+    out = Tensor.empty(8).custom_kernel(x, v.bind(s), fxn=shifted_copy)
+    assert len(out) == 2  # the two tensors: the Variable returns none
+    assert out[0].tolist() == [float((i + s) % 8 + s) for i in range(8)]
+  (item,) = Tensor.empty(8).custom_kernel(x, v.bind(5), fxn=shifted_copy)[0].schedule()
+  assert item.var_vals == {"shift": 5} and [u.arg[0] for u in item.ast.toposort() if u.op is Ops.DEFINE_VAR] == ["shift"]
+
+  @TinyJit
+  def step(a: Tensor, shift: UOp) -> Tensor: return Tensor.empty(8).custom_kernel(a, shift, fxn=shifted_copy)[0].realize()
+  for s in (1, 2, 6, 4):
+    assert step(x, v.bind(s)).tolist() == [float((i + s) % 8 + s) for i in range(8)], s
+
+
+def test_custom_kernel_arguments_are_checked():
+  from tinygrad import Variable
+  x = Tensor.rand(8)
+  with pytest.raises(TypeError, match="bound to a value"):
+    Tensor.empty(8).custom_kernel(x, Variable("shift", 0, 7), fxn=shifted_copy)
+  with pytest.raises(ValueError, match="passed twice"):
+    Tensor.empty(8).custom_kernel(x, Variable("s", 0, 7).bind(1), Variable("s", 0, 7).bind(1), fxn=lambda B, A, s, t: B[0].store(A[s]).sink())

@@ -225,9 +225,9 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     roots = lower_roots([t.uop for t in (self, *others) if not is_buffer_view(t.uop)])
     return create_schedule([r for r in roots if not is_buffer_view(r)], split_policy())[0] if roots else []
 
-  def custom_kernel(self, *others: Tensor, fxn: Callable[..., UOp], grad_fxn: Callable[..., Any] | None = None) -> list[Tensor]:
+  def custom_kernel(self, *others: Tensor | UOp, fxn: Callable[..., UOp], grad_fxn: Callable[..., Any] | None = None) -> list[Tensor]:
     """Run a kernel written in UOps on these tensors (frontend/custom_kernel.py, docs/kernels.md); returns them as the kernel
-    left them, lazily."""
+    left them, lazily. A bound Variable among them reaches `fxn` as the Variable, a kernel parameter (no tensor returned)."""
     return custom_kernel((self, *others), fxn, grad_fxn)
 
   def _contiguous_buffer(self) -> Any:

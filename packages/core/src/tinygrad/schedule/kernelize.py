@@ -498,7 +498,8 @@ def create_schedule(roots: list[UOp], policy: SplitPolicy = SplitPolicy()) -> tu
   items: list[ScheduleItem] = []
   for node in order:
     if node.op is Ops.CALL:
-      items.append(ScheduleItem(node.arg.ast, [_argument_buffer(a, i, node) for i, a in enumerate(rebuilt_of[node].src)]))
+      items.append(ScheduleItem(node.arg.ast, [_argument_buffer(a, i, node) for i, a in enumerate(rebuilt_of[node].src)],
+                                {b.src[0].arg[0]: b.src[1].arg for b in node.arg.binds}))
       continue
     out, rebuilt = outs[node], rebuilt_of[node]
     value = rebuilt.src[1] if node.op is Ops.ASSIGN else rebuilt.src[0] if node.op in (Ops.CONTIGUOUS, Ops.COPY) else rebuilt

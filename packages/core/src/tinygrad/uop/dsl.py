@@ -67,10 +67,12 @@ _call_ids = itertools.count()
 
 @dataclass(frozen=True)
 class CustomKernel:
-  """The arg of a tensor-graph CALL made by `Tensor.custom_kernel`: the kernel AST (parameter i is the CALL's source i) and the
-  gradient function. `uid` keeps two calls distinct (each runs: a kernel may accumulate into its buffers)."""
+  """The arg of a tensor-graph CALL made by `Tensor.custom_kernel`: the kernel AST (parameter i is the CALL's source i), the
+  gradient function and the bound Variables the kernel takes (BIND nodes: their values are the launch's). `uid` keeps two
+  calls distinct (each runs: a kernel may accumulate into its buffers)."""
   ast: UOp
   grad_fxn: Callable[..., Any] | None = None
+  binds: tuple[UOp, ...] = ()
   uid: int = field(default_factory=lambda: next(_call_ids))
 
 
