@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from tinygrad import Context, Tensor, dtypes
+from tinygrad import Context, Tensor, Variable, dtypes
 from tinygrad.llm.decode_attention import MAX_LEN, SPAN_PER_HEAD, applies, block_size, combine_split, decode_attention_kernel, o_applies, split_parts
 
 
@@ -16,6 +16,13 @@ def rope(q: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.ndar
     return np.concatenate([a * cos - b * sin, b * cos + a * sin], 1)
   x = q.reshape(H, D // 2, 2)
   return np.stack([x[..., 0] * cos - x[..., 1] * sin, x[..., 1] * cos + x[..., 0] * sin], -1).reshape(H, D)
+
+
+def rope_tables(rng: np.random.Generator, attn_len: int, head_dim: int, seen: int):
+  """RoPE tables of attn_len + 8 random rows, and the token's position (seen - 1: it sees positions 0 .. its own) as the bound
+  Variable the kernels take."""
+  ang = rng.uniform(0, 2 * math.pi, (attn_len + 8, head_dim // 2))
+  return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32), Variable("start_pos", 0, attn_len + 7).bind(seen - 1)
 
 
 def reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox):
@@ -41,12 +48,11 @@ def test_matches_numpy(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cach
   rng = np.random.default_rng(attn_len)
   q_rows = rng.standard_normal(n_heads * head_dim + 2 * n_kv_heads * head_dim).astype(np.float32)  # q, then k and v (unused)
   cache = (rng.standard_normal((2, n_kv_heads, attn_len + 32, head_dim)) * 2).astype(cache_dtype)
-  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
-  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-  mask = (np.arange(attn_len) < seen)[None]
+  cos_t, sin_t, pos = rope_tables(rng, attn_len, head_dim, seen)
+  cos, sin, mask = cos_t[seen - 1:seen], sin_t[seen - 1:seen], (np.arange(attn_len) < seen)[None]
   kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
-  args = [Tensor(a, device="PYTHON") for a in (q_rows, cache, cos, sin, mask)]
-  got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*args, fxn=kernel)[0].numpy()
+  args = [Tensor(a, device="PYTHON") for a in (q_rows, cache, cos_t, sin_t)]
+  got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*args, pos, fxn=kernel)[0].numpy()
   want = reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
@@ -63,12 +69,11 @@ def test_split_parts_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, at
   rng = np.random.default_rng(attn_len + split)
   q_rows = rng.standard_normal(n_heads * head_dim).astype(np.float32)
   cache = (rng.standard_normal((2, n_kv_heads, attn_len + 8, head_dim)) * 2).astype(cache_dtype)
-  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
-  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-  mask = (np.arange(attn_len) < seen)[None]
+  cos_t, sin_t, pos = rope_tables(rng, attn_len, head_dim, seen)
+  cos, sin, mask = cos_t[seen - 1:seen], sin_t[seen - 1:seen], (np.arange(attn_len) < seen)[None]
   kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp, split=split)
-  args = [Tensor(a, device="PYTHON") for a in (q_rows, cache, cos, sin, mask)]
-  parts = Tensor.empty(n_heads * split * (head_dim + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)[0]
+  args = [Tensor(a, device="PYTHON") for a in (q_rows, cache, cos_t, sin_t)]
+  parts = Tensor.empty(n_heads * split * (head_dim + 2), device="PYTHON").custom_kernel(*args, pos, fxn=kernel)[0]
   got = combine_split(parts, n_heads, head_dim).numpy()
   want = reference(q_rows, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -87,22 +92,21 @@ def test_split_parts():
 @pytest.mark.parametrize("n_heads,n_kv_heads,attn_len,seen,neox", [(4, 2, 64, 59, False), (4, 1, 128, 128, True), (2, 2, 1024, 700, False)])
 def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, attn_len, seen, neox, warp, grid_wait):
   """new_kv: the token's key (rotated) and value come from the q/k/v buffer; the kernel stores them, rounded to the cache's dtype,
-  at the token's position (the last the mask shows) and attends over the cache as if they had been written before it ran.
+  at the token's position (the bound Variable) and attends over the cache as if they had been written before it ran.
   grid_wait: the early cache loads before a GRID_WAIT barrier, the other buffers after it (PYTHON runs kernels one at a time:
   the barrier only orders the program)."""
   head_dim, rng = 64, np.random.default_rng(seen)
   nq, nkv = n_heads * head_dim, n_kv_heads * head_dim
   qkv = rng.standard_normal(nq + 2 * nkv).astype(np.float32)
   cache = rng.standard_normal((2, n_kv_heads, attn_len + 16, head_dim)).astype(np.float16)
-  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
-  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-  mask = (np.arange(attn_len) < seen)[None]
+  cos_t, sin_t, pos = rope_tables(rng, attn_len, head_dim, seen)
+  cos, sin, mask = cos_t[seen - 1:seen], sin_t[seen - 1:seen], (np.arange(attn_len) < seen)[None]
   want_cache = cache.copy()
   want_cache[0, :, seen - 1] = rope(qkv[nq:nq + nkv].reshape(n_kv_heads, head_dim), cos, sin, neox)
   want_cache[1, :, seen - 1] = qkv[nq + nkv:].reshape(n_kv_heads, head_dim)
   kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp, (nq, nq + nkv), grid_wait)
-  args = [Tensor(a, device="PYTHON").contiguous() for a in (qkv, cache, cos, sin, mask, qkv)]
-  out, _, new_cache = Tensor.empty(nq, device="PYTHON").custom_kernel(*args, fxn=kernel)[:3]
+  args = [Tensor(a, device="PYTHON").contiguous() for a in (qkv, cache, cos_t, sin_t, qkv)]
+  out, _, new_cache = Tensor.empty(nq, device="PYTHON").custom_kernel(*args[:4], pos, args[4], fxn=kernel)[:3]
   want = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
   np.testing.assert_array_equal(new_cache.numpy(), want_cache)
@@ -119,9 +123,8 @@ def test_adds_the_output_projection_into_the_residual(n_heads, n_kv_heads, attn_
   assert o_applies(n_heads, head_dim, attn_len, dim, o_parts, 32) and not o_applies(n_heads, head_dim, attn_len, dim, o_parts, 0)
   qkv = rng.standard_normal(nq + 2 * nkv).astype(np.float32)
   cache = rng.standard_normal((2, n_kv_heads, attn_len + 16, head_dim)).astype(np.float16)
-  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
-  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-  mask = (np.arange(attn_len) < seen)[None]
+  cos_t, sin_t, pos = rope_tables(rng, attn_len, head_dim, seen)
+  cos, sin, mask = cos_t[seen - 1:seen], sin_t[seen - 1:seen], (np.arange(attn_len) < seen)[None]
   wo = (rng.standard_normal((dim, nq)) / math.sqrt(nq)).astype(np.float16)
   residual = rng.standard_normal((1, 1, dim)).astype(np.float32)
   want_cache = cache.copy()
@@ -129,10 +132,10 @@ def test_adds_the_output_projection_into_the_residual(n_heads, n_kv_heads, attn_
   want_cache[1, :, seen - 1] = qkv[nq + nkv:].reshape(n_kv_heads, head_dim)
   kernel = decode_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, False, 32, (nq, nq + nkv), True, o_parts=o_parts, dim=dim)
   garbage = np.full((1, 1, dim), 7.0, np.float32)  # the optional last buffer: set to zeros (for the FFN kernel's adds after it)
-  args = [Tensor(a, device="PYTHON").contiguous() for a in (residual, qkv, cache, cos, sin, mask, qkv, wo, garbage)]
-  outs = args[0].custom_kernel(*args[1:], fxn=kernel)
+  args = [Tensor(a, device="PYTHON").contiguous() for a in (residual, qkv, cache, cos_t, sin_t, qkv, wo, garbage)]
+  outs = args[0].custom_kernel(*args[1:5], pos, *args[5:], fxn=kernel)
   out, new_cache = outs[0], outs[2]
-  np.testing.assert_array_equal(outs[8].numpy(), np.zeros_like(garbage))
+  np.testing.assert_array_equal(outs[7].numpy(), np.zeros_like(garbage))
   heads = reference(qkv, want_cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, False)
   want = residual.reshape(-1) + wo.astype(np.float64) @ heads
   np.testing.assert_allclose(out.numpy().reshape(-1), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
@@ -200,13 +203,17 @@ def test_the_folded_kernel_takes_an_sm_a_block(tmp_path):
 
 def test_gpu_decode_step_runs_one_attention_kernel_a_layer(tmp_path):
   """A GPU's one-token step: the cache write and one attention kernel a layer (DECODE_ATTENTION=1), or one kernel that also writes
-  the cache (2), instead of the Tensor-op form's five kernels; a prefill chunk keeps its own form."""
+  the cache (2), instead of the Tensor-op form's five kernels; a prefill chunk keeps its own form. The kernel takes the position
+  as a parameter and reads the RoPE tables: the Tensor-op form's three kernels before the layers (the rows and the mask) are
+  gone too."""
   from llm_synth import SynthConfig, write_model
   path = str(tmp_path / "m.gguf")
   write_model(path, SynthConfig(n_layers=2), "F16")
   on, folded, off = _kernels(path, 1, [5], 3), _kernels(path, 2, [5], 3), _kernels(path, 0, [5], 3)
   assert on.count("decode_attention") == 2 and folded.count("decode_attention_kv") == 2 and not any("decode_attention" in n for n in off)
-  assert len(on) == len(off) - 2 * 3 and len(folded) == len(off) - 2 * 4  # (the cache write: a kernel of its own, or inside)
+  # (the cache write: a kernel of its own, or inside)
+  assert len(on) == len(off) - 2 * 3 - 3 and len(folded) == len(off) - 2 * 4 - 3, (on, off)
+  assert off[2:4] == ["E_32", "E_32"] and on[2] != "E_32"  # the rows of cos and sin, after the embedding's kernels
   assert not any("decode" in n for n in _kernels(path, 1, [1, 2, 3, 4], 0))
 
 

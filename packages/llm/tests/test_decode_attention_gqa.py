@@ -2,11 +2,10 @@
 (tinygrad/llm/decode_attention_gqa.py): its partials and their combining kernel against numpy on the PYTHON device, the cache it
 writes, and which kernels a GPU's decode step schedules with it (NULL:CUDA, compile only). A decode step at depth against the
 float64 reference runs on the default device (the GPU's kernels with DEV=CUDA)."""
-import math
 
 import numpy as np
 import pytest
-from test_decode_attention import reference, rope
+from test_decode_attention import reference, rope, rope_tables
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.llm.decode_attention import combine_split
 from tinygrad.llm.decode_attention_gqa import combine_kernel, gqa_attention_kernel, gqa_parts
@@ -16,9 +15,18 @@ def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.
   rng = np.random.default_rng(seed)
   qkv = rng.standard_normal((n_heads + 2 * n_kv_heads) * head_dim).astype(np.float32)  # q, then the token's k and v
   cache = (rng.standard_normal((2, n_kv_heads, attn_len + 8, head_dim)) * 2).astype(cache_dtype)
-  ang = rng.uniform(0, 2 * math.pi, (1, head_dim // 2))
-  cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-  return qkv, cache, cos, sin, (np.arange(attn_len) < seen)[None]
+  cos_t, sin_t, pos = rope_tables(rng, attn_len, head_dim, seen)
+  return qkv, cache, cos_t, sin_t, pos
+
+
+def _rows(cos_t, sin_t, attn_len, seen):
+  """The reference's inputs: the token's RoPE rows and its mask (it sees positions 0 .. seen - 1)."""
+  return cos_t[seen - 1:seen], sin_t[seen - 1:seen], (np.arange(attn_len) < seen)[None]
+
+
+def _args(qkv, cache, cos_t, sin_t, pos, *more):
+  """The kernel's arguments on the PYTHON device: q, the cache, the RoPE tables, the position, then `more`."""
+  return [*(Tensor(a, device="PYTHON") for a in (qkv, cache, cos_t, sin_t)), pos, *(Tensor(a, device="PYTHON") for a in more)]
 
 
 @pytest.mark.parametrize("warp", [0, 32], ids=["smem_tree", "shuffles"])
@@ -33,13 +41,13 @@ def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.
 def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, cache_dtype, warp):
   """The partials in combine_split's layout (GQA_ONE_BLOCK=0: parts even where one block would hold the span): the Tensor-op
   combine and the combining kernel both give numpy's rows."""
-  qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen, cache_dtype)
+  qkv, cache, *tables = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen, cache_dtype)
+  cos, sin, mask = _rows(*tables[:2], attn_len, seen)
   with Context(GQA_ONE_BLOCK=0):
     S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
     kernel = gqa_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
   assert S > 1
-  args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask)]
-  parts = Tensor.empty(n_heads * S * (head_dim + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)[0].realize()
+  parts = Tensor.empty(n_heads * S * (head_dim + 2), device="PYTHON").custom_kernel(*_args(qkv, cache, *tables), fxn=kernel)[0].realize()
   want = reference(qkv, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   combined = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(parts, fxn=combine_kernel(n_heads, head_dim, S))[0]
   for got in (combine_split(parts, n_heads, head_dim).numpy(), combined.numpy()):
@@ -56,12 +64,12 @@ def test_partials_combine_to_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_
 def test_one_block_a_kv_head_writes_the_heads_rows(n_heads, n_kv_heads, head_dim, attn_len, seen, neox, warp):
   """A span of at most GQA_ONE_BLOCK positions is one part: a block a kv head, and the kernel writes the heads' rows (no
   partials, no combining kernel)."""
-  qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen)
+  qkv, cache, *tables = _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, attn_len + seen)
+  cos, sin, mask = _rows(*tables[:2], attn_len, seen)
   with Context(GQA_ONE_BLOCK=512, GQA_ONE_BLOCK_MIN_GRID=1):
     assert gqa_parts(attn_len, n_heads, n_kv_heads, head_dim) == 1
     kernel = gqa_attention_kernel(n_heads, n_kv_heads, head_dim, attn_len, neox, warp)
-  args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask)]
-  got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*args, fxn=kernel)[0].numpy()
+  got = Tensor.empty(n_heads * head_dim, device="PYTHON").custom_kernel(*_args(qkv, cache, *tables), fxn=kernel)[0].numpy()
   want = reference(qkv, cache, cos, sin, mask, n_heads, n_kv_heads, head_dim, neox)
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
@@ -84,17 +92,17 @@ def test_other_block_shapes_give_the_same_rows(positions, value_dims, n_heads, n
 @pytest.mark.parametrize("hoist", [1, 0], ids=["hoisted", "where_used"])
 @pytest.mark.parametrize("one_block", [0, 512], ids=["parts", "one_block"])
 def test_writes_the_new_key_and_value_into_the_cache(n_heads, n_kv_heads, D, attn_len, seen, neox, grid_wait, hoist, one_block):
-  """new_kv: the block whose part holds the token's position (the last the mask shows) scores and weighs the token's own key
+  """new_kv: the block whose part holds the token's position (the bound Variable) scores and weighs the token's own key
   (rotated) and value, as the cache will hold them, and stores them there; the rest of the cache is unchanged. The same with
-  the mask's and the value's late loads before the first barrier (GQA_HOIST=1) or where they are used, and with the span in
-  parts or one block a kv head (GQA_ONE_BLOCK)."""
-  qkv, cache, cos, sin, mask = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
+  the value's late loads before the first barrier (GQA_HOIST=1) or where they are used, and with the span in parts or one
+  block a kv head (GQA_ONE_BLOCK)."""
+  qkv, cache, *tables = _inputs(n_heads, n_kv_heads, D, attn_len, seen, attn_len + seen + 1)
+  cos, sin, mask = _rows(*tables[:2], attn_len, seen)
   with Context(GQA_HOIST=hoist, GQA_ONE_BLOCK=one_block, GQA_ONE_BLOCK_MIN_GRID=1):
     S = gqa_parts(attn_len, n_heads, n_kv_heads, D)
     kernel = gqa_attention_kernel(n_heads, n_kv_heads, D, attn_len, neox, 32, new_kv=(n_heads * D, (n_heads + n_kv_heads) * D), grid_wait=grid_wait)
   assert (S == 1) == bool(one_block)
-  args = [Tensor(a, device="PYTHON") for a in (qkv, cache, cos, sin, mask, qkv)]
-  outs = Tensor.empty(n_heads * D if S == 1 else n_heads * S * (D + 2), device="PYTHON").custom_kernel(*args, fxn=kernel)
+  outs = Tensor.empty(n_heads * D if S == 1 else n_heads * S * (D + 2), device="PYTHON").custom_kernel(*_args(qkv, cache, *tables, qkv), fxn=kernel)
   want_cache = cache.copy()
   want_cache[0, :, seen - 1] = rope(qkv[n_heads * D:(n_heads + n_kv_heads) * D].reshape(n_kv_heads, D), cos, sin, neox)
   want_cache[1, :, seen - 1] = qkv[(n_heads + n_kv_heads) * D:].reshape(n_kv_heads, D)
@@ -210,7 +218,7 @@ def test_decode_at_depth_matches_the_reference(tmp_path, start, settings):
 
 def test_no_load_waits_behind_a_barrier(tmp_path):
   """GQA_HOIST (default): every global load of the grouped kernel issues before its first barrier, so none is a round trip to
-  memory behind one (with GQA_HOIST=0 the mask entry past each position and the token's value load after barriers)."""
+  memory behind one (with GQA_HOIST=0 the token's value loads after barriers)."""
   import re
 
   from llm_synth import SynthConfig, write_model

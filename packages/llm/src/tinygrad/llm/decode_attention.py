@@ -102,19 +102,21 @@ def block_reduce(v: UOp, t: UOp, B: int, warp: int, slot: int, combine: Callable
 def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
                             new_kv: tuple[int, int] | None = None, grid_wait: bool = False, split: int = 1,
                             o_parts: int = 0, dim: int = 0) -> Callable[..., UOp]:
-  """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask[, kv]): out (n_heads * head_dim,) float32; q a buffer whose first
-  n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1,
-  head_dim / 2); mask (1, attn_len) bool, the positions the token sees (0 .. its own). `warp`: the renderer's shuffle_lanes (32:
+  """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, position[, kv]): out (n_heads * head_dim,) float32; q a buffer whose
+  first n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin
+  the RoPE tables (positions, head_dim / 2), of which the kernel reads the token's row; position the token's position, a bound
+  Variable (the kernel takes it as a parameter: one kernel for every step): it sees the cache's positions 0 .. position.
+  `warp`: the renderer's shuffle_lanes (32:
   the block's max and sum combine through warp shuffles and one barrier; 0: a tree in shared memory, a barrier a level).
   `new_kv` (k offset, v offset): the kernel also writes the cache: the token's key (unrotated) and value heads lie in `kv` at
-  these offsets; the first block of each kv head rotates the key and stores both at the token's position (the last one the
-  mask shows), and every block uses them from registers there, not the cache (which other blocks may be writing). `grid_wait`
+  these offsets; the first block of each kv head rotates the key and stores both at the token's position, and every block uses
+  them from registers there, not the cache (which other blocks may be writing). `grid_wait`
   (with new_kv): the early cache loads come before a GRID_WAIT barrier, every other buffer's after it. `split` > 1 (without
   new_kv): a block per (head, attn_len / split positions); out is then (n_heads, split, head_dim + 2) float32 partials, each
   the unnormalized weighted values, the scores' max (log2 units; -inf where the part sees no position) and the sum of the
   exponentials, which `combine_split` turns into the heads' rows.
   `o_parts` R > 0 (with new_kv, `dim` the model's width): the kernel also applies the output projection and adds it to the
-  residual stream: fxn(out, q, cache, cos, sin, mask, kv, wo) with out the residual (..., dim) float32, added to in place, and wo
+  residual stream: fxn(out, q, cache, cos, sin, position, kv, wo) with out the residual (..., dim) float32, added to in place, and wo
   (dim, n_heads * head_dim) float16. A block per (head, R-th of wo's rows): each computes its head's attention (R blocks the same
   one) and adds head_dim columns of wo times it into its dim / R rows of out, an atomic add a row (`o_applies`). An optional last
   parameter `zeroed` (..., dim) float32 is set to zeros by the first block (for decode_ffn's accumulating kernel after it)."""
@@ -132,7 +134,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
   P, N = B // D, L // B  # threads per dimension in the weighted sum; positions per thread
   f32 = dtypes.float32
 
-  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None, wo: UOp | None = None,
+  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, position: UOp, kv: UOp | None = None, wo: UOp | None = None,
              zeroed: UOp | None = None) -> UOp:
     o_part: UOp | None = None
     if S > 1:  # a block per (head, part): positions from the part's first on
@@ -162,11 +164,12 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     if staged is not None: early += staged[1]  # copies in flight beside the early loads, complete at the first barrier
     if kv is not None and grid_wait and early:
       # the cache's earlier positions were written by earlier steps, and only this kernel writes it (the token's own position
-      # comes from registers): they load before the wait for the grid before this one, every other buffer after it
+      # comes from registers): they load before the wait for the grid before this one, every other buffer after it but the RoPE
+      # tables (written once, at load)
       wait = UOp(Ops.BARRIER, dtypes.void, tuple(early), GRID_WAIT)
-      q, kv, cos, sin, mask = (x.after(wait) for x in (q, kv, cos, sin, mask))
+      q, kv = (x.after(wait) for x in (q, kv))
       if o_parts: out = out.after(wait)
-    def rotated(src: UOp, base: UOp) -> UOp: return src[base + d] * cos[0, i] + src[base + partner] * sign * sin[0, i]
+    def rotated(src: UOp, base: UOp) -> UOp: return src[base + d] * cos[position, i] + src[base + partner] * sign * sin[position, i]
     qrot = rotated(q, h * D) * (math.log2(math.e) / math.sqrt(D))
     qs = UOp.placeholder(D, f32, 0, AddrSpace.LOCAL)
     q_stored = qs[d].store(qrot, t < D)
@@ -179,15 +182,13 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       kv_new = ks.after(first)
     else: first = q_stored.barrier(*early)
     qv = qs.after(first)
-    def is_new(pos: UOp) -> UOp:  # the token's own position: the last the mask shows
-      return mask[0, pos] & ((pos + 1).eq(L) | mask[0, (pos + 1) % L].logical_not())
+    def seen(pos: UOp) -> UOp: return pos < position + 1  # the causal mask
+    def is_new(pos: UOp) -> UOp: return pos.eq(position)  # the token's own position
     def score(j: int | UOp) -> UOp:
       pos = j * B + t
       k_at = (lambda k: keys[j][k]) if keys is not None and isinstance(j, int) else (lambda k: cache[0, kvh, at_pos(pos), k].cast(f32))
       if kv is not None: k_at = (lambda old: lambda k: is_new(pos).where(kv_new[k], old(k)))(k_at)
-      return mask[0, at_pos(pos)].where(pairwise_sum([qv[k] * k_at(k) for k in range(D)]), -math.inf)
-    # where the token's position is, for the values: the thread that scores it says so (read after the max's barrier)
-    at = UOp.placeholder(1, dtypes.int32, 9, AddrSpace.LOCAL)
+      return seen(at_pos(pos)).where(pairwise_sum([qv[k] * k_at(k) for k in range(D)]), -math.inf)
     # a part past the token's position sees nothing: its max is -inf, and exp2(-inf - -inf) would be NaN; 0 makes its sums 0
     def finite(m: UOp) -> UOp: return m.eq(-math.inf).where(0.0, m)
     # 2. scores of positions j * B + t, masked, into shared memory; 3. their max, then the exponentials' sum over the block
@@ -196,8 +197,6 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       mine = [score(j) for j in range(N)]
       stored = sc[t].store(mine[0])
       for j in range(1, N): stored = sc.after(stored)[j * B + t].store(mine[j])
-      if kv is not None:
-        for j in range(N): stored = at.after(stored)[0].store(j * B + t, is_new(j * B + t))
       mx = mine[0]
       for v in mine[1:]: mx = mx.maximum(v)
       m_seen = m = block_reduce(mx, t, B, warp, 2, lambda a, b: a.maximum(b), stored)
@@ -206,8 +205,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       for v in mine[1:]: sm = sm + (v - m).alu(Ops.EXP2)
     else:
       j = UOp.range(N, 2, AxisType.LOOP)
-      stored = sc[j * B + t].store(score(j))
-      stored = (at.after(stored)[0].store(j * B + t, is_new(j * B + t)) if kv is not None else stored).end(j)
+      stored = sc[j * B + t].store(score(j)).end(j)
       scv = sc.after(stored)
       acc = UOp.placeholder(1, f32, 3, AddrSpace.REG)
       j2 = UOp.range(N, 3, AxisType.LOOP)
@@ -222,8 +220,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     # 4. the weighted values: dimension d over positions part, part + P, ... (UNROLL loads a step); other threads' scores, so
     # read after a barrier (total's)
     scores = sc.after(stored, total)
-    here = at.after(stored, total)[0]  # the token's position (with new_kv)
-    def value(p: UOp, old: UOp) -> UOp: return p.eq(here).where(vnew, old) if kv is not None else old
+    def value(p: UOp, old: UOp) -> UOp: return is_new(p).where(vnew, old) if kv is not None else old
     red3 = UOp.placeholder(B, f32, 7, AddrSpace.LOCAL)
     if values is not None:  # loaded before the first barrier
       mine_w = pairwise_sum([(scores[u * P + part] - m).alu(Ops.EXP2) * value(u * P + part, v) for u, v in enumerate(values)])
@@ -245,7 +242,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     if o_parts:
       assert wo is not None and o_part is not None
       writes = (h % G).eq(0) & o_part.eq(0) & (t < D)  # one block of each kv head writes the cache (after its reads)
-      cache_writes = [cache.after(last)[c, kvh, here, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))]
+      cache_writes = [cache.after(last)[c, kvh, position, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))]
       zlead = (0,) * (len(zeroed.shape) - 1) if zeroed is not None else ()
       zeros = [] if zeroed is None else [zeroed[(*zlead, (t + B * i) % dim)].store(0.0, g.eq(0) & (t + B * i < dim)) for i in range(-(-dim // B))]
       return UOp.sink(*projected(out, wo, h, o_part, t, weighted / total, d, last, staged), *cache_writes, *zeros,
@@ -253,7 +250,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     result = out[h * D + d].store(weighted / total, t < D)
     if kv is None: return result.end(t, h).sink(arg=KernelInfo("decode_attention"))
     writes = (h % G).eq(0) & (t < D)  # the first block of each kv head writes the cache (after its reads: the last barrier)
-    return UOp.sink(result, *(cache.after(last)[c, kvh, here, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))),
+    return UOp.sink(result, *(cache.after(last)[c, kvh, position, d].store(x.cast(cache.dtype.base), writes) for c, x in ((0, knew), (1, vnew))),
                     arg=KernelInfo("decode_attention_kv", spread=True))
 
   def stage_wo(wo: UOp | None, h: UOp, o_part: UOp | None, t: UOp) -> tuple[UOp, list[UOp]]:

@@ -50,7 +50,7 @@ ONE_BLOCK = ContextVar("GQA_ONE_BLOCK", 256)
 ONE_BLOCK_MIN_GRID = ContextVar("GQA_ONE_BLOCK_MIN_GRID", 8)
 # a thread's value dimensions in the weighted sums: one 8-byte load of float16 values a position (1: a 2-byte load each)
 VALUE_DIMS = ContextVar("GQA_VALUE_DIMS", 4)
-# GQA_HOIST=0: the mask entry past a thread's position and the token's value load where first used, after barriers (Llama-1B at
+# GQA_HOIST=0: the token's value loads where first used, after barriers (with the mask entry past a thread's position: Llama-1B at
 # a 2,048-position span on an H100: 1,029.8 us a step, against 1,026.9 loaded before the first barrier)
 GQA_HOIST = ContextVar("GQA_HOIST", 1)
 
@@ -85,17 +85,19 @@ def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> in
 
 def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
                          new_kv: tuple[int, int] | None = None, grid_wait: bool = False, spread: bool = True) -> Callable[..., UOp]:
-  """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, mask): out (n_heads * parts * (head_dim + 2),) float32 partials in
+  """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, position): out (n_heads * parts * (head_dim + 2),) float32 partials in
   decode_attention.combine_split's layout (per query head and part: the unnormalized weighted values, the scores' max in log2
   units, -inf where the part sees no position, and the exponentials' sum); where gqa_parts is 1, out (n_heads * head_dim,)
   float32, the heads' rows themselves (each weighted sum divided by its head's sum in the block); q a buffer whose first
-  n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin (1, head_dim / 2); mask (1, attn_len)
-  bool, the positions the token sees. `warp`: the renderer's shuffle_lanes (decode_attention.block_reduce).
-  `new_kv` (k offset, v offset): fxn(out, q, cache, cos, sin, mask, kv), and the kernel also writes the cache: the token's key
-  (unrotated) and value heads lie in `kv` at these offsets; the block whose part holds the token's position (the last one the mask
-  shows) uses them from registers and shared memory there, not the cache, and stores them (rounded to the cache's dtype) at the
-  end; no other block reads that position. `grid_wait` (with new_kv): the cache's loads come before a GRID_WAIT barrier, every
-  other buffer's after it (only this kernel writes the cache), and (`spread`) each block asks for an SM of its own, as
+  n_heads * head_dim values are the token's query heads (unrotated); cache (2, kv heads, positions, head_dim); cos, sin the RoPE
+  tables (positions, head_dim / 2), of which the kernel reads the token's row; position the token's position, a bound Variable
+  (a kernel parameter): it sees the cache's positions 0 .. position. `warp`: the renderer's shuffle_lanes
+  (decode_attention.block_reduce).
+  `new_kv` (k offset, v offset): fxn(out, q, cache, cos, sin, position, kv), and the kernel also writes the cache: the token's key
+  (unrotated) and value heads lie in `kv` at these offsets; the block whose part holds the token's position uses them from
+  registers and shared memory there, not the cache, and stores them (rounded to the cache's dtype) at the end; no other block
+  reads that position. `grid_wait` (with new_kv): the cache's loads come before a GRID_WAIT barrier, q's and kv's after it
+  (only this kernel writes the cache; the RoPE tables are written once, at load), and (`spread`) each block asks for an SM of its own, as
   decode_attention's kernel does: launched early behind the q/k/v product, its blocks would otherwise land packed on the few SMs
   with room left."""
   S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
@@ -108,7 +110,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   P = W * B // D  # threads a group of W dimensions in the weighted sums
   f32 = dtypes.float32
 
-  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, mask: UOp, kv: UOp | None = None) -> UOp:
+  def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, position: UOp, kv: UOp | None = None) -> UOp:
     g = UOp.range(n_kv_heads * S, 0, AxisType.GLOBAL)
     c, part = g // S, g % S  # the kv head, the part of the span
     t = UOp.range(B, 1, AxisType.LOCAL)
@@ -124,12 +126,12 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     values = [cache[1, c, part * L + u * P + lane, W * quad + j] for u in range(L // P) for j in range(W)]
     if kv is not None and grid_wait:  # earlier steps wrote these positions, and only this kernel writes the cache
       wait = UOp(Ops.BARRIER, dtypes.void, (*key, *values), GRID_WAIT)
-      q, kv, cos, sin, mask = (x.after(wait) for x in (q, kv, cos, sin, mask))
+      q, kv = (x.after(wait) for x in (q, kv))
 
     def rotated(src: UOp, base: UOp, de: UOp) -> UOp:
       if neox: ri, partner, sign = de % (D // 2), (de + D // 2) % D, (de < D // 2).where(-1.0, 1.0)
       else: ri, partner, sign = de // 2, de ^ 1, (de % 2).eq(0).where(-1.0, 1.0)
-      return src[base + de] * cos[0, ri] + src[base + partner] * sign * sin[0, ri]
+      return src[base + de] * cos[position, ri] + src[base + partner] * sign * sin[position, ri]
     # 1. the group's query rows, rotated and scaled: entry e = t + i * B is head e // D's dimension e % D
     qs = UOp.placeholder(G * D, f32, 0, AddrSpace.LOCAL)
     stores = []
@@ -138,24 +140,24 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       ok = e < G * D
       hq = c * G + ok.where(e, 0) // D  # (past the group's rows: the first's, not stored)
       stores.append(qs[e].store(rotated(q, hq * D, e % D) * (math.log2(math.e) / math.sqrt(D)), ok))
-    seen = mask[0, pos]
+    seen = pos < position + 1  # the causal mask
+    holds_new = (position // L).eq(part)  # the block whose part holds the token's position
     if kv is not None:  # the token's key (rotated) and value, rounded as the cache will hold them; where its position is
       assert new_kv is not None
       cdt = cache.dtype.base
       knew, vnew = rotated(kv, new_kv[0] + c * D, d).cast(cdt).cast(f32), kv[new_kv[1] + c * D + d].cast(cdt).cast(f32)
-      ks, at = UOp.placeholder(D, f32, 1, AddrSpace.LOCAL), UOp.placeholder(1, dtypes.int32, 4 + 3 * G, AddrSpace.LOCAL)
-      stores += [ks[d].store(knew, t < D), at[0].store(-1, t.eq(0))]  # (B >= D threads: L * K is a multiple of D)
-      is_new = seen & ((pos + 1).eq(attn_len) | mask[0, (pos + 1) % attn_len].logical_not())
+      ks = UOp.placeholder(D, f32, 1, AddrSpace.LOCAL)
+      stores.append(ks[d].store(knew, t < D))  # (B >= D threads: L * K is a multiple of D)
+      is_new = pos.eq(position)
       vq = [kv[new_kv[1] + c * D + W * quad + j].cast(cdt).cast(f32) for j in range(W)]
-    # read after barriers, but loaded before the first (each would be one more round trip to memory behind a barrier): the mask
-    # entry past the thread's position, and the token's value as the weighted sums and the cache write use it
-    late = [mask[0, (pos + 1) % attn_len], *vq, vnew] if kv is not None and GQA_HOIST.value else []
+    # read after barriers, but loaded before the first (each would be one more round trip to memory behind a barrier): the
+    # token's value as the weighted sums and the cache write use it
+    late = [*vq, vnew] if kv is not None and GQA_HOIST.value else []
     first = stores[0].barrier(*stores[1:], *key, *values, *late)
     qv = qs.after(first)
     key = [x.cast(f32) for x in key]
-    if kv is not None:  # the threads scoring the token's position use its key, and tell the block where it is
+    if kv is not None:  # the threads scoring the token's position use its key
       key = [is_new.where(ks.after(first)[ks_at + k], x) for k, x in enumerate(key)]
-      first = at.after(first)[0].store(pos, is_new)
     # 2. the group's scores of the thread's position (registers); with K threads a position, their slices' sums added through
     # shared memory, so that each of them holds the scores
     mine = [pairwise_sum([qv[h * D + ks_at + k] * key[k] for k in range(DK)]) for h in range(G)]
@@ -181,9 +183,8 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
     # the exponentials read after a barrier (the sums')
     pv = ps.after(p_stored, *totals)
     values = [v.cast(f32) for v in values]
-    if kv is not None:  # the token's value where its position is (told after the first barrier, read after the sums')
-      here = at.after(first, *totals)[0]
-      values = [(part * L + (i // W) * P + lane).eq(here).where(vq[i % W], v) for i, v in enumerate(values)]
+    if kv is not None:  # the token's value where its position is
+      values = [(part * L + (i // W) * P + lane).eq(position).where(vq[i % W], v) for i, v in enumerate(values)]
     weighted = [pairwise_sum([pv[(u * P + lane) * G + h] * values[W * u + j] for u in range(L // P)]) for h in range(G) for j in range(W)]
     # (head h, lane, dimension) at h * P * D + lane * D + dimension: P * D = W * B entries a head
     red = UOp.placeholder(W * G * B, f32, 2 + 2 * G, AddrSpace.LOCAL)
@@ -207,8 +208,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       row = ((c * G + h) * S + part) * (D + 2)
       writes += [out[row + D].store(maxes[h], t.eq(0)), out[row + D + 1].store(totals[h], t.eq(0))]
     if kv is not None:  # the block that holds the token's position writes its key and value (after every read: the last barrier)
-      here = at.after(last)[0]
-      writes += [cache.after(last)[i, c, here.maximum(0), d].store(x.cast(cache.dtype.base), here.ne(-1) & (t < D)) for i, x in ((0, knew), (1, vnew))]
+      writes += [cache.after(last)[i, c, position, d].store(x.cast(cache.dtype.base), holds_new & (t < D)) for i, x in ((0, knew), (1, vnew))]
     return UOp.sink(*writes, arg=KernelInfo("decode_attention_gqa" if kv is None else "decode_attention_gqa_kv", spread=kv is not None and grid_wait and spread))
 
   return kernel

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor, Variable, dtypes
 from tinygrad.dtype import DType
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import applies as decode_attention_applies
@@ -438,6 +438,20 @@ def causal_mask(start_pos: int | UOp, T: int, L: int, device: str) -> Tensor:
   return Tensor.arange(L, dtype=dtypes.int32, device=device).reshape(1, L) <= pos_q
 
 
+@dataclass(frozen=True)
+class DecodePosition:
+  """In place of the causal mask, for one token whose attention runs as a hand-written kernel (decode_attention*.py): the
+  token's position as a bound Variable, which the kernel takes as a parameter (it reads the RoPE tables' row and masks by it),
+  and the positions attention spans. cos and sin are then the whole tables: a step has no kernels for its RoPE rows and mask."""
+  position: UOp
+  attn_len: int
+
+
+def span(mask: Tensor | DecodePosition) -> int:
+  """The positions attention spans: the mask's width."""
+  return mask.attn_len if isinstance(mask, DecodePosition) else mask.shape[1]
+
+
 def select_rows(table: Tensor, start: int | UOp, n: int) -> Tensor:
   """table[start:start+n] for an int or a symbolic start (a view either way: a symbolic shrink becomes index math)."""
   if isinstance(start, int): return table[start:start + n]
@@ -507,26 +521,38 @@ class Attention:
     # compile side by side in the compile pool, not one after another while the model loads)
     self.cache = Tensor.zeros(2, cfg.n_kv_heads, max_context + CACHE_SLACK, cfg.head_dim, dtype=cache_dtype).contiguous()
 
-  def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor,
+  def __call__(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor | DecodePosition,
                first: Tensor | None = None, residual: Tensor | None = None, zeroed: Tensor | None = None) -> Any:
     """x: the layer's input times the norm's weight, `scale` the norm's factor per row (rms_scale), or None for no norm.
-    cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask); first: the
+    cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask), or a
+    DecodePosition where `kernel_attends` (cos/sin are then the whole tables); first: the
     chunk's first position as a (1,) int32 tensor, where a prefill chunk's attention may run as one kernel (attention_first).
     residual: the layer's input, which the output is then added to (maybe in place, where the attention kernel adds it: a
     tensor nothing else reads after this). zeroed (with residual, where o_kernel_parts says the kernel adds the projection): a
     float32 buffer of the residual's shape the kernel also sets to zeros; the result is then (residual after, zeroed after)."""
     if zeroed is not None:
-      assert residual is not None and (parts := self.o_kernel_parts(x, mask.shape[1])), "zeroed needs the projection's kernel"
+      assert residual is not None and (parts := self.o_kernel_parts(x, span(mask))), "zeroed needs the projection's kernel"
       return self._attention_projected(x, scale, cos, sin, mask, residual, parts, zeroed)
     out, added = self._attention(x, scale, start_pos, cos, sin, mask, first, residual)
     # realized: the stream is read by the norm and the matmul after it (a kernel that added in place left a buffer already)
     return out if residual is None or added else (residual + out).contiguous()
 
-  def _attention(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor,
+  def kernel_form(self, B: int, T: int, device: str, attn_len: int) -> tuple[str, int]:
+    """Which hand-written kernel runs the attention of one token on a GPU (DECODE_ATTENTION), and its parts: ("gqa", parts)
+    (decode_attention_gqa), ("one", 1) (decode_attention's block a head), ("split", parts) (its block a (head, part), the
+    parts combined after); ("", 0) where none does (more tokens, a CPU, or a span no kernel takes: the Tensor-op form)."""
+    cfg = self.cfg
+    if not (B == 1 and T == 1 and fuses_cheaply(device) and DECODE_ATTENTION.value): return "", 0
+    if (n := self._gqa_parts(attn_len)) > 0: return "gqa", n
+    if decode_attention_applies(attn_len, cfg.n_heads, cfg.head_dim): return "one", 1
+    split = split_parts(attn_len, cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if DECODE_SPLIT.value else 1
+    return ("split", split) if split > 1 else ("", 0)
+
+  def _attention(self, x: Tensor, scale: Tensor | None, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor | DecodePosition,
                  first: Tensor | None, residual: Tensor | None) -> tuple[Tensor, bool]:
     """The attention block's output (after the output projection) and False, or `residual` with it added and True where one
     kernel does both."""
-    if residual is not None and (parts := self.o_kernel_parts(x, mask.shape[1])):
+    if residual is not None and (parts := self.o_kernel_parts(x, span(mask))):
       # the output projection too, added into the residual stream in place by atomic adds (decode_attention.py's o_parts)
       return self._attention_projected(x, scale, cos, sin, mask, residual, parts)[0], True
     cfg = self.cfg
@@ -546,44 +572,44 @@ class Attention:
     q, k, v = q.reshape(B, T, cfg.n_heads, cfg.head_dim), k.reshape(B, T, cfg.n_kv_heads, cfg.head_dim), v.reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
     if self.q_norm is not None: q = q_rows = rms_norm(q, self.q_norm, cfg.norm_eps).contiguous()
     if self.k_norm is not None: k = rms_norm(k, self.k_norm, cfg.norm_eps).contiguous()
+    # one token on a GPU: attention as one kernel (decode_attention*.py) instead of four after the cache write; it rotates q
+    # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
+    # q/k/v, no k norm), instead of the cache write's kernel. It takes the position as a parameter (mask: a DecodePosition) and
+    # the whole RoPE tables; the rows the cache write rotates k by are picked from them here
+    form, n_parts = self.kernel_form(B, T, x.device, span(mask))
+    tables = (cos, sin)
+    if isinstance(mask, DecodePosition): cos, sin = select_rows(cos, start_pos, T), select_rows(sin, start_pos, T)
     # q with RoPE: recomputed inside the attention scores' kernel on a GPU, stored once on a CPU (it is read for every position)
     q = apply_rope(q, cos, sin, cfg.rope_neox)
     if not fused: q = q.contiguous()
     k = apply_rope(k, cos, sin, cfg.rope_neox)
-    # one token on a GPU: attention as one kernel (decode_attention.py) instead of four after the cache write; it rotates q
-    # itself, and (DECODE_ATTENTION=2, the default) writes the new k and v into the cache where they lie in one buffer (stacked
-    # q/k/v, no k norm), instead of the cache write's kernel
-    hand_written = B == 1 and T == 1 and fused and DECODE_ATTENTION.value  # one token on a GPU
-    gqa_n_parts = self._gqa_parts(mask.shape[1]) if hand_written else 0
-    gqa = gqa_n_parts > 0  # decode_attention_gqa runs it
-    one_kernel = hand_written and not gqa and decode_attention_applies(mask.shape[1], cfg.n_heads, cfg.head_dim)
-    fold = (one_kernel or gqa) and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
-    # a longer span: a block per (head, 128 positions), the parts combined after (more blocks than heads; decode_attention.py)
-    split = split_parts(mask.shape[1], cfg.n_heads, cfg.head_dim, DECODE_SPLIT.value) if hand_written and DECODE_SPLIT.value and not one_kernel else 1
+    fold = form in ("gqa", "one") and self.wqkv is not None and self.k_norm is None and DECODE_ATTENTION.value == 2
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
-    if gqa:  # a block per (kv head, 128 or 256 positions) for the whole group of query heads (writing the cache where q/k/v are one
-      # buffer), the parts combined after
-      blocks = cfg.n_kv_heads * gqa_n_parts
-      kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
-                                    (nq, nq + nkv) if fold else None, has_grid_wait(x.device),
-                                    spread=blocks <= (DECODE_GQA_SPREAD.value or compute_units(x.device) or blocks))
-      args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
-      if gqa_n_parts == 1: out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]  # the heads' rows
+    if form:
+      assert isinstance(mask, DecodePosition), "a hand-written decode kernel takes the position (Transformer.hidden gives it)"
+      L, warp = mask.attn_len, shuffle_lanes(x.device)
+    if form == "gqa":  # a block per (kv head, part of the span) for the whole group of query heads (writing the cache where q/k/v
+      # are one buffer); one part of a short span writes the heads' rows, more parts are combined after
+      blocks = cfg.n_kv_heads * n_parts
+      kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, (nq, nq + nkv) if fold else None,
+                                    has_grid_wait(x.device), spread=blocks <= (DECODE_GQA_SPREAD.value or compute_units(x.device) or blocks))
+      args = (q_rows, self.cache, *tables, mask.position) + ((qkv,) if fold else ())
+      if n_parts == 1: out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]  # the heads' rows
       else:
-        parts = Tensor.empty(cfg.n_heads * gqa_n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(*args, fxn=kernel)[0]
-        out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=gqa_combine_kernel(cfg.n_heads, cfg.head_dim, gqa_n_parts))[0]
+        parts = Tensor.empty(cfg.n_heads * n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(*args, fxn=kernel)[0]
+        out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=gqa_combine_kernel(cfg.n_heads, cfg.head_dim, n_parts))[0]
       return linear(out.reshape(B, 1, nq), self.wo), False
-    if split > 1:
-      kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
-                                       split=split)
-      parts = Tensor.empty(cfg.n_heads * split * (cfg.head_dim + 2), device=x.device).custom_kernel(q_rows, self.cache, cos, sin, mask, fxn=kernel)[0]
+    if form == "split":  # a longer span: a block per (head, 128 positions), the parts combined after (decode_attention.py)
+      kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, split=n_parts)
+      parts = Tensor.empty(cfg.n_heads * n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(q_rows, self.cache, *tables, mask.position, fxn=kernel)[0]
       return linear(combine_split(parts, cfg.n_heads, cfg.head_dim).reshape(B, 1, nq), self.wo), False
-    if one_kernel:
-      kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
-                                       (nq, nq + nkv) if fold else None, has_grid_wait(x.device))
-      args = (q_rows, self.cache, cos, sin, mask) + ((qkv,) if fold else ())
+    if form == "one":
+      kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, (nq, nq + nkv) if fold else None,
+                                       has_grid_wait(x.device))
+      args = (q_rows, self.cache, *tables, mask.position) + ((qkv,) if fold else ())
       out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
       return linear(out.reshape(B, 1, nq), self.wo), False
+    assert isinstance(mask, Tensor)
     on_tc = T >= TC_MIN_ROWS and self.cache.dtype == dtypes.float16 and has_half_tensor_cores(x.device)
     G = cfg.n_heads // cfg.n_kv_heads
     if on_tc and first is not None and (tc := attention_tensor_core(x.device, cfg.head_dim, mask.shape[1], T, G, cfg.n_kv_heads)) is not None:
@@ -599,18 +625,20 @@ class Attention:
     else: out = stored_unless_tensor_cores(out.reshape(cfg.n_heads, T, cfg.head_dim).permute(1, 0, 2).reshape(B, T, cfg.n_heads * cfg.head_dim), self.wo)
     return linear(out, self.wo), False
 
-  def _attention_projected(self, x: Tensor, scale: Tensor | None, cos: Tensor, sin: Tensor, mask: Tensor, residual: Tensor, parts: int,
-                           zeroed: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+  def _attention_projected(self, x: Tensor, scale: Tensor | None, cos: Tensor, sin: Tensor, mask: Tensor | DecodePosition, residual: Tensor,
+                           parts: int, zeroed: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """One token's attention as decode_attention's kernel with o_parts: the residual after (the projection added in place), and
-    `zeroed` after (set to zeros by it), where given."""
+    `zeroed` after (set to zeros by it), where given. cos/sin: the RoPE tables, mask: the token's DecodePosition."""
+    assert isinstance(mask, DecodePosition), "the projection's kernel takes the position (Transformer.hidden gives it)"
     cfg = self.cfg
     nq, nkv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     assert self.wqkv is not None
     qkv = linear(x, self.wqkv, self.bqkv, scale).contiguous()
-    kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.shape[1], cfg.rope_neox, shuffle_lanes(x.device),
+    kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, mask.attn_len, cfg.rope_neox, shuffle_lanes(x.device),
                                      (nq, nq + nkv), has_grid_wait(x.device), o_parts=parts, dim=self.wo.shape[0])
-    out = residual.custom_kernel(qkv, self.cache, cos, sin, mask, qkv, self.wo.half(), *([zeroed] if zeroed is not None else []), fxn=kernel)
-    return out[0], (out[8] if zeroed is not None else None)
+    out = residual.custom_kernel(qkv, self.cache, cos, sin, mask.position, qkv, self.wo.half(), *([zeroed] if zeroed is not None else []),
+                                 fxn=kernel)
+    return out[0], (out[7] if zeroed is not None else None)  # (the tensors: the position returns none)
 
   def _gqa_parts(self, attn_len: int) -> int:
     """decode_attention_gqa's parts for a one-token step over attn_len positions on a GPU (0: another form): DECODE_GQA and up
@@ -806,7 +834,7 @@ class Block:
         f = self.ffn
         self.ffn_norm_folded = fold_norm(self.ffn_norm, *((f.gate_up,) if f.gate_up is not None else (f.gate, f.up)))
 
-  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor, first: Tensor | None = None) -> Tensor:
+  def __call__(self, x: Tensor, start_pos: int | UOp, cos: Tensor, sin: Tensor, mask: Tensor | DecodePosition, first: Tensor | None = None) -> Tensor:
     # the residual stream is realized; the matmuls after a norm read x times the norm's weight (or x, where the weight is folded
     # into them) and scale their outputs by the norm's factor (norm_scale), so the normalized rows are never stored (an
     # unrealized norm would be recomputed per output row)
@@ -815,7 +843,7 @@ class Block:
     if self.attn_norm_folded or self.ffn_norm_folded:
       h = self.attn(x if self.attn_norm_folded else x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x)
       return (h + self.ffn(h if self.ffn_norm_folded else h * self.ffn_norm, norm_scale(h, eps))).contiguous()
-    if ffn is not None and ffn.accumulates(x) and self.attn.o_kernel_parts(x, mask.shape[1]):
+    if ffn is not None and ffn.accumulates(x) and self.attn.o_kernel_parts(x, span(mask)):
       # one token, each half of the layer one kernel adding into the residual stream: the attention's adds its projection into x in
       # place and zeroes the buffer into which the feed-forward kernel then adds h and its product (atomic adds, no partial sums)
       h, nxt = self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x,
@@ -1088,10 +1116,17 @@ class Transformer:
     x = (self.embed_ids(rows) if rows.ndim == 2 else self.embed(rows)).contiguous()  # realized: every kernel of the first layer reads it
     if attn_len is not None and not 0 < attn_len <= self.max_context: raise ValueError(f"attn_len {attn_len} is not in 1..{self.max_context}")
     L = attn_len or (self.attn_len(start_pos + T) if isinstance(start_pos, int) else self.max_context)
-    # what depends on the position, computed once for every layer: the chunk's RoPE rows and the causal mask (under TinyJit the
-    # layers' kernels then don't depend on start_pos, only the cache writes do: fewer launches to update per replayed step)
-    cos, sin = select_rows(self.cos, start_pos, T).contiguous(), select_rows(self.sin, start_pos, T).contiguous()
-    mask = causal_mask(start_pos, T, L, x.device).contiguous()
+    mask: Tensor | DecodePosition
+    if self.layers and self.layers[0].attn.kernel_form(B, T, x.device, L)[0]:
+      # one token whose attention kernels take its position as a parameter (a Variable: one kernel for every step) and read the
+      # RoPE tables' row themselves: no kernels for the rows and the mask (3 of a step's 91 for Llama-1B)
+      position = start_pos if isinstance(start_pos, UOp) else Variable("start_pos", 0, self.max_context - 1).bind(start_pos)
+      cos, sin, mask = self.cos, self.sin, DecodePosition(position, L)
+    else:
+      # what depends on the position, computed once for every layer: the chunk's RoPE rows and the causal mask (under TinyJit the
+      # layers' kernels then don't depend on start_pos, only the cache writes do: fewer launches to update per replayed step)
+      cos, sin = select_rows(self.cos, start_pos, T).contiguous(), select_rows(self.sin, start_pos, T).contiguous()
+      mask = causal_mask(start_pos, T, L, x.device).contiguous()
     first = attention_first(self.cfg, start_pos, B, T, L, x.device, self.cache_dtype)
     for layer in self.layers:
       # realized layer by layer: scheduling one layer's graph at a time keeps the scheduler's work linear in the depth
