@@ -8,7 +8,7 @@ import pytest
 from test_decode_attention import reference, rope, rope_tables
 from tinygrad import Context, Tensor, dtypes
 from tinygrad.llm.decode_attention import combine_split
-from tinygrad.llm.decode_attention_gqa import combine_kernel, gqa_attention_kernel, gqa_parts
+from tinygrad.llm.decode_attention_gqa import combine_kernel, gqa_attention_kernel, gqa_parts, group_blocks
 
 
 def _inputs(n_heads, n_kv_heads, head_dim, attn_len, seen, seed, cache_dtype=np.float16):
@@ -230,3 +230,17 @@ def test_no_load_waits_behind_a_barrier(tmp_path):
     return len(re.findall(r"= \(\*\(\(?[a-z0-9]*\*?\)?\(?data\d", body[body.index("__syncthreads()"):]))
   assert loads_after_first_barrier() == 0
   assert loads_after_first_barrier(GQA_HOIST=0) > 0
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 4])
+@pytest.mark.parametrize("one_block", [0, 512], ids=["parts", "one_block"])
+def test_a_group_shared_over_blocks_gives_the_same_rows_and_cache(blocks, one_block):
+  """GQA_GROUP_BLOCKS: a kv head's query heads in one block or shared over several (each reading the kv head's keys and values), the
+  same rows and one write of the token's key and value; a count that doesn't divide the group (3 of 4) is one block."""
+  with Context(GQA_GROUP_BLOCKS=blocks):
+    test_writes_the_new_key_and_value_into_the_cache(4, 1, 64, 256, 129, False, True, 1, one_block)
+    test_writes_the_new_key_and_value_into_the_cache(8, 2, 128, 256, 200, True, True, 1, one_block)
+  with Context(GQA_GROUP_BLOCKS=3): assert group_blocks(4, 1) == 1 and group_blocks(6, 2) == 3
+  # the rule: the largest divisor of the group that keeps the grid within the SMs
+  assert group_blocks(32, 8, 8, 132) == 4 and group_blocks(32, 8, 64, 132) == 2 and group_blocks(32, 8, 256, 132) == 1
+  assert group_blocks(9, 3, 6, 132) == 3 and group_blocks(12, 2, 40, 132) == 3

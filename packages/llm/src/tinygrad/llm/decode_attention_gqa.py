@@ -54,6 +54,23 @@ VALUE_DIMS = ContextVar("GQA_VALUE_DIMS", 4)
 # a 2,048-position span on an H100: 1,029.8 us a step, against 1,026.9 loaded before the first barrier)
 GQA_HOIST = ContextVar("GQA_HOIST", 1)
 
+# the blocks a kv head's group of query heads is shared over: each reads the kv head's keys and values and attends for G / R of
+# the heads (a shorter chain of arithmetic between its barriers, more blocks at once). 0: group_blocks' rule; N: N where it divides
+# the group. On an H100 (us a step, R = 1 -> the rule's; bench/README.md, session 45): Llama-1B (groups of 4) at a 128-position span
+# 875.5 -> 866.8 (R 4), 256 902.8 -> 872.5 (4), 512 924.7 -> 904.0 (4), 1,024 928.0 -> 912.2 (2; 4 gave 925.3); SmolLM2 (groups
+# of 3) at 256 545.5 -> 515.0 (3); Qwen3-1.7B's sizes (groups of 2, heads of 128) at 256 1,462.2 -> 1,378.7, 1,024 1,444.4 ->
+# 1,436.7, but 128 1,346.3 -> 1,359.0 (the one loss)
+GROUP_BLOCKS = ContextVar("GQA_GROUP_BLOCKS", 0)
+
+
+def group_blocks(n_heads: int, n_kv_heads: int, blocks: int = 1, max_blocks: int = 128) -> int:
+  """Blocks a kv head's query heads are shared over, for a grid of `blocks` blocks at one block a group: GQA_GROUP_BLOCKS where
+  set and it divides the group; else the largest divisor of the group that keeps the grid within max_blocks (the GPU's SMs: one
+  wave, a block an SM), at least 1."""
+  G = n_heads // n_kv_heads
+  if GROUP_BLOCKS.value: return GROUP_BLOCKS.value if G % GROUP_BLOCKS.value == 0 else 1
+  return max((r for r in range(1, G + 1) if G % r == 0 and blocks * r <= max_blocks), default=1)
+
 
 def key_split(head_dim: int) -> int:
   """Threads a position's key row is split over (its dims KEY_SLICE a thread): 1 up to heads of KEY_SLICE, 2 for 128."""
@@ -84,7 +101,8 @@ def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> in
 
 
 def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
-                         new_kv: tuple[int, int] | None = None, grid_wait: bool = False, spread: bool = True) -> Callable[..., UOp]:
+                         new_kv: tuple[int, int] | None = None, grid_wait: bool = False, spread: bool = True,
+                         max_blocks: int = 128) -> Callable[..., UOp]:
   """fxn for Tensor.custom_kernel(out, q, cache, cos, sin, position): out (n_heads * parts * (head_dim + 2),) float32 partials in
   decode_attention.combine_split's layout (per query head and part: the unnormalized weighted values, the scores' max in log2
   units, -inf where the part sees no position, and the exponentials' sum); where gqa_parts is 1, out (n_heads * head_dim,)
@@ -99,11 +117,14 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   reads that position. `grid_wait` (with new_kv): the cache's loads come before a GRID_WAIT barrier, q's and kv's after it
   (only this kernel writes the cache; the RoPE tables are written once, at load), and (`spread`) each block asks for an SM of its own, as
   decode_attention's kernel does: launched early behind the q/k/v product, its blocks would otherwise land packed on the few SMs
-  with room left."""
+  with room left. Each kv head's query heads are shared over `group_blocks` blocks (the grid at most `max_blocks`, the GPU's SMs),
+  each of which reads the kv head's keys and values; only the first writes the cache."""
   S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
   if not S: raise ValueError(f"no grouped-query attention kernel for {n_heads} query heads over {n_kv_heads} kv heads, head_dim {head_dim}, "
                              f"attn_len {attn_len}: check gqa_parts first")
   D, G, L, K = head_dim, n_heads // n_kv_heads, block_positions(attn_len, head_dim, n_kv_heads), key_split(head_dim)
+  R = group_blocks(n_heads, n_kv_heads, n_kv_heads * S, max_blocks)
+  Gq = G // R  # query heads a block
   B = L * K  # a position a thread, or K threads a position (each D / K of its key's dims)
   DK = D // K
   W = VALUE_DIMS.value
@@ -111,8 +132,9 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   f32 = dtypes.float32
 
   def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, position: UOp, kv: UOp | None = None) -> UOp:
-    g = UOp.range(n_kv_heads * S, 0, AxisType.GLOBAL)
-    c, part = g // S, g % S  # the kv head, the part of the span
+    g = UOp.range(n_kv_heads * R * S, 0, AxisType.GLOBAL)
+    c, sub, part = g // (R * S), (g // S) % R, g % S  # the kv head, the block's share of its query heads, the part of the span
+    h0 = c * G + sub * Gq  # the block's first query head
     t = UOp.range(B, 1, AxisType.LOCAL)
     tp, ks_at = t % L, (t // L) * DK  # the thread's position in the part, and where its slice of the key starts
     pos = part * L + tp
@@ -133,12 +155,12 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       else: ri, partner, sign = de // 2, de ^ 1, (de % 2).eq(0).where(-1.0, 1.0)
       return src[base + de] * cos[position, ri] + src[base + partner] * sign * sin[position, ri]
     # 1. the group's query rows, rotated and scaled: entry e = t + i * B is head e // D's dimension e % D
-    qs = UOp.placeholder(G * D, f32, 0, AddrSpace.LOCAL)
+    qs = UOp.placeholder(Gq * D, f32, 0, AddrSpace.LOCAL)
     stores = []
-    for i in range(-(-G * D // B)):
+    for i in range(-(-Gq * D // B)):
       e = t + i * B
-      ok = e < G * D
-      hq = c * G + ok.where(e, 0) // D  # (past the group's rows: the first's, not stored)
+      ok = e < Gq * D
+      hq = h0 + ok.where(e, 0) // D  # (past the group's rows: the first's, not stored)
       stores.append(qs[e].store(rotated(q, hq * D, e % D) * (math.log2(math.e) / math.sqrt(D)), ok))
     seen = pos < position + 1  # the causal mask
     holds_new = (position // L).eq(part)  # the block whose part holds the token's position
@@ -160,55 +182,55 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       key = [is_new.where(ks.after(first)[ks_at + k], x) for k, x in enumerate(key)]
     # 2. the group's scores of the thread's position (registers); with K threads a position, their slices' sums added through
     # shared memory, so that each of them holds the scores
-    mine = [pairwise_sum([qv[h * D + ks_at + k] * key[k] for k in range(DK)]) for h in range(G)]
+    mine = [pairwise_sum([qv[h * D + ks_at + k] * key[k] for k in range(DK)]) for h in range(Gq)]
     if K > 1:
-      sl = UOp.placeholder(G * B, f32, 5 + 3 * G, AddrSpace.LOCAL)
+      sl = UOp.placeholder(Gq * B, f32, 5 + 3 * Gq, AddrSpace.LOCAL)
       sl_done = sl.after(first)[t].store(mine[0])
-      for h in range(1, G): sl_done = sl.after(sl_done)[h * B + t].store(mine[h])
+      for h in range(1, Gq): sl_done = sl.after(sl_done)[h * B + t].store(mine[h])
       first = sl_done.barrier()
       slices = sl.after(first)
-      mine = [pairwise_sum([slices[h * B + j * L + tp] for j in range(K)]) for h in range(G)]
+      mine = [pairwise_sum([slices[h * B + j * L + tp] for j in range(K)]) for h in range(Gq)]
     mine = [seen.where(m, -math.inf) for m in mine]
     # 3. per head the max (-inf where the part sees nothing: kept for the partials, 0 below so that the sums are 0); then each
-    # thread's exponentials, once a (head, position), into shared memory (position-major: a thread's G in a row) and summed
-    maxes = [block_reduce(mine[h], t, B, warp, 2 + 2 * h, lambda a, b: a.maximum(b), first) for h in range(G)]
+    # thread's exponentials, once a (head, position), into shared memory (position-major: a thread's Gq in a row) and summed
+    maxes = [block_reduce(mine[h], t, B, warp, 2 + 2 * h, lambda a, b: a.maximum(b), first) for h in range(Gq)]
     finite = [m.eq(-math.inf).where(0.0, m) for m in maxes]
-    ex = [(mine[h] - finite[h]).alu(Ops.EXP2) for h in range(G)]
-    ps = UOp.placeholder(G * L, f32, 3 + 2 * G, AddrSpace.LOCAL)
+    ex = [(mine[h] - finite[h]).alu(Ops.EXP2) for h in range(Gq)]
+    ps = UOp.placeholder(Gq * L, f32, 3 + 2 * Gq, AddrSpace.LOCAL)
     owner = t < L  # a position's first thread stores and counts its exponentials
-    p_stored = ps[tp * G].store(ex[0], owner)
-    for h in range(1, G): p_stored = ps.after(p_stored)[tp * G + h].store(ex[h], owner)
-    totals = [block_reduce(owner.where(ex[h], 0.0), t, B, warp, 3 + 2 * h, lambda a, b: a + b, p_stored) for h in range(G)]
+    p_stored = ps[tp * Gq].store(ex[0], owner)
+    for h in range(1, Gq): p_stored = ps.after(p_stored)[tp * Gq + h].store(ex[h], owner)
+    totals = [block_reduce(owner.where(ex[h], 0.0), t, B, warp, 3 + 2 * h, lambda a, b: a + b, p_stored) for h in range(Gq)]
     # 4. the weighted values: dimensions W * quad + j over positions lane, lane + P, ... of the part, for every head;
     # the exponentials read after a barrier (the sums')
     pv = ps.after(p_stored, *totals)
     values = [v.cast(f32) for v in values]
     if kv is not None:  # the token's value where its position is
       values = [(part * L + (i // W) * P + lane).eq(position).where(vq[i % W], v) for i, v in enumerate(values)]
-    weighted = [pairwise_sum([pv[(u * P + lane) * G + h] * values[W * u + j] for u in range(L // P)]) for h in range(G) for j in range(W)]
+    weighted = [pairwise_sum([pv[(u * P + lane) * Gq + h] * values[W * u + j] for u in range(L // P)]) for h in range(Gq) for j in range(W)]
     # (head h, lane, dimension) at h * P * D + lane * D + dimension: P * D = W * B entries a head
-    red = UOp.placeholder(W * G * B, f32, 2 + 2 * G, AddrSpace.LOCAL)
+    red = UOp.placeholder(W * Gq * B, f32, 2 + 2 * Gq, AddrSpace.LOCAL)
     done = red[lane * D + W * quad].store(weighted[0])
-    for i in range(1, W * G): done = red.after(done)[(i // W) * P * D + lane * D + W * quad + i % W].store(weighted[i])
+    for i in range(1, W * Gq): done = red.after(done)[(i // W) * P * D + lane * D + W * quad + i % W].store(weighted[i])
     parts = red.after(last := done.barrier())
     # 5. entry e = t + i * B (head e // D, dimension e % D): its P lanes' sums, then the head's max and sum from the first entry
     # (one part: divided by the head's sum, into the head's row)
     writes = []
-    for i in range(-(-G * D // B)):
+    for i in range(-(-Gq * D // B)):
       e = t + i * B
-      ok = e < G * D
+      ok = e < Gq * D
       hg, de = ok.where(e, 0) // D, e % D
       value = pairwise_sum([parts[hg * P * D + p * D + de] for p in range(P)])
       if S == 1:
         total = totals[0]
-        for h in range(1, G): total = hg.eq(h).where(totals[h], total)
-        writes.append(out[(c * G + hg) * D + de].store(value / total, ok))
-      else: writes.append(out[((c * G + hg) * S + part) * (D + 2) + de].store(value, ok))
-    for h in range(G if S > 1 else 0):
-      row = ((c * G + h) * S + part) * (D + 2)
+        for h in range(1, Gq): total = hg.eq(h).where(totals[h], total)
+        writes.append(out[(h0 + hg) * D + de].store(value / total, ok))
+      else: writes.append(out[((h0 + hg) * S + part) * (D + 2) + de].store(value, ok))
+    for h in range(Gq if S > 1 else 0):
+      row = ((h0 + h) * S + part) * (D + 2)
       writes += [out[row + D].store(maxes[h], t.eq(0)), out[row + D + 1].store(totals[h], t.eq(0))]
     if kv is not None:  # the block that holds the token's position writes its key and value (after every read: the last barrier)
-      writes += [cache.after(last)[i, c, position, d].store(x.cast(cache.dtype.base), holds_new & (t < D)) for i, x in ((0, knew), (1, vnew))]
+      writes += [cache.after(last)[i, c, position, d].store(x.cast(cache.dtype.base), holds_new & sub.eq(0) & (t < D)) for i, x in ((0, knew), (1, vnew))]
     return UOp.sink(*writes, arg=KernelInfo("decode_attention_gqa" if kv is None else "decode_attention_gqa_kv", spread=kv is not None and grid_wait and spread))
 
   return kernel

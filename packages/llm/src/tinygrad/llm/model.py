@@ -28,6 +28,7 @@ from tinygrad.llm.decode_attention import combine_split, decode_attention_kernel
 from tinygrad.llm.decode_attention import o_applies as decode_attention_o_applies
 from tinygrad.llm.decode_attention_gqa import combine_kernel as gqa_combine_kernel
 from tinygrad.llm.decode_attention_gqa import gqa_attention_kernel, gqa_parts
+from tinygrad.llm.decode_attention_gqa import group_blocks as gqa_group_blocks
 from tinygrad.llm.decode_ffn import ROWS as FFN_ROWS
 from tinygrad.llm.decode_ffn import applies as decode_ffn_applies
 from tinygrad.llm.decode_ffn import decode_ffn_kernel, down_tiles
@@ -590,9 +591,11 @@ class Attention:
       L, warp = mask.attn_len, shuffle_lanes(x.device)
     if form == "gqa":  # a block per (kv head, part of the span) for the whole group of query heads (writing the cache where q/k/v
       # are one buffer); one part of a short span writes the heads' rows, more parts are combined after
-      blocks = cfg.n_kv_heads * n_parts
+      # (a kv head's query heads shared over blocks while the grid stays within the GPU's SMs: group_blocks)
+      sms = compute_units(x.device)
+      blocks = cfg.n_kv_heads * n_parts * gqa_group_blocks(cfg.n_heads, cfg.n_kv_heads, cfg.n_kv_heads * n_parts, sms or 128)
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, (nq, nq + nkv) if fold else None,
-                                    has_grid_wait(x.device), spread=blocks <= (DECODE_GQA_SPREAD.value or compute_units(x.device) or blocks))
+                                    has_grid_wait(x.device), spread=blocks <= (DECODE_GQA_SPREAD.value or sms or blocks), max_blocks=sms or 128)
       args = (q_rows, self.cache, *tables, mask.position) + ((qkv,) if fold else ())
       if n_parts == 1: out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]  # the heads' rows
       else:
