@@ -300,3 +300,8 @@ def test_custom_kernel_arguments_are_checked():
     Tensor.empty(8).custom_kernel(x, Variable("shift", 0, 7), fxn=shifted_copy)
   with pytest.raises(ValueError, match="passed twice"):
     Tensor.empty(8).custom_kernel(x, Variable("s", 0, 7).bind(1), Variable("s", 0, 7).bind(1), fxn=lambda B, A, s, t: B[0].store(A[s]).sink())
+  with pytest.raises(ValueError, match="buffers only"):  # a kernel as source has no place for a Variable's value
+    Tensor.empty(8).custom_kernel(x, Variable("s", 0, 7).bind(1), fxn=lambda B, A, s: program("copy", src="void copy() {}"))
+  with pytest.raises(ValueError, match="at least one tensor"):
+    from tinygrad.frontend.custom_kernel import custom_kernel
+    custom_kernel((Variable("s", 0, 7).bind(1),), fxn=lambda s: s)

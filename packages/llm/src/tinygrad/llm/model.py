@@ -526,7 +526,7 @@ class Attention:
                first: Tensor | None = None, residual: Tensor | None = None, zeroed: Tensor | None = None) -> Any:
     """x: the layer's input times the norm's weight, `scale` the norm's factor per row (rms_scale), or None for no norm.
     cos/sin: the chunk's RoPE rows; mask (T, attn_len) bool: which cached positions each query sees (causal_mask), or a
-    DecodePosition where `kernel_attends` (cos/sin are then the whole tables); first: the
+    DecodePosition where `kernel_form` names a hand-written kernel (cos/sin are then the whole tables); first: the
     chunk's first position as a (1,) int32 tensor, where a prefill chunk's attention may run as one kernel (attention_first).
     residual: the layer's input, which the output is then added to (maybe in place, where the attention kernel adds it: a
     tensor nothing else reads after this). zeroed (with residual, where o_kernel_parts says the kernel adds the projection): a
