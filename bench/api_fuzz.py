@@ -1736,13 +1736,15 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
   return None
 
 
-def _np_index(idx: Any, inputs: list[dict[str, Any]], np: Any) -> Any:
-  """An encoded index as numpy's (tensors as arrays), or None for what numpy reads otherwise (a list of ints)."""
+def _np_index(idx: Any, inputs: list[dict[str, Any]], np: Any, lists: bool = False) -> Any:
+  """An encoded index as numpy's (tensors as arrays), or None for what numpy reads otherwise (a list of ints; with `lists`, one
+  reads as an index array: where duplicates can't matter)."""
   one = not (isinstance(idx, dict) and "$tuple" in idx)
   out = []
   for i in ([idx] if one else idx["$tuple"]):
-    if isinstance(i, list): return None
-    if isinstance(i, dict) and "$t" in i: out.append(input_array(inputs[i["$t"]], np))
+    if isinstance(i, list) and lists: out.append(np.asarray(i, dtype=np.int64))
+    elif isinstance(i, list): return None
+    elif isinstance(i, dict) and "$t" in i: out.append(input_array(inputs[i["$t"]], np))
     elif isinstance(i, dict) and "$slice" in i: out.append(slice(*i["$slice"]))
     elif isinstance(i, dict) and "$ell" in i: out.append(Ellipsis)
     else: out.append(i)
@@ -1755,12 +1757,14 @@ def _written_ref(case: dict[str, Any], out: dict[str, Any], np: Any) -> dict[str
   if len(items) < 2 or "values" not in items[1] or items[1]["dtype"] not in NP_DTYPES: return None
   x = input_array(case["inputs"][0], np).copy()
   idx = kw.get("index", kw.get("target"))
-  idx = Ellipsis if idx is None else _np_index(idx, case["inputs"], np)
   v = kw["value"]
+  idx = Ellipsis if idx is None else _np_index(idx, case["inputs"], np, lists=not isinstance(v, dict))  # a scalar value: duplicates write alike
   if idx is None or isinstance(v, dict) and "$t" not in v: return None
   val = input_array(case["inputs"][v["$t"]], np) if isinstance(v, dict) else v
   if isinstance(val, float) and x.dtype.kind in "iu" and math.isfinite(val):  # truncated, then wrapped like a 64-bit int (docs)
     val = np.array(int(val), np.int64).astype(x.dtype)
+  elif type(val) is int and x.dtype.kind == "u" and -INT_RANGE[x.dtype.name][1] <= val < 0:  # uint8 = -1 is 255 (torch, docs)
+    val = np.array(val, np.int64).astype(x.dtype)
   with np.errstate(all="ignore"):
     try: x[idx] = val
     except (ValueError, TypeError, IndexError, OverflowError): return None
@@ -1923,11 +1927,20 @@ def _step_raised(f: Facts, side: str, *texts: str) -> bool:
 
 
 def _empty_shape_mismatch(f: Facts) -> bool:
-  """tinygrad's scenario step raised "shape mismatch: objects cannot be broadcast" where a shape in the message has a 0 (an empty
-  selection)."""
-  msgs = [t["raised"] for t in f.theirs.get("out", {}).get("list", []) if "raised" in t and "shape mismatch" in t["raised"]]
+  """tinygrad's scenario step raised "shape mismatch: objects cannot be broadcast" where a shape in the message has a 0, or where
+  numpy's x[index] is empty (an empty selection; tinygrad's message may name only its masks' shapes)."""
+  msgs = [t["raised"] for t in f.theirs.get("out", {}).get("list", [])
+          if "raised" in t and ("shape mismatch" in t["raised"] or "size mismatch" in t["raised"])]
   shapes = [tuple(int(v) for v in body.split(",") if v.strip()) for m in msgs for body in re.findall(r"\(([\d, ]+)\)", m)]
-  return any(0 in shape for shape in shapes)
+  return bool(msgs) and (any(0 in shape for shape in shapes) or _selects_nothing(f))
+
+
+def _selects_nothing(f: Facts) -> bool:
+  """numpy's x[index] of the case's setitem is empty (lists of ints read as index arrays)."""
+  idx = f.kw.get("index")
+  if idx is None: return False
+  try: return f.arrays[0][_np_index(idx, f.case["inputs"], f.np, lists=True)].size == 0
+  except (IndexError, ValueError, TypeError): return False
 
 
 def _tg_empty(f: Facts) -> bool:
