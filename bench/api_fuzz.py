@@ -1488,6 +1488,12 @@ def worker() -> None:
 
 # ---- the driver
 
+def abs_pythonpath() -> str:
+  """$PYTHONPATH with relative entries made absolute: workers run in /tmp, where `packages/core/src` would name nothing and
+  the venv's installed tinygrad (another checkout's) would be imported silently."""
+  return os.pathsep.join(os.path.abspath(p) if p else p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep))
+
+
 class Side:
   """A persistent worker process; restarted when it crashes or hangs."""
   def __init__(self, name: str, python: str, env: dict[str, str], timeout: float, log: str):
@@ -2154,7 +2160,7 @@ def main() -> None:
   cases = pick_cases(a, OPS, make_case)
 
   base = {k: v for k, v in os.environ.items() if k not in ("DEV", "PYTHONPATH")}
-  keep = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}  # our sources (a worktree) go first
+  keep = {"PYTHONPATH": abs_pythonpath()} if os.environ.get("PYTHONPATH") else {}  # our sources (a worktree) go first
   ours = Side("ours", a.ours_python, {**base, **keep, "DEV": "CPU"}, a.timeout, "/tmp/api_fuzz_ours.log")
   theirs = Side("tinygrad", a.tg_python, {**base, "DEV": "CPU", "PATH": "/tmp/clbin:" + base.get("PATH", "")}, a.timeout, "/tmp/api_fuzz_tinygrad.log")
   results: list[tuple[dict, dict, dict]] = []

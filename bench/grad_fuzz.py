@@ -45,7 +45,7 @@ from fractions import Fraction
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from api_fuzz import Side, pick_cases, print_groups  # noqa: E402  the persistent worker process (restarts on crash/hang), the CLI's case choice
+from api_fuzz import Side, abs_pythonpath, pick_cases, print_groups  # noqa: E402  the persistent worker process (restarts on crash/hang), the CLI's case choice
 
 NAN, INF = float("nan"), float("inf")
 ZEROS = (0.0, -0.0)
@@ -1233,6 +1233,7 @@ def main() -> None:
 
   base = {k: v for k, v in os.environ.items() if k != "DEV"}
   bare = {k: v for k, v in base.items() if k != "PYTHONPATH"}
+  if base.get("PYTHONPATH"): base["PYTHONPATH"] = abs_pythonpath()  # workers run in /tmp: relative entries would name nothing
   sides = [GradSide("ours", sys.executable, {**base, "DEV": "CPU"}, a.timeout, "/tmp/grad_fuzz_ours.log", "ours"),
            GradSide("torch", a.torch_python, {**bare, "OMP_NUM_THREADS": "1"}, a.timeout, "/tmp/grad_fuzz_torch.log", "torch"),
            GradSide("tinygrad", a.tg_python, {**bare, "DEV": "CPU", "PATH": "/tmp/clbin:" + bare.get("PATH", "")}, a.timeout,
