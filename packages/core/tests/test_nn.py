@@ -115,6 +115,16 @@ def test_einsum_gradient():
   close(b.grad, np.broadcast_to(a.numpy().sum(0)[:, None], (3, 2)))
 
 
+def test_einsum_halves_multiply_in_float32():
+  # as matmul and torch: (1 + 2**-10) * (1 - 2**-11) rounded to half first is 1, and the sum's -1 cancels it to 0 (einsum/10, seed 454545)
+  a, b = Tensor([1 + 2**-10, -1], dtype=dtypes.half), Tensor([1 - 2**-11, 1], dtype=dtypes.half)
+  exact = 2**-11 - 2**-21
+  r = Tensor.einsum("i,i->", a, b, dtype=dtypes.float32)
+  assert r.dtype == dtypes.float32 and r.item() == exact
+  r = Tensor.einsum("i,i->", a, b)
+  assert r.dtype == dtypes.half and r.item() == float(np.float16(exact)) == (a @ b).item()
+
+
 # ---- convolution
 CONVS = [((1, 2, 5, 5), (3, 2, 3, 3), {}), ((1, 2, 5, 5), (2, 2, 3, 3), {"padding": 1, "stride": 2}), ((1, 2, 6, 6), (2, 2, 2, 2), {"dilation": 2}),
          ((1, 4, 4, 4), (2, 2, 3, 3), {"groups": 2, "padding": 1}), ((2, 2, 7), (3, 2, 3), {"stride": 2}), ((1, 1, 3, 4, 3), (2, 1, 2, 2, 2), {"padding": 1})]
