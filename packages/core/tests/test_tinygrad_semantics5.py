@@ -61,6 +61,9 @@ def test_int_products_widen():
   assert r.dtype == dtypes.uint32 and r.item() == 800
   r = Tensor.einsum("i,i->", Tensor([100, 100], dtype=dtypes.int8), Tensor([2, 2], dtype=dtypes.int8), dtype=dtypes.int8)
   assert r.item() == np.int8(400 - 512)
+  # a bool factor widens too (api_fuzz einsum/774, seed 454545): 1 * 100 * 10 is 1000, not 1000 - 3 * 256
+  r = Tensor.einsum("i,i,i->", Tensor([True, True]), Tensor([100, 5], dtype=dtypes.uint8), Tensor([10, 2], dtype=dtypes.uint8))
+  assert r.dtype == dtypes.uint32 and r.item() == 1010
   x, w = Tensor.full((1, 1, 2, 2), 100, dtype=dtypes.int8), Tensor.full((1, 1, 2, 2), 2, dtype=dtypes.int8)
   r = x.conv2d(w)
   assert r.dtype == dtypes.int32 and r.tolist() == [[[[800]]]]

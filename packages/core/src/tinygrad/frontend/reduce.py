@@ -41,7 +41,9 @@ def _widen_int_operands(ts: Sequence[TensorT], sum_dtype: DType | None) -> list[
   """Int factors of a sum of products (matmul, einsum, conv) whose sum is a wider int dtype (int8 -> int32, or a dtype=),
   cast to it before multiplying: the products don't wrap in the narrow dtype (tinygrad; numpy's dtype=)."""
   wide = sum_dtype or _sum_dtype(least_upper_dtype(*(t.dtype for t in ts)))
-  if dtypes.is_int(wide) and all(dtypes.is_int(t.dtype) and t.dtype.itemsize < wide.itemsize for t in ts): return [t.cast(wide) for t in ts]
+  # bool factors too (einsum keeps each operand's dtype): bool * uint8 * uint8 is a uint8 product otherwise
+  if dtypes.is_int(wide) and all(t.dtype == dtypes.bool or (dtypes.is_int(t.dtype) and t.dtype.itemsize < wide.itemsize) for t in ts):
+    return [t.cast(wide) for t in ts]
   return list(ts)
 
 
