@@ -28,6 +28,7 @@ DEV=CPU for all. A worker that crashes or hangs is restarted and the case counte
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -63,6 +64,17 @@ def input_values(d: dict[str, Any]) -> list[Any]:
   lo, hi = d.get("range", (-3.0, 3.0))
   pool, p = d.get("pool", []), d.get("p", 0.0)
   return [rng.choice(pool) if pool and rng.random() < p else round(rng.uniform(lo, hi), rng.choice((1, 2, 2))) for _ in range(n)]
+
+
+def view_values(d: dict[str, Any]) -> list[Any]:
+  """input_values in the order of the tensor the op sees (its view of the leaf applied: T, flip or step), row-major."""
+  vals, leaf, v = input_values(d), d["leaf"], d.get("view")
+  if v is None or not vals: return vals
+  strides = [math.prod(leaf[i + 1:]) for i in range(len(leaf))]
+  def at(ix: tuple[int, ...]) -> Any: return vals[sum(i * s for i, s in zip(ix, strides))]
+  if v == "T": return [at(ix[::-1]) for ix in itertools.product(*(range(n) for n in leaf[::-1]))]
+  if v == "flip": return [at((leaf[0] - 1 - ix[0], *ix[1:])) for ix in itertools.product(*(range(n) for n in leaf))]
+  return [at((*ix[:-1], ix[-1] * 2)) for ix in itertools.product(*(range(n) for n in leaf[:-1]), range((leaf[-1] + 1) // 2))]
 
 
 def wvalues(n: int, seed: int) -> list[float]:
@@ -1149,8 +1161,8 @@ def _f32(x: float) -> float: return struct.unpack("f", struct.pack("f", x))[0]
 def _quotient_rounds(case: dict[str, Any]) -> bool:
   """fmod/%: some a / b rounds (in float32) to another integer than the exact quotient: torch's gradient with respect to b
   (-trunc(a / b)) uses the rounded one, ours the one the exact remainder is computed with."""
-  a, b = (input_values(d) for d in case["inputs"][:2])
-  if len(a) != len(b): return True
+  a, b = (view_values(d) for d in case["inputs"][:2])
+  if len(a) != len(b): return True  # broadcasting: some pair may
   rnd = math.floor if case["op"] == "mod" else math.trunc
   return any(y != 0 and math.isfinite(x) and math.isfinite(y) and rnd(_f32(_f32(x) / _f32(y))) != rnd(Fraction(_f32(x)) / Fraction(_f32(y)))
              for x, y in zip(a, b))
@@ -1162,6 +1174,11 @@ def _bounds_tie(case: dict[str, Any]) -> bool:
 
 
 def _has(case: dict[str, Any], i: int, *points: float) -> bool: return any(v in points for v in input_values(case["inputs"][i]))
+
+
+def _neg_zero(case: dict[str, Any]) -> bool:
+  """The first input holds -0.0."""
+  return any(isinstance(x, float) and x == 0 and math.copysign(1, x) < 0 for x in input_values(case["inputs"][0]))
 
 
 def _at_bound(case: dict[str, Any]) -> bool:
@@ -1184,8 +1201,9 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
   ("clip at a bound (x == min or x == max): x gets the whole gradient (tinygrad 0.14); torch 2.13 gives it none (number bounds) "
    "or half (tensor bounds)", lambda c, v, w: c["op"] in ("clip", "clip_lo", "clip_tensor") and w.startswith("grad x0") and _at_bound(c)),
   ("x ** -0.5 is rsqrt: -inf at -0.0 (docs above), so the gradient there has the other sign than torch's pow",
-   lambda c, v, w: c["op"] == "pow_scalar" and "** -0.5" in c["tg"] and _has(c, 0, -0.0) and any(
-     isinstance(x, float) and x == 0 and math.copysign(1, x) < 0 for x in input_values(c["inputs"][0]))),
+   lambda c, v, w: c["op"] == "pow_scalar" and "** -0.5" in c["tg"] and _neg_zero(c)),
+  ("x ** 0.5 is sqrt: -0.0 at -0.0 (docs above; torch's float32 and numpy's power too), so the gradient there is -inf; torch's "
+   "float16 pow gives +0 and +inf", lambda c, v, w: c["op"] == "pow_scalar" and "** 0.5" in c["tg"] and _neg_zero(c)),
   ("fmod/% at a quotient that rounds to an integer: the gradient with respect to b is -(the exact quotient); torch's and "
    "tinygrad's use the rounded a / b", lambda c, v, w: c["op"] in ("fmod", "mod") and w.startswith("grad x1") and _quotient_rounds(c)),
   ("sort/topk of equal values: which of them gets each output's gradient (ours: the stable order's)",
