@@ -1102,6 +1102,7 @@ class Transformer:
     matrix's int8 screen where the model has one."""
     h = self.hidden(rows, start_pos, -1, attn_len)
     if not self._screened(): return sample_temperature(linear(h, self.output), temperature, key)
+    assert self.screen is not None  # (_screened says so)
     noise = gumbel_noise(key, self.cfg.vocab_size).contiguous()  # read by the bounds, the screened rows and the draw
     t = temperature.reshape(1).cast(dtypes.float32)
     return self.screen.next_token(h, t, noise)
@@ -1136,7 +1137,7 @@ class Transformer:
       x = layer(x, start_pos, cos, sin, mask, first).realize() if self._reuse is None else self._reuse(layer, x, start_pos, cos, sin, mask, first)
     if last is not None:
       if isinstance(last, int): x = x[:, last, :]
-      else: x = (one_hot(scalar(last, x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)
+      else: x = (one_hot(Tensor(last, dtype=dtypes.int32, device=x.device).reshape(1), T).reshape(1, T, 1) * x).sum(1)
     return rms_norm(x, self.norm, self.cfg.norm_eps).contiguous()
 
   def logits(self, ids: list[int], start_pos: int = 0, all_logits: bool = False) -> Tensor:
