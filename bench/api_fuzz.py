@@ -1996,7 +1996,7 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
   ("arange with a float step and an int dtype is computed in float and cast", lambda f, c: f.op == "arange" and "dtype" in f.kw),
   ("pow follows IEEE/torch (negative bases, -0, +-inf, int ** int wraps)", lambda f, c: _is("pow", "__pow__", "__rpow__")(f)
    and (c == "tinygrad raised" or f.any_inf() or f.any_nan() or any(a.dtype.kind == "f" and (f.np.signbit(a)).any() for a in f.arrays)
-        or any(isinstance(v, float) and v == 0 and math.copysign(1, v) < 0 for v in f.case["args"]))),
+        or any(isinstance(v, float) and (not math.isfinite(v) or (v == 0 and math.copysign(1, v) < 0)) for v in f.case["args"]))),
   ("bool - bool is XOR; tinygrad 0.14 gives a | ~b (torch raises)", lambda f, c: _is("sub", "__sub__", "__rsub__")(f) and all(d == "bool" for d in f.dtypes)),
   ("`int << t` and `int >> t` work; tinygrad 0.14 fails its UOp verification", lambda f, c: _is("__rlshift__", "__rrshift__")(f)
    and (c == "tinygrad raised" or _tg_empty(f))),
