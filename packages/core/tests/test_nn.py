@@ -125,6 +125,16 @@ def test_einsum_halves_multiply_in_float32():
   assert r.dtype == dtypes.half and r.item() == float(np.float16(exact)) == (a @ b).item()
 
 
+def test_einsum_mixed_floats_multiply_in_common_dtype():
+  # as numpy (every operand cast to the result dtype first): of half, half and float32 operands the half * half product was
+  # rounded to half, (1 + 2**-10) ** 2 to 1 + 2**-9 (api_fuzz einsum/2, seed 474747: 'ab,bc,cd->ad' off numpy by 7e-3)
+  a, c = Tensor([1 + 2**-10], dtype=dtypes.half), Tensor([1.0])
+  exact = (1 + 2**-10) ** 2
+  for formula in ("i,i,i->", "i,i,i->i"):
+    r = Tensor.einsum(formula, a, a, c)
+    assert r.dtype == dtypes.float32 and r.reshape(-1)[0].item() == exact, formula
+
+
 # ---- convolution
 CONVS = [((1, 2, 5, 5), (3, 2, 3, 3), {}), ((1, 2, 5, 5), (2, 2, 3, 3), {"padding": 1, "stride": 2}), ((1, 2, 6, 6), (2, 2, 2, 2), {"dilation": 2}),
          ((1, 4, 4, 4), (2, 2, 3, 3), {"groups": 2, "padding": 1}), ((2, 2, 7), (3, 2, 3), {"stride": 2}), ((1, 1, 3, 4, 3), (2, 1, 2, 2, 2), {"padding": 1})]
