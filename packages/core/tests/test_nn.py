@@ -135,6 +135,15 @@ def test_einsum_mixed_floats_multiply_in_common_dtype():
     assert r.dtype == dtypes.float32 and r.reshape(-1)[0].item() == exact, formula
 
 
+def test_einsum_float_dtype_of_ints_multiplies_in_it():
+  # numpy's dtype= casts the operands first: 20 * 14 is 280 in float32, not uint8's 24 (api_fuzz einsum/1404, seed 474747)
+  a, b = Tensor([0, 20], dtype=dtypes.uint8), Tensor([14, 13], dtype=dtypes.uint8)
+  r = Tensor.einsum("i,j->ij", a, b, dtype=dtypes.float32)
+  assert r.dtype == dtypes.float32 and r.tolist() == [[0, 0], [280, 260]]
+  r = Tensor.einsum("i,i->", Tensor([100000, 0], dtype=dtypes.int32), Tensor([100000, 1], dtype=dtypes.int32), dtype=dtypes.float32)
+  assert r.dtype == dtypes.float32 and r.item() == 1e10  # an int32 product wraps to 1410065408
+
+
 # ---- convolution
 CONVS = [((1, 2, 5, 5), (3, 2, 3, 3), {}), ((1, 2, 5, 5), (2, 2, 3, 3), {"padding": 1, "stride": 2}), ((1, 2, 6, 6), (2, 2, 2, 2), {"dilation": 2}),
          ((1, 4, 4, 4), (2, 2, 3, 3), {"groups": 2, "padding": 1}), ((2, 2, 7), (3, 2, 3), {"stride": 2}), ((1, 1, 3, 4, 3), (2, 1, 2, 2, 2), {"padding": 1})]

@@ -126,19 +126,20 @@ class FunctionalMixin(ReduceMixin):
       aligned.append(x.reshape([x.shape[present.index(c)] if c in s else 1 for c in order]).expand([sizes[c] for c in order]))
     red = tuple(range(len(rhs), len(order)))
     out_dt: DType | None = None
-    if red: aligned = _widen_int_operands(aligned, to_dtype(dtype) if dtype is not None else None)
+    want = to_dtype(dtype) if dtype is not None else None
+    if red: aligned = _widen_int_operands(aligned, want)
     work = dt = least_upper_dtype(*(x.dtype for x in aligned))
-    if red:
-      # as matmul: halves (or a wider float dtype=) multiply and accumulate in the wider float, one rounding at the end (torch,
-      # numpy's dtype=): products rounded to half first lose digits
-      acc = to_dtype(dtype) if dtype is not None else _acc_dtype(dt)
-      if dtypes.is_float(acc) and acc.itemsize > dt.itemsize: work, out_dt = acc, to_dtype(dtype or dt)
+    # as matmul: halves (or a wider float dtype=) multiply and accumulate in the wider float, one rounding at the end (torch,
+    # numpy's dtype=): products rounded to half first lose digits. A float dtype= of int operands multiplies in it too (numpy
+    # casts the operands to dtype= first): uint8 products wrapped before the cast
+    acc = want or (_acc_dtype(dt) if red else dt)
+    if dtypes.is_float(acc) and (acc.itemsize > dt.itemsize or not dtypes.is_float(dt)): work, out_dt = acc, want or dt
     # every operand in the common dtype before any product (numpy casts them all first): of half, half and float32 operands
     # the first product was rounded to half
     aligned = [x if x.dtype == work else x.cast(work) for x in aligned]
     prod_ = aligned[0]
     for x in aligned[1:]: prod_ = prod_ * x
-    if out_dt is not None: return prod_.sum(red).cast(out_dt)
+    if out_dt is not None: return (prod_.sum(red) if red else prod_).cast(out_dt)
     return prod_.sum(red, dtype=dtype) if red else prod_.cast(to_dtype(dtype)) if dtype is not None else prod_
 
   # ---- normalization
