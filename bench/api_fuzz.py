@@ -1661,6 +1661,11 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
     if op == "einsum" and kw["dtype"].get("$dtype") in FLOATS:  # numpy's dtype= casts the operands first (float64 here)
       refs = args[1] if isinstance(args[1], list) else args[1:]
       return np.einsum(args[0], *[input_array(case["inputs"][a["$t"]], np).astype(np.float64) for a in refs])
+    if op == "einsum" and kw["dtype"].get("$dtype") in ("int32", "int64"):  # int operands: exact in int64, wrapped to dtype=
+      refs = args[1] if isinstance(args[1], list) else args[1:]
+      arrs = [input_array(case["inputs"][a["$t"]], np) for a in refs]
+      if all(a.dtype.kind in "iub" for a in arrs):
+        return np.einsum(args[0], *[a.astype(np.int64) for a in arrs]).astype(kw["dtype"]["$dtype"])
     return None
   x = input_array(case["inputs"][case["self"]], np)
   xf = x.astype(np.float32 if x.dtype.kind in "iub" else x.dtype).astype(np.float64)  # ints become float32 first

@@ -67,6 +67,12 @@ def test_int_products_widen():
   x, w = Tensor.full((1, 1, 2, 2), 100, dtype=dtypes.int8), Tensor.full((1, 1, 2, 2), 2, dtype=dtypes.int8)
   r = x.conv2d(w)
   assert r.dtype == dtypes.int32 and r.tolist() == [[[[800]]]]
+  # a float dtype= multiplies in it (numpy's dtype= casts the operands first): int32 products of 1e10 don't wrap to 1410065408
+  big = Tensor([[100000, 0]], dtype=dtypes.int32)
+  r = big.matmul(Tensor([[100000], [1]], dtype=dtypes.int32), dtype=dtypes.float32)
+  assert r.dtype == dtypes.float32 and r.item() == 1e10
+  r = Tensor.full((1, 1, 1, 1), 100000, dtype=dtypes.int32).conv2d(Tensor.full((1, 1, 1, 1), 100000, dtype=dtypes.int32), dtype=dtypes.float32)
+  assert r.dtype == dtypes.float32 and r.item() == 1e10
   assert x.conv_transpose2d(w).tolist() == [[[[200, 400, 200], [400, 800, 400], [200, 400, 200]]]]
 
 
