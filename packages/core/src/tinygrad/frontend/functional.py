@@ -127,13 +127,14 @@ class FunctionalMixin(ReduceMixin):
     red = tuple(range(len(rhs), len(order)))
     out_dt: DType | None = None
     want = to_dtype(dtype) if dtype is not None else None
-    if red: aligned = _widen_int_operands(aligned, want)
+    # int operands of a sum, or of any dtype=, in the wider dtype first (numpy casts the operands to dtype= first): uint8 products
+    # wrapped before a cast to float32
+    if red or want is not None: aligned = _widen_int_operands(aligned, want)
     work = dt = least_upper_dtype(*(x.dtype for x in aligned))
     # as matmul: halves (or a wider float dtype=) multiply and accumulate in the wider float, one rounding at the end (torch,
-    # numpy's dtype=): products rounded to half first lose digits. A float dtype= of int operands at least as wide as they are
-    # multiplies in it too (numpy casts the operands to dtype= first): uint8 products wrapped before the cast
+    # numpy's dtype=): products rounded to half first lose digits
     acc = want or (_acc_dtype(dt) if red else dt)
-    if dtypes.is_float(acc) and (acc.itemsize > dt.itemsize or (not dtypes.is_float(dt) and acc.itemsize >= dt.itemsize)): work, out_dt = acc, want or dt
+    if dtypes.is_float(acc) and acc.itemsize > dt.itemsize: work, out_dt = acc, want or dt
     # every operand in the common dtype before any product (numpy casts them all first): of half, half and float32 operands
     # the first product was rounded to half
     aligned = [x if x.dtype == work else x.cast(work) for x in aligned]
