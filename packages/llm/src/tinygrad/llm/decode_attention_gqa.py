@@ -100,6 +100,12 @@ def gqa_parts(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int) -> in
   return attn_len // L
 
 
+def grid_blocks(attn_len: int, n_heads: int, n_kv_heads: int, head_dim: int, max_blocks: int = 128) -> int:
+  """The kernel's grid: a block per (kv head, share of its query heads (group_blocks), part of the span)."""
+  S = gqa_parts(attn_len, n_heads, n_kv_heads, head_dim)
+  return n_kv_heads * S * group_blocks(n_heads, n_kv_heads, n_kv_heads * S, max_blocks)
+
+
 def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len: int, neox: bool, warp: int = 0,
                          new_kv: tuple[int, int] | None = None, grid_wait: bool = False, spread: bool = True,
                          max_blocks: int = 128) -> Callable[..., UOp]:
@@ -163,7 +169,6 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       hq = h0 + ok.where(e, 0) // D  # (past the group's rows: the first's, not stored)
       stores.append(qs[e].store(rotated(q, hq * D, e % D) * (math.log2(math.e) / math.sqrt(D)), ok))
     seen = pos < position + 1  # the causal mask
-    holds_new = (position // L).eq(part)  # the block whose part holds the token's position
     if kv is not None:  # the token's key (rotated) and value, rounded as the cache will hold them; where its position is
       assert new_kv is not None
       cdt = cache.dtype.base
@@ -230,7 +235,8 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
       row = ((h0 + h) * S + part) * (D + 2)
       writes += [out[row + D].store(maxes[h], t.eq(0)), out[row + D + 1].store(totals[h], t.eq(0))]
     if kv is not None:  # the block that holds the token's position writes its key and value (after every read: the last barrier)
-      writes += [cache.after(last)[i, c, position, d].store(x.cast(cache.dtype.base), holds_new & sub.eq(0) & (t < D)) for i, x in ((0, knew), (1, vnew))]
+      holds_new = (position // L).eq(part) & sub.eq(0)  # (the first of the blocks that share the part's query heads)
+      writes += [cache.after(last)[i, c, position, d].store(x.cast(cache.dtype.base), holds_new & (t < D)) for i, x in ((0, knew), (1, vnew))]
     return UOp.sink(*writes, arg=KernelInfo("decode_attention_gqa" if kv is None else "decode_attention_gqa_kv", spread=kv is not None and grid_wait and spread))
 
   return kernel

@@ -129,7 +129,7 @@ class LLM:
     # a TinyJit replays fixed kernels, so the MoE router's host-side expert choice can't be inside one: those models run eagerly
     self.jit = (not model.is_moe) if jit is None else jit
     self.cached: list[int] = []  # tokens whose keys/values are at positions 0.. of the cache
-    self._v_start = Variable("start_pos", 0, self.max_context - 1)
+    self._v_start = model.position_var
     # every tensor the jitted pieces read besides their inputs (weights, cache, rope tables) is realized at load, so they capture
     # on their first call: one scheduling pass fewer before the first token and on the first step into a new attention span
     self._wrap = (lambda f: TinyJit(f, capture_after=0)) if self.jit else (lambda f: f)

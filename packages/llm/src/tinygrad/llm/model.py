@@ -28,7 +28,7 @@ from tinygrad.llm.decode_attention import combine_split, decode_attention_kernel
 from tinygrad.llm.decode_attention import o_applies as decode_attention_o_applies
 from tinygrad.llm.decode_attention_gqa import combine_kernel as gqa_combine_kernel
 from tinygrad.llm.decode_attention_gqa import gqa_attention_kernel, gqa_parts
-from tinygrad.llm.decode_attention_gqa import group_blocks as gqa_group_blocks
+from tinygrad.llm.decode_attention_gqa import grid_blocks as gqa_grid_blocks
 from tinygrad.llm.decode_ffn import ROWS as FFN_ROWS
 from tinygrad.llm.decode_ffn import applies as decode_ffn_applies
 from tinygrad.llm.decode_ffn import decode_ffn_kernel, down_tiles
@@ -593,7 +593,7 @@ class Attention:
       # are one buffer); one part of a short span writes the heads' rows, more parts are combined after
       # (a kv head's query heads shared over blocks while the grid stays within the GPU's SMs: group_blocks)
       sms = compute_units(x.device)
-      blocks = cfg.n_kv_heads * n_parts * gqa_group_blocks(cfg.n_heads, cfg.n_kv_heads, cfg.n_kv_heads * n_parts, sms or 128)
+      blocks = gqa_grid_blocks(L, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, sms or 128)
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, (nq, nq + nkv) if fold else None,
                                     has_grid_wait(x.device), spread=blocks <= (DECODE_GQA_SPREAD.value or sms or blocks), max_blocks=sms or 128)
       args = (q_rows, self.cache, *tables, mask.position) + ((qkv,) if fold else ())
@@ -964,6 +964,9 @@ class Transformer:
                embedding_source: tuple[str, int] | None = None):
     self.cfg = cfg
     self.max_context = min(max_context or cfg.context_length, cfg.context_length)
+    # a chunk's first position as a symbolic int: the engine's captures bind it, and an eager one-token step's attention kernels
+    # take it (one kernel for every position)
+    self.position_var = Variable("start_pos", 0, self.max_context - 1)
     self.tok_embd: QuantWeight = weights["token_embd.weight"]
     self.output: QuantWeight = weights.get("output.weight", self.tok_embd)  # tied embeddings when there is no output.weight
     self.norm = weights["output_norm.weight"]
@@ -1124,7 +1127,7 @@ class Transformer:
     if self.layers and self.layers[0].attn.kernel_form(B, T, x.device, L)[0]:
       # one token whose attention kernels take its position as a parameter (a Variable: one kernel for every step) and read the
       # RoPE tables' row themselves: no kernels for the rows and the mask (3 of a step's 91 for Llama-1B)
-      position = start_pos if isinstance(start_pos, UOp) else Variable("start_pos", 0, self.max_context - 1).bind(start_pos)
+      position = start_pos if isinstance(start_pos, UOp) else self.position_var.bind(start_pos)
       cos, sin, mask = self.cos, self.sin, DecodePosition(position, L)
     else:
       # what depends on the position, computed once for every layer: the chunk's RoPE rows and the causal mask (under TinyJit the
