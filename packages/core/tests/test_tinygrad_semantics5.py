@@ -74,6 +74,13 @@ def test_int_products_widen():
   r = Tensor.full((1, 1, 1, 1), 100000, dtype=dtypes.int32).conv2d(Tensor.full((1, 1, 1, 1), 100000, dtype=dtypes.int32), dtype=dtypes.float32)
   assert r.dtype == dtypes.float32 and r.item() == 1e10
   assert x.conv_transpose2d(w).tolist() == [[[[200, 400, 200], [400, 800, 400], [200, 400, 200]]]]
+  # half operands of an int dtype= multiply in float32 (api_fuzz einsum/474, seed 4747): 300 * 300 in float16 is inf, cast to 0
+  h, g = Tensor([300.0, 2.0], dtype=dtypes.float16), Tensor([300.0, 3.0], dtype=dtypes.float16)
+  assert Tensor.einsum("i,i->", h, g, dtype=dtypes.int32).item() == 90006
+  assert Tensor.einsum("i,i->i", h, g, dtype=dtypes.int32).tolist() == [90000, 6]
+  assert h.dot(g, dtype=dtypes.int32).item() == 90006
+  r = Tensor.full((1, 1, 2, 2), 300.0, dtype=dtypes.float16).conv2d(Tensor.full((1, 1, 2, 2), 300.0, dtype=dtypes.float16), dtype=dtypes.int32)
+  assert r.dtype == dtypes.int32 and r.tolist() == [[[[360000]]]]
 
 
 # ---- losses: labels must be ints; nll_loss's mean without weight/ignore_index divides by the number of labels

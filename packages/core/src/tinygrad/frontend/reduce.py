@@ -39,12 +39,17 @@ def _acc_dtype(dt: DType) -> DType:
 
 def _widen_int_operands(ts: Sequence[TensorT], sum_dtype: DType | None) -> list[TensorT]:
   """Int factors of a sum of products (matmul, einsum, conv) whose sum is a wider int dtype (int8 -> int32, or a dtype=), or a
-  float dtype=, cast to it before multiplying: the products don't wrap in the narrow dtype (tinygrad; numpy's dtype=)."""
+  float dtype=, cast to it before multiplying: the products don't wrap in the narrow dtype (tinygrad; numpy's dtype=). Half
+  operands of an int dtype= go to float32, so their products don't overflow."""
   wide = sum_dtype or _sum_dtype(least_upper_dtype(*(t.dtype for t in ts)))
   # a float dtype= of int (or bool) operands at least as wide as they are: cast to it first, as numpy's dtype=, so int32 products
   # don't wrap before the cast (a narrower float, float16 of int32, keeps the int products: the operands would overflow it)
   if sum_dtype is not None and dtypes.is_float(wide) and not any(dtypes.is_float(t.dtype) for t in ts) \
       and wide.itemsize >= max(t.dtype.itemsize for t in ts): return [t.cast(wide) for t in ts]
+  # half operands of an int dtype= multiply in float32: a float16 product past 65504 is inf, and inf cast to int32 is 0
+  # (tinygrad 0.14 gives 90000 for 300 * 300 there)
+  if sum_dtype is not None and dtypes.is_int(wide) and any(t.dtype in _HALVES for t in ts):
+    return [t.cast(dtypes.float32) if t.dtype in _HALVES else t for t in ts]
   # bool factors too (einsum keeps each operand's dtype): bool * uint8 * uint8 is a uint8 product otherwise
   if dtypes.is_int(wide) and all(t.dtype == dtypes.bool or (dtypes.is_int(t.dtype) and t.dtype.itemsize < wide.itemsize) for t in ts):
     return [t.cast(wide) for t in ts]
