@@ -529,15 +529,16 @@ class Server(ThreadingHTTPServer):
     super().__init__(*args, **kwargs)
     self.active, self.active_lock = 0, threading.Lock()
 
-  def process_request(self, request: socket.socket, client_address: Any) -> None:
+  def process_request(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
     with self.active_lock:
       full = self.active >= self.max_connections
       if not full: self.active += 1
     if full:
       body = json.dumps(RequestError(503, "too many open connections", kind="server_error").body()).encode()
+      sock = request if isinstance(request, socket.socket) else request[1]  # a TCP server's request is its socket
       try:
-        request.settimeout(1)
-        request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n"
+        sock.settimeout(1)
+        sock.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n"
                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
       except OSError: pass
       self.shutdown_request(request)
@@ -547,7 +548,7 @@ class Server(ThreadingHTTPServer):
       with self.active_lock: self.active -= 1
       raise
 
-  def process_request_thread(self, request: socket.socket, client_address: Any) -> None:
+  def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
     try: super().process_request_thread(request, client_address)
     finally:
       with self.active_lock: self.active -= 1

@@ -169,7 +169,7 @@ class Tokenizer:
 
   @staticmethod
   def from_gguf(metadata: dict[str, Any]) -> Tokenizer:
-    g = lambda k, d=None: metadata.get(f"tokenizer.ggml.{k}", d)
+    def g(key: str, default: Any = None) -> Any: return metadata.get(f"tokenizer.ggml.{key}", default)
     if "tokenizer.ggml.tokens" not in metadata: raise ValueError("the GGUF has no tokenizer (tokenizer.ggml.tokens is missing)")
     return Tokenizer(g("tokens"), g("token_type"), g("model", "gpt2"), g("pre"), g("merges"), g("scores"), g("bos_token_id"),
                      g("eos_token_id"), g("eot_token_id"), g("unknown_token_id"), bool(g("add_bos_token", g("model") == "llama")),
