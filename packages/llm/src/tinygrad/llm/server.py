@@ -155,7 +155,8 @@ class GenerationQueue:
   """First come, first served: the request at the head of the line runs, at most max_waiting wait behind it."""
 
   def __init__(self, max_waiting: int):
-    self.max_waiting, self.cv, self.line = max_waiting, threading.Condition(), deque()
+    self.max_waiting, self.cv = max_waiting, threading.Condition()
+    self.line: deque[object] = deque()  # the tickets from join, the running request's first
 
   def join(self) -> object:
     with self.cv:
@@ -263,6 +264,7 @@ class Handler(BaseHTTPRequestHandler):
   server_version = "tinygrad-llm"
   protocol_version = "HTTP/1.1"
   service: ChatService  # set on the subclass made by make_server
+  server: Server  # (the stdlib types it as any BaseServer, whose address may be a Unix socket's path: make_server's is TCP)
   quiet = False
 
   def version_string(self) -> str: return self.server_version  # (not the Python version)
