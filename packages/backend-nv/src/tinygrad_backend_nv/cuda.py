@@ -238,6 +238,7 @@ class CUDARenderer(CStyleRenderer):
   # exactly the frontend's rounding; not the sm_89+ cvt instructions
   extra_matcher = pm_fp8_as_bytes
   compiler: NVRTCCompiler
+  _dyn_offset: int | None  # (declared here, not in __init__: render_define_local, above it, assigns it first)
   # atomicAdd (red.global.add when the value goes unused); 64-bit ints as unsigned long long (two's complement adds the same)
   atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
 
@@ -348,7 +349,7 @@ class CUDARenderer(CStyleRenderer):
     # the tile configs' rates were measured with this renderer's dynamic shared memory (up to 4 stages of the 48 KB configs); PTX
     # keeps 48 KB of static shared memory, where they don't hold, so it leaves compute_units unknown (the blocks-count rule)
     self.compute_units = SM_COUNT.get(arch_number(self.arch), 0)
-    self._dyn_offset: int | None = None  # while rendering a kernel with dynamic shared memory: the next local's offset
+    self._dyn_offset = None  # while rendering a kernel with dynamic shared memory: the next local's offset
     self._smem_align = 16  # while rendering: shared arrays' alignment (wgmma's swizzle atoms need 1024)
     self._tmaps: list[tuple] = []  # while rendering: the tensor maps its tile copies name (kernel parameters tmap0, ...)
     self._rolled: set[UOp] = set()  # while rendering: loops kept rolled (_rolled_loops)
@@ -569,8 +570,8 @@ class CUDARenderer(CStyleRenderer):
         src = src[:body] + waited + src[body:]
         if early:  # the buffers read before the wait, for the graph (as codegen/early_loads.py's)
           decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {_param_bits(uops, self._early_bufs)}ull;\n'
-      elif early := _early_params(wait, uops):  # the parameters read before the wait, for the graph (codegen/early_loads.py)
-        decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {early}ull;\n'
+      elif early_bits := _early_params(wait, uops):  # the parameters read before the wait, for the graph (codegen/early_loads.py)
+        decl += f'extern "C" __device__ unsigned long long {EARLY_PARAMS_SYMBOL} = {early_bits}ull;\n'
       if stamps:  # block timelines (timeline.py): stamps at the start, after the wait (above, or render_sync) and at the end
         end = src.rstrip().rindex("}")
         src = src[:body] + timeline.START + src[body:end] + timeline.block_end(name) + src[end:]
