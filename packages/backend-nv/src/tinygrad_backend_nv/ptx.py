@@ -839,8 +839,8 @@ class _Kernel:
   def _payne_hanek(self, x: str, r: str, q: str) -> None:
     """For finite |x| >= 2^20 overwrite r, q with x = (4n + q) pi/2 + r: |x| = M 2^e (M the 53-bit mantissa), and
     |x| 2/pi mod 4 = M * W * 2^-190 mod 4, W the 192 bits of 2/pi from bit e-1 on (earlier bits only add multiples of 4)."""
-    words = ", ".join(f"0x{w:016X}" for w in TWO_OVER_PI_WORDS)
-    self.module_decls["tg_two_over_pi"] = f".const .align 8 .b64 tg_two_over_pi[{len(TWO_OVER_PI_WORDS)}] = {{{words}}};"
+    init = ", ".join(f"0x{w:016X}" for w in TWO_OVER_PI_WORDS)
+    self.module_decls["tg_two_over_pi"] = f".const .align 8 .b64 tg_two_over_pi[{len(TWO_OVER_PI_WORDS)}] = {{{init}}};"
     ax, big, inf_, skip = self.new("fd"), self.new("p"), self.new("p"), self.label()
     self.emit(f"abs.f64 {ax}, {x}")
     self.emit(f"setp.ge.f64 {big}, {ax}, {f64_imm(2.0 ** 20)}")
