@@ -334,7 +334,7 @@ class NVKDevice(Compiled):
     for off in range(0, nbytes, 1 << 30): pb.copy(dst + off, src + off, min(1 << 30, nbytes - off))
     self.submit(pb)
 
-  def upload(self, dst: GPUMem, data: memoryview | bytes, offset: int = 0) -> None:
+  def upload(self, dst: GPUMem, data: memoryview | bytes | bytearray, offset: int = 0) -> None:
     mv = memoryview(data).cast("B")
     for off in range(0, mv.nbytes, STAGING):
       n = min(STAGING, mv.nbytes - off)

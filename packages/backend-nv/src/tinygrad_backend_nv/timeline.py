@@ -135,7 +135,7 @@ class Timeline:
     n = min(int(count.value), self.capacity)
     words = (ctypes.c_uint64 * (n * RECORD_WORDS))()
     if n: self._check(self._cu.cuMemcpyDtoH(ctypes.addressof(words), self.ptr + HEADER_WORDS * 8, ctypes.sizeof(words)), "cuMemcpyDtoH (timeline)")
-    out = []
+    out: list[tuple[int, ...]] = []
     for i in range(n):
       a, b, t0, t1, t2, t3 = words[i * RECORD_WORDS:(i + 1) * RECORD_WORDS]
       out.append((a >> 32, a & 0xFFFFFFFF, b >> 32, b & 0xFFFFFFFF, t0, t1, t2, t3))
