@@ -196,7 +196,7 @@ def dot_products(features: str, wide: bool = False) -> tuple[DotProduct, ...]:
   on = features_on(features)
   kinds = (("vpdpbusd", 4, dtypes.uint8, dtypes.int8), ("vpdpwssd", 2, dtypes.int16, dtypes.int16))
   if {"avx512f", "avx512vnni"} <= on:
-    widths = ((16, "avx512", "512"),) if wide else ()
+    widths: tuple[tuple[int, str, str], ...] = ((16, "avx512", "512"),) if wide else ()  # (lanes, extension, bits)
     widths += ((8, "avx512", "256"),) if "avx512vl" in on else ()
   elif {"avx2", "avxvnni"} <= on: widths = ((8, "avxvnni", "256"),)
   else: return ()
