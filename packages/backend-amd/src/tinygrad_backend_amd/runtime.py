@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -221,7 +222,7 @@ class AMDDevice(Compiled):
     self.sdma.copy(dst, src, nbytes, signal, after=after)
     self._wait(signal)
 
-  def submit(self, packets: list[ctypes.Structure]) -> None:
+  def submit(self, packets: Sequence[ctypes.Structure]) -> None:
     """Write the packets to the ring (each header last, so the packet processor never sees half a packet), then ring the
     doorbell once with the last packet's index."""
     if not packets: return
