@@ -29,10 +29,16 @@ def lint(session: nox.Session) -> None:
   session.run("ruff", "check", "packages", "examples", "bench", "noxfile.py")
 
 
+# one mypy run a package: in a single run the backends' and llm's imports of tinygrad would resolve to core's sources; run
+# alone, a package's imports of another are Any (no package ships a py.typed marker, so mypy doesn't read the installed ones)
+TYPECHECK_PATHS = ("packages/core/src/tinygrad", "packages/backend-cpu/src", "packages/backend-nv/src", "packages/backend-amd/src",
+                   "packages/backend-qcom/src", "packages/llm/src/tinygrad/llm")
+
+
 @nox.session
 def typecheck(session: nox.Session) -> None:
-  """mypy over core."""
-  session.run("mypy", "packages/core/src/tinygrad")
+  """mypy over every package (TYPECHECK_PATHS): core, backend-cpu, backend-nv, backend-amd, backend-qcom and llm, one run each."""
+  for path in TYPECHECK_PATHS: session.run("mypy", path)
 
 
 @nox.session
