@@ -1745,7 +1745,9 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
   if op in fns and len(args) == 1 and not kw and isinstance(args[0], dict) and "$t" in args[0]:  # two tensors, one of them float
     y = input_array(case["inputs"][args[0]["$t"]], np)
     if "f" not in (x.dtype.kind, y.dtype.kind) and op != "logaddexp": return None
-    def f64(a: Any) -> Any: return a.astype(np.float32 if a.dtype.kind in "iub" else a.dtype).astype(np.float64)
+    # an int operand becomes the float operand's dtype first (torch's promotion: int32 // float16 is float16, 2**31 - 1 in it inf)
+    ft = np.result_type(*[a.dtype for a in (x, y) if a.dtype.kind == "f"]) if "f" in (x.dtype.kind, y.dtype.kind) else np.float32
+    def f64(a: Any) -> Any: return a.astype(ft if a.dtype.kind in "iub" else a.dtype).astype(np.float64)
     return fns[op](f64(x), f64(y))
   return None
 
