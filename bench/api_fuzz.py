@@ -1695,6 +1695,10 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
     ls = np.log(np.sum(np.exp(z - m), axis=ax, keepdims=True))  # lse - m: z - m - ls keeps ls where |m| is huge (1e19)
     if op == "logsumexp": return ls + m if kw.get("keepdim") or x.ndim == 0 else np.squeeze(ls + m, axis=ax)
     return z - m - ls if op == "log_softmax" else np.exp(z - m - ls)
+  if op == "cat" and all(isinstance(a, dict) and "$t" in a for a in args):  # exact values: float64 if any operand is a float, else int64
+    arrs = [x] + [input_array(case["inputs"][a["$t"]], np) for a in args]
+    wide = np.float64 if any(a.dtype.kind == "f" for a in arrs) else np.int64
+    return np.concatenate([a.astype(wide) for a in arrs], axis=kw.get("dim", 0))
   if op in ("getitem", "setitem"):
     idx = _np_index(args[0], case["inputs"], np)
     if idx is None: return None
