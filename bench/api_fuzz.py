@@ -1695,6 +1695,10 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
     ls = np.log(np.sum(np.exp(z - m), axis=ax, keepdims=True))  # lse - m: z - m - ls keeps ls where |m| is huge (1e19)
     if op == "logsumexp": return ls + m if kw.get("keepdim") or x.ndim == 0 else np.squeeze(ls + m, axis=ax)
     return z - m - ls if op == "log_softmax" else np.exp(z - m - ls)
+  if op == "cat" and all(isinstance(a, dict) and "$t" in a for a in args):  # exact values: float64 if any operand is a float, else int64
+    arrs = [x] + [input_array(case["inputs"][a["$t"]], np) for a in args]
+    wide = np.float64 if any(a.dtype.kind == "f" for a in arrs) else np.int64
+    return np.concatenate([a.astype(wide) for a in arrs], axis=kw.get("dim", 0))
   if op in ("getitem", "setitem"):
     idx = _np_index(args[0], case["inputs"], np)
     if idx is None: return None
@@ -1745,7 +1749,9 @@ def _ref_values(case: dict[str, Any], np: Any) -> Any:
   if op in fns and len(args) == 1 and not kw and isinstance(args[0], dict) and "$t" in args[0]:  # two tensors, one of them float
     y = input_array(case["inputs"][args[0]["$t"]], np)
     if "f" not in (x.dtype.kind, y.dtype.kind) and op != "logaddexp": return None
-    def f64(a: Any) -> Any: return a.astype(np.float32 if a.dtype.kind in "iub" else a.dtype).astype(np.float64)
+    # an int operand becomes the float operand's dtype first (torch's promotion: int32 // float16 is float16, 2**31 - 1 in it inf)
+    ft = np.result_type(*[a.dtype for a in (x, y) if a.dtype.kind == "f"]) if "f" in (x.dtype.kind, y.dtype.kind) else np.float32
+    def f64(a: Any) -> Any: return a.astype(ft if a.dtype.kind in "iub" else a.dtype).astype(np.float64)
     return fns[op](f64(x), f64(y))
   return None
 
