@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import CompileError, Compiler, DType, DTypeSet, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
 from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_type, reg_type
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
@@ -85,9 +85,9 @@ class AMDLLVMRenderer(Renderer):
   has_shared = True
   local_max = (LOCAL_SIZE,)
   global_max = (2 ** 31 - 1, 65535, 65535)
-  supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-                                dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
-                                dtypes.fp8e4m3, dtypes.fp8e5m2})
+  supported_dtypes = DTypeSet({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+                               dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
+                               dtypes.fp8e4m3, dtypes.fp8e5m2})
   extra_matcher = pm_amd_fp8  # fp8 values are bytes converted in the kernel (hip.py says why not v_cvt_*fp8); fnuz.py
   atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)  # atomicrmw (the CPU builder's)
 
