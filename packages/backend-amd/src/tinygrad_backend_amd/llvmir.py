@@ -158,7 +158,7 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     if u.op is Ops.VECTORIZE: return self.vectorize(u)
     if u.op is Ops.GEP: return self.gep(u)
     if u.op is Ops.WMMA: return self.wmma(u)
-    if u.op is Ops.INDEX and u.src[0].dtype.base.count > 1: return self.vec_index(u)  # type: ignore[attr-defined]
+    if u.op is Ops.INDEX and isinstance(buf_dt := u.src[0].dtype, PtrDType) and buf_dt.base.count > 1: return self.vec_index(u)
     if u.op is Ops.LOAD and u.dtype.count > 1: return self.vec_load(u)
     if u.op is Ops.STORE and u.src[1].dtype.count > 1: return self.vec_store(u)
     if u.op in (Ops.EXP2, Ops.LOG2, Ops.SIN) and (u.dtype == dtypes.float64 or u.op is Ops.SIN):
@@ -201,6 +201,7 @@ class _AMDFunctionBuilder(_FunctionBuilder):
 
   # ---- vectors (tensor-core fragments and accumulators)
   def vec_index(self, u: UOp) -> None:  # an element of a buffer of vectors (DEFINE_REG of accumulators/fragments)
+    assert isinstance(u.src[0].dtype, PtrDType)
     self.vals[u] = self.emit(f"getelementptr inbounds {_vt(u.src[0].dtype.base)}, ptr {self.v(u.src[0])}, {reg_type(u.src[1].dtype)} {self.v(u.src[1])}", "p")
 
   def _align(self, dt: DType) -> int: return min(16, dt.itemsize * dt.count)  # the lowering keeps vector accesses this aligned

@@ -493,8 +493,10 @@ class _FunctionBuilder:
     """Prefetch (read, into every cache level) the elements `ahead` past idx: codegen/prefetch.py. No inbounds: a prefetch
     never faults, so its address may lie past the buffer."""
     self.decls["llvm.prefetch.p0"] = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
+    buf = idx.src[0]
+    assert isinstance(buf.dtype, PtrDType)
     for n in ahead:
-      ptr = self.emit(f"getelementptr {mem_type(idx.src[0].dtype.base)}, ptr {self.v(idx)}, i32 {n}", "p")  # type: ignore[union-attr]
+      ptr = self.emit(f"getelementptr {mem_type(buf.dtype.base)}, ptr {self.v(idx)}, i32 {n}", "p")
       self.lines.append(f"  call void @llvm.prefetch.p0(ptr {ptr}, i32 0, i32 3, i32 1)")
 
   def _masked_load(self, g: MaskedLoad) -> None:
