@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from tinygrad.device.plugin import CompileError, Compiler, DType, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
+from tinygrad.device.plugin import CompileError, Compiler, DType, DTypeSet, Ops, PtrDType, Renderer, Target, TensorCore, UOp, dtypes
 from tinygrad_backend_cpu.llvmir import _FunctionBuilder, const_literal, mem_type, reg_type
 
 from tinygrad_backend_amd.archs import DEFAULT_ARCH, arch_info, check_llvm_version
@@ -85,9 +85,9 @@ class AMDLLVMRenderer(Renderer):
   has_shared = True
   local_max = (LOCAL_SIZE,)
   global_max = (2 ** 31 - 1, 65535, 65535)
-  supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-                                dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
-                                dtypes.fp8e4m3, dtypes.fp8e5m2})
+  supported_dtypes = DTypeSet({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+                               dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.void,
+                               dtypes.fp8e4m3, dtypes.fp8e5m2})
   extra_matcher = pm_amd_fp8  # fp8 values are bytes converted in the kernel (hip.py says why not v_cvt_*fp8); fnuz.py
   atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)  # atomicrmw (the CPU builder's)
 
@@ -158,7 +158,7 @@ class _AMDFunctionBuilder(_FunctionBuilder):
     if u.op is Ops.VECTORIZE: return self.vectorize(u)
     if u.op is Ops.GEP: return self.gep(u)
     if u.op is Ops.WMMA: return self.wmma(u)
-    if u.op is Ops.INDEX and u.src[0].dtype.base.count > 1: return self.vec_index(u)  # type: ignore[attr-defined]
+    if u.op is Ops.INDEX and isinstance(buf_dt := u.src[0].dtype, PtrDType) and buf_dt.base.count > 1: return self.vec_index(u)
     if u.op is Ops.LOAD and u.dtype.count > 1: return self.vec_load(u)
     if u.op is Ops.STORE and u.src[1].dtype.count > 1: return self.vec_store(u)
     if u.op in (Ops.EXP2, Ops.LOG2, Ops.SIN) and (u.dtype == dtypes.float64 or u.op is Ops.SIN):
@@ -201,6 +201,7 @@ class _AMDFunctionBuilder(_FunctionBuilder):
 
   # ---- vectors (tensor-core fragments and accumulators)
   def vec_index(self, u: UOp) -> None:  # an element of a buffer of vectors (DEFINE_REG of accumulators/fragments)
+    assert isinstance(u.src[0].dtype, PtrDType)
     self.vals[u] = self.emit(f"getelementptr inbounds {_vt(u.src[0].dtype.base)}, ptr {self.v(u.src[0])}, {reg_type(u.src[1].dtype)} {self.v(u.src[1])}", "p")
 
   def _align(self, dt: DType) -> int: return min(16, dt.itemsize * dt.count)  # the lowering keeps vector accesses this aligned

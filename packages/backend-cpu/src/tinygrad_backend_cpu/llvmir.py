@@ -32,6 +32,7 @@ from tinygrad.device.plugin import (
   ContextVar,
   DotProduct,
   DType,
+  DTypeSet,
   Ops,
   PtrDType,
   Renderer,
@@ -338,7 +339,7 @@ class LLVMRenderer(Renderer):
   threads = cpu_threads()
   device = "CPU"
   name = "LLVM"
-  supported_dtypes = frozenset(set(_REG_TYPE) | {dtypes.void, dtypes.fp8e4m3, dtypes.fp8e5m2})  # fp8: bytes, see pm_fp8_as_bytes
+  supported_dtypes = DTypeSet(set(_REG_TYPE) | {dtypes.void, dtypes.fp8e4m3, dtypes.fp8e5m2})  # fp8: bytes, see pm_fp8_as_bytes
   # libm's exp2f and log2f are one element per call: as arithmetic, loops vectorize. fp8 is a byte converted in the kernel
   extra_matcher = pm_fast_transcendentals + pm_fp8_as_bytes
   atomic_add = (dtypes.float32, dtypes.float64, *dtypes.ints)  # atomicrmw (fadd, add): a kernel's threads may add into one element
@@ -492,8 +493,10 @@ class _FunctionBuilder:
     """Prefetch (read, into every cache level) the elements `ahead` past idx: codegen/prefetch.py. No inbounds: a prefetch
     never faults, so its address may lie past the buffer."""
     self.decls["llvm.prefetch.p0"] = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
+    buf = idx.src[0]
+    assert isinstance(buf.dtype, PtrDType)
     for n in ahead:
-      ptr = self.emit(f"getelementptr {mem_type(idx.src[0].dtype.base)}, ptr {self.v(idx)}, i32 {n}", "p")  # type: ignore[union-attr]
+      ptr = self.emit(f"getelementptr {mem_type(buf.dtype.base)}, ptr {self.v(idx)}, i32 {n}", "p")
       self.lines.append(f"  call void @llvm.prefetch.p0(ptr {ptr}, i32 0, i32 3, i32 1)")
 
   def _masked_load(self, g: MaskedLoad) -> None:

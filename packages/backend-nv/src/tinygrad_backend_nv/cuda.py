@@ -474,6 +474,7 @@ class CUDARenderer(CStyleRenderer):
       if x.op is Ops.CAST: return self.render_cast(inline(x.src[0]), x.src[0].dtype, x.dtype)
       return self._render_alu(x, [inline(s) for s in x.src])
     index = ld.src[0]
+    assert isinstance(index.dtype, PtrDType)
     ptr = self.render_index(k.names[index.src[0]], inline(index.src[1].substitute({r: step})), index.dtype)
     if index.dtype.base.count > 1: ptr = f"(({self.render_dtype(index.dtype.base)}*){ptr})"
     return f"tg_ld_stream{ld.dtype.itemsize * ld.dtype.count}({ptr})" if ld in self._streamed else self.render_load(ptr, ld.dtype)
@@ -502,7 +503,7 @@ class CUDARenderer(CStyleRenderer):
 
   def render(self, name: str, uops: list[UOp]) -> str:
     self._smem_align = WGMMA_SMEM_ALIGN if any(u.op is Ops.WMMA and len(u.arg) > 4 for u in uops) else 16
-    shared = sum(_align(u.dtype.size * u.dtype.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL)  # type: ignore[attr-defined]
+    shared = sum(_align(dt.size * dt.base.itemsize, self._smem_align) for u in uops if u.op is Ops.DEFINE_LOCAL and isinstance(dt := u.dtype, PtrDType))
     if shared > self.shared_max: raise ValueError(f"kernel {name} needs {shared} bytes of shared memory; {self.arch} allows {self.shared_max}")
     # a kernel whose blocks should each have an SM (KernelInfo.spread) reserves more than half an SM's shared memory: launched
     # early behind a kernel that fills the GPU, its blocks then land one an SM as SMs drain, not packed where room is left

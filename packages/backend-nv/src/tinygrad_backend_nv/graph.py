@@ -88,6 +88,7 @@ class CUDAGraph:
     self.shapes: list[tuple] = []  # per node: what a launch must keep for its parameters to be patched in place
     empty: list[int] = []
     for i, lc in enumerate(launches):
+      assert isinstance(lc.program, CUDAProgram)  # checked by __init__ and update
       params, ok, keep = self._params(lc)
       if not ok: empty.append(i)
       node = check(cu.cuGraphAddKernelNode(self.graph, [], 0, params), f"cuGraphAddKernelNode({lc.program.name})")

@@ -17,7 +17,17 @@ import functools
 import sys
 from collections.abc import Callable
 
-from tinygrad.device.plugin import CollectiveSpec, DeviceSpec, RegisterDevice, RegisterRenderer, RegisterTensorCores, RendererSpec, Target, hookimpl
+from tinygrad.device.plugin import (
+  CollectiveSpec,
+  DeviceSpec,
+  OpenDevice,
+  RegisterDevice,
+  RegisterRenderer,
+  RegisterTensorCores,
+  RendererSpec,
+  Target,
+  hookimpl,
+)
 
 from tinygrad_backend_nv.compiler import ARCHS, DEFAULT_ARCH
 
@@ -101,7 +111,7 @@ def _default_arch() -> str:
   return arch if arch in ARCHS else DEFAULT_ARCH
 
 
-def _opener(kind: str) -> Callable[[int, Target], object]:
+def _opener(kind: str) -> OpenDevice:
   def open_device(index: int, target: Target):
     from tinygrad_backend_nv.runtime import open_cuda
     return open_cuda(kind, index)

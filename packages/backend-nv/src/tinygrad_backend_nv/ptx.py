@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, getcontext
 from fractions import Fraction
 
-from tinygrad.device.plugin import STORE_ADD, DType, GroupOp, Ops, PtrDType, Renderer, Target, UnsupportedDTypeError, UOp, dtypes, truncate
+from tinygrad.device.plugin import STORE_ADD, DType, DTypeSet, GroupOp, Ops, PtrDType, Renderer, Target, UnsupportedDTypeError, UOp, dtypes, truncate
 
 from tinygrad_backend_nv.compiler import DEFAULT_ARCH, LOCAL_SIZE, PTXCompiler, arch_number
 from tinygrad_backend_nv.streams import streamed_loads
@@ -138,7 +138,7 @@ class PTXRenderer(Renderer):
   shuffle_lanes = 32  # shfl.sync.bfly: grouped reductions combine a warp's partials in registers (core's codegen/group.py)
   local_max = (LOCAL_SIZE,)  # threads per block the codegen uses: see compiler.LOCAL_SIZE
   global_max = (2 ** 31 - 1, 65535, 65535)
-  supported_dtypes = frozenset(set(ITYPE) | {dtypes.void})
+  supported_dtypes = DTypeSet(set(ITYPE) | {dtypes.void})
   reg_vectors = False  # register arrays hold f32 accumulators only: tensor-core fragments aren't carried across iterations
   atomic_add = (dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)  # red.global.add
   compiler: PTXCompiler

@@ -34,6 +34,7 @@ def image_shape(size: int, max_wh: tuple[int, int] = IMAGE_MAX) -> tuple[int, in
 
 def _access(buf: UOp, users: dict[UOp, list[UOp]]) -> str | None:
   """'r' when the kernel only loads from buf, 'w' when it only stores float4s to it, else None (stays a buffer)."""
+  assert isinstance(buf.dtype, PtrDType)  # a DEFINE_GLOBAL (choose_images)
   loads = stores = 0
   for idx in users.get(buf, []):
     if idx.op is not Ops.INDEX or idx.src[0] is not buf: return None

@@ -43,7 +43,18 @@ from tinygrad.device.runtime import (
 )
 from tinygrad.dtype import DType, ImageDType, PtrDType, dtypes, truncate
 from tinygrad.helpers import IMAGE, ContextVar, diskcache_get, diskcache_put, getenv
-from tinygrad.renderer import CompileError, Compiler, DotProduct, Renderer, TensorCore, TileConfig, UnsupportedDTypeError, fma_tensor_core, tc_opt_in
+from tinygrad.renderer import (
+  CompileError,
+  Compiler,
+  DotProduct,
+  DTypeSet,
+  Renderer,
+  TensorCore,
+  TileConfig,
+  UnsupportedDTypeError,
+  fma_tensor_core,
+  tc_opt_in,
+)
 from tinygrad.renderer.cstyle import CStyleRenderer
 from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import STORE_ADD, GroupOp, Ops, UOp
@@ -58,7 +69,7 @@ __all__ = [
   "Compiled", "Allocator", "Views", "ZeroedAlloc", "HostMemory", "AsyncCopyIn", "CopiesBetween", "Program", "KernelLaunch", "GraphExec",
   # renderers and compilers: base classes, the IR they read, dtypes, rewrite rules
   "Renderer", "CStyleRenderer", "Compiler", "CompileError", "UnsupportedDTypeError", "Ops", "GroupOp", "UOp", "STORE_ADD", "PatternMatcher", "UPat",
-  "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "ImageDType", "PtrDType", "dtypes", "truncate",
+  "pm_fast_transcendentals", "pm_fp8_as_bytes", "DType", "DTypeSet", "ImageDType", "PtrDType", "dtypes", "truncate",
   "split_terms",  # an index as its terms and constant (which accesses are neighbours)
   "GRID_WAIT",  # the BARRIER arg of the wait for the grids before a kernel, where a hand-written kernel places it (Renderer.grid_wait)
   # settings, the on-disk cache, and the compile worker (COMPILE_WORKER=1)

@@ -86,7 +86,7 @@ class TensorBase:
     def expand(self, shape: int | Sequence[int], *args: int) -> Self: ...  # movement, used by elementwise
     def pad(self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant",
             value: float = 0.0) -> Self: ...  # movement, used by elementwise
-    def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Self: ...  # movement, used by elementwise
+    def shrink(self, arg: Sequence[tuple[int | UOp, int | UOp] | None]) -> Self: ...  # movement, used by elementwise
     def unsqueeze(self, dim: int) -> Self: ...  # movement, used by elementwise
     def __getitem__(self, index: Any) -> Self: ...  # indexing, used by movement
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Self: ...  # reduce, used by elementwise

@@ -195,7 +195,7 @@ class MovementMixin(ElementwiseMixin):
     # negative pads (reflect/replicate) shrink at the end
     return x.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs, x.shape)))
 
-  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Self:
+  def shrink(self, arg: Sequence[tuple[int | UOp, int | UOp] | None]) -> Self:
     if len(arg) != self.ndim: raise InvalidArgumentError(f"shrink has {len(arg)} axes, tensor has {self.ndim}")
     bounds = tuple(a if a is not None else (0, s) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(bounds, self.shape):

@@ -27,7 +27,7 @@ class UnsupportedDTypeError(TypeError):
     super().__init__(f"renderer {renderer} can't express dtype {dtype!r}" + (f": {hint}" if hint else ""))
 
 
-class DTypeSet(frozenset):
+class DTypeSet(frozenset[DType]):
   """The dtypes a renderer can express. Calling it returns itself, so tinygrad's `renderer.supported_dtypes()` reads it too."""
   def __call__(self) -> DTypeSet: return self
 

@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar
 from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo, buffer_of
 from tinygrad.uop.ops import Ops, UOp
@@ -136,6 +136,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
 
   def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, position: UOp, kv: UOp | None = None, wo: UOp | None = None,
              zeroed: UOp | None = None) -> UOp:
+    assert isinstance(cache.dtype, PtrDType)  # a kernel parameter: a buffer
     o_part: UOp | None = None
     if S > 1:  # a block per (head, part): positions from the part's first on
       g = UOp.range(H * S, 0, AxisType.GLOBAL)
@@ -196,7 +197,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     if N <= 4:  # few positions a thread: straight-line code, the scores stay in registers too
       mine = [score(j) for j in range(N)]
       stored = sc[t].store(mine[0])
-      for j in range(1, N): stored = sc.after(stored)[j * B + t].store(mine[j])
+      for n in range(1, N): stored = sc.after(stored)[n * B + t].store(mine[n])
       mx = mine[0]
       for v in mine[1:]: mx = mx.maximum(v)
       m_seen = m = block_reduce(mx, t, B, warp, 2, lambda a, b: a.maximum(b), stored)
@@ -258,14 +259,16 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
     it): issued first thing, before the wait for the q/k/v product (wo depends on no kernel). Returns the array and the copies."""
     assert wo is not None and o_part is not None
     rows, f16 = dim // o_parts, dtypes.float16
-    smem = UOp(Ops.DEFINE_LOCAL, f16.ptr(rows * D, "local"), (), 11)
+    smem_dt = f16.ptr(rows * D, "local")
+    smem = UOp(Ops.DEFINE_LOCAL, smem_dt, (), 11)
     buf = buffer_of(wo)[0]
+    assert isinstance(buf.dtype, PtrDType)
     copies = []
     for i in range(rows * (D // 8) // B):
       c = t + i * B  # the block's 16-byte chunks: row c // (D / 8), chunk c % (D / 8)
       r, ch = c // (D // 8), c % (D // 8)
       ld = UOp(Ops.INDEX, f16.vec(8).ptr(buf.dtype.size), (buf, (o_part * rows + r) * wo.shape[1] + h * D + ch * 8)).load()
-      at = UOp(Ops.INDEX, f16.vec(8).ptr(smem.dtype.size, "local"), (smem, r * D + ch * 8))
+      at = UOp(Ops.INDEX, f16.vec(8).ptr(smem_dt.size, "local"), (smem, r * D + ch * 8))
       copies.append(UOp(Ops.STORE, dtypes.void, (at, ld), "async"))
     return smem, copies
 
@@ -285,6 +288,7 @@ def decode_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_l
       n = o_part * rows + step * per_step + lane_row
       if staged is not None:
         smem = staged[0].after(shared)
+        assert isinstance(smem.dtype, PtrDType)
         vec = UOp(Ops.INDEX, dtypes.float16.vec(8).ptr(smem.dtype.size, "local"), (smem, (step * per_step + lane_row) * D + sub * 8)).load()
         ws = [UOp(Ops.GEP, dtypes.float16, (vec,), (e,)).cast(f32) for e in range(8)]
       else: ws = [wo[n, h * D + sub * 8 + e].cast(f32) for e in range(8)]

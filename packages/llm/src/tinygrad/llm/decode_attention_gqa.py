@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar
 from tinygrad.llm.decode_attention import block_reduce, pairwise_sum
 from tinygrad.uop.dsl import GRID_WAIT, AddrSpace, AxisType, KernelInfo
@@ -138,6 +138,7 @@ def gqa_attention_kernel(n_heads: int, n_kv_heads: int, head_dim: int, attn_len:
   f32 = dtypes.float32
 
   def kernel(out: UOp, q: UOp, cache: UOp, cos: UOp, sin: UOp, position: UOp, kv: UOp | None = None) -> UOp:
+    assert isinstance(cache.dtype, PtrDType)  # a kernel parameter: a buffer
     g = UOp.range(n_kv_heads * R * S, 0, AxisType.GLOBAL)
     c, sub, part = g // (R * S), (g // S) % R, g % S  # the kv head, the block's share of its query heads, the part of the span
     h0 = c * G + sub * Gq  # the block's first query head

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinygrad import Device, Tensor, TinyJit, Variable, dtypes, reuse
+from tinygrad import Device, Tensor, TinyJit, UOp, Variable, dtypes, reuse
 from tinygrad.engine.realize import buffer_of
 from tinygrad.helpers import DEBUG, ContextVar
 from tinygrad.llm.gguf import GGUFFile, read_gguf
@@ -136,7 +136,7 @@ class LLM:
     # one prefill and one decode capture per attention span (a power of two, Transformer.attn_len): attention's work grows with
     # the position instead of always spanning max_context; a new span is captured the first time a position reaches it
     self._prefill_jits: dict[tuple[int, int], Any] = {}  # (chunk size, attn_len) -> capture
-    self._v_last: dict[int, Variable] = {}  # chunk size -> the chunk's last real token, a symbolic index
+    self._v_last: dict[int, UOp] = {}  # chunk size -> the chunk's last real token, a symbolic index
     self._decode_jits: dict[int, Any] = {}
     self._sample = self._wrap(sample)
     self._sample_temperature = self._wrap(sample_temperature)
@@ -232,7 +232,7 @@ class LLM:
     mode: `_sampling_mode`'s."""
     if (fn := self._step_jits.get((attn_len, mode))) is None:
       model, ring = self.model, self._ring
-      def step(start_pos, knobs: list[Tensor]) -> Tensor:
+      def step(start_pos: UOp, knobs: list[Tensor]) -> Tensor:
         tok = select_rows(ring, start_pos % RING, 1).reshape(1, 1)
         pos = scalar(start_pos, ring.device) + 1
         # greedy and temperature draws through the head's int8 screen (head_screen.py), where the model has one

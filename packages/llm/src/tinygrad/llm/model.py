@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from tinygrad import Tensor, Variable, dtypes
 from tinygrad.dtype import DType
@@ -419,6 +419,10 @@ def one_hot(idx: Tensor, n: int) -> Tensor:
   return (idx.unsqueeze(-1) == Tensor.arange(n, dtype=dtypes.int32, device=idx.device)).cast(dtypes.float32)
 
 
+@overload
+def scalar(v: int, device: str | None = None) -> int: ...
+@overload
+def scalar(v: UOp, device: str | None = None) -> Tensor: ...
 def scalar(v: int | UOp, device: str | None = None) -> Tensor | int:
   """An int stays an int; a symbolic int (bound Variable) becomes a 0-d int32 Tensor, so it can meet tensors in arithmetic."""
   return v if isinstance(v, int) else Tensor(v, dtype=dtypes.int32, device=device)
@@ -588,7 +592,7 @@ class Attention:
     if not fold: self._write_cache(k[0].permute(1, 0, 2), v[0].permute(1, 0, 2), start_pos)
     if form:
       assert isinstance(mask, DecodePosition), "a hand-written decode kernel takes the position (Transformer.hidden gives it)"
-      L, warp = mask.attn_len, shuffle_lanes(x.device)
+      L, warp, position = mask.attn_len, shuffle_lanes(x.device), mask.position
     if form == "gqa":  # a block per (kv head, part of the span) for the whole group of query heads (writing the cache where q/k/v
       # are one buffer); one part of a short span writes the heads' rows, more parts are combined after
       # (a kv head's query heads shared over blocks while the grid stays within the GPU's SMs: group_blocks)
@@ -596,20 +600,20 @@ class Attention:
       blocks = gqa_grid_blocks(L, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, sms or 128)
       kernel = gqa_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, (nq, nq + nkv) if fold else None,
                                     has_grid_wait(x.device), spread=blocks <= (DECODE_GQA_SPREAD.value or sms or blocks), max_blocks=sms or 128)
-      args = (q_rows, self.cache, *tables, mask.position) + ((qkv,) if fold else ())
+      args = (q_rows, self.cache, *tables, position) + ((qkv,) if fold else ())
       if n_parts == 1: out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]  # the heads' rows
       else:
-        parts = Tensor.empty(cfg.n_heads * n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(*args, fxn=kernel)[0]
-        out = Tensor.empty(nq, device=x.device).custom_kernel(parts, fxn=gqa_combine_kernel(cfg.n_heads, cfg.head_dim, n_parts))[0]
+        partials = Tensor.empty(cfg.n_heads * n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(*args, fxn=kernel)[0]
+        out = Tensor.empty(nq, device=x.device).custom_kernel(partials, fxn=gqa_combine_kernel(cfg.n_heads, cfg.head_dim, n_parts))[0]
       return linear(out.reshape(B, 1, nq), self.wo), False
     if form == "split":  # a longer span: a block per (head, 128 positions), the parts combined after (decode_attention.py)
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, split=n_parts)
-      parts = Tensor.empty(cfg.n_heads * n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(q_rows, self.cache, *tables, mask.position, fxn=kernel)[0]
-      return linear(combine_split(parts, cfg.n_heads, cfg.head_dim).reshape(B, 1, nq), self.wo), False
+      partials = Tensor.empty(cfg.n_heads * n_parts * (cfg.head_dim + 2), device=x.device).custom_kernel(q_rows, self.cache, *tables, position, fxn=kernel)[0]
+      return linear(combine_split(partials, cfg.n_heads, cfg.head_dim).reshape(B, 1, nq), self.wo), False
     if form == "one":
       kernel = decode_attention_kernel(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, L, cfg.rope_neox, warp, (nq, nq + nkv) if fold else None,
                                        has_grid_wait(x.device))
-      args = (q_rows, self.cache, *tables, mask.position) + ((qkv,) if fold else ())
+      args = (q_rows, self.cache, *tables, position) + ((qkv,) if fold else ())
       out = Tensor.empty(nq, device=x.device).custom_kernel(*args, fxn=kernel)[0]
       return linear(out.reshape(B, 1, nq), self.wo), False
     assert isinstance(mask, Tensor)
@@ -853,8 +857,8 @@ class Block:
                          zeroed=Tensor.empty(*x.shape, dtype=x.dtype, device=x.device))
       return ffn.accumulate(nxt, h, self.ffn_norm, eps)
     h = self.attn(x * self.attn_norm, norm_scale(x, eps), start_pos, cos, sin, mask, first, residual=x)
-    ffn = self.ffn.one_kernel(h, self.ffn_norm, eps) if isinstance(self.ffn, FeedForward) else None
-    return (h + (ffn if ffn is not None else self.ffn(h * self.ffn_norm, norm_scale(h, eps)))).contiguous()
+    ffn_out = self.ffn.one_kernel(h, self.ffn_norm, eps) if isinstance(self.ffn, FeedForward) else None
+    return (h + (ffn_out if ffn_out is not None else self.ffn(h * self.ffn_norm, norm_scale(h, eps)))).contiguous()
 
 
 # matrices of a layer stacked into one at load where their types and widths match: the stack's name, its parts. A GGUF may

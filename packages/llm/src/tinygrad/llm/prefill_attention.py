@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable
 
 from tinygrad.codegen.tensor_core import LDMATRIX, SmemTile, affine_uop, fit_layout, lane_split, matrix_fragment
-from tinygrad.dtype import dtypes
+from tinygrad.dtype import PtrDType, dtypes
 from tinygrad.helpers import ContextVar
 from tinygrad.renderer import TensorCore
 from tinygrad.uop.dsl import AxisType, KernelInfo, buffer_of
@@ -205,8 +205,11 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
 
       # keys and values into shared memory, 16 bytes a copy, the warps of a share its blocks. With async copies (sm_80+) two
       # stages: the next step's block is copied while this one's is used (the barrier after its copies waits for all but them)
-      smem = UOp(Ops.DEFINE_LOCAL, f16.ptr(STAGES * S * stage, "local"), (), 1)
+      smem_dt = f16.ptr(STAGES * S * stage, "local")
+      smem = UOp(Ops.DEFINE_LOCAL, smem_dt, (), 1)
       cache_buf = buffer_of(cache)[0]
+      cache_dt = cache_buf.dtype
+      assert isinstance(cache_dt, PtrDType)  # a kernel parameter: a buffer
       def copy(step: UOp | int, at_buf: UOp | int, dep: UOp | None) -> list[UOp]:
         base, buf = block_of(step) * KB, at_buf * (S * stage) + sp * stage
         out_ = []
@@ -215,9 +218,9 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
           which, rem = c // chunks, c % chunks
           r, ch = rem // (D // VEC), rem % (D // VEC)
           src = ((which * n_kv_heads + kvh) * cache.shape[2] + base + r) * D + ch * VEC
-          ld = UOp(Ops.INDEX, f16.vec(VEC).ptr(cache_buf.dtype.size), (cache_buf, src)).load()
+          ld = UOp(Ops.INDEX, f16.vec(VEC).ptr(cache_dt.size), (cache_buf, src)).load()
           dst = buf + which.eq(0).where(k_tile.index(r, ch * VEC), k_tile.size + v_tile.index(ch * VEC, r))
-          at = UOp(Ops.INDEX, f16.vec(VEC).ptr(smem.dtype.size, "local"), (UOp(Ops.AFTER, smem.dtype, (smem, dep)) if dep is not None else smem, dst))
+          at = UOp(Ops.INDEX, f16.vec(VEC).ptr(smem_dt.size, "local"), (UOp(Ops.AFTER, smem.dtype, (smem, dep)) if dep is not None else smem, dst))
           out_.append(UOp(Ops.STORE, dtypes.void, (at, ld), "async") if STAGES == 2 else at.store(ld))
         return out_
       pre = (UOp(Ops.BARRIER, dtypes.void, tuple(copy(0, 0, None)), 1),) if STAGES == 2 else ()  # the first block, a group of its own
@@ -236,7 +239,7 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
       def frag(tile: SmemTile, off: int, outer0: int, k0: int) -> UOp:
         if use_ldm and (ldm := matrix_fragment(rd, b_ofit, tile, share + off, UOp.const(dtypes.int32, outer0), k0, lane, f16)) is not None:
           return ldm
-        return vec([UOp(Ops.INDEX, f16.ptr(smem.dtype.size, "local"), (rd, share + off + tile.index(outer0 + affine_uop(fo, g, t), affine_uop(fk, g, t) + k0))).load()
+        return vec([UOp(Ops.INDEX, f16.ptr(smem_dt.size, "local"), (rd, share + off + tile.index(outer0 + affine_uop(fo, g, t), affine_uop(fk, g, t) + k0))).load()
                     for fo, fk in b_ofit], f16)
 
       # 2. scores of this block's positions, masked past each row's own position
@@ -286,8 +289,8 @@ def prefill_attention_kernel(tc: TensorCore, n_heads: int, n_kv_heads: int, head
         sp_at = sp.maximum(1)  # share 0 stores nothing (its store is gated off): any in-bounds address
         kept = UOp(Ops.BARRIER, dtypes.void, tuple(part[at(sp_at, i)].store(v, sp.ne(0)) for i, v in enumerate(mine)))
         theirs = part.after(kept)
-        for o in range(1, S):
-          other = [theirs[at(o, i)] for i in range(nst)]
+        for other_share in range(1, S):
+          other = [theirs[at(other_share, i)] for i in range(nst)]
           m_all = [mine[M_AT + s_].maximum(other[M_AT + s_]) for s_ in range(n_slots)]
           a_me = [(mine[M_AT + s_] - m_all[s_]).alu(Ops.EXP2) for s_ in range(n_slots)]
           a_ot = [(other[M_AT + s_] - m_all[s_]).alu(Ops.EXP2) for s_ in range(n_slots)]
