@@ -75,7 +75,7 @@ Wh_np = (rng.standard_normal((5, 5)) * 0.4).astype(np.float32); Wh = Tensor(Wh_n
 @TinyJit
 def cell(h, x): return (h @ Wh + x).tanh().realize()
 h, hn = Tensor.zeros(3, 5).contiguous().realize(), np.zeros((3, 5), np.float32)
-for t in range(6):
+for _ in range(6):
   xt = rng.standard_normal((3, 5)).astype(np.float32)
   h = cell(h, Tensor(xt)); hn = np.tanh(hn @ Wh_np + xt)
 chk("recurrent state fed back", h, hn, 1e-5)
@@ -85,7 +85,7 @@ chk("recurrent state fed back", h, hn, 1e-5)
 def combine(xs, *, bias):
   s = xs[0] * 2 + xs[1] - bias
   return s, s, [xs[0].sum(), s.max()]
-for i in range(4):
+for _ in range(4):
   a_np, b_np, c_np = (rng.standard_normal(5).astype(np.float32) for _ in range(3))
   s1, s2, (tot, mx) = combine([Tensor(a_np), Tensor(b_np)], bias=Tensor(c_np))
 chk("list + keyword inputs", s1, a_np * 2 + b_np - c_np, 1e-6); chk("same tensor twice", s1 is s2, True, exact=True)

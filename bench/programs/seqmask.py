@@ -8,7 +8,7 @@ import time
 import numpy as np
 from tinygrad import Tensor, TinyJit, dtypes, nn
 from tinygrad.helpers import Context
-from tinygrad.nn.state import get_parameters
+from tinygrad.nn.state import get_parameters, get_state_dict
 
 from bench import chk, finish, init, report
 
@@ -79,7 +79,6 @@ def np_forward(p, x, mask, lens):
   return feat @ p["head.weight"].T + p["head.bias"], (h, last, hf, hb, mean, mx)
 
 model = Model(); init(model, seed=3)
-from tinygrad.nn.state import get_state_dict
 P = {k: v.numpy().astype(np.float64) for k, v in get_state_dict(model).items()}
 X, M, L = Tensor(x_np), Tensor(mask_np), Tensor(lens_np.astype(np.int32))
 logits, parts = model(X, M, L)
@@ -100,7 +99,7 @@ def step(x, mask, lens, y):
   return loss
 ts, losses = [], []
 with Context(TRAINING=1):
-  for i in range(12):
+  for _ in range(12):
     st = time.perf_counter(); losses.append(step(X, M, L, Tensor(y_np)).item()); ts.append(time.perf_counter() - st)
 ref0 = ref_logits - ref_logits.max(1, keepdims=True); ref0 = -(ref0[np.arange(B), y_np] - np.log(np.exp(ref0).sum(1))).mean()
 chk("first loss", losses[0], ref0, 1e-5)
@@ -112,7 +111,7 @@ V, EOS = 6, 0
 table_np = rng.standard_normal((V, V)).astype(np.float32); table_np[:, EOS] += np.array([0, -1, 3, -2, 0.5, -0.5])
 tok = Tensor(np.array([1, 2, 3, 4, 5], np.int32)); done = Tensor.zeros(5, dtype=dtypes.bool); seq_out = []
 tokn, donen = np.array([1, 2, 3, 4, 5]), np.zeros(5, bool); ref_out = []
-for t in range(6):
+for _ in range(6):
   nxt = Tensor(table_np)[tok].argmax(1).cast(dtypes.int32)
   tok = done.where(EOS, nxt); done = done | (tok == EOS); seq_out.append(tok)
   nn_ = table_np[tokn].argmax(1); tokn = np.where(donen, EOS, nn_); donen = donen | (tokn == EOS); ref_out.append(tokn)

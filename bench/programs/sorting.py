@@ -109,7 +109,7 @@ def retrieve(qv):
   Tensor.realize(*out)
   return out
 ts, outs = [], []
-for k in range(3):
+for _ in range(3):
   qv_np = rng.standard_normal((5, 16)).astype(np.float32)
   st = time.perf_counter(); ids, sc = retrieve(Tensor(qv_np)); outs.append((ids.numpy(), sc.numpy(), qv_np)); ts.append(time.perf_counter() - st)
 ids_np, sc_np, qv_np = outs[2]

@@ -87,7 +87,7 @@ for name, w in [("mlp.w1", W1), ("mlp.w2", W2)]:
 ALIGN = 64
 head = b"GGUF" + struct.pack("<IQQ", 3, len(entries), len(KV)) + b"".join(gstr(k) + struct.pack("<I", t if isinstance(t, int) else 9) + gval(t, v) for k, t, v in KV)
 blob, off = b"", []
-for name, shape, typ, raw in entries:
+for _, _, _, raw in entries:
   off.append(len(blob)); blob += raw + b"\0" * (-len(raw) % ALIGN)
 head += b"".join(gstr(n) + struct.pack("<I", len(s)) + struct.pack(f"<{len(s)}Q", *reversed(s)) + struct.pack("<IQ", t, o) for (n, s, t, _), o in zip(entries, off))
 (tmp / "m.gguf").write_bytes(head + b"\0" * (-len(head) % ALIGN) + blob)
