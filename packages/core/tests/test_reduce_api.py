@@ -44,6 +44,16 @@ def test_var_std(axis, correction):
   same(s, np.std(B3, axis=axis, ddof=correction), rtol=1e-5); same(m, np.mean(B3, axis=axis), rtol=1e-5)
 
 
+def test_var_std_of_halves_sum_the_squares_in_float32():
+  # bench/programs/dtypecorner.py: the squared deviations of a half arange(200) sum to 666,650 (past half's 65504) while the
+  # variance is 3350; the sum was cast back to half before the division (inf). torch and tinygrad 0.14 give 3350
+  x = Tensor(np.arange(200, dtype=np.float16))
+  same(x.var(), 3350.0, dtypes.float16, rtol=1e-3); same(x.std(), np.sqrt(3350.0), dtypes.float16, rtol=1e-3)
+  same(x.reshape(2, 100).var(1, correction=0), np.var(np.arange(200.0).reshape(2, 100), 1), dtypes.float16, rtol=1e-3)
+  same(Tensor(np.arange(200, dtype=np.float32)).cast(dtypes.bfloat16).var().float(), 3350.0, rtol=1e-2)
+  same(x[:2].var(correction=5), np.inf)  # a correction past the count: sq / 0
+
+
 def test_result_dtypes():
   i8, u8, b = Tensor([[1, 2], [3, 4]], dtype=dtypes.int8), Tensor([[200, 100]], dtype=dtypes.uint8), Tensor([True, True, False])
   same(i8.sum(), 10, dtypes.int32); same(u8.sum(), 300, dtypes.uint32); same(b.sum(), 2, dtypes.int32)

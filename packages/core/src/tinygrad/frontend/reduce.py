@@ -126,16 +126,18 @@ class ReduceMixin(MovementMixin):
     return total.div(self._reduced_count(axis)).cast(out_dt)
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     """sum((x - mean)^2) / max(0, n - correction)."""
-    sq = (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    dev = (self - self.mean(axis, keepdim=True)).square()
+    # narrow floats (half, bfloat16, fp8) sum the squares in float32 and divide there, then cast back (torch, tinygrad): the sum
+    # of squares can pass 65504 where the variance doesn't (half arange(200): 666,650 / 199 = 3350), and so can the count
+    out_dt = dev.dtype
+    sq = dev.sum(axis, keepdim, dtype=_acc_dtype(out_dt)) if out_dt in _HALVES else dev.sum(axis, keepdim)
     n = self._reduced_count(axis) - correction
     if isinstance(n, int) and n < 0:
       # a correction beyond the count: the value is sq / 0 (inf, or NaN) as torch, the gradient torch's finite sq' / n (sq' / 0
       # would be inf * 0 = NaN where x - mean is 0)
-      return sq.detach().div(0) + (sq - sq.detach()).div(n)
-    # (a symbolic count (x[:v]) is at least its Variable's min.) Narrow floats divide in float32: a count past 65504 is inf in half
-    d = max(0, n) if isinstance(n, int) else n
-    if dtypes.is_float(sq.dtype) and sq.dtype.itemsize < 4: return sq.cast(dtypes.float32).div(d).cast(sq.dtype)
-    return sq.div(d)
+      return (sq.detach().div(0) + (sq - sq.detach()).div(n)).cast(out_dt)
+    # (a symbolic count (x[:v]) is at least its Variable's min.)
+    return sq.div(max(0, n) if isinstance(n, int) else n).cast(out_dt)
   def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     # at var == 0 (all values equal) sqrt's slope is inf and var's 0: the gradient is 0 there (torch), not inf * 0 = NaN
     v = self.var(axis, keepdim, correction)
