@@ -105,7 +105,7 @@ for k, t, v in KV:
   chk(f"gguf kv {k}", ok, True, exact=True)
 for name, a in ref.items():
   want = {"f16": dtypes.float16, "f64": dtypes.float64, "i8": dtypes.int8, "i16": dtypes.int16, "i32": dtypes.int32, "bf16": dtypes.bfloat16}.get(name, dtypes.float32)
-  if name == "bf16": print("gguf BF16 tensor loads as", sd[name].dtype)  # tinygrad 0.14: bfloat16; ours (packages/llm): float32
+  if name == "bf16": print("gguf BF16 tensor loads as", sd[name].dtype)  # bfloat16 in both
   else: chk(f"gguf {name} dtype", sd[name].dtype == want, True, exact=True)
   chk(f"gguf {name}", sd[name].float() if name == "bf16" else sd[name], a, 1e-6, exact=name in ("i8", "i16", "i32", "f16", "f64"))
 _, sd2 = gguf_load(Tensor(np.frombuffer((tmp / "m.gguf").read_bytes(), np.uint8)))

@@ -40,6 +40,10 @@ def test_ggml_data_to_tensor_native_and_unknown_types():
   out = ggml_data_to_tensor(Tensor(x.view(np.uint8)), 5, 0)
   assert out.dtype == dtypes.float32 and out.tolist() == [0, 1, 2, 3, 4]
   with pytest.raises(ValueError): ggml_data_to_tensor(Tensor.empty(512, dtype=dtypes.uint8), 256, 1337)
+  # BF16 stays bfloat16, as tinygrad 0.14 keeps it (bench/programs/statefiles.py): the top halves of float32 bits
+  bits = (np.array([1.5, -2.25, 3e38], np.float32).view(np.uint32) >> 16).astype(np.uint16)
+  out = ggml_data_to_tensor(Tensor(bits.view(np.uint8)), 3, 30)
+  assert out.dtype == dtypes.bfloat16 and out.float().tolist() == (bits.astype(np.uint32) << 16).view(np.float32).tolist()
 
 
 def test_gguf_load_path_tensor_and_split_parts(tmp_path):

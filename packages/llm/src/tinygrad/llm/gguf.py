@@ -320,12 +320,13 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
 
 # ---- tinygrad 0.14's API (tinygrad.llm.gguf.gguf_load / ggml_data_to_tensor), for programs written against it
 
-_NATIVE_INTS = {"I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "F64": "float64"}
+# kept in their own dtype, as tinygrad 0.14 keeps them (BF16 too: the model loader widens it, this API doesn't)
+_NATIVE_INTS = {"I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "F64": "float64", "BF16": "bfloat16"}
 
 
 def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
   """The first `n` values of GGML-type `ggml_type` data held in `t` (uint8 bytes) as a 1-D tensor (lazy): F32/F16 and the
-  integer types keep their dtype, block formats dequantize to float32 (the types quants.py knows; others raise ValueError)."""
+  integer types and BF16 keep their dtype, block formats dequantize to float32 (the types quants.py knows; others raise ValueError)."""
   from tinygrad.llm import quants
   if ggml_type not in GGML_TYPES: raise ValueError(f"unknown ggml type {ggml_type}")
   name = GGML_TYPES[ggml_type].name
