@@ -117,7 +117,7 @@ class HIPRenderer(CStyleRenderer):
   def __reduce__(self) -> tuple: return HIPRenderer, (Target(self.device, self.name, self.arch),)
 
   @property
-  def tensor_cores(self):  # type: ignore[override]
+  def tensor_cores(self):
     from tinygrad_backend_amd.tensor_cores import tensor_cores_for
     return tuple(tensor_cores_for(self.arch))
 

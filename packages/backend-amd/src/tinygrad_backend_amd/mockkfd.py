@@ -146,19 +146,19 @@ class MockKFD:
     want = kfd.ARGS.get(request)
     if want is None: raise _fail(errno.ENOTTY, f"ioctl {request:#x} is not one MOCKKFD implements")
     if not isinstance(arg, want): raise _fail(errno.EINVAL, f"ioctl {request:#x} takes {want.__name__}, got {type(arg).__name__}")
-    if request == kfd.AMDKFD_IOC_GET_VERSION: arg.major_version, arg.minor_version = 1, 11  # type: ignore[attr-defined]
+    if request == kfd.AMDKFD_IOC_GET_VERSION: arg.major_version, arg.minor_version = 1, 11
     elif request == kfd.AMDKFD_IOC_ACQUIRE_VM: self._acquire_vm(arg)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: self._alloc(arg)  # type: ignore[arg-type]
-    elif request == kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU: self._free(arg.handle)  # type: ignore[attr-defined]
+    elif request == kfd.AMDKFD_IOC_FREE_MEMORY_OF_GPU: self._free(arg.handle)
     elif request in (kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU, kfd.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU):
       self._map(arg, request == kfd.AMDKFD_IOC_MAP_MEMORY_TO_GPU)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_CREATE_QUEUE: self._create_queue(arg)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_CREATE_EVENT: self._create_event(arg)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_DESTROY_EVENT:
-      if self.events.pop(arg.event_id, None) is None: raise _fail(errno.EINVAL, f"destroy of event {arg.event_id}, which does not exist")  # type: ignore[attr-defined]
+      if self.events.pop(arg.event_id, None) is None: raise _fail(errno.EINVAL, f"destroy of event {arg.event_id}, which does not exist")
     elif request == kfd.AMDKFD_IOC_WAIT_EVENTS: self._wait_events(arg)  # type: ignore[arg-type]
     elif request == kfd.AMDKFD_IOC_DESTROY_QUEUE:
-      if self.queues.pop(arg.queue_id, None) is None: raise _fail(errno.EINVAL, f"destroy of queue {arg.queue_id}, which does not exist")  # type: ignore[attr-defined]
+      if self.queues.pop(arg.queue_id, None) is None: raise _fail(errno.EINVAL, f"destroy of queue {arg.queue_id}, which does not exist")
 
   def _gpu(self, gpu_id: int) -> None:
     if gpu_id not in GPU_IDS: raise _fail(errno.EINVAL, f"gpu_id {gpu_id:#x} is not a GPU of this topology (it has {', '.join(map(hex, GPU_IDS))})")

@@ -288,7 +288,7 @@ class AMDAllocator(Allocator):
     src_dev = src_allocator.dev  # type: ignore[attr-defined]
     if src_dev.iface is not self.dev.iface:  # two KFD instances (can't share a VA space): through the host
       buf = memoryview(bytearray(nbytes))
-      src_allocator._copyout(buf, src)  # type: ignore[attr-defined]
+      src_allocator._copyout(buf, src)
       self._copyin(dest, buf)
       return
     self.dev.synchronize()  # kernels here may still read or write dest

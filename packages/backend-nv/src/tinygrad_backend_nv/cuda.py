@@ -368,7 +368,7 @@ class CUDARenderer(CStyleRenderer):
   def __reduce__(self) -> tuple: return _rebuilt_renderer, (type(self), Target(self.device, self.name, self.arch), self.compute_units)
 
   @property
-  def tensor_cores(self):  # type: ignore[override]
+  def tensor_cores(self):
     from tinygrad_backend_nv.tensor_cores import tensor_cores_for
     return tensor_cores_for(self.arch)
 

@@ -80,7 +80,7 @@ class NVKGraph:
       else:
         lc = self.launches[i]
         prg: NVKProgram = lc.program  # type: ignore[assignment]
-        prg.patch_params(self.slots.cpu + self._slot(c, i), lc.bufs, lc.vals)  # type: ignore[operator, arg-type]
+        prg.patch_params(self.slots.cpu + self._slot(c, i), lc.bufs, lc.vals)  # type: ignore[operator]
     self.stale[c].clear()
     if self.rebuild[c]:
       self._build(c)

@@ -153,7 +153,7 @@ class PTXRenderer(Renderer):
   def __reduce__(self) -> tuple: return PTXRenderer, (Target(self.device, self.name, self.arch),)
 
   @property
-  def tensor_cores(self):  # type: ignore[override]
+  def tensor_cores(self):
     from tinygrad_backend_nv.tensor_cores import tensor_cores_for
     return tuple(tc for tc in tensor_cores_for(self.arch) if not tc.smem_operands)  # wgmma: CUDA C only for now
 

@@ -28,7 +28,7 @@ def split_images(lib: bytes) -> tuple[list[tuple[int, str, int, int, str]], byte
   """(the image parameters, the program binary) of what CLCompiler.compile returned."""
   if not lib.startswith(IMAGES_MAGIC): return [], lib
   header, _, binary = lib[len(IMAGES_MAGIC):].partition(b"\n")
-  return [tuple(x) for x in json.loads(header)], binary  # type: ignore[misc]
+  return [tuple(x) for x in json.loads(header)], binary
 
 
 @functools.cache

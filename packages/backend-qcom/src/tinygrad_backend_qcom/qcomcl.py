@@ -147,7 +147,7 @@ class QCOMCLRenderer(CStyleRenderer):
     return image_max() or IMAGE_MAX
 
   @property
-  def supports_float4(self) -> bool:  # type: ignore[override]
+  def supports_float4(self) -> bool:
     # float4 accesses only with images on (IMAGE=0 renders what it always did), unless set on the instance
     if self._float4 is not None: return self._float4
     return self.supports_images and image_level() >= 1
@@ -158,7 +158,7 @@ class QCOMCLRenderer(CStyleRenderer):
   def __reduce__(self) -> tuple: return QCOMCLRenderer, (Target(self.device, self.name, self.arch, self.opts),)
 
   @property
-  def supported_dtypes(self):  # type: ignore[override]
+  def supported_dtypes(self):
     return frozenset(self.type_map)
 
   # ---- constants and math

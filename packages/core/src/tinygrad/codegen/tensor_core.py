@@ -940,7 +940,7 @@ def lower_tensor_core(ast: UOp, renderer: Renderer, tc_index: int, config: int) 
     # so no k step waits for its ldmatrix and the barrier's wait overlaps tensor-core work. The first k step's
     # fragments are carried from one iteration to the next in registers.
     a0, b0 = fragments(UOp(Ops.AFTER, a_sm.dtype, (a_sm, bar)), UOp(Ops.AFTER, b_sm.dtype, (b_sm, bar)), _c(0), 0)
-    fregs = [UOp(Ops.DEFINE_REG, f.dtype.ptr(1, "reg"), (), len(accs) + n).index(_c(0)) for n, f in enumerate(a0 + b0)]  # type: ignore[attr-defined]
+    fregs = [UOp(Ops.DEFINE_REG, f.dtype.ptr(1, "reg"), (), len(accs) + n).index(_c(0)) for n, f in enumerate(a0 + b0)]
     kt = UOp(Ops.RANGE, dtypes.int32, (_c(nk), *inits, *(r.store(f) for r, f in zip(fregs, a0 + b0)), bar), (m.k.arg[0], "reduce"))
     # tile kt+stages-1 goes into the buffer read in iteration kt-1 (its reads all came before that iteration's barrier)
     loads, stores = copy((kt + stages - 1) % nk, (kt + stages - 1) % stages)
