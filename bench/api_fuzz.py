@@ -1635,7 +1635,9 @@ def _np_refs() -> dict[str, Callable[..., Any]]:
           "logsigmoid": lambda x: -np.logaddexp(0, -x), "softsign": lambda x: x / (1 + np.abs(x)), "gelu": gelu, "elu": elu,
           "celu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0) / alpha)),
           "selu": lambda x: 1.0507 * elu(x, 1.67326), "quick_gelu": lambda x: x * sig(1.702 * x),
-          "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6, "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1)}
+          "hardswish": lambda x: x * np.clip(x + 3, 0, 6) / 6, "hardsigmoid": lambda x: np.clip(x / 6 + 0.5, 0, 1),
+          "isnan": np.isnan, "isfinite": np.isfinite,
+          "isinf": lambda x, detect_positive=True, detect_negative=True: (np.isposinf(x) & detect_positive) | (np.isneginf(x) & detect_negative)}
 
 
 _REFS: dict[str, Callable[..., Any]] = {}
@@ -1990,7 +1992,8 @@ KNOWN: list[tuple[str, Callable[[Facts, str], bool]]] = [
   ("round()/floor()/ceil() of an int or bool tensor keep its dtype (torch)", lambda f, c: _is("round", "floor", "ceil", "trunc")(f) and f.xdt not in FLOATS),
   ("var/std of an int tensor are computed in float", lambda f, c: _is("var", "std", "var_mean", "std_mean")(f) and f.xdt not in FLOATS),
   ("a float cast to an int dtype it doesn't fit wraps like a 64-bit int", lambda f, c: _is("cast", "int", "long", "short")(f)
-   and (c == "values" or (c == "tinygrad raised" and f.theirs["raised"] == "OverflowError")) and _cast_wraps(f)),
+   and (c == "values" or (c == "tinygrad raised" and (f.theirs["raised"] == "OverflowError" or "convert float NaN" in f.theirs["msg"])))
+   and _cast_wraps(f)),
   ("a Python int beyond an int tensor's dtype: arithmetic wraps (torch), comparisons are exact, where/full raise",
    lambda f, c: _is(*WRAPS)(f) and any(f.int_out_of(dt) for dt in f.dtypes)),
   ("a Python int beyond int32 is int64 (numpy/torch)", lambda f, c: c == "dtype" and (any(isinstance(v, int) and abs(v) >= 1 << 31 for v in f.scalars)

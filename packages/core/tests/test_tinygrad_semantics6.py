@@ -184,3 +184,12 @@ def test_contiguous_of_a_buffer_aliases_and_clone_copies():
   w = Tensor([2.0, 3.0], requires_grad=True).realize()
   (w.contiguous() * w).sum().backward()
   assert w.grad.tolist() == [4.0, 6.0]
+
+
+# ---- a 0-d tensor holding NaN is a NaN like any other (numpy/torch); tinygrad 0.14 folds it as a constant: isnan() False,
+# int() raises (api_fuzz seed 4949, isnan/11 and int/6)
+@pytest.mark.parametrize("x", [np.array(np.nan, np.float16), np.array(np.nan, np.float32), math.nan])
+def test_scalar_nan(x):
+  t = Tensor(x)
+  assert t.shape == () and t.isnan().item() is True and t.isfinite().item() is False and t.isinf().item() is False
+  assert (t != t).item() is True and t.int().item() == 0  # a NaN cast to an int is 0 (docs/differences.md)
