@@ -130,7 +130,7 @@ class ReduceMixin(MovementMixin):
     # narrow floats (half, bfloat16, fp8) sum the squares in float32 and divide there, then cast back (torch, tinygrad): the sum
     # of squares can pass 65504 where the variance doesn't (half arange(200): 666,650 / 199 = 3350), and so can the count
     out_dt = dev.dtype
-    sq = dev.sum(axis, keepdim, dtype=_acc_dtype(out_dt)) if out_dt in _HALVES else dev.sum(axis, keepdim)
+    sq = dev.sum(axis, keepdim, dtype=_acc_dtype(out_dt))  # (the sum's own accumulation dtype, not cast back to half)
     n = self._reduced_count(axis) - correction
     if isinstance(n, int) and n < 0:
       # a correction beyond the count: the value is sq / 0 (inf, or NaN) as torch, the gradient torch's finite sq' / n (sq' / 0

@@ -321,7 +321,7 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
 # ---- tinygrad 0.14's API (tinygrad.llm.gguf.gguf_load / ggml_data_to_tensor), for programs written against it
 
 # kept in their own dtype, as tinygrad 0.14 keeps them (BF16 too: the model loader widens it, this API doesn't)
-_NATIVE_INTS = {"I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "F64": "float64", "BF16": "bfloat16"}
+_KEPT_DTYPES = {"I8": "int8", "I16": "int16", "I32": "int32", "I64": "int64", "F64": "float64", "BF16": "bfloat16"}
 
 
 def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
@@ -331,8 +331,8 @@ def ggml_data_to_tensor(t: Tensor, n: int, ggml_type: int) -> Tensor:
   if ggml_type not in GGML_TYPES: raise ValueError(f"unknown ggml type {ggml_type}")
   name = GGML_TYPES[ggml_type].name
   raw = t.flatten().bitcast("uint8") if t.dtype.itemsize != 1 or t.dtype.name != "uint8" else t.flatten()
-  if name in quants.NATIVE_DTYPES or name in _NATIVE_INTS:
-    dt = quants.NATIVE_DTYPES[name] if name in quants.NATIVE_DTYPES else to_dtype(_NATIVE_INTS[name])
+  if name in quants.NATIVE_DTYPES or name in _KEPT_DTYPES:
+    dt = quants.NATIVE_DTYPES[name] if name in quants.NATIVE_DTYPES else to_dtype(_KEPT_DTYPES[name])
     return raw[:n * dt.itemsize].bitcast(dt)
   if name not in quants.DEQUANTIZERS:
     raise ValueError(f"ggml type {name} ({ggml_type}) is not supported (supported: {', '.join(quants.DEQUANTIZERS)})")
