@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import struct
 import sys
@@ -1200,6 +1201,20 @@ def _circular_wraps(case: dict[str, Any]) -> bool:
   return False
 
 
+
+def _bce_half_certain(case: dict[str, Any]) -> bool:
+  """bce of float16 where a probability equals its target at 0 or 1: torch's gradient (p - y) / max(p (1 - p), 1e-12) is
+  0 / 0 = NaN there, its 1e-12 rounding to 0 in float16."""
+  x, y = case["inputs"][0], case["inputs"][1]
+  return x["dtype"] == "float16" and any(p == t and p in (0.0, 1.0) for p, t in zip(view_values(x), view_values(y)))
+
+
+def _var_full_beyond(case: dict[str, Any]) -> bool:
+  """var/var_mean of a 0-d tensor with correction >= 2 (torch.var's dof = 1 - correction < 0): torch's backward of a 0-d input
+  (or of dim=None) is NaN where x == mean (always, for one element), not its finite 2 (x - mean) / dof of listed dims."""
+  m = re.search(r"correction=(\d+)", case["tg"])
+  return case["inputs"][0]["shape"] == [] and ".var" in case["tg"] and m is not None and int(m.group(1)) >= 2
+
 # Deliberate differences (docs/differences.md, Semantics): (reason, predicate on the case, the verdict and its text)
 KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
   ("tied maxima of max_pool2d/cummax/cummin share the gradient evenly (tinygrad 0.14, as max()); torch gives it to one",
@@ -1222,6 +1237,12 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
    lambda c, v, w: c["op"] in ("sort", "topk") and w.startswith("grad") and _dups(c, 0)),
   ("binary_crossentropy's target gradient at a probability of 0 or 1 is the clamped logs' (+-100); torch's and tinygrad's +-inf",
    lambda c, v, w: c["op"] == "bce" and w.startswith("grad x1") and _has(c, 0, 0.0, 1.0)),
+  ("binary_crossentropy of float16 where a probability equals its target at 0 or 1: the gradient is 0 (torch's formula); torch's "
+   "float16 kernel gives NaN (its eps 1e-12 is 0 in float16: 0 / 0)", lambda c, v, w: c["op"] == "bce" and w.startswith("grad x0")
+   and _bce_half_certain(c)),
+  ("var with a correction beyond the count: the gradient is torch's finite 2 (x - mean) / (n - correction) of listed dims "
+   "also for a 0-d tensor, where torch's full-reduction backward (0-d, or dim=None) gives NaN where x == mean, inf elsewhere",
+   lambda c, v, w: c["op"] == "stdvar" and w.startswith("grad x0") and _var_full_beyond(c)),
   ("circular padding larger than the dim left after a negative pad's crop raises (tinygrad 0.14 too); torch 2.13 checks the "
    "uncropped size and fills the output from uninitialized memory", lambda c, v, w: c["op"] == "pad" and "mode='circular'" in c["tg"]
    and w == "raised in forward" and _circular_wraps(c)),
@@ -1289,7 +1310,8 @@ def main() -> None:
     c, o, t, tg = results[0]
     print("# ours / tinygrad 0.14:\n" + program(c, "tinygrad") + "\n\n# torch:\n" + program(c, "torch") + "\n")
     for name, ans in (("ours", o), ("torch", t), ("tinygrad", tg)): print(f"{name}: {json.dumps({k: v for k, v in ans.items() if k != 'id'})}\n")
-    print("verdict:", classify(c, o, t, tg) or "same as torch")
+    v = classify(c, o, t, tg)
+    print("verdict:", v or "same as torch", f"documented: {documented(c, *v)}" if v and documented(c, *v) else "")
     return None
 
   counts: Counter = Counter()

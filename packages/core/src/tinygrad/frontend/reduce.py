@@ -126,13 +126,18 @@ class ReduceMixin(MovementMixin):
     return total.div(self._reduced_count(axis)).cast(out_dt)
   def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Self:
     """sum((x - mean)^2) / max(0, n - correction)."""
-    dev = (self - self.mean(axis, keepdim=True)).square()
+    n = self._reduced_count(axis) - correction
+    degenerate = isinstance(n, int) and n <= 0
+    mean = self.mean(axis, keepdim=True)
+    # a correction of the count or beyond (n <= 0): the gradient is torch's closed form 2 (x - mean) / n, through a detached
+    # mean (its own term sums to 0): at n == 0 the 1/0 reaches x - mean only (+-inf, NaN where x == mean), not inf - inf
+    # through the mean, which made every element NaN
+    dev = (self - (mean.detach() if degenerate else mean)).square()
     # narrow floats (half, bfloat16, fp8) sum the squares in float32 and divide there, then cast back (torch, tinygrad): the sum
     # of squares can pass 65504 where the variance doesn't (half arange(200): 666,650 / 199 = 3350), and so can the count
     out_dt = dev.dtype
     sq = dev.sum(axis, keepdim, dtype=_acc_dtype(out_dt))  # (the sum's own accumulation dtype, not cast back to half)
-    n = self._reduced_count(axis) - correction
-    if isinstance(n, int) and n < 0:
+    if degenerate and n < 0:
       # a correction beyond the count: the value is sq / 0 (inf, or NaN) as torch, the gradient torch's finite sq' / n (sq' / 0
       # would be inf * 0 = NaN where x - mean is 0)
       return (sq.detach().div(0) + (sq - sq.detach()).div(n)).cast(out_dt)
