@@ -59,7 +59,6 @@ def test_var_with_correction_beyond_count():
   np.testing.assert_array_equal(g1, np.ones((2, 1)))  # N = 1: x - mean is 0, only the mean's gradient is left (not NaN)
 
 
-
 def test_var_with_correction_equal_to_count():
   # n - correction == 0: the value is sum / 0, the gradient torch's 2 (x - mean) / 0: +-inf, NaN only where x == mean (it was NaN
   # everywhere: 1/0 also reached the mean, inf - inf)
@@ -72,6 +71,7 @@ def test_var_with_correction_equal_to_count():
   np.testing.assert_array_equal(g, ref)  # [[-inf, inf, NaN], [NaN, NaN, NaN]]
   _, (g2,) = grads(lambda t: t.var_mean(1, correction=3)[0] + t.var_mean(1, correction=3)[1], x, w=w)
   np.testing.assert_array_equal(g2, ref + w[:, None] / 3)
+
 
 def test_atanh_gradient_at_one_is_inf():
   # d atanh / dx = 1 / (1 - x^2): inf at +-1 (torch); log1p(2x / (1 - x)) gave log1p's 0 slope at inf times inf = NaN
