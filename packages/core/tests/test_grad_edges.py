@@ -150,3 +150,27 @@ def test_backward_of_an_assign_realized_after_the_graph_was_built():
   a.realize()
   loss.backward()
   np.testing.assert_array_equal(a.grad.numpy(), [1.0, 2.0, 3.0])
+
+
+def test_gradient_through_an_intermediate_realized_on_the_way():
+  # realizing topk's indices gives the softmax before it a buffer; the live tensor `pr` used to become that buffer and lose its
+  # graph, so a loss built from it afterwards had a zero gradient (a MoE load-balancing loss); now it keeps reaching w
+  rng = np.random.default_rng(0)
+  x_np, w_np = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+  c_np = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+  def ref() -> np.ndarray:
+    lg = x_np.astype(np.float64) @ w_np; p = np.exp(lg - lg.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+    dp = np.broadcast_to(c_np / 5, p.shape)
+    dlg = p * (dp - (dp * p).sum(1, keepdims=True))
+    return x_np.T @ dlg
+  w = Tensor(w_np); w.requires_grad = True
+  pr = (Tensor(x_np) @ w).softmax(-1)
+  _, idx = pr.topk(2, dim=-1)
+  idx.realize()
+  loss = (pr.mean(0) * Tensor(c_np)).sum()
+  np.testing.assert_allclose(loss.gradient(w)[0].numpy(), ref(), rtol=1e-5, atol=1e-6)
+  loss.backward()
+  np.testing.assert_allclose(w.grad.numpy(), ref(), rtol=1e-5, atol=1e-6)
+  # the same tensor realized by the program itself is cut from its graph (tinygrad 0.14 too)
+  pr2 = (Tensor(x_np) @ w).softmax(-1).realize()
+  np.testing.assert_array_equal((pr2 * Tensor(c_np)).sum().gradient(w)[0].numpy(), np.zeros((3, 4), np.float32))

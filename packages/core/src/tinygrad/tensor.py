@@ -45,6 +45,21 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 # graph built before the tensor was realized gives that node's gradient to the tensor (tinygrad 0.14 substitutes the buffer
 # into every live graph instead)
 _became: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# the graph a tensor had before a realize of other tensors computed it on the way (an intermediate the schedule gave a buffer,
+# `pr` in `pr.topk(2)[1].realize()`), by the buffer view it now is: gradients of graphs built from it later still reach the
+# tensors it was computed from, as in tinygrad 0.14 (which leaves such a tensor's graph as it was). A tensor realized itself
+# (`t.realize()`) is cut from its graph, in both.
+_grad_origin: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def _autograd_graph(u: UOp) -> UOp:
+  """u with each buffer view that stands for an intermediate's earlier graph (_grad_origin) replaced by that graph."""
+  for _ in range(16):  # an earlier graph may itself hold views of intermediates realized before it
+    if not _grad_origin: break
+    sub = {n: o for n in u.toposort(gate=lambda x: x.op is not Ops.DETACH) if (o := _grad_origin.get(n)) is not None}
+    if not sub: break
+    u = u.substitute(sub)
+  return u
 
 
 def _data_to_bytes(data: Any, dtype: DType) -> tuple[bytes, tuple[int, ...]]:
@@ -205,8 +220,15 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
       if (done := realized(node, becomes, key)) is not None and done is not t._uop: _became[t._uop], t._uop = done, done
     for t, root in zip(owners, roots): point(t, root)
     # every live tensor that was one of the realized nodes now is a view of its buffer(s). (Nodes are not
-    # remembered beyond this, but for backward() in _became: after an assign the same graph would read new values.)
-    for t in list(_all_tensors): point(t, t._uop)
+    # remembered beyond this, but for backward() in _became: after an assign the same graph would read new values; and, for an
+    # intermediate that was not one of the tensors realized, for gradients in _grad_origin.)
+    owned = {id(t) for t in owners}
+    for t in list(_all_tensors):
+      old = t._uop
+      point(t, old)
+      if t._uop is not old and id(t) not in owned and t.requires_grad is not False and dtypes.is_float(old.dtype) \
+         and old.op not in (Ops.ASSIGN, Ops.AFTER, Ops.CALL):  # a pending write must not run again in a gradient's graph
+        _grad_origin.setdefault(t._uop, old)
 
   @staticmethod
   def schedule_linear(*tensors: Tensor) -> UOp:
@@ -744,11 +766,13 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     if not all(dtypes.is_float(t.dtype) for t in (self, *targets)):  # tinygrad raises the same; torch won't let an int require grad
       raise RuntimeError(f"only float tensors have gradients: d({self.dtype!r}) / d({', '.join(repr(t.dtype) for t in targets)})")
     seed = gradient.uop if gradient is not None else Tensor.ones(*self.shape, dtype=self.dtype, device=self.device).uop
-    target_uops = {t.uop: t for t in targets}
-    grads = compute_gradient(self.uop, seed, set(target_uops))
+    root = _autograd_graph(self.uop)
+    # a target that is such an intermediate is its earlier graph's node there
+    keys = [t.uop if root is self.uop or t.uop not in _grad_origin else _autograd_graph(t.uop) for t in targets]
+    grads = compute_gradient(root, seed, set(keys))
     out = []
-    for t in targets:
-      g = grads.get(t.uop)
+    for t, key in zip(targets, keys):
+      g = grads.get(key)
       # a target the result doesn't depend on (differentiably) gets zeros, as in tinygrad
       out.append(Tensor(g, device=t.device) if g is not None else Tensor.zeros(*t.shape, dtype=t.dtype, device=t.device))
     return out
@@ -759,13 +783,14 @@ class Tensor(IndexingMixin, ConvMixin, LinalgMixin, FunctionalMixin, MultiMixin,
     parameters an optimizer marked (a model's weight gradients read without an optimizer). The gradients are lazy: only those
     the program uses are computed."""
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"only float tensors have gradients: backward() of a {self.dtype!r} tensor")
-    in_graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
+    in_graph = set(_autograd_graph(self.uop).toposort(gate=lambda u: u.op is not Ops.DETACH))
     # nodes of the graph realized since it was built: the tensors now holding their buffers take their gradients (for an
     # assign, that of the assigned value, not of the buffer's old value that the assign read)
     became: dict[UOp, list[UOp]] = {}
     for node in in_graph:
       if (view := _became.get(node)) is not None: became.setdefault(view, []).append(node)
-    params = [t for t in list(_all_tensors) if t.requires_grad is not False and dtypes.is_float(t.dtype) and (t.uop in in_graph or t.uop in became)]
+    params = [t for t in list(_all_tensors) if t.requires_grad is not False and dtypes.is_float(t.dtype)
+              and (t.uop in in_graph or t.uop in became or (t.uop in _grad_origin and _autograd_graph(t.uop) in in_graph))]
     if not params: raise RuntimeError("backward() found no float tensor in the graph without requires_grad=False")
     seen: dict[UOp, Tensor] = {}
     for t in params: seen.setdefault(t.uop, t)
