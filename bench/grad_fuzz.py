@@ -1201,7 +1201,6 @@ def _circular_wraps(case: dict[str, Any]) -> bool:
   return False
 
 
-
 def _bce_half_certain(case: dict[str, Any]) -> bool:
   """bce of float16 where a probability equals its target at 0 or 1: torch's gradient (p - y) / max(p (1 - p), 1e-12) is
   0 / 0 = NaN there, its 1e-12 rounding to 0 in float16."""
@@ -1214,6 +1213,7 @@ def _var_full_beyond(case: dict[str, Any]) -> bool:
   (or of dim=None) is NaN where x == mean (always, for one element), not its finite 2 (x - mean) / dof of listed dims."""
   m = re.search(r"correction=(\d+)", case["tg"])
   return case["inputs"][0]["shape"] == [] and ".var" in case["tg"] and m is not None and int(m.group(1)) >= 2
+
 
 # Deliberate differences (docs/differences.md, Semantics): (reason, predicate on the case, the verdict and its text)
 KNOWN: list[tuple[str, Callable[[dict[str, Any], str, str], bool]]] = [
