@@ -8,16 +8,20 @@
 #    packages/backend-nv/src packages/backend-cpu/src packages/llm/src | tar -x -C .probe/old`);
 # 4. the decode calls' host time split (llm_host_gaps.py --split); 5. the group rule against GQA_GROUP_BLOCKS=1; 6. 128 tokens.
 # The sources run from this tree (PYTHONPATH and TINYGRAD_PLUGIN_MODULES: no install needed); wheels in WHEELS (gguf, where
-# the machine lacks it) are installed into /tmp/site first. NEED_GPU=H200 exits at once on any other card.
+# the machine lacks it) are installed into /tmp/site first. NEED_GPU=H200 exits at once on any other card, after the pytest
+# files in TESTS (if set) ran.
 LIMIT=${LIMIT:-540}; T0=$SECONDS; OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
 PEER_SRC=${PEER_SRC:-.peer/llama.cpp}; OLD_TREE=${OLD_TREE:-.probe/old}; WHEELS=${WHEELS:-.whl}
 left() { echo $((LIMIT - (SECONDS - T0))); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-if [ -n "${NEED_GPU:-}" ] && ! grep -q "$NEED_GPU" "$OUT/gpu.txt"; then echo "not an $NEED_GPU: exiting"; exit 3; fi
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 4; fi
 R=$PWD
 tree() { echo "$1/packages/core/src:$1/packages/backend-nv/src:$1/packages/backend-cpu/src:$1/packages/llm/src:/tmp/site"; }
 export PYTHONPATH=$(tree "$R") TINYGRAD_PLUGIN_MODULES=tinygrad_backend_nv.plugin,tinygrad_backend_cpu.plugin PYTHONUNBUFFERED=1 DEV=CUDA
+if [ -n "${TESTS:-}" ]; then  # GPU tests (paths relative to the repo) before the card check: any GPU can run them
+  echo "== tests: $TESTS"; timeout 120 python3 -m pytest -q -p no:cacheprovider -x $TESTS 2>&1 | tail -15 | tee "$OUT/tests.log"
+fi
+if [ -n "${NEED_GPU:-}" ] && ! grep -q "$NEED_GPU" "$OUT/gpu.txt"; then echo "not an $NEED_GPU: exiting"; exit 3; fi
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 4; fi
 BUILD=
 if [ -d "$PEER_SRC" ]; then  # CPU only, niced: it runs beside our measurements
   (cd bench && nice -n 19 python3 -c "import llm_peer_llamacpp as p; p.build('$R/$PEER_SRC', '$R/$PEER_SRC/build', 12)" > "$OUT/peer_build.log" 2>&1) &

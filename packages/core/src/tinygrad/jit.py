@@ -237,7 +237,7 @@ class TinyJit(Generic[ReturnType]):
       self.graph_tried = True
       self.graph = _JitGraph.build(self.captured, {i for slots in self.input_slots for i, _ in slots})
       if DEBUG >= 1 and self.graph is not None: print(f"TinyJit replays {len(self.captured)} kernels as one device graph")
-    if self.graph is not None and GRAPH.value and DEBUG < 2: return self.graph.run(self.captured, var_vals)
+    if self.graph is not None and GRAPH.value and DEBUG < 2: return self.graph.run(var_vals)
     for ei, captured_vals in self.captured:
       ei.run({**captured_vals, **var_vals} if captured_vals else var_vals)
 
@@ -258,6 +258,10 @@ class _JitGraph:
                input_items: set[int] | None = None):
     self.graph, self.launches, self.dynamic = graph, launches, dynamic
     self.input_items = input_items or set()  # launches whose buffers may change (they read an input); the others only vals
+    # what a replay looks at per varying launch, worked out once (a decode step replays this for every kernel, every token)
+    varying = set(dynamic)
+    self.plan = [(i, ei, ei.runner, vals, i in self.input_items) for i, (ei, vals) in enumerate(captured)
+                 if i in varying and ei.runner is not None]  # (build: every item has a runner)
     runners = [ei.runner for ei, _ in captured if ei.runner is not None]
     self.ops, self.mem = sum(r.spec.estimated_ops for r in runners), sum(r.spec.estimated_mem for r in runners)
 
@@ -277,18 +281,21 @@ class _JitGraph:
     dynamic = [i for i, (ei, _) in enumerate(captured) if i in input_items or (ei.runner is not None and ei.runner.varies)]
     return _JitGraph(graph, launches, dynamic, captured, input_items)
 
-  def run(self, captured: list[tuple[ExecItem, dict[str, int]]], var_vals: dict[str, int]) -> None:
-    for i in self.dynamic:
-      ei, captured_vals = captured[i]
-      assert ei.runner is not None
+  def run(self, var_vals: dict[str, int]) -> None:
+    """Replay: update the launches whose buffers or var values changed, then launch the graph. (The captured items it was
+    built from are the JIT's: their buffers are this call's inputs already.)"""
+    launches = self.launches
+    for i, ei, runner, captured_vals, reads_input in self.plan:
       vals = {**captured_vals, **var_vals} if captured_vals else var_vals
-      if i in self.input_items:
+      if reads_input:
         for b in ei.bufs: b.ensure_allocated()
-        launch = ei.runner.launch(ei.bufs, vals)
-      else: launch = ei.runner.relaunch(self.launches[i], vals)  # the same buffers: only var values and sizes can change
-      if launch is not self.launches[i] and launch != self.launches[i]:
-        self.graph.update(i, launch)
-        self.launches[i] = launch
+        launch = runner.launch(ei.bufs, vals)
+        if launch == launches[i]: continue
+      else:  # the same buffers: only var values and sizes can change, and relaunch gives the old launch when neither did
+        launch = runner.relaunch(launches[i], vals)
+        if launch is launches[i]: continue
+      self.graph.update(i, launch)
+      launches[i] = launch
     self.graph()
     GlobalCounters.kernel_count += len(self.launches)
     GlobalCounters.global_ops += self.ops

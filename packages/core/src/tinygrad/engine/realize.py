@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +43,7 @@ class CompiledRunner:
     # worked out once: a TinyJit replays this call for every kernel of every step
     # (the thread index, codegen/threads.py, is not a value of ours: the device passes it to each thread)
     self._var_names = tuple(v.arg[0] for v in spec.vars if v.arg[0] != "core_id")
+    self._vals_of = _values_getter(self._var_names)
     self._static_dims = spec.launch_dims({}) if all(isinstance(x, int) for x in (*spec.global_size, *spec.local_size)) else None
 
   def launch(self, bufs: list[Buffer], var_vals: dict[str, int] | None = None) -> KernelLaunch:
@@ -50,7 +52,7 @@ class CompiledRunner:
     if (unbound := [n for n in self._var_names if n not in var_vals]):
       # (a RuntimeError with tinygrad's word, not the KeyError of the lookup)
       raise RuntimeError(f"unbound Variable(s) {unbound} used by kernel {self.spec.name}: bind a value first (v.bind(n))")
-    vals = tuple(var_vals[n] for n in self._var_names)
+    vals = self._vals_of(var_vals)
     global_size, local_size = self._static_dims or self.spec.launch_dims(var_vals)
     # buffers whose every access was simplified away (a view that reads only padding) are not parameters
     params = bufs if len(self.spec.globals) == len(bufs) else [bufs[i] for i in self.spec.globals]
@@ -59,8 +61,10 @@ class CompiledRunner:
   def relaunch(self, prev: KernelLaunch, var_vals: dict[str, int]) -> KernelLaunch:
     """`prev` (a launch of this kernel) with these var values, its buffers kept; `prev` itself when nothing changes. A
     device graph's replays rebuild only this for the launches that just the var values change."""
-    vals = tuple(var_vals[n] for n in self._var_names)
-    global_size, local_size = self._static_dims or self.spec.launch_dims(var_vals)
+    vals = self._vals_of(var_vals)
+    if self._static_dims is not None:  # (prev has them too: launch gave it them)
+      return prev if vals == prev.vals else KernelLaunch(prev.program, prev.bufs, prev.global_size, prev.local_size, vals)
+    global_size, local_size = self.spec.launch_dims(var_vals)
     if vals == prev.vals and global_size == prev.global_size and local_size == prev.local_size: return prev
     return KernelLaunch(prev.program, prev.bufs, global_size, local_size, vals)
 
@@ -75,6 +79,15 @@ class CompiledRunner:
 
 
 def _noop(*args: Any, **kwargs: Any) -> float: return 0.0
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[dict[str, int]], tuple[int, ...]]:
+  """A function from var values to the tuple of those named, in order (a replay's relaunch calls it for every varying kernel)."""
+  if not names: return lambda var_vals: ()
+  if len(names) == 1:
+    name = names[0]
+    return lambda var_vals: (var_vals[name],)
+  return operator.itemgetter(*names)
 
 
 _runner_cache: dict[tuple, CompiledRunner] = {}
