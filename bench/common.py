@@ -33,6 +33,7 @@ HEADLINE: dict[str, tuple[str, str, bool]] = {
   "add": ("gbs", "GB/s", True), "sum": ("gbs", "GB/s", True), "sum_axis0": ("gbs", "GB/s", True),
   "vecmat": ("gbs", "GB/s", True), "softmax": ("gbs", "GB/s", True), "conv2d": ("gflops", "GFLOP/s", True),
   "mlp_step": ("ms", "ms/step", False), "mlp_cold": ("cold_s", "s", False), "lstm_cold": ("cold_s", "s", False), "jit_overhead": ("us_per_call", "us/call", False),
+  "jit_overhead_var": ("us_per_call", "us/call", False),
 }
 
 
@@ -156,7 +157,7 @@ def main(benchmark: str, cases: list[str], beam: int = 0, beam_cases: list[str] 
     d: dict[str, Any] = {"ours": ours(which)}
     if beam and (beam_cases is None or which in beam_cases): d[f"ours_beam{beam}"] = ours(which, beam)
     d["numpy"] = numpy_peer(which) if which not in COLD else {"skipped": "numpy compiles nothing"}
-    d["torch"] = torch_peer(which) if which not in (*COLD, "jit_overhead") else {"skipped": "no equivalent"}
+    d["torch"] = torch_peer(which) if which not in (*COLD, "jit_overhead", "jit_overhead_var") else {"skipped": "no equivalent"}
     d["tinygrad_0.14"] = tinygrad_peer(which, cold=which in COLD)
     details[which] = d
   key_of = {w: HEADLINE[w] for w in cases}

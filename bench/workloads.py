@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shapes import CONV, MATMUL_SIZES, MLP, N_16M, REDUCE_2D, mlp_flops
-from tinygrad import Device, Tensor, TinyJit
+from tinygrad import Device, Tensor, TinyJit, Variable
 
 
 def sync() -> None: Device[Device.DEFAULT].synchronize()
@@ -187,8 +187,31 @@ def jit_overhead(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
   return {"us_per_call": best * 1e6, "us_per_call_median": med * 1e6, "us_per_kernel": best * 1e6 / kernels, "kernels": kernels}
 
 
+def jit_overhead_var(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
+  """jit_overhead with a bound Variable that takes a new value every call, as an LLM's decode step does with its position:
+  every kernel's launch changes, with the same buffers."""
+  pos = Variable("pos", 0, 1 << 20)
+
+  @TinyJit
+  def f(x: Tensor, p: Any) -> Tensor:
+    for _ in range(kernels): x = (x * 1.0001 + p).realize()
+    return x
+
+  x = Tensor.rand(16).realize()
+  for i in range(3): f(x, pos.bind(i))  # run, capture, first replay
+  sync()
+  times = []
+  for _ in range(5):
+    st = time.perf_counter()
+    for i in range(calls): f(x, pos.bind(i + 1))
+    sync()
+    times.append((time.perf_counter() - st) / calls)
+  best, med = min(times), statistics.median(times)
+  return {"us_per_call": best * 1e6, "us_per_call_median": med * 1e6, "us_per_kernel": best * 1e6 / kernels, "kernels": kernels}
+
+
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {
   **{f"matmul_{n}": (lambda n=n: matmul(n)) for n in MATMUL_SIZES},  # type: ignore[misc]
   "add": add, "sum": sum_, "sum_axis0": sum_axis0, "vecmat": vecmat, "softmax": softmax, "conv2d": conv2d, "mlp_step": mlp_step, "mlp_cold": mlp_cold,
-  "lstm_cold": lstm_cold, "jit_overhead": jit_overhead,
+  "lstm_cold": lstm_cold, "jit_overhead": jit_overhead, "jit_overhead_var": jit_overhead_var,
 }

@@ -26,6 +26,24 @@ def test_jit_replays_through_the_cpu_graph_with_new_inputs_and_variables(native:
   assert Device[Device.DEFAULT].graph is cpu_graph and isinstance(f.graph.graph, NativeCPUGraph if native else CPUGraph)
 
 
+@pytest.mark.parametrize("native", [1, 0])
+def test_replays_that_change_only_a_var_value(native: int):
+  """The decode step's case: the same buffers, a new value each call (negative ones too) in kernels that read no input."""
+  p = Variable("p", -50, 50)
+  @TinyJit
+  def f(x: Tensor, v) -> Tensor:
+    for _ in range(3): x = (x * 0.5 + v).contiguous()
+    return x
+  x_np = np.random.randn(16).astype(np.float32)
+  x = Tensor(x_np).realize()
+  with Context(CPU_NATIVE_GRAPH=native):
+    for v in [1, 2, 2, -7, 50, -50, 3, 0]:
+      want = x_np
+      for _ in range(3): want = want * 0.5 + v
+      np.testing.assert_allclose(f(x, p.bind(v)).numpy(), want, rtol=1e-6, atol=1e-6)
+  assert isinstance(f.graph.graph, NativeCPUGraph if native else CPUGraph)
+
+
 def test_threaded_kernel_in_the_graph():
   """A kernel big enough to be split over threads (THREAD opt) runs each thread's part from the graph too."""
   @TinyJit

@@ -133,7 +133,13 @@ class NativeCPUGraph:
     self._run = lambda core: fxn(*self._per_core[core])
 
   def update(self, i: int, launch: KernelLaunch) -> None:
-    if launch_shape(launch) != launch_shape(self.launches[i]):  # another thread count or signature: new code, new layout
+    old = self.launches[i]
+    if launch.program is old.program and launch.bufs is old.bufs and launch.global_size == old.global_size:
+      self.launches[i] = launch  # only var values changed (a new position each step): their slots, nothing else
+      o = self._offsets[i] + 1 + len(launch.bufs)
+      for k, v in enumerate(launch.vals): self.table[o + k] = v & 0xFFFFFFFF
+      return None
+    if launch_shape(launch) != launch_shape(old):  # another thread count or signature: new code, new layout
       return self._set(self.launches[:i] + [launch] + self.launches[i + 1:])
     self.launches[i] = launch
     self._write(i, launch)
