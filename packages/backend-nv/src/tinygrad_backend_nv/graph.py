@@ -135,7 +135,7 @@ class CUDAGraph:
     old, self.launches[i] = self.launches[i], launch
     if (launch.program is old.program and launch.bufs is old.bufs and launch.global_size == old.global_size
         and launch.local_size == old.local_size and not launch.program.tensor_maps):
-      return self._update_vals(i, launch.vals)  # the decode step's case (a new position): checked above, nothing else moves
+      return self._update_vals(i, launch.vals, launch.program.name)  # the decode step's case: a new position, nothing else
     if old.bufs != launch.bufs and any(self.programmatic[j] and _early_conflict(self.launches[j - 1], self.launches[j]) for j in (i, i + 1) if 0 < j < len(self.launches)):
       self._destroy()  # new buffers make a programmatic edge unsafe: the graph again, with that edge plain
       return self._build(self.launches)
@@ -148,13 +148,13 @@ class CUDAGraph:
     check(cu.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], params), f"cuGraphExecKernelNodeSetParams({launch.program.name})")
     self._enable(i, ok)
 
-  def _update_vals(self, i: int, vals: tuple[int, ...]) -> None:
+  def _update_vals(self, i: int, vals: tuple[int, ...], name: str) -> None:
     """Node i's launch with new var values only: they are written into the argument values its parameters point at, and
     the driver reads the parameters again (one call; no parameters rebuilt, no launch compared)."""
     params, _, (values, _) = self.params[i]
     for v, new in zip(values[len(values) - len(vals):], vals): v.value = new
     res = cu.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], params)
-    if res[0] != cu.CUresult.CUDA_SUCCESS: check(res, f"cuGraphExecKernelNodeSetParams({self.launches[i].program.name})")
+    if res[0] != cu.CUresult.CUDA_SUCCESS: check(res, f"cuGraphExecKernelNodeSetParams({name})")
 
   def __call__(self) -> None:
     _use(self.ctx)
