@@ -167,6 +167,21 @@ def lstm_cold(steps: int = 8, batch: int = 4, vocab: int = 16) -> dict[str, Any]
     return {"cold_s": time.perf_counter() - st}
 
 
+def _replay_cost(call: Callable[[int], Any], kernels: int, calls: int) -> dict[str, Any]:
+  """Per-call time of `call(i)` (a jitted function of `kernels` tiny kernels), after its run, capture and first replay:
+  the best and the median of 5 rounds of `calls` calls."""
+  for i in range(3): call(i)
+  sync()
+  times = []
+  for _ in range(5):
+    st = time.perf_counter()
+    for i in range(calls): call(i + 1)
+    sync()
+    times.append((time.perf_counter() - st) / calls)
+  best, med = min(times), statistics.median(times)
+  return {"us_per_call": best * 1e6, "us_per_call_median": med * 1e6, "us_per_kernel": best * 1e6 / kernels, "kernels": kernels}
+
+
 def jit_overhead(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
   """Per-call time of replaying a jitted function of `kernels` tiny kernels (16 floats each): Python overhead."""
   @TinyJit
@@ -175,16 +190,7 @@ def jit_overhead(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
     return x
 
   x = Tensor.rand(16).realize()
-  for _ in range(3): f(x)  # run, capture, first replay
-  sync()
-  times = []
-  for _ in range(5):
-    st = time.perf_counter()
-    for _ in range(calls): f(x)
-    sync()
-    times.append((time.perf_counter() - st) / calls)
-  best, med = min(times), statistics.median(times)
-  return {"us_per_call": best * 1e6, "us_per_call_median": med * 1e6, "us_per_kernel": best * 1e6 / kernels, "kernels": kernels}
+  return _replay_cost(lambda i: f(x), kernels, calls)
 
 
 def jit_overhead_var(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
@@ -198,16 +204,7 @@ def jit_overhead_var(kernels: int = 10, calls: int = 2000) -> dict[str, Any]:
     return x
 
   x = Tensor.rand(16).realize()
-  for i in range(3): f(x, pos.bind(i))  # run, capture, first replay
-  sync()
-  times = []
-  for _ in range(5):
-    st = time.perf_counter()
-    for i in range(calls): f(x, pos.bind(i + 1))
-    sync()
-    times.append((time.perf_counter() - st) / calls)
-  best, med = min(times), statistics.median(times)
-  return {"us_per_call": best * 1e6, "us_per_call_median": med * 1e6, "us_per_kernel": best * 1e6 / kernels, "kernels": kernels}
+  return _replay_cost(lambda i: f(x, pos.bind(i)), kernels, calls)
 
 
 WORKLOADS: dict[str, Callable[[], dict[str, Any]]] = {

@@ -256,7 +256,7 @@ class _JitGraph:
 
   def __init__(self, graph: GraphExec, launches: list[KernelLaunch], dynamic: list[int], captured: list[tuple[ExecItem, dict[str, int]]],
                input_items: set[int] | None = None):
-    self.graph, self.launches, self.dynamic = graph, launches, dynamic
+    self.graph, self.launches = graph, launches
     self.input_items = input_items or set()  # launches whose buffers may change (they read an input); the others only vals
     # what a replay looks at per varying launch, worked out once (a decode step replays this for every kernel, every token)
     varying = set(dynamic)
