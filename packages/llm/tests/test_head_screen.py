@@ -50,17 +50,31 @@ def _cases(w: np.ndarray) -> list[np.ndarray]:
   return [rng.standard_normal((1, dim)).astype(np.float32), tie, np.zeros((1, dim), np.float32), nan]
 
 
+def _screen_on_mock_nv(w: np.ndarray) -> tuple[ScreenedHead, Tensor]:
+  """The screen of w, built and realized on the CPU, then copied to MOCK+NV (where every kernel runs in the Python interpreter,
+  so building it there took most of these tests' minutes); and the exact float16 product's weight on the CPU, for references."""
+  wt = Tensor(w, device="CPU").realize()
+  sc = ScreenedHead(wt)
+  Tensor.realize_all(*sc.tensors)
+  with Context(DEV="MOCK+NV"):
+    for name in ("w", "q", "scale", "slack"): setattr(sc, name, getattr(sc, name).to("NV").realize())
+  return sc, wt
+
+
+def _full(h: np.ndarray | Tensor, wt: Tensor) -> Tensor:
+  """The full product's logits (1, vocab), on the CPU."""
+  return linear((h if isinstance(h, Tensor) else Tensor(h, device="CPU")).to("CPU"), QuantWeight(wt.reshape(-1), "F16", wt.shape))
+
+
 def test_screened_argmax_is_the_full_products_on_mock_nv():
   pytest.importorskip("tinygrad_backend_nv")
   w = _matrix(300, 256)
   w[200] = w[17]
+  sc, wt = _screen_on_mock_nv(w)
   with Context(DEV="MOCK+NV"):
-    wt = Tensor(w).realize()
-    sc = ScreenedHead(wt)
-    Tensor.realize_all(*sc.tensors)
     for h in _cases(w):
       logits = sc.logits(Tensor(h)).numpy()[0]
-      full = linear(Tensor(h), QuantWeight(wt.reshape(-1), "F16", w.shape))
+      full = _full(h, wt)
       assert greedy(Tensor(logits).reshape(1, -1)).item() == greedy(full).item() == sc.next_token(Tensor(h)).item()
       kept = np.isfinite(logits) | np.isnan(logits)
       np.testing.assert_allclose(logits[kept], full.numpy()[0][kept], rtol=1e-6, atol=1e-6)  # the kept rows' exact logits
@@ -74,16 +88,14 @@ def test_screened_temperature_draw_is_the_full_draws_on_mock_nv():
   pytest.importorskip("tinygrad_backend_nv")
   w = _matrix(300, 256, seed=3)
   rng = np.random.default_rng(4)
+  sc, wt = _screen_on_mock_nv(w)
   with Context(DEV="MOCK+NV"):
-    wt = Tensor(w).realize()
-    sc = ScreenedHead(wt)
-    Tensor.realize_all(*sc.tensors)
     for step, temp in enumerate((0.7, 0.1, 2.0)):
       h = Tensor(rng.standard_normal((1, 256)).astype(np.float32))
       key, t = Tensor([11, step], dtype=dtypes.uint32), Tensor([temp], dtype=dtypes.float32)
       noise = gumbel_noise(key, 300).contiguous()
       got = noisy_argmax(sc.logits(h, t, noise) / t.reshape(1, 1), noise).item()
-      assert got == sample_temperature(linear(h, QuantWeight(wt.reshape(-1), "F16", w.shape)), t, key).item()
+      assert got == sample_temperature(_full(h, wt), t.to("CPU"), key.to("CPU")).item()
       assert sc.next_token(h, t, noise).item() == got  # each block's best row, then the best of the blocks
       assert 1 <= sc.candidates(h, t, noise)[1].numpy().sum() <= 30
 
@@ -95,16 +107,14 @@ def test_next_token_orders_infinities_and_nan_as_argmax_does_on_mock_nv():
   w = _matrix(600, 256, seed=5)
   h = np.abs(np.random.default_rng(6).standard_normal((1, 256))).astype(np.float32)  # positive: an infinite weight's sign decides
   cases = [{}, {420: np.inf}, {420: np.inf, 300: np.inf}, {300: -np.inf, 420: np.inf}, {100: np.nan, 420: np.inf}]
-  with Context(DEV="MOCK+NV"):
-    for case in cases:
-      wc = w.copy()
-      for r, v in case.items(): wc[r, 3] = v
-      wt = Tensor(wc).realize()
-      sc = ScreenedHead(wt)
-      Tensor.realize_all(*sc.tensors)
-      want = greedy(linear(Tensor(h), QuantWeight(wt.reshape(-1), "F16", wc.shape))).item()
+  for case in cases:
+    wc = w.copy()
+    for r, v in case.items(): wc[r, 3] = v
+    sc, wt = _screen_on_mock_nv(wc)
+    want = greedy(_full(h, wt)).item()
+    with Context(DEV="MOCK+NV"):
       assert sc.next_token(Tensor(h)).item() == want, case
-    assert want == 100  # (the NaN row)
+  assert want == 100  # (the NaN row)
 
 
 def test_best_of_blocks_takes_the_largest_key_and_its_first_index():
