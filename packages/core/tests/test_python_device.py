@@ -350,3 +350,48 @@ def test_nan_and_inf_constants():
   prog = elementwise(lambda x: alu(Ops.ADD, f32, x, const(f32, math.inf)), 2, f32, (f32,))
   out = run(prog, np.zeros(2, np.float32), np.array([1.0, -math.inf], np.float32))[0]
   assert out[0] == np.inf and np.isnan(out[1])
+
+
+# ---- the interpreter's precompiled conversions (uop/alu.py) against the reference ones they replace in its hot paths
+
+_EDGE_VALUES = [0, 1, -1, True, False, 0.5, -0.5, 2.5, -2.5, 3.7, 1e10, -1e10, 2 ** 40 + 3, -(2 ** 63), 2 ** 64 - 1, 65504.0, 65520.0,
+                3.5e38, -3.5e38, 1e-45, 1e-8, math.inf, -math.inf, math.nan]
+
+
+def _same(a: Any, b: Any) -> bool:
+  return (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)) or (a == b and type(a) is type(b))
+
+
+@pytest.mark.parametrize("dt", [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint32, dtypes.int64, dtypes.uint64,
+                                dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.fp8e4m3, dtypes.fp8e5m2],
+                         ids=lambda dt: dt.name)
+def test_caster_is_cast_scalar(dt: DType):
+  from tinygrad.uop.alu import cast_scalar, caster
+  values = _EDGE_VALUES + list(np.random.default_rng(0).uniform(-1e6, 1e6, 200)) + [int(x) for x in np.random.default_rng(1).integers(-2 ** 62, 2 ** 62, 50)]
+  for x in values:
+    x = float(x) if isinstance(x, np.floating) else x
+    assert _same(caster(dt)(x), cast_scalar(x, dt)), (dt, x)
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.float32, dtypes.float64], ids=lambda dt: dt.name)
+def test_bit_readers_and_writers_are_from_bits_and_to_bits(dt: DType):
+  from tinygrad.uop.alu import bits_reader, bits_writer, from_bits, to_bits
+  rng = np.random.default_rng(2)
+  for bits in [0, 1, (1 << (8 * dt.itemsize)) - 1] + [int(b) for b in rng.integers(0, 1 << min(8 * dt.itemsize, 63), 2000)]:
+    value = from_bits(bits, dt)
+    assert _same(bits_reader(dt)(bits), value), (dt, bits)
+    if value == value: assert bits_writer(dt)(value) == to_bits(value, dt), (dt, bits)
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.float32, dtypes.int8, dtypes.uint32, dtypes.bool], ids=lambda dt: dt.name)
+def test_alu_closures_round_as_truncate_does(dt: DType):
+  """alu_fn's closures (one an arity) give exec's reference: the op on Python values, then dtype.truncate."""
+  from tinygrad.dtype import truncate
+  from tinygrad.uop.alu import _ALU, alu_fn
+  pairs = [(1.5, 2.25), (65504.0, 65504.0), (3e38, 3e38), (-7, 3), (1e-30, 1e-30), (100, 200), (True, False)]
+  for op in (Ops.ADD, Ops.MUL, Ops.SUB, Ops.MAX):
+    for a, b in pairs:
+      a, b = (int(a), int(b)) if dtypes.is_int(dt) or dt == dtypes.bool else (float(a), float(b))
+      assert _same(alu_fn(op, dt)(a, b), truncate(dt, _ALU[op](a, b))), (op, dt, a, b)
+  assert _same(alu_fn(Ops.SQRT, dtypes.float32)(2), truncate(dtypes.float32, math.sqrt(2)))
+  assert alu_fn(Ops.WHERE, dtypes.float16)(True, 1.0, 2.0) == 1.0

@@ -25,7 +25,7 @@ from tinygrad.device.plugin import TensorCore, python_interpreter
 from tinygrad.device.runtime import Allocator, Compiled
 from tinygrad.dtype import DTYPES_BY_NAME, DType, PtrDType, dtypes
 from tinygrad.renderer import Renderer
-from tinygrad.uop.alu import alu_fn, cast_scalar, fp8_fnuz_from_bits, from_bits, to_bits
+from tinygrad.uop.alu import alu_fn, bits_reader, bits_writer, cast_scalar, caster, fp8_fnuz_from_bits, from_bits, to_bits
 from tinygrad.uop.dsl import GRID_WAIT
 from tinygrad.uop.ops import STORE_ADD, GroupOp, Ops, UOp
 
@@ -165,12 +165,14 @@ def _alu3(i: int, op: Ops, dt: DType, a: int, b: int, c: int) -> Step:
 
 
 def _cast(i: int, dt: DType, a: int) -> Step:
-  def step(v: list) -> None: v[i] = cast_scalar(v[a], dt)
+  cast = caster(dt)
+  def step(v: list) -> None: v[i] = cast(v[a])
   return step
 
 
 def _bitcast(i: int, dt: DType, src_dt: DType, a: int) -> Step:
-  def step(v: list) -> None: v[i] = from_bits(to_bits(v[a], src_dt), dt)
+  read, write = bits_reader(dt), bits_writer(src_dt)
+  def step(v: list) -> None: v[i] = read(write(v[a]))
   return step
 
 
@@ -227,8 +229,9 @@ def matrix_load_emulator(matrices: int, trans: bool, dt: DType, raw: bool) -> Ca
   """fn(each lane's address, the shared array) -> each lane's registers: lane l gives row l&7 of matrix l>>3 (8 elements
   from its address); register j of lane l is matrix j's elements (l>>2, 2*(l&3) + {0, 1}), or transposed
   (2*(l&3) + {0, 1}, l>>2)."""
+  read = bits_reader(dt)
   def run(addrs: list[int], buf: Any) -> list[tuple]:
-    rows = [[[from_bits(e, dt) if raw else e for e in buf[addrs[8 * j + r]:addrs[8 * j + r] + 8]] for r in range(8)] for j in range(matrices)]
+    rows = [[[read(e) if raw else e for e in buf[addrs[8 * j + r]:addrs[8 * j + r] + 8]] for r in range(8)] for j in range(matrices)]
     out = []
     for lane in range(32):
       g, t = lane >> 2, lane & 3
@@ -269,6 +272,7 @@ def smem_wmma_emulator(arg: tuple, raw: bool) -> Callable[[list[tuple], list[tup
   (M, N, K), threads, _, _, c_layout, din_name, dout_name = arg[:7]
   _, reader, a_op, b_op = arg[8][:4]
   din, dout = _DTYPES[din_name], _DTYPES[dout_name]
+  cast_d, read_bits = caster(dout), bits_reader(din)
   reads: set[tuple[int, int]] = set()  # (shared array, element) read since the program last took them (_Batches)
   def operand(lanes: list[tuple], rows: int, op: tuple) -> list[list[Any]]:
     idx, buf = lanes[0]
@@ -278,14 +282,14 @@ def smem_wmma_emulator(arg: tuple, raw: bool) -> Callable[[list[tuple], list[tup
         raise IndexError(f"WMMA operand read at byte {addr} outside its shared array ({len(buf)} elements of {din.name})")
       reads.add((id(buf.obj), addr // din.itemsize))
       e = buf[addr // din.itemsize]
-      return from_bits(e, din) if raw else e
+      return read_bits(e) if raw else e
     return reader(read, idx * din.itemsize, rows, K, *op, din.itemsize)
   def run(a: list[tuple], b: list[tuple], c: list[tuple]) -> list[tuple]:
     A, B = operand(a, M, a_op), operand(b, N, b_op)  # M x K and N x K
     C = [[0.0] * N for _ in range(M)]
     for lane in range(threads):
       for e, (r, col) in enumerate(c_layout[lane]): C[r][col] = c[lane][e]
-    D = [[cast_scalar(sum(x * y for x, y in zip(A[r], B[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
+    D = [[cast_d(sum(x * y for x, y in zip(A[r], B[col])) + C[r][col]) for col in range(N)] for r in range(M)]
     return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
   def take() -> set[tuple[int, int]]:
     out = set(reads)
@@ -323,6 +327,7 @@ def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]
   (M, N, K), threads, a_layout, b_layout, c_layout, din_name, dout_name = arg[:7]
   fnuz = len(arg) > 7 and arg[7]  # TensorCore.fp8_fnuz
   din, dout = _DTYPES[din_name], _DTYPES[dout_name]
+  cast_d = caster(dout)
   # tf32 operands (f32 registers): the instruction reads the top 19 bits. fp8 operands of a renderer that keeps fp8 as
   # bytes (codegen/fp8.py) arrive as ints: their bits, in the FNUZ flavour where the instruction reads that
   def rd(x: Any) -> Any:
@@ -344,7 +349,7 @@ def wmma_emulator(arg: tuple) -> Callable[[list[tuple], list[tuple], list[tuple]
       for e, (k, col) in enumerate(b_layout[lane]): put("B", B, k, col, rd(b[lane][e]))
       for e, (r, col) in enumerate(c_layout[lane]): put("C", C, r, col, c[lane][e])
     Bt = list(zip(*B))
-    D = [[cast_scalar(sum(x * y for x, y in zip(A[r], Bt[col])) + C[r][col], dout) for col in range(N)] for r in range(M)]
+    D = [[cast_d(sum(x * y for x, y in zip(A[r], Bt[col])) + C[r][col]) for col in range(N)] for r in range(M)]
     return [tuple(D[r][col] for r, col in c_layout[lane]) for lane in range(threads)]
   return run
 
@@ -362,31 +367,31 @@ def _oob(kernel: str, mem: _Mem, idx: int, buf: Any) -> None:
 
 
 def _load_vec(kernel: str, i: int, mem: _Mem, x: int) -> Step:
-  b, dt, w, raw = mem.slot, mem.dt, mem.width, mem.raw
+  b, w, raw, read = mem.slot, mem.width, mem.raw, bits_reader(mem.dt)
   def step(v: list) -> None:
     idx, buf = v[x], v[b]
     if idx < 0 or idx + w > len(buf): _oob(kernel, mem, idx if idx < 0 else idx + w - 1, buf)
-    v[i] = tuple(from_bits(e, dt) for e in buf[idx:idx + w]) if raw else tuple(buf[idx:idx + w])
+    v[i] = tuple(read(e) for e in buf[idx:idx + w]) if raw else tuple(buf[idx:idx + w])
   return step
 
 
 def _store_vec(kernel: str, mem: _Mem, x: int, val: int) -> Step:
-  b, dt, w, raw = mem.slot, mem.dt, mem.width, mem.raw
+  b, w, raw, write = mem.slot, mem.width, mem.raw, bits_writer(mem.dt)
   def step(v: list) -> None:
     idx, buf = v[x], v[b]
     if idx < 0 or idx + w > len(buf): _oob(kernel, mem, idx if idx < 0 else idx + w - 1, buf)
-    for n, e in enumerate(v[val]): buf[idx + n] = to_bits(e, dt) if raw else e
+    for n, e in enumerate(v[val]): buf[idx + n] = write(e) if raw else e
   return step
 
 
 def _load(kernel: str, i: int, mem: _Mem, x: int) -> Step:
   if mem.width > 1: return _load_vec(kernel, i, mem, x)
-  b, dt = mem.slot, mem.dt
+  b, read = mem.slot, bits_reader(mem.dt)
   if mem.raw:
     def step(v: list) -> None:
       idx, buf = v[x], v[b]
       if idx < 0: _oob(kernel, mem, idx, buf)
-      try: v[i] = from_bits(buf[idx], dt)
+      try: v[i] = read(buf[idx])
       except IndexError: _oob(kernel, mem, idx, buf)
   else:
     def step(v: list) -> None:
@@ -399,12 +404,12 @@ def _load(kernel: str, i: int, mem: _Mem, x: int) -> Step:
 
 def _store(kernel: str, mem: _Mem, x: int, val: int) -> Step:
   if mem.width > 1: return _store_vec(kernel, mem, x, val)
-  b, dt = mem.slot, mem.dt
+  b, write = mem.slot, bits_writer(mem.dt)
   if mem.raw:
     def step(v: list) -> None:
       idx, buf = v[x], v[b]
       if idx < 0: _oob(kernel, mem, idx, buf)
-      try: buf[idx] = to_bits(v[val], dt)
+      try: buf[idx] = write(v[val])
       except IndexError: _oob(kernel, mem, idx, buf)
   else:
     def step(v: list) -> None:
