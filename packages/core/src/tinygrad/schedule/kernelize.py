@@ -6,7 +6,7 @@ elementwise inputs and with the elementwise chain after it, as long as that chai
 the reduced value (which would recompute the reduction per element) nor feeds another reduction; except a row kernel
 (schedule/rows.py: softmax, norms), whose reductions over the last axis are broadcast back along it in one kernel.
 Anything else a reduction feeds, and every CONTIGUOUS, COPY and ASSIGN, gets a buffer. So does a long elementwise value that
-several kernels read (schedule/recompute.py).
+several kernels read, and a link of a long running chain (schedule/recompute.py).
 
 A hand-written kernel (`Tensor.custom_kernel`: CALL(*args) whose arg holds the kernel AST) is one kernel on its arguments'
 buffers: each argument that is not already a contiguous buffer gets one, and AFTER(arg, CALL), the argument once the kernel
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tinygrad.helpers import ContextVar, InvalidArgumentError, prod
 from tinygrad.schedule.indexing import IndexingContext, kernel_ast
 from tinygrad.schedule.pack import rewrite_cpu_reduce
-from tinygrad.schedule.recompute import shared_and_long
+from tinygrad.schedule.recompute import chain_links, inlines_any, shared_and_long
 from tinygrad.schedule.rows import broadcast_rows, fits_row, reads_other_reduction, row_limit, row_shape
 from tinygrad.schedule.siblings import sibling_of
 from tinygrad.schedule.split_k import MatmulShape, matmul_shape, split_k
@@ -103,8 +103,15 @@ def find_realizes(sink: UOp, policy: SplitPolicy | None = None, copy_assigns: bo
   fused = _with_reductions(nodes, consumers, realize, policy)
   # long elementwise values that several kernels would each compute get a buffer (schedule/recompute.py); the reductions then
   # decide again, as their users may now end in different kernels
-  if not (stored := shared_and_long(nodes, consumers, fused)): return _in_place(fused, copied, consumers), set()
-  final = _with_reductions(nodes, consumers, realize | stored, policy)
+  stored = shared_and_long(nodes, consumers, fused)
+  final = _with_reductions(nodes, consumers, realize | stored, policy) if stored else fused
+  # the links of a long chain read by a kernel a step get a buffer in place of a reduction's (recompute.py, chain_links); the
+  # values stored for their length that inline a link are chosen again, the others stay; kept where the kernels don't grow in
+  # number
+  if links := chain_links(nodes, consumers, fused):
+    kept = {n for n in stored if not inlines_any(n, links, fused)}
+    with_links = _with_reductions(nodes, consumers, realize | kept | links | shared_and_long(nodes, consumers, fused | links), policy)
+    if len(with_links) <= len(final): final = with_links
   return _in_place(final, copied, consumers), final - fused
 
 

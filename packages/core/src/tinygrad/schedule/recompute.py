@@ -8,6 +8,15 @@ kernel, so each kernel grows with the history, and compiling them grows with its
 `shared_and_long` picks the values that get a buffer instead: read by more than one kernel, and more than `limit` ALU ops long
 counting everything they inline (up to the buffers they read). Values of a broadcast shape (more elements than any buffer they
 read, a pad widening what it reads: a matmul's product before its sum) never do; their sources may.
+
+`chain_links` picks, however short, the links of a running chain read by a kernel at each step: a value read by one kernel and
+inlined into the next link, itself read by several (farthest point sampling's running minimum dist_k = min(dist_{k-1}, d_k),
+read by each step's argmax). Inlined, each step's kernel holds every earlier step, so each one differs from the last (a new
+compile a step, growing) until RECOMPUTE_MAX_OPS; stored, as the epilogue of the reduction that the link reads anyway (d_k's
+sum), every step is the same few kernels; in chains of CHAIN_MIN_LINKS links or more (a few steps inlined are a few kernels, and
+a 2-layer transformer's residual stream kept its measured kernels), and never where it would add a kernel. Eager farthest point
+sampling, 16 steps of (8, 64) points (bench/programs/pointnet.py): 8.4 -> 1.3 s. (tinygrad 0.14 stores every value that kernels
+read indexed differently.)
 """
 from __future__ import annotations
 
@@ -100,6 +109,92 @@ def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: 
       found = k
     if found is not None: kernel_of[n] = found
   return kernel_of
+
+
+def chain_links(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> set[UOp]:
+  """The elementwise values that are links of a chain (module docstring): read in one kernel by one user and, by another, inlined
+  into a value that several kernels read; each stored value takes a reduction's place in `realize` (a reduction that gets a
+  buffer and is read by nothing else but this value: its kernel computes the value instead), so no kernel is added. CHAIN_LINKS=0:
+  none."""
+  if CHAIN_LINKS.value <= 0: return set()
+  # the one realized node whose kernel computes each node, or _MANY; reductions are in their kernel's (unlike kernels_reading)
+  kernel_of: dict[UOp, UOp] = {}
+  for n in reversed(nodes):
+    if n in realize:
+      kernel_of[n] = n
+      continue
+    found: UOp | None = None
+    for user in consumers[n]:
+      if (k := kernel_of.get(user)) is None or k is found: continue
+      if found is not None or k is _MANY:
+        found = _MANY
+        break
+      found = k
+    if found is not None: kernel_of[n] = found
+  shared_below: dict[UOp, bool] = {}  # a user (past unrealized elementwise ops and views) is an ALU value several kernels read
+  after: dict[UOp, int] = {}  # the most links on a path from a node's users on, past unrealized ops (reductions end it)
+  links: set[UOp] = set()
+  for n in reversed(nodes):
+    if n in realize or n.op is Ops.REDUCE_AXIS: continue
+    users = [u for u in dict.fromkeys(consumers[n]) if u not in realize and u.op is not Ops.REDUCE_AXIS]
+    chained = [u for u in users if (u.op in GroupOp.ALU and kernel_of.get(u) is _MANY) or shared_below.get(u, False)]
+    shared_below[n] = bool(chained)
+    after[n] = max((after.get(u, 0) + (u in links) for u in users), default=0)
+    if n.op not in GroupOp.ALU or kernel_of.get(n) is not _MANY or not chained or \
+       not any(u not in chained and kernel_of.get(u) not in (None, _MANY) for u in dict.fromkeys(consumers[n])): continue
+    if _absorbs(n, consumers, realize) and _storable(n, _elements(n)): links.add(n)
+  if not links: return links
+  # only chains of CHAIN_MIN_LINKS links or more: a few steps inlined cost a few kernels that differ, and storing their values
+  # changes kernels that were measured fine (a 2-layer transformer's residual stream, a 3-block ResNet's)
+  before: dict[UOp, int] = {}  # the same, from a node's sources down
+  for n in nodes:
+    if n in realize or n.op is Ops.REDUCE_AXIS: continue
+    before[n] = max((before.get(s, 0) + (s in links) for s in n.src if s not in realize and s.op is not Ops.REDUCE_AXIS), default=0)
+  return {n for n in links if before[n] + 1 + after[n] >= CHAIN_MIN_LINKS.value}
+
+
+# 0: no value is stored as a chain link; links are stored only in chains of at least CHAIN_MIN_LINKS of them
+CHAIN_LINKS = ContextVar("CHAIN_LINKS", 1)
+CHAIN_MIN_LINKS = ContextVar("CHAIN_MIN_LINKS", 5)
+_ABSORB_MAX_NODES = 256
+
+
+def _absorbs(link: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> bool:
+  """A reduction with a buffer of its own lies under `link` (past unrealized elementwise ops and views) and every use of it flows
+  into `link`: the link's kernel computes the reduction, so storing the link adds no kernel."""
+  stack, seen = list(link.src), set[UOp]()
+  while stack and len(seen) < _ABSORB_MAX_NODES:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u.op is Ops.REDUCE_AXIS and u in realize and _flows_only_into(u, link, consumers, realize): return True
+    if u in realize or u.op is Ops.REDUCE_AXIS or u.op is Ops.BUFFER: continue
+    stack.extend(u.src)
+  return False
+
+
+def inlines_any(n: UOp, targets: set[UOp], realize: set[UOp]) -> bool:
+  """Does n inline one of `targets` (past unrealized nodes, up to _ABSORB_MAX_NODES of them)?"""
+  stack, seen = list(n.src), set[UOp]()
+  while stack and len(seen) < _ABSORB_MAX_NODES:
+    u = stack.pop()
+    if u in targets: return True
+    if u in seen or u in realize or u.op is Ops.BUFFER: continue
+    seen.add(u)
+    stack.extend(u.src)
+  return False
+
+
+def _flows_only_into(red: UOp, link: UOp, consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> bool:
+  frontier, seen = [red], {red}
+  while frontier:
+    for user in consumers[frontier.pop()]:
+      if user is link: continue
+      if user in realize or user.op in (Ops.REDUCE_AXIS, Ops.SINK, Ops.EXPAND) or len(seen) > _ABSORB_MAX_NODES: return False
+      if user not in seen:
+        seen.add(user)
+        frontier.append(user)
+  return True
 
 
 def _elements(n: UOp) -> int:
