@@ -15,7 +15,7 @@ from tinygrad.nn.optim import Adam
 
 from bench import chk, finish, init, report
 
-B, N, S, NS, RAD, NCLS = 8, 64, 8, 8, 0.6, 3
+B, N, S, NS, RAD, NCLS = 8, 64, 16, 8, 0.6, 3
 
 def make_clouds(r, n):
   pts, ys = [], []
