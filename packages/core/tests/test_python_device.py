@@ -366,7 +366,18 @@ def _same(a: Any, b: Any) -> bool:
                                 dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.fp8e4m3, dtypes.fp8e5m2],
                          ids=lambda dt: dt.name)
 def test_caster_is_cast_scalar(dt: DType):
-  from tinygrad.uop.alu import cast_scalar, caster
+  """caster(dt) against C's conversion written out here: floats to ints truncate toward zero (NaN and inf to 0), ints wrap,
+  floats round as dtype.truncate does."""
+  from tinygrad.dtype import truncate
+  from tinygrad.uop.alu import caster
+  def cast_scalar(x: Any, dt: DType) -> Any:
+    if dt == dtypes.bool: return bool(x)
+    if dtypes.is_int(dt):
+      if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x): return 0
+        x = math.trunc(x)
+      return truncate(dt, int(x))
+    return truncate(dt, float(x))
   values = _EDGE_VALUES + list(np.random.default_rng(0).uniform(-1e6, 1e6, 200)) + [int(x) for x in np.random.default_rng(1).integers(-2 ** 62, 2 ** 62, 50)]
   for x in values:
     x = float(x) if isinstance(x, np.floating) else x

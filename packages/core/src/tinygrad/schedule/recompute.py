@@ -86,19 +86,20 @@ def read_at_many_positions(nodes: list[UOp], consumers: dict[UOp, list[UOp]], re
   return stored
 
 
-def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp]) -> dict[UOp, UOp]:
+def kernels_reading(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[UOp], loops: bool = True) -> dict[UOp, UOp]:
   """Each node that is not realized -> the realized node whose kernel computes it, or the reduction whose loop does, or _MANY
   when several do (reverse topological order: a node is in the kernels of its users). A reduction counts as a kernel of its
   own: a value read inside two reductions' loops is computed in each, even when both are in one kernel; and a broadcast
-  value is computed once per copy (random weights never realized, each computed again for every row of a matmul)."""
+  value is computed once per copy (random weights never realized, each computed again for every row of a matmul).
+  `loops=False`: kernels only (a reduction is in its kernel's, a broadcast value in the kernel that reads it)."""
   kernel_of: dict[UOp, UOp] = {}
   for n in reversed(nodes):
-    if n in realize or n.op is Ops.REDUCE_AXIS:
+    if n in realize or (loops and n.op is Ops.REDUCE_AXIS):
       kernel_of[n] = n
       continue
     found: UOp | None = None
     for user in consumers[n]:
-      if user.op is Ops.EXPAND and _elements(user) > _elements(n):  # broadcast: each element computed once per copy
+      if loops and user.op is Ops.EXPAND and _elements(user) > _elements(n):  # broadcast: each element computed once per copy
         found = _MANY
         break
       k = kernel_of.get(user)
@@ -117,20 +118,7 @@ def chain_links(nodes: list[UOp], consumers: dict[UOp, list[UOp]], realize: set[
   buffer and is read by nothing else but this value: its kernel computes the value instead), so no kernel is added. CHAIN_LINKS=0:
   none."""
   if CHAIN_LINKS.value <= 0: return set()
-  # the one realized node whose kernel computes each node, or _MANY; reductions are in their kernel's (unlike kernels_reading)
-  kernel_of: dict[UOp, UOp] = {}
-  for n in reversed(nodes):
-    if n in realize:
-      kernel_of[n] = n
-      continue
-    found: UOp | None = None
-    for user in consumers[n]:
-      if (k := kernel_of.get(user)) is None or k is found: continue
-      if found is not None or k is _MANY:
-        found = _MANY
-        break
-      found = k
-    if found is not None: kernel_of[n] = found
+  kernel_of = kernels_reading(nodes, consumers, realize, loops=False)  # the one kernel computing each node, or _MANY
   shared_below: dict[UOp, bool] = {}  # a user (past unrealized elementwise ops and views) is an ALU value several kernels read
   after: dict[UOp, int] = {}  # the most links on a path from a node's users on, past unrealized ops (reductions end it)
   links: set[UOp] = set()

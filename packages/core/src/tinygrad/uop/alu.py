@@ -199,7 +199,7 @@ def fp8_to_bits(x: float, dt: DType) -> int:
 
 @functools.cache
 def caster(dt: DType) -> Callable[[Any], Any]:
-  """cast_scalar(x, dt) with dt's dispatch decided once (the interpreter's CAST steps and tensor-core results)."""
+  """The function cast_scalar(x, dt) calls, made once a dtype (the interpreter's CAST steps and tensor-core results take it)."""
   dt = dt.scalar()
   if dt == dtypes.bool: return bool
   trunc = _truncator(dt)
@@ -215,15 +215,8 @@ def caster(dt: DType) -> Callable[[Any], Any]:
 
 
 def cast_scalar(x: Any, dt: DType) -> Any:
-  """C-style conversion of a scalar to dt: floats to ints truncate toward zero, ints wrap."""
-  dt = dt.scalar()
-  if dt == dtypes.bool: return bool(x)
-  if dtypes.is_int(dt):
-    if isinstance(x, float):
-      if math.isnan(x) or math.isinf(x): return 0 if not dtypes.is_unsigned(dt) else 0
-      x = math.trunc(x)
-    return truncate(dt, int(x))
-  return truncate(dt, float(x))
+  """C-style conversion of a scalar to dt: floats to ints truncate toward zero (NaN and inf to 0), ints wrap."""
+  return caster(dt)(x)
 
 
 def eval_scalar(u: Any, env: dict) -> Any:
